@@ -1,0 +1,59 @@
+//! The `cpu` backend: always built, always available, the baseline row.
+//!
+//! Internals: every kernel is plain Rust on f32 slices in [`ops`], spread
+//! over the rayon pool of the worker process (one pool per process, sized
+//! to the logical cores). GEMM `blocked` goes through the `gemm` crate's
+//! register-blocked microkernels; `naive` and `tiled` are our own loops so
+//! the three variants show what blocking buys on this host. Times come from
+//! the monotonic clock around each call. "Transfers" in `with_transfers`
+//! mode are the copies from the caller's host buffers into the working
+//! buffers and back, which is what a unified-memory device pays too.
+
+pub mod device;
+pub mod kernel;
+pub mod ops;
+
+use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel};
+use gpufleet_kernels::{Buffer, Problem, catalog};
+
+/// The CPU backend.
+#[derive(Debug, Default)]
+pub struct CpuBackend;
+
+impl CpuBackend {
+    pub fn new() -> Self {
+        CpuBackend
+    }
+}
+
+impl Backend for CpuBackend {
+    fn name(&self) -> &'static str {
+        "cpu"
+    }
+
+    fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {
+        Ok(vec![device::discover()])
+    }
+
+    fn kernels(&self) -> Vec<KernelSupport> {
+        // The CPU implements every catalog kernel and variant, in f32.
+        catalog()
+            .iter()
+            .map(|k| KernelSupport {
+                kernel: k.name.to_string(),
+                variants: k.variants.iter().map(|v| v.to_string()).collect(),
+                dtypes: vec!["f32".to_string()],
+            })
+            .collect()
+    }
+
+    fn prepare(
+        &self,
+        _device: &DeviceInfo,
+        problem: &Problem,
+        inputs: &[Buffer],
+        mode: Mode,
+    ) -> Result<Box<dyn PreparedKernel>, BackendError> {
+        Ok(Box::new(kernel::CpuKernel::new(problem, inputs, mode)?))
+    }
+}

@@ -1,0 +1,560 @@
+//! 2-D convolution, NCHW, square kernels, zero padding: input `(batch, channels, height, width)`,
+//! weights `(filters, channels, ksize, ksize)`, output `(batch, filters, out_h, out_w)` with
+//! `out_h = (height + 2·pad - ksize) / stride + 1`.
+//!
+//! Two ways, like the GPU kernels:
+//!
+//! - [`conv2d_direct`]: one task per (image, filter) output plane. For each weight, the valid range
+//!   of output columns is computed once, so the inner loop is a bounds-check-free `out += w · in` over
+//!   a row (contiguous when stride is 1, so it vectorizes) and the output plane stays in L1/L2.
+//! - [`Im2col`]: unfolds each image into a `(channels·ksize²) × (out_h·out_w)` matrix in a workspace
+//!   allocated once by [`Im2col::new`], then multiplies `weights (filters × channels·ksize²)` by it with
+//!   [`gemm_blocked`]. Costs memory, gains the GEMM's speed; the workspace is reused across images and
+//!   calls so the timed loop allocates nothing.
+
+use std::fmt;
+
+use rayon::prelude::*;
+
+use super::gemm::gemm_blocked;
+use super::{check_len, fmadd, has_avx2_fma};
+
+/// Below this many multiply-adds a convolution (or an unfold) runs on the calling thread.
+const SERIAL_LIMIT: usize = 64 * 64 * 64;
+
+/// Dimensions of one convolution.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvShape {
+    /// Images in the batch (N).
+    pub batch: usize,
+    /// Input channels (C), shared by the input and every filter.
+    pub channels: usize,
+    /// Input height (H) before padding.
+    pub height: usize,
+    /// Input width (W) before padding.
+    pub width: usize,
+    /// Output channels (K): one filter each.
+    pub filters: usize,
+    /// Side of the square kernel (R = S).
+    pub ksize: usize,
+    /// Step between output positions, in input pixels; 0 gives an empty output.
+    pub stride: usize,
+    /// Zero rows/columns added on every side of the input.
+    pub pad: usize,
+}
+
+impl ConvShape {
+    /// Output height, `(height + 2·pad - ksize) / stride + 1`; 0 when the kernel does not fit in the
+    /// padded input or `stride`/`ksize` is 0.
+    pub fn out_h(&self) -> usize {
+        out_dim(self.height, self.ksize, self.stride, self.pad)
+    }
+
+    /// Output width, `(width + 2·pad - ksize) / stride + 1`; 0 like [`ConvShape::out_h`].
+    pub fn out_w(&self) -> usize {
+        out_dim(self.width, self.ksize, self.stride, self.pad)
+    }
+
+    /// Elements of the output, `batch·filters·out_h·out_w` (saturating at `usize::MAX`).
+    pub fn output_len(&self) -> usize {
+        product(&[self.batch, self.filters, self.out_h(), self.out_w()])
+    }
+
+    /// Elements of the input, `batch·channels·height·width` (saturating at `usize::MAX`).
+    pub fn input_len(&self) -> usize {
+        product(&[self.batch, self.channels, self.height, self.width])
+    }
+
+    /// Elements of the weights, `filters·channels·ksize²` (saturating at `usize::MAX`).
+    pub fn weights_len(&self) -> usize {
+        product(&[self.filters, self.channels, self.ksize, self.ksize])
+    }
+
+    /// Multiply-adds of the whole convolution, `output_len·channels·ksize²` (saturating).
+    fn macs(&self) -> usize {
+        product(&[self.output_len(), self.channels, self.ksize, self.ksize])
+    }
+
+    #[track_caller]
+    fn check(&self, input: &[f32], weights: &[f32], out: &[f32]) {
+        check_len(
+            "input (batch×channels×height×width)",
+            input.len(),
+            self.input_len(),
+        );
+        check_len(
+            "weights (filters×channels×ksize×ksize)",
+            weights.len(),
+            self.weights_len(),
+        );
+        check_len(
+            "out (batch×filters×out_h×out_w)",
+            out.len(),
+            self.output_len(),
+        );
+    }
+}
+
+fn out_dim(size: usize, ksize: usize, stride: usize, pad: usize) -> usize {
+    if stride == 0 || ksize == 0 {
+        return 0;
+    }
+    match size
+        .saturating_add(pad.saturating_mul(2))
+        .checked_sub(ksize)
+    {
+        Some(span) => span / stride + 1,
+        None => 0,
+    }
+}
+
+fn product(factors: &[usize]) -> usize {
+    factors.iter().fold(1usize, |acc, &f| acc.saturating_mul(f))
+}
+
+/// The output positions `lo..hi` (clamped to `0..out_len`) whose input coordinate
+/// `o·stride + kpos - pad` lies inside `0..size`.
+fn valid_range(
+    size: usize,
+    kpos: usize,
+    stride: usize,
+    pad: usize,
+    out_len: usize,
+) -> (usize, usize) {
+    let lo = if kpos >= pad {
+        0
+    } else {
+        (pad - kpos).div_ceil(stride)
+    };
+    let hi = match (size + pad).checked_sub(kpos + 1) {
+        Some(last) => (last / stride + 1).min(out_len),
+        None => 0,
+    };
+    (lo.min(hi), hi)
+}
+
+/// Direct convolution, parallel over (image, filter) output planes.
+///
+/// # Panics
+///
+/// Panics if `input`, `weights` or `out` does not have the length `shape` implies.
+pub fn conv2d_direct(shape: &ConvShape, input: &[f32], weights: &[f32], out: &mut [f32]) {
+    shape.check(input, weights, out);
+    let plane = shape.out_h() * shape.out_w();
+    if out.is_empty() {
+        return;
+    }
+    let image_len = shape.channels * shape.height * shape.width;
+    let filter_len = shape.channels * shape.ksize * shape.ksize;
+    let fma = has_avx2_fma();
+    let task = |(index, out_plane): (usize, &mut [f32])| {
+        let (image, filter) = (index / shape.filters, index % shape.filters);
+        let image = &input[image * image_len..][..image_len];
+        let filter = &weights[filter * filter_len..][..filter_len];
+        direct_plane(shape, image, filter, out_plane, fma);
+    };
+    if shape.macs() < SERIAL_LIMIT {
+        out.chunks_mut(plane).enumerate().for_each(task);
+    } else {
+        out.par_chunks_mut(plane).enumerate().for_each(task);
+    }
+}
+
+/// One output plane of [`conv2d_direct`], dispatched on `fma`.
+fn direct_plane(shape: &ConvShape, image: &[f32], filter: &[f32], out: &mut [f32], fma: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if fma {
+        // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
+        unsafe { direct_plane_avx2(shape, image, filter, out) };
+        return;
+    }
+    let _ = fma;
+    direct_plane_impl::<false>(shape, image, filter, out);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn direct_plane_avx2(shape: &ConvShape, image: &[f32], filter: &[f32], out: &mut [f32]) {
+    direct_plane_impl::<true>(shape, image, filter, out);
+}
+
+#[inline(always)]
+fn direct_plane_impl<const FMA: bool>(
+    shape: &ConvShape,
+    image: &[f32],
+    filter: &[f32],
+    out: &mut [f32],
+) {
+    let (h, w, r) = (shape.height, shape.width, shape.ksize);
+    let (stride, pad) = (shape.stride, shape.pad);
+    let (oh, ow) = (shape.out_h(), shape.out_w());
+    out.fill(0.0);
+    if h * w == 0 {
+        // Only padding: the output is all zeros.
+        return;
+    }
+    for (channel, weights) in image.chunks_exact(h * w).zip(filter.chunks_exact(r * r)) {
+        for kr in 0..r {
+            let (oy_lo, oy_hi) = valid_range(h, kr, stride, pad, oh);
+            for kc in 0..r {
+                let (ox_lo, ox_hi) = valid_range(w, kc, stride, pad, ow);
+                if ox_lo == ox_hi {
+                    continue;
+                }
+                let weight = weights[kr * r + kc];
+                let ix0 = ox_lo * stride + kc - pad;
+                for oy in oy_lo..oy_hi {
+                    let iy = oy * stride + kr - pad;
+                    let in_row = &channel[iy * w..][..w];
+                    let out_row = &mut out[oy * ow + ox_lo..oy * ow + ox_hi];
+                    let span = &in_row[ix0..ix0 + (out_row.len() - 1) * stride + 1];
+                    match stride {
+                        1 => row_fma::<FMA, 1>(weight, span, out_row),
+                        2 => row_fma::<FMA, 2>(weight, span, out_row),
+                        _ => {
+                            for (o, group) in out_row.iter_mut().zip(span.chunks(stride)) {
+                                *o = fmadd::<FMA>(weight, group[0], *o);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `out[j] += weight · span[j·STRIDE]` for every `j < out.len()`.
+///
+/// `chunks_exact` with a constant width gives LLVM a counted loop without bounds checks and a
+/// constant stride, so it vectorizes (stride 2 as contiguous loads plus shuffles). The last element is
+/// separate because its `STRIDE`-wide group may run past the end of the row.
+#[inline(always)]
+fn row_fma<const FMA: bool, const STRIDE: usize>(weight: f32, span: &[f32], out: &mut [f32]) {
+    let Some((last, body)) = out.split_last_mut() else {
+        return;
+    };
+    let end = body.len() * STRIDE;
+    for (o, group) in body.iter_mut().zip(span[..end].chunks_exact(STRIDE)) {
+        *o = fmadd::<FMA>(weight, group[0], *o);
+    }
+    *last = fmadd::<FMA>(weight, span[end], *last);
+}
+
+/// Convolution through im2col + [`gemm_blocked`], owning its unfold workspace.
+pub struct Im2col {
+    /// The shape the workspace was sized for; `run` checks its slices against it.
+    shape: ConvShape,
+    /// One unfolded image: `(channels·ksize²) × (out_h·out_w)`, row-major.
+    workspace: Vec<f32>,
+}
+
+impl fmt::Debug for Im2col {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Im2col")
+            .field("shape", &self.shape)
+            .field("workspace_len", &self.workspace.len())
+            .finish()
+    }
+}
+
+impl Im2col {
+    /// Allocates the workspace for one image of `shape` (`channels·ksize²·out_h·out_w` floats).
+    ///
+    /// # Panics
+    ///
+    /// Panics if the workspace size overflows `usize` or cannot be allocated.
+    pub fn new(shape: &ConvShape) -> Im2col {
+        let rows = shape.channels * shape.ksize * shape.ksize;
+        let len = rows
+            .checked_mul(shape.out_h() * shape.out_w())
+            .expect("im2col workspace size overflows usize");
+        Im2col {
+            shape: *shape,
+            workspace: vec![0.0; len],
+        }
+    }
+
+    /// Convolves `input` with `weights` into `out`: per image, unfold into the workspace, then
+    /// `out_image (filters × out_h·out_w) = weights (filters × channels·ksize²) · workspace`.
+    ///
+    /// # Panics
+    ///
+    /// Panics if `input`, `weights` or `out` does not have the length the shape given to
+    /// [`Im2col::new`] implies.
+    pub fn run(&mut self, input: &[f32], weights: &[f32], out: &mut [f32]) {
+        let shape = self.shape;
+        shape.check(input, weights, out);
+        if out.is_empty() {
+            return;
+        }
+        let image_len = shape.channels * shape.height * shape.width;
+        let k = shape.channels * shape.ksize * shape.ksize;
+        let n = shape.out_h() * shape.out_w();
+        let out_image_len = shape.filters * n;
+        for (image, out_image) in out.chunks_exact_mut(out_image_len).enumerate() {
+            unfold(
+                &shape,
+                &input[image * image_len..][..image_len],
+                &mut self.workspace,
+            );
+            gemm_blocked(weights, &self.workspace, out_image, shape.filters, n, k);
+        }
+    }
+}
+
+/// Writes the im2col matrix of one image: row `(c, kr, kc)`, column `(oy, ox)` holds
+/// `image[c][oy·stride + kr - pad][ox·stride + kc - pad]`, or 0 in the padding.
+fn unfold(shape: &ConvShape, image: &[f32], columns: &mut [f32]) {
+    let (h, w, r) = (shape.height, shape.width, shape.ksize);
+    let (stride, pad) = (shape.stride, shape.pad);
+    let (oh, ow) = (shape.out_h(), shape.out_w());
+    let row = |(index, dst): (usize, &mut [f32])| {
+        let (channel, kr, kc) = (index / (r * r), index / r % r, index % r);
+        let channel = &image[channel * h * w..][..h * w];
+        let (oy_lo, oy_hi) = valid_range(h, kr, stride, pad, oh);
+        let (ox_lo, ox_hi) = valid_range(w, kc, stride, pad, ow);
+        for (oy, dst_row) in dst.chunks_exact_mut(ow).enumerate() {
+            if oy < oy_lo || oy >= oy_hi || ox_lo == ox_hi {
+                dst_row.fill(0.0);
+                continue;
+            }
+            let iy = oy * stride + kr - pad;
+            let ix0 = ox_lo * stride + kc - pad;
+            let in_row = &channel[iy * w..][..w];
+            dst_row[..ox_lo].fill(0.0);
+            dst_row[ox_hi..].fill(0.0);
+            let inside = &mut dst_row[ox_lo..ox_hi];
+            if stride == 1 {
+                inside.copy_from_slice(&in_row[ix0..ix0 + inside.len()]);
+            } else {
+                let span = &in_row[ix0..ix0 + (inside.len() - 1) * stride + 1];
+                for (j, d) in inside.iter_mut().enumerate() {
+                    *d = span[j * stride];
+                }
+            }
+        }
+    };
+    let n = oh * ow;
+    if columns.len() < SERIAL_LIMIT {
+        columns.chunks_exact_mut(n).enumerate().for_each(row);
+    } else {
+        columns.par_chunks_exact_mut(n).enumerate().for_each(row);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Deterministic values in [-1, 1) from a 64-bit LCG.
+    fn data(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    fn shape(
+        batch: usize,
+        channels: usize,
+        hw: (usize, usize),
+        filters: usize,
+        ksp: (usize, usize, usize),
+    ) -> ConvShape {
+        ConvShape {
+            batch,
+            channels,
+            height: hw.0,
+            width: hw.1,
+            filters,
+            ksize: ksp.0,
+            stride: ksp.1,
+            pad: ksp.2,
+        }
+    }
+
+    /// Scalar f64 reference with explicit padding checks; returns (value, Σ|w·x|) per output.
+    fn reference(s: &ConvShape, input: &[f32], weights: &[f32]) -> Vec<(f64, f64)> {
+        let (oh, ow) = (s.out_h(), s.out_w());
+        let mut out = Vec::with_capacity(s.output_len());
+        for b in 0..s.batch {
+            for f in 0..s.filters {
+                for oy in 0..oh {
+                    for ox in 0..ow {
+                        let (mut sum, mut mag) = (0.0f64, 0.0f64);
+                        for c in 0..s.channels {
+                            for kr in 0..s.ksize {
+                                for kc in 0..s.ksize {
+                                    let iy = (oy * s.stride + kr) as isize - s.pad as isize;
+                                    let ix = (ox * s.stride + kc) as isize - s.pad as isize;
+                                    if iy < 0
+                                        || ix < 0
+                                        || iy >= s.height as isize
+                                        || ix >= s.width as isize
+                                    {
+                                        continue;
+                                    }
+                                    let x = input[((b * s.channels + c) * s.height + iy as usize)
+                                        * s.width
+                                        + ix as usize];
+                                    let w = weights
+                                        [((f * s.channels + c) * s.ksize + kr) * s.ksize + kc];
+                                    let t = f64::from(x) * f64::from(w);
+                                    sum += t;
+                                    mag += t.abs();
+                                }
+                            }
+                        }
+                        out.push((sum, mag));
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    fn check(what: &str, s: &ConvShape, got: &[f32], exact: &[(f64, f64)]) {
+        let terms = (s.channels * s.ksize * s.ksize) as f64;
+        assert_eq!(got.len(), exact.len(), "{what} {s:?}: length");
+        for (i, (&g, &(e, mag))) in got.iter().zip(exact).enumerate() {
+            let tol = 2.0 * terms * f64::from(f32::EPSILON) * mag + 1e-30;
+            assert!(
+                (f64::from(g) - e).abs() <= tol,
+                "{what} {s:?}: out[{i}] = {g}, expected {e}"
+            );
+        }
+    }
+
+    fn shapes() -> Vec<ConvShape> {
+        let mut v = Vec::new();
+        for ksize in [3, 5] {
+            for stride in [1, 2] {
+                for pad in [0, 1, 2] {
+                    v.push(shape(2, 3, (9, 11), 4, (ksize, stride, pad)));
+                }
+            }
+        }
+        v.push(shape(1, 2, (2, 3), 3, (3, 1, 1))); // image smaller than the kernel, padding makes it fit
+        v.push(shape(1, 1, (1, 1), 1, (1, 1, 0))); // 1×1 everything
+        v.push(shape(3, 5, (7, 6), 2, (1, 2, 0))); // 1×1 kernel, strided
+        v.push(shape(1, 2, (5, 5), 2, (3, 3, 2))); // stride equal to the kernel, large pad
+        v.push(shape(2, 16, (20, 19), 8, (3, 1, 1))); // big enough for the parallel paths
+        v.push(shape(1, 8, (33, 30), 5, (5, 2, 2)));
+        v.push(shape(1, 2, (0, 3), 2, (3, 1, 2))); // no input rows: all padding
+        v
+    }
+
+    #[test]
+    fn output_dimensions_follow_the_formula() {
+        let s = shape(1, 1, (9, 11), 1, (3, 2, 0));
+        assert_eq!((s.out_h(), s.out_w()), ((9 - 3) / 2 + 1, (11 - 3) / 2 + 1));
+        let s = shape(2, 3, (9, 11), 4, (5, 2, 2));
+        assert_eq!(
+            (s.out_h(), s.out_w()),
+            ((9 + 4 - 5) / 2 + 1, (11 + 4 - 5) / 2 + 1)
+        );
+        assert_eq!(s.output_len(), 2 * 4 * s.out_h() * s.out_w());
+        assert_eq!(s.input_len(), 2 * 3 * 9 * 11);
+        assert_eq!(s.weights_len(), 4 * 3 * 5 * 5);
+        // Kernel larger than the padded input, zero stride, zero kernel: no output, no panic.
+        assert_eq!(shape(1, 1, (2, 2), 1, (5, 1, 1)).output_len(), 0);
+        assert_eq!(shape(1, 1, (8, 8), 1, (3, 0, 1)).output_len(), 0);
+        assert_eq!(shape(1, 1, (8, 8), 1, (0, 1, 1)).output_len(), 0);
+    }
+
+    #[test]
+    fn valid_range_matches_brute_force() {
+        for size in 0..7 {
+            for kpos in 0..5 {
+                for stride in 1..4 {
+                    for pad in 0..4 {
+                        let out_len = out_dim(size, 5, stride, pad);
+                        let inside: Vec<usize> = (0..out_len)
+                            .filter(|&o| {
+                                let i = (o * stride + kpos) as isize - pad as isize;
+                                i >= 0 && i < size as isize
+                            })
+                            .collect();
+                        let (lo, hi) = valid_range(size, kpos, stride, pad, out_len);
+                        let got: Vec<usize> = (lo..hi).collect();
+                        assert_eq!(
+                            got, inside,
+                            "size={size} kpos={kpos} stride={stride} pad={pad}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn direct_matches_reference() {
+        for s in shapes() {
+            let input = data(s.input_len(), 1);
+            let weights = data(s.weights_len(), 2);
+            let mut out = vec![f32::NAN; s.output_len()];
+            conv2d_direct(&s, &input, &weights, &mut out);
+            check("direct", &s, &out, &reference(&s, &input, &weights));
+        }
+    }
+
+    #[test]
+    fn direct_baseline_copy_without_fma_matches_reference() {
+        for s in shapes() {
+            let input = data(s.input_len(), 6);
+            let weights = data(s.weights_len(), 7);
+            let mut out = vec![f32::NAN; s.output_len()];
+            let (image_len, filter_len) = (s.input_len() / s.batch, s.weights_len() / s.filters);
+            let plane = s.out_h() * s.out_w();
+            for (index, out_plane) in out.chunks_mut(plane).enumerate() {
+                let image = &input[index / s.filters * image_len..][..image_len];
+                let filter = &weights[index % s.filters * filter_len..][..filter_len];
+                direct_plane_impl::<false>(&s, image, filter, out_plane);
+            }
+            check(
+                "direct baseline",
+                &s,
+                &out,
+                &reference(&s, &input, &weights),
+            );
+        }
+    }
+
+    #[test]
+    fn im2col_matches_reference_and_reuses_its_workspace() {
+        for s in shapes() {
+            let mut conv = Im2col::new(&s);
+            let weights = data(s.weights_len(), 3);
+            // The second run must not see anything the first left in the workspace.
+            for seed in [4, 5] {
+                let input = data(s.input_len(), seed);
+                let mut out = vec![f32::NAN; s.output_len()];
+                conv.run(&input, &weights, &mut out);
+                check("im2col", &s, &out, &reference(&s, &input, &weights));
+            }
+        }
+    }
+
+    #[test]
+    fn empty_outputs_do_nothing() {
+        let s = shape(1, 1, (2, 2), 1, (5, 1, 1));
+        conv2d_direct(&s, &[1.0; 4], &[1.0; 25], &mut []);
+        Im2col::new(&s).run(&[1.0; 4], &[1.0; 25], &mut []);
+        let s = shape(0, 2, (4, 4), 3, (3, 1, 1));
+        conv2d_direct(&s, &[], &[1.0; 54], &mut []);
+    }
+
+    #[test]
+    #[should_panic(
+        expected = "slice weights (filters×channels×ksize×ksize) has length 10, expected 12"
+    )]
+    fn wrong_length_panics_with_the_slice_name() {
+        let s = shape(1, 3, (4, 4), 1, (2, 1, 0));
+        conv2d_direct(&s, &[0.0; 48], &[0.0; 10], &mut [0.0; 9]);
+    }
+}

@@ -1,0 +1,418 @@
+//! Single-precision GEMM, `C(m×n) = A(m×k)·B(k×n)`, all row-major, in three strengths.
+//!
+//! The three versions exist so a benchmark can show what each optimisation buys on a CPU, the same way
+//! the GPU kernels come in naive, tiled and vendor-library flavours:
+//!
+//! - [`gemm_naive`]: one task per row of C, the i-k-j loop. The inner loop is a contiguous
+//!   `c_row += a_ip * b_row`, which vectorizes, but every row streams all of B from memory.
+//! - [`gemm_tiled`]: our own cache blocking. A 64-row block of A and a 256-deep panel of k are packed
+//!   into a contiguous buffer that stays in L2, a 256×16 strip of B is packed so it stays in L1, and a
+//!   4×16 tile of C lives in vector registers (eight AVX registers) while the k loop runs. One task per
+//!   row block.
+//! - [`gemm_blocked`]: the `gemm` crate (BLIS-style packing and hand-written microkernels, runtime CPU
+//!   dispatch), the number to compare with OpenBLAS/MKL.
+//!
+//! `gemm_naive` and `gemm_tiled` run an AVX2+FMA copy of their loops when the CPU has them (see
+//! `has_avx2_fma` in `mod.rs`), so the gap between them measures blocking, not instruction sets.
+
+use rayon::prelude::*;
+
+use super::{check_len, checked_len, fmadd, has_avx2_fma};
+
+/// Rows of the register tile of [`gemm_tiled`].
+const MR: usize = 4;
+/// Columns of the register tile of [`gemm_tiled`] (two 8-wide AVX vectors).
+const NR: usize = 16;
+/// Depth of one k panel: a 256×16 packed B strip is 16 KiB and stays in L1.
+const KC: usize = 256;
+/// Most rows in one task of [`gemm_tiled`]: a 64×256 packed A panel is 64 KiB and stays in L2.
+const MB_MAX: usize = 64;
+/// Below this many multiply-adds (`m·n·k`) the work runs on the calling thread: a pool round trip
+/// would cost more than it saves.
+const SERIAL_LIMIT: usize = 64 * 64 * 64;
+
+/// Checks the three slice lengths against `m`, `n`, `k`.
+#[track_caller]
+fn check_dims(a: &[f32], b: &[f32], c: &[f32], m: usize, n: usize, k: usize) {
+    check_len("a (m×k)", a.len(), checked_len("gemm a", m, k));
+    check_len("b (k×n)", b.len(), checked_len("gemm b", k, n));
+    check_len("c (m×n)", c.len(), checked_len("gemm c", m, n));
+}
+
+/// Whether `m·n·k` multiply-adds are too few to be worth spreading over the pool.
+fn is_small(m: usize, n: usize, k: usize) -> bool {
+    m.saturating_mul(n).saturating_mul(k) < SERIAL_LIMIT
+}
+
+/// `C = A·B` with a plain i-k-j loop, parallel over rows of C, no blocking.
+///
+/// # Panics
+///
+/// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
+pub fn gemm_naive(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) {
+    check_dims(a, b, c, m, n, k);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.fill(0.0);
+        return;
+    }
+    let fma = has_avx2_fma();
+    let row = |(c_row, a_row): (&mut [f32], &[f32])| naive_row(a_row, b, c_row, fma);
+    if is_small(m, n, k) {
+        c.chunks_mut(n).zip(a.chunks(k)).for_each(row);
+    } else {
+        // Keep each task at SERIAL_LIMIT multiply-adds or more so thin matrices do not drown in tasks.
+        let min_rows = (SERIAL_LIMIT / n.saturating_mul(k)).max(1);
+        c.par_chunks_mut(n)
+            .zip(a.par_chunks(k))
+            .with_min_len(min_rows)
+            .for_each(row);
+    }
+}
+
+/// One row of C for [`gemm_naive`], dispatched to the AVX2+FMA copy when `fma` is set.
+fn naive_row(a_row: &[f32], b: &[f32], c_row: &mut [f32], fma: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if fma {
+        // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
+        unsafe { naive_row_avx2(a_row, b, c_row) };
+        return;
+    }
+    let _ = fma;
+    naive_row_impl::<false>(a_row, b, c_row);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn naive_row_avx2(a_row: &[f32], b: &[f32], c_row: &mut [f32]) {
+    naive_row_impl::<true>(a_row, b, c_row);
+}
+
+#[inline(always)]
+fn naive_row_impl<const FMA: bool>(a_row: &[f32], b: &[f32], c_row: &mut [f32]) {
+    let n = c_row.len();
+    c_row.fill(0.0);
+    for (&a_ip, b_row) in a_row.iter().zip(b.chunks_exact(n)) {
+        for (c_ij, &b_pj) in c_row.iter_mut().zip(b_row) {
+            *c_ij = fmadd::<FMA>(a_ip, b_pj, *c_ij);
+        }
+    }
+}
+
+/// `C = A·B` with our own cache blocking and a 4×16 register tile, parallel over blocks of up to 64
+/// rows of C.
+///
+/// The block height shrinks (to a multiple of 4) when `m` is too small to give every thread a block.
+///
+/// # Panics
+///
+/// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
+pub fn gemm_tiled(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) {
+    check_dims(a, b, c, m, n, k);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.fill(0.0);
+        return;
+    }
+    let threads = rayon::current_num_threads().max(1);
+    let mb = m.div_ceil(threads).next_multiple_of(MR).clamp(MR, MB_MAX);
+    let fma = has_avx2_fma();
+    let block = |(index, c_block): (usize, &mut [f32])| {
+        let row0 = index * mb;
+        let rows = c_block.len() / n;
+        tiled_block(&a[row0 * k..(row0 + rows) * k], b, c_block, n, k, fma);
+    };
+    if is_small(m, n, k) {
+        c.chunks_mut(mb * n).enumerate().for_each(block);
+    } else {
+        c.par_chunks_mut(mb * n).enumerate().for_each(block);
+    }
+}
+
+/// One row block of [`gemm_tiled`] (`a_block` holds its rows of A), dispatched on `fma`.
+fn tiled_block(a_block: &[f32], b: &[f32], c_block: &mut [f32], n: usize, k: usize, fma: bool) {
+    #[cfg(target_arch = "x86_64")]
+    if fma {
+        // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
+        unsafe { tiled_block_avx2(a_block, b, c_block, n, k) };
+        return;
+    }
+    let _ = fma;
+    tiled_block_impl::<false>(a_block, b, c_block, n, k);
+}
+
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2,fma")]
+fn tiled_block_avx2(a_block: &[f32], b: &[f32], c_block: &mut [f32], n: usize, k: usize) {
+    tiled_block_impl::<true>(a_block, b, c_block, n, k);
+}
+
+#[inline(always)]
+fn tiled_block_impl<const FMA: bool>(
+    a_block: &[f32],
+    b: &[f32],
+    c_block: &mut [f32],
+    n: usize,
+    k: usize,
+) {
+    let rows = c_block.len() / n;
+    let panels = rows.div_ceil(MR);
+    let kc_max = KC.min(k);
+    // Packed A: for each MR-row panel, kc groups of MR values (rows past the end are zero).
+    let mut a_pack = vec![0.0f32; panels * MR * kc_max];
+    // Packed B strip: kc rows of NR values (columns past the end are zero).
+    let mut b_pack = vec![0.0f32; kc_max * NR];
+    c_block.fill(0.0);
+    for p0 in (0..k).step_by(KC) {
+        let kc = KC.min(k - p0);
+        let a_pack = &mut a_pack[..panels * MR * kc];
+        pack_a(a_block, k, p0, kc, a_pack);
+        for j0 in (0..n).step_by(NR) {
+            let nr = NR.min(n - j0);
+            let b_pack = &mut b_pack[..kc * NR];
+            pack_b(b, n, p0, kc, j0, nr, b_pack);
+            for (panel, a_panel) in a_pack.chunks_exact(MR * kc).enumerate() {
+                let acc = micro_tile::<FMA>(a_panel, b_pack);
+                let r0 = panel * MR;
+                for (r, acc_row) in acc.iter().enumerate().take(rows - r0) {
+                    let c_row = &mut c_block[(r0 + r) * n + j0..][..nr];
+                    for (c_ij, &add) in c_row.iter_mut().zip(acc_row) {
+                        *c_ij += add;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Packs columns `p0..p0+kc` of the rows of `a_block` into MR-row panels, p-major inside a panel.
+#[inline(always)]
+fn pack_a(a_block: &[f32], k: usize, p0: usize, kc: usize, a_pack: &mut [f32]) {
+    let rows = a_block.len() / k;
+    for (panel, dst) in a_pack.chunks_exact_mut(MR * kc).enumerate() {
+        for r in 0..MR {
+            let row = panel * MR + r;
+            if row < rows {
+                let src = &a_block[row * k + p0..][..kc];
+                for (p, &v) in src.iter().enumerate() {
+                    dst[p * MR + r] = v;
+                }
+            } else {
+                for p in 0..kc {
+                    dst[p * MR + r] = 0.0;
+                }
+            }
+        }
+    }
+}
+
+/// Packs rows `p0..p0+kc`, columns `j0..j0+nr` of B into `kc` contiguous groups of NR values.
+#[inline(always)]
+fn pack_b(b: &[f32], n: usize, p0: usize, kc: usize, j0: usize, nr: usize, b_pack: &mut [f32]) {
+    for (p, dst) in b_pack.chunks_exact_mut(NR).enumerate().take(kc) {
+        let src = &b[(p0 + p) * n + j0..][..nr];
+        dst[..nr].copy_from_slice(src);
+        dst[nr..].fill(0.0);
+    }
+}
+
+/// The register tile: `acc(MR×NR) = A_panel(MR×kc) · B_strip(kc×NR)`. The accumulator array is small
+/// enough for LLVM to keep in registers; the two inner loops unroll completely.
+#[inline(always)]
+fn micro_tile<const FMA: bool>(a_panel: &[f32], b_strip: &[f32]) -> [[f32; NR]; MR] {
+    let mut acc = [[0.0f32; NR]; MR];
+    for (a_col, b_row) in a_panel.chunks_exact(MR).zip(b_strip.chunks_exact(NR)) {
+        let a_col: &[f32; MR] = a_col.try_into().expect("chunks_exact yields MR values");
+        let b_row: &[f32; NR] = b_row.try_into().expect("chunks_exact yields NR values");
+        for (acc_row, &a_rp) in acc.iter_mut().zip(a_col) {
+            for (acc_rj, &b_pj) in acc_row.iter_mut().zip(b_row) {
+                *acc_rj = fmadd::<FMA>(a_rp, b_pj, *acc_rj);
+            }
+        }
+    }
+    acc
+}
+
+/// `C = A·B` through the `gemm` crate, on the current rayon pool (or the calling thread when
+/// `m·n·k < 64³`).
+///
+/// # Panics
+///
+/// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
+pub fn gemm_blocked(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) {
+    check_dims(a, b, c, m, n, k);
+    if m == 0 || n == 0 {
+        return;
+    }
+    if k == 0 {
+        c.fill(0.0);
+        return;
+    }
+    let parallelism = if is_small(m, n, k) {
+        gemm::Parallelism::None
+    } else {
+        gemm::Parallelism::Rayon(rayon::current_num_threads())
+    };
+    // Slice lengths never exceed isize::MAX, so these row strides fit.
+    let (k_stride, n_stride) = (k as isize, n as isize);
+    // SAFETY: `check_dims` proved a.len() == m*k, b.len() == k*n and c.len() == m*n. With column
+    // stride 1 and row strides k (A) and n (B, C), the call touches a[i*k+p], b[p*n+j] and c[i*n+j]
+    // for i < m, p < k, j < n only, all inside their slices. `c` is borrowed mutably for the whole call,
+    // so nothing aliases the destination; `read_dst` is false and alpha 0, so its old contents are
+    // ignored and every element is written with beta·(A·B) = A·B.
+    unsafe {
+        gemm::gemm(
+            m,
+            n,
+            k,
+            c.as_mut_ptr(),
+            1,
+            n_stride,
+            false,
+            a.as_ptr(),
+            1,
+            k_stride,
+            b.as_ptr(),
+            1,
+            n_stride,
+            0.0,
+            1.0,
+            false,
+            false,
+            false,
+            parallelism,
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    type GemmFn = fn(&[f32], &[f32], &mut [f32], usize, usize, usize);
+    const ALL: [(&str, GemmFn); 3] = [
+        ("naive", gemm_naive),
+        ("tiled", gemm_tiled),
+        ("blocked", gemm_blocked),
+    ];
+
+    /// Deterministic values in [-1, 1) from a 64-bit LCG.
+    fn data(len: usize, seed: u64) -> Vec<f32> {
+        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+        (0..len)
+            .map(|_| {
+                s = s
+                    .wrapping_mul(6_364_136_223_846_793_005)
+                    .wrapping_add(1_442_695_040_888_963_407);
+                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            })
+            .collect()
+    }
+
+    /// Checks `c` against an f64 reference, allowing f32 rounding of a k-term dot product.
+    fn check(name: &str, a: &[f32], b: &[f32], c: &[f32], m: usize, n: usize, k: usize) {
+        for i in 0..m {
+            for j in 0..n {
+                let (mut exact, mut magnitude) = (0.0f64, 0.0f64);
+                for p in 0..k {
+                    let t = f64::from(a[i * k + p]) * f64::from(b[p * n + j]);
+                    exact += t;
+                    magnitude += t.abs();
+                }
+                let tol = 2.0 * (k as f64) * f64::from(f32::EPSILON) * magnitude + 1e-30;
+                let got = f64::from(c[i * n + j]);
+                assert!(
+                    (got - exact).abs() <= tol,
+                    "{name} m={m} n={n} k={k}: c[{i},{j}]={got}, expected {exact} (tol {tol})"
+                );
+            }
+        }
+    }
+
+    fn run_all(m: usize, n: usize, k: usize) {
+        let a = data(m * k, 1 + m as u64);
+        let b = data(k * n, 2 + n as u64);
+        for (name, f) in ALL {
+            let mut c = vec![f32::NAN; m * n];
+            f(&a, &b, &mut c, m, n, k);
+            check(name, &a, &b, &c, m, n, k);
+        }
+    }
+
+    #[test]
+    fn awkward_small_shape_matches_reference() {
+        run_all(37, 53, 29);
+    }
+
+    #[test]
+    fn shapes_crossing_block_and_panel_edges_match_reference() {
+        // m > 64 (several row blocks plus a ragged one), k > 256 (two k panels), n not a multiple of 16.
+        run_all(131, 67, 300);
+        // Large enough to take the parallel path in every version.
+        run_all(96, 200, 160);
+    }
+
+    #[test]
+    fn degenerate_shapes_match_reference() {
+        run_all(1, 1, 1);
+        run_all(1, 70, 33);
+        run_all(70, 1, 33);
+        run_all(5, 3, 1);
+    }
+
+    #[test]
+    fn baseline_copies_without_fma_match_reference() {
+        // The dispatched functions run the AVX2+FMA copies on most machines; check the others too.
+        for (m, n, k) in [(37, 53, 29), (131, 67, 300)] {
+            let a = data(m * k, 3);
+            let b = data(k * n, 4);
+            let mut c = vec![f32::NAN; m * n];
+            for (c_row, a_row) in c.chunks_mut(n).zip(a.chunks(k)) {
+                naive_row_impl::<false>(a_row, &b, c_row);
+            }
+            check("naive baseline", &a, &b, &c, m, n, k);
+            let mut c = vec![f32::NAN; m * n];
+            tiled_block_impl::<false>(&a, &b, &mut c, n, k);
+            check("tiled baseline", &a, &b, &c, m, n, k);
+        }
+    }
+
+    #[test]
+    fn zero_k_writes_zeros_and_empty_outputs_are_fine() {
+        for (name, f) in ALL {
+            let mut c = vec![f32::NAN; 12];
+            f(&[], &[], &mut c, 3, 4, 0);
+            assert!(c.iter().all(|&v| v == 0.0), "{name}: {c:?}");
+            f(&[], &[1.0; 8], &mut [], 0, 4, 2);
+            f(&[1.0; 6], &[], &mut [], 3, 0, 2);
+        }
+    }
+
+    #[test]
+    fn thread_counts_do_not_change_results() {
+        let (m, n, k) = (75, 130, 90);
+        let a = data(m * k, 7);
+        let b = data(k * n, 8);
+        for threads in [1, 3] {
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .expect("test pool");
+            for (name, f) in ALL {
+                let mut c = vec![f32::NAN; m * n];
+                pool.install(|| f(&a, &b, &mut c, m, n, k));
+                check(name, &a, &b, &c, m, n, k);
+            }
+        }
+    }
+
+    #[test]
+    #[should_panic(expected = "slice b (k×n) has length 5, expected 4")]
+    fn wrong_length_panics_with_the_slice_name() {
+        gemm_blocked(&[0.0; 6], &[0.0; 5], &mut [0.0; 6], 3, 2, 2);
+    }
+}

@@ -1,0 +1,85 @@
+//! Compute functions of the CPU backend: the reference row of every benchmark table.
+//!
+//! Every function works on row-major `f32` slices and fully overwrites its output.
+//!
+//! | file | functions | what they compute |
+//! | --- | --- | --- |
+//! | [`gemm`] | `gemm_naive`, `gemm_tiled`, `gemm_blocked` | `C(m×n) = A(m×k)·B(k×n)`: a plain i-k-j loop, our own cache-blocked and register-tiled version, and the `gemm` crate |
+//! | [`elementwise`] | `vec_add`, `copy`, `triad`, `relu`, `sigmoid`, `tanh` | one output element per input element (STREAM-style add/copy/triad and activations) |
+//! | [`rows`] | `softmax`, `layernorm`, `rmsnorm`, `layernorm_rmsnorm_fused` | one independent reduction-then-map per row of a `rows×cols` matrix |
+//! | [`conv`] | `conv2d_direct`, `Im2col` | NCHW 2-D convolution with zero padding and a square kernel, directly or via im2col + GEMM |
+//! | [`memory`] | `sum_f64`, `pointer_chase`, `pool_roundtrip` | read bandwidth, dependent-load latency, and the backend's "launch latency" |
+//!
+//! # Threading model
+//!
+//! Everything runs on the *current* rayon pool (`rayon::current_num_threads()`, `par_*` iterators,
+//! `rayon::scope`): these functions never build a pool of their own. The caller decides the thread count
+//! by installing its pool (`ThreadPool::install`) around the call, so a benchmark can sweep 1..N threads
+//! and the worker process keeps one pool alive across iterations instead of paying thread start-up inside
+//! the timed window. Work is split into tasks big enough that rayon's overhead is noise (about 64K
+//! elements for element-wise work, several rows for row work, 64-row blocks for GEMM); inputs so small
+//! that one task would do run inline on the calling thread, because a pool round trip (a few µs) would
+//! otherwise dominate what is measured.
+//!
+//! # Why the code looks like this
+//!
+//! These numbers sit next to GPU numbers, so a slow CPU row would flatter every GPU. The hot loops are
+//! written so that LLVM vectorizes them (fixed-width lane accumulators, `chunks_exact`, no bounds checks
+//! inside the loop). The compute-heavy ones (`gemm_naive`, `gemm_tiled`, `sigmoid`, `tanh`, `softmax`,
+//! `conv2d_direct`, and `sum_f64` for in-cache data) are compiled twice: once for the baseline target
+//! and once with AVX2+FMA enabled (`#[target_feature]`), picked at run time by `has_avx2_fma`, because
+//! a portable build (x86-64 v1, SSE2 only) would otherwise leave half the vector width and the fused
+//! multiply-add unused on every machine we run on. The plain memory-bound loops do not need it.
+//! `gemm_blocked` gets the same from the `gemm` crate's own run-time dispatch.
+//!
+//! Preconditions are the caller's job (the backend validates run parameters before it allocates): a
+//! slice whose length does not match the dimensions is a programming error here and panics with a
+//! message naming the slice, before any unsafe code could read past it. The only `unsafe` is the call
+//! into a `#[target_feature]` copy after the run-time check, and the `gemm::gemm` call (raw pointers
+//! and strides) after the length checks; each carries its `// SAFETY:` argument.
+
+pub mod conv;
+pub mod elementwise;
+pub mod gemm;
+pub mod memory;
+pub mod rows;
+
+/// Whether the running CPU has AVX2 and FMA, so the `#[target_feature]` copies of the hot loops may run.
+///
+/// `is_x86_feature_detected!` caches its answer, so this is a couple of loads per call.
+#[inline]
+fn has_avx2_fma() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
+/// `a*b + c`, fused when the caller is the FMA copy of a kernel.
+///
+/// Without FMA enabled at compile time `f32::mul_add` would call the C library's `fmaf` (slow, never
+/// vectorized), so the baseline copy uses a separate multiply and add instead.
+#[inline(always)]
+fn fmadd<const FMA: bool>(a: f32, b: f32, c: f32) -> f32 {
+    if FMA { a.mul_add(b, c) } else { a * b + c }
+}
+
+/// Asserts that a slice has the length its dimensions imply; names the slice and both numbers.
+#[track_caller]
+fn check_len(name: &str, actual: usize, expected: usize) {
+    assert!(
+        actual == expected,
+        "slice {name} has length {actual}, expected {expected}"
+    );
+}
+
+/// `a * b`, panicking with the operand names on overflow instead of wrapping to a wrong length.
+#[track_caller]
+fn checked_len(what: &str, a: usize, b: usize) -> usize {
+    a.checked_mul(b)
+        .unwrap_or_else(|| panic!("{what}: {a}×{b} overflows usize"))
+}

@@ -1,0 +1,169 @@
+//! Compute backends: one object-safe trait, one folder per backend.
+//!
+//! Every backend folder has the same shape: `mod.rs` (the [`Backend`]
+//! implementation and notes on the backend's internals), `device.rs`
+//! (discovery), `kernel.rs` (preparation and launch). A backend that needs a
+//! system library loads it at run time, so one agent binary runs on any host
+//! and a missing library is an `unavailable` backend with its reason.
+//!
+//! Backends are only ever called inside a worker process (see
+//! [`crate::isolation`]): a driver that crashes or hangs takes down a worker,
+//! never the agent.
+//!
+//! Adding a backend: a new folder, an entry in [`all`], nothing else.
+
+pub mod cpu;
+
+use gpufleet_kernels::{Buffer, Problem};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// A device as a backend sees it. Crosses the worker boundary as JSON and
+/// becomes a `gpufleet.v1.Device` on the wire.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct DeviceInfo {
+    /// Stable id `<backend>:<pci bus id | uuid | index>`.
+    pub id: String,
+    pub backend: String,
+    pub vendor: String,
+    pub name: String,
+    /// ISA / architecture, e.g. `gfx803`, `sm_90`, `x86_64-avx2`.
+    pub arch: String,
+    /// The join key with power sensors; empty where there is none.
+    pub pci_bus_id: String,
+    pub compute_units: u32,
+    pub clock_mhz: u32,
+    pub memory_bytes: u64,
+    pub driver_version: String,
+    pub api_version: String,
+    pub features: Vec<String>,
+    pub peaks: Peaks,
+    /// `cpu`, `discrete_gpu`, `integrated_gpu`, `virtual_gpu`, `other`.
+    pub device_type: String,
+}
+
+/// Theoretical peaks and where each came from, so "% of peak" can be judged.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct Peaks {
+    pub fp32_flops: f64,
+    pub fp16_flops: f64,
+    pub memory_bytes_per_s: f64,
+    pub fp32_source: String,
+    pub fp16_source: String,
+    pub memory_source: String,
+}
+
+/// How a run is timed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Mode {
+    /// Inputs already on the device; only the kernel is timed.
+    ComputeOnly,
+    /// Upload, kernel and readback are timed together.
+    WithTransfers,
+}
+
+/// Kernels, variants and dtypes one backend implements.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KernelSupport {
+    pub kernel: String,
+    pub variants: Vec<String>,
+    pub dtypes: Vec<String>,
+}
+
+/// What can go wrong in a backend. Each variant maps to one run status.
+#[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
+pub enum BackendError {
+    /// The backend's library or driver is missing or refused to start.
+    #[error("{backend} unavailable: {reason}")]
+    Unavailable { backend: String, reason: String },
+    /// The backend cannot run this kernel / variant / dtype / mode here.
+    #[error("{backend} does not support {what}")]
+    Unsupported { backend: String, what: String },
+    /// Device code failed to build; `log` is the build log.
+    #[error("{backend}: building {kernel} failed: {log}")]
+    Compile {
+        backend: String,
+        kernel: String,
+        log: String,
+    },
+    /// A driver/API call failed; `call` names the step (`vkQueueSubmit`).
+    #[error("{backend}: {call}: {message}")]
+    Driver {
+        backend: String,
+        call: String,
+        message: String,
+    },
+    /// Not enough memory for the problem's buffers.
+    #[error("{backend}: out of memory: {message}")]
+    OutOfMemory { backend: String, message: String },
+}
+
+/// A compute backend. Object safe; every method is safe and reports failure
+/// as a [`BackendError`] instead of panicking.
+pub trait Backend: Send + Sync {
+    /// Short name used in device ids and on the command line (`cpu`, `opencl`).
+    fn name(&self) -> &'static str;
+
+    /// Loads the driver and enumerates devices.
+    ///
+    /// # Errors
+    /// [`BackendError::Unavailable`] when the library or driver is missing.
+    fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError>;
+
+    /// Kernels, variants and dtypes implemented, independent of any device.
+    fn kernels(&self) -> Vec<KernelSupport>;
+
+    /// Prepares `problem` on `device`: allocates buffers, uploads `inputs`
+    /// (in compute-only mode), builds device code.
+    ///
+    /// # Errors
+    /// `Unsupported`, `Compile`, `OutOfMemory` or `Driver`.
+    fn prepare(
+        &self,
+        device: &DeviceInfo,
+        problem: &Problem,
+        inputs: &[Buffer],
+        mode: Mode,
+    ) -> Result<Box<dyn PreparedKernel>, BackendError>;
+}
+
+/// A kernel ready to launch on one device with its buffers bound.
+pub trait PreparedKernel {
+    /// Runs one iteration and returns its time measured on the device (device
+    /// events or timestamps; the monotonic clock on the CPU).
+    ///
+    /// # Errors
+    /// `Driver` when a launch or wait fails.
+    fn run(&mut self) -> Result<Duration, BackendError>;
+
+    /// Reads the output of the last iteration back to the host.
+    ///
+    /// # Errors
+    /// `Driver` when the readback fails.
+    fn output(&mut self) -> Result<Buffer, BackendError>;
+
+    /// The launch configuration used (tile sizes, work-group shape, library),
+    /// recorded with every result.
+    fn config(&self) -> BTreeMap<String, String>;
+}
+
+/// Every backend compiled into this binary, in the order they are listed.
+pub fn all() -> Vec<Box<dyn Backend>> {
+    vec![Box::new(cpu::CpuBackend::new())]
+}
+
+/// The backend called `name`, if this binary has it.
+pub fn by_name(name: &str) -> Option<Box<dyn Backend>> {
+    all().into_iter().find(|b| b.name() == name)
+}
+
+/// True when `support` lists `variant` of `kernel` in `dtype`.
+pub fn supports(support: &[KernelSupport], kernel: &str, variant: &str, dtype: &str) -> bool {
+    support.iter().any(|s| {
+        s.kernel == kernel
+            && s.variants.iter().any(|v| v == variant)
+            && s.dtypes.iter().any(|d| d == dtype)
+    })
+}

@@ -1,0 +1,210 @@
+//! The worker side: `worker run` (job on stdin) and `worker discover NAME`.
+
+use super::monotonic_ns;
+use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome, WorkerStatus};
+use crate::backend::{self, BackendError, PreparedKernel};
+use crate::stats::StopRule;
+use gpufleet_kernels::Problem;
+use std::fs::File;
+use std::io::{BufWriter, Read, Write};
+use std::os::fd::FromRawFd;
+use std::time::Instant;
+
+/// How often the worker reports progress while measuring.
+const PROGRESS_EVERY_S: f64 = 0.5;
+
+/// The worker's protocol channel: the process's original stdout.
+struct Channel {
+    out: BufWriter<File>,
+}
+
+impl Channel {
+    /// Takes the original stdout for the protocol and sends fd 1 to stderr.
+    fn take_stdout() -> std::io::Result<Channel> {
+        // SAFETY: dup/dup2 on the process's own standard descriptors; the new
+        // descriptor is owned by the File below and closed on drop.
+        let fd = unsafe {
+            let fd = libc::dup(1);
+            if fd < 0 || libc::dup2(2, 1) < 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            fd
+        };
+        // SAFETY: `fd` is a fresh descriptor nobody else owns.
+        let file = unsafe { File::from_raw_fd(fd) };
+        Ok(Channel {
+            out: BufWriter::new(file),
+        })
+    }
+
+    fn send<T: serde::Serialize>(&mut self, msg: &T) {
+        // A broken pipe means the parent is gone; nothing useful to do.
+        if let Ok(line) = serde_json::to_string(msg) {
+            let _ = writeln!(self.out, "{line}");
+            let _ = self.out.flush();
+        }
+    }
+
+    fn progress(&mut self, phase: &str, message: String, iterations: u32) {
+        self.send(&WorkerEvent::Progress {
+            phase: phase.into(),
+            message,
+            iterations,
+        });
+    }
+}
+
+/// Entry point of a worker process; `args` follow the worker word
+/// (`["run"]` or `["discover", "cpu"]`). Returns the process exit code.
+pub fn main(args: &[String]) -> i32 {
+    let mut chan = match Channel::take_stdout() {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("worker: cannot set up the protocol channel: {e}");
+            return 2;
+        }
+    };
+    match args.first().map(String::as_str) {
+        Some("run") => {
+            let outcome = run_from_stdin(&mut chan);
+            chan.send(&WorkerEvent::Outcome(outcome));
+            0
+        }
+        Some("discover") => {
+            let name = args.get(1).map(String::as_str).unwrap_or("");
+            let reply = match backend::by_name(name) {
+                Some(b) => match b.discover() {
+                    Ok(devices) => DiscoveryReply::Devices(devices),
+                    Err(e) => DiscoveryReply::Unavailable(e),
+                },
+                None => DiscoveryReply::Unavailable(BackendError::Unavailable {
+                    backend: name.to_string(),
+                    reason: "not compiled into this binary".into(),
+                }),
+            };
+            chan.send(&reply);
+            0
+        }
+        _ => {
+            eprintln!("worker: usage: worker run | worker discover <backend>");
+            2
+        }
+    }
+}
+
+fn run_from_stdin(chan: &mut Channel) -> WorkerOutcome {
+    let mut text = String::new();
+    if let Err(e) = std::io::stdin().read_to_string(&mut text) {
+        return WorkerOutcome::failed(WorkerStatus::Error, format!("reading the job: {e}"));
+    }
+    match serde_json::from_str::<WorkerJob>(&text) {
+        Ok(job) => run_job(&job, chan),
+        Err(e) => WorkerOutcome::failed(WorkerStatus::Error, format!("malformed job: {e}")),
+    }
+}
+
+fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
+    let Some(backend) = backend::by_name(&job.backend) else {
+        return WorkerOutcome::failed(
+            WorkerStatus::Unsupported,
+            format!("backend {} is not compiled into this binary", job.backend),
+        );
+    };
+    let problem = match Problem::new(
+        &job.kernel,
+        &job.variant,
+        &job.params,
+        &job.dtype,
+        job.allow_debug,
+    ) {
+        Ok(p) => p,
+        Err(e) => return WorkerOutcome::failed(WorkerStatus::Error, e.to_string()),
+    };
+    chan.progress("preparing", "generating inputs".into(), 0);
+    let inputs = problem.inputs(job.seed);
+    chan.progress(
+        "compiling",
+        format!("preparing {} on {}", problem.kernel.name, job.device.id),
+        0,
+    );
+    let mut kernel = match backend.prepare(&job.device, &problem, &inputs, job.mode) {
+        Ok(k) => k,
+        Err(e) => return WorkerOutcome::from_backend_error(&e),
+    };
+    let config = kernel.config();
+    match measure(job, kernel.as_mut(), chan) {
+        Ok((times, warmup_done)) => {
+            let validation = if job.skip_validation {
+                None
+            } else {
+                chan.progress("validating", String::new(), times.len() as u32);
+                match kernel.output() {
+                    Ok(out) => Some(problem.check(&inputs, &out)),
+                    Err(e) => return WorkerOutcome::from_backend_error(&e),
+                }
+            };
+            let passed = validation.as_ref().is_none_or(|v| v.passed);
+            let message = match &validation {
+                Some(v) if !v.passed => format!("validation failed: {}", v.message),
+                Some(_) => String::new(),
+                None => "validation skipped: not comparable".into(),
+            };
+            WorkerOutcome {
+                status: if passed {
+                    WorkerStatus::Ok
+                } else {
+                    WorkerStatus::Invalid
+                },
+                message,
+                times_s: times,
+                warmup_done,
+                validation,
+                config,
+            }
+        }
+        Err(e) => {
+            let mut o = WorkerOutcome::from_backend_error(&e);
+            o.config = config;
+            o
+        }
+    }
+}
+
+/// Warm-up, then timed iterations until the stop rule holds. Sends the
+/// kernel-window markers around the timed part.
+fn measure(
+    job: &WorkerJob,
+    kernel: &mut dyn PreparedKernel,
+    chan: &mut Channel,
+) -> Result<(Vec<f64>, u32), BackendError> {
+    chan.progress("warmup", format!("{} warm-up iterations", job.warmup), 0);
+    for _ in 0..job.warmup {
+        kernel.run()?;
+    }
+    let rule = StopRule {
+        min_iterations: job.min_iterations.max(1) as usize,
+        min_seconds: job.min_seconds.max(0.0),
+        max_iterations: job.max_iterations.max(job.min_iterations).max(1) as usize,
+    };
+    let mut times = Vec::with_capacity(rule.min_iterations);
+    chan.send(&WorkerEvent::WindowBegin {
+        monotonic_ns: monotonic_ns(),
+    });
+    let start = Instant::now();
+    let mut last_report = 0.0;
+    loop {
+        times.push(kernel.run()?.as_secs_f64());
+        let elapsed = start.elapsed().as_secs_f64();
+        if rule.done(times.len(), elapsed) {
+            break;
+        }
+        if elapsed - last_report >= PROGRESS_EVERY_S {
+            last_report = elapsed;
+            chan.progress("measuring", format!("{:.1} s", elapsed), times.len() as u32);
+        }
+    }
+    chan.send(&WorkerEvent::WindowEnd {
+        monotonic_ns: monotonic_ns(),
+    });
+    Ok((times, job.warmup))
+}

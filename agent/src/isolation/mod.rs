@@ -1,0 +1,57 @@
+//! Isolation: every driver call happens in a child worker process.
+//!
+//! The agent (parent) starts `gpufleet-agent worker run` (or the embedding
+//! binary's equivalent, see [`WorkerCommand`]) in its own process group,
+//! writes the job as JSON on its stdin and reads JSON-line events from its
+//! stdout: progress, the kernel-window markers on CLOCK_MONOTONIC, and one
+//! outcome. The worker moves its own stdout to a private descriptor first and
+//! points fd 1 at stderr, so a driver that prints cannot corrupt the protocol.
+//!
+//! The parent enforces the run's deadline and cancellation by killing the
+//! whole process group, and turns the exit (signal, code, no outcome) into a
+//! run status. A segfault, an abort or a hang in a driver therefore becomes a
+//! `crashed` or `timed_out` result; the agent keeps serving. Discovery uses
+//! the same mechanism (`worker discover <backend>`) with its own timeout.
+
+pub mod child;
+pub mod parent;
+pub mod protocol;
+
+use std::path::PathBuf;
+
+/// How to start a worker: the program and the arguments that select its
+/// worker entry (`gpufleet-agent worker`, or `gpufleet agent-worker` when the
+/// agent is embedded in the coordinator for `gpufleet demo`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct WorkerCommand {
+    pub program: PathBuf,
+    pub args: Vec<String>,
+}
+
+impl WorkerCommand {
+    /// The running executable with `args`, e.g. `["worker"]`.
+    ///
+    /// # Errors
+    /// When the path of the running executable cannot be read.
+    pub fn current_exe(args: &[&str]) -> std::io::Result<Self> {
+        Ok(WorkerCommand {
+            program: std::env::current_exe()?,
+            args: args.iter().map(|s| s.to_string()).collect(),
+        })
+    }
+}
+
+/// Reads CLOCK_MONOTONIC in nanoseconds: the clock the kernel-window markers
+/// and (later) power samples share on one host.
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: clock_gettime writes one timespec into the valid, owned `ts`.
+    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    if rc != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}

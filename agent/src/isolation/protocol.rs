@@ -1,0 +1,147 @@
+//! Messages between the agent and its worker processes (JSON, one per line).
+
+use crate::backend::{BackendError, DeviceInfo, Mode};
+use gpufleet_kernels::Validation;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One run, as the parent hands it to `worker run` on stdin.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerJob {
+    pub backend: String,
+    pub device: DeviceInfo,
+    pub kernel: String,
+    pub variant: String,
+    pub params: BTreeMap<String, i64>,
+    pub dtype: String,
+    pub mode: Mode,
+    pub warmup: u32,
+    pub min_iterations: u32,
+    pub min_seconds: f64,
+    pub max_iterations: u32,
+    pub skip_validation: bool,
+    pub seed: u64,
+    /// Whether debug kernels may run (the agent's --enable-debug-kernels).
+    pub allow_debug: bool,
+}
+
+/// Run status as the worker decides it; crashes and timeouts are decided by
+/// the parent, which sees the process end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerStatus {
+    Ok,
+    Invalid,
+    CompileError,
+    Unsupported,
+    Error,
+}
+
+/// The worker's last message for a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WorkerOutcome {
+    pub status: WorkerStatus,
+    pub message: String,
+    pub times_s: Vec<f64>,
+    pub warmup_done: u32,
+    pub validation: Option<Validation>,
+    pub config: BTreeMap<String, String>,
+}
+
+impl WorkerOutcome {
+    /// An outcome for a failure before or during measurement.
+    pub fn failed(status: WorkerStatus, message: impl Into<String>) -> Self {
+        WorkerOutcome {
+            status,
+            message: message.into(),
+            times_s: Vec::new(),
+            warmup_done: 0,
+            validation: None,
+            config: BTreeMap::new(),
+        }
+    }
+
+    /// Maps a backend error to the status it stands for.
+    pub fn from_backend_error(e: &BackendError) -> Self {
+        let status = match e {
+            BackendError::Unsupported { .. } => WorkerStatus::Unsupported,
+            BackendError::Compile { .. } => WorkerStatus::CompileError,
+            BackendError::Unavailable { .. }
+            | BackendError::Driver { .. }
+            | BackendError::OutOfMemory { .. } => WorkerStatus::Error,
+        };
+        Self::failed(status, e.to_string())
+    }
+}
+
+/// A line the worker writes on its protocol channel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum WorkerEvent {
+    Progress {
+        phase: String,
+        message: String,
+        iterations: u32,
+    },
+    /// The first timed iteration starts (CLOCK_MONOTONIC ns).
+    WindowBegin {
+        monotonic_ns: u64,
+    },
+    /// The last timed iteration ended.
+    WindowEnd {
+        monotonic_ns: u64,
+    },
+    Outcome(WorkerOutcome),
+}
+
+/// What `worker discover <backend>` answers.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum DiscoveryReply {
+    Devices(Vec<DeviceInfo>),
+    Unavailable(BackendError),
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn events_round_trip_as_single_json_lines() {
+        let events = vec![
+            WorkerEvent::Progress {
+                phase: "warmup".into(),
+                message: "x".into(),
+                iterations: 2,
+            },
+            WorkerEvent::WindowBegin { monotonic_ns: 5 },
+            WorkerEvent::Outcome(WorkerOutcome::failed(WorkerStatus::Unsupported, "no f16")),
+        ];
+        for e in events {
+            let line = serde_json::to_string(&e).unwrap();
+            assert!(!line.contains('\n'));
+            assert_eq!(serde_json::from_str::<WorkerEvent>(&line).unwrap(), e);
+        }
+    }
+
+    #[test]
+    fn backend_errors_map_to_statuses() {
+        let e = BackendError::Compile {
+            backend: "b".into(),
+            kernel: "k".into(),
+            log: "l".into(),
+        };
+        assert_eq!(
+            WorkerOutcome::from_backend_error(&e).status,
+            WorkerStatus::CompileError
+        );
+        let e = BackendError::Unsupported {
+            backend: "b".into(),
+            what: "x".into(),
+        };
+        assert_eq!(
+            WorkerOutcome::from_backend_error(&e).status,
+            WorkerStatus::Unsupported
+        );
+    }
+}

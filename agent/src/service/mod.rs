@@ -1,0 +1,331 @@
+//! The gRPC service (`gpufleet.v1.Agent`) plus health and reflection.
+//!
+//! A Run request is checked ([`run::plan`]), admitted to its device's queue
+//! ([`queue::Scheduler`]), then a task waits for the device, runs the worker
+//! and streams progress and exactly one RunResult. If the client goes away
+//! mid-run the run is cancelled: nobody would receive its result.
+
+pub mod convert;
+pub mod queue;
+pub mod run;
+
+use crate::error::AgentError;
+use crate::inventory::Inventory;
+use crate::isolation::{WorkerCommand, parent};
+use gpufleet_proto::v1 as pb;
+use pb::agent_server::{Agent, AgentServer};
+use queue::Scheduler;
+use run::RunDefaults;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::Stream;
+use tokio_stream::wrappers::{ReceiverStream, TcpListenerStream};
+use tonic::{Request, Response, Status};
+
+/// Everything the agent is started with.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// How to start worker processes.
+    pub worker: WorkerCommand,
+    /// Serve `debug_crash`, `debug_hang`, `debug_wrong`.
+    pub enable_debug_kernels: bool,
+    /// Runs allowed to wait per device (past it: RESOURCE_EXHAUSTED).
+    pub queue_capacity: usize,
+    /// Bearer token required from clients, if any.
+    pub token: Option<String>,
+    /// Deadline for each backend's discovery worker.
+    pub discovery_timeout: Duration,
+    pub defaults: RunDefaults,
+}
+
+impl AgentConfig {
+    /// Defaults with the given worker command.
+    pub fn new(worker: WorkerCommand) -> Self {
+        AgentConfig {
+            worker,
+            enable_debug_kernels: false,
+            queue_capacity: 16,
+            token: None,
+            discovery_timeout: Duration::from_secs(30),
+            defaults: RunDefaults::default(),
+        }
+    }
+}
+
+/// The agent's state: configuration, inventory, queues.
+pub struct AgentCore {
+    pub config: AgentConfig,
+    pub inventory: Inventory,
+    pub scheduler: Arc<Scheduler>,
+}
+
+impl AgentCore {
+    /// Discovers the inventory (in workers) and builds the agent.
+    pub async fn start(config: AgentConfig) -> Arc<AgentCore> {
+        let inventory = Inventory::discover(&config.worker, config.discovery_timeout).await;
+        Self::with_inventory(config, inventory)
+    }
+
+    /// Builds the agent around an inventory discovered elsewhere.
+    pub fn with_inventory(config: AgentConfig, inventory: Inventory) -> Arc<AgentCore> {
+        let scheduler = Scheduler::new(config.queue_capacity);
+        Arc::new(AgentCore {
+            config,
+            inventory,
+            scheduler,
+        })
+    }
+
+    /// The Describe answer.
+    pub fn describe(&self) -> pb::AgentInfo {
+        let debug = self.config.enable_debug_kernels;
+        pb::AgentInfo {
+            agent_version: env!("CARGO_PKG_VERSION").to_string(),
+            host: Some(convert::host(&self.inventory.host)),
+            devices: self
+                .inventory
+                .devices()
+                .map(|(_, d)| convert::device(d))
+                .collect(),
+            backends: self
+                .inventory
+                .backends
+                .iter()
+                .map(|b| convert::backend(b, debug))
+                .collect(),
+            kernels: gpufleet_kernels::catalog()
+                .iter()
+                .filter(|k| debug || !k.debug)
+                .map(convert::kernel)
+                .collect(),
+            power_sources: Vec::new(),
+            debug_kernels: debug,
+            queue_capacity: self.config.queue_capacity as u32,
+        }
+    }
+}
+
+/// The tonic service around an [`AgentCore`].
+#[derive(Clone)]
+pub struct AgentService {
+    core: Arc<AgentCore>,
+}
+
+type EventStream = Pin<Box<dyn Stream<Item = Result<pb::RunEvent, Status>> + Send>>;
+type PowerStream = Pin<Box<dyn Stream<Item = Result<pb::PowerSample, Status>> + Send>>;
+
+fn progress_event(phase: &str, message: String, iterations: u32) -> pb::RunEvent {
+    pb::RunEvent {
+        event: Some(pb::run_event::Event::Progress(pb::Progress {
+            phase: phase.to_string(),
+            message,
+            iterations_done: iterations,
+        })),
+    }
+}
+
+fn result_event(r: pb::RunResult) -> pb::RunEvent {
+    pb::RunEvent {
+        event: Some(pb::run_event::Event::Result(r)),
+    }
+}
+
+#[tonic::async_trait]
+impl Agent for AgentService {
+    async fn describe(
+        &self,
+        _req: Request<pb::DescribeRequest>,
+    ) -> Result<Response<pb::AgentInfo>, Status> {
+        Ok(Response::new(self.core.describe()))
+    }
+
+    type RunStream = EventStream;
+
+    async fn run(&self, req: Request<pb::RunRequest>) -> Result<Response<EventStream>, Status> {
+        let req = req.into_inner();
+        let spec = req.spec.ok_or_else(|| {
+            Status::from(AgentError::InvalidArgument {
+                field: "spec",
+                message: "is required".into(),
+            })
+        })?;
+        let run_id = if req.run_id.is_empty() {
+            new_run_id()
+        } else {
+            req.run_id
+        };
+        let plan = run::plan(&self.core, &run_id, &spec)?;
+        let mut ticket = self.core.scheduler.admit(&plan.device.id, &run_id)?;
+        let (tx, rx) = mpsc::channel::<Result<pb::RunEvent, Status>>(64);
+        let core = self.core.clone();
+        tokio::spawn(async move {
+            tracing::info!(run_id = %plan.run_id, kernel = plan.problem.kernel.name, device = %plan.device.id, "run queued");
+            let _ = tx
+                .send(Ok(progress_event("queued", plan.device.id.clone(), 0)))
+                .await;
+            if !plan.supported {
+                let msg = format!(
+                    "backend {} does not implement {} variant {} in {}",
+                    plan.device.backend,
+                    plan.problem.kernel.name,
+                    plan.problem.variant,
+                    plan.problem.dtype.name()
+                );
+                let _ = tx
+                    .send(Ok(result_event(run::bare_result(
+                        &plan,
+                        pb::RunStatus::Unsupported,
+                        msg,
+                    ))))
+                    .await;
+                return;
+            }
+            let Some(_permit) = ticket.start().await else {
+                let r = run::bare_result(
+                    &plan,
+                    pb::RunStatus::Cancelled,
+                    "cancelled while queued".into(),
+                );
+                let _ = tx.send(Ok(result_event(r))).await;
+                return;
+            };
+            let _ = tx
+                .send(Ok(progress_event("starting", String::new(), 0)))
+                .await;
+            let started = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs_f64())
+                .unwrap_or(0.0);
+            let (ptx, mut prx) = mpsc::channel::<parent::ProgressEvent>(16);
+            let forward_tx = tx.clone();
+            let forward = tokio::spawn(async move {
+                while let Some(p) = prx.recv().await {
+                    let _ = forward_tx
+                        .send(Ok(progress_event(&p.phase, p.message, p.iterations)))
+                        .await;
+                }
+            });
+            // Cancel the run when the client goes away.
+            let watch_tx = tx.clone();
+            let scheduler = core.scheduler.clone();
+            let watch_id = plan.run_id.clone();
+            let watcher = tokio::spawn(async move {
+                watch_tx.closed().await;
+                scheduler.cancel(&watch_id);
+            });
+            let outcome = parent::run_worker(
+                &core.config.worker,
+                &plan.job,
+                &plan.env,
+                plan.timeout,
+                ticket.cancel.clone(),
+                ptx,
+            )
+            .await;
+            let _ = forward.await;
+            watcher.abort();
+            let result = match outcome {
+                Ok(run) => run::finish(&plan, run, started),
+                Err(e) => run::bare_result(&plan, pb::RunStatus::Error, e.to_string()),
+            };
+            tracing::info!(run_id = %plan.run_id, status = ?result.status(), "run finished");
+            let _ = tx.send(Ok(result_event(result))).await;
+            drop(ticket);
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
+    }
+
+    async fn cancel(
+        &self,
+        req: Request<pb::CancelRequest>,
+    ) -> Result<Response<pb::CancelReply>, Status> {
+        let id = req.into_inner().run_id;
+        let found = self.core.scheduler.cancel(&id);
+        let message = if found {
+            format!("cancelling run {id}")
+        } else {
+            format!("no queued or running run with id {id}")
+        };
+        Ok(Response::new(pb::CancelReply { found, message }))
+    }
+
+    type StreamPowerStream = PowerStream;
+
+    async fn stream_power(
+        &self,
+        _req: Request<pb::PowerRequest>,
+    ) -> Result<Response<PowerStream>, Status> {
+        Err(Status::failed_precondition(
+            "this agent has no power sources",
+        ))
+    }
+}
+
+fn new_run_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    format!(
+        "agent-{}-{}-{}",
+        std::process::id(),
+        crate::isolation::monotonic_ns(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// Checks the bearer token of every request when one is configured.
+#[derive(Clone)]
+pub struct TokenCheck {
+    expected: Option<String>,
+}
+
+impl tonic::service::Interceptor for TokenCheck {
+    fn call(&mut self, req: Request<()>) -> Result<Request<()>, Status> {
+        let Some(expected) = &self.expected else {
+            return Ok(req);
+        };
+        let got = req
+            .metadata()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok());
+        match got.and_then(|v| v.strip_prefix("Bearer ")) {
+            Some(t) if t == expected => Ok(req),
+            _ => Err(Status::unauthenticated(
+                "a valid `authorization: Bearer <token>` is required",
+            )),
+        }
+    }
+}
+
+/// Serves the agent on `listener` until `shutdown` completes. Also serves
+/// `grpc.health.v1.Health` and server reflection.
+///
+/// # Errors
+/// Transport errors from tonic.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    shutdown: impl Future<Output = ()> + Send,
+    core: Arc<AgentCore>,
+) -> Result<(), tonic::transport::Error> {
+    let (health_reporter, health_service) = tonic_health::server::health_reporter();
+    health_reporter
+        .set_serving::<AgentServer<AgentService>>()
+        .await;
+    let reflection = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(gpufleet_proto::FILE_DESCRIPTOR_SET)
+        .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .expect("descriptor sets are valid");
+    let check = TokenCheck {
+        expected: core.config.token.clone(),
+    };
+    let agent = AgentServer::with_interceptor(AgentService { core }, check);
+    tonic::transport::Server::builder()
+        .add_service(health_service)
+        .add_service(reflection)
+        .add_service(agent)
+        .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
+        .await
+}

@@ -1,0 +1,464 @@
+//! The agent over real loopback gRPC with real worker processes: results,
+//! the three debug kernels, bad input, queueing, cancellation, token, health.
+
+use gpufleet_agent::isolation::WorkerCommand;
+use gpufleet_agent::{AgentConfig, AgentCore};
+use gpufleet_proto::v1 as pb;
+use pb::agent_client::AgentClient;
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+use tokio_stream::StreamExt;
+use tonic::transport::Channel;
+
+struct TestAgent {
+    url: String,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+async fn start(configure: impl FnOnce(&mut AgentConfig)) -> TestAgent {
+    let worker = WorkerCommand {
+        program: env!("CARGO_BIN_EXE_gpufleet-agent").into(),
+        args: vec!["worker".into()],
+    };
+    let mut config = AgentConfig::new(worker);
+    config.enable_debug_kernels = true;
+    configure(&mut config);
+    let core = AgentCore::start(config).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    tokio::spawn(gpufleet_agent::serve(
+        listener,
+        async {
+            let _ = rx.await;
+        },
+        core,
+    ));
+    TestAgent { url, _stop: tx }
+}
+
+async fn client(a: &TestAgent) -> AgentClient<Channel> {
+    AgentClient::connect(a.url.clone()).await.unwrap()
+}
+
+fn spec(kernel: &str, params: &[(&str, i64)]) -> pb::RunSpec {
+    pb::RunSpec {
+        kernel: kernel.into(),
+        params: params
+            .iter()
+            .map(|(k, v)| (k.to_string(), *v))
+            .collect::<HashMap<_, _>>(),
+        device_id: "cpu:0".into(),
+        warmup: 1,
+        min_iterations: 3,
+        min_seconds: 0.01,
+        timeout_s: 30.0,
+        seed: 7,
+        ..Default::default()
+    }
+}
+
+/// Runs a spec and returns (progress phases, the one result).
+async fn run(
+    c: &mut AgentClient<Channel>,
+    id: &str,
+    s: pb::RunSpec,
+) -> (Vec<String>, pb::RunResult) {
+    let mut stream = c
+        .run(pb::RunRequest {
+            run_id: id.into(),
+            spec: Some(s),
+        })
+        .await
+        .expect("run accepted")
+        .into_inner();
+    let mut phases = Vec::new();
+    let mut results = Vec::new();
+    while let Some(ev) = stream.next().await {
+        match ev.expect("stream item").event {
+            Some(pb::run_event::Event::Progress(p)) => phases.push(p.phase),
+            Some(pb::run_event::Event::Result(r)) => results.push(r),
+            _ => {}
+        }
+    }
+    assert_eq!(results.len(), 1, "exactly one result");
+    (phases, results.pop().unwrap())
+}
+
+async fn refused(c: &mut AgentClient<Channel>, s: pb::RunSpec) -> tonic::Status {
+    match c
+        .run(pb::RunRequest {
+            run_id: String::new(),
+            spec: Some(s),
+        })
+        .await
+    {
+        Ok(_) => panic!("expected a refusal"),
+        Err(status) => status,
+    }
+}
+
+#[tokio::test]
+async fn describe_lists_host_cpu_device_and_kernels() {
+    let a = start(|_| {}).await;
+    let info = client(&a)
+        .await
+        .describe(pb::DescribeRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    let host = info.host.unwrap();
+    assert!(!host.hostname.is_empty() && host.logical_cores >= 1 && host.memory_bytes > 0);
+    let cpu = info.backends.iter().find(|b| b.name == "cpu").unwrap();
+    assert!(cpu.available, "{}", cpu.reason);
+    assert_eq!(info.devices[0].id, "cpu:0");
+    let names: Vec<&str> = info.kernels.iter().map(|k| k.name.as_str()).collect();
+    for k in ["gemm", "conv2d", "memlat_cpu", "debug_crash"] {
+        assert!(names.contains(&k), "{k} missing from {names:?}");
+    }
+    assert!(info.debug_kernels);
+}
+
+#[tokio::test]
+async fn gemm_runs_validated_with_stats_and_window() {
+    let a = start(|_| {}).await;
+    let mut c = client(&a).await;
+    let (phases, r) = run(
+        &mut c,
+        "g1",
+        spec("gemm", &[("m", 64), ("n", 48), ("k", 32)]),
+    )
+    .await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+    assert!(
+        phases.iter().any(|p| p == "queued") && phases.iter().any(|p| p == "warmup"),
+        "{phases:?}"
+    );
+    let v = r.validation.unwrap();
+    assert!(v.passed && v.elements_checked > 0);
+    let stats = r.stats.unwrap();
+    assert!(stats.count >= 3 && stats.median_s > 0.0 && stats.p10_s <= stats.p90_s);
+    assert_eq!(r.times_s.len(), stats.count as usize);
+    let m = r.metric.unwrap();
+    assert_eq!(m.kind, "gflops");
+    let expect = 2.0 * 64.0 * 48.0 * 32.0 / stats.median_s / 1e9;
+    assert!(
+        (m.value - expect).abs() / expect < 1e-9,
+        "metric from the median"
+    );
+    assert!(r.window_end_ns > r.window_begin_ns && r.window_begin_ns > 0);
+    assert_eq!(
+        r.fingerprint.unwrap().kernels_version,
+        gpufleet_kernels::KERNELS_VERSION
+    );
+    assert_eq!(r.variant, "blocked");
+    assert_eq!(r.params.get("k"), Some(&32));
+}
+
+#[tokio::test]
+async fn debug_kernels_crash_hang_and_lie_and_the_agent_keeps_serving() {
+    let a = start(|_| {}).await;
+    let mut c = client(&a).await;
+
+    let mut s = spec("debug_crash", &[("mode", 0)]);
+    s.env.insert("GPU_TEST_MARKER".into(), "42".into());
+    let (_, r) = run(&mut c, "crash", s).await;
+    assert_eq!(r.status(), pb::RunStatus::Crashed, "{}", r.message);
+    assert_eq!(r.signal, libc_sigsegv());
+    assert!(r.message.contains("SIGSEGV"), "{}", r.message);
+    assert!(
+        r.stderr_tail.contains("crashing on purpose"),
+        "{}",
+        r.stderr_tail
+    );
+    assert!(
+        r.stderr_tail.contains("GPU_TEST_MARKER=42"),
+        "override reaches the worker: {}",
+        r.stderr_tail
+    );
+    assert!(
+        std::env::var("GPU_TEST_MARKER").is_err(),
+        "and not the agent"
+    );
+
+    let (_, r) = run(&mut c, "abort", spec("debug_crash", &[("mode", 1)])).await;
+    assert_eq!(r.status(), pb::RunStatus::Crashed);
+    assert!(r.message.contains("SIGABRT"), "{}", r.message);
+
+    let mut s = spec("debug_hang", &[]);
+    s.timeout_s = 1.0;
+    let t = Instant::now();
+    let (_, r) = run(&mut c, "hang", s).await;
+    assert_eq!(r.status(), pb::RunStatus::TimedOut, "{}", r.message);
+    assert!(
+        t.elapsed() < Duration::from_secs(10),
+        "watchdog fired late: {:?}",
+        t.elapsed()
+    );
+
+    let (_, r) = run(&mut c, "wrong", spec("debug_wrong", &[])).await;
+    assert_eq!(r.status(), pb::RunStatus::Invalid, "{}", r.message);
+    assert!(!r.validation.unwrap().passed);
+    assert!(r.metric.is_none(), "an invalid result has no metric");
+
+    let (_, r) = run(&mut c, "after", spec("vec_add", &[("n", 1000)])).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+}
+
+fn libc_sigsegv() -> i32 {
+    11
+}
+
+#[tokio::test]
+async fn bad_input_is_refused_naming_the_field() {
+    let a = start(|_| {}).await;
+    let mut c = client(&a).await;
+    let cases: Vec<(pb::RunSpec, &str)> = vec![
+        (spec("gemmm", &[]), "kernel"),
+        (
+            pb::RunSpec {
+                variant: "fastest".into(),
+                ..spec("gemm", &[])
+            },
+            "variant",
+        ),
+        (spec("gemm", &[("m", 0)]), "m=0"),
+        (spec("gemm", &[("m", -5)]), "m=-5"),
+        (spec("gemm", &[("n", 1_000_000_000)]), "n=1000000000"),
+        (spec("gemm", &[("q", 3)]), "q"),
+        (
+            pb::RunSpec {
+                device_id: "opencl:9".into(),
+                ..spec("gemm", &[])
+            },
+            "device_id",
+        ),
+        (
+            pb::RunSpec {
+                device_id: String::new(),
+                ..spec("gemm", &[])
+            },
+            "device_id",
+        ),
+        (
+            pb::RunSpec {
+                dtype: "f64".into(),
+                ..spec("gemm", &[])
+            },
+            "dtype",
+        ),
+        (
+            pb::RunSpec {
+                timeout_s: -1.0,
+                ..spec("gemm", &[])
+            },
+            "timeout_s",
+        ),
+        (
+            spec("gemm", &[("m", 65536), ("n", 65536), ("k", 65536)]),
+            "memory",
+        ),
+    ];
+    for (s, needle) in cases {
+        let st = refused(&mut c, s).await;
+        assert_eq!(st.code(), tonic::Code::InvalidArgument, "{needle}: {st:?}");
+        assert!(
+            st.message().contains(needle),
+            "{needle} not in {:?}",
+            st.message()
+        );
+    }
+    let mut s = spec("gemm", &[]);
+    s.env.insert("LD_PRELOAD".into(), "/tmp/x.so".into());
+    let st = refused(&mut c, s).await;
+    assert_eq!(st.code(), tonic::Code::InvalidArgument);
+    assert!(
+        st.message().contains("LD_PRELOAD") && st.message().contains("env"),
+        "{}",
+        st.message()
+    );
+    // Still serving.
+    let (_, r) = run(&mut c, "ok", spec("copy", &[("n", 100)])).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok);
+}
+
+#[tokio::test]
+async fn debug_kernels_need_the_flag() {
+    let a = start(|c| c.enable_debug_kernels = false).await;
+    let mut c = client(&a).await;
+    let st = refused(&mut c, spec("debug_crash", &[])).await;
+    assert_eq!(st.code(), tonic::Code::InvalidArgument);
+    assert!(
+        st.message().contains("--enable-debug-kernels"),
+        "{}",
+        st.message()
+    );
+    let info = c
+        .describe(pb::DescribeRequest {})
+        .await
+        .unwrap()
+        .into_inner();
+    assert!(info.kernels.iter().all(|k| !k.name.starts_with("debug_")));
+}
+
+#[tokio::test]
+async fn queue_is_bounded_and_runs_can_be_cancelled() {
+    let a = start(|c| c.queue_capacity = 1).await;
+    let mut c = client(&a).await;
+    let mut hang = spec("debug_hang", &[]);
+    hang.timeout_s = 60.0;
+    let first = c
+        .run(pb::RunRequest {
+            run_id: "h1".into(),
+            spec: Some(hang.clone()),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    // Let the first run take the device before the second queues.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let second = c
+        .run(pb::RunRequest {
+            run_id: "h2".into(),
+            spec: Some(hang.clone()),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let st = c
+        .run(pb::RunRequest {
+            run_id: "h3".into(),
+            spec: Some(hang.clone()),
+        })
+        .await
+        .err()
+        .expect("queue full");
+    assert_eq!(st.code(), tonic::Code::ResourceExhausted, "{st:?}");
+    let dup = c
+        .run(pb::RunRequest {
+            run_id: "h1".into(),
+            spec: Some(hang),
+        })
+        .await
+        .err()
+        .expect("duplicate");
+    assert_eq!(dup.code(), tonic::Code::AlreadyExists);
+
+    assert!(
+        c.cancel(pb::CancelRequest {
+            run_id: "h2".into()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .found
+    );
+    assert!(
+        c.cancel(pb::CancelRequest {
+            run_id: "h1".into()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .found
+    );
+    assert!(
+        !c.cancel(pb::CancelRequest {
+            run_id: "nope".into()
+        })
+        .await
+        .unwrap()
+        .into_inner()
+        .found
+    );
+    for (mut s, why) in [(first, "running"), (second, "queued")] {
+        let mut last = None;
+        while let Some(ev) = s.next().await {
+            if let Some(pb::run_event::Event::Result(r)) = ev.unwrap().event {
+                last = Some(r);
+            }
+        }
+        let r = last.expect("a result");
+        assert_eq!(r.status(), pb::RunStatus::Cancelled, "{why}: {}", r.message);
+        assert!(r.message.contains(why), "{}", r.message);
+    }
+    let (_, r) = run(&mut c, "after", spec("noop", &[])).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+}
+
+#[tokio::test]
+async fn token_is_required_when_configured() {
+    let a = start(|c| c.token = Some("s3cret".into())).await;
+    let mut c = client(&a).await;
+    let st = c
+        .describe(pb::DescribeRequest {})
+        .await
+        .err()
+        .expect("no token");
+    assert_eq!(st.code(), tonic::Code::Unauthenticated);
+    let mut req = tonic::Request::new(pb::DescribeRequest {});
+    req.metadata_mut()
+        .insert("authorization", "Bearer s3cret".parse().unwrap());
+    assert!(c.describe(req).await.is_ok());
+}
+
+#[tokio::test]
+async fn health_service_reports_serving() {
+    let a = start(|_| {}).await;
+    let channel = Channel::from_shared(a.url.clone())
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let mut health = tonic_health::pb::health_client::HealthClient::new(channel);
+    let resp = health
+        .check(tonic_health::pb::HealthCheckRequest {
+            service: "gpufleet.v1.Agent".into(),
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    assert_eq!(
+        resp.status(),
+        tonic_health::pb::health_check_response::ServingStatus::Serving
+    );
+}
+
+#[tokio::test]
+async fn every_catalog_kernel_runs_validated_on_cpu() {
+    // The backend conformance suite for the cpu backend: the smoke suite's
+    // sizes, every kernel and variant, validated.
+    let a = start(|_| {}).await;
+    let mut c = client(&a).await;
+    let suite = gpufleet_kernels::Suite::builtin("smoke").unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, run_spec) in suite.runs.iter().enumerate() {
+        let kernel = gpufleet_kernels::find_kernel(&run_spec.kernel).unwrap();
+        let variants: Vec<String> = run_spec
+            .variants
+            .clone()
+            .unwrap_or_else(|| kernel.variants.iter().map(|v| v.to_string()).collect());
+        for v in variants {
+            let mut s = spec(&run_spec.kernel, &[]);
+            s.params = run_spec
+                .params
+                .iter()
+                .map(|(k, v)| (k.clone(), *v))
+                .collect();
+            s.variant = v.clone();
+            let (_, r) = run(&mut c, &format!("conf-{i}-{v}"), s).await;
+            assert_eq!(
+                r.status(),
+                pb::RunStatus::Ok,
+                "{}/{v}: {}",
+                run_spec.kernel,
+                r.message
+            );
+            assert!(r.validation.unwrap().passed);
+            seen.insert(run_spec.kernel.clone());
+        }
+    }
+    for k in gpufleet_kernels::catalog().iter().filter(|k| !k.debug) {
+        assert!(seen.contains(k.name), "smoke suite misses {}", k.name);
+    }
+}

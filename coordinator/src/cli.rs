@@ -1,0 +1,196 @@
+//! Command line of `gpufleet`. Clap types stay here; handlers live in
+//! `commands`.
+
+use crate::table::Format;
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+
+/// gpufleet: benchmark GPUs across a fleet and make the numbers comparable.
+///
+/// Start `gpufleet-agent` on each host, register it with `gpufleet agents
+/// add`, then run suites and compare. Every result is validated against an
+/// f64 reference and stored in one SQLite file.
+#[derive(Debug, Parser)]
+#[command(name = "gpufleet", version, about, long_about = None)]
+pub struct Cli {
+    /// The results database (SQLite; created if missing).
+    #[arg(
+        long,
+        global = true,
+        default_value = "gpufleet.db",
+        env = "GPUFLEET_DB"
+    )]
+    pub db: PathBuf,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Start a local agent in-process, run the smoke suite on every local
+    /// backend, print the comparison and keep the results in the database.
+    Demo(DemoArgs),
+    /// Register, list and remove agents.
+    #[command(subcommand)]
+    Agents(AgentsCommand),
+    /// Show an agent's host, backends (and why any is unavailable), devices
+    /// and kernels.
+    Describe {
+        /// Registered agent name, or an agent URL (http://host:port).
+        agent: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Run a suite, or one ad-hoc spec, on one or more agents.
+    Run(RunArgs),
+    /// Compare the latest result of each spec on each device, side by side.
+    Compare(CompareArgs),
+    /// List stored results.
+    Results(ResultsArgs),
+    /// Serve an agent from this binary (for tests and one-binary setups);
+    /// prints `listening on ADDR` once bound.
+    #[command(hide = true)]
+    ServeAgent {
+        #[arg(long, default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        #[arg(long)]
+        enable_debug_kernels: bool,
+        #[arg(long, default_value_t = 16)]
+        queue_capacity: usize,
+    },
+    /// List campaigns with their job and result counts.
+    Campaigns {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AgentsCommand {
+    /// Register an agent under a name.
+    Add {
+        /// Short name ([A-Za-z0-9_.-], up to 64 characters).
+        name: String,
+        /// The agent's gRPC address, e.g. http://127.0.0.1:50051.
+        url: String,
+        /// Bearer token the agent was started with.
+        #[arg(long)]
+        token: Option<String>,
+    },
+    /// List registered agents.
+    List {
+        /// Also ask each agent whether it is reachable.
+        #[arg(long)]
+        check: bool,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Forget an agent (its results are kept).
+    Rm { name: String },
+}
+
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// Suite to run: smoke, standard, perf, or a path to a suite TOML file.
+    /// Without it, run one ad-hoc spec given by --kernel, --variant, --param.
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Agent(s) to run on (registered names). Repeatable.
+    #[arg(long = "agent", required = true)]
+    pub agents: Vec<String>,
+    /// Only devices of these backends (cpu, opencl, vulkan, hip). Repeatable.
+    #[arg(long = "backend")]
+    pub backends: Vec<String>,
+    /// Only these device ids (e.g. cpu:0). Repeatable.
+    #[arg(long = "device")]
+    pub devices: Vec<String>,
+    /// With --suite: only these kernels. Without: the kernel to run.
+    #[arg(long = "kernel")]
+    pub kernels: Vec<String>,
+    /// Ad-hoc: kernel variant (default: the kernel's default variant).
+    #[arg(long)]
+    pub variant: Option<String>,
+    /// Ad-hoc: a parameter, NAME=INTEGER. Repeatable.
+    #[arg(long = "param", value_name = "NAME=VALUE")]
+    pub params: Vec<String>,
+    /// Ad-hoc: data type (f32, or f16 where a backend has it).
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// Ad-hoc: compute_only or with_transfers.
+    #[arg(long, default_value = "compute_only")]
+    pub mode: String,
+    /// Environment override for the worker process, KEY=VALUE (allowlisted
+    /// prefixes such as HSA_, RADV_, POCL_). Repeatable.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Per-run timeout in seconds (overrides the suite's).
+    #[arg(long)]
+    pub timeout_s: Option<f64>,
+    /// Ad-hoc: warm-up iterations.
+    #[arg(long, default_value_t = 3)]
+    pub warmup: u32,
+    /// Ad-hoc: minimum timed iterations.
+    #[arg(long, default_value_t = 10)]
+    pub min_iterations: u32,
+    /// Ad-hoc: minimum seconds of timed iterations.
+    #[arg(long, default_value_t = 0.5)]
+    pub min_seconds: f64,
+    /// Print the results as JSON on stdout (progress stays on stderr).
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Only results of campaigns of this suite.
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Only this kernel.
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Only this campaign.
+    #[arg(long)]
+    pub campaign: Option<i64>,
+    /// Only this agent.
+    #[arg(long)]
+    pub agent: Option<String>,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+#[derive(Debug, Args)]
+pub struct ResultsArgs {
+    /// Only this campaign.
+    #[arg(long)]
+    pub campaign: Option<i64>,
+    /// Only this kernel.
+    #[arg(long)]
+    pub kernel: Option<String>,
+    /// Only this status (ok, invalid, crashed, timed_out, error, ...).
+    #[arg(long)]
+    pub status: Option<String>,
+    /// Only this agent.
+    #[arg(long)]
+    pub agent: Option<String>,
+    /// Include the raw per-iteration times (JSON only).
+    #[arg(long)]
+    pub samples: bool,
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+    /// Same as --format json.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// Suite to run on the local agent.
+    #[arg(long, default_value = "smoke")]
+    pub suite: String,
+    /// Print the comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
+}

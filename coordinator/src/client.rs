@@ -1,0 +1,153 @@
+//! Connections to agents: a gRPC channel with the agent's bearer token,
+//! connect and request deadlines, and errors that say which agent failed.
+
+use gpufleet_proto::v1 as pb;
+use pb::agent_client::AgentClient;
+use std::time::Duration;
+use tonic::metadata::MetadataValue;
+use tonic::service::Interceptor;
+use tonic::transport::{Channel, Endpoint};
+
+/// How long to wait for a TCP connection to an agent.
+pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Why talking to an agent failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    #[error("agent {agent}: invalid url `{url}`: {message}")]
+    BadUrl {
+        agent: String,
+        url: String,
+        message: String,
+    },
+    #[error("cannot reach agent {agent} at {url}: {message}")]
+    Unreachable {
+        agent: String,
+        url: String,
+        message: String,
+    },
+    #[error("agent {agent} refused: {status}")]
+    Refused {
+        agent: String,
+        status: Box<tonic::Status>,
+    },
+}
+
+impl ClientError {
+    /// True when the agent could not be reached (as opposed to answering
+    /// with an error): worth a retry.
+    pub fn is_unreachable(&self) -> bool {
+        match self {
+            ClientError::Unreachable { .. } => true,
+            ClientError::Refused { status, .. } => {
+                matches!(
+                    status.code(),
+                    tonic::Code::Unavailable | tonic::Code::Unknown
+                )
+            }
+            ClientError::BadUrl { .. } => false,
+        }
+    }
+}
+
+/// Adds `authorization: Bearer <token>` when the agent has a token.
+#[derive(Clone)]
+pub struct Token(Option<MetadataValue<tonic::metadata::Ascii>>);
+
+impl Interceptor for Token {
+    fn call(&mut self, mut req: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+        if let Some(v) = &self.0 {
+            req.metadata_mut().insert("authorization", v.clone());
+        }
+        Ok(req)
+    }
+}
+
+pub type Client = AgentClient<tonic::service::interceptor::InterceptedService<Channel, Token>>;
+
+/// A named agent and how to reach it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentAddr {
+    pub name: String,
+    pub url: String,
+    pub token: Option<String>,
+}
+
+impl AgentAddr {
+    /// Connects (with [`CONNECT_TIMEOUT`]).
+    ///
+    /// # Errors
+    /// `BadUrl` or `Unreachable`, naming the agent.
+    pub async fn connect(&self) -> Result<Client, ClientError> {
+        let bad = |message: String| ClientError::BadUrl {
+            agent: self.name.clone(),
+            url: self.url.clone(),
+            message,
+        };
+        let endpoint = Endpoint::from_shared(self.url.clone())
+            .map_err(|e| bad(e.to_string()))?
+            .connect_timeout(CONNECT_TIMEOUT)
+            .tcp_nodelay(true);
+        let token = match &self.token {
+            Some(t) => Some(
+                format!("Bearer {t}")
+                    .parse()
+                    .map_err(|_| bad("token has characters not allowed in a header".into()))?,
+            ),
+            None => None,
+        };
+        let channel = endpoint
+            .connect()
+            .await
+            .map_err(|e| ClientError::Unreachable {
+                agent: self.name.clone(),
+                url: self.url.clone(),
+                message: error_chain(&e),
+            })?;
+        Ok(AgentClient::with_interceptor(channel, Token(token)))
+    }
+
+    /// Connects and asks for the agent's description.
+    ///
+    /// # Errors
+    /// As [`AgentAddr::connect`], or `Refused` with the agent's status.
+    pub async fn describe(&self) -> Result<pb::AgentInfo, ClientError> {
+        let mut c = self.connect().await?;
+        let mut req = tonic::Request::new(pb::DescribeRequest {});
+        req.set_timeout(Duration::from_secs(30));
+        c.describe(req)
+            .await
+            .map(|r| r.into_inner())
+            .map_err(|s| self.refused(s))
+    }
+
+    /// Wraps a status from this agent.
+    pub fn refused(&self, status: tonic::Status) -> ClientError {
+        if matches!(status.code(), tonic::Code::Unavailable) {
+            return ClientError::Unreachable {
+                agent: self.name.clone(),
+                url: self.url.clone(),
+                message: status.message().to_string(),
+            };
+        }
+        ClientError::Refused {
+            agent: self.name.clone(),
+            status: Box::new(status),
+        }
+    }
+}
+
+/// `outer: inner: innermost` for an error and its sources.
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = inner.source();
+    }
+    s
+}

@@ -1,0 +1,193 @@
+//! Side-by-side comparison of results with the same spec key across
+//! devices. Pure: rows in, ranked rows and rendered text out.
+//!
+//! Each result is compared with the best `ok` result of its spec key
+//! (kernel, variant, params, dtype, mode): `relative` is 1.00 for the best
+//! and below 1 for the others, whichever way the metric improves (GFLOP/s up,
+//! µs down). Rows that are not `ok` have no metric and no relative figure.
+
+use crate::table::{Format, Table};
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// One device's latest result for one spec key.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct CompareRow {
+    pub spec_key: String,
+    pub kernel: String,
+    pub variant: String,
+    pub params: String,
+    pub dtype: String,
+    pub mode: String,
+    pub agent: String,
+    pub device_id: String,
+    pub device_name: String,
+    pub backend: String,
+    pub status: String,
+    pub message: String,
+    pub metric: Option<f64>,
+    pub unit: String,
+    pub higher_is_better: bool,
+    pub pct_of_peak: Option<f64>,
+    pub cv: Option<f64>,
+    pub iterations: u32,
+    /// This row's metric relative to the best row of its spec key (1 = best).
+    pub relative: Option<f64>,
+    pub run_id: String,
+}
+
+/// Fills `relative` per spec key and orders rows by kernel, spec key, then
+/// best first.
+pub fn rank(rows: &mut [CompareRow]) {
+    let mut best: BTreeMap<String, f64> = BTreeMap::new();
+    for r in rows.iter() {
+        if let (Some(v), "ok") = (r.metric, r.status.as_str()) {
+            let e = best.entry(r.spec_key.clone()).or_insert(v);
+            *e = if r.higher_is_better {
+                e.max(v)
+            } else {
+                e.min(v)
+            };
+        }
+    }
+    for r in rows.iter_mut() {
+        r.relative = match (r.metric, best.get(&r.spec_key), r.status.as_str()) {
+            (Some(v), Some(&b), "ok") if v > 0.0 && b > 0.0 => {
+                Some(if r.higher_is_better { v / b } else { b / v })
+            }
+            _ => None,
+        };
+    }
+    rows.sort_by(|a, b| {
+        (a.kernel.as_str(), a.spec_key.as_str())
+            .cmp(&(b.kernel.as_str(), b.spec_key.as_str()))
+            .then(
+                b.relative
+                    .unwrap_or(-1.0)
+                    .total_cmp(&a.relative.unwrap_or(-1.0)),
+            )
+            .then(a.device_id.cmp(&b.device_id))
+    });
+}
+
+/// Formats a metric with a precision that suits its size.
+pub fn fmt_metric(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.1}")
+    } else if v >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
+    v.map(f).unwrap_or_else(|| "-".to_string())
+}
+
+/// Renders ranked rows in `format`.
+pub fn render(rows: &[CompareRow], format: Format) -> String {
+    if format == Format::Json {
+        return serde_json::to_string_pretty(rows).unwrap_or_else(|_| "[]".into()) + "\n";
+    }
+    let mut t = Table::new(&[
+        "kernel", "variant", "params", "dtype", "mode", "agent", "device", "backend", "status",
+        "metric", "unit", "% peak", "cv %", "rel",
+    ]);
+    for r in rows {
+        t.push(vec![
+            r.kernel.clone(),
+            r.variant.clone(),
+            r.params.clone(),
+            r.dtype.clone(),
+            r.mode.clone(),
+            r.agent.clone(),
+            r.device_id.clone(),
+            r.backend.clone(),
+            r.status.clone(),
+            opt(r.metric, fmt_metric),
+            if r.metric.is_some() {
+                r.unit.clone()
+            } else {
+                "-".into()
+            },
+            opt(r.pct_of_peak.filter(|p| *p > 0.0), |p| format!("{p:.1}")),
+            opt(r.cv, |c| format!("{:.1}", c * 100.0)),
+            opt(r.relative, |x| format!("{x:.2}")),
+        ]);
+    }
+    t.render(format)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn row(key: &str, dev: &str, status: &str, metric: Option<f64>, higher: bool) -> CompareRow {
+        CompareRow {
+            spec_key: key.into(),
+            kernel: key.split('/').next().unwrap().into(),
+            variant: "v".into(),
+            params: "n=1".into(),
+            dtype: "f32".into(),
+            mode: "compute_only".into(),
+            agent: "a".into(),
+            device_id: dev.into(),
+            device_name: dev.into(),
+            backend: "cpu".into(),
+            status: status.into(),
+            message: String::new(),
+            metric,
+            unit: "GFLOP/s".into(),
+            higher_is_better: higher,
+            pct_of_peak: None,
+            cv: Some(0.01),
+            iterations: 10,
+            relative: None,
+            run_id: format!("{key}-{dev}"),
+        }
+    }
+
+    #[test]
+    fn relative_to_best_either_direction() {
+        let mut rows = vec![
+            row("gemm/x", "d1", "ok", Some(50.0), true),
+            row("gemm/x", "d2", "ok", Some(100.0), true),
+            row("noop/x", "d1", "ok", Some(2.0), false),
+            row("noop/x", "d2", "ok", Some(8.0), false),
+            row("gemm/x", "d3", "crashed", None, true),
+        ];
+        rank(&mut rows);
+        assert_eq!(rows[0].device_id, "d2");
+        assert_eq!(rows[0].relative, Some(1.0));
+        assert_eq!(rows[1].relative, Some(0.5));
+        assert_eq!(rows[2].status, "crashed");
+        assert_eq!(rows[2].relative, None);
+        assert_eq!(rows[3].device_id, "d1");
+        assert_eq!(rows[4].relative, Some(0.25));
+    }
+
+    #[test]
+    fn failed_rows_do_not_set_the_best() {
+        let mut rows = vec![
+            row("k/x", "d1", "invalid", Some(1000.0), true),
+            row("k/x", "d2", "ok", Some(10.0), true),
+        ];
+        rank(&mut rows);
+        let ok = rows.iter().find(|r| r.device_id == "d2").unwrap();
+        assert_eq!(ok.relative, Some(1.0));
+    }
+
+    #[test]
+    fn renders_all_formats() {
+        let mut rows = vec![row("gemm/x", "d1", "ok", Some(12.345), true)];
+        rank(&mut rows);
+        let t = render(&rows, Format::Table);
+        assert!(t.contains("12.35"), "{t}");
+        assert!(render(&rows, Format::Md).starts_with("| kernel |"));
+        assert!(render(&rows, Format::Csv).starts_with("kernel,variant"));
+        let j: serde_json::Value = serde_json::from_str(&render(&rows, Format::Json)).unwrap();
+        assert_eq!(j[0]["metric"], 12.345);
+        assert_eq!(j[0]["relative"], 1.0);
+    }
+}

@@ -1,0 +1,49 @@
+//! The store behind an async-friendly handle: one connection, one writer,
+//! every call on the blocking pool so the runtime never waits on SQLite.
+
+use crate::store::{Store, StoreError};
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+
+/// A shared handle to the one [`Store`] connection.
+#[derive(Clone)]
+pub struct Db {
+    inner: Arc<Mutex<Store>>,
+}
+
+impl Db {
+    /// Opens (or creates) the database at `path`.
+    ///
+    /// # Errors
+    /// As [`Store::open`]: not an SQLite file, newer schema, I/O.
+    pub fn open(path: &Path) -> Result<Db, StoreError> {
+        Ok(Db {
+            inner: Arc::new(Mutex::new(Store::open(path)?)),
+        })
+    }
+
+    /// Runs `f` with the store on the blocking pool.
+    pub async fn call<R: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Store) -> R + Send + 'static,
+    ) -> R {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || {
+            let mut store = inner
+                .lock()
+                .unwrap_or_else(|poisoned| poisoned.into_inner());
+            f(&mut store)
+        })
+        .await
+        .expect("store task panicked")
+    }
+
+    /// Runs `f` on the calling thread (for synchronous CLI commands).
+    pub fn with<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {
+        let mut store = self
+            .inner
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        f(&mut store)
+    }
+}

@@ -1,0 +1,105 @@
+//! `gpufleet`: parses the command line and calls the library.
+
+use clap::Parser;
+use gpufleet_coordinator::cli::{Cli, Command};
+use gpufleet_coordinator::commands;
+use gpufleet_coordinator::db::Db;
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    // Worker processes of the demo's in-process agent re-enter here.
+    #[cfg(feature = "local-agent")]
+    if args.get(1).map(String::as_str) == Some("agent-worker") {
+        std::process::exit(gpufleet_agent::isolation::child::main(&args[2..]));
+    }
+    let cli = Cli::parse_from(&args);
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let code = match tokio::runtime::Runtime::new() {
+        Ok(rt) => rt.block_on(run(cli)),
+        Err(e) => Err(anyhow::anyhow!("starting the async runtime: {e}")),
+    };
+    match code {
+        Ok(c) => std::process::exit(c),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::exit(2);
+        }
+    }
+}
+
+async fn run(cli: Cli) -> anyhow::Result<i32> {
+    if let Command::ServeAgent {
+        listen,
+        enable_debug_kernels,
+        queue_capacity,
+    } = cli.command
+    {
+        return serve_agent(listen, enable_debug_kernels, queue_capacity).await;
+    }
+    let db = Db::open(&cli.db)?;
+    match cli.command {
+        Command::Demo(args) => demo(&db, &cli.db, args).await,
+        Command::Agents(cmd) => commands::agents(&db, cmd).await.map(|_| 0),
+        Command::Describe { agent, json } => commands::describe(&db, &agent, json).await.map(|_| 0),
+        Command::Run(args) => commands::run(&db, args).await,
+        Command::Compare(args) => commands::compare(&db, args).map(|_| 0),
+        Command::Results(args) => commands::results(&db, args).map(|_| 0),
+        Command::ServeAgent { .. } => unreachable!("handled above"),
+        Command::Campaigns { json } => commands::campaigns(&db, json).map(|_| 0),
+    }
+}
+
+#[cfg(feature = "local-agent")]
+async fn demo(
+    db: &Db,
+    path: &std::path::Path,
+    args: gpufleet_coordinator::cli::DemoArgs,
+) -> anyhow::Result<i32> {
+    gpufleet_coordinator::demo::demo(db, path, args).await
+}
+
+#[cfg(not(feature = "local-agent"))]
+async fn demo(
+    _db: &Db,
+    _path: &std::path::Path,
+    _args: gpufleet_coordinator::cli::DemoArgs,
+) -> anyhow::Result<i32> {
+    anyhow::bail!(
+        "this gpufleet was built without the `local-agent` feature; start gpufleet-agent and use `gpufleet run`"
+    )
+}
+
+#[cfg(feature = "local-agent")]
+async fn serve_agent(
+    listen: std::net::SocketAddr,
+    debug: bool,
+    queue_capacity: usize,
+) -> anyhow::Result<i32> {
+    use gpufleet_agent::isolation::WorkerCommand;
+    use std::io::Write;
+    if !listen.ip().is_loopback() {
+        anyhow::bail!(
+            "serve-agent listens on loopback only; use gpufleet-agent with --token for a network agent"
+        );
+    }
+    let mut config =
+        gpufleet_agent::AgentConfig::new(WorkerCommand::current_exe(&["agent-worker"])?);
+    config.enable_debug_kernels = debug;
+    config.queue_capacity = queue_capacity;
+    let listener = tokio::net::TcpListener::bind(listen).await?;
+    let core = gpufleet_agent::AgentCore::start(config).await;
+    println!("listening on {}", listener.local_addr()?);
+    std::io::stdout().flush()?;
+    gpufleet_agent::serve(listener, std::future::pending(), core).await?;
+    Ok(0)
+}
+
+#[cfg(not(feature = "local-agent"))]
+async fn serve_agent(_: std::net::SocketAddr, _: bool, _: usize) -> anyhow::Result<i32> {
+    anyhow::bail!("built without the `local-agent` feature")
+}

@@ -1,0 +1,280 @@
+//! Expanding a suite over agents and devices into jobs. Pure: agent
+//! descriptions in, job specs out, so every rule here has a unit test.
+//!
+//! A job is one (device, kernel, variant, params, dtype, mode). Variants a
+//! suite leaves open become every variant the device's backend implements;
+//! combinations the backend does not implement are skipped and counted, not
+//! run, so a suite written for GPUs still runs on a CPU-only agent.
+
+use gpufleet_kernels::{Problem, SuiteRun};
+use gpufleet_proto::v1 as pb;
+use std::collections::BTreeMap;
+
+/// Seed used by campaigns so every device gets the same inputs.
+pub const CAMPAIGN_SEED: u64 = 42;
+
+/// An agent with its description, as planning sees it.
+#[derive(Debug, Clone)]
+pub struct Target {
+    pub agent: String,
+    pub info: pb::AgentInfo,
+}
+
+/// Restrictions from the command line; empty means no restriction.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Selection {
+    pub backends: Vec<String>,
+    pub devices: Vec<String>,
+    pub kernels: Vec<String>,
+    /// Overrides added to every run's environment.
+    pub env: BTreeMap<String, String>,
+    /// Replaces every run's timeout when set.
+    pub timeout_s: Option<f64>,
+}
+
+/// One job to run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PlannedJob {
+    pub agent: String,
+    pub device: pb::Device,
+    pub spec: pb::RunSpec,
+    pub spec_key: String,
+}
+
+/// The jobs and what was left out.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobPlan {
+    pub jobs: Vec<PlannedJob>,
+    /// (device, kernel/variant/dtype) combinations the backend lacks.
+    pub skipped: Vec<String>,
+    /// Devices left out and why (backend unavailable, filtered).
+    pub notes: Vec<String>,
+}
+
+fn support<'a>(b: &'a pb::BackendStatus, kernel: &str) -> Option<&'a pb::KernelSupport> {
+    b.kernels.iter().find(|k| k.kernel == kernel)
+}
+
+/// Expands `runs` over every selected device of every target.
+pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobPlan {
+    let mut plan = JobPlan::default();
+    for t in targets {
+        for device in &t.info.devices {
+            let Some(backend) = t.info.backends.iter().find(|b| b.name == device.backend) else {
+                continue;
+            };
+            if !sel.backends.is_empty() && !sel.backends.contains(&device.backend) {
+                continue;
+            }
+            if !sel.devices.is_empty() && !sel.devices.contains(&device.id) {
+                continue;
+            }
+            if !backend.available {
+                plan.notes.push(format!(
+                    "{}:{}: backend unavailable: {}",
+                    t.agent, device.id, backend.reason
+                ));
+                continue;
+            }
+            for run in runs {
+                if !sel.kernels.is_empty() && !sel.kernels.contains(&run.kernel) {
+                    continue;
+                }
+                let Some(sup) = support(backend, &run.kernel) else {
+                    plan.skipped
+                        .push(format!("{}:{} {}", t.agent, device.id, run.kernel));
+                    continue;
+                };
+                let variants = run.variants.clone().unwrap_or_else(|| sup.variants.clone());
+                for variant in variants {
+                    if !sup.variants.contains(&variant) || !sup.dtypes.contains(&run.dtype) {
+                        plan.skipped.push(format!(
+                            "{}:{} {}/{variant}/{}",
+                            t.agent, device.id, run.kernel, run.dtype
+                        ));
+                        continue;
+                    }
+                    let Ok(problem) =
+                        Problem::new(&run.kernel, &variant, &run.params, &run.dtype, true)
+                    else {
+                        plan.skipped.push(format!(
+                            "{}:{} {}/{variant}",
+                            t.agent, device.id, run.kernel
+                        ));
+                        continue;
+                    };
+                    let mut env = run.env.clone();
+                    env.extend(sel.env.clone());
+                    let mode =
+                        pb::RunMode::from_name(&run.mode).unwrap_or(pb::RunMode::ComputeOnly);
+                    plan.jobs.push(PlannedJob {
+                        agent: t.agent.clone(),
+                        device: device.clone(),
+                        spec_key: problem.spec_key(mode.name()),
+                        spec: pb::RunSpec {
+                            kernel: run.kernel.clone(),
+                            variant: problem.variant.clone(),
+                            params: problem
+                                .params
+                                .iter()
+                                .map(|(k, v)| (k.clone(), *v))
+                                .collect(),
+                            dtype: problem.dtype.name().to_string(),
+                            device_id: device.id.clone(),
+                            mode: mode as i32,
+                            warmup: run.warmup,
+                            min_iterations: run.min_iterations,
+                            min_seconds: run.min_seconds,
+                            max_iterations: run.max_iterations,
+                            skip_validation: false,
+                            seed: CAMPAIGN_SEED,
+                            timeout_s: sel.timeout_s.unwrap_or(run.timeout_s),
+                            env: env.into_iter().collect(),
+                        },
+                    });
+                }
+            }
+        }
+    }
+    plan
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn target(name: &str, backends: Vec<(&str, bool, Vec<(&str, Vec<&str>)>)>) -> Target {
+        let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        Target {
+            agent: name.into(),
+            info: pb::AgentInfo {
+                devices: backends
+                    .iter()
+                    .map(|(b, _, _)| pb::Device {
+                        id: format!("{b}:0"),
+                        backend: b.to_string(),
+                        ..Default::default()
+                    })
+                    .collect(),
+                backends: backends
+                    .iter()
+                    .map(|(b, avail, ks)| pb::BackendStatus {
+                        name: b.to_string(),
+                        available: *avail,
+                        reason: if *avail {
+                            String::new()
+                        } else {
+                            "no driver".into()
+                        },
+                        kernels: ks
+                            .iter()
+                            .map(|(k, vs)| pb::KernelSupport {
+                                kernel: k.to_string(),
+                                variants: strs(vs),
+                                dtypes: strs(&["f32"]),
+                            })
+                            .collect(),
+                    })
+                    .collect(),
+                ..Default::default()
+            },
+        }
+    }
+
+    fn run(kernel: &str, variants: Option<Vec<&str>>, params: &[(&str, i64)]) -> SuiteRun {
+        SuiteRun {
+            kernel: kernel.into(),
+            variants: variants.map(|v| v.iter().map(|s| s.to_string()).collect()),
+            params: params.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
+            dtype: "f32".into(),
+            mode: "compute_only".into(),
+            warmup: 1,
+            min_iterations: 2,
+            min_seconds: 0.0,
+            max_iterations: 10,
+            timeout_s: 30.0,
+            env: BTreeMap::new(),
+        }
+    }
+
+    #[test]
+    fn open_variants_expand_to_what_the_backend_has() {
+        let t = target(
+            "a",
+            vec![("cpu", true, vec![("gemm", vec!["naive", "blocked"])])],
+        );
+        let p = plan_jobs(
+            &[run("gemm", None, &[("m", 64)])],
+            &[t],
+            &Selection::default(),
+        );
+        let vs: Vec<&str> = p.jobs.iter().map(|j| j.spec.variant.as_str()).collect();
+        assert_eq!(vs, vec!["naive", "blocked"]);
+        // Params are resolved with the catalog's defaults, so keys compare.
+        assert_eq!(p.jobs[0].spec.params.get("n"), Some(&256));
+        assert_eq!(
+            p.jobs[0].spec_key,
+            "gemm/naive/k=256,m=64,n=256/f32/compute_only"
+        );
+        assert_eq!(p.jobs[0].spec.seed, CAMPAIGN_SEED);
+    }
+
+    #[test]
+    fn missing_support_is_skipped_and_unavailable_noted() {
+        let t = target(
+            "a",
+            vec![
+                ("cpu", true, vec![("gemm", vec!["blocked"])]),
+                ("opencl", false, vec![]),
+            ],
+        );
+        let runs = [
+            run("gemm", Some(vec!["tiled"]), &[]),
+            run("softmax", None, &[]),
+        ];
+        let p = plan_jobs(&runs, &[t], &Selection::default());
+        assert!(p.jobs.is_empty());
+        assert_eq!(p.skipped.len(), 2);
+        assert!(p.notes[0].contains("no driver"), "{:?}", p.notes);
+    }
+
+    #[test]
+    fn selection_filters_backends_devices_kernels_and_adds_env() {
+        let t = target(
+            "a",
+            vec![(
+                "cpu",
+                true,
+                vec![("gemm", vec!["blocked"]), ("copy", vec!["default"])],
+            )],
+        );
+        let mut sel = Selection {
+            kernels: vec!["copy".into()],
+            ..Default::default()
+        };
+        sel.env.insert("POCL_X".into(), "1".into());
+        sel.timeout_s = Some(5.0);
+        let runs = [run("gemm", None, &[]), run("copy", None, &[])];
+        let p = plan_jobs(&runs, std::slice::from_ref(&t), &sel);
+        assert_eq!(p.jobs.len(), 1);
+        assert_eq!(
+            p.jobs[0].spec.env.get("POCL_X").map(String::as_str),
+            Some("1")
+        );
+        assert_eq!(p.jobs[0].spec.timeout_s, 5.0);
+        let sel = Selection {
+            backends: vec!["vulkan".into()],
+            ..Default::default()
+        };
+        assert!(
+            plan_jobs(&runs, std::slice::from_ref(&t), &sel)
+                .jobs
+                .is_empty()
+        );
+        let sel = Selection {
+            devices: vec!["cpu:0".into()],
+            ..Default::default()
+        };
+        assert_eq!(plan_jobs(&runs, &[t], &sel).jobs.len(), 2);
+    }
+}

@@ -1,0 +1,142 @@
+//! A RunResult from the wire to the store's record, and a stored row to a
+//! comparison row.
+
+use crate::compare::CompareRow;
+use crate::store::{ResultRecord, ResultRow};
+use gpufleet_proto::v1 as pb;
+use serde_json::{Value, json};
+
+/// Who ran a result, for the store's foreign keys.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Origin {
+    pub agent_id: i64,
+    pub device_row_id: Option<i64>,
+    pub campaign_id: Option<i64>,
+    pub job_id: Option<i64>,
+}
+
+fn map_value<V: serde::Serialize>(m: &std::collections::HashMap<String, V>) -> Value {
+    let sorted: std::collections::BTreeMap<_, _> = m.iter().collect();
+    serde_json::to_value(sorted).unwrap_or(Value::Null)
+}
+
+/// Flattens `r` into a store record.
+pub fn to_record(r: &pb::RunResult, spec_key: &str, origin: Origin) -> ResultRecord {
+    let spec = r.spec.clone().unwrap_or_default();
+    let stats = r.stats;
+    let metric = r.metric.as_ref();
+    ResultRecord {
+        run_id: r.run_id.clone(),
+        campaign_id: origin.campaign_id,
+        job_id: origin.job_id,
+        agent_id: origin.agent_id,
+        device_row_id: origin.device_row_id,
+        device_id: r.device_id.clone(),
+        backend: r.backend.clone(),
+        spec_key: spec_key.to_string(),
+        kernel: spec.kernel.clone(),
+        variant: r.variant.clone(),
+        params: r.params.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        dtype: r.dtype.clone(),
+        mode: spec.mode().name().to_string(),
+        status: r.status().name().to_string(),
+        message: r.message.clone(),
+        metric_kind: metric.map(|m| m.kind.clone()),
+        metric_unit: metric.map(|m| m.unit.clone()),
+        metric_value: metric.map(|m| m.value),
+        higher_is_better: metric.map(|m| m.higher_is_better),
+        pct_of_peak: metric.map(|_| r.pct_of_peak),
+        median_s: stats.map(|s| s.median_s),
+        p10_s: stats.map(|s| s.p10_s),
+        p90_s: stats.map(|s| s.p90_s),
+        min_s: stats.map(|s| s.min_s),
+        max_s: stats.map(|s| s.max_s),
+        mean_s: stats.map(|s| s.mean_s),
+        stddev_s: stats.map(|s| s.stddev_s),
+        cv: stats.map(|s| s.cv),
+        iterations: stats.map(|s| s.count as u64).unwrap_or(0),
+        validation: r
+            .validation
+            .as_ref()
+            .map(|v| json!(v))
+            .unwrap_or(Value::Null),
+        config: map_value(&r.config),
+        fingerprint: r
+            .fingerprint
+            .as_ref()
+            .map(|f| {
+                let mut v = json!(f);
+                v["env"] = map_value(&f.env);
+                v
+            })
+            .unwrap_or(Value::Null),
+        stderr_tail: r.stderr_tail.clone(),
+        signal: (r.signal != 0).then_some(r.signal),
+        started_at: r.started_unix_s,
+        wall_s: r.wall_s,
+        created_at: None,
+        times: r.times_s.clone(),
+    }
+}
+
+/// A result the coordinator writes itself when the agent could not give
+/// one (agent unreachable, refused the spec).
+pub fn error_result(
+    run_id: &str,
+    spec: &pb::RunSpec,
+    backend: &str,
+    message: String,
+) -> pb::RunResult {
+    pb::RunResult {
+        run_id: run_id.to_string(),
+        spec: Some(spec.clone()),
+        status: pb::RunStatus::Error as i32,
+        message,
+        device_id: spec.device_id.clone(),
+        backend: backend.to_string(),
+        variant: spec.variant.clone(),
+        params: spec.params.clone(),
+        dtype: spec.dtype.clone(),
+        started_unix_s: std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs_f64())
+            .unwrap_or(0.0),
+        ..Default::default()
+    }
+}
+
+/// A stored row as a comparison row.
+pub fn to_compare_row(row: &ResultRow) -> CompareRow {
+    let r = &row.record;
+    CompareRow {
+        spec_key: r.spec_key.clone(),
+        kernel: r.kernel.clone(),
+        variant: r.variant.clone(),
+        params: r
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(","),
+        dtype: r.dtype.clone(),
+        mode: r.mode.clone(),
+        agent: row.agent.clone(),
+        device_id: r.device_id.clone(),
+        device_name: row.device_name.clone().unwrap_or_default(),
+        backend: r.backend.clone(),
+        status: r.status.clone(),
+        message: r.message.clone(),
+        metric: if r.status == "ok" {
+            r.metric_value
+        } else {
+            None
+        },
+        unit: r.metric_unit.clone().unwrap_or_default(),
+        higher_is_better: r.higher_is_better.unwrap_or(true),
+        pct_of_peak: r.pct_of_peak,
+        cv: r.cv,
+        iterations: r.iterations as u32,
+        relative: None,
+        run_id: r.run_id.clone(),
+    }
+}

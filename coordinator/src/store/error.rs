@@ -1,0 +1,191 @@
+//! The store's error type: one enum for every way a store call can fail, each variant carrying the
+//! file, field, name or id it is about so the CLI can print it as is.
+
+use std::path::PathBuf;
+
+/// Why a store call failed.
+///
+/// The refusal variants (`NotSqlite`, `ForeignDatabase`, `NewerSchema`) are returned by
+/// [`Store::open`](super::Store::open) before anything is written, so the file is left as it was.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file exists, is not empty and does not start with the SQLite header.
+    #[error(
+        "{} is not a gpufleet database (not an SQLite file); refusing to touch it",
+        path.display()
+    )]
+    NotSqlite {
+        /// The file that was refused.
+        path: PathBuf,
+    },
+
+    /// The file is an SQLite database, but another application's (a foreign `application_id`, or
+    /// tables without a gpufleet schema version).
+    #[error(
+        "{} is not a gpufleet database ({reason}); refusing to touch it",
+        path.display()
+    )]
+    ForeignDatabase {
+        /// The file that was refused.
+        path: PathBuf,
+        /// What gave it away, e.g. `it already holds 3 tables but no gpufleet schema version`.
+        reason: String,
+    },
+
+    /// The database was written by a newer gpufleet whose schema this binary does not know.
+    #[error(
+        "{} has schema version {found}, newer than the latest this gpufleet supports ({supported}); \
+         upgrade gpufleet to use it (refusing to touch it)",
+        path.display()
+    )]
+    NewerSchema {
+        /// The file that was refused.
+        path: PathBuf,
+        /// `PRAGMA user_version` found in the file.
+        found: i64,
+        /// The latest migration this binary carries.
+        supported: i64,
+    },
+
+    /// `add_agent` with a name an active agent already has.
+    #[error("an agent named {name:?} already exists")]
+    AgentExists {
+        /// The name that is taken.
+        name: String,
+    },
+
+    /// No active agent has this name (or id, written as `#<id>`).
+    #[error("no agent named {name:?}")]
+    UnknownAgent {
+        /// The name (or `#<id>`) that was looked up.
+        name: String,
+    },
+
+    /// No campaign has this id.
+    #[error("no campaign with id {id}")]
+    UnknownCampaign {
+        /// The id that was looked up.
+        id: i64,
+    },
+
+    /// No job has this id.
+    #[error("no job with id {id}")]
+    UnknownJob {
+        /// The id that was looked up.
+        id: i64,
+    },
+
+    /// No result has this run id.
+    #[error("no result with run id {run_id:?}")]
+    UnknownRun {
+        /// The run id that was looked up.
+        run_id: String,
+    },
+
+    /// A value handed to the store is malformed; nothing was written.
+    #[error("invalid {field}: {message}")]
+    InvalidInput {
+        /// The field at fault, as the caller names it (`name`, `url`, `spec_json`, `median_s`).
+        field: &'static str,
+        /// What is wrong with it and what is accepted.
+        message: String,
+    },
+
+    /// Reading the file before opening it failed (permissions, a path through a non-directory).
+    #[error("cannot read {}: {source}", path.display())]
+    Io {
+        /// The file that could not be read.
+        path: PathBuf,
+        /// The underlying I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
+    /// Opening, configuring or migrating the database file failed.
+    #[error("cannot open {} ({context}): {source}", path.display())]
+    Open {
+        /// The database file.
+        path: PathBuf,
+        /// The step that failed, e.g. `applying migration 0001_init`.
+        context: &'static str,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+
+    /// An SQLite call failed after the store was open.
+    #[error("database error while {context}: {source}")]
+    Sqlite {
+        /// What the store was doing, e.g. `inserting a result`.
+        context: &'static str,
+        /// The SQLite error.
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+impl StoreError {
+    /// Builds an [`StoreError::InvalidInput`].
+    pub(super) fn invalid(field: &'static str, message: impl Into<String>) -> StoreError {
+        StoreError::InvalidInput {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+/// Adds the step a store call was at to an SQLite error (`.map_err(sql("listing agents"))`).
+pub(super) fn sql(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
+    move |source| StoreError::Sqlite { context, source }
+}
+
+/// Whether `e` is a failed UNIQUE constraint (a name or run id that is taken).
+pub(super) fn is_unique_violation(e: &rusqlite::Error) -> bool {
+    matches!(
+        e,
+        rusqlite::Error::SqliteFailure(f, _)
+            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_name_the_file_and_the_bound() {
+        let e = StoreError::NewerSchema {
+            path: PathBuf::from("/data/fleet.db"),
+            found: 7,
+            supported: 1,
+        };
+        let text = e.to_string();
+        assert!(text.contains("/data/fleet.db"), "{text}");
+        assert!(text.contains("schema version 7"), "{text}");
+        assert!(text.contains("(1)"), "{text}");
+
+        let e = StoreError::NotSqlite {
+            path: PathBuf::from("notes.txt"),
+        };
+        assert_eq!(
+            e.to_string(),
+            "notes.txt is not a gpufleet database (not an SQLite file); refusing to touch it"
+        );
+
+        let e = StoreError::invalid("url", "must start with http://");
+        assert_eq!(e.to_string(), "invalid url: must start with http://");
+    }
+
+    #[test]
+    fn unique_violation_is_recognised() {
+        let conn = rusqlite::Connection::open_in_memory().unwrap();
+        conn.execute_batch("CREATE TABLE t (x TEXT UNIQUE); INSERT INTO t VALUES ('a');")
+            .unwrap();
+        let err = conn.execute("INSERT INTO t VALUES ('a')", []).unwrap_err();
+        assert!(is_unique_violation(&err));
+        let err = conn
+            .execute("INSERT INTO missing VALUES (1)", [])
+            .unwrap_err();
+        assert!(!is_unique_violation(&err));
+    }
+}

@@ -1,0 +1,205 @@
+//! Numbered schema migrations, embedded in the binary.
+//!
+//! Migration `n` turns a version `n - 1` database into version `n`; the version lives in
+//! `PRAGMA user_version` (header offset 60), so it can be read without parsing any table. All pending
+//! migrations run in one `IMMEDIATE` transaction together with the `user_version` bump: a crash or a
+//! failing statement leaves the database at its old version with none of the new tables, and two
+//! coordinators starting at once serialise on the write lock (the second finds nothing to do).
+//!
+//! Rules for adding one: append a file `migrations/NNNN_what.sql` and an entry to [`MIGRATIONS`];
+//! never edit a migration that has shipped. `foreign_keys` cannot be switched inside a transaction,
+//! so a migration that rebuilds a table must keep every row its children reference (copy into a new
+//! table with the same ids, drop, rename) and the runner's `foreign_key_check` then proves it did.
+
+use std::path::Path;
+
+use rusqlite::{Connection, TransactionBehavior};
+
+use super::StoreError;
+
+/// One schema step.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Migration {
+    /// The `user_version` the database has after this step.
+    pub version: i64,
+    /// File name without extension, for error messages.
+    pub name: &'static str,
+    /// The statements, run as one batch.
+    pub sql: &'static str,
+}
+
+/// Every migration, in order; `MIGRATIONS[i].version == i + 1`.
+pub(super) const MIGRATIONS: &[Migration] = &[Migration {
+    version: 1,
+    name: "0001_init",
+    sql: include_str!("migrations/0001_init.sql"),
+}];
+
+/// The schema version this binary writes; a database with a larger `user_version` is refused.
+pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;
+
+/// `PRAGMA application_id` that migration 0001 stamps on every gpufleet database ("GPFL").
+pub(super) const APPLICATION_ID: i64 = 0x4750_464C;
+
+/// Brings `conn` to [`LATEST_VERSION`]; returns how many migrations ran.
+///
+/// # Errors
+/// [`StoreError::NewerSchema`] if the database is already past this binary (checked again under
+/// the write lock, in case another process upgraded it since `open` looked);
+/// [`StoreError::Open`] if a statement fails, in which case nothing of the pending migrations stays.
+pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<usize, StoreError> {
+    let open_err = |context: &'static str| {
+        move |source| StoreError::Open {
+            path: path.to_path_buf(),
+            context,
+            source,
+        }
+    };
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(open_err("starting the migration transaction"))?;
+    let found: i64 = tx
+        .pragma_query_value(None, "user_version", |r| r.get(0))
+        .map_err(open_err("reading the schema version"))?;
+    if found > LATEST_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            supported: LATEST_VERSION,
+        });
+    }
+    let pending: Vec<&Migration> = MIGRATIONS.iter().filter(|m| m.version > found).collect();
+    for m in &pending {
+        tx.execute_batch(m.sql).map_err(|source| StoreError::Open {
+            path: path.to_path_buf(),
+            context: m.name,
+            source,
+        })?;
+    }
+    if !pending.is_empty() {
+        let violations: i64 = tx
+            .query_row("SELECT count(*) FROM pragma_foreign_key_check", [], |r| {
+                r.get(0)
+            })
+            .map_err(open_err("checking foreign keys after migrating"))?;
+        if violations > 0 {
+            return Err(StoreError::Open {
+                path: path.to_path_buf(),
+                context: "checking foreign keys after migrating",
+                source: rusqlite::Error::SqliteFailure(
+                    rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY),
+                    Some(format!("{violations} rows break a foreign key")),
+                ),
+            });
+        }
+        tx.pragma_update(None, "user_version", LATEST_VERSION)
+            .map_err(open_err("writing the schema version"))?;
+    }
+    tx.commit().map_err(open_err("committing the migrations"))?;
+    Ok(pending.len())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn user_version(conn: &Connection) -> i64 {
+        conn.pragma_query_value(None, "user_version", |r| r.get(0))
+            .unwrap()
+    }
+
+    #[test]
+    fn versions_are_numbered_from_one_without_gaps() {
+        for (i, m) in MIGRATIONS.iter().enumerate() {
+            assert_eq!(m.version, i as i64 + 1, "{}", m.name);
+            assert!(
+                m.name.starts_with(&format!("{:04}_", m.version)),
+                "{} does not start with its number",
+                m.name
+            );
+            assert!(!m.sql.trim().is_empty(), "{} is empty", m.name);
+        }
+        assert_eq!(LATEST_VERSION, MIGRATIONS.last().unwrap().version);
+    }
+
+    #[test]
+    fn migrates_an_empty_database_once() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let path = Path::new(":memory:");
+        assert_eq!(user_version(&conn), 0);
+        assert_eq!(migrate(&mut conn, path).unwrap(), MIGRATIONS.len());
+        assert_eq!(user_version(&conn), LATEST_VERSION);
+        let app: i64 = conn
+            .pragma_query_value(None, "application_id", |r| r.get(0))
+            .unwrap();
+        assert_eq!(app, APPLICATION_ID);
+        let tables: Vec<String> = conn
+            .prepare("SELECT name FROM sqlite_schema WHERE type = 'table' ORDER BY name")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(
+            tables,
+            [
+                "agents",
+                "campaigns",
+                "devices",
+                "jobs",
+                "result_samples",
+                "results"
+            ]
+        );
+        // A second run finds nothing pending and changes nothing.
+        assert_eq!(migrate(&mut conn, path).unwrap(), 0);
+        assert_eq!(user_version(&conn), LATEST_VERSION);
+    }
+
+    #[test]
+    fn refuses_a_newer_database_and_leaves_it_alone() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        conn.pragma_update(None, "user_version", LATEST_VERSION + 5)
+            .unwrap();
+        let err = migrate(&mut conn, Path::new("x.db")).unwrap_err();
+        assert!(
+            matches!(err, StoreError::NewerSchema { found, supported, .. }
+                if found == LATEST_VERSION + 5 && supported == LATEST_VERSION),
+            "{err}"
+        );
+        let tables: i64 = conn
+            .query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(tables, 0);
+    }
+
+    #[test]
+    fn a_failing_migration_leaves_the_old_version() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        // A table of the same name makes 0001 fail half-way.
+        conn.execute_batch("CREATE TABLE jobs (x)").unwrap();
+        let err = migrate(&mut conn, Path::new("x.db")).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::Open {
+                    context: "0001_init",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        assert_eq!(user_version(&conn), 0);
+        let agents: i64 = conn
+            .query_row(
+                "SELECT count(*) FROM sqlite_schema WHERE name = 'agents'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(
+            agents, 0,
+            "the part of 0001 before the failure was rolled back"
+        );
+    }
+}

@@ -1,0 +1,747 @@
+//! Results and their raw samples: the idempotent insert and the filtered listings.
+//!
+//! Samples are stored as one BLOB of little-endian `f64`s per result: a thousand iterations cost
+//! 8 KB and one row instead of a thousand rows, and listings that do not ask for them never read them.
+
+use std::collections::BTreeMap;
+
+use rusqlite::types::{Type, Value as SqlValue};
+use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
+
+use super::error::sql;
+use super::{ResultFilter, ResultRecord, ResultRow, Store, StoreError, require_non_empty};
+
+/// Columns of `results` (aliased `r`) in the order listings read them.
+const RESULT_COLUMNS: &str = "r.id, r.run_id, r.campaign_id, r.job_id, r.agent_id, r.device_row_id,
+    r.device_id, r.backend, r.spec_key, r.kernel, r.variant, r.params_json, r.dtype, r.mode,
+    r.status, r.message, r.metric_kind, r.metric_unit, r.metric_value, r.higher_is_better,
+    r.pct_of_peak, r.median_s, r.p10_s, r.p90_s, r.min_s, r.max_s, r.mean_s, r.stddev_s, r.cv,
+    r.iterations, r.validation_json, r.config_json, r.fingerprint_json, r.stderr_tail, r.signal,
+    r.started_at, r.wall_s, r.created_at";
+
+/// Joins that give a result its agent name, device and campaign suite.
+const RESULT_JOINS: &str = "FROM results r
+    JOIN agents a ON a.id = r.agent_id
+    LEFT JOIN devices d ON d.id = r.device_row_id
+    LEFT JOIN campaigns c ON c.id = r.campaign_id";
+
+impl Store {
+    /// Stores a result, its samples and (when `r.job_id` is set) its job's `done` state in one
+    /// transaction. Returns `false`, changing nothing, when a result with this run id is already
+    /// stored, so retries and restarts are harmless.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidInput`] for an empty run id, spec key, kernel, status, device id or
+    /// backend, or a non-finite number; [`StoreError::Sqlite`] when a reference (agent, device,
+    /// campaign, job) does not exist. On any error nothing is written.
+    pub fn insert_result(&mut self, r: &ResultRecord) -> Result<bool, StoreError> {
+        validate_result(r)?;
+        let created_at = r.created_at.unwrap_or_else(|| self.now());
+        let params_json = to_json_text(&r.params);
+        let context = "inserting a result";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql(context))?;
+        let id: Option<i64> = tx
+            .query_row(
+                "INSERT INTO results (run_id, campaign_id, job_id, agent_id, device_row_id,
+                    device_id, backend, spec_key, kernel, variant, params_json, dtype, mode, status,
+                    message, metric_kind, metric_unit, metric_value, higher_is_better, pct_of_peak,
+                    median_s, p10_s, p90_s, min_s, max_s, mean_s, stddev_s, cv, iterations,
+                    validation_json, config_json, fingerprint_json, stderr_tail, signal,
+                    started_at, wall_s, created_at)
+                 VALUES (:run_id, :campaign_id, :job_id, :agent_id, :device_row_id,
+                    :device_id, :backend, :spec_key, :kernel, :variant, :params_json, :dtype, :mode,
+                    :status, :message, :metric_kind, :metric_unit, :metric_value,
+                    :higher_is_better, :pct_of_peak, :median_s, :p10_s, :p90_s, :min_s, :max_s,
+                    :mean_s, :stddev_s, :cv, :iterations, :validation_json, :config_json,
+                    :fingerprint_json, :stderr_tail, :signal, :started_at, :wall_s, :created_at)
+                 ON CONFLICT (run_id) DO NOTHING
+                 RETURNING id",
+                named_params! {
+                    ":run_id": r.run_id,
+                    ":campaign_id": r.campaign_id,
+                    ":job_id": r.job_id,
+                    ":agent_id": r.agent_id,
+                    ":device_row_id": r.device_row_id,
+                    ":device_id": r.device_id,
+                    ":backend": r.backend,
+                    ":spec_key": r.spec_key,
+                    ":kernel": r.kernel,
+                    ":variant": r.variant,
+                    ":params_json": params_json,
+                    ":dtype": r.dtype,
+                    ":mode": r.mode,
+                    ":status": r.status,
+                    ":message": r.message,
+                    ":metric_kind": r.metric_kind,
+                    ":metric_unit": r.metric_unit,
+                    ":metric_value": r.metric_value,
+                    ":higher_is_better": r.higher_is_better,
+                    ":pct_of_peak": r.pct_of_peak,
+                    ":median_s": r.median_s,
+                    ":p10_s": r.p10_s,
+                    ":p90_s": r.p90_s,
+                    ":min_s": r.min_s,
+                    ":max_s": r.max_s,
+                    ":mean_s": r.mean_s,
+                    ":stddev_s": r.stddev_s,
+                    ":cv": r.cv,
+                    ":iterations": r.iterations,
+                    ":validation_json": to_json_text(&r.validation),
+                    ":config_json": to_json_text(&r.config),
+                    ":fingerprint_json": to_json_text(&r.fingerprint),
+                    ":stderr_tail": r.stderr_tail,
+                    ":signal": r.signal,
+                    ":started_at": r.started_at,
+                    ":wall_s": r.wall_s,
+                    ":created_at": created_at,
+                },
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sql(context))?;
+        let Some(id) = id else {
+            // Already stored: the first copy wins, nothing else is touched.
+            return Ok(false);
+        };
+        if !r.times.is_empty() {
+            tx.execute(
+                "INSERT INTO result_samples (result_id, times) VALUES (?1, ?2)",
+                rusqlite::params![id, encode_samples(&r.times)],
+            )
+            .map_err(sql("storing a result's samples"))?;
+        }
+        if let Some(job_id) = r.job_id {
+            tx.execute(
+                "UPDATE jobs SET state = 'done', error = NULL, updated_at = ?2 WHERE id = ?1",
+                rusqlite::params![job_id, created_at],
+            )
+            .map_err(sql("marking a result's job done"))?;
+        }
+        tx.commit().map_err(sql(context))?;
+        Ok(true)
+    }
+
+    /// Stored results matching `f`, oldest first.
+    ///
+    /// With `latest_per_device_and_key`, the other fields select first and then only the newest
+    /// match per (agent, device id, spec key) is kept: "latest `ok` result of each kernel on each
+    /// device".
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the query fails or a stored value is malformed.
+    pub fn results(&self, f: &ResultFilter) -> Result<Vec<ResultRow>, StoreError> {
+        let context = "listing results";
+        let mut conditions: Vec<&str> = Vec::new();
+        let mut args: Vec<SqlValue> = Vec::new();
+        if let Some(id) = f.campaign_id {
+            conditions.push("r.campaign_id = ?");
+            args.push(SqlValue::Integer(id));
+        }
+        let text_filters = [
+            ("r.kernel = ?", &f.kernel),
+            ("c.suite = ?", &f.suite),
+            ("a.name = ?", &f.agent),
+            ("r.status = ?", &f.status),
+        ];
+        for (condition, value) in text_filters {
+            if let Some(v) = value {
+                conditions.push(condition);
+                args.push(SqlValue::Text(v.clone()));
+            }
+        }
+        let matching = if conditions.is_empty() {
+            "1".to_owned()
+        } else {
+            conditions.join(" AND ")
+        };
+        let selection = if f.latest_per_device_and_key {
+            format!(
+                "r.id IN (SELECT id FROM (
+                    SELECT r.id AS id, row_number() OVER (
+                        PARTITION BY r.agent_id, r.device_id, r.spec_key
+                        ORDER BY r.created_at DESC, r.id DESC) AS newest
+                    {RESULT_JOINS} WHERE {matching}) WHERE newest = 1)"
+            )
+        } else {
+            matching
+        };
+        let (samples_column, samples_join) = if f.with_samples {
+            (
+                "s.times AS samples",
+                "LEFT JOIN result_samples s ON s.result_id = r.id",
+            )
+        } else {
+            ("NULL AS samples", "")
+        };
+        let query = format!(
+            "SELECT {RESULT_COLUMNS}, a.name AS agent_name, d.name AS device_name,
+                    d.vendor AS device_vendor, d.arch AS device_arch, c.suite AS suite,
+                    {samples_column}
+             {RESULT_JOINS} {samples_join}
+             WHERE {selection}
+             ORDER BY r.created_at, r.id"
+        );
+        let mut stmt = self.conn.prepare_cached(&query).map_err(sql(context))?;
+        stmt.query_map(rusqlite::params_from_iter(args), result_from_row)
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))
+    }
+
+    /// The raw per-iteration times of a stored result (empty if it has none).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownRun`] if no result has `run_id`; [`StoreError::Sqlite`] if the query
+    /// fails or the stored samples are malformed.
+    pub fn result_samples(&self, run_id: &str) -> Result<Vec<f64>, StoreError> {
+        let context = "reading a result's samples";
+        let blob: Option<Option<Vec<u8>>> = self
+            .conn
+            .query_row(
+                "SELECT s.times FROM results r
+                 LEFT JOIN result_samples s ON s.result_id = r.id
+                 WHERE r.run_id = ?1",
+                [run_id],
+                |row| row.get(0),
+            )
+            .optional()
+            .map_err(sql(context))?;
+        match blob {
+            None => Err(StoreError::UnknownRun {
+                run_id: run_id.to_owned(),
+            }),
+            Some(None) => Ok(Vec::new()),
+            Some(Some(bytes)) => decode_samples(&bytes).map_err(|e| StoreError::Sqlite {
+                context,
+                source: rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, e.into()),
+            }),
+        }
+    }
+}
+
+fn result_from_row(row: &Row<'_>) -> rusqlite::Result<ResultRow> {
+    let params_text: String = row.get("params_json")?;
+    let params: BTreeMap<String, i64> = serde_json::from_str(&params_text)
+        .map_err(|e| conversion_failure(row, "params_json", Type::Text, e.into()))?;
+    let times = match row.get::<_, Option<Vec<u8>>>("samples")? {
+        Some(bytes) => decode_samples(&bytes)
+            .map_err(|e| conversion_failure(row, "samples", Type::Blob, e.into()))?,
+        None => Vec::new(),
+    };
+    let record = ResultRecord {
+        run_id: row.get("run_id")?,
+        campaign_id: row.get("campaign_id")?,
+        job_id: row.get("job_id")?,
+        agent_id: row.get("agent_id")?,
+        device_row_id: row.get("device_row_id")?,
+        device_id: row.get("device_id")?,
+        backend: row.get("backend")?,
+        spec_key: row.get("spec_key")?,
+        kernel: row.get("kernel")?,
+        variant: row.get("variant")?,
+        params,
+        dtype: row.get("dtype")?,
+        mode: row.get("mode")?,
+        status: row.get("status")?,
+        message: row.get("message")?,
+        metric_kind: row.get("metric_kind")?,
+        metric_unit: row.get("metric_unit")?,
+        metric_value: row.get("metric_value")?,
+        higher_is_better: row.get("higher_is_better")?,
+        pct_of_peak: row.get("pct_of_peak")?,
+        median_s: row.get("median_s")?,
+        p10_s: row.get("p10_s")?,
+        p90_s: row.get("p90_s")?,
+        min_s: row.get("min_s")?,
+        max_s: row.get("max_s")?,
+        mean_s: row.get("mean_s")?,
+        stddev_s: row.get("stddev_s")?,
+        cv: row.get("cv")?,
+        iterations: row.get("iterations")?,
+        validation: super::json_column(row, "validation_json")?,
+        config: super::json_column(row, "config_json")?,
+        fingerprint: super::json_column(row, "fingerprint_json")?,
+        stderr_tail: row.get("stderr_tail")?,
+        signal: row.get("signal")?,
+        started_at: row.get("started_at")?,
+        wall_s: row.get("wall_s")?,
+        created_at: Some(row.get("created_at")?),
+        times,
+    };
+    Ok(ResultRow {
+        id: row.get("id")?,
+        record,
+        agent: row.get("agent_name")?,
+        device_name: row.get("device_name")?,
+        device_vendor: row.get("device_vendor")?,
+        device_arch: row.get("device_arch")?,
+        suite: row.get("suite")?,
+    })
+}
+
+fn conversion_failure(
+    row: &Row<'_>,
+    column: &str,
+    ty: Type,
+    e: Box<dyn std::error::Error + Send + Sync>,
+) -> rusqlite::Error {
+    let index = row.as_ref().column_index(column).unwrap_or(0);
+    rusqlite::Error::FromSqlConversionFailure(index, ty, e)
+}
+
+/// Checks what SQLite would silently mangle or what no listing could make sense of.
+fn validate_result(r: &ResultRecord) -> Result<(), StoreError> {
+    require_non_empty("run_id", &r.run_id)?;
+    require_non_empty("spec_key", &r.spec_key)?;
+    require_non_empty("kernel", &r.kernel)?;
+    require_non_empty("status", &r.status)?;
+    require_non_empty("device_id", &r.device_id)?;
+    require_non_empty("backend", &r.backend)?;
+    // SQLite stores NaN as NULL, which would turn a value into "missing" behind the caller's back.
+    let numbers: [(&'static str, Option<f64>); 13] = [
+        ("metric_value", r.metric_value),
+        ("pct_of_peak", r.pct_of_peak),
+        ("median_s", r.median_s),
+        ("p10_s", r.p10_s),
+        ("p90_s", r.p90_s),
+        ("min_s", r.min_s),
+        ("max_s", r.max_s),
+        ("mean_s", r.mean_s),
+        ("stddev_s", r.stddev_s),
+        ("cv", r.cv),
+        ("started_at", Some(r.started_at)),
+        ("wall_s", Some(r.wall_s)),
+        ("created_at", r.created_at),
+    ];
+    for (field, value) in numbers {
+        if let Some(v) = value
+            && !v.is_finite()
+        {
+            return Err(StoreError::invalid(
+                field,
+                format!("{v} is not a finite number"),
+            ));
+        }
+    }
+    if r.iterations > i64::MAX as u64 {
+        return Err(StoreError::invalid(
+            "iterations",
+            format!("{} exceeds the maximum {}", r.iterations, i64::MAX),
+        ));
+    }
+    Ok(())
+}
+
+/// JSON text of a value that always serialises (maps with string keys, `serde_json::Value`).
+fn to_json_text<T: serde::Serialize>(value: &T) -> String {
+    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+}
+
+/// Times as little-endian `f64` bytes.
+fn encode_samples(times: &[f64]) -> Vec<u8> {
+    times.iter().flat_map(|t| t.to_le_bytes()).collect()
+}
+
+/// The inverse of [`encode_samples`]; refuses a length that is not a multiple of 8.
+fn decode_samples(bytes: &[u8]) -> Result<Vec<f64>, String> {
+    let chunks = bytes.chunks_exact(8);
+    if !chunks.remainder().is_empty() {
+        return Err(format!(
+            "samples blob is {} bytes, not a multiple of 8",
+            bytes.len()
+        ));
+    }
+    Ok(chunks
+        .map(|c| {
+            let mut b = [0u8; 8];
+            b.copy_from_slice(c);
+            f64::from_le_bytes(b)
+        })
+        .collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{Arc, Mutex};
+
+    use super::super::test_support::{sample_result, temp_store};
+    use super::super::{DeviceRecord, JobState, NewJob};
+    use super::*;
+
+    fn count(store: &Store, table: &str) -> i64 {
+        store
+            .conn
+            .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
+            .unwrap()
+    }
+
+    /// A store whose clock the test moves by hand.
+    fn clocked_store() -> (tempfile::TempDir, Store, Arc<Mutex<f64>>) {
+        let (dir, store) = temp_store();
+        let now = Arc::new(Mutex::new(1000.0));
+        let clock = now.clone();
+        let store = store.with_clock(move || *clock.lock().unwrap());
+        (dir, store, now)
+    }
+
+    fn device(store: &mut Store, agent_id: i64, id: &str) -> i64 {
+        store
+            .upsert_device(
+                agent_id,
+                &DeviceRecord {
+                    device_id: id.into(),
+                    backend: "opencl".into(),
+                    vendor: "AMD".into(),
+                    name: "Radeon RX 580".into(),
+                    arch: "gfx803".into(),
+                    pci_bus_id: "0000:03:00.0".into(),
+                    info_json: "{}".into(),
+                },
+            )
+            .unwrap()
+    }
+
+    #[test]
+    fn a_result_round_trips_with_its_samples() {
+        let (_dir, store, _now) = clocked_store();
+        let mut store = store;
+        let agent = store.add_agent("rx580", "http://h:1", None).unwrap().id;
+        let dev = device(&mut store, agent, "opencl:0000:03:00.0");
+        let mut r = sample_result("run-1", agent);
+        r.device_row_id = Some(dev);
+        r.signal = Some(11);
+        r.higher_is_better = Some(false);
+        assert!(store.insert_result(&r).unwrap());
+
+        let rows = store
+            .results(&ResultFilter {
+                with_samples: true,
+                ..ResultFilter::default()
+            })
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        let row = &rows[0];
+        let mut expected = r.clone();
+        expected.created_at = Some(1000.0);
+        assert_eq!(row.record, expected);
+        assert_eq!(row.agent, "rx580");
+        assert_eq!(row.device_name.as_deref(), Some("Radeon RX 580"));
+        assert_eq!(row.device_vendor.as_deref(), Some("AMD"));
+        assert_eq!(row.device_arch.as_deref(), Some("gfx803"));
+        assert_eq!(row.suite, None);
+
+        let without = store.results(&ResultFilter::default()).unwrap();
+        assert!(
+            without[0].record.times.is_empty(),
+            "samples only when asked"
+        );
+        assert_eq!(store.result_samples("run-1").unwrap(), r.times);
+    }
+
+    #[test]
+    fn the_same_run_id_is_stored_once() {
+        let (_dir, mut store) = temp_store();
+        let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
+        let first = sample_result("same", agent);
+        assert!(store.insert_result(&first).unwrap());
+        let mut second = sample_result("same", agent);
+        second.metric_value = Some(999.0);
+        second.times = vec![1.0, 2.0, 3.0, 4.0];
+        assert!(!store.insert_result(&second).unwrap());
+        assert!(!store.insert_result(&first).unwrap());
+
+        assert_eq!(count(&store, "results"), 1);
+        assert_eq!(count(&store, "result_samples"), 1);
+        assert_eq!(store.result_samples("same").unwrap(), first.times);
+        let rows = store.results(&ResultFilter::default()).unwrap();
+        assert_eq!(
+            rows[0].record.metric_value,
+            Some(12.5),
+            "the first copy wins"
+        );
+    }
+
+    #[test]
+    fn inserting_a_result_finishes_its_job() {
+        let (_dir, mut store) = temp_store();
+        let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
+        let campaign = store.create_campaign("smoke", "", "{}").unwrap();
+        let job = store
+            .add_job(&NewJob {
+                campaign_id: campaign,
+                agent_id: agent,
+                device_row_id: None,
+                spec_key: "k".into(),
+                spec_json: "{}".into(),
+                run_id: "job-run".into(),
+            })
+            .unwrap();
+        store
+            .set_job_state(job, JobState::Running, Some("stale"))
+            .unwrap();
+        let mut r = sample_result("job-run", agent);
+        r.campaign_id = Some(campaign);
+        r.job_id = Some(job);
+        r.status = "crashed".into();
+        assert!(store.insert_result(&r).unwrap());
+        let j = &store.jobs(campaign).unwrap()[0];
+        assert_eq!((j.state, j.error.as_deref()), (JobState::Done, None));
+        let rows = store.results(&ResultFilter::default()).unwrap();
+        assert_eq!(rows[0].suite.as_deref(), Some("smoke"));
+    }
+
+    #[test]
+    fn foreign_keys_are_enforced_and_nothing_is_written() {
+        let (_dir, mut store) = temp_store();
+        let err = store
+            .insert_result(&sample_result("orphan", 77))
+            .unwrap_err();
+        assert!(matches!(err, StoreError::Sqlite { .. }), "{err}");
+        assert!(err.to_string().contains("FOREIGN KEY"), "{err}");
+
+        let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
+        for (field, mut r) in [
+            ("job", sample_result("bad-job", agent)),
+            ("campaign", sample_result("bad-campaign", agent)),
+            ("device", sample_result("bad-device", agent)),
+        ] {
+            match field {
+                "job" => r.job_id = Some(5),
+                "campaign" => r.campaign_id = Some(5),
+                _ => r.device_row_id = Some(5),
+            }
+            let err = store.insert_result(&r).unwrap_err();
+            assert!(err.to_string().contains("FOREIGN KEY"), "{field}: {err}");
+        }
+        assert_eq!(count(&store, "results"), 0);
+        assert_eq!(count(&store, "result_samples"), 0);
+        assert_eq!(store.integrity_check().unwrap(), "ok");
+        // The failed run id is free for the real result.
+        assert!(
+            store
+                .insert_result(&sample_result("orphan", agent))
+                .unwrap()
+        );
+    }
+
+    #[test]
+    fn bad_numbers_and_empty_names_are_refused() {
+        let (_dir, mut store) = temp_store();
+        let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
+        let mut r = sample_result("nan", agent);
+        r.median_s = Some(f64::NAN);
+        let err = store.insert_result(&r).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::InvalidInput {
+                    field: "median_s",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let mut r = sample_result("", agent);
+        r.run_id.clear();
+        let err = store.insert_result(&r).unwrap_err();
+        assert!(
+            matches!(
+                err,
+                StoreError::InvalidInput {
+                    field: "run_id",
+                    ..
+                }
+            ),
+            "{err}"
+        );
+        let mut r = sample_result("huge", agent);
+        r.iterations = u64::MAX;
+        let err = store.insert_result(&r).unwrap_err();
+        assert!(matches!(
+            err,
+            StoreError::InvalidInput {
+                field: "iterations",
+                ..
+            }
+        ));
+        assert_eq!(count(&store, "results"), 0);
+    }
+
+    #[test]
+    fn filters_select_by_campaign_kernel_suite_agent_and_status() {
+        let (_dir, mut store) = temp_store();
+        let a = store.add_agent("a", "http://h:1", None).unwrap().id;
+        let b = store.add_agent("b", "http://h:2", None).unwrap().id;
+        let smoke = store.create_campaign("smoke", "", "{}").unwrap();
+        let full = store.create_campaign("full", "", "{}").unwrap();
+        let specs = [
+            ("1", a, Some(smoke), "gemm", "ok"),
+            ("2", a, Some(full), "stream", "ok"),
+            ("3", b, Some(smoke), "gemm", "crashed"),
+            ("4", b, None, "gemm", "ok"),
+        ];
+        for (run, agent, campaign, kernel, status) in specs {
+            let mut r = sample_result(run, agent);
+            r.campaign_id = campaign;
+            r.kernel = kernel.into();
+            r.status = status.into();
+            store.insert_result(&r).unwrap();
+        }
+        let runs = |store: &Store, f: ResultFilter| -> Vec<String> {
+            store
+                .results(&f)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.record.run_id)
+                .collect()
+        };
+        assert_eq!(runs(&store, ResultFilter::default()), ["1", "2", "3", "4"]);
+        let by_campaign = ResultFilter {
+            campaign_id: Some(smoke),
+            ..ResultFilter::default()
+        };
+        assert_eq!(runs(&store, by_campaign), ["1", "3"]);
+        let by_suite = ResultFilter {
+            suite: Some("full".into()),
+            ..ResultFilter::default()
+        };
+        assert_eq!(runs(&store, by_suite), ["2"]);
+        let gemm_ok_on_b = ResultFilter {
+            kernel: Some("gemm".into()),
+            agent: Some("b".into()),
+            status: Some("ok".into()),
+            ..ResultFilter::default()
+        };
+        assert_eq!(runs(&store, gemm_ok_on_b), ["4"]);
+        // Removed agents keep their results.
+        store.remove_agent("b").unwrap();
+        let on_b = ResultFilter {
+            agent: Some("b".into()),
+            ..ResultFilter::default()
+        };
+        assert_eq!(runs(&store, on_b), ["3", "4"]);
+    }
+
+    #[test]
+    fn latest_per_device_and_key_keeps_the_newest_match() {
+        let (_dir, mut store, now) = clocked_store();
+        let a = store.add_agent("a", "http://h:1", None).unwrap().id;
+        let b = store.add_agent("b", "http://h:2", None).unwrap().id;
+        // (run, agent, device, spec key, status, time)
+        let runs = [
+            ("a-k1-old", a, "gpu:0", "k1", "ok", 1.0),
+            ("a-k1-new", a, "gpu:0", "k1", "ok", 3.0),
+            ("a-k1-newest-crash", a, "gpu:0", "k1", "crashed", 4.0),
+            ("a-k1-gpu1", a, "gpu:1", "k1", "ok", 2.0),
+            ("a-k2", a, "gpu:0", "k2", "ok", 2.0),
+            ("b-k1", b, "gpu:0", "k1", "ok", 1.5),
+        ];
+        for (run, agent, dev, key, status, t) in runs {
+            *now.lock().unwrap() = t;
+            let mut r = sample_result(run, agent);
+            r.device_id = dev.into();
+            r.spec_key = key.into();
+            r.status = status.into();
+            store.insert_result(&r).unwrap();
+        }
+        let latest = |status: Option<&str>| -> Vec<String> {
+            let f = ResultFilter {
+                status: status.map(str::to_owned),
+                latest_per_device_and_key: true,
+                ..ResultFilter::default()
+            };
+            store
+                .results(&f)
+                .unwrap()
+                .into_iter()
+                .map(|r| r.record.run_id)
+                .collect()
+        };
+        assert_eq!(
+            latest(None),
+            ["b-k1", "a-k1-gpu1", "a-k2", "a-k1-newest-crash"],
+            "one per (agent, device, key), oldest first"
+        );
+        assert_eq!(
+            latest(Some("ok")),
+            ["b-k1", "a-k1-gpu1", "a-k2", "a-k1-new"],
+            "the filter applies before picking the newest"
+        );
+    }
+
+    #[test]
+    fn samples_are_only_read_for_known_runs() {
+        let (_dir, mut store) = temp_store();
+        let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
+        let mut r = sample_result("no-samples", agent);
+        r.times.clear();
+        store.insert_result(&r).unwrap();
+        assert_eq!(
+            store.result_samples("no-samples").unwrap(),
+            Vec::<f64>::new()
+        );
+        assert_eq!(count(&store, "result_samples"), 0);
+        let err = store.result_samples("missing").unwrap_err();
+        assert!(matches!(err, StoreError::UnknownRun { .. }), "{err}");
+    }
+
+    #[test]
+    fn results_survive_a_reopen() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fleet.db");
+        let mut store = Store::open(&path).unwrap();
+        let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
+        let r = sample_result("persisted", agent);
+        store.insert_result(&r).unwrap();
+        drop(store);
+
+        let mut store = Store::open(&path).unwrap();
+        let rows = store
+            .results(&ResultFilter {
+                with_samples: true,
+                ..ResultFilter::default()
+            })
+            .unwrap();
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].record.times, r.times);
+        assert!(
+            !store.insert_result(&r).unwrap(),
+            "still idempotent after reopen"
+        );
+        assert_eq!(store.integrity_check().unwrap(), "ok");
+    }
+
+    #[test]
+    fn rows_serialise_json_columns_as_objects() {
+        let (_dir, mut store) = temp_store();
+        let agent = store
+            .add_agent("a", "http://h:1", Some("secret"))
+            .unwrap()
+            .id;
+        store.insert_result(&sample_result("json", agent)).unwrap();
+        let row = &store.results(&ResultFilter::default()).unwrap()[0];
+        let v = serde_json::to_value(row).unwrap();
+        assert_eq!(v["params"]["m"], 64);
+        assert_eq!(v["validation"]["passed"], true);
+        assert_eq!(v["config"]["tile"], 8);
+        assert_eq!(v["fingerprint"]["driver"], "none");
+        assert_eq!(v["agent"], "a");
+        assert_eq!(v["run_id"], "json");
+        assert!(v.get("times").is_none(), "no samples were asked for");
+        assert!(!v.to_string().contains("secret"));
+    }
+
+    #[test]
+    fn samples_encode_as_little_endian_f64() {
+        let times = [1.5, -0.0, 1e-9, f64::MAX];
+        let bytes = encode_samples(&times);
+        assert_eq!(bytes.len(), 32);
+        assert_eq!(&bytes[..8], &1.5f64.to_le_bytes());
+        assert_eq!(decode_samples(&bytes).unwrap(), times);
+        let err = decode_samples(&bytes[..12]).unwrap_err();
+        assert!(err.contains("12 bytes"), "{err}");
+    }
+}

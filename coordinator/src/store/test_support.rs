@@ -1,0 +1,102 @@
+//! Shared fixtures for the store's unit tests: real database files in temp dirs, file snapshots for
+//! the "left untouched" checks, and a complete result record.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::path::Path;
+use std::time::SystemTime;
+
+use serde_json::json;
+
+use super::guard::sidecar;
+use super::{ResultRecord, Store};
+
+/// A fresh store on a real file in a temp dir (keep the dir alive as long as the store).
+pub(super) fn temp_store() -> (tempfile::TempDir, Store) {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = Store::open(&dir.path().join("fleet.db")).expect("open store");
+    (dir, store)
+}
+
+/// Everything about a file that "untouched" promises.
+#[derive(PartialEq)]
+pub(super) struct FileState {
+    pub bytes: Vec<u8>,
+    pub modified: SystemTime,
+    pub wal: bool,
+    pub shm: bool,
+    pub journal: bool,
+}
+
+impl fmt::Debug for FileState {
+    /// Length and a checksum instead of the bytes, so a failing comparison stays readable.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let fnv = self.bytes.iter().fold(0xcbf2_9ce4_8422_2325_u64, |h, &b| {
+            (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+        });
+        f.debug_struct("FileState")
+            .field("len", &self.bytes.len())
+            .field("fnv1a", &format_args!("{fnv:016x}"))
+            .field("modified", &self.modified)
+            .field("wal", &self.wal)
+            .field("shm", &self.shm)
+            .field("journal", &self.journal)
+            .finish()
+    }
+}
+
+pub(super) fn file_state(path: &Path) -> FileState {
+    FileState {
+        bytes: std::fs::read(path).expect("read file"),
+        modified: std::fs::metadata(path)
+            .and_then(|m| m.modified())
+            .expect("mtime"),
+        wal: sidecar(path, "-wal").exists(),
+        shm: sidecar(path, "-shm").exists(),
+        journal: sidecar(path, "-journal").exists(),
+    }
+}
+
+/// A complete `ok` result for `agent_id` with three samples.
+pub(super) fn sample_result(run_id: &str, agent_id: i64) -> ResultRecord {
+    ResultRecord {
+        run_id: run_id.to_owned(),
+        campaign_id: None,
+        job_id: None,
+        agent_id,
+        device_row_id: None,
+        device_id: "cpu:0".into(),
+        backend: "cpu".into(),
+        spec_key: "gemm/naive/k=64,m=64,n=64/f32/compute".into(),
+        kernel: "gemm".into(),
+        variant: "naive".into(),
+        params: BTreeMap::from([("m".into(), 64), ("n".into(), 64), ("k".into(), 64)]),
+        dtype: "f32".into(),
+        mode: "compute".into(),
+        status: "ok".into(),
+        message: String::new(),
+        metric_kind: Some("flops".into()),
+        metric_unit: Some("GFLOP/s".into()),
+        metric_value: Some(12.5),
+        higher_is_better: Some(true),
+        pct_of_peak: Some(3.25),
+        median_s: Some(4.2e-5),
+        p10_s: Some(4.0e-5),
+        p90_s: Some(4.5e-5),
+        min_s: Some(3.9e-5),
+        max_s: Some(5.0e-5),
+        mean_s: Some(4.25e-5),
+        stddev_s: Some(2.0e-6),
+        cv: Some(0.047),
+        iterations: 3,
+        validation: json!({"max_abs_err": 1e-6, "tolerance": 1e-4, "passed": true}),
+        config: json!({"tile": 8}),
+        fingerprint: json!({"agent_version": "0.1.0", "driver": "none"}),
+        stderr_tail: String::new(),
+        signal: None,
+        started_at: 1_700_000_000.25,
+        wall_s: 0.5,
+        created_at: None,
+        times: vec![4.0e-5, 4.2e-5, 4.5e-5],
+    }
+}

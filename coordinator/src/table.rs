@@ -1,0 +1,147 @@
+//! Plain tables for the terminal, Markdown and CSV. Pure.
+
+/// Output formats of listing commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Format {
+    /// Aligned columns for a terminal.
+    Table,
+    /// A Markdown table (for reports and PR comments).
+    Md,
+    /// Comma-separated values with a header row.
+    Csv,
+    /// JSON (an array of objects), for scripts.
+    Json,
+}
+
+/// A table: headers and rows of cells, rendered as text, Markdown or CSV.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Table {
+    pub headers: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    pub fn new(headers: &[&str]) -> Self {
+        Table {
+            headers: headers.iter().map(|h| h.to_string()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    pub fn push(&mut self, row: Vec<String>) {
+        self.rows.push(row);
+    }
+
+    /// Renders for `Table`, `Md` or `Csv` (`Json` is the caller's, as it
+    /// has the typed rows).
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Md => self.markdown(),
+            Format::Csv => self.csv(),
+            Format::Table | Format::Json => self.text(),
+        }
+    }
+
+    fn widths(&self) -> Vec<usize> {
+        let mut w: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        for r in &self.rows {
+            for (i, c) in r.iter().enumerate() {
+                if i < w.len() {
+                    w[i] = w[i].max(c.chars().count());
+                }
+            }
+        }
+        w
+    }
+
+    fn text(&self) -> String {
+        let w = self.widths();
+        let line = |cells: &[String]| {
+            let mut s = String::new();
+            for (i, c) in cells.iter().enumerate() {
+                let pad = w
+                    .get(i)
+                    .copied()
+                    .unwrap_or(0)
+                    .saturating_sub(c.chars().count());
+                s.push_str(c);
+                if i + 1 < cells.len() {
+                    s.push_str(&" ".repeat(pad + 2));
+                }
+            }
+            s.trim_end().to_string() + "\n"
+        };
+        let mut out = line(&self.headers);
+        out.push_str(&line(&w.iter().map(|n| "-".repeat(*n)).collect::<Vec<_>>()));
+        for r in &self.rows {
+            out.push_str(&line(r));
+        }
+        out
+    }
+
+    fn markdown(&self) -> String {
+        let esc = |c: &String| c.replace('|', "\\|");
+        let mut out = format!(
+            "| {} |\n",
+            self.headers.iter().map(esc).collect::<Vec<_>>().join(" | ")
+        );
+        out.push_str(&format!("|{}\n", " --- |".repeat(self.headers.len())));
+        for r in &self.rows {
+            out.push_str(&format!(
+                "| {} |\n",
+                r.iter().map(esc).collect::<Vec<_>>().join(" | ")
+            ));
+        }
+        out
+    }
+
+    fn csv(&self) -> String {
+        let field = |c: &String| {
+            if c.contains([',', '"', '\n']) {
+                format!("\"{}\"", c.replace('"', "\"\""))
+            } else {
+                c.clone()
+            }
+        };
+        let row = |cells: &[String]| cells.iter().map(field).collect::<Vec<_>>().join(",") + "\n";
+        let mut out = row(&self.headers);
+        for r in &self.rows {
+            out.push_str(&row(r));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sample() -> Table {
+        let mut t = Table::new(&["kernel", "value"]);
+        t.push(vec!["gemm".into(), "1,5".into()]);
+        t.push(vec!["a|b".into(), "say \"hi\"".into()]);
+        t
+    }
+
+    #[test]
+    fn text_aligns_columns() {
+        let s = sample().render(Format::Table);
+        let lines: Vec<&str> = s.lines().collect();
+        assert_eq!(lines[0], "kernel  value");
+        assert_eq!(lines[1], "------  --------");
+        assert_eq!(lines[2], "gemm    1,5");
+    }
+
+    #[test]
+    fn markdown_escapes_pipes() {
+        let s = sample().render(Format::Md);
+        assert!(s.starts_with("| kernel | value |\n| --- | --- |\n"));
+        assert!(s.contains("a\\|b"));
+    }
+
+    #[test]
+    fn csv_quotes_when_needed() {
+        let s = sample().render(Format::Csv);
+        assert_eq!(s, "kernel,value\ngemm,\"1,5\"\na|b,\"say \"\"hi\"\"\"\n");
+    }
+}

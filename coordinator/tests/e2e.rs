@@ -1,0 +1,478 @@
+//! End to end over real loopback gRPC: the `gpufleet` CLI → agent process →
+//! worker processes → results in a real SQLite file.
+
+use gpufleet_coordinator::campaign::{CampaignRequest, RetryPolicy, run_campaign};
+use gpufleet_coordinator::db::Db;
+use gpufleet_coordinator::plan::Selection;
+use gpufleet_coordinator::progress::Reporter;
+use gpufleet_coordinator::store::{ResultFilter, Store};
+use gpufleet_kernels::SuiteRun;
+use gpufleet_proto::v1 as pb;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_gpufleet");
+
+/// An agent process (`gpufleet serve-agent`), killed on drop.
+struct AgentProc {
+    child: Child,
+    url: String,
+}
+
+impl AgentProc {
+    fn start(debug: bool) -> AgentProc {
+        let mut cmd = Command::new(BIN);
+        cmd.args(["serve-agent", "--listen", "127.0.0.1:0"]);
+        if debug {
+            cmd.arg("--enable-debug-kernels");
+        }
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut line = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut line)
+            .unwrap();
+        let addr = line
+            .trim()
+            .strip_prefix("listening on ")
+            .expect("agent prints its address")
+            .to_string();
+        AgentProc {
+            child,
+            url: format!("http://{addr}"),
+        }
+    }
+
+    fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for AgentProc {
+    fn drop(&mut self) {
+        self.kill();
+    }
+}
+
+fn gpufleet(db: &Path, args: &[&str]) -> Output {
+    Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn ok_stdout(out: &Output) -> String {
+    assert!(
+        out.status.success(),
+        "exit {:?}\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout.clone()).unwrap()
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn tmp_db() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("fleet.db");
+    (dir, path)
+}
+
+#[test]
+fn suite_run_compare_and_results_through_the_cli() {
+    let agent = AgentProc::start(false);
+    let (_dir, db) = tmp_db();
+    ok_stdout(&gpufleet(&db, &["agents", "add", "rig1", &agent.url]));
+    let described = ok_stdout(&gpufleet(&db, &["describe", "rig1"]));
+    assert!(
+        described.contains("cpu:0") && described.contains("cpu      available"),
+        "{described}"
+    );
+
+    let out = gpufleet(
+        &db,
+        &[
+            "run", "--suite", "smoke", "--agent", "rig1", "--kernel", "gemm", "--kernel",
+            "softmax", "--json",
+        ],
+    );
+    let results: serde_json::Value = serde_json::from_str(&ok_stdout(&out)).unwrap();
+    let results = results.as_array().unwrap();
+    assert_eq!(results.len(), 4, "3 gemm variants + softmax: {results:#?}");
+    for r in results {
+        for field in [
+            "kernel", "variant", "device", "backend", "status", "message", "metric",
+        ] {
+            assert!(r.get(field).is_some(), "{field} missing in {r}");
+        }
+        assert_eq!(r["status"], "ok", "{r}");
+        assert!(r["metric"]["value"].as_f64().unwrap() > 0.0);
+    }
+
+    // The same rows are in the database, with raw samples.
+    let store = Store::open(&db).unwrap();
+    let rows = store
+        .results(&ResultFilter {
+            with_samples: true,
+            ..Default::default()
+        })
+        .unwrap();
+    assert_eq!(rows.len(), 4);
+    assert!(rows.iter().all(|r| r.record.times.len() as u64 == r.record.iterations && r.record.iterations >= 1));
+    assert_eq!(store.integrity_check().unwrap(), "ok");
+    let campaign = rows[0].record.campaign_id.unwrap();
+    drop(store);
+
+    let cmp: serde_json::Value = serde_json::from_str(&ok_stdout(&gpufleet(
+        &db,
+        &["compare", "--kernel", "gemm", "--format", "json"],
+    )))
+    .unwrap();
+    assert_eq!(cmp.as_array().unwrap().len(), 3);
+    let table = ok_stdout(&gpufleet(&db, &["compare", "--suite", "smoke"]));
+    assert!(
+        table.lines().next().unwrap().starts_with("kernel"),
+        "{table}"
+    );
+    for fmt in ["md", "csv"] {
+        assert!(ok_stdout(&gpufleet(&db, &["compare", "--format", fmt])).contains("gemm"));
+    }
+    let res: serde_json::Value = serde_json::from_str(&ok_stdout(&gpufleet(
+        &db,
+        &[
+            "results",
+            "--campaign",
+            &campaign.to_string(),
+            "--format",
+            "json",
+        ],
+    )))
+    .unwrap();
+    assert_eq!(res.as_array().unwrap().len(), 4);
+    let listed = ok_stdout(&gpufleet(&db, &["agents", "list", "--json"]));
+    assert!(
+        listed.contains("rig1") && !listed.contains("token\""),
+        "{listed}"
+    );
+}
+
+#[test]
+fn adhoc_runs_and_debug_kernels_are_stored_with_their_status() {
+    let agent = AgentProc::start(true);
+    let (_dir, db) = tmp_db();
+    ok_stdout(&gpufleet(&db, &["agents", "add", "rig1", &agent.url]));
+    let run = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--agent",
+            "rig1",
+            "--json",
+            "--min-seconds",
+            "0.01",
+            "--min-iterations",
+            "2",
+        ];
+        args.extend_from_slice(extra);
+        let out = gpufleet(&db, &args);
+        let v: serde_json::Value =
+            serde_json::from_slice(&out.stdout).unwrap_or_else(|e| panic!("{e}: {}", stderr(&out)));
+        (out.status.code(), v[0].clone())
+    };
+    let (code, r) = run(&[
+        "--kernel",
+        "gemm",
+        "--variant",
+        "tiled",
+        "--param",
+        "m=96",
+        "--param",
+        "n=64",
+        "--param",
+        "k=80",
+        "--backend",
+        "cpu",
+        "--timeout-s",
+        "30",
+    ]);
+    assert_eq!((code, r["status"].as_str()), (Some(0), Some("ok")), "{r}");
+    assert_eq!(r["params"]["m"], 96);
+    assert_eq!(r["variant"], "tiled");
+    let (code, r) = run(&["--kernel", "debug_crash"]);
+    assert_eq!(
+        (code, r["status"].as_str()),
+        (Some(1), Some("crashed")),
+        "{r}"
+    );
+    assert!(
+        r["stderr_tail"]
+            .as_str()
+            .unwrap()
+            .contains("crashing on purpose")
+    );
+    let (_, r) = run(&["--kernel", "debug_hang", "--timeout-s", "1"]);
+    assert_eq!(r["status"], "timed_out", "{r}");
+    let (_, r) = run(&["--kernel", "debug_wrong"]);
+    assert_eq!(r["status"], "invalid", "{r}");
+    let (_, r) = run(&["--kernel", "vec_add", "--env", "LD_PRELOAD=/x.so"]);
+    assert_eq!(r["status"], "error");
+    assert!(r["message"].as_str().unwrap().contains("LD_PRELOAD"), "{r}");
+    // The agent still answers normally.
+    let (code, r) = run(&["--kernel", "noop"]);
+    assert_eq!((code, r["status"].as_str()), (Some(0), Some("ok")), "{r}");
+    let rows = Store::open(&db)
+        .unwrap()
+        .results(&ResultFilter::default())
+        .unwrap();
+    let statuses: Vec<&str> = rows.iter().map(|r| r.record.status.as_str()).collect();
+    assert_eq!(
+        statuses,
+        ["ok", "crashed", "timed_out", "invalid", "error", "ok"]
+    );
+}
+
+#[test]
+fn bad_input_gets_clear_errors() {
+    let (dir, db) = tmp_db();
+    let fail = |args: &[&str], needle: &str| {
+        let out = gpufleet(&db, args);
+        assert!(!out.status.success(), "{args:?} should fail");
+        assert!(
+            stderr(&out).contains(needle),
+            "{args:?}: `{needle}` not in {}",
+            stderr(&out)
+        );
+    };
+    // An agent that is not there.
+    fail(&["describe", "http://127.0.0.1:9"], "cannot reach agent");
+    ok_stdout(&gpufleet(
+        &db,
+        &["agents", "add", "gone", "http://127.0.0.1:9"],
+    ));
+    fail(
+        &["run", "--agent", "gone", "--kernel", "noop"],
+        "cannot reach agent gone",
+    );
+    fail(
+        &["run", "--agent", "nobody", "--kernel", "noop"],
+        "no agent named `nobody`",
+    );
+    fail(&["agents", "add", "gone", "http://127.0.0.1:10"], "gone");
+    fail(&["agents", "add", "x", "ftp://host"], "url");
+    // Specs refused before any agent is contacted.
+    fail(
+        &["run", "--agent", "gone", "--kernel", "gemmm"],
+        "unknown kernel `gemmm`",
+    );
+    fail(
+        &[
+            "run",
+            "--agent",
+            "gone",
+            "--kernel",
+            "gemm",
+            "--variant",
+            "fast",
+        ],
+        "variant",
+    );
+    fail(
+        &[
+            "run", "--agent", "gone", "--kernel", "gemm", "--param", "m=0",
+        ],
+        "m=0",
+    );
+    fail(
+        &[
+            "run",
+            "--agent",
+            "gone",
+            "--kernel",
+            "gemm",
+            "--param",
+            "n=1000000000",
+        ],
+        "n=1000000000",
+    );
+    fail(
+        &[
+            "run", "--agent", "gone", "--kernel", "gemm", "--param", "m=-3",
+        ],
+        "m=-3",
+    );
+    fail(
+        &[
+            "run", "--agent", "gone", "--kernel", "gemm", "--param", "m=big",
+        ],
+        "integer",
+    );
+    // A malformed suite file names file, line and field.
+    let suite = dir.path().join("mine.toml");
+    std::fs::write(
+        &suite,
+        "name = \"mine\"\n\n[[run]]\nkernel = \"gemm\"\nparams = { m = 0 }\n",
+    )
+    .unwrap();
+    let out = gpufleet(
+        &db,
+        &["run", "--suite", suite.to_str().unwrap(), "--agent", "gone"],
+    );
+    let e = stderr(&out);
+    assert!(!out.status.success());
+    assert!(
+        e.contains("mine.toml") && e.contains(":5") && e.contains("m"),
+        "{e}"
+    );
+    std::fs::write(&suite, "name = \"mine\"\n[[run]]\nkernal = \"gemm\"\n").unwrap();
+    let e = stderr(&gpufleet(
+        &db,
+        &["run", "--suite", suite.to_str().unwrap(), "--agent", "gone"],
+    ));
+    assert!(e.contains("mine.toml") && e.contains("kernal"), "{e}");
+}
+
+#[test]
+fn databases_that_are_not_ours_are_refused_untouched() {
+    let dir = tempfile::tempdir().unwrap();
+    let junk = dir.path().join("notes.db");
+    std::fs::write(&junk, b"these are my benchmark notes, not a database\n").unwrap();
+    let before = std::fs::read(&junk).unwrap();
+    let out = gpufleet(&junk, &["agents", "list"]);
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("not an SQLite file"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(std::fs::read(&junk).unwrap(), before);
+
+    let newer = dir.path().join("newer.db");
+    drop(Store::open(&newer).unwrap());
+    {
+        let c = rusqlite::Connection::open(&newer).unwrap();
+        c.pragma_update(None, "user_version", 999).unwrap();
+    }
+    let before = std::fs::read(&newer).unwrap();
+    let out = gpufleet(&newer, &["results"]);
+    assert!(!out.status.success());
+    assert!(stderr(&out).contains("999"), "{}", stderr(&out));
+    assert_eq!(std::fs::read(&newer).unwrap(), before);
+}
+
+struct Quiet;
+impl Reporter for Quiet {
+    fn planned(&self, _: i64, _: usize) {}
+    fn started(&self, _: &gpufleet_coordinator::plan::PlannedJob) {}
+    fn progress(&self, _: &gpufleet_coordinator::plan::PlannedJob, _: &str, _: &str) {}
+    fn finished(&self, _: &gpufleet_coordinator::plan::PlannedJob, _: &pb::RunResult) {}
+    fn note(&self, _: &str) {}
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_dying_mid_campaign_loses_only_its_jobs() {
+    let mut doomed = AgentProc::start(false);
+    let healthy = AgentProc::start(false);
+    let (_dir, path) = tmp_db();
+    let db = Db::open(&path).unwrap();
+    let a = db
+        .with(|s| s.add_agent("doomed", &doomed.url, None))
+        .unwrap();
+    let b = db
+        .with(|s| s.add_agent("healthy", &healthy.url, None))
+        .unwrap();
+    // Four jobs of ~0.6 s each per agent.
+    let runs: Vec<SuiteRun> = (0..4)
+        .map(|i| SuiteRun {
+            kernel: "vec_add".into(),
+            variants: None,
+            params: BTreeMap::from([("n".to_string(), (1 << 20) + i)]),
+            dtype: "f32".into(),
+            mode: "compute_only".into(),
+            warmup: 1,
+            min_iterations: 2,
+            min_seconds: 0.6,
+            max_iterations: 100_000,
+            timeout_s: 30.0,
+            env: BTreeMap::new(),
+        })
+        .collect();
+    let req = CampaignRequest {
+        suite: "dying".into(),
+        description: "test".into(),
+        runs,
+        agents: vec![a, b],
+        selection: Selection::default(),
+        retry: RetryPolicy {
+            retries: 1,
+            backoff: Duration::from_millis(100),
+        },
+    };
+    let db2 = db.clone();
+    let campaign = tokio::spawn(async move { run_campaign(&db2, req, Arc::new(Quiet)).await });
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    doomed.kill();
+    let outcome = campaign.await.unwrap().expect("the campaign finishes");
+    assert_eq!(outcome.results.len(), 8);
+    let rows = db
+        .with(|s| {
+            s.results(&ResultFilter {
+                campaign_id: Some(outcome.campaign_id),
+                ..Default::default()
+            })
+        })
+        .unwrap();
+    assert_eq!(rows.len(), 8, "every job has exactly one stored result");
+    let healthy_rows: Vec<_> = rows.iter().filter(|r| r.agent == "healthy").collect();
+    assert!(
+        healthy_rows.iter().all(|r| r.record.status == "ok"),
+        "{healthy_rows:#?}"
+    );
+    let lost: Vec<_> = rows
+        .iter()
+        .filter(|r| r.agent == "doomed" && r.record.status == "error")
+        .collect();
+    assert!(
+        !lost.is_empty(),
+        "the killed agent's remaining jobs are errors"
+    );
+    assert!(
+        lost.iter()
+            .all(|r| r.record.message.contains("agent unreachable")),
+        "{lost:#?}"
+    );
+    assert_eq!(db.with(|s| s.integrity_check()).unwrap(), "ok");
+}
+
+#[test]
+fn demo_runs_the_smoke_suite_all_ok() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = Command::new(BIN)
+        .arg("demo")
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    let table = ok_stdout(&out);
+    assert!(dir.path().join("gpufleet.db").exists());
+    let rows: Vec<&str> = table.lines().skip(2).collect();
+    assert!(rows.len() >= 15, "a row per kernel and variant: {table}");
+    for r in &rows {
+        let cols: Vec<&str> = r.split_whitespace().collect();
+        assert!(cols.contains(&"ok") && cols.contains(&"cpu"), "{r}");
+    }
+    for k in ["gemm", "conv2d", "softmax", "memlat_cpu", "triad", "noop"] {
+        assert!(table.contains(k), "{k} missing: {table}");
+    }
+}

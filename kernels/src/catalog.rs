@@ -1,0 +1,394 @@
+//! The static list of kernels: names, variants, parameters with bounds, dtypes and metric.
+//!
+//! It is data, not code, so the agent can advertise it in `Describe`, the coordinator can validate a
+//! suite before any agent sees it, and a backend can tell which catalog entries it implements. What each
+//! kernel *computes* lives in [`crate::Problem`] and the `check` module; this file only describes.
+
+use crate::types::{Dtype, MetricKind};
+
+/// Which kernel a [`KernelDef`] describes; matched on by backends to pick an implementation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelId {
+    /// `gemm`: C = A·B.
+    Gemm,
+    /// `vec_add`: c = a + b.
+    VecAdd,
+    /// `copy`: b = a.
+    Copy,
+    /// `triad`: a = b + 3·c (STREAM triad).
+    Triad,
+    /// `noop`: `out[0] = in[0]`; measures launch latency.
+    Noop,
+    /// `softmax`: row-wise softmax.
+    Softmax,
+    /// `layernorm`: row-wise layer normalisation with gamma and beta.
+    LayerNorm,
+    /// `rmsnorm`: row-wise RMS normalisation with gamma.
+    RmsNorm,
+    /// `layernorm_rmsnorm_fused`: rmsnorm(layernorm(x)·g1 + b1)·g2.
+    LayerNormRmsNormFused,
+    /// `conv2d`: NCHW direct convolution with zero padding.
+    Conv2d,
+    /// `relu`: max(x, 0).
+    Relu,
+    /// `sigmoid`: 1 / (1 + e^-x).
+    Sigmoid,
+    /// `tanh`: tanh(x).
+    Tanh,
+    /// `membw_cpu`: sum of a large array, host memory bandwidth.
+    MembwCpu,
+    /// `memlat_cpu`: pointer chasing over a random cycle, host memory latency.
+    MemlatCpu,
+    /// `debug_crash`: the worker segfaults or aborts.
+    DebugCrash,
+    /// `debug_hang`: the worker never returns.
+    DebugHang,
+    /// `debug_wrong`: vec_add whose backend returns a wrong answer.
+    DebugWrong,
+}
+
+/// One integer parameter of a kernel, with its default and inclusive bounds.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ParamDef {
+    /// Name as written in specs and suites (`"n"`, `"rows"`).
+    pub name: &'static str,
+    /// Value used when a spec omits the parameter.
+    pub default: i64,
+    /// Smallest accepted value.
+    pub min: i64,
+    /// Largest accepted value (a sanity bound; the agent checks device memory separately).
+    pub max: i64,
+    /// One-line meaning, shown by `Describe` and the CLI.
+    pub doc: &'static str,
+}
+
+/// Everything static about one kernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct KernelDef {
+    /// Identity for matching in code.
+    pub id: KernelId,
+    /// Name in specs, suites and spec keys.
+    pub name: &'static str,
+    /// One-line description for `Describe` and reports.
+    pub description: &'static str,
+    /// Implementation strategies a backend may offer; all compute the same result.
+    pub variants: &'static [&'static str],
+    /// Variant used when a spec leaves it empty.
+    pub default_variant: &'static str,
+    /// Integer parameters, in display order.
+    pub params: &'static [ParamDef],
+    /// Dtypes the kernel is defined for.
+    pub dtypes: &'static [Dtype],
+    /// Headline number derived from the median time.
+    pub metric: MetricKind,
+    /// Only meaningful on the host (`membw_cpu`, `memlat_cpu`): only the cpu backend runs it.
+    pub host_only: bool,
+    /// Misbehaves on purpose (`debug_*`): only available when the agent enables debug kernels.
+    pub debug: bool,
+}
+
+impl KernelDef {
+    /// The definition of parameter `name`, if the kernel has it.
+    pub fn param(&self, name: &str) -> Option<&'static ParamDef> {
+        self.params.iter().find(|p| p.name == name)
+    }
+}
+
+const F32_ONLY: &[Dtype] = &[Dtype::F32];
+const F32_F16: &[Dtype] = &[Dtype::F32, Dtype::F16];
+const DEFAULT_VARIANT: &[&str] = &["default"];
+
+const fn p(name: &'static str, default: i64, min: i64, max: i64, doc: &'static str) -> ParamDef {
+    ParamDef {
+        name,
+        default,
+        min,
+        max,
+        doc,
+    }
+}
+
+const GEMM_PARAMS: &[ParamDef] = &[
+    p("m", 256, 1, 65536, "rows of A and C"),
+    p("n", 256, 1, 65536, "columns of B and C"),
+    p("k", 256, 1, 65536, "columns of A, rows of B"),
+];
+const N_PARAMS: &[ParamDef] = &[p("n", 1 << 20, 1, 1 << 30, "elements per vector")];
+const ROW_PARAMS: &[ParamDef] = &[
+    p("rows", 256, 1, 1 << 24, "independent rows"),
+    p(
+        "cols",
+        1024,
+        1,
+        1 << 20,
+        "elements per row (the reduced dimension)",
+    ),
+];
+const CONV_PARAMS: &[ParamDef] = &[
+    p("batch", 1, 1, 4096, "images (N)"),
+    p("channels", 16, 1, 4096, "input channels (C)"),
+    p("height", 64, 1, 16384, "input height (H)"),
+    p("width", 64, 1, 16384, "input width (W)"),
+    p("filters", 32, 1, 4096, "output channels (K)"),
+    p("ksize", 3, 3, 5, "square filter size, 3 or 5"),
+    p("stride", 1, 1, 4, "stride in both directions"),
+    p("pad", 1, 0, 3, "zero padding on each side"),
+];
+const MEMBW_PARAMS: &[ParamDef] = &[p("n", 1 << 24, 1, 1 << 32, "f32 elements summed")];
+const MEMLAT_PARAMS: &[ParamDef] = &[
+    p(
+        "size_kib",
+        65536,
+        4,
+        1 << 24,
+        "size of the chased table in KiB",
+    ),
+    p("hops", 1 << 20, 1, 1 << 28, "dependent loads per iteration"),
+];
+const CRASH_PARAMS: &[ParamDef] = &[p("mode", 0, 0, 1, "0 = SIGSEGV, 1 = abort")];
+const DEBUG_WRONG_PARAMS: &[ParamDef] = &[p("n", 1024, 1, 1 << 30, "elements per vector")];
+
+const fn elementwise(
+    id: KernelId,
+    name: &'static str,
+    description: &'static str,
+    metric: MetricKind,
+) -> KernelDef {
+    KernelDef {
+        id,
+        name,
+        description,
+        variants: DEFAULT_VARIANT,
+        default_variant: "default",
+        params: N_PARAMS,
+        dtypes: F32_ONLY,
+        metric,
+        host_only: false,
+        debug: false,
+    }
+}
+
+const fn rows(id: KernelId, name: &'static str, description: &'static str) -> KernelDef {
+    KernelDef {
+        id,
+        name,
+        description,
+        variants: DEFAULT_VARIANT,
+        default_variant: "default",
+        params: ROW_PARAMS,
+        dtypes: F32_ONLY,
+        metric: MetricKind::Gbps,
+        host_only: false,
+        debug: false,
+    }
+}
+
+static CATALOG: [KernelDef; 18] = [
+    KernelDef {
+        id: KernelId::Gemm,
+        name: "gemm",
+        description: "dense matrix multiply C = A·B (row-major, m×k times k×n)",
+        variants: &["naive", "tiled", "blocked"],
+        default_variant: "blocked",
+        params: GEMM_PARAMS,
+        dtypes: F32_F16,
+        metric: MetricKind::Gflops,
+        host_only: false,
+        debug: false,
+    },
+    elementwise(KernelId::VecAdd, "vec_add", "c = a + b", MetricKind::Gbps),
+    elementwise(
+        KernelId::Copy,
+        "copy",
+        "b = a (STREAM copy)",
+        MetricKind::Gbps,
+    ),
+    elementwise(
+        KernelId::Triad,
+        "triad",
+        "a = b + 3·c (STREAM triad)",
+        MetricKind::Gbps,
+    ),
+    KernelDef {
+        id: KernelId::Noop,
+        name: "noop",
+        description: "out[0] = in[0]; measures launch latency",
+        variants: DEFAULT_VARIANT,
+        default_variant: "default",
+        params: &[],
+        dtypes: F32_ONLY,
+        metric: MetricKind::Micros,
+        host_only: false,
+        debug: false,
+    },
+    rows(KernelId::Softmax, "softmax", "row-wise softmax"),
+    rows(
+        KernelId::LayerNorm,
+        "layernorm",
+        "row-wise layer normalisation y = (x-mean)/sqrt(var+1e-5)·gamma + beta",
+    ),
+    rows(
+        KernelId::RmsNorm,
+        "rmsnorm",
+        "row-wise RMS normalisation y = x/sqrt(mean(x²)+1e-5)·gamma",
+    ),
+    rows(
+        KernelId::LayerNormRmsNormFused,
+        "layernorm_rmsnorm_fused",
+        "y = rmsnorm(layernorm(x)·gamma1 + beta1)·gamma2 in one pass over x",
+    ),
+    KernelDef {
+        id: KernelId::Conv2d,
+        name: "conv2d",
+        description: "2-D convolution, NCHW input, KCRS weights, zero padding",
+        variants: &["direct", "im2col"],
+        default_variant: "im2col",
+        params: CONV_PARAMS,
+        dtypes: F32_ONLY,
+        metric: MetricKind::Gflops,
+        host_only: false,
+        debug: false,
+    },
+    elementwise(KernelId::Relu, "relu", "y = max(x, 0)", MetricKind::Gbps),
+    elementwise(
+        KernelId::Sigmoid,
+        "sigmoid",
+        "y = 1 / (1 + e^-x)",
+        MetricKind::Gbps,
+    ),
+    elementwise(KernelId::Tanh, "tanh", "y = tanh(x)", MetricKind::Gbps),
+    KernelDef {
+        id: KernelId::MembwCpu,
+        name: "membw_cpu",
+        description: "sum of a large f32 array; host memory read bandwidth",
+        variants: DEFAULT_VARIANT,
+        default_variant: "default",
+        params: MEMBW_PARAMS,
+        dtypes: F32_ONLY,
+        metric: MetricKind::Gbps,
+        host_only: true,
+        debug: false,
+    },
+    KernelDef {
+        id: KernelId::MemlatCpu,
+        name: "memlat_cpu",
+        description: "pointer chasing over one random cycle of 64-byte lines; host memory latency",
+        variants: DEFAULT_VARIANT,
+        default_variant: "default",
+        params: MEMLAT_PARAMS,
+        dtypes: F32_ONLY,
+        metric: MetricKind::NsPerHop,
+        host_only: true,
+        debug: false,
+    },
+    KernelDef {
+        id: KernelId::DebugCrash,
+        name: "debug_crash",
+        description: "crashes the worker (SIGSEGV or abort) to exercise isolation",
+        variants: DEFAULT_VARIANT,
+        default_variant: "default",
+        params: CRASH_PARAMS,
+        dtypes: F32_ONLY,
+        metric: MetricKind::Micros,
+        host_only: false,
+        debug: true,
+    },
+    KernelDef {
+        id: KernelId::DebugHang,
+        name: "debug_hang",
+        description: "never returns, to exercise the watchdog",
+        variants: DEFAULT_VARIANT,
+        default_variant: "default",
+        params: &[],
+        dtypes: F32_ONLY,
+        metric: MetricKind::Micros,
+        host_only: false,
+        debug: true,
+    },
+    KernelDef {
+        id: KernelId::DebugWrong,
+        name: "debug_wrong",
+        description: "vec_add whose backend returns a wrong answer, to exercise validation",
+        variants: DEFAULT_VARIANT,
+        default_variant: "default",
+        params: DEBUG_WRONG_PARAMS,
+        dtypes: F32_ONLY,
+        metric: MetricKind::Gbps,
+        host_only: false,
+        debug: true,
+    },
+];
+
+/// Every kernel, debug ones included, in display order.
+pub fn catalog() -> &'static [KernelDef] {
+    &CATALOG
+}
+
+/// The kernel named `name` (exact match), debug ones included.
+pub fn find_kernel(name: &str) -> Option<&'static KernelDef> {
+    CATALOG.iter().find(|k| k.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashSet;
+
+    #[test]
+    fn names_and_ids_are_unique() {
+        let names: HashSet<_> = catalog().iter().map(|k| k.name).collect();
+        let ids: HashSet<_> = catalog().iter().map(|k| k.id).collect();
+        assert_eq!(names.len(), catalog().len());
+        assert_eq!(ids.len(), catalog().len());
+    }
+
+    #[test]
+    fn defaults_are_within_bounds_and_variants_consistent() {
+        for k in catalog() {
+            assert!(
+                k.variants.contains(&k.default_variant),
+                "{}: default variant not listed",
+                k.name
+            );
+            assert!(!k.dtypes.is_empty(), "{}", k.name);
+            for p in k.params {
+                assert!(
+                    p.min <= p.default && p.default <= p.max,
+                    "{}.{}: default {} outside {}..={}",
+                    k.name,
+                    p.name,
+                    p.default,
+                    p.min,
+                    p.max
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn find_kernel_matches_exact_names_only() {
+        assert_eq!(find_kernel("gemm").map(|k| k.id), Some(KernelId::Gemm));
+        assert_eq!(
+            find_kernel("debug_wrong").map(|k| k.id),
+            Some(KernelId::DebugWrong)
+        );
+        assert!(find_kernel("GEMM").is_none());
+        assert!(find_kernel("gemmm").is_none());
+    }
+
+    #[test]
+    fn flags_match_the_kernel_kind() {
+        let host_only: Vec<_> = catalog()
+            .iter()
+            .filter(|k| k.host_only)
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(host_only, ["membw_cpu", "memlat_cpu"]);
+        let debug: Vec<_> = catalog()
+            .iter()
+            .filter(|k| k.debug)
+            .map(|k| k.name)
+            .collect();
+        assert_eq!(debug, ["debug_crash", "debug_hang", "debug_wrong"]);
+    }
+}

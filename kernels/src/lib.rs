@@ -1,0 +1,51 @@
+//! gpufleet's kernel catalog: what each benchmark kernel computes, its parameters and their bounds,
+//! its FLOP and byte counts, seeded inputs, an f64 reference with a tolerance per dtype, and the
+//! suites that list what to run.
+//!
+//! It exists as its own crate so the agent (which runs kernels) and the coordinator (which schedules
+//! and compares them) agree on one definition of every kernel: the same spec gives the same spec key,
+//! the same inputs and the same verdict on any machine. A number counts only if its output passed
+//! [`Problem::check`] in the same run. The crate does no I/O except reading a user's suite file.
+//!
+//! # Layout
+//! - `types.rs`: [`Dtype`], [`MetricKind`], [`MetricValue`], [`Buffer`], [`BufferKind`].
+//! - `catalog.rs`: the static [`KernelDef`] list ([`catalog`], [`find_kernel`]), parameters with bounds.
+//! - `error.rs`: [`SpecError`], why a spec was refused, naming the field and the bound.
+//! - `problem.rs`: [`Problem`], a validated spec, with sizes, FLOP/byte counts, metric and spec key.
+//! - `inputs.rs`: seeded input generation (values exact in fp16).
+//! - `check/`: [`Validation`]: the harness (`mod.rs`), dot-product references (`dense.rs`: gemm,
+//!   conv2d), row references (`rows.rs`: softmax and the norms), element-wise and host kernels
+//!   (`pointwise.rs`).
+//! - `suite/`: [`Suite`] and [`SuiteRun`] (`mod.rs`), the TOML format and its validation (`file.rs`);
+//!   the builtin suites live in `kernels/suites/*.toml` and are embedded at build time.
+//!
+//! # Lifecycle
+//! 1. A spec (kernel, variant, params, dtype) arrives from a suite or a request.
+//! 2. [`Problem::new`] validates and resolves it (defaults filled in) or returns a [`SpecError`];
+//!    [`Problem::spec_key`] names it for comparisons, [`Problem::footprint_bytes`] sizes it for the
+//!    device memory check.
+//! 3. [`Problem::inputs`] makes the seeded inputs, deterministic for `(problem, seed)`.
+//! 4. A backend runs the kernel on them and returns one output [`Buffer`].
+//! 5. [`Problem::check`] compares the output with the f64 reference (sampled for huge problems).
+//! 6. [`Problem::metric`] turns the median time into GFLOP/s, GB/s, µs or ns/hop.
+
+#![warn(missing_docs)]
+
+mod catalog;
+mod check;
+mod error;
+mod inputs;
+mod problem;
+mod suite;
+mod types;
+
+pub use catalog::{KernelDef, KernelId, ParamDef, catalog, find_kernel};
+pub use check::Validation;
+pub use error::SpecError;
+pub use problem::{MAX_FOOTPRINT_BYTES, NORM_EPS, Problem, TRIAD_SCALAR};
+pub use suite::{BUILTIN_SUITES, Suite, SuiteError, SuiteRun};
+pub use types::{Buffer, BufferKind, Dtype, MetricKind, MetricValue};
+
+/// Version of the kernels' semantics (definitions, inputs, tolerances); bump it when any of them
+/// changes, because results measured before are no longer comparable.
+pub const KERNELS_VERSION: &str = "1";

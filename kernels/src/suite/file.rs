@@ -1,0 +1,572 @@
+//! The suite file format and its expansion into [`SuiteRun`]s.
+//!
+//! ```toml
+//! name = "smoke"                 # optional, defaults to the file name
+//! description = "..."
+//! [defaults]                     # optional; each run may override any of these
+//! warmup = 2                     # default 2
+//! min_iterations = 5             # default 5
+//! min_seconds = 0.05             # default 0.1
+//! max_iterations = 1000          # default 10000
+//! timeout_s = 60                 # default 120
+//! mode = "compute_only"          # or "with_transfers"
+//! dtype = "f32"                  # default f32
+//! env = { KEY = "value" }        # merged under each run's env
+//! [[run]]
+//! kernel = "gemm"
+//! variants = ["naive", "tiled"]  # or variant = "blocked"; omitted = every variant the backend has
+//! params = { m = [128, 256], n = [128, 256], k = 128 }  # arrays zip, scalars broadcast
+//! ```
+//!
+//! Unknown fields are errors, so a misspelt `min_iteration` cannot silently fall back to a default.
+//! Every field is read as `toml::Spanned` so each error points at the line of the value at fault.
+
+use std::collections::BTreeMap;
+use std::ops::Range;
+
+use serde::Deserialize;
+use toml::Spanned;
+
+use super::{Suite, SuiteError, SuiteRun};
+use crate::error::SpecError;
+use crate::problem::Problem;
+
+const MODES: [&str; 2] = ["compute_only", "with_transfers"];
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FileDoc {
+    name: Option<String>,
+    #[serde(default)]
+    description: String,
+    #[serde(default)]
+    defaults: Options,
+    #[serde(default)]
+    run: Vec<Spanned<RunDoc>>,
+}
+
+/// Measurement options, shared by `[defaults]` and each `[[run]]`.
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct Options {
+    warmup: Option<Spanned<i64>>,
+    min_iterations: Option<Spanned<i64>>,
+    min_seconds: Option<Spanned<f64>>,
+    max_iterations: Option<Spanned<i64>>,
+    timeout_s: Option<Spanned<f64>>,
+    mode: Option<Spanned<String>>,
+    dtype: Option<Spanned<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RunDoc {
+    kernel: Spanned<String>,
+    variant: Option<Spanned<String>>,
+    variants: Option<Spanned<Vec<String>>>,
+    #[serde(default)]
+    params: BTreeMap<String, Spanned<ParamValue>>,
+    // The same fields as `Options` (serde's `flatten` would lose spans and `deny_unknown_fields`).
+    warmup: Option<Spanned<i64>>,
+    min_iterations: Option<Spanned<i64>>,
+    min_seconds: Option<Spanned<f64>>,
+    max_iterations: Option<Spanned<i64>>,
+    timeout_s: Option<Spanned<f64>>,
+    mode: Option<Spanned<String>>,
+    dtype: Option<Spanned<String>>,
+    #[serde(default)]
+    env: BTreeMap<String, String>,
+}
+
+/// A parameter: one value, or an array zipped with the run's other arrays.
+enum ParamValue {
+    One(i64),
+    Many(Vec<i64>),
+}
+
+impl<'de> Deserialize<'de> for ParamValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl<'de> serde::de::Visitor<'de> for Visitor {
+            type Value = ParamValue;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer or an array of integers")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ParamValue, E> {
+                Ok(ParamValue::One(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ParamValue, E> {
+                i64::try_from(v)
+                    .map(ParamValue::One)
+                    .map_err(|_| E::custom(format!("{v} is too large")))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<ParamValue, A::Error> {
+                let mut values = Vec::new();
+                while let Some(v) = seq.next_element::<i64>()? {
+                    values.push(v);
+                }
+                Ok(ParamValue::Many(values))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
+}
+
+/// Builds errors located in one file.
+struct Ctx<'a> {
+    text: &'a str,
+    origin: &'a str,
+}
+
+impl Ctx<'_> {
+    fn line(&self, span: &Range<usize>) -> usize {
+        let end = span.start.min(self.text.len());
+        self.text.as_bytes()[..end]
+            .iter()
+            .filter(|&&b| b == b'\n')
+            .count()
+            + 1
+    }
+
+    fn invalid(&self, span: &Range<usize>, field: &str, message: String) -> SuiteError {
+        SuiteError::Invalid {
+            origin: self.origin.to_string(),
+            line: self.line(span),
+            field: field.to_string(),
+            message,
+        }
+    }
+}
+
+/// The first value present among a run's option and the defaults' option.
+fn pick<'a, T>(
+    run: &'a Option<Spanned<T>>,
+    defaults: &'a Option<Spanned<T>>,
+) -> Option<&'a Spanned<T>> {
+    run.as_ref().or(defaults.as_ref())
+}
+
+fn count(
+    ctx: &Ctx,
+    value: Option<&Spanned<i64>>,
+    field: &str,
+    default: u32,
+    min: i64,
+) -> Result<u32, SuiteError> {
+    let Some(v) = value else { return Ok(default) };
+    let n = *v.get_ref();
+    if n < min || n > i64::from(u32::MAX) {
+        return Err(ctx.invalid(
+            &v.span(),
+            field,
+            format!("{n} is outside {min}..={}", u32::MAX),
+        ));
+    }
+    Ok(n as u32)
+}
+
+fn seconds(
+    ctx: &Ctx,
+    value: Option<&Spanned<f64>>,
+    field: &str,
+    default: f64,
+    allow_zero: bool,
+) -> Result<f64, SuiteError> {
+    let Some(v) = value else { return Ok(default) };
+    let s = *v.get_ref();
+    let ok = s.is_finite() && (s > 0.0 || (allow_zero && s == 0.0));
+    if !ok {
+        let bound = if allow_zero { "0 or more" } else { "above 0" };
+        return Err(ctx.invalid(&v.span(), field, format!("{s} must be {bound} seconds")));
+    }
+    Ok(s)
+}
+
+/// Zips array params and broadcasts scalars into one map per point.
+fn points(
+    ctx: &Ctx,
+    params: &BTreeMap<String, Spanned<ParamValue>>,
+) -> Result<Vec<BTreeMap<String, i64>>, SuiteError> {
+    let mut len: Option<(&str, usize)> = None;
+    for (name, value) in params {
+        if let ParamValue::Many(values) = value.get_ref() {
+            if values.is_empty() {
+                return Err(ctx.invalid(
+                    &value.span(),
+                    &format!("params.{name}"),
+                    "empty array: give at least one value".to_string(),
+                ));
+            }
+            match len {
+                None => len = Some((name, values.len())),
+                Some((first, n)) if n != values.len() => {
+                    return Err(ctx.invalid(
+                        &value.span(),
+                        &format!("params.{name}"),
+                        format!(
+                            "array of {} values does not match `params.{first}` with {n} \
+                             (arrays are zipped, so they need equal lengths)",
+                            values.len()
+                        ),
+                    ));
+                }
+                Some(_) => {}
+            }
+        }
+    }
+    let n = len.map_or(1, |(_, n)| n);
+    Ok((0..n)
+        .map(|i| {
+            params
+                .iter()
+                .map(|(name, v)| {
+                    let value = match v.get_ref() {
+                        ParamValue::One(x) => *x,
+                        ParamValue::Many(xs) => xs[i],
+                    };
+                    (name.clone(), value)
+                })
+                .collect()
+        })
+        .collect())
+}
+
+/// Locates a catalog error on the field it is about.
+fn spec_error(
+    ctx: &Ctx,
+    run: &Spanned<RunDoc>,
+    variant_span: Option<Range<usize>>,
+    dtype_span: Option<Range<usize>>,
+    error: SpecError,
+) -> SuiteError {
+    let doc = run.get_ref();
+    let (field, span) = match &error {
+        SpecError::UnknownParam { param, .. } | SpecError::ParamOutOfRange { param, .. } => (
+            format!("params.{param}"),
+            doc.params.get(param).map(Spanned::span),
+        ),
+        SpecError::InvalidParams { .. } | SpecError::TooLarge { .. } => (
+            "params".to_string(),
+            doc.params.values().next().map(Spanned::span),
+        ),
+        SpecError::UnknownVariant { .. } => ("variant".to_string(), variant_span),
+        SpecError::UnsupportedDtype { .. } => ("dtype".to_string(), dtype_span),
+        SpecError::UnknownKernel { .. } | SpecError::DebugKernelDisabled { .. } => {
+            ("kernel".to_string(), Some(doc.kernel.span()))
+        }
+    };
+    let span = span.unwrap_or_else(|| doc.kernel.span());
+    SuiteError::Spec {
+        origin: ctx.origin.to_string(),
+        line: ctx.line(&span),
+        field,
+        source: Box::new(error),
+    }
+}
+
+fn expand(
+    ctx: &Ctx,
+    defaults: &Options,
+    run: &Spanned<RunDoc>,
+) -> Result<Vec<SuiteRun>, SuiteError> {
+    let doc = run.get_ref();
+    let o = doc;
+    let (variants, variant_span) = match (&doc.variant, &doc.variants) {
+        (Some(_), Some(list)) => {
+            return Err(ctx.invalid(
+                &list.span(),
+                "variants",
+                "give either `variant` or `variants`, not both".to_string(),
+            ));
+        }
+        (Some(v), None) => (Some(vec![v.get_ref().clone()]), Some(v.span())),
+        (None, Some(list)) if list.get_ref().is_empty() => {
+            return Err(ctx.invalid(
+                &list.span(),
+                "variants",
+                "empty list: omit the field to run every variant".to_string(),
+            ));
+        }
+        (None, Some(list)) => (Some(list.get_ref().clone()), Some(list.span())),
+        (None, None) => (None, None),
+    };
+    let mode = match pick(&o.mode, &defaults.mode) {
+        None => "compute_only".to_string(),
+        Some(m) if MODES.contains(&m.get_ref().as_str()) => m.get_ref().clone(),
+        Some(m) => {
+            return Err(ctx.invalid(
+                &m.span(),
+                "mode",
+                format!(
+                    "unknown mode `{}` (known: {})",
+                    m.get_ref(),
+                    MODES.join(", ")
+                ),
+            ));
+        }
+    };
+    let dtype = pick(&o.dtype, &defaults.dtype);
+    let dtype_span = dtype.map(Spanned::span);
+    let dtype = dtype.map_or_else(|| "f32".to_string(), |d| d.get_ref().clone());
+    let warmup = count(ctx, pick(&o.warmup, &defaults.warmup), "warmup", 2, 0)?;
+    let min_it = pick(&o.min_iterations, &defaults.min_iterations);
+    let min_iterations = count(ctx, min_it, "min_iterations", 5, 1)?;
+    let max_it = pick(&o.max_iterations, &defaults.max_iterations);
+    let max_iterations = count(ctx, max_it, "max_iterations", 10_000, 1)?;
+    if max_iterations < min_iterations {
+        let span = max_it.or(min_it).map_or_else(|| run.span(), Spanned::span);
+        return Err(ctx.invalid(
+            &span,
+            "max_iterations",
+            format!("{max_iterations} is below min_iterations {min_iterations}"),
+        ));
+    }
+    let min_s = pick(&o.min_seconds, &defaults.min_seconds);
+    let min_seconds = seconds(ctx, min_s, "min_seconds", 0.1, true)?;
+    let timeout = pick(&o.timeout_s, &defaults.timeout_s);
+    let timeout_s = seconds(ctx, timeout, "timeout_s", 120.0, false)?;
+    let mut env = defaults.env.clone();
+    env.extend(o.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+
+    let points = points(ctx, &doc.params)?;
+    let kernel = doc.kernel.get_ref();
+    let check_variants = variants.clone().unwrap_or_else(|| vec![String::new()]);
+    let mut out = Vec::with_capacity(points.len());
+    for params in points {
+        for variant in &check_variants {
+            Problem::new(kernel, variant, &params, &dtype, true)
+                .map_err(|e| spec_error(ctx, run, variant_span.clone(), dtype_span.clone(), e))?;
+        }
+        out.push(SuiteRun {
+            kernel: kernel.clone(),
+            variants: variants.clone(),
+            params,
+            dtype: dtype.clone(),
+            mode: mode.clone(),
+            warmup,
+            min_iterations,
+            min_seconds,
+            max_iterations,
+            timeout_s,
+            env: env.clone(),
+        });
+    }
+    Ok(out)
+}
+
+/// See [`Suite::parse`].
+pub(super) fn parse(text: &str, origin: &str) -> Result<Suite, SuiteError> {
+    let ctx = Ctx { text, origin };
+    let doc: FileDoc = toml::from_str(text).map_err(|e| SuiteError::Parse {
+        origin: origin.to_string(),
+        line: e.span().map_or(0, |s| ctx.line(&s)),
+        message: e.message().trim().to_string(),
+    })?;
+    let mut runs = Vec::new();
+    for run in &doc.run {
+        runs.extend(expand(&ctx, &doc.defaults, run)?);
+    }
+    let name = doc.name.unwrap_or_else(|| {
+        let file = origin.rsplit(['/', '\\']).next().unwrap_or(origin);
+        file.strip_suffix(".toml").unwrap_or(file).to_string()
+    });
+    Ok(Suite {
+        name,
+        description: doc.description,
+        runs,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(text: &str) -> String {
+        parse(text, "bad.toml").unwrap_err().to_string()
+    }
+
+    #[test]
+    fn defaults_apply_and_runs_override() {
+        let s = parse(
+            r#"
+name = "mine"
+description = "d"
+[defaults]
+warmup = 1
+min_seconds = 1
+mode = "with_transfers"
+env = { A = "1", B = "2" }
+[[run]]
+kernel = "gemm"
+variant = "tiled"
+params = { m = [64, 128], n = [32, 64], k = 16 }
+dtype = "f16"
+warmup = 7
+env = { B = "3" }
+[[run]]
+kernel = "noop"
+"#,
+            "mine.toml",
+        )
+        .unwrap();
+        assert_eq!((s.name.as_str(), s.description.as_str()), ("mine", "d"));
+        assert_eq!(s.runs.len(), 3);
+        let r = &s.runs[1];
+        assert_eq!(r.variants, Some(vec!["tiled".to_string()]));
+        assert_eq!(
+            r.params,
+            BTreeMap::from([("k".into(), 16), ("m".into(), 128), ("n".into(), 64)])
+        );
+        assert_eq!(
+            (r.dtype.as_str(), r.mode.as_str(), r.warmup),
+            ("f16", "with_transfers", 7)
+        );
+        assert_eq!(r.min_seconds, 1.0);
+        assert_eq!(r.env.get("A").map(String::as_str), Some("1"));
+        assert_eq!(r.env.get("B").map(String::as_str), Some("3"));
+        let noop = &s.runs[2];
+        assert_eq!(noop.variants, None);
+        assert!(noop.params.is_empty());
+        assert_eq!(
+            (
+                noop.warmup,
+                noop.min_iterations,
+                noop.max_iterations,
+                noop.timeout_s
+            ),
+            (1, 5, 10_000, 120.0)
+        );
+        assert_eq!(noop.dtype, "f32");
+    }
+
+    #[test]
+    fn builtin_defaults_without_a_defaults_table() {
+        let s = parse("[[run]]\nkernel = \"copy\"\n", "x.toml").unwrap();
+        let r = &s.runs[0];
+        assert_eq!(s.name, "x");
+        assert_eq!(r.mode, "compute_only");
+        assert_eq!(
+            (r.warmup, r.min_iterations, r.max_iterations),
+            (2, 5, 10_000)
+        );
+        assert_eq!((r.min_seconds, r.timeout_s), (0.1, 120.0));
+    }
+
+    #[test]
+    fn syntax_errors_carry_the_line() {
+        let msg = err("name = \"x\"\n[[run]]\nkernel = \"gemm\n");
+        assert!(msg.starts_with("bad.toml:3: "), "{msg}");
+    }
+
+    #[test]
+    fn unknown_fields_are_refused_with_their_line_and_name() {
+        let msg = err("[[run]]\nkernel = \"gemm\"\nmin_iteration = 3\n");
+        assert!(msg.starts_with("bad.toml:3: "), "{msg}");
+        assert!(msg.contains("unknown field `min_iteration`"), "{msg}");
+        let msg = err("nme = \"x\"\n");
+        assert!(
+            msg.starts_with("bad.toml:1: ") && msg.contains("`nme`"),
+            "{msg}"
+        );
+        let msg = err("[defaults]\nwarmpu = 1\n");
+        assert!(
+            msg.starts_with("bad.toml:2: ") && msg.contains("`warmpu`"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn unknown_kernel_names_file_line_and_field() {
+        let msg = err("name = \"x\"\n\n[[run]]\nkernel = \"gemmm\"\n");
+        assert!(
+            msg.starts_with("bad.toml:4: field `kernel`: unknown kernel `gemmm` (known: gemm, "),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn out_of_range_params_point_at_the_param() {
+        let msg =
+            err("[[run]]\nkernel = \"gemm\"\nparams = { m = 128,\n  n = [64, 1000000000] }\n");
+        assert_eq!(
+            msg,
+            "bad.toml:4: field `params.n`: param n=1000000000 exceeds the maximum 65536 for gemm"
+        );
+        let msg = err("[[run]]\nkernel = \"gemm\"\nparams = { q = 1 }\n");
+        assert!(
+            msg.starts_with("bad.toml:3: field `params.q`: unknown param `q`"),
+            "{msg}"
+        );
+        let msg = err("[[run]]\nkernel = \"conv2d\"\nparams = { ksize = 4 }\n");
+        assert!(
+            msg.starts_with("bad.toml:3: field `params`: invalid params"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn mismatched_and_empty_arrays_are_refused() {
+        let msg = err("[[run]]\nkernel = \"gemm\"\nparams = { m = [1, 2], n = [1, 2, 3] }\n");
+        assert!(
+            msg.starts_with("bad.toml:3: field `params.n`: array of 3 values"),
+            "{msg}"
+        );
+        assert!(msg.contains("`params.m` with 2"), "{msg}");
+        let msg = err("[[run]]\nkernel = \"gemm\"\nparams = { m = [] }\n");
+        assert!(msg.contains("field `params.m`: empty array"), "{msg}");
+        let msg = err("[[run]]\nkernel = \"gemm\"\nparams = { m = 1.5 }\n");
+        assert!(
+            msg.starts_with("bad.toml:3: ") && msg.contains("integer"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn variants_dtype_mode_and_counts_are_checked() {
+        let msg = err("[[run]]\nkernel = \"gemm\"\nvariants = [\"naive\", \"fast\"]\n");
+        assert!(
+            msg.starts_with("bad.toml:3: field `variant`: unknown variant `fast`"),
+            "{msg}"
+        );
+        let msg = err("[[run]]\nkernel = \"gemm\"\nvariant = \"naive\"\nvariants = [\"tiled\"]\n");
+        assert!(msg.contains("field `variants`: give either"), "{msg}");
+        let msg = err("[[run]]\nkernel = \"vec_add\"\ndtype = \"f16\"\n");
+        assert!(
+            msg.starts_with("bad.toml:3: field `dtype`: dtype `f16`"),
+            "{msg}"
+        );
+        let msg = err("[defaults]\ndtype = \"f16\"\n[[run]]\nkernel = \"copy\"\n");
+        assert!(msg.starts_with("bad.toml:2: field `dtype`"), "{msg}");
+        let msg = err("[[run]]\nkernel = \"copy\"\nmode = \"fast\"\n");
+        assert!(
+            msg.starts_with("bad.toml:3: field `mode`: unknown mode `fast`"),
+            "{msg}"
+        );
+        let msg = err("[[run]]\nkernel = \"copy\"\nmin_iterations = 0\n");
+        assert!(
+            msg.starts_with("bad.toml:3: field `min_iterations`: 0 is outside 1..="),
+            "{msg}"
+        );
+        let msg = err("[[run]]\nkernel = \"copy\"\nmin_iterations = 10\nmax_iterations = 5\n");
+        assert!(
+            msg.contains("field `max_iterations`: 5 is below min_iterations 10"),
+            "{msg}"
+        );
+        let msg = err("[[run]]\nkernel = \"copy\"\ntimeout_s = 0\n");
+        assert!(msg.starts_with("bad.toml:3: field `timeout_s`"), "{msg}");
+    }
+
+    #[test]
+    fn debug_kernels_are_accepted_in_suites() {
+        let s = parse(
+            "[[run]]\nkernel = \"debug_crash\"\nparams = { mode = 1 }\n",
+            "d.toml",
+        );
+        assert_eq!(s.unwrap().runs[0].params.get("mode"), Some(&1));
+    }
+}

@@ -1,0 +1,223 @@
+//! Small value types shared by the catalog, problems and suites.
+//!
+//! They live apart from [`crate::Problem`] because the agent and the coordinator name them on their own
+//! (a dtype in a CLI flag, a metric kind in a report column) without building a problem.
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+/// Element type a kernel runs in.
+///
+/// `F16` means fp16 storage with fp32 accumulation: inputs are generated so that fp16 storage does not
+/// change them, and the tolerance accounts for the output being rounded to fp16.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Dtype {
+    /// 32-bit IEEE float storage and arithmetic.
+    F32,
+    /// 16-bit IEEE float storage, 32-bit accumulation.
+    F16,
+}
+
+impl Dtype {
+    /// Every dtype, in display order.
+    pub const ALL: [Dtype; 2] = [Dtype::F32, Dtype::F16];
+
+    /// Canonical lowercase name (`"f32"`, `"f16"`), as used in spec keys and suites.
+    pub fn name(self) -> &'static str {
+        match self {
+            Dtype::F32 => "f32",
+            Dtype::F16 => "f16",
+        }
+    }
+
+    /// Parses a name case-insensitively (`"f32"`, `"F16"`); `None` for anything else, the empty string
+    /// included (callers decide what an empty dtype defaults to).
+    pub fn parse(s: &str) -> Option<Dtype> {
+        Dtype::ALL
+            .into_iter()
+            .find(|d| d.name().eq_ignore_ascii_case(s.trim()))
+    }
+
+    /// Storage size of one element in bytes.
+    pub fn size_bytes(self) -> usize {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::F16 => 2,
+        }
+    }
+}
+
+impl std::fmt::Display for Dtype {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for Dtype {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for Dtype {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Dtype::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!("unknown dtype `{s}` (known: f32, f16)"))
+        })
+    }
+}
+
+/// What a kernel's headline number measures.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricKind {
+    /// Arithmetic throughput: `flops / median_s / 1e9`.
+    Gflops,
+    /// Memory throughput: `bytes / median_s / 1e9`.
+    Gbps,
+    /// Latency of one launch in microseconds.
+    Micros,
+    /// Dependent-load latency in nanoseconds per pointer-chasing hop.
+    NsPerHop,
+}
+
+impl MetricKind {
+    /// Every metric kind.
+    pub const ALL: [MetricKind; 4] = [
+        MetricKind::Gflops,
+        MetricKind::Gbps,
+        MetricKind::Micros,
+        MetricKind::NsPerHop,
+    ];
+
+    /// Stable machine name (`"gflops"`, `"gbps"`, `"us"`, `"ns_per_hop"`), stored in the database.
+    pub fn name(self) -> &'static str {
+        match self {
+            MetricKind::Gflops => "gflops",
+            MetricKind::Gbps => "gbps",
+            MetricKind::Micros => "us",
+            MetricKind::NsPerHop => "ns_per_hop",
+        }
+    }
+
+    /// Unit for display (`"GFLOP/s"`, `"GB/s"`, `"µs"`, `"ns/hop"`).
+    pub fn unit(self) -> &'static str {
+        match self {
+            MetricKind::Gflops => "GFLOP/s",
+            MetricKind::Gbps => "GB/s",
+            MetricKind::Micros => "µs",
+            MetricKind::NsPerHop => "ns/hop",
+        }
+    }
+
+    /// Whether a larger value is an improvement (throughputs) or a regression (latencies).
+    pub fn higher_is_better(self) -> bool {
+        matches!(self, MetricKind::Gflops | MetricKind::Gbps)
+    }
+
+    /// Inverse of [`MetricKind::name`].
+    pub fn parse(s: &str) -> Option<MetricKind> {
+        MetricKind::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+impl std::fmt::Display for MetricKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl Serialize for MetricKind {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.name())
+    }
+}
+
+impl<'de> Deserialize<'de> for MetricKind {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        MetricKind::parse(&s).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "unknown metric kind `{s}` (known: gflops, gbps, us, ns_per_hop)"
+            ))
+        })
+    }
+}
+
+/// A kernel's derived headline number.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct MetricValue {
+    /// What `value` measures; serialized as [`MetricKind::name`].
+    pub kind: MetricKind,
+    /// The number, in [`MetricKind::unit`].
+    pub value: f64,
+}
+
+/// Host-side contents of one kernel input or output.
+///
+/// Values are always held as f32 (or u32): for [`Dtype::F16`] problems the backend converts to fp16 on
+/// upload and back on download, which is lossless for inputs by construction.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Buffer {
+    /// Floating-point data.
+    F32(Vec<f32>),
+    /// Index data (the pointer-chasing table of `memlat_cpu`).
+    U32(Vec<u32>),
+}
+
+impl Buffer {
+    /// Number of elements.
+    pub fn len(&self) -> usize {
+        match self {
+            Buffer::F32(v) => v.len(),
+            Buffer::U32(v) => v.len(),
+        }
+    }
+
+    /// Whether the buffer holds no element.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The f32 contents, or `None` for a u32 buffer.
+    pub fn as_f32(&self) -> Option<&[f32]> {
+        match self {
+            Buffer::F32(v) => Some(v),
+            Buffer::U32(_) => None,
+        }
+    }
+
+    /// The u32 contents, or `None` for an f32 buffer.
+    pub fn as_u32(&self) -> Option<&[u32]> {
+        match self {
+            Buffer::U32(v) => Some(v),
+            Buffer::F32(_) => None,
+        }
+    }
+
+    /// The element kind of this buffer.
+    pub fn kind(&self) -> BufferKind {
+        match self {
+            Buffer::F32(_) => BufferKind::F32,
+            Buffer::U32(_) => BufferKind::U32,
+        }
+    }
+}
+
+/// Element kind of a [`Buffer`], known before the buffer exists (for allocating outputs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BufferKind {
+    /// f32 elements.
+    F32,
+    /// u32 elements.
+    U32,
+}
+
+impl BufferKind {
+    /// Lowercase name for messages.
+    pub fn name(self) -> &'static str {
+        match self {
+            BufferKind::F32 => "f32",
+            BufferKind::U32 => "u32",
+        }
+    }
+}

@@ -1,0 +1,79 @@
+//! Names of the wire enums as lower-case words, one spelling for every part.
+
+use crate::v1::{RunMode, RunStatus};
+
+impl RunStatus {
+    /// The status as stored and printed: `ok`, `invalid`, `compile_error`, ...
+    pub fn name(self) -> &'static str {
+        match self {
+            RunStatus::Unspecified => "unspecified",
+            RunStatus::Ok => "ok",
+            RunStatus::Invalid => "invalid",
+            RunStatus::CompileError => "compile_error",
+            RunStatus::Unsupported => "unsupported",
+            RunStatus::Crashed => "crashed",
+            RunStatus::TimedOut => "timed_out",
+            RunStatus::Cancelled => "cancelled",
+            RunStatus::Error => "error",
+        }
+    }
+
+    /// Parses a name produced by [`RunStatus::name`].
+    pub fn from_name(s: &str) -> Option<Self> {
+        Self::ALL.into_iter().find(|v| v.name() == s)
+    }
+
+    /// Every status but `Unspecified`.
+    pub const ALL: [RunStatus; 8] = [
+        RunStatus::Ok,
+        RunStatus::Invalid,
+        RunStatus::CompileError,
+        RunStatus::Unsupported,
+        RunStatus::Crashed,
+        RunStatus::TimedOut,
+        RunStatus::Cancelled,
+        RunStatus::Error,
+    ];
+}
+
+impl RunMode {
+    /// `compute_only` (also for `Unspecified`, the default) or `with_transfers`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RunMode::Unspecified | RunMode::ComputeOnly => "compute_only",
+            RunMode::WithTransfers => "with_transfers",
+        }
+    }
+
+    /// Parses `compute_only` / `with_transfers`.
+    pub fn from_name(s: &str) -> Option<Self> {
+        match s {
+            "compute_only" => Some(RunMode::ComputeOnly),
+            "with_transfers" => Some(RunMode::WithTransfers),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_names_round_trip() {
+        for s in RunStatus::ALL {
+            assert_eq!(RunStatus::from_name(s.name()), Some(s));
+        }
+        assert_eq!(RunStatus::from_name("nope"), None);
+    }
+
+    #[test]
+    fn mode_names_round_trip() {
+        assert_eq!(
+            RunMode::from_name("with_transfers"),
+            Some(RunMode::WithTransfers)
+        );
+        assert_eq!(RunMode::Unspecified.name(), "compute_only");
+        assert_eq!(RunMode::from_name("x"), None);
+    }
+}

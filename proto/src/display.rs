@@ -1,0 +1,169 @@
+//! Human-readable text of an `AgentInfo`, shared by `gpufleet-agent
+//! describe` and `gpufleet describe` so both print the same thing.
+
+use crate::v1::{AgentInfo, Device};
+use std::fmt::Write;
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+fn device_line(out: &mut String, d: &Device) {
+    let _ = writeln!(out, "  {}  {} ({})", d.id, d.name, d.vendor);
+    let _ = write!(
+        out,
+        "      arch {}  units {}  clock {} MHz  memory {}",
+        d.arch,
+        d.compute_units,
+        d.clock_mhz,
+        gib(d.memory_bytes)
+    );
+    if !d.pci_bus_id.is_empty() {
+        let _ = write!(out, "  pci {}", d.pci_bus_id);
+    }
+    let _ = writeln!(out);
+    if !d.driver_version.is_empty() || !d.api_version.is_empty() {
+        let _ = writeln!(
+            out,
+            "      driver {}  api {}",
+            d.driver_version, d.api_version
+        );
+    }
+    if !d.features.is_empty() {
+        let _ = writeln!(out, "      features {}", d.features.join(" "));
+    }
+    if let Some(p) = &d.peaks {
+        if p.fp32_flops > 0.0 {
+            let _ = writeln!(
+                out,
+                "      peak fp32 {:.1} GFLOP/s ({})",
+                p.fp32_flops / 1e9,
+                p.fp32_source
+            );
+        }
+        if p.memory_bytes_per_s > 0.0 {
+            let _ = writeln!(
+                out,
+                "      peak memory {:.1} GB/s ({})",
+                p.memory_bytes_per_s / 1e9,
+                p.memory_source
+            );
+        }
+    }
+}
+
+/// Multi-line description: host, backends (with the reason any is
+/// unavailable), devices, kernels, power sources.
+pub fn agent_info_text(info: &AgentInfo) -> String {
+    let mut out = String::new();
+    if let Some(h) = &info.host {
+        let _ = writeln!(
+            out,
+            "host {}  ({}, kernel {}, {})",
+            h.hostname, h.os, h.kernel_version, h.arch
+        );
+        let _ = writeln!(
+            out,
+            "  cpu {}  {} cores / {} threads  memory {}",
+            h.cpu_model,
+            h.physical_cores,
+            h.logical_cores,
+            gib(h.memory_bytes)
+        );
+        if !h.container_hints.is_empty() {
+            let _ = writeln!(out, "  container: {}", h.container_hints.join(", "));
+        }
+    }
+    let _ = writeln!(
+        out,
+        "agent {}  debug kernels {}",
+        info.agent_version,
+        if info.debug_kernels { "on" } else { "off" }
+    );
+    let _ = writeln!(out, "backends:");
+    for b in &info.backends {
+        if b.available {
+            let _ = writeln!(
+                out,
+                "  {:<8} available  ({} kernels)",
+                b.name,
+                b.kernels.len()
+            );
+        } else {
+            let _ = writeln!(out, "  {:<8} unavailable: {}", b.name, b.reason);
+        }
+    }
+    let _ = writeln!(out, "devices:");
+    if info.devices.is_empty() {
+        let _ = writeln!(out, "  none");
+    }
+    for d in &info.devices {
+        device_line(&mut out, d);
+    }
+    let _ = writeln!(out, "kernels:");
+    for k in &info.kernels {
+        let params: Vec<String> = k
+            .params
+            .iter()
+            .map(|p| format!("{}={}", p.name, p.default_value))
+            .collect();
+        let _ = writeln!(
+            out,
+            "  {:<24} [{}] {}  {}",
+            k.name,
+            k.variants.join(","),
+            params.join(" "),
+            if k.host_only { "(cpu only)" } else { "" }
+        );
+    }
+    let _ = writeln!(out, "power sources:");
+    if info.power_sources.is_empty() {
+        let _ = writeln!(out, "  none");
+    }
+    for p in &info.power_sources {
+        let state = if p.available {
+            "available".to_string()
+        } else {
+            format!("unavailable: {}", p.reason)
+        };
+        let _ = writeln!(out, "  {} ({}) {}", p.name, p.scope, state);
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::v1::{BackendStatus, HostInfo};
+
+    #[test]
+    fn lists_unavailable_backends_with_reason() {
+        let info = AgentInfo {
+            host: Some(HostInfo {
+                hostname: "rig1".into(),
+                ..Default::default()
+            }),
+            backends: vec![
+                BackendStatus {
+                    name: "cpu".into(),
+                    available: true,
+                    ..Default::default()
+                },
+                BackendStatus {
+                    name: "hip".into(),
+                    available: false,
+                    reason: "no HIP device (hipErrorNoDevice)".into(),
+                    kernels: vec![],
+                },
+            ],
+            ..Default::default()
+        };
+        let t = agent_info_text(&info);
+        assert!(t.contains("host rig1"));
+        assert!(
+            t.contains("hip      unavailable: no HIP device (hipErrorNoDevice)"),
+            "{t}"
+        );
+        assert!(t.contains("devices:\n  none"));
+    }
+}

@@ -1,0 +1,25 @@
+//! gpufleet's wire contract: the `gpufleet.v1` protobuf package compiled to
+//! Rust (tonic services, prost messages) plus small conversions.
+//!
+//! # Layout
+//! - `gpufleet/v1/agent.proto`: the `Agent` service (Describe, Run, Cancel,
+//!   StreamPower) and its messages; the source of truth.
+//! - [`v1`]: the generated code.
+//! - [`convert`]: string names of the enums (`ok`, `compute_only`, ...) used by
+//!   the CLI, the store and the JSON outputs, so every part spells them alike.
+//!
+//! This crate holds no logic: validation lives in `gpufleet-kernels`, the
+//! service in `gpufleet-agent`.
+
+pub mod convert;
+pub mod display;
+
+/// Generated code of package `gpufleet.v1`.
+#[allow(clippy::all, missing_docs)]
+pub mod v1 {
+    tonic::include_proto!("gpufleet.v1");
+}
+
+/// Encoded `FileDescriptorSet` of the package, for gRPC server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/gpufleet_v1_descriptor.bin"));
