@@ -331,8 +331,7 @@ async fn queue_is_bounded_and_runs_can_be_cancelled() {
             spec: Some(hang.clone()),
         })
         .await
-        .err()
-        .expect("queue full");
+        .expect_err("queue full");
     assert_eq!(st.code(), tonic::Code::ResourceExhausted, "{st:?}");
     let dup = c
         .run(pb::RunRequest {
@@ -340,8 +339,7 @@ async fn queue_is_bounded_and_runs_can_be_cancelled() {
             spec: Some(hang),
         })
         .await
-        .err()
-        .expect("duplicate");
+        .expect_err("duplicate");
     assert_eq!(dup.code(), tonic::Code::AlreadyExists);
 
     assert!(
@@ -393,8 +391,7 @@ async fn token_is_required_when_configured() {
     let st = c
         .describe(pb::DescribeRequest {})
         .await
-        .err()
-        .expect("no token");
+        .expect_err("no token");
     assert_eq!(st.code(), tonic::Code::Unauthenticated);
     let mut req = tonic::Request::new(pb::DescribeRequest {});
     req.metadata_mut()

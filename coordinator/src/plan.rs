@@ -143,7 +143,10 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
 mod tests {
     use super::*;
 
-    fn target(name: &str, backends: Vec<(&str, bool, Vec<(&str, Vec<&str>)>)>) -> Target {
+    /// (backend, available, [(kernel, [variants])])
+    type BackendSpec<'a> = (&'a str, bool, Vec<(&'a str, Vec<&'a str>)>);
+
+    fn target(name: &str, backends: Vec<BackendSpec>) -> Target {
         let strs = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         Target {
             agent: name.into(),
