@@ -476,3 +476,87 @@ fn demo_runs_the_smoke_suite_all_ok() {
         assert!(table.contains(k), "{k} missing: {table}");
     }
 }
+
+/// Children of `pid`, from /proc.
+fn children_of(pid: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(child) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{child}/stat")) else {
+            continue;
+        };
+        // Field 4 (after the parenthesised command) is the parent pid.
+        let after = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        if after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok())
+            == Some(pid)
+        {
+            out.push(child);
+        }
+    }
+    out
+}
+
+#[test]
+fn a_hung_worker_dies_with_its_agent() {
+    let mut agent = AgentProc::start(true);
+    let (_dir, db) = tmp_db();
+    ok_stdout(&gpufleet(&db, &["agents", "add", "rig1", &agent.url]));
+    let mut run = Command::new(BIN)
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "run",
+            "--agent",
+            "rig1",
+            "--kernel",
+            "debug_hang",
+            "--timeout-s",
+            "120",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let agent_pid = agent.child.id();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let workers = loop {
+        let w = children_of(agent_pid);
+        if !w.is_empty() || std::time::Instant::now() > deadline {
+            break w;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(!workers.is_empty(), "the hang run started a worker");
+    agent.kill();
+    let gone = (0..100).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        workers.iter().all(|w| {
+            std::fs::read_to_string(format!("/proc/{w}/stat"))
+                .map(|s| {
+                    s.rsplit_once(')')
+                        .map(|(_, r)| r.trim_start().starts_with('Z'))
+                        .unwrap_or(true)
+                })
+                .unwrap_or(true)
+        })
+    });
+    assert!(gone, "worker {workers:?} outlived its agent");
+    // The coordinator records the lost run instead of hanging.
+    let status = run.wait().unwrap();
+    assert_eq!(status.code(), Some(1));
+    let rows = Store::open(&db)
+        .unwrap()
+        .results(&ResultFilter::default())
+        .unwrap();
+    assert_eq!(rows[0].record.status, "error");
+    assert!(
+        rows[0].record.message.contains("agent unreachable"),
+        "{}",
+        rows[0].record.message
+    );
+}

@@ -63,7 +63,8 @@ fn spawn(
     extra: &[&str],
     env: &BTreeMap<String, String>,
 ) -> Result<Child, SpawnError> {
-    Command::new(&cmd.program)
+    let mut command = Command::new(&cmd.program);
+    command
         .args(&cmd.args)
         .args(extra)
         .envs(env)
@@ -73,12 +74,23 @@ fn spawn(
         // Own process group, so the watchdog can kill everything the
         // driver spawned along with the worker.
         .process_group(0)
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|source| SpawnError {
-            program: cmd.program.display().to_string(),
-            source,
-        })
+        .kill_on_drop(true);
+    #[cfg(target_os = "linux")]
+    // SAFETY: the closure runs in the forked child before exec and only
+    // calls prctl, which is async-signal-safe. It makes the kernel kill the
+    // worker if the agent dies, so a hung worker never outlives its agent.
+    unsafe {
+        command.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+    command.spawn().map_err(|source| SpawnError {
+        program: cmd.program.display().to_string(),
+        source,
+    })
 }
 
 /// Kills the worker's whole process group.
