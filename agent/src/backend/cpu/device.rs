@@ -43,7 +43,9 @@ pub fn discover() -> DeviceInfo {
     let (fp32, fp32_source) = if clock_mhz > 0 {
         (
             cores as f64 * clock_mhz as f64 * 1e6 * fpc,
-            format!("formula: {cores} cores × {clock_mhz} MHz × {fpc} flop/cycle ({fpc_note})"),
+            format!(
+                "formula: {cores} cores × {clock_mhz} MHz × {fpc} flop/cycle ({fpc_note}); the reported clock, so boost can exceed it"
+            ),
         )
     } else {
         (0.0, "unknown: no clock reported".to_string())

@@ -300,18 +300,7 @@ mod tests {
         ("blocked", gemm_blocked),
     ];
 
-    /// Deterministic values in [-1, 1) from a 64-bit LCG.
-    fn data(len: usize, seed: u64) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
-            })
-            .collect()
-    }
+    use crate::backend::cpu::ops::test_data as data;
 
     /// Checks `c` against an f64 reference, allowing f32 rounding of a k-term dot product.
     fn check(name: &str, a: &[f32], b: &[f32], c: &[f32], m: usize, n: usize, k: usize) {

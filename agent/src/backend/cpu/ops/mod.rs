@@ -83,3 +83,18 @@ fn checked_len(what: &str, a: usize, b: usize) -> usize {
     a.checked_mul(b)
         .unwrap_or_else(|| panic!("{what}: {a}×{b} overflows usize"))
 }
+
+/// Deterministic test values in [-1, 1) from a 64-bit LCG, shared by the
+/// ops' unit tests.
+#[cfg(test)]
+fn test_data(len: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    (0..len)
+        .map(|_| {
+            s = s
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+        })
+        .collect()
+}
