@@ -10,7 +10,7 @@ use std::net::SocketAddr;
 /// process with a watchdog, so a crashing or hanging driver becomes a result,
 /// not a dead agent.
 #[derive(Debug, Parser)]
-#[command(name = "gpufleet-agent", version, about, long_about = None)]
+#[command(name = "gpufleet-agent", version)]
 pub struct Cli {
     /// Address to listen on. Anything other than loopback requires --token.
     #[arg(long, default_value = "127.0.0.1:50051", env = "GPUFLEET_AGENT_LISTEN")]

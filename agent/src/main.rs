@@ -8,7 +8,14 @@ use gpufleet_agent::isolation::{WorkerCommand, child};
 use gpufleet_agent::{AgentConfig, AgentCore};
 use std::time::Duration;
 
-fn main() -> anyhow::Result<()> {
+fn main() {
+    if let Err(e) = real_main() {
+        eprintln!("error: {e:#}");
+        std::process::exit(2);
+    }
+}
+
+fn real_main() -> anyhow::Result<()> {
     let args: Vec<String> = std::env::args().collect();
     // Worker processes re-enter this binary before any parsing or runtime.
     if args.get(1).map(String::as_str) == Some("worker") {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 /// add`, then run suites and compare. Every result is validated against an
 /// f64 reference and stored in one SQLite file.
 #[derive(Debug, Parser)]
-#[command(name = "gpufleet", version, about, long_about = None)]
+#[command(name = "gpufleet", version)]
 pub struct Cli {
     /// The results database (SQLite; created if missing).
     #[arg(
