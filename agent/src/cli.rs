@@ -28,6 +28,10 @@ pub struct Cli {
     /// declared unavailable.
     #[arg(long, default_value_t = 30.0)]
     pub discovery_timeout_s: f64,
+    /// Where compiled programs and tuned parameters are cached (default:
+    /// $XDG_CACHE_HOME/gpufleet or ~/.cache/gpufleet).
+    #[arg(long, env = "GPUFLEET_CACHE_DIR")]
+    pub cache_dir: Option<std::path::PathBuf>,
     #[command(subcommand)]
     pub command: Option<Command>,
 }

@@ -22,6 +22,7 @@
 #![warn(unsafe_op_in_unsafe_fn)]
 
 pub mod backend;
+pub mod cache;
 pub mod env;
 pub mod error;
 pub mod inventory;

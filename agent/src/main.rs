@@ -33,7 +33,13 @@ fn real_main() -> anyhow::Result<()> {
 }
 
 async fn run(cli: cli::Cli) -> anyhow::Result<()> {
-    let mut config = AgentConfig::new(WorkerCommand::current_exe(&["worker"])?);
+    let mut worker = WorkerCommand::current_exe(&["worker"])?;
+    if let Some(dir) = &cli.cache_dir {
+        worker
+            .env
+            .push(("GPUFLEET_CACHE_DIR".into(), dir.display().to_string()));
+    }
+    let mut config = AgentConfig::new(worker);
     config.enable_debug_kernels = cli.enable_debug_kernels;
     config.queue_capacity = cli.queue_capacity;
     config.token = cli.token.filter(|t| !t.is_empty());

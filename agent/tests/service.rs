@@ -1,102 +1,13 @@
 //! The agent over real loopback gRPC with real worker processes: results,
 //! the three debug kernels, bad input, queueing, cancellation, token, health.
 
-use gpufleet_agent::isolation::WorkerCommand;
-use gpufleet_agent::{AgentConfig, AgentCore};
+mod common;
+
+use common::{client, refused, run, spec, start};
 use gpufleet_proto::v1 as pb;
-use pb::agent_client::AgentClient;
-use std::collections::HashMap;
 use std::time::{Duration, Instant};
 use tokio_stream::StreamExt;
 use tonic::transport::Channel;
-
-struct TestAgent {
-    url: String,
-    _stop: tokio::sync::oneshot::Sender<()>,
-}
-
-async fn start(configure: impl FnOnce(&mut AgentConfig)) -> TestAgent {
-    let worker = WorkerCommand {
-        program: env!("CARGO_BIN_EXE_gpufleet-agent").into(),
-        args: vec!["worker".into()],
-    };
-    let mut config = AgentConfig::new(worker);
-    config.enable_debug_kernels = true;
-    configure(&mut config);
-    let core = AgentCore::start(config).await;
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let url = format!("http://{}", listener.local_addr().unwrap());
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    tokio::spawn(gpufleet_agent::serve(
-        listener,
-        async {
-            let _ = rx.await;
-        },
-        core,
-    ));
-    TestAgent { url, _stop: tx }
-}
-
-async fn client(a: &TestAgent) -> AgentClient<Channel> {
-    AgentClient::connect(a.url.clone()).await.unwrap()
-}
-
-fn spec(kernel: &str, params: &[(&str, i64)]) -> pb::RunSpec {
-    pb::RunSpec {
-        kernel: kernel.into(),
-        params: params
-            .iter()
-            .map(|(k, v)| (k.to_string(), *v))
-            .collect::<HashMap<_, _>>(),
-        device_id: "cpu:0".into(),
-        warmup: 1,
-        min_iterations: 3,
-        min_seconds: 0.01,
-        timeout_s: 30.0,
-        seed: 7,
-        ..Default::default()
-    }
-}
-
-/// Runs a spec and returns (progress phases, the one result).
-async fn run(
-    c: &mut AgentClient<Channel>,
-    id: &str,
-    s: pb::RunSpec,
-) -> (Vec<String>, pb::RunResult) {
-    let mut stream = c
-        .run(pb::RunRequest {
-            run_id: id.into(),
-            spec: Some(s),
-        })
-        .await
-        .expect("run accepted")
-        .into_inner();
-    let mut phases = Vec::new();
-    let mut results = Vec::new();
-    while let Some(ev) = stream.next().await {
-        match ev.expect("stream item").event {
-            Some(pb::run_event::Event::Progress(p)) => phases.push(p.phase),
-            Some(pb::run_event::Event::Result(r)) => results.push(r),
-            _ => {}
-        }
-    }
-    assert_eq!(results.len(), 1, "exactly one result");
-    (phases, results.pop().unwrap())
-}
-
-async fn refused(c: &mut AgentClient<Channel>, s: pb::RunSpec) -> tonic::Status {
-    match c
-        .run(pb::RunRequest {
-            run_id: String::new(),
-            spec: Some(s),
-        })
-        .await
-    {
-        Ok(_) => panic!("expected a refusal"),
-        Err(status) => status,
-    }
-}
 
 #[tokio::test]
 async fn describe_lists_host_cpu_device_and_kernels() {

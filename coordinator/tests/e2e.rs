@@ -30,7 +30,12 @@ impl AgentProc {
         if debug {
             cmd.arg("--enable-debug-kernels");
         }
+        // Tests never touch the user's cache.
         let mut child = cmd
+            .env(
+                "GPUFLEET_CACHE_DIR",
+                std::env::temp_dir().join("gpufleet-e2e-cache"),
+            )
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
@@ -106,8 +111,18 @@ fn suite_run_compare_and_results_through_the_cli() {
     let out = gpufleet(
         &db,
         &[
-            "run", "--suite", "smoke", "--agent", "rig1", "--kernel", "gemm", "--kernel",
-            "softmax", "--json",
+            "run",
+            "--suite",
+            "smoke",
+            "--agent",
+            "rig1",
+            "--backend",
+            "cpu",
+            "--kernel",
+            "gemm",
+            "--kernel",
+            "softmax",
+            "--json",
         ],
     );
     let results: serde_json::Value = serde_json::from_str(&ok_stdout(&out)).unwrap();
@@ -180,6 +195,8 @@ fn adhoc_runs_and_debug_kernels_are_stored_with_their_status() {
             "run",
             "--agent",
             "rig1",
+            "--backend",
+            "cpu",
             "--json",
             "--min-seconds",
             "0.01",
@@ -414,7 +431,10 @@ async fn an_agent_dying_mid_campaign_loses_only_its_jobs() {
         description: "test".into(),
         runs,
         agents: vec![a, b],
-        selection: Selection::default(),
+        selection: Selection {
+            backends: vec!["cpu".into()],
+            ..Default::default()
+        },
         retry: RetryPolicy {
             retries: 1,
             backoff: Duration::from_millis(100),
@@ -461,16 +481,30 @@ fn demo_runs_the_smoke_suite_all_ok() {
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
         .arg("demo")
+        .env("GPUFLEET_CACHE_DIR", dir.path().join("cache"))
         .current_dir(dir.path())
         .output()
         .unwrap();
     let table = ok_stdout(&out);
     assert!(dir.path().join("gpufleet.db").exists());
     let rows: Vec<&str> = table.lines().skip(2).collect();
-    assert!(rows.len() >= 15, "a row per kernel and variant: {table}");
+    assert!(
+        rows.len() >= 18,
+        "a row per kernel, variant and backend: {table}"
+    );
+    let mut backends = std::collections::BTreeSet::new();
     for r in &rows {
         let cols: Vec<&str> = r.split_whitespace().collect();
-        assert!(cols.contains(&"ok") && cols.contains(&"cpu"), "{r}");
+        assert!(cols.contains(&"ok"), "{r}");
+        let b = ["cpu", "opencl"].into_iter().find(|b| cols.contains(b));
+        backends.insert(b.unwrap_or_else(|| panic!("no backend in {r}")));
+    }
+    // Every local backend the demo found ran the suite.
+    let found = String::from_utf8_lossy(&out.stderr);
+    for b in ["cpu", "opencl"] {
+        if found.contains(&format!("backend {b:<8} available")) {
+            assert!(backends.contains(b), "{b} available but not in the table");
+        }
     }
     for k in ["gemm", "conv2d", "softmax", "memlat_cpu", "triad", "noop"] {
         assert!(table.contains(k), "{k} missing: {table}");

@@ -36,6 +36,7 @@ mod check;
 mod error;
 mod inputs;
 mod problem;
+pub mod sources;
 mod suite;
 mod types;
 

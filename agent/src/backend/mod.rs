@@ -13,6 +13,8 @@
 //! Adding a backend: a new folder, an entry in [`all`], nothing else.
 
 pub mod cpu;
+pub mod opencl;
+pub mod peaks;
 
 use gpufleet_kernels::{Buffer, Problem};
 use serde::{Deserialize, Serialize};
@@ -151,7 +153,10 @@ pub trait PreparedKernel {
 
 /// Every backend compiled into this binary, in the order they are listed.
 pub fn all() -> Vec<Box<dyn Backend>> {
-    vec![Box::new(cpu::CpuBackend::new())]
+    vec![
+        Box::new(cpu::CpuBackend::new()),
+        Box::new(opencl::OpenClBackend),
+    ]
 }
 
 /// The backend called `name`, if this binary has it.

@@ -22,10 +22,13 @@ use std::path::PathBuf;
 /// How to start a worker: the program and the arguments that select its
 /// worker entry (`gpufleet-agent worker`, or `gpufleet agent-worker` when the
 /// agent is embedded in the coordinator for `gpufleet demo`).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct WorkerCommand {
     pub program: PathBuf,
     pub args: Vec<String>,
+    /// Variables every worker gets from the agent itself (the cache dir),
+    /// applied before a run's own overrides.
+    pub env: Vec<(String, String)>,
 }
 
 impl WorkerCommand {
@@ -37,6 +40,7 @@ impl WorkerCommand {
         Ok(WorkerCommand {
             program: std::env::current_exe()?,
             args: args.iter().map(|s| s.to_string()).collect(),
+            env: Vec::new(),
         })
     }
 }

@@ -67,6 +67,7 @@ fn spawn(
     command
         .args(&cmd.args)
         .args(extra)
+        .envs(cmd.env.iter().map(|(k, v)| (k, v)))
         .envs(env)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

@@ -1,0 +1,438 @@
+//! Building, binding and launching plans; the GEMM autotuner.
+
+use super::device::Found;
+use super::ffi::{self, ArgValue, driver};
+use super::plan::{self, Arg, GemmTuning, Plan, Storage};
+use crate::backend::{BackendError, Mode, PreparedKernel};
+use crate::cache;
+use gpufleet_kernels::{Buffer, KernelId, Problem};
+use opencl3::command_queue::{CL_QUEUE_PROFILING_ENABLE, CommandQueue};
+use opencl3::context::Context;
+use opencl3::kernel::Kernel;
+use opencl3::memory::Buffer as ClBuffer;
+use opencl3::program::Program;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Host data of one buffer in its device storage format.
+fn to_bytes(b: &Buffer, storage: Storage) -> Vec<u8> {
+    match (b, storage) {
+        (Buffer::F32(v), Storage::F16) => v
+            .iter()
+            .flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes())
+            .collect(),
+        (Buffer::F32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        (Buffer::U32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    }
+}
+
+fn from_bytes(bytes: &[u8], storage: Storage) -> Buffer {
+    match storage {
+        Storage::F32 => Buffer::F32(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
+        Storage::F16 => Buffer::F32(
+            bytes
+                .chunks_exact(2)
+                .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect(),
+        ),
+        Storage::U32 => Buffer::U32(
+            bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
+    }
+}
+
+fn storage_size(s: Storage) -> usize {
+    match s {
+        Storage::F16 => 2,
+        Storage::F32 | Storage::U32 => 4,
+    }
+}
+
+/// Builds `plan`'s program, from the binary cache when possible. Returns
+/// the program and whether the cache hit.
+fn build(
+    ctx: &Context,
+    found: &Found,
+    plan: &Plan,
+    kernel_name: &str,
+) -> Result<(Program, bool), BackendError> {
+    let key = cache::fnv64(&[
+        found.fingerprint.as_bytes(),
+        plan.options.as_bytes(),
+        plan.source.as_bytes(),
+        env!("CARGO_PKG_VERSION").as_bytes(),
+    ]);
+    let path: PathBuf = cache::dir().join("opencl").join(format!("{key:016x}.bin"));
+    if let Ok(bin) = std::fs::read(&path)
+        && let Ok(p) = Program::create_and_build_from_binary(ctx, &[&bin], &plan.options)
+    {
+        return Ok((p, true));
+    }
+    let mut program = Program::create_from_source(ctx, &plan.source)
+        .map_err(|e| driver(format!("clCreateProgramWithSource({})", plan.program), e))?;
+    if program.build(ctx.devices(), &plan.options).is_err() {
+        let log = program.get_build_log(found.id).unwrap_or_default();
+        return Err(BackendError::Compile {
+            backend: "opencl".into(),
+            kernel: kernel_name.to_string(),
+            log: format!("{} with `{}`:\n{}", plan.program, plan.options, log.trim()),
+        });
+    }
+    if let Ok(bins) = program.get_binaries()
+        && let Some(bin) = bins.into_iter().next().filter(|b| !b.is_empty())
+    {
+        if let Some(parent) = path.parent() {
+            let _ = std::fs::create_dir_all(parent);
+        }
+        // Write then rename, so a concurrent reader never sees half a file.
+        let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+        if std::fs::write(&tmp, &bin).is_ok() {
+            let _ = std::fs::rename(&tmp, &path);
+        }
+    }
+    Ok((program, false))
+}
+
+/// A plan with its program built and its buffers and arguments bound.
+struct Bound {
+    queue: CommandQueue,
+    _program: Program,
+    kernels: Vec<(Kernel, plan::Launch)>,
+    inputs: Vec<ClBuffer<u8>>,
+    output: ClBuffer<u8>,
+    _scratch: Vec<ClBuffer<u8>>,
+    output_bytes: usize,
+    cache_hit: bool,
+}
+
+impl Bound {
+    fn new(
+        ctx: &Context,
+        found: &Found,
+        plan: &Plan,
+        problem: &Problem,
+        host: &[Vec<u8>],
+    ) -> Result<Bound, BackendError> {
+        let queue = CommandQueue::create_default(ctx, CL_QUEUE_PROFILING_ENABLE)
+            .map_err(|e| driver("clCreateCommandQueue", e))?;
+        let (program, cache_hit) = build(ctx, found, plan, problem.kernel.name)?;
+        let mut inputs = Vec::with_capacity(host.len());
+        for data in host {
+            let mut b = ffi::buffer(ctx, data.len())?;
+            ffi::write(&queue, &mut b, data, true)?;
+            inputs.push(b);
+        }
+        let output_bytes = problem.output_len() * storage_size(plan.output_storage);
+        let output = ffi::buffer(ctx, output_bytes)?;
+        let scratch = plan
+            .scratch_bytes
+            .iter()
+            .map(|&n| ffi::buffer(ctx, n))
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut kernels = Vec::new();
+        for l in &plan.launches {
+            let k = Kernel::create(&program, &l.kernel)
+                .map_err(|e| driver(format!("clCreateKernel({})", l.kernel), e))?;
+            let args: Vec<ArgValue> = l
+                .args
+                .iter()
+                .map(|a| match a {
+                    Arg::Input(i) => ArgValue::Mem(&inputs[*i]),
+                    Arg::Output => ArgValue::Mem(&output),
+                    Arg::Scratch(i) => ArgValue::Mem(&scratch[*i]),
+                    Arg::Int(v) => ArgValue::Int(*v),
+                    Arg::Float(v) => ArgValue::Float(*v),
+                    Arg::Local(n) => ArgValue::Local(*n),
+                })
+                .collect();
+            ffi::set_args(&k, &l.kernel, &args)?;
+            kernels.push((k, l.clone()));
+        }
+        Ok(Bound {
+            queue,
+            _program: program,
+            kernels,
+            inputs,
+            output,
+            _scratch: scratch,
+            output_bytes,
+            cache_hit,
+        })
+    }
+
+    /// One iteration; the device time from the first command's start to the
+    /// last one's end (profiling events).
+    fn run(
+        &mut self,
+        uploads: Option<&[Vec<u8>]>,
+        readback: bool,
+    ) -> Result<Duration, BackendError> {
+        let mut events = Vec::new();
+        if let Some(host) = uploads {
+            for (b, data) in self.inputs.iter_mut().zip(host) {
+                events.extend(ffi::write(&self.queue, b, data, false)?);
+            }
+        }
+        for (k, l) in &self.kernels {
+            events.push(ffi::launch(
+                &self.queue,
+                k,
+                &l.kernel,
+                &l.global,
+                l.local.as_deref(),
+            )?);
+        }
+        if readback {
+            let mut out = vec![0u8; self.output_bytes];
+            events.extend(ffi::read(&self.queue, &self.output, &mut out)?);
+        }
+        self.queue.finish().map_err(|e| driver("clFinish", e))?;
+        let (Some(first), Some(last)) = (events.first(), events.last()) else {
+            return Ok(Duration::ZERO);
+        };
+        let start = first
+            .profiling_command_start()
+            .map_err(|e| driver("clGetEventProfilingInfo(START)", e))?;
+        let end = last
+            .profiling_command_end()
+            .map_err(|e| driver("clGetEventProfilingInfo(END)", e))?;
+        Ok(Duration::from_nanos(end.saturating_sub(start)))
+    }
+
+    fn output(&self, storage: Storage) -> Result<Buffer, BackendError> {
+        let mut out = vec![0u8; self.output_bytes];
+        ffi::read(&self.queue, &self.output, &mut out)?;
+        Ok(from_bytes(&out, storage))
+    }
+}
+
+/// A prepared OpenCL kernel.
+pub struct OpenClKernel {
+    _ctx: Context,
+    bound: Bound,
+    host: Vec<Vec<u8>>,
+    mode: Mode,
+    output_storage: Storage,
+    config: BTreeMap<String, String>,
+}
+
+/// Seconds the GEMM autotuner may spend on one problem class.
+fn tune_budget() -> Duration {
+    let s = std::env::var("GPUFLEET_TUNE_BUDGET_S")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(8.0);
+    Duration::from_secs_f64(s.clamp(0.0, 600.0))
+}
+
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
+struct TunedEntry {
+    tuning: GemmTuning,
+    #[serde(default)]
+    seconds: f64,
+    #[serde(default)]
+    candidates: usize,
+}
+
+fn tuning_path() -> PathBuf {
+    cache::dir().join("opencl").join("gemm_tuning.json")
+}
+
+fn tuning_key(found: &Found, p: &Problem) -> String {
+    let size = p.param("m").max(p.param("n")).max(p.param("k")).max(1);
+    let bucket = 1i64 << (64 - (size - 1).leading_zeros()).min(62);
+    format!(
+        "{:016x}|gemm|{}|{bucket}",
+        cache::fnv64(&[found.fingerprint.as_bytes()]),
+        p.dtype.name()
+    )
+}
+
+fn load_tunings() -> BTreeMap<String, TunedEntry> {
+    std::fs::read(tuning_path())
+        .ok()
+        .and_then(|b| serde_json::from_slice(&b).ok())
+        .unwrap_or_default()
+}
+
+fn store_tuning(key: &str, e: &TunedEntry) {
+    let mut all = load_tunings();
+    all.insert(key.to_string(), e.clone());
+    let path = tuning_path();
+    if let Some(parent) = path.parent() {
+        let _ = std::fs::create_dir_all(parent);
+    }
+    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    if std::fs::write(&tmp, serde_json::to_vec_pretty(&all).unwrap_or_default()).is_ok() {
+        let _ = std::fs::rename(&tmp, &path);
+    }
+}
+
+/// Searches the blocked GEMM's parameters on the real problem: each valid
+/// candidate is built, timed (median of 3) and validated; the fastest valid
+/// one wins. Bounded by [`tune_budget`].
+fn autotune(
+    ctx: &Context,
+    found: &Found,
+    problem: &Problem,
+    inputs: &[Buffer],
+    host: &[Vec<u8>],
+) -> Result<TunedEntry, BackendError> {
+    let started = Instant::now();
+    let budget = tune_budget();
+    let mut best: Option<(Duration, GemmTuning)> = None;
+    let mut tried = 0;
+    let mut last_err = None;
+    for cand in plan::gemm_candidates(&found.caps) {
+        if tried > 0 && started.elapsed() > budget {
+            break;
+        }
+        tried += 1;
+        let Ok(p) = plan::plan(problem, &found.caps, Some(&cand)) else {
+            continue;
+        };
+        let mut b = match Bound::new(ctx, found, &p, problem, host) {
+            Ok(b) => b,
+            Err(e) => {
+                last_err = Some(e);
+                continue;
+            }
+        };
+        let mut times = Vec::new();
+        for _ in 0..4 {
+            match b.run(None, false) {
+                Ok(t) => times.push(t),
+                Err(e) => {
+                    last_err = Some(e);
+                    break;
+                }
+            }
+        }
+        if times.len() < 4 {
+            continue;
+        }
+        let valid = b
+            .output(p.output_storage)
+            .map(|o| problem.check(inputs, &o).passed)
+            .unwrap_or(false);
+        if !valid {
+            continue;
+        }
+        times.remove(0);
+        times.sort();
+        let t = times[1];
+        if best.is_none_or(|(bt, _)| t < bt) {
+            best = Some((t, cand));
+        }
+    }
+    match best {
+        Some((_, tuning)) => Ok(TunedEntry {
+            tuning,
+            seconds: started.elapsed().as_secs_f64(),
+            candidates: tried,
+        }),
+        None => Err(last_err.unwrap_or(BackendError::Unsupported {
+            backend: "opencl".into(),
+            what: format!(
+                "gemm/blocked on {}: no tuning candidate built and validated",
+                found.info.id
+            ),
+        })),
+    }
+}
+
+impl OpenClKernel {
+    /// Builds and binds `problem` on `found` (tuning GEMM `blocked` first
+    /// when its class has no cached tuning).
+    ///
+    /// # Errors
+    /// `Unsupported`, `Compile`, `OutOfMemory` or `Driver`.
+    pub fn new(
+        found: &Found,
+        problem: &Problem,
+        inputs: &[Buffer],
+        mode: Mode,
+    ) -> Result<Self, BackendError> {
+        let ctx = Context::from_device(&opencl3::device::Device::new(found.id))
+            .map_err(|e| driver("clCreateContext", e))?;
+        let base =
+            plan::plan(problem, &found.caps, None).map_err(|e| BackendError::Unsupported {
+                backend: "opencl".into(),
+                what: e.0,
+            })?;
+        let host: Vec<Vec<u8>> = inputs
+            .iter()
+            .zip(&base.input_storage)
+            .map(|(b, s)| to_bytes(b, *s))
+            .collect();
+        let mut config = BTreeMap::new();
+        let plan = if problem.id() == KernelId::Gemm && problem.variant == "blocked" {
+            let key = tuning_key(found, problem);
+            let entry = match load_tunings().remove(&key) {
+                Some(e) => {
+                    config.insert("tuning".into(), "cached".into());
+                    e
+                }
+                None => {
+                    let e = autotune(&ctx, found, problem, inputs, &host)?;
+                    config.insert(
+                        "tuning".into(),
+                        format!("searched {} candidates in {:.1} s", e.candidates, e.seconds),
+                    );
+                    store_tuning(&key, &e);
+                    e
+                }
+            };
+            plan::plan(problem, &found.caps, Some(&entry.tuning)).map_err(|e| {
+                BackendError::Unsupported {
+                    backend: "opencl".into(),
+                    what: e.0,
+                }
+            })?
+        } else {
+            base
+        };
+        let bound = Bound::new(&ctx, found, &plan, problem, &host)?;
+        config.extend(plan.config.clone());
+        config.insert("program".into(), plan.program.clone());
+        config.insert("build_options".into(), plan.options.clone());
+        config.insert(
+            "binary_cache".into(),
+            if bound.cache_hit { "hit" } else { "miss" }.into(),
+        );
+        Ok(OpenClKernel {
+            _ctx: ctx,
+            bound,
+            host,
+            mode,
+            output_storage: plan.output_storage,
+            config,
+        })
+    }
+}
+
+impl PreparedKernel for OpenClKernel {
+    fn run(&mut self) -> Result<Duration, BackendError> {
+        match self.mode {
+            Mode::ComputeOnly => self.bound.run(None, false),
+            Mode::WithTransfers => self.bound.run(Some(&self.host), true),
+        }
+    }
+
+    fn output(&mut self) -> Result<Buffer, BackendError> {
+        self.bound.output(self.output_storage)
+    }
+
+    fn config(&self) -> BTreeMap<String, String> {
+        self.config.clone()
+    }
+}

@@ -1,0 +1,66 @@
+//! The `opencl` backend: Clover, rusticl, ROCm, PoCL and NVIDIA through one
+//! code path.
+//!
+//! Internals: `libOpenCL.so.1` is loaded at run time (opencl3's `dynamic`
+//! feature), so a host without it lists the backend as unavailable with the
+//! reason. Discovery walks every platform's devices and takes the PCI bus id
+//! from `cl_khr_pci_bus_info`, `CL_DEVICE_TOPOLOGY_AMD` or
+//! `cl_nv_device_attribute_query`. Each catalog kernel becomes a [`plan`]:
+//! the source from `kernels/opencl/`, build options (`-cl-std=CL1.1` where
+//! that is all the device speaks), buffers and launches. Programs are built
+//! once per device fingerprint, options and source hash and their binaries
+//! cached under the agent cache dir. Times come from profiling events
+//! (start of the first command to end of the last). GEMM `blocked` is tuned
+//! per device and size class by [`kernel`]'s autotuner and the winner cached.
+
+pub mod device;
+pub mod ffi;
+pub mod kernel;
+pub mod plan;
+
+use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel};
+use gpufleet_kernels::{Buffer, Problem};
+
+/// The OpenCL backend.
+#[derive(Debug, Default)]
+pub struct OpenClBackend;
+
+impl Backend for OpenClBackend {
+    fn name(&self) -> &'static str {
+        "opencl"
+    }
+
+    fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {
+        Ok(device::enumerate()?.into_iter().map(|f| f.info).collect())
+    }
+
+    fn kernels(&self) -> Vec<KernelSupport> {
+        plan::supported()
+            .into_iter()
+            .map(|(k, v, d)| KernelSupport {
+                kernel: k.to_string(),
+                variants: v.into_iter().map(str::to_string).collect(),
+                dtypes: d.into_iter().map(str::to_string).collect(),
+            })
+            .collect()
+    }
+
+    fn prepare(
+        &self,
+        info: &DeviceInfo,
+        problem: &Problem,
+        inputs: &[Buffer],
+        mode: Mode,
+    ) -> Result<Box<dyn PreparedKernel>, BackendError> {
+        let found = device::enumerate()?
+            .into_iter()
+            .find(|f| f.info.id == info.id)
+            .ok_or_else(|| BackendError::Unavailable {
+                backend: "opencl".into(),
+                reason: format!("device {} is no longer present", info.id),
+            })?;
+        Ok(Box::new(kernel::OpenClKernel::new(
+            &found, problem, inputs, mode,
+        )?))
+    }
+}
