@@ -1,0 +1,404 @@
+//! Unit tests of the planners: pure, no device.
+
+use super::*;
+use gpufleet_kernels::catalog;
+
+fn caps(max_wg: usize, local: u64, c: (u32, u32), multiple: usize) -> DeviceCaps {
+    DeviceCaps {
+        max_work_group_size: max_wg,
+        local_mem_bytes: local,
+        fp16: false,
+        opencl_c: c,
+        vendor: "test".into(),
+        compute_units: 8,
+        preferred_multiple: multiple,
+    }
+}
+
+/// An NVIDIA-like GPU, a CPU (PoCL), Clover on an old Radeon, and a very small device.
+fn devices() -> Vec<DeviceCaps> {
+    vec![
+        caps(1024, 48 * 1024, (1, 2), 32),
+        caps(4096, 512 * 1024, (1, 2), 8),
+        caps(256, 32 * 1024, (1, 1), 64),
+        caps(64, 4 * 1024, (1, 1), 1),
+    ]
+}
+
+fn problem(kernel: &str, variant: &str, params: &[(&str, i64)], dtype: &str) -> Problem {
+    let params = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    Problem::new(kernel, variant, &params, dtype, true).unwrap()
+}
+
+fn define(plan: &Plan, name: &str) -> Option<String> {
+    plan.options.split(' ').find_map(|o| {
+        let rest = o.strip_prefix("-D")?.strip_prefix(name)?;
+        match rest.strip_prefix('=') {
+            Some(v) => Some(v.to_string()),
+            None => rest.is_empty().then(String::new),
+        }
+    })
+}
+
+/// Structural checks every plan must pass on `caps`.
+fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
+    let what = format!("{}/{}/{} {:?}", p.kernel.name, p.variant, p.dtype, p.params);
+    assert_eq!(plan.input_storage.len(), p.input_lens().len(), "{what}");
+    assert!(!plan.launches.is_empty(), "{what}");
+    let mut output_written = false;
+    for l in &plan.launches {
+        assert!(
+            plan.source.contains(&format!("{}(", l.kernel)),
+            "{what}: {} not in {}",
+            l.kernel,
+            plan.program
+        );
+        let local = l.local.as_ref().expect("every launch sets its local size");
+        assert_eq!(local.len(), l.global.len(), "{what}: {l:?}");
+        assert!((1..=3).contains(&l.global.len()), "{what}: {l:?}");
+        for (g, lo) in l.global.iter().zip(local) {
+            assert!(
+                *lo > 0 && g.is_multiple_of(*lo),
+                "{what}: global {g} vs local {lo}"
+            );
+        }
+        let items: usize = local.iter().product();
+        assert!(items <= caps.max_work_group_size, "{what}: {items} items");
+        for a in &l.args {
+            match a {
+                Arg::Input(i) => assert!(*i < plan.input_storage.len(), "{what}: {a:?}"),
+                Arg::Scratch(i) => assert!(*i < plan.scratch_bytes.len(), "{what}: {a:?}"),
+                Arg::Output => output_written = true,
+                Arg::Int(v) => assert!(*v >= 0, "{what}: {a:?}"),
+                Arg::Float(_) | Arg::Local(_) => {}
+            }
+        }
+    }
+    assert!(output_written, "{what}: no launch writes the output");
+    let std = if caps.opencl_c == (1, 1) {
+        "CL1.1"
+    } else {
+        "CL1.2"
+    };
+    assert!(
+        plan.options.starts_with(&format!("-cl-std={std}")),
+        "{what}: {}",
+        plan.options
+    );
+    assert!(!plan.config.is_empty(), "{what}");
+}
+
+#[test]
+fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
+    let listed = supported();
+    for k in catalog() {
+        let entry = listed.iter().find(|(name, _, _)| *name == k.name);
+        if k.host_only || (k.debug && k.name != "debug_wrong") {
+            assert!(entry.is_none(), "{} must not be listed", k.name);
+            continue;
+        }
+        let (_, variants, dtypes) = entry.unwrap_or_else(|| panic!("{} missing", k.name));
+        assert_eq!(variants.as_slice(), k.variants, "{}", k.name);
+        let names: Vec<&str> = k.dtypes.iter().map(|d| d.name()).collect();
+        assert_eq!(dtypes, &names, "{}", k.name);
+    }
+    assert_eq!(listed.len(), 14);
+}
+
+#[test]
+fn every_supported_combination_plans_on_every_device_at_default_and_awkward_sizes() {
+    let odd: &[(&str, &[(&str, i64)])] = &[
+        ("gemm", &[("m", 37), ("n", 53), ("k", 29)]),
+        ("gemm", &[("m", 1), ("n", 1), ("k", 1)]),
+        ("vec_add", &[("n", 7)]),
+        ("softmax", &[("rows", 3), ("cols", 1)]),
+        ("layernorm", &[("rows", 100_000), ("cols", 1_000_000)]),
+        (
+            "conv2d",
+            &[("batch", 3), ("height", 5), ("width", 6), ("ksize", 5)],
+        ),
+    ];
+    for caps in devices() {
+        for (kernel, variants, dtypes) in supported() {
+            for v in &variants {
+                for d in &dtypes {
+                    let sizes = odd.iter().filter(|(k, _)| *k == kernel).map(|(_, p)| *p);
+                    for params in std::iter::once(&[][..]).chain(sizes) {
+                        let p = problem(kernel, v, params, d);
+                        let plan = plan(&p, &caps, None)
+                            .unwrap_or_else(|e| panic!("{kernel}/{v}/{d} on {caps:?}: {e}"));
+                        check_plan(&p, &plan, &caps);
+                    }
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn language_version_follows_the_device_and_never_exceeds_1_2() {
+    let p = problem("vec_add", "", &[], "f32");
+    let opts = |c| plan(&p, &caps(256, 32768, c, 32), None).unwrap().options;
+    assert!(opts((1, 1)).starts_with("-cl-std=CL1.1"));
+    assert!(opts((1, 2)).starts_with("-cl-std=CL1.2"));
+    assert!(opts((3, 0)).starts_with("-cl-std=CL1.2"));
+    let err = plan(&p, &caps(256, 32768, (1, 0), 32), None).unwrap_err();
+    assert!(err.0.contains("OpenCL C 1.0"), "{err}");
+    let err = plan(&p, &caps(0, 32768, (1, 2), 32), None).unwrap_err();
+    assert!(err.0.contains("max_work_group_size=0"), "{err}");
+    let mut fp16 = caps(256, 32768, (1, 2), 32);
+    fp16.fp16 = true;
+    assert_eq!(
+        define(&plan(&p, &fp16, None).unwrap(), "GPUFLEET_HAS_FP16"),
+        Some(String::new())
+    );
+    assert_eq!(
+        define(
+            &plan(&p, &caps(256, 32768, (1, 2), 32), None).unwrap(),
+            "GPUFLEET_HAS_FP16"
+        ),
+        None
+    );
+}
+
+#[test]
+fn unsupported_kernels_and_dtypes_say_why() {
+    let gpu = &devices()[0];
+    for (kernel, word) in [
+        ("membw_cpu", "host memory"),
+        ("memlat_cpu", "host memory"),
+        ("debug_crash", "on purpose"),
+        ("debug_hang", "on purpose"),
+    ] {
+        let err = plan(&problem(kernel, "", &[], "f32"), gpu, None).unwrap_err();
+        assert!(err.0.contains(kernel) && err.0.contains(word), "{err}");
+    }
+    // Problem::new refuses these, but Problem's fields are public.
+    let mut p = problem("softmax", "", &[], "f32");
+    p.dtype = Dtype::F16;
+    let err = plan(&p, gpu, None).unwrap_err();
+    assert!(err.0.contains("dtype f16 of softmax"), "{err}");
+    let mut p = problem("gemm", "", &[], "f32");
+    p.variant = "strassen".into();
+    let err = plan(&p, gpu, None).unwrap_err();
+    assert!(
+        err.0.contains("strassen") && err.0.contains("blocked"),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_tuning_the_device_cannot_run_is_refused_with_the_limit() {
+    let small = caps(64, 4096, (1, 2), 32);
+    let p = problem("gemm", "blocked", &[], "f32");
+    let big = GemmTuning {
+        tile_m: 128,
+        tile_n: 128,
+        tile_k: 8,
+        work_m: 8,
+        work_n: 8,
+        vector: 4,
+    };
+    let err = plan(&p, &small, Some(&big)).unwrap_err();
+    assert!(
+        err.0.contains("256 work-items") && err.0.contains("max_work_group_size 64"),
+        "{err}"
+    );
+    let wide = GemmTuning {
+        tile_m: 64,
+        tile_n: 64,
+        tile_k: 16,
+        work_m: 8,
+        work_n: 8,
+        vector: 4,
+    };
+    let err = plan(&p, &small, Some(&wide)).unwrap_err();
+    assert!(err.0.contains("local memory"), "{err}");
+    let ragged = GemmTuning {
+        tile_m: 30,
+        tile_n: 32,
+        tile_k: 8,
+        work_m: 4,
+        work_n: 4,
+        vector: 4,
+    };
+    assert!(plan(&p, &devices()[0], Some(&ragged)).is_err());
+    let odd_vector = GemmTuning { vector: 3, ..wide };
+    let err = plan(&p, &devices()[1], Some(&odd_vector)).unwrap_err();
+    assert!(err.0.contains("vector=3"), "{err}");
+}
+
+#[test]
+fn candidates_respect_the_device_and_put_big_tiles_first_on_gpus() {
+    for caps in devices() {
+        let cands = gemm_candidates(&caps);
+        assert!(
+            (4..=24).contains(&cands.len()),
+            "{} candidates on {caps:?}",
+            cands.len()
+        );
+        for (i, c) in cands.iter().enumerate() {
+            assert_eq!(tuning_error(c, &caps), None, "{c:?}");
+            assert!(blocked_threads(c) <= caps.max_work_group_size);
+            assert!(blocked_local_bytes(c) <= caps.local_mem_bytes);
+            assert!(!cands[..i].contains(c), "{c:?} listed twice");
+        }
+        assert_eq!(default_gemm_tuning(&caps), cands[0]);
+    }
+    let gpu = gemm_candidates(&devices()[0]);
+    let big = |t: &GemmTuning| t.tile_m == 128 && t.tile_n == 128 && t.work_m * t.work_n == 64;
+    assert!(big(&gpu[0]), "{:?}", gpu[0]);
+    assert!(
+        gpu.iter().any(|t| t.tile_m <= 32),
+        "small tiles for small problems"
+    );
+    let cpu = gemm_candidates(&devices()[1]);
+    assert!(!big(&cpu[0]) && cpu.iter().any(big), "{cpu:?}");
+}
+
+#[test]
+fn default_tuning_is_valid_even_on_a_tiny_device() {
+    let tiny = caps(1, 512, (1, 1), 1);
+    let t = default_gemm_tuning(&tiny);
+    assert_eq!(tuning_error(&t, &tiny), None, "{t:?}");
+    let p = problem("gemm", "blocked", &[("m", 5), ("n", 3), ("k", 9)], "f16");
+    check_plan(&p, &plan(&p, &tiny, None).unwrap(), &tiny);
+}
+
+#[test]
+fn blocked_gemm_parameters_follow_the_tuning_and_the_shape() {
+    let gpu = &devices()[0];
+    let t = GemmTuning {
+        tile_m: 128,
+        tile_n: 64,
+        tile_k: 8,
+        work_m: 8,
+        work_n: 4,
+        vector: 4,
+    };
+    let shaped = |m, n, k, dtype| {
+        let p = problem("gemm", "blocked", &[("m", m), ("n", n), ("k", k)], dtype);
+        plan(&p, gpu, Some(&t)).unwrap()
+    };
+    let pl = shaped(4096, 4096, 4096, "f32");
+    for (name, value) in [
+        ("TILE_M", "128"),
+        ("TILE_N", "64"),
+        ("TILE_K", "8"),
+        ("WORK_M", "8"),
+    ] {
+        assert_eq!(
+            define(&pl, &format!("GPUFLEET_{name}")).as_deref(),
+            Some(value)
+        );
+    }
+    assert_eq!(define(&pl, "GPUFLEET_VEC").as_deref(), Some("4"));
+    assert_eq!(define(&pl, "GPUFLEET_EXACT"), Some(String::new()));
+    assert_eq!(pl.launches[0].global, [4096 / 64 * 16, 4096 / 128 * 16]);
+    assert_eq!(pl.launches[0].local, Some(vec![16, 16]));
+    assert_eq!(pl.config.get("tile_m").map(String::as_str), Some("128"));
+    // Ragged sizes: bounds checks on, f32 vectors only as wide as k and n allow.
+    let pl = shaped(37, 54, 30, "f32");
+    assert_eq!(define(&pl, "GPUFLEET_EXACT"), None);
+    assert_eq!(define(&pl, "GPUFLEET_VEC").as_deref(), Some("2"));
+    assert_eq!(pl.launches[0].global, [16, 16]);
+    assert_eq!(
+        define(&shaped(37, 53, 29, "f32"), "GPUFLEET_VEC").as_deref(),
+        Some("1")
+    );
+    // vload_half needs no alignment, so f16 keeps the tuned width.
+    let pl = shaped(37, 53, 29, "f16");
+    assert_eq!(define(&pl, "GPUFLEET_VEC").as_deref(), Some("4"));
+    assert_eq!(define(&pl, "GPUFLEET_HALF"), Some(String::new()));
+    assert_eq!(pl.input_storage, [Storage::F16, Storage::F16]);
+    assert_eq!(pl.output_storage, Storage::F16);
+}
+
+#[test]
+fn row_kernels_size_their_groups_to_the_row() {
+    let gpu = &devices()[0];
+    let rows = |kernel, r, c| {
+        plan(
+            &problem(kernel, "", &[("rows", r), ("cols", c)], "f32"),
+            gpu,
+            None,
+        )
+        .unwrap()
+    };
+    let pl = rows("softmax", 10, 1);
+    assert_eq!(define(&pl, "GPUFLEET_WG").as_deref(), Some("32"));
+    assert_eq!(define(&pl, "GPUFLEET_CHUNKS").as_deref(), Some("1"));
+    assert_eq!(pl.launches[0].global, [320]);
+    let pl = rows("layernorm", 1 << 20, 1024);
+    assert_eq!(define(&pl, "GPUFLEET_WG").as_deref(), Some("256"));
+    assert_eq!(define(&pl, "GPUFLEET_CHUNKS").as_deref(), Some("4"));
+    assert_eq!(
+        pl.launches[0].global,
+        [ROW_GROUPS_MAX * 256],
+        "groups stride over rows"
+    );
+    assert!(matches!(pl.launches[0].args.last(), Some(Arg::Float(e)) if (*e - 1e-5).abs() < 1e-12));
+    let pl = rows("rmsnorm", 2, 1 << 20);
+    assert_eq!(define(&pl, "GPUFLEET_WG").as_deref(), Some("1024"));
+    assert_eq!(
+        define(&pl, "GPUFLEET_CHUNKS").as_deref(),
+        Some("0"),
+        "too long for registers"
+    );
+}
+
+#[test]
+fn elementwise_plans_cover_n_with_one_float4_per_item() {
+    let gpu = &devices()[0];
+    for n in [1, 4, 5, 1 << 26] {
+        let pl = plan(&problem("triad", "", &[("n", n)], "f32"), gpu, None).unwrap();
+        let l = &pl.launches[0];
+        assert!(l.global[0] * 4 >= n as usize && l.global[0] < (n as usize).div_ceil(4) + 256);
+        assert_eq!(l.args[3], Arg::Float(TRIAD_SCALAR));
+        assert_eq!(l.args[4], Arg::Int(n as i32));
+    }
+    let wrong = plan(&problem("debug_wrong", "", &[], "f32"), gpu, None).unwrap();
+    assert_eq!(define(&wrong, "GPUFLEET_WRONG"), Some(String::new()));
+    assert_eq!(wrong.launches[0].kernel, "vec_add_f32");
+    let right = plan(&problem("vec_add", "", &[], "f32"), gpu, None).unwrap();
+    assert_eq!(define(&right, "GPUFLEET_WRONG"), None);
+    let noop = plan(&problem("noop", "", &[], "f32"), gpu, None).unwrap();
+    assert_eq!(noop.launches[0].global, [1]);
+}
+
+#[test]
+fn im2col_chunks_the_batch_and_refuses_int_overflow() {
+    let gpu = &devices()[0];
+    let params = [
+        ("batch", 64),
+        ("channels", 64),
+        ("height", 128),
+        ("width", 128),
+    ];
+    let pl = plan(&problem("conv2d", "im2col", &params, "f32"), gpu, None).unwrap();
+    // 64·9·128·128 floats = 36 MiB per image: 7 images per 256 MiB chunk.
+    assert_eq!(
+        pl.config.get("images_per_chunk").map(String::as_str),
+        Some("7")
+    );
+    assert_eq!(pl.launches.len(), 2 * 64usize.div_ceil(7));
+    assert_eq!(pl.scratch_bytes, [7 * 64 * 9 * 128 * 128 * 4]);
+    let last = pl.launches.last().unwrap();
+    assert_eq!(
+        last.global.get(2).copied().unwrap_or(1),
+        64 - 9 * 7,
+        "the last chunk holds the remaining images"
+    );
+    assert_eq!(last.args[9], Arg::Int(63));
+    // channels·25·512·512 does not fit an int stride.
+    let huge = [
+        ("channels", 512),
+        ("height", 512),
+        ("width", 512),
+        ("ksize", 5),
+        ("pad", 2),
+    ];
+    let err = plan(&problem("conv2d", "im2col", &huge, "f32"), gpu, None).unwrap_err();
+    assert!(err.0.contains("exceeds the largest OpenCL int"), "{err}");
+    assert!(plan(&problem("conv2d", "direct", &huge, "f32"), gpu, None).is_ok());
+}
