@@ -496,12 +496,12 @@ fn demo_runs_the_smoke_suite_all_ok() {
     for r in &rows {
         let cols: Vec<&str> = r.split_whitespace().collect();
         assert!(cols.contains(&"ok"), "{r}");
-        let b = ["cpu", "opencl"].into_iter().find(|b| cols.contains(b));
+        let b = ["cpu", "opencl", "vulkan"].into_iter().find(|b| cols.contains(b));
         backends.insert(b.unwrap_or_else(|| panic!("no backend in {r}")));
     }
     // Every local backend the demo found ran the suite.
     let found = String::from_utf8_lossy(&out.stderr);
-    for b in ["cpu", "opencl"] {
+    for b in ["cpu", "opencl", "vulkan"] {
         if found.contains(&format!("backend {b:<8} available")) {
             assert!(backends.contains(b), "{b} available but not in the table");
         }

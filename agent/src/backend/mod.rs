@@ -15,6 +15,7 @@
 pub mod cpu;
 pub mod opencl;
 pub mod peaks;
+pub mod vulkan;
 
 use gpufleet_kernels::{Buffer, Problem};
 use serde::{Deserialize, Serialize};
@@ -156,6 +157,7 @@ pub fn all() -> Vec<Box<dyn Backend>> {
     vec![
         Box::new(cpu::CpuBackend::new()),
         Box::new(opencl::OpenClBackend),
+        Box::new(vulkan::VulkanBackend),
     ]
 }
 

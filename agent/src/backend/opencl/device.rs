@@ -151,6 +151,14 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
                     features.push(ext.into());
                 }
             }
+            features.push(format!(
+                "max_work_group_size:{}",
+                d.max_work_group_size().unwrap_or(0)
+            ));
+            features.push(format!(
+                "local_mem_bytes:{}",
+                d.local_mem_size().unwrap_or(0)
+            ));
             let preferred = ffi::preferred_multiple(id);
             if preferred > 1 {
                 features.push(format!("subgroup:{preferred}"));

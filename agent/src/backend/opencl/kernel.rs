@@ -59,7 +59,10 @@ fn storage_size(s: Storage) -> usize {
 
 /// Builds `plan`'s program, from the binary cache when possible. Returns
 /// the program and whether the cache hit.
-fn build(
+///
+/// # Errors
+/// `Compile` with the driver's build log, or `Driver`.
+pub fn build(
     ctx: &Context,
     found: &Found,
     plan: &Plan,

@@ -1,0 +1,290 @@
+//! Vulkan discovery: every physical device with its PCI bus id, driver,
+//! subgroup size, 16-bit features, timestamp support and memory heaps.
+
+use super::ffi::{Vk, fail};
+use super::plan::VkCaps;
+use crate::backend::{BackendError, DeviceInfo, cpu, peaks};
+use ash::vk;
+use std::ffi::CStr;
+
+/// A device found by enumeration, with what the worker needs to use it.
+pub struct Found {
+    pub info: DeviceInfo,
+    pub physical: vk::PhysicalDevice,
+    pub caps: VkCaps,
+    /// A compute queue family, preferring one with timestamps.
+    pub queue_family: u32,
+    /// Nanoseconds per timestamp tick, and the valid bits (0: no timestamps).
+    pub timestamp_period: f32,
+    pub timestamp_bits: u32,
+    pub api_version: u32,
+    /// Largest storage buffer a descriptor may cover.
+    pub max_storage_buffer_range: u32,
+    /// Vendor, device, driver and pipeline cache UUID, for cache keys.
+    pub fingerprint: String,
+}
+
+fn cstr(bytes: &[std::ffi::c_char]) -> String {
+    // SAFETY: Vulkan guarantees these fixed arrays are NUL-terminated.
+    unsafe { CStr::from_ptr(bytes.as_ptr()) }
+        .to_string_lossy()
+        .trim()
+        .to_string()
+}
+
+fn version(v: u32) -> String {
+    format!(
+        "{}.{}.{}",
+        vk::api_version_major(v),
+        vk::api_version_minor(v),
+        vk::api_version_patch(v)
+    )
+}
+
+/// `gfx…` from RADV's `AMD Radeon RX 580 Series (RADV POLARIS10)` is not
+/// reported; the LLVM/ACO family name is, so map the well-known ones.
+fn arch(vendor_id: u32, name: &str) -> String {
+    const RADV: &[(&str, &str)] = &[
+        ("POLARIS10", "gfx803"),
+        ("POLARIS11", "gfx803"),
+        ("POLARIS12", "gfx803"),
+        ("VEGA10", "gfx900"),
+        ("VEGA20", "gfx906"),
+        ("NAVI10", "gfx1010"),
+        ("NAVI21", "gfx1030"),
+        ("NAVI31", "gfx1100"),
+        ("PHOENIX", "gfx1103"),
+        ("GFX942", "gfx942"),
+    ];
+    if let Some((_, g)) = RADV
+        .iter()
+        .find(|(k, _)| name.to_ascii_uppercase().contains(k))
+    {
+        return g.to_string();
+    }
+    match vendor_id {
+        0x10de => {
+            let n = name.to_ascii_uppercase();
+            let sm = if n.contains("H100") || n.contains("H200") || n.contains("GH200") {
+                "sm_90"
+            } else if n.contains("A100") || n.contains("A30") {
+                "sm_80"
+            } else if n.contains("RTX 40") || n.contains("L40") || n.contains("L4") {
+                "sm_89"
+            } else if n.contains("RTX 30") || n.contains("A40") || n.contains("A10") {
+                "sm_86"
+            } else {
+                "nvidia"
+            };
+            sm.to_string()
+        }
+        _ => String::new(),
+    }
+}
+
+/// Enumerates every physical device.
+///
+/// # Errors
+/// `Unavailable` when no device exists; `Driver` when enumeration fails.
+pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
+    let inst = &vk.instance;
+    // SAFETY: queries on a valid instance.
+    let devices = unsafe { inst.enumerate_physical_devices() }
+        .map_err(|e| fail("vkEnumeratePhysicalDevices", e))?;
+    let mut out = Vec::new();
+    for (index, &pd) in devices.iter().enumerate() {
+        // SAFETY: `pd` came from this instance.
+        let props = unsafe { inst.get_physical_device_properties(pd) };
+        // SAFETY: as above.
+        let exts = unsafe { inst.enumerate_device_extension_properties(pd) }.unwrap_or_default();
+        let has_ext = |n: &CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
+        let v12 = props.api_version >= vk::API_VERSION_1_2 && vk.api >= vk::API_VERSION_1_2;
+
+        let mut pci = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
+        let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
+        let mut driver = vk::PhysicalDeviceDriverProperties::default();
+        let has_pci = has_ext(c"VK_EXT_pci_bus_info");
+        {
+            let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+            if has_pci {
+                p2 = p2.push_next(&mut pci);
+            }
+            if v12 {
+                p2 = p2.push_next(&mut driver);
+            }
+            // SAFETY: every struct in the chain is supported (checked above)
+            // and outlives the call.
+            unsafe { inst.get_physical_device_properties2(pd, &mut p2) };
+        }
+        let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
+        let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        if v12 {
+            let mut f2 = vk::PhysicalDeviceFeatures2::default()
+                .push_next(&mut f11)
+                .push_next(&mut f12);
+            // SAFETY: Vulkan 1.2 device: both structs are core.
+            unsafe { inst.get_physical_device_features2(pd, &mut f2) };
+        }
+        // SAFETY: as above.
+        let families = unsafe { inst.get_physical_device_queue_family_properties(pd) };
+        let compute: Vec<(u32, &vk::QueueFamilyProperties)> = families
+            .iter()
+            .enumerate()
+            .filter(|(_, f)| f.queue_flags.contains(vk::QueueFlags::COMPUTE))
+            .map(|(i, f)| (i as u32, f))
+            .collect();
+        let Some(&(queue_family, qf)) = compute
+            .iter()
+            .find(|(_, f)| f.timestamp_valid_bits > 0)
+            .or(compute.first())
+        else {
+            continue;
+        };
+        // SAFETY: as above.
+        let mem = unsafe { inst.get_physical_device_memory_properties(pd) };
+        let heaps = &mem.memory_heaps[..mem.memory_heap_count as usize];
+        let device_local: u64 = heaps
+            .iter()
+            .filter(|h| h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL))
+            .map(|h| h.size)
+            .max()
+            .unwrap_or(0);
+        let name = cstr(&props.device_name);
+        let device_type = match props.device_type {
+            vk::PhysicalDeviceType::DISCRETE_GPU => "discrete_gpu",
+            vk::PhysicalDeviceType::INTEGRATED_GPU => "integrated_gpu",
+            vk::PhysicalDeviceType::VIRTUAL_GPU => "virtual_gpu",
+            vk::PhysicalDeviceType::CPU => "cpu",
+            _ => "other",
+        };
+        let pci_id = if has_pci {
+            format!(
+                "{:04x}:{:02x}:{:02x}.{:x}",
+                pci.pci_domain, pci.pci_bus, pci.pci_device, pci.pci_function
+            )
+        } else {
+            String::new()
+        };
+        let (driver_name, driver_info) = if v12 {
+            (cstr(&driver.driver_name), cstr(&driver.driver_info))
+        } else {
+            (String::new(), String::new())
+        };
+        let l = &props.limits;
+        let caps = VkCaps {
+            subgroup_size: subgroup.subgroup_size,
+            subgroup_arithmetic: subgroup
+                .supported_operations
+                .contains(vk::SubgroupFeatureFlags::ARITHMETIC)
+                && subgroup
+                    .supported_stages
+                    .contains(vk::ShaderStageFlags::COMPUTE),
+            max_workgroup_invocations: l.max_compute_work_group_invocations,
+            max_workgroup_size: l.max_compute_work_group_size,
+            max_shared_memory_bytes: l.max_compute_shared_memory_size,
+            shader_float16: f12.shader_float16 == vk::TRUE,
+            storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
+            max_compute_workgroup_count: l.max_compute_work_group_count,
+            vendor_id: props.vendor_id,
+        };
+        let mut features = vec![format!("subgroup:{}", caps.subgroup_size)];
+        if caps.subgroup_arithmetic {
+            features.push("subgroup_arithmetic".into());
+        }
+        if caps.shader_float16 {
+            features.push("fp16".into());
+        }
+        if f12.shader_int8 == vk::TRUE {
+            features.push("int8".into());
+        }
+        if caps.storage_buffer_16bit {
+            features.push("storage_16bit".into());
+        }
+        if has_ext(c"VK_EXT_subgroup_size_control") {
+            features.push("subgroup_size_control".into());
+        }
+        features.push(format!("timestamp_period_ns:{}", l.timestamp_period));
+        features.push(format!("timestamp_valid_bits:{}", qf.timestamp_valid_bits));
+        for (i, h) in heaps.iter().enumerate() {
+            let local = if h.flags.contains(vk::MemoryHeapFlags::DEVICE_LOCAL) {
+                "device_local"
+            } else {
+                "host"
+            };
+            features.push(format!("heap{i}:{}MiB:{local}", h.size >> 20));
+        }
+        let arch = arch(props.vendor_id, &name);
+        let peaks = if device_type == "cpu" {
+            cpu::device::discover().peaks
+        } else {
+            peaks::gpu_peaks(&name, &arch, 0, 0)
+        };
+        let info = DeviceInfo {
+            id: if pci_id.is_empty() {
+                format!("vulkan:{index}")
+            } else {
+                format!("vulkan:{pci_id}")
+            },
+            backend: "vulkan".into(),
+            vendor: format!("0x{:04x}", props.vendor_id),
+            name: name.clone(),
+            arch: if arch.is_empty() {
+                device_type.to_string()
+            } else {
+                arch
+            },
+            pci_bus_id: pci_id,
+            compute_units: 0,
+            clock_mhz: 0,
+            memory_bytes: device_local,
+            driver_version: if driver_info.is_empty() {
+                format!("{driver_name} {}", props.driver_version)
+            } else {
+                format!("{driver_name} {driver_info}")
+            },
+            api_version: format!("Vulkan {}", version(props.api_version)),
+            features,
+            peaks,
+            device_type: device_type.into(),
+        };
+        let fingerprint = format!(
+            "{:04x}|{:04x}|{}|{:02x?}|{}",
+            props.vendor_id,
+            props.device_id,
+            props.driver_version,
+            props.pipeline_cache_uuid,
+            info.id
+        );
+        out.push(Found {
+            info,
+            physical: pd,
+            caps,
+            queue_family,
+            timestamp_period: l.timestamp_period,
+            timestamp_bits: qf.timestamp_valid_bits,
+            api_version: props.api_version,
+            max_storage_buffer_range: l.max_storage_buffer_range,
+            fingerprint,
+        });
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn arch_from_radv_and_nvidia_names() {
+        assert_eq!(
+            arch(0x1002, "AMD Radeon RX 580 Series (RADV POLARIS10)"),
+            "gfx803"
+        );
+        assert_eq!(
+            arch(0x1002, "AMD Radeon RX 5600 XT (RADV NAVI10)"),
+            "gfx1010"
+        );
+        assert_eq!(arch(0x10de, "NVIDIA H100 80GB HBM3"), "sm_90");
+        assert_eq!(arch(0x10005, "llvmpipe (LLVM 15.0.6, 256 bits)"), "");
+    }
+}

@@ -1,0 +1,747 @@
+//! A plan bound to a Vulkan device: buffers (device-local, filled through
+//! staging), one compute pipeline per dispatch with its specialization
+//! constants (through an on-disk pipeline cache), descriptor sets, and one
+//! pre-recorded command buffer with timestamps around the work.
+
+use super::device::{Found, enumerate};
+use super::ffi::{Vk, fail};
+use super::plan::{self, Binding, Plan, SpecValue, Storage};
+use crate::backend::{BackendError, Mode, PreparedKernel};
+use crate::cache;
+use ash::vk;
+use gpufleet_kernels::{Buffer, Problem};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant};
+
+fn to_bytes(b: &Buffer, s: Storage) -> Vec<u8> {
+    match (b, s) {
+        (Buffer::F32(v), Storage::F16) => v
+            .iter()
+            .flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes())
+            .collect(),
+        (Buffer::F32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        (Buffer::U32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+    }
+}
+
+fn from_bytes(bytes: &[u8], s: Storage) -> Buffer {
+    match s {
+        Storage::F32 => Buffer::F32(
+            bytes
+                .chunks_exact(4)
+                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
+        Storage::F16 => Buffer::F32(
+            bytes
+                .chunks_exact(2)
+                .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
+                .collect(),
+        ),
+        Storage::U32 => Buffer::U32(
+            bytes
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+                .collect(),
+        ),
+    }
+}
+
+fn storage_size(s: Storage) -> usize {
+    if s == Storage::F16 { 2 } else { 4 }
+}
+
+#[derive(Clone, Copy)]
+struct DevBuffer {
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    size: u64,
+}
+
+/// Everything made on the device, destroyed in reverse order on drop.
+pub struct VulkanKernel {
+    // Declared first, dropped... manually in Drop (the device must go before the instance).
+    vk: Option<Vk>,
+    device: Option<ash::Device>,
+    queue: vk::Queue,
+    pool: vk::CommandPool,
+    cmd: vk::CommandBuffer,
+    fence: vk::Fence,
+    query: vk::QueryPool,
+    desc_pool: vk::DescriptorPool,
+    pipeline_cache: vk::PipelineCache,
+    pipelines: Vec<(
+        vk::Pipeline,
+        vk::PipelineLayout,
+        vk::DescriptorSetLayout,
+        vk::ShaderModule,
+    )>,
+    buffers: Vec<DevBuffer>,
+    output: DevBuffer,
+    readback: DevBuffer,
+    output_storage: Storage,
+    output_len: usize,
+    timestamp_ns: f64,
+    timestamp_mask: u64,
+    config: BTreeMap<String, String>,
+}
+
+fn memory_type(
+    props: &vk::PhysicalDeviceMemoryProperties,
+    bits: u32,
+    want: vk::MemoryPropertyFlags,
+) -> Option<u32> {
+    (0..props.memory_type_count).find(|&i| {
+        bits & (1 << i) != 0 && props.memory_types[i as usize].property_flags.contains(want)
+    })
+}
+
+impl VulkanKernel {
+    fn dev(&self) -> &ash::Device {
+        self.device.as_ref().expect("device lives until drop")
+    }
+
+    fn create_buffer(
+        &mut self,
+        mem: &vk::PhysicalDeviceMemoryProperties,
+        size: u64,
+        host_visible: bool,
+    ) -> Result<DevBuffer, BackendError> {
+        let size = size.max(4);
+        let info = vk::BufferCreateInfo::default()
+            .size(size)
+            .usage(
+                vk::BufferUsageFlags::STORAGE_BUFFER
+                    | vk::BufferUsageFlags::TRANSFER_SRC
+                    | vk::BufferUsageFlags::TRANSFER_DST,
+            )
+            .sharing_mode(vk::SharingMode::EXCLUSIVE);
+        let dev = self.dev();
+        // SAFETY: valid device and create info.
+        let buffer =
+            unsafe { dev.create_buffer(&info, None) }.map_err(|e| fail("vkCreateBuffer", e))?;
+        // SAFETY: `buffer` was just created on this device.
+        let req = unsafe { dev.get_buffer_memory_requirements(buffer) };
+        let want = if host_visible {
+            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT
+        } else {
+            vk::MemoryPropertyFlags::DEVICE_LOCAL
+        };
+        let Some(type_index) = memory_type(mem, req.memory_type_bits, want)
+            .or_else(|| memory_type(mem, req.memory_type_bits, vk::MemoryPropertyFlags::empty()))
+        else {
+            // SAFETY: not bound yet, destroy directly.
+            unsafe { dev.destroy_buffer(buffer, None) };
+            return Err(fail(
+                "vkAllocateMemory (no memory type)",
+                vk::Result::ERROR_FEATURE_NOT_PRESENT,
+            ));
+        };
+        let alloc = vk::MemoryAllocateInfo::default()
+            .allocation_size(req.size)
+            .memory_type_index(type_index);
+        // SAFETY: valid allocate info for this device.
+        let memory = match unsafe { dev.allocate_memory(&alloc, None) } {
+            Ok(m) => m,
+            Err(e) => {
+                // SAFETY: as above.
+                unsafe { dev.destroy_buffer(buffer, None) };
+                return Err(fail("vkAllocateMemory", e));
+            }
+        };
+        // SAFETY: fresh memory of a compatible type, offset 0.
+        unsafe { dev.bind_buffer_memory(buffer, memory, 0) }
+            .map_err(|e| fail("vkBindBufferMemory", e))?;
+        let b = DevBuffer {
+            buffer,
+            memory,
+            size,
+        };
+        self.buffers.push(b);
+        Ok(b)
+    }
+
+    fn write_host(&self, b: DevBuffer, data: &[u8]) -> Result<(), BackendError> {
+        let dev = self.dev();
+        // SAFETY: host-visible, coherent memory of at least data.len() bytes,
+        // mapped once and unmapped before returning.
+        unsafe {
+            let p = dev
+                .map_memory(b.memory, 0, b.size, vk::MemoryMapFlags::empty())
+                .map_err(|e| fail("vkMapMemory", e))?;
+            std::ptr::copy_nonoverlapping(
+                data.as_ptr(),
+                p.cast::<u8>(),
+                data.len().min(b.size as usize),
+            );
+            dev.unmap_memory(b.memory);
+        }
+        Ok(())
+    }
+
+    fn read_host(&self, b: DevBuffer, len: usize) -> Result<Vec<u8>, BackendError> {
+        let dev = self.dev();
+        let mut out = vec![0u8; len.min(b.size as usize)];
+        // SAFETY: as in write_host, reading instead.
+        unsafe {
+            let p = dev
+                .map_memory(b.memory, 0, b.size, vk::MemoryMapFlags::empty())
+                .map_err(|e| fail("vkMapMemory", e))?;
+            std::ptr::copy_nonoverlapping(p.cast::<u8>(), out.as_mut_ptr(), out.len());
+            dev.unmap_memory(b.memory);
+        }
+        Ok(out)
+    }
+
+    /// Records and runs `f` on a one-shot command buffer, waiting for it.
+    fn one_shot(
+        &self,
+        f: impl FnOnce(&ash::Device, vk::CommandBuffer),
+    ) -> Result<(), BackendError> {
+        let dev = self.dev();
+        let alloc = vk::CommandBufferAllocateInfo::default()
+            .command_pool(self.pool)
+            .level(vk::CommandBufferLevel::PRIMARY)
+            .command_buffer_count(1);
+        // SAFETY: the pool belongs to this device; the command buffer is
+        // freed before returning, after the fence says it finished.
+        unsafe {
+            let cb = dev
+                .allocate_command_buffers(&alloc)
+                .map_err(|e| fail("vkAllocateCommandBuffers", e))?[0];
+            let begin = vk::CommandBufferBeginInfo::default()
+                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
+            dev.begin_command_buffer(cb, &begin)
+                .map_err(|e| fail("vkBeginCommandBuffer", e))?;
+            f(dev, cb);
+            dev.end_command_buffer(cb)
+                .map_err(|e| fail("vkEndCommandBuffer", e))?;
+            let cbs = [cb];
+            let submit = vk::SubmitInfo::default().command_buffers(&cbs);
+            dev.reset_fences(&[self.fence])
+                .map_err(|e| fail("vkResetFences", e))?;
+            dev.queue_submit(self.queue, &[submit], self.fence)
+                .map_err(|e| fail("vkQueueSubmit", e))?;
+            dev.wait_for_fences(&[self.fence], true, u64::MAX)
+                .map_err(|e| fail("vkWaitForFences", e))?;
+            dev.free_command_buffers(self.pool, &cbs);
+        }
+        Ok(())
+    }
+
+    /// Prepares `problem` on the device `id`.
+    ///
+    /// # Errors
+    /// `Unavailable`, `Unsupported`, `OutOfMemory` or `Driver` with the step.
+    pub fn new(
+        id: &str,
+        problem: &Problem,
+        inputs: &[Buffer],
+        mode: Mode,
+    ) -> Result<Self, BackendError> {
+        let vk = Vk::new()?;
+        let found: Found = enumerate(&vk)?
+            .into_iter()
+            .find(|f| f.info.id == id)
+            .ok_or_else(|| BackendError::Unavailable {
+                backend: "vulkan".into(),
+                reason: format!("device {id} is no longer present"),
+            })?;
+        let plan =
+            plan::plan(problem, &found.caps, None).map_err(|e| BackendError::Unsupported {
+                backend: "vulkan".into(),
+                what: e.0,
+            })?;
+        // A binding past maxStorageBufferRange reads garbage on some drivers
+        // (lavapipe: 128 MiB) instead of failing, so refuse it up front.
+        let limit = found.max_storage_buffer_range as usize;
+        let sizes = inputs
+            .iter()
+            .zip(&plan.input_storage)
+            .map(|(b, s)| b.len() * storage_size(*s))
+            .chain([problem.output_len() * storage_size(plan.output_storage)])
+            .chain(plan.scratch_bytes.iter().copied());
+        if let Some(big) = sizes.into_iter().find(|&n| n > limit) {
+            return Err(BackendError::Unsupported {
+                backend: "vulkan".into(),
+                what: format!(
+                    "{} with {}: a buffer of {big} bytes exceeds maxStorageBufferRange ({limit} bytes) of {id}",
+                    problem.kernel.name,
+                    problem.params_string()
+                ),
+            });
+        }
+        let inst = &vk.instance;
+        let priorities = [1.0f32];
+        let queues = [vk::DeviceQueueCreateInfo::default()
+            .queue_family_index(found.queue_family)
+            .queue_priorities(&priorities)];
+        let mut f11 = vk::PhysicalDeviceVulkan11Features::default()
+            .storage_buffer16_bit_access(found.caps.storage_buffer_16bit);
+        let mut f12 =
+            vk::PhysicalDeviceVulkan12Features::default().shader_float16(found.caps.shader_float16);
+        let mut info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        if found.api_version >= vk::API_VERSION_1_2 && vk.api >= vk::API_VERSION_1_2 {
+            info = info.push_next(&mut f11).push_next(&mut f12);
+        }
+        // SAFETY: the physical device and queue family came from this instance.
+        let device = unsafe { inst.create_device(found.physical, &info, None) }
+            .map_err(|e| fail("vkCreateDevice", e))?;
+        // SAFETY: queue 0 of a family we created.
+        let queue = unsafe { device.get_device_queue(found.queue_family, 0) };
+        let mem = unsafe { inst.get_physical_device_memory_properties(found.physical) };
+        let mut k = VulkanKernel {
+            vk: None,
+            device: Some(device),
+            queue,
+            pool: vk::CommandPool::null(),
+            cmd: vk::CommandBuffer::null(),
+            fence: vk::Fence::null(),
+            query: vk::QueryPool::null(),
+            desc_pool: vk::DescriptorPool::null(),
+            pipeline_cache: vk::PipelineCache::null(),
+            pipelines: Vec::new(),
+            buffers: Vec::new(),
+            output: DevBuffer {
+                buffer: vk::Buffer::null(),
+                memory: vk::DeviceMemory::null(),
+                size: 0,
+            },
+            readback: DevBuffer {
+                buffer: vk::Buffer::null(),
+                memory: vk::DeviceMemory::null(),
+                size: 0,
+            },
+            output_storage: plan.output_storage,
+            output_len: problem.output_len(),
+            timestamp_ns: found.timestamp_period as f64,
+            timestamp_mask: if found.timestamp_bits >= 64 {
+                u64::MAX
+            } else {
+                (1u64 << found.timestamp_bits) - 1
+            },
+            config: plan.config.clone(),
+        };
+        k.vk = Some(vk);
+        k.build(&found, &plan, &mem, inputs, mode)?;
+        Ok(k)
+    }
+
+    fn build(
+        &mut self,
+        found: &Found,
+        plan: &Plan,
+        mem: &vk::PhysicalDeviceMemoryProperties,
+        inputs: &[Buffer],
+        mode: Mode,
+    ) -> Result<(), BackendError> {
+        let dev = self.dev().clone();
+        // SAFETY (whole function): every create call gets a valid device and
+        // create info; every handle is stored in `self` right away so Drop
+        // destroys it even when a later step fails.
+        unsafe {
+            let pool_info = vk::CommandPoolCreateInfo::default()
+                .queue_family_index(found.queue_family)
+                .flags(vk::CommandPoolCreateFlags::RESET_COMMAND_BUFFER);
+            self.pool = dev
+                .create_command_pool(&pool_info, None)
+                .map_err(|e| fail("vkCreateCommandPool", e))?;
+            self.fence = dev
+                .create_fence(&vk::FenceCreateInfo::default(), None)
+                .map_err(|e| fail("vkCreateFence", e))?;
+            if found.timestamp_bits > 0 {
+                let q = vk::QueryPoolCreateInfo::default()
+                    .query_type(vk::QueryType::TIMESTAMP)
+                    .query_count(2);
+                self.query = dev
+                    .create_query_pool(&q, None)
+                    .map_err(|e| fail("vkCreateQueryPool", e))?;
+            }
+        }
+        // Buffers: device-local inputs filled through staging buffers.
+        let mut device_inputs = Vec::new();
+        let mut staging_inputs = Vec::new();
+        for (b, s) in inputs.iter().zip(&plan.input_storage) {
+            let bytes = to_bytes(b, *s);
+            let d = self.create_buffer(mem, bytes.len() as u64, false)?;
+            let st = self.create_buffer(mem, bytes.len() as u64, true)?;
+            self.write_host(st, &bytes)?;
+            self.one_shot(|dev, cb| unsafe {
+                // SAFETY: both buffers are at least `d.size` bytes... copy the staging size.
+                dev.cmd_copy_buffer(
+                    cb,
+                    st.buffer,
+                    d.buffer,
+                    &[vk::BufferCopy::default().size(st.size.min(d.size))],
+                );
+            })?;
+            device_inputs.push(d);
+            staging_inputs.push(st);
+        }
+        let out_bytes = (self.output_len * storage_size(plan.output_storage)) as u64;
+        self.output = self.create_buffer(mem, out_bytes, false)?;
+        self.readback = self.create_buffer(mem, out_bytes, true)?;
+        let mut scratch = Vec::new();
+        for &n in &plan.scratch_bytes {
+            scratch.push(self.create_buffer(mem, n as u64, false)?);
+        }
+        let resolve = |b: &Binding| match b {
+            Binding::Input(i) => device_inputs[*i],
+            Binding::Output => self.output,
+            Binding::Scratch(i) => scratch[*i],
+        };
+        let cache_path = cache::dir().join("vulkan").join(format!(
+            "{:016x}.pipeline_cache",
+            cache::fnv64(&[found.fingerprint.as_bytes()])
+        ));
+        let initial = std::fs::read(&cache_path).unwrap_or_default();
+        let total_bindings: u32 = plan
+            .dispatches
+            .iter()
+            .map(|d| d.bindings.len() as u32)
+            .sum();
+        // SAFETY: as above.
+        unsafe {
+            let pc = vk::PipelineCacheCreateInfo::default().initial_data(&initial);
+            self.pipeline_cache = dev
+                .create_pipeline_cache(&pc, None)
+                .or_else(|_| {
+                    dev.create_pipeline_cache(&vk::PipelineCacheCreateInfo::default(), None)
+                })
+                .map_err(|e| fail("vkCreatePipelineCache", e))?;
+            let sizes = [vk::DescriptorPoolSize::default()
+                .ty(vk::DescriptorType::STORAGE_BUFFER)
+                .descriptor_count(total_bindings.max(1))];
+            let dp = vk::DescriptorPoolCreateInfo::default()
+                .max_sets(plan.dispatches.len().max(1) as u32)
+                .pool_sizes(&sizes);
+            self.desc_pool = dev
+                .create_descriptor_pool(&dp, None)
+                .map_err(|e| fail("vkCreateDescriptorPool", e))?;
+        }
+        let mut sets = Vec::new();
+        for d in &plan.dispatches {
+            let code = ash::util::read_spv(&mut std::io::Cursor::new(d.spirv)).map_err(|e| {
+                BackendError::Compile {
+                    backend: "vulkan".into(),
+                    kernel: d.shader.clone(),
+                    log: format!("invalid SPIR-V: {e}"),
+                }
+            })?;
+            let layout_bindings: Vec<_> = (0..d.bindings.len() as u32)
+                .map(|i| {
+                    vk::DescriptorSetLayoutBinding::default()
+                        .binding(i)
+                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                        .descriptor_count(1)
+                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                })
+                .collect();
+            let mut spec_data = Vec::new();
+            let entries: Vec<_> = d
+                .spec
+                .iter()
+                .map(|(id, v)| {
+                    let offset = spec_data.len() as u32;
+                    spec_data.extend_from_slice(&match v {
+                        SpecValue::U32(x) => x.to_le_bytes(),
+                        SpecValue::I32(x) => x.to_le_bytes(),
+                        SpecValue::F32(x) => x.to_le_bytes(),
+                    });
+                    vk::SpecializationMapEntry::default()
+                        .constant_id(*id)
+                        .offset(offset)
+                        .size(4)
+                })
+                .collect();
+            let spec = vk::SpecializationInfo::default()
+                .map_entries(&entries)
+                .data(&spec_data);
+            // SAFETY: as above; SPIR-V words come from our own compiled shaders.
+            unsafe {
+                let module = dev
+                    .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None)
+                    .map_err(|e| fail(&format!("vkCreateShaderModule({})", d.shader), e))?;
+                let dsl = dev
+                    .create_descriptor_set_layout(
+                        &vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings),
+                        None,
+                    )
+                    .map_err(|e| fail("vkCreateDescriptorSetLayout", e))?;
+                let ranges = [vk::PushConstantRange::default()
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                    .size((d.push.len() * 4) as u32)];
+                let layouts = [dsl];
+                let mut pl = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
+                if !d.push.is_empty() {
+                    pl = pl.push_constant_ranges(&ranges);
+                }
+                let layout = dev
+                    .create_pipeline_layout(&pl, None)
+                    .map_err(|e| fail("vkCreatePipelineLayout", e))?;
+                let stage = vk::PipelineShaderStageCreateInfo::default()
+                    .stage(vk::ShaderStageFlags::COMPUTE)
+                    .module(module)
+                    .name(c"main")
+                    .specialization_info(&spec);
+                let info = [vk::ComputePipelineCreateInfo::default()
+                    .stage(stage)
+                    .layout(layout)];
+                let pipeline = match dev.create_compute_pipelines(self.pipeline_cache, &info, None)
+                {
+                    Ok(p) => p[0],
+                    Err((_, e)) => {
+                        self.pipelines
+                            .push((vk::Pipeline::null(), layout, dsl, module));
+                        return Err(fail(&format!("vkCreateComputePipelines({})", d.shader), e));
+                    }
+                };
+                self.pipelines.push((pipeline, layout, dsl, module));
+                let alloc = vk::DescriptorSetAllocateInfo::default()
+                    .descriptor_pool(self.desc_pool)
+                    .set_layouts(&layouts);
+                let set = dev
+                    .allocate_descriptor_sets(&alloc)
+                    .map_err(|e| fail("vkAllocateDescriptorSets", e))?[0];
+                let infos: Vec<[vk::DescriptorBufferInfo; 1]> = d
+                    .bindings
+                    .iter()
+                    .map(|b| {
+                        [vk::DescriptorBufferInfo::default()
+                            .buffer(resolve(b).buffer)
+                            .range(vk::WHOLE_SIZE)]
+                    })
+                    .collect();
+                let writes: Vec<_> = infos
+                    .iter()
+                    .enumerate()
+                    .map(|(i, info)| {
+                        vk::WriteDescriptorSet::default()
+                            .dst_set(set)
+                            .dst_binding(i as u32)
+                            .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                            .buffer_info(info)
+                    })
+                    .collect();
+                dev.update_descriptor_sets(&writes, &[]);
+                sets.push(set);
+            }
+        }
+        // SAFETY: a valid pipeline cache of this device.
+        if let Ok(data) = unsafe { dev.get_pipeline_cache_data(self.pipeline_cache) } {
+            if let Some(parent) = cache_path.parent() {
+                let _ = std::fs::create_dir_all(parent);
+            }
+            let tmp = cache_path.with_extension(format!("tmp{}", std::process::id()));
+            if std::fs::write(&tmp, &data).is_ok() {
+                let _ = std::fs::rename(&tmp, &cache_path);
+            }
+        }
+        self.config.insert(
+            "pipeline_cache".into(),
+            if initial.is_empty() { "miss" } else { "hit" }.into(),
+        );
+        self.config.insert(
+            "timing".into(),
+            if self.query != vk::QueryPool::null() {
+                "timestamps"
+            } else {
+                "host clock (no timestamps)"
+            }
+            .into(),
+        );
+        self.record(plan, &sets, &device_inputs, &staging_inputs, mode)
+    }
+
+    fn record(
+        &mut self,
+        plan: &Plan,
+        sets: &[vk::DescriptorSet],
+        device_inputs: &[DevBuffer],
+        staging_inputs: &[DevBuffer],
+        mode: Mode,
+    ) -> Result<(), BackendError> {
+        let dev = self.dev().clone();
+        let barrier = |cb,
+                       src: vk::AccessFlags,
+                       dst: vk::AccessFlags,
+                       from: vk::PipelineStageFlags,
+                       to: vk::PipelineStageFlags| {
+            let b = [vk::MemoryBarrier::default()
+                .src_access_mask(src)
+                .dst_access_mask(dst)];
+            // SAFETY: recording into a command buffer in the recording state.
+            unsafe {
+                dev.cmd_pipeline_barrier(cb, from, to, vk::DependencyFlags::empty(), &b, &[], &[])
+            };
+        };
+        // SAFETY: recording into a freshly allocated command buffer of our
+        // pool with objects of this device.
+        unsafe {
+            let alloc = vk::CommandBufferAllocateInfo::default()
+                .command_pool(self.pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1);
+            self.cmd = dev
+                .allocate_command_buffers(&alloc)
+                .map_err(|e| fail("vkAllocateCommandBuffers", e))?[0];
+            let cb = self.cmd;
+            dev.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
+                .map_err(|e| fail("vkBeginCommandBuffer", e))?;
+            let timed = self.query != vk::QueryPool::null();
+            if timed {
+                dev.cmd_reset_query_pool(cb, self.query, 0, 2);
+                dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, self.query, 0);
+            }
+            if mode == Mode::WithTransfers {
+                for (st, d) in staging_inputs.iter().zip(device_inputs) {
+                    dev.cmd_copy_buffer(
+                        cb,
+                        st.buffer,
+                        d.buffer,
+                        &[vk::BufferCopy::default().size(st.size.min(d.size))],
+                    );
+                }
+                barrier(
+                    cb,
+                    vk::AccessFlags::TRANSFER_WRITE,
+                    vk::AccessFlags::SHADER_READ,
+                    vk::PipelineStageFlags::TRANSFER,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                );
+            }
+            for (i, d) in plan.dispatches.iter().enumerate() {
+                let (pipeline, layout, _, _) = self.pipelines[i];
+                dev.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
+                dev.cmd_bind_descriptor_sets(
+                    cb,
+                    vk::PipelineBindPoint::COMPUTE,
+                    layout,
+                    0,
+                    &[sets[i]],
+                    &[],
+                );
+                if !d.push.is_empty() {
+                    let bytes: Vec<u8> = d.push.iter().flat_map(|w| w.to_le_bytes()).collect();
+                    dev.cmd_push_constants(cb, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+                }
+                dev.cmd_dispatch(cb, d.groups[0], d.groups[1], d.groups[2]);
+                barrier(
+                    cb,
+                    vk::AccessFlags::SHADER_WRITE,
+                    vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                );
+            }
+            if mode == Mode::WithTransfers {
+                barrier(
+                    cb,
+                    vk::AccessFlags::SHADER_WRITE,
+                    vk::AccessFlags::TRANSFER_READ,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::PipelineStageFlags::TRANSFER,
+                );
+                dev.cmd_copy_buffer(
+                    cb,
+                    self.output.buffer,
+                    self.readback.buffer,
+                    &[vk::BufferCopy::default().size(self.output.size)],
+                );
+            }
+            if timed {
+                dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.query, 1);
+            }
+            dev.end_command_buffer(cb)
+                .map_err(|e| fail("vkEndCommandBuffer", e))?;
+        }
+        Ok(())
+    }
+}
+
+impl PreparedKernel for VulkanKernel {
+    fn run(&mut self) -> Result<Duration, BackendError> {
+        let dev = self.dev();
+        let host_start = Instant::now();
+        let cbs = [self.cmd];
+        let submit = vk::SubmitInfo::default().command_buffers(&cbs);
+        // SAFETY: the recorded command buffer and fence belong to this device;
+        // we wait for completion before reading the queries.
+        unsafe {
+            dev.reset_fences(&[self.fence])
+                .map_err(|e| fail("vkResetFences", e))?;
+            dev.queue_submit(self.queue, &[submit], self.fence)
+                .map_err(|e| fail("vkQueueSubmit", e))?;
+            dev.wait_for_fences(&[self.fence], true, u64::MAX)
+                .map_err(|e| fail("vkWaitForFences", e))?;
+        }
+        if self.query == vk::QueryPool::null() {
+            return Ok(host_start.elapsed());
+        }
+        let mut ts = [0u64; 2];
+        // SAFETY: two 64-bit timestamp queries written by the finished submit.
+        unsafe {
+            dev.get_query_pool_results(
+                self.query,
+                0,
+                &mut ts,
+                vk::QueryResultFlags::TYPE_64 | vk::QueryResultFlags::WAIT,
+            )
+            .map_err(|e| fail("vkGetQueryPoolResults", e))?;
+        }
+        let ticks = ts[1].wrapping_sub(ts[0]) & self.timestamp_mask;
+        Ok(Duration::from_nanos(
+            (ticks as f64 * self.timestamp_ns) as u64,
+        ))
+    }
+
+    fn output(&mut self) -> Result<Buffer, BackendError> {
+        let (out, rb) = (self.output, self.readback);
+        self.one_shot(|dev, cb| unsafe {
+            // SAFETY: both buffers hold out.size bytes.
+            dev.cmd_copy_buffer(
+                cb,
+                out.buffer,
+                rb.buffer,
+                &[vk::BufferCopy::default().size(out.size.min(rb.size))],
+            );
+        })?;
+        let bytes = self.read_host(rb, self.output_len * storage_size(self.output_storage))?;
+        Ok(from_bytes(&bytes, self.output_storage))
+    }
+
+    fn config(&self) -> BTreeMap<String, String> {
+        self.config.clone()
+    }
+}
+
+impl Drop for VulkanKernel {
+    fn drop(&mut self) {
+        if let Some(dev) = self.device.take() {
+            // SAFETY: we wait for the device to be idle, then destroy every
+            // object we created (null handles are ignored by Vulkan) before
+            // the device itself.
+            unsafe {
+                let _ = dev.device_wait_idle();
+                for (p, l, d, m) in self.pipelines.drain(..) {
+                    dev.destroy_pipeline(p, None);
+                    dev.destroy_pipeline_layout(l, None);
+                    dev.destroy_descriptor_set_layout(d, None);
+                    dev.destroy_shader_module(m, None);
+                }
+                dev.destroy_pipeline_cache(self.pipeline_cache, None);
+                dev.destroy_descriptor_pool(self.desc_pool, None);
+                for b in self.buffers.drain(..) {
+                    dev.destroy_buffer(b.buffer, None);
+                    dev.free_memory(b.memory, None);
+                }
+                dev.destroy_query_pool(self.query, None);
+                dev.destroy_fence(self.fence, None);
+                dev.destroy_command_pool(self.pool, None);
+                dev.destroy_device(None);
+            }
+        }
+        // The instance goes last.
+        self.vk.take();
+    }
+}

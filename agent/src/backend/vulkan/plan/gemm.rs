@@ -1,0 +1,369 @@
+//! GEMM (naive, tiled, blocked; f32 and f16) and conv2d (direct, im2col over the blocked GEMM)
+//! planners.
+
+use super::*;
+
+/// The GEMM push constants: m, n, k, a_batch, b_batch, c_batch, c_first (see `gemm_io.glsl`).
+struct GemmPush {
+    m: u32,
+    n: u32,
+    k: u32,
+    a_batch: u32,
+    b_batch: u32,
+    c_batch: u32,
+    c_first: u32,
+}
+
+impl GemmPush {
+    fn words(&self) -> Vec<u32> {
+        vec![
+            self.m,
+            self.n,
+            self.k,
+            self.a_batch,
+            self.b_batch,
+            self.c_batch,
+            self.c_first,
+        ]
+    }
+}
+
+/// `gemm_blocked` for one device and shape: the tuning, whether 4-vectors are aligned for the
+/// shape, and whether the shape is a whole number of tiles.
+struct Blocked {
+    tuning: GemmTuning,
+    /// k, n and the batch strides are multiples of 4, so every row and batch offset of A, B and C
+    /// is too and the vec4 views are aligned (f16vec4 needs the same).
+    vec4: bool,
+    exact: bool,
+}
+
+impl Blocked {
+    fn new(caps: &VkCaps, tuning: GemmTuning, push: &GemmPush) -> Result<Blocked, Unsupported> {
+        if let Some(why) = tuning_error(&tuning, caps) {
+            return Err(Unsupported(format!(
+                "gemm tuning {tuning:?} cannot run on this device: {why}"
+            )));
+        }
+        let vec4 = [push.k, push.n, push.a_batch, push.b_batch, push.c_batch]
+            .iter()
+            .all(|v| v.is_multiple_of(4));
+        let t = &tuning;
+        let exact = push.m.is_multiple_of(t.tile_m)
+            && push.n.is_multiple_of(t.tile_n)
+            && push.k.is_multiple_of(t.tile_k);
+        Ok(Blocked {
+            tuning,
+            vec4,
+            exact,
+        })
+    }
+
+    fn spec(&self) -> Vec<(u32, SpecValue)> {
+        let t = &self.tuning;
+        let (x, y) = blocked_local(t);
+        vec![
+            (SPEC_LOCAL_X, SpecValue::U32(x)),
+            (SPEC_LOCAL_Y, SpecValue::U32(y)),
+            (2, SpecValue::U32(t.tile_m)),
+            (3, SpecValue::U32(t.tile_n)),
+            (4, SpecValue::U32(t.tile_k)),
+            (5, SpecValue::U32(t.work_m)),
+            (6, SpecValue::U32(t.work_n)),
+            (7, SpecValue::U32(u32::from(self.vec4))),
+            (8, SpecValue::U32(u32::from(self.exact))),
+        ]
+    }
+
+    /// Groups covering an m×n product, `batch` products deep.
+    fn groups(
+        &self,
+        problem: &Problem,
+        caps: &VkCaps,
+        push: &GemmPush,
+        batch: usize,
+    ) -> Result<[u32; 3], Unsupported> {
+        let t = &self.tuning;
+        check_groups(
+            problem,
+            caps,
+            [
+                u64::from(push.n.div_ceil(t.tile_n)),
+                u64::from(push.m.div_ceil(t.tile_m)),
+                batch as u64,
+            ],
+        )
+    }
+
+    fn config(&self) -> Vec<(&'static str, String)> {
+        let t = &self.tuning;
+        vec![
+            ("tile_m", t.tile_m.to_string()),
+            ("tile_n", t.tile_n.to_string()),
+            ("tile_k", t.tile_k.to_string()),
+            ("work_m", t.work_m.to_string()),
+            ("work_n", t.work_n.to_string()),
+            ("vec4", self.vec4.to_string()),
+            ("exact_tiles", self.exact.to_string()),
+        ]
+    }
+}
+
+/// Side of `gemm_naive`'s workgroup and `gemm_tiled`'s tile: 16, or less on small devices.
+fn square_side(caps: &VkCaps) -> u32 {
+    let mut side = 16;
+    while side > 1
+        && (side * side > caps.max_workgroup_invocations
+            || side > caps.max_workgroup_size[0]
+            || side > caps.max_workgroup_size[1]
+            || 2 * side * (side + 1) * 4 > caps.max_shared_memory_bytes)
+    {
+        side /= 2;
+    }
+    side
+}
+
+pub(super) fn plan_gemm(
+    problem: &Problem,
+    caps: &VkCaps,
+    tuning: Option<&GemmTuning>,
+) -> Result<Plan, Unsupported> {
+    let push = GemmPush {
+        m: word(problem, "m", param(problem, "m"))?,
+        n: word(problem, "n", param(problem, "n"))?,
+        k: word(problem, "k", param(problem, "k"))?,
+        a_batch: 0,
+        b_batch: 0,
+        c_batch: 0,
+        c_first: 0,
+    };
+    let half = problem.dtype == Dtype::F16;
+    if problem.variant == F16ACC32 && !half {
+        return Err(Unsupported(format!(
+            "variant {F16ACC32} of gemm is the f16 GEMM (fp16 storage, fp32 accumulation); \
+             dtype {} runs as `blocked`",
+            problem.dtype
+        )));
+    }
+    let suffix = if half { "_f16" } else { "" };
+    let (shader, spec, groups, mut cfg) = match problem.variant.as_str() {
+        "naive" | "tiled" => {
+            let side = square_side(caps);
+            let groups = check_groups(
+                problem,
+                caps,
+                [
+                    u64::from(push.n.div_ceil(side)),
+                    u64::from(push.m.div_ceil(side)),
+                    1,
+                ],
+            )?;
+            let mut spec = vec![
+                (SPEC_LOCAL_X, SpecValue::U32(side)),
+                (SPEC_LOCAL_Y, SpecValue::U32(side)),
+            ];
+            let mut cfg = vec![("local", format!("{side}x{side}"))];
+            if problem.variant == "tiled" {
+                spec.push((2, SpecValue::U32(side)));
+                cfg.push(("tile", side.to_string()));
+            }
+            (
+                format!("gemm_{}{suffix}", problem.variant),
+                spec,
+                groups,
+                cfg,
+            )
+        }
+        _ => {
+            let tuning = tuning.copied().unwrap_or_else(|| default_gemm_tuning(caps));
+            let blocked = Blocked::new(caps, tuning, &push)?;
+            let groups = blocked.groups(problem, caps, &push, 1)?;
+            let shader = if half {
+                "gemm_f16acc32"
+            } else {
+                "gemm_blocked"
+            };
+            let (x, y) = blocked_local(&tuning);
+            let mut cfg = blocked.config();
+            cfg.push(("local", format!("{x}x{y}")));
+            (shader.to_string(), blocked.spec(), groups, cfg)
+        }
+    };
+    let storage = if half { Storage::F16 } else { Storage::F32 };
+    cfg.extend([
+        ("shader", shader.clone()),
+        ("groups", dims(&groups)),
+        ("accumulate", "f32".to_string()),
+    ]);
+    Ok(Plan {
+        input_storage: vec![storage; 2],
+        output_storage: storage,
+        scratch_bytes: Vec::new(),
+        dispatches: vec![dispatch(
+            &shader,
+            spec,
+            push.words(),
+            vec![Binding::Input(0), Binding::Input(1), Binding::Output],
+            groups,
+        )?],
+        config: config(&cfg),
+    })
+}
+
+/// conv2d's shape: (batch, channels, height, width, filters, ksize, stride, pad, out_h, out_w).
+struct Conv {
+    batch: usize,
+    channels: usize,
+    height: usize,
+    width: usize,
+    filters: usize,
+    ksize: usize,
+    stride: usize,
+    pad: usize,
+    out_h: usize,
+    out_w: usize,
+}
+
+impl Conv {
+    fn of(problem: &Problem) -> Conv {
+        let p = |name| param(problem, name);
+        let (ksize, stride, pad) = (p("ksize"), p("stride").max(1), p("pad"));
+        let out = |size: usize| (size + 2 * pad).saturating_sub(ksize) / stride + 1;
+        Conv {
+            batch: p("batch"),
+            channels: p("channels"),
+            height: p("height"),
+            width: p("width"),
+            filters: p("filters"),
+            ksize,
+            stride,
+            pad,
+            out_h: out(p("height")),
+            out_w: out(p("width")),
+        }
+    }
+
+    /// The push constants describing the input and the window, from `channels` on.
+    fn words(&self, problem: &Problem, with_filters: bool) -> Result<Vec<u32>, Unsupported> {
+        let mut words = vec![
+            word(problem, "channels", self.channels)?,
+            word(problem, "height", self.height)?,
+            word(problem, "width", self.width)?,
+        ];
+        if with_filters {
+            words.push(word(problem, "filters", self.filters)?);
+        }
+        words.extend([
+            word(problem, "stride", self.stride)?,
+            word(problem, "pad", self.pad)?,
+            word(problem, "out_h", self.out_h)?,
+            word(problem, "out_w", self.out_w)?,
+        ]);
+        Ok(words)
+    }
+
+    fn spec_ksize(&self, group: u32) -> Vec<(u32, SpecValue)> {
+        vec![
+            (SPEC_LOCAL_X, SpecValue::U32(group)),
+            (2, SpecValue::U32(self.ksize as u32)),
+        ]
+    }
+}
+
+pub(super) fn plan_conv_direct(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
+    let s = Conv::of(problem);
+    let group = flat_group(caps);
+    let total = s.batch * s.filters * s.out_h * s.out_w;
+    let groups = grid_groups(caps, total, group);
+    let mut push = vec![word(problem, "batch", s.batch)?];
+    push.extend(s.words(problem, true)?);
+    Ok(Plan {
+        input_storage: vec![Storage::F32; 2],
+        output_storage: Storage::F32,
+        scratch_bytes: Vec::new(),
+        dispatches: vec![dispatch(
+            "conv2d_direct",
+            s.spec_ksize(group),
+            push,
+            vec![Binding::Input(0), Binding::Input(1), Binding::Output],
+            [groups, 1, 1],
+        )?],
+        config: config(&[
+            ("shader", "conv2d_direct".into()),
+            ("local", group.to_string()),
+            ("groups", groups.to_string()),
+        ]),
+    })
+}
+
+/// im2col into scratch, then `gemm_blocked` of the weights (filters × channels·k²) with each
+/// image's column matrix (channels·k² × out_h·out_w), whose product is that image's NCHW output.
+/// Images go in chunks whose column matrices fit [`IM2COL_SCRATCH_BYTES`]; each chunk is one
+/// im2col dispatch and one GEMM dispatch batched over the chunk's images (workgroup z).
+pub(super) fn plan_conv_im2col(
+    problem: &Problem,
+    caps: &VkCaps,
+    tuning: Option<&GemmTuning>,
+) -> Result<Plan, Unsupported> {
+    let s = Conv::of(problem);
+    let (ckk, plane) = (s.channels * s.ksize * s.ksize, s.out_h * s.out_w);
+    let per_image = ckk * plane;
+    let tuning = match tuning {
+        Some(t) => *t,
+        // Few filters make a short GEMM: the first candidate whose tile is not mostly padding.
+        None => gemm_candidates(caps)
+            .into_iter()
+            .find(|t| t.tile_m as usize <= s.filters.next_power_of_two().max(16))
+            .unwrap_or_else(|| default_gemm_tuning(caps)),
+    };
+    let chunk = (IM2COL_SCRATCH_BYTES / (per_image * 4).max(1)).clamp(1, s.batch.max(1));
+    let group = flat_group(caps);
+    let mut dispatches = Vec::new();
+    let mut blocked = None;
+    for first in (0..s.batch).step_by(chunk) {
+        let count = chunk.min(s.batch - first);
+        let mut push = vec![
+            word(problem, "first image", first)?,
+            word(problem, "images per chunk", count)?,
+        ];
+        push.extend(s.words(problem, false)?);
+        dispatches.push(dispatch(
+            "im2col",
+            s.spec_ksize(group),
+            push,
+            vec![Binding::Input(0), Binding::Scratch(0)],
+            [grid_groups(caps, count * per_image, group), 1, 1],
+        )?);
+        let gemm = GemmPush {
+            m: word(problem, "filters", s.filters)?,
+            n: word(problem, "out_h·out_w", plane)?,
+            k: word(problem, "channels·ksize²", ckk)?,
+            a_batch: 0,
+            b_batch: word(problem, "channels·ksize²·out_h·out_w", per_image)?,
+            c_batch: word(problem, "filters·out_h·out_w", s.filters * plane)?,
+            c_first: word(problem, "first image", first)?,
+        };
+        let b = Blocked::new(caps, tuning, &gemm)?;
+        dispatches.push(dispatch(
+            "gemm_blocked",
+            b.spec(),
+            gemm.words(),
+            vec![Binding::Input(1), Binding::Scratch(0), Binding::Output],
+            b.groups(problem, caps, &gemm, count)?,
+        )?);
+        blocked = Some(b);
+    }
+    let blocked = blocked.ok_or_else(|| Unsupported("conv2d with batch=0".into()))?;
+    let mut cfg = blocked.config();
+    cfg.extend([
+        ("shader", "im2col + gemm_blocked".to_string()),
+        ("images_per_chunk", chunk.to_string()),
+    ]);
+    Ok(Plan {
+        input_storage: vec![Storage::F32; 2],
+        output_storage: Storage::F32,
+        scratch_bytes: vec![chunk * per_image * 4],
+        dispatches,
+        config: config(&cfg),
+    })
+}

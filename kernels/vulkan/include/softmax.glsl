@@ -1,0 +1,40 @@
+// softmax.glsl: y = exp(x - max(x)) / Σ exp(x - max(x)) per row; included by softmax.comp and
+// softmax_subgroup.comp. Bindings: 0 x (input), 1 y (output). Push constants: rows, cols.
+// The rest of the interface is in rows.glsl.
+#include "rows.glsl"
+
+layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
+layout(set = 0, binding = 1, std430) writeonly buffer Y { float y[]; };
+
+layout(push_constant) uniform Push { uint rows; uint cols; } pc;
+
+void main()
+{
+    ROW_BEGIN() {
+        const uint base = row * cols;
+        ROW_CACHE(x, base)
+        float mx = NEG_INF;
+        for (uint j = 0u; j < nch; ++j) {
+            const uint c = lid + j * WG;
+            if (c < cols)
+                mx = max(mx, ROW_X(x, base, j, c));
+        }
+        mx = group_max(mx);
+        float sum = 0.0;
+        for (uint j = 0u; j < nch; ++j) {
+            const uint c = lid + j * WG;
+            if (c < cols) {
+                const float e = exp(ROW_X(x, base, j, c) - mx);
+                if (CHUNKS > 0u)
+                    XV(j) = e;
+                sum += e;
+            }
+        }
+        sum = group_sum(sum);
+        for (uint j = 0u; j < nch; ++j) {
+            const uint c = lid + j * WG;
+            if (c < cols)
+                y[base + c] = (CHUNKS > 0u ? XV(j) : exp(x[base + c] - mx)) / sum;
+        }
+    }
+}

@@ -1,0 +1,8 @@
+#version 450
+// layernorm_rmsnorm with subgroupAdd/subgroupMax reductions, for devices with subgroup arithmetic in compute
+// shaders. Interface in include/layernorm_rmsnorm.glsl.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#define SUBGROUP 1
+#include "include/layernorm_rmsnorm.glsl"
