@@ -496,7 +496,9 @@ fn demo_runs_the_smoke_suite_all_ok() {
     for r in &rows {
         let cols: Vec<&str> = r.split_whitespace().collect();
         assert!(cols.contains(&"ok"), "{r}");
-        let b = ["cpu", "opencl", "vulkan"].into_iter().find(|b| cols.contains(b));
+        let b = ["cpu", "opencl", "vulkan"]
+            .into_iter()
+            .find(|b| cols.contains(b));
         backends.insert(b.unwrap_or_else(|| panic!("no backend in {r}")));
     }
     // Every local backend the demo found ran the suite.

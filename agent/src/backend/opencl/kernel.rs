@@ -3,6 +3,7 @@
 use super::device::Found;
 use super::ffi::{self, ArgValue, driver};
 use super::plan::{self, Arg, GemmTuning, Plan, Storage};
+use crate::backend::tuning;
 use crate::backend::{BackendError, Mode, PreparedKernel};
 use crate::cache;
 use gpufleet_kernels::{Buffer, KernelId, Problem};
@@ -228,57 +229,7 @@ pub struct OpenClKernel {
     config: BTreeMap<String, String>,
 }
 
-/// Seconds the GEMM autotuner may spend on one problem class.
-fn tune_budget() -> Duration {
-    let s = std::env::var("GPUFLEET_TUNE_BUDGET_S")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
-        .unwrap_or(8.0);
-    Duration::from_secs_f64(s.clamp(0.0, 600.0))
-}
-
-#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
-struct TunedEntry {
-    tuning: GemmTuning,
-    #[serde(default)]
-    seconds: f64,
-    #[serde(default)]
-    candidates: usize,
-}
-
-fn tuning_path() -> PathBuf {
-    cache::dir().join("opencl").join("gemm_tuning.json")
-}
-
-fn tuning_key(found: &Found, p: &Problem) -> String {
-    let size = p.param("m").max(p.param("n")).max(p.param("k")).max(1);
-    let bucket = 1i64 << (64 - (size - 1).leading_zeros()).min(62);
-    format!(
-        "{:016x}|gemm|{}|{bucket}",
-        cache::fnv64(&[found.fingerprint.as_bytes()]),
-        p.dtype.name()
-    )
-}
-
-fn load_tunings() -> BTreeMap<String, TunedEntry> {
-    std::fs::read(tuning_path())
-        .ok()
-        .and_then(|b| serde_json::from_slice(&b).ok())
-        .unwrap_or_default()
-}
-
-fn store_tuning(key: &str, e: &TunedEntry) {
-    let mut all = load_tunings();
-    all.insert(key.to_string(), e.clone());
-    let path = tuning_path();
-    if let Some(parent) = path.parent() {
-        let _ = std::fs::create_dir_all(parent);
-    }
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&tmp, serde_json::to_vec_pretty(&all).unwrap_or_default()).is_ok() {
-        let _ = std::fs::rename(&tmp, &path);
-    }
-}
+type TunedEntry = tuning::Tuned<GemmTuning>;
 
 /// Searches the blocked GEMM's parameters on the real problem: each valid
 /// candidate is built, timed (median of 3) and validated; the fastest valid
@@ -291,7 +242,7 @@ fn autotune(
     host: &[Vec<u8>],
 ) -> Result<TunedEntry, BackendError> {
     let started = Instant::now();
-    let budget = tune_budget();
+    let budget = tuning::budget();
     let mut best: Option<(Duration, GemmTuning)> = None;
     let mut tried = 0;
     let mut last_err = None;
@@ -379,8 +330,8 @@ impl OpenClKernel {
             .collect();
         let mut config = BTreeMap::new();
         let plan = if problem.id() == KernelId::Gemm && problem.variant == "blocked" {
-            let key = tuning_key(found, problem);
-            let entry = match load_tunings().remove(&key) {
+            let key = tuning::key(&found.fingerprint, problem);
+            let entry = match tuning::load::<GemmTuning>("opencl", &key) {
                 Some(e) => {
                     config.insert("tuning".into(), "cached".into());
                     e
@@ -391,7 +342,7 @@ impl OpenClKernel {
                         "tuning".into(),
                         format!("searched {} candidates in {:.1} s", e.candidates, e.seconds),
                     );
-                    store_tuning(&key, &e);
+                    tuning::store("opencl", &key, &e);
                     e
                 }
             };

@@ -238,6 +238,7 @@ impl VulkanKernel {
         problem: &Problem,
         inputs: &[Buffer],
         mode: Mode,
+        tuning: Option<&plan::GemmTuning>,
     ) -> Result<Self, BackendError> {
         let vk = Vk::new()?;
         let found: Found = enumerate(&vk)?
@@ -248,7 +249,7 @@ impl VulkanKernel {
                 reason: format!("device {id} is no longer present"),
             })?;
         let plan =
-            plan::plan(problem, &found.caps, None).map_err(|e| BackendError::Unsupported {
+            plan::plan(problem, &found.caps, tuning).map_err(|e| BackendError::Unsupported {
                 backend: "vulkan".into(),
                 what: e.0,
             })?;
@@ -712,6 +713,13 @@ impl PreparedKernel for VulkanKernel {
 
     fn config(&self) -> BTreeMap<String, String> {
         self.config.clone()
+    }
+}
+
+impl VulkanKernel {
+    /// Adds a line to the recorded configuration.
+    pub fn note(&mut self, key: &str, value: String) {
+        self.config.insert(key.to_string(), value);
     }
 }
 

@@ -20,8 +20,9 @@ pub mod ffi;
 pub mod kernel;
 pub mod plan;
 
-use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel};
-use gpufleet_kernels::{Buffer, Problem};
+use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel, tuning};
+use gpufleet_kernels::{Buffer, KernelId, Problem};
+use std::time::Instant;
 
 /// The Vulkan backend.
 #[derive(Debug, Default)]
@@ -71,8 +72,91 @@ impl Backend for VulkanBackend {
         inputs: &[Buffer],
         mode: Mode,
     ) -> Result<Box<dyn PreparedKernel>, BackendError> {
-        Ok(Box::new(kernel::VulkanKernel::new(
-            &info.id, problem, inputs, mode,
-        )?))
+        if problem.id() != KernelId::Gemm || problem.variant != "blocked" {
+            return Ok(Box::new(kernel::VulkanKernel::new(
+                &info.id, problem, inputs, mode, None,
+            )?));
+        }
+        let (fingerprint, caps) = {
+            let vk = ffi::Vk::new()?;
+            let found = device::enumerate(&vk)?
+                .into_iter()
+                .find(|f| f.info.id == info.id)
+                .ok_or_else(|| BackendError::Unavailable {
+                    backend: "vulkan".into(),
+                    reason: format!("device {} is gone", info.id),
+                })?;
+            (found.fingerprint, found.caps)
+        };
+        let key = tuning::key(&fingerprint, problem);
+        let (entry, searched) = match tuning::load::<plan::GemmTuning>("vulkan", &key) {
+            Some(e) => (e, false),
+            None => {
+                let e = autotune(&info.id, &caps, problem, inputs)?;
+                tuning::store("vulkan", &key, &e);
+                (e, true)
+            }
+        };
+        let mut k =
+            kernel::VulkanKernel::new(&info.id, problem, inputs, mode, Some(&entry.tuning))?;
+        k.note("tuning", tuning::describe(&entry, searched));
+        Ok(Box::new(k))
+    }
+}
+
+/// Searches `gemm_blocked`'s specialization constants on the real problem:
+/// each candidate is prepared, timed (median of 3 after a warm-up) and
+/// validated; the fastest valid one wins. Bounded by [`tuning::budget`].
+fn autotune(
+    id: &str,
+    caps: &plan::VkCaps,
+    problem: &Problem,
+    inputs: &[Buffer],
+) -> Result<tuning::Tuned<plan::GemmTuning>, BackendError> {
+    let started = Instant::now();
+    let mut best: Option<(std::time::Duration, plan::GemmTuning)> = None;
+    let (mut tried, mut last_err) = (0, None);
+    for cand in plan::gemm_candidates(caps) {
+        if tried > 0 && started.elapsed() > tuning::budget() {
+            break;
+        }
+        tried += 1;
+        let mut k =
+            match kernel::VulkanKernel::new(id, problem, inputs, Mode::ComputeOnly, Some(&cand)) {
+                Ok(k) => k,
+                Err(e) => {
+                    last_err = Some(e);
+                    continue;
+                }
+            };
+        let mut times = Vec::new();
+        for _ in 0..4 {
+            match k.run() {
+                Ok(t) => times.push(t),
+                Err(e) => {
+                    last_err = Some(e);
+                    break;
+                }
+            }
+        }
+        if times.len() < 4 || !k.output().is_ok_and(|o| problem.check(inputs, &o).passed) {
+            continue;
+        }
+        times.remove(0);
+        times.sort();
+        if best.is_none_or(|(t, _)| times[1] < t) {
+            best = Some((times[1], cand));
+        }
+    }
+    match best {
+        Some((_, tuning)) => Ok(tuning::Tuned {
+            tuning,
+            seconds: started.elapsed().as_secs_f64(),
+            candidates: tried,
+        }),
+        None => Err(last_err.unwrap_or(BackendError::Unsupported {
+            backend: "vulkan".into(),
+            what: format!("gemm/blocked on {id}: no tuning candidate prepared and validated"),
+        })),
     }
 }
