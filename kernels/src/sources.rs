@@ -34,57 +34,69 @@ pub mod opencl {
     ];
 }
 
-/// The Vulkan SPIR-V modules, one constant per shader (`kernels/vulkan/NAME.comp` compiled to
-/// `kernels/vulkan/spv/NAME.spv`). The bytes are little-endian 32-bit words but only byte-aligned
+/// The Vulkan SPIR-V modules, one constant per shader: `kernels/vulkan/NAME.comp` compiled by
+/// glslc at build time when it is installed (`build.rs`), else the committed
+/// `kernels/vulkan/spv/NAME.spv` (CI checks the two agree). The bytes are little-endian 32-bit words but only byte-aligned
 /// here: copy them into `u32`s (`ash::util::read_spv`) before handing them to the driver.
 pub mod vulkan {
     /// `gemm_naive.comp`: one invocation per element of C, f32.
-    pub const GEMM_NAIVE: &[u8] = include_bytes!("../vulkan/spv/gemm_naive.spv");
+    pub const GEMM_NAIVE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_naive.spv"));
     /// `gemm_naive_f16.comp`: `gemm_naive` on half buffers (16-bit storage), f32 arithmetic.
-    pub const GEMM_NAIVE_F16: &[u8] = include_bytes!("../vulkan/spv/gemm_naive_f16.spv");
+    pub const GEMM_NAIVE_F16: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_naive_f16.spv"));
     /// `gemm_tiled.comp`: TS×TS shared-memory tiles, f32.
-    pub const GEMM_TILED: &[u8] = include_bytes!("../vulkan/spv/gemm_tiled.spv");
+    pub const GEMM_TILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_tiled.spv"));
     /// `gemm_tiled_f16.comp`: `gemm_tiled` on half buffers, f32 arithmetic.
-    pub const GEMM_TILED_F16: &[u8] = include_bytes!("../vulkan/spv/gemm_tiled_f16.spv");
+    pub const GEMM_TILED_F16: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_tiled_f16.spv"));
     /// `gemm_blocked.comp`: register-blocked GEMM tuned by specialization constants, f32.
-    pub const GEMM_BLOCKED: &[u8] = include_bytes!("../vulkan/spv/gemm_blocked.spv");
+    pub const GEMM_BLOCKED: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_blocked.spv"));
     /// `gemm_f16acc32.comp`: `gemm_blocked` on half buffers with f32 accumulation.
-    pub const GEMM_F16ACC32: &[u8] = include_bytes!("../vulkan/spv/gemm_f16acc32.spv");
+    pub const GEMM_F16ACC32: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_f16acc32.spv"));
     /// `vec_add.comp`: c = a + b; debug_wrong through specialization constant 2.
-    pub const VEC_ADD: &[u8] = include_bytes!("../vulkan/spv/vec_add.spv");
+    pub const VEC_ADD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/vec_add.spv"));
     /// `copy.comp`: b = a.
-    pub const COPY: &[u8] = include_bytes!("../vulkan/spv/copy.spv");
+    pub const COPY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/copy.spv"));
     /// `triad.comp`: a = b + scalar·c.
-    pub const TRIAD: &[u8] = include_bytes!("../vulkan/spv/triad.spv");
+    pub const TRIAD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/triad.spv"));
     /// `relu.comp`: y = max(x, 0).
-    pub const RELU: &[u8] = include_bytes!("../vulkan/spv/relu.spv");
+    pub const RELU: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/relu.spv"));
     /// `sigmoid.comp`: y = 1 / (1 + e^-x).
-    pub const SIGMOID: &[u8] = include_bytes!("../vulkan/spv/sigmoid.spv");
+    pub const SIGMOID: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/sigmoid.spv"));
     /// `tanh.comp`: y = tanh(x) from exp.
-    pub const TANH: &[u8] = include_bytes!("../vulkan/spv/tanh.spv");
+    pub const TANH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/tanh.spv"));
     /// `noop.comp`: out[0] = in[0].
-    pub const NOOP: &[u8] = include_bytes!("../vulkan/spv/noop.spv");
+    pub const NOOP: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/noop.spv"));
     /// `softmax.comp`: row softmax, shared-memory reductions.
-    pub const SOFTMAX: &[u8] = include_bytes!("../vulkan/spv/softmax.spv");
+    pub const SOFTMAX: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/softmax.spv"));
     /// `softmax_subgroup.comp`: row softmax, subgroup reductions.
-    pub const SOFTMAX_SUBGROUP: &[u8] = include_bytes!("../vulkan/spv/softmax_subgroup.spv");
+    pub const SOFTMAX_SUBGROUP: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/softmax_subgroup.spv"));
     /// `layernorm.comp`: row layer normalisation, shared-memory reductions.
-    pub const LAYERNORM: &[u8] = include_bytes!("../vulkan/spv/layernorm.spv");
+    pub const LAYERNORM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/layernorm.spv"));
     /// `layernorm_subgroup.comp`: row layer normalisation, subgroup reductions.
-    pub const LAYERNORM_SUBGROUP: &[u8] = include_bytes!("../vulkan/spv/layernorm_subgroup.spv");
+    pub const LAYERNORM_SUBGROUP: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/layernorm_subgroup.spv"));
     /// `rmsnorm.comp`: row RMS normalisation, shared-memory reductions.
-    pub const RMSNORM: &[u8] = include_bytes!("../vulkan/spv/rmsnorm.spv");
+    pub const RMSNORM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/rmsnorm.spv"));
     /// `rmsnorm_subgroup.comp`: row RMS normalisation, subgroup reductions.
-    pub const RMSNORM_SUBGROUP: &[u8] = include_bytes!("../vulkan/spv/rmsnorm_subgroup.spv");
+    pub const RMSNORM_SUBGROUP: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/rmsnorm_subgroup.spv"));
     /// `layernorm_rmsnorm.comp`: layernorm then rmsnorm per row, shared-memory reductions.
-    pub const LAYERNORM_RMSNORM: &[u8] = include_bytes!("../vulkan/spv/layernorm_rmsnorm.spv");
+    pub const LAYERNORM_RMSNORM: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/layernorm_rmsnorm.spv"));
     /// `layernorm_rmsnorm_subgroup.comp`: layernorm then rmsnorm per row, subgroup reductions.
-    pub const LAYERNORM_RMSNORM_SUBGROUP: &[u8] =
-        include_bytes!("../vulkan/spv/layernorm_rmsnorm_subgroup.spv");
+    pub const LAYERNORM_RMSNORM_SUBGROUP: &[u8] = include_bytes!(concat!(
+        env!("OUT_DIR"),
+        "/spv/layernorm_rmsnorm_subgroup.spv"
+    ));
     /// `conv2d_direct.comp`: one output element per invocation.
-    pub const CONV2D_DIRECT: &[u8] = include_bytes!("../vulkan/spv/conv2d_direct.spv");
+    pub const CONV2D_DIRECT: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/conv2d_direct.spv"));
     /// `im2col.comp`: images unfolded into column matrices for `gemm_blocked`.
-    pub const IM2COL: &[u8] = include_bytes!("../vulkan/spv/im2col.spv");
+    pub const IM2COL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/im2col.spv"));
 
     /// Every module as `(shader name, SPIR-V)`; the name is the file stem (`gemm_blocked`).
     pub const ALL: &[(&str, &[u8])] = &[
