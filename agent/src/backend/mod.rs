@@ -15,6 +15,7 @@
 pub mod cpu;
 pub mod opencl;
 pub mod peaks;
+pub mod storage;
 pub mod tuning;
 pub mod vulkan;
 

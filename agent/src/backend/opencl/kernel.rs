@@ -3,6 +3,7 @@
 use super::device::Found;
 use super::ffi::{self, ArgValue, driver};
 use super::plan::{self, Arg, GemmTuning, Plan, Storage};
+use crate::backend::storage::{self, Elem};
 use crate::backend::tuning;
 use crate::backend::{BackendError, Mode, PreparedKernel};
 use crate::cache;
@@ -16,46 +17,24 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-/// Host data of one buffer in its device storage format.
-fn to_bytes(b: &Buffer, storage: Storage) -> Vec<u8> {
-    match (b, storage) {
-        (Buffer::F32(v), Storage::F16) => v
-            .iter()
-            .flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes())
-            .collect(),
-        (Buffer::F32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        (Buffer::U32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+fn elem(s: Storage) -> Elem {
+    match s {
+        Storage::F32 => Elem::F32,
+        Storage::F16 => Elem::F16,
+        Storage::U32 => Elem::U32,
     }
 }
 
-fn from_bytes(bytes: &[u8], storage: Storage) -> Buffer {
-    match storage {
-        Storage::F32 => Buffer::F32(
-            bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
-        Storage::F16 => Buffer::F32(
-            bytes
-                .chunks_exact(2)
-                .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
-                .collect(),
-        ),
-        Storage::U32 => Buffer::U32(
-            bytes
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
-    }
+fn to_bytes(b: &Buffer, s: Storage) -> Vec<u8> {
+    storage::to_bytes(b, elem(s))
+}
+
+fn from_bytes(bytes: &[u8], s: Storage) -> Buffer {
+    storage::from_bytes(bytes, elem(s))
 }
 
 fn storage_size(s: Storage) -> usize {
-    match s {
-        Storage::F16 => 2,
-        Storage::F32 | Storage::U32 => 4,
-    }
+    elem(s).size()
 }
 
 /// Builds `plan`'s program, from the binary cache when possible. Returns

@@ -6,6 +6,7 @@
 use super::device::{Found, enumerate};
 use super::ffi::{Vk, fail};
 use super::plan::{self, Binding, Plan, SpecValue, Storage};
+use crate::backend::storage::{self, Elem};
 use crate::backend::{BackendError, Mode, PreparedKernel};
 use crate::cache;
 use ash::vk;
@@ -13,42 +14,24 @@ use gpufleet_kernels::{Buffer, Problem};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
-fn to_bytes(b: &Buffer, s: Storage) -> Vec<u8> {
-    match (b, s) {
-        (Buffer::F32(v), Storage::F16) => v
-            .iter()
-            .flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes())
-            .collect(),
-        (Buffer::F32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        (Buffer::U32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+fn elem(s: Storage) -> Elem {
+    match s {
+        Storage::F32 => Elem::F32,
+        Storage::F16 => Elem::F16,
+        Storage::U32 => Elem::U32,
     }
+}
+
+fn to_bytes(b: &Buffer, s: Storage) -> Vec<u8> {
+    storage::to_bytes(b, elem(s))
 }
 
 fn from_bytes(bytes: &[u8], s: Storage) -> Buffer {
-    match s {
-        Storage::F32 => Buffer::F32(
-            bytes
-                .chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
-        Storage::F16 => Buffer::F32(
-            bytes
-                .chunks_exact(2)
-                .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
-                .collect(),
-        ),
-        Storage::U32 => Buffer::U32(
-            bytes
-                .chunks_exact(4)
-                .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
-    }
+    storage::from_bytes(bytes, elem(s))
 }
 
 fn storage_size(s: Storage) -> usize {
-    if s == Storage::F16 { 2 } else { 4 }
+    elem(s).size()
 }
 
 #[derive(Clone, Copy)]
