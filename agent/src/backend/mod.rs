@@ -77,6 +77,19 @@ pub struct KernelSupport {
     pub dtypes: Vec<String>,
 }
 
+impl KernelSupport {
+    /// The list a backend's planner gives as `(kernel, variants, dtypes)`.
+    pub fn from_list(list: Vec<(&str, Vec<&str>, Vec<&str>)>) -> Vec<KernelSupport> {
+        list.into_iter()
+            .map(|(k, v, d)| KernelSupport {
+                kernel: k.to_string(),
+                variants: v.into_iter().map(str::to_string).collect(),
+                dtypes: d.into_iter().map(str::to_string).collect(),
+            })
+            .collect()
+    }
+}
+
 /// What can go wrong in a backend. Each variant maps to one run status.
 #[derive(Debug, Clone, PartialEq, thiserror::Error, Serialize, Deserialize)]
 pub enum BackendError {

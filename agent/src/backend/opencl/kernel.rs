@@ -3,7 +3,7 @@
 use super::device::Found;
 use super::ffi::{self, ArgValue, driver};
 use super::plan::{self, Arg, GemmTuning, Plan, Storage};
-use crate::backend::storage::{self, Elem};
+use crate::backend::storage;
 use crate::backend::tuning;
 use crate::backend::{BackendError, Mode, PreparedKernel};
 use crate::cache;
@@ -16,26 +16,6 @@ use opencl3::program::Program;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-fn elem(s: Storage) -> Elem {
-    match s {
-        Storage::F32 => Elem::F32,
-        Storage::F16 => Elem::F16,
-        Storage::U32 => Elem::U32,
-    }
-}
-
-fn to_bytes(b: &Buffer, s: Storage) -> Vec<u8> {
-    storage::to_bytes(b, elem(s))
-}
-
-fn from_bytes(bytes: &[u8], s: Storage) -> Buffer {
-    storage::from_bytes(bytes, elem(s))
-}
-
-fn storage_size(s: Storage) -> usize {
-    elem(s).size()
-}
 
 /// Builds `plan`'s program, from the binary cache when possible. Returns
 /// the program and whether the cache hit.
@@ -114,7 +94,7 @@ impl Bound {
             ffi::write(&queue, &mut b, data, true)?;
             inputs.push(b);
         }
-        let output_bytes = problem.output_len() * storage_size(plan.output_storage);
+        let output_bytes = problem.output_len() * plan.output_storage.size();
         let output = ffi::buffer(ctx, output_bytes)?;
         let scratch = plan
             .scratch_bytes
@@ -194,7 +174,7 @@ impl Bound {
     fn output(&self, storage: Storage) -> Result<Buffer, BackendError> {
         let mut out = vec![0u8; self.output_bytes];
         ffi::read(&self.queue, &self.output, &mut out)?;
-        Ok(from_bytes(&out, storage))
+        Ok(storage::from_bytes(&out, storage))
     }
 }
 
@@ -305,7 +285,7 @@ impl OpenClKernel {
         let host: Vec<Vec<u8>> = inputs
             .iter()
             .zip(&base.input_storage)
-            .map(|(b, s)| to_bytes(b, *s))
+            .map(|(b, s)| storage::to_bytes(b, *s))
             .collect();
         let mut config = BTreeMap::new();
         let plan = if problem.id() == KernelId::Gemm && problem.variant == "blocked" {

@@ -35,14 +35,7 @@ impl Backend for OpenClBackend {
     }
 
     fn kernels(&self) -> Vec<KernelSupport> {
-        plan::supported()
-            .into_iter()
-            .map(|(k, v, d)| KernelSupport {
-                kernel: k.to_string(),
-                variants: v.into_iter().map(str::to_string).collect(),
-                dtypes: d.into_iter().map(str::to_string).collect(),
-            })
-            .collect()
+        KernelSupport::from_list(plan::supported())
     }
 
     fn prepare(

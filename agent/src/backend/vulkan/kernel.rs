@@ -6,33 +6,13 @@
 use super::device::{Found, enumerate};
 use super::ffi::{Vk, fail};
 use super::plan::{self, Binding, Plan, SpecValue, Storage};
-use crate::backend::storage::{self, Elem};
+use crate::backend::storage;
 use crate::backend::{BackendError, Mode, PreparedKernel};
 use crate::cache;
 use ash::vk;
 use gpufleet_kernels::{Buffer, Problem};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-
-fn elem(s: Storage) -> Elem {
-    match s {
-        Storage::F32 => Elem::F32,
-        Storage::F16 => Elem::F16,
-        Storage::U32 => Elem::U32,
-    }
-}
-
-fn to_bytes(b: &Buffer, s: Storage) -> Vec<u8> {
-    storage::to_bytes(b, elem(s))
-}
-
-fn from_bytes(bytes: &[u8], s: Storage) -> Buffer {
-    storage::from_bytes(bytes, elem(s))
-}
-
-fn storage_size(s: Storage) -> usize {
-    elem(s).size()
-}
 
 #[derive(Clone, Copy)]
 struct DevBuffer {
@@ -242,8 +222,8 @@ impl VulkanKernel {
         let sizes = inputs
             .iter()
             .zip(&plan.input_storage)
-            .map(|(b, s)| b.len() * storage_size(*s))
-            .chain([problem.output_len() * storage_size(plan.output_storage)])
+            .map(|(b, s)| b.len() * s.size())
+            .chain([problem.output_len() * plan.output_storage.size()])
             .chain(plan.scratch_bytes.iter().copied());
         if let Some(big) = sizes.into_iter().find(|&n| n > limit) {
             return Err(BackendError::Unsupported {
@@ -346,7 +326,7 @@ impl VulkanKernel {
         let mut device_inputs = Vec::new();
         let mut staging_inputs = Vec::new();
         for (b, s) in inputs.iter().zip(&plan.input_storage) {
-            let bytes = to_bytes(b, *s);
+            let bytes = storage::to_bytes(b, *s);
             let d = self.create_buffer(mem, bytes.len() as u64, false)?;
             let st = self.create_buffer(mem, bytes.len() as u64, true)?;
             self.write_host(st, &bytes)?;
@@ -362,7 +342,7 @@ impl VulkanKernel {
             device_inputs.push(d);
             staging_inputs.push(st);
         }
-        let out_bytes = (self.output_len * storage_size(plan.output_storage)) as u64;
+        let out_bytes = (self.output_len * plan.output_storage.size()) as u64;
         self.output = self.create_buffer(mem, out_bytes, false)?;
         self.readback = self.create_buffer(mem, out_bytes, true)?;
         let mut scratch = Vec::new();
@@ -690,8 +670,8 @@ impl PreparedKernel for VulkanKernel {
                 &[vk::BufferCopy::default().size(out.size.min(rb.size))],
             );
         })?;
-        let bytes = self.read_host(rb, self.output_len * storage_size(self.output_storage))?;
-        Ok(from_bytes(&bytes, self.output_storage))
+        let bytes = self.read_host(rb, self.output_len * self.output_storage.size())?;
+        Ok(storage::from_bytes(&bytes, self.output_storage))
     }
 
     fn config(&self) -> BTreeMap<String, String> {

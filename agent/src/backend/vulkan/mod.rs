@@ -55,14 +55,7 @@ impl Backend for VulkanBackend {
             max_compute_workgroup_count: [65535, 65535, 65535],
             vendor_id: 0,
         };
-        plan::supported(&caps)
-            .into_iter()
-            .map(|(k, v, d)| KernelSupport {
-                kernel: k.to_string(),
-                variants: v.into_iter().map(str::to_string).collect(),
-                dtypes: d.into_iter().map(str::to_string).collect(),
-            })
-            .collect()
+        KernelSupport::from_list(plan::supported(&caps))
     }
 
     fn prepare(

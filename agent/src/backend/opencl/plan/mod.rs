@@ -29,14 +29,9 @@ pub struct DeviceCaps {
     pub preferred_multiple: usize,
 }
 
-/// How a buffer is stored on the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Storage {
-    F32,
-    /// IEEE half in 16-bit words; the host converts the f32 data.
-    F16,
-    U32,
-}
+/// How a buffer is stored on the device (f16: IEEE half, converted on the
+/// host); the element format every GPU backend shares.
+pub use crate::backend::storage::Elem as Storage;
 
 /// One kernel argument.
 #[derive(Debug, Clone, PartialEq)]

@@ -24,14 +24,9 @@ pub struct VkCaps {
     pub vendor_id: u32,
 }
 
-/// How a buffer is stored on the device.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Storage {
-    F32,
-    /// IEEE half; the host converts.
-    F16,
-    U32,
-}
+/// How a buffer is stored on the device (f16: IEEE half, converted on the
+/// host); the element format every GPU backend shares.
+pub use crate::backend::storage::Elem as Storage;
 
 /// What a descriptor binding points at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
