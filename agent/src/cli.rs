@@ -32,8 +32,72 @@ pub struct Cli {
     /// $XDG_CACHE_HOME/gpufleet or ~/.cache/gpufleet).
     #[arg(long, env = "GPUFLEET_CACHE_DIR")]
     pub cache_dir: Option<std::path::PathBuf>,
+    #[command(flatten)]
+    pub power: PowerArgs,
     #[command(subcommand)]
     pub command: Option<Command>,
+}
+
+/// Power sensor options (shared by serving, `describe` and `power`).
+#[derive(Debug, clap::Args)]
+#[command(next_help_heading = "Power sensors")]
+pub struct PowerArgs {
+    /// Root under which /sys/class/drm (amdgpu hwmon) and
+    /// /sys/class/powercap (RAPL) are read; for containers that mount the
+    /// host's sysfs elsewhere.
+    #[arg(long, default_value = "/", env = "GPUFLEET_SYSFS_ROOT")]
+    pub sysfs_root: std::path::PathBuf,
+    /// Rate at which sysfs, NVML and RAPL are read, in Hz (at most 1000).
+    #[arg(long, default_value_t = 20.0, value_parser = parse_rate)]
+    pub power_rate_hz: f64,
+    /// `rocm-smi` to call for power (`off` disables it).
+    #[arg(long, default_value = "rocm-smi")]
+    pub rocm_smi: String,
+    /// `amd-smi` to call for power (`off` disables it).
+    #[arg(long, default_value = "amd-smi")]
+    pub amd_smi: String,
+    /// `ipmitool` to call for whole-node power (`off` disables it).
+    #[arg(long, default_value = "ipmitool")]
+    pub ipmitool: String,
+    /// Seconds one call of rocm-smi/amd-smi/ipmitool may take.
+    #[arg(long, default_value_t = 5.0)]
+    pub power_command_timeout_s: f64,
+    /// Seconds between calls of rocm-smi/amd-smi/ipmitool.
+    #[arg(long, default_value_t = 1.0)]
+    pub power_command_interval_s: f64,
+    /// Do not load NVML.
+    #[arg(long)]
+    pub no_nvml: bool,
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
+    if v > 0.0 && v <= 1000.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is outside (0, 1000] Hz"))
+    }
+}
+
+impl PowerArgs {
+    /// The agent's power configuration.
+    pub fn config(&self) -> gpufleet_agent::power::PowerConfig {
+        let tool = |s: &str| (s != "off" && !s.is_empty()).then(|| std::path::PathBuf::from(s));
+        gpufleet_agent::power::PowerConfig {
+            sysfs_root: self.sysfs_root.clone(),
+            rate_hz: self.power_rate_hz,
+            rocm_smi: tool(&self.rocm_smi),
+            amd_smi: tool(&self.amd_smi),
+            ipmitool: tool(&self.ipmitool),
+            command_timeout: std::time::Duration::from_secs_f64(
+                self.power_command_timeout_s.clamp(0.1, 300.0),
+            ),
+            command_interval: std::time::Duration::from_secs_f64(
+                self.power_command_interval_s.clamp(0.1, 3600.0),
+            ),
+            nvml: !self.no_nvml,
+        }
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -42,6 +106,18 @@ pub enum Command {
     /// without starting a server.
     Describe {
         /// Print JSON instead of text.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Read the power sensors for a while without serving: prints each
+    /// channel with its measured update period, the readings, and what the
+    /// sampler cost in CPU time.
+    Power {
+        /// How long to sample.
+        #[arg(long, default_value_t = 5.0)]
+        seconds: f64,
+        /// Print one JSON object (channels, sample counts, cost) instead of
+        /// text.
         #[arg(long)]
         json: bool,
     },

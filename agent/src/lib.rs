@@ -27,6 +27,7 @@ pub mod env;
 pub mod error;
 pub mod inventory;
 pub mod isolation;
+pub mod power;
 pub mod service;
 pub mod stats;
 

@@ -282,7 +282,7 @@ async fn attempt(
     addr: &AgentAddr,
     job: &Job,
     reporter: &dyn Reporter,
-) -> Result<pb::RunResult, AttemptError> {
+) -> Result<(pb::RunResult, Vec<pb::PowerSample>), AttemptError> {
     let label = &job.planned;
     let mut client = addr
         .connect()
@@ -307,8 +307,12 @@ async fn attempt(
             });
         }
     };
+    let mut power = Vec::new();
     while let Some(ev) = stream.next().await {
         match ev {
+            Ok(pb::RunEvent {
+                event: Some(pb::run_event::Event::Power(p)),
+            }) => power.push(p),
             Ok(pb::RunEvent {
                 event: Some(pb::run_event::Event::Progress(p)),
             }) => {
@@ -316,7 +320,7 @@ async fn attempt(
             }
             Ok(pb::RunEvent {
                 event: Some(pb::run_event::Event::Result(r)),
-            }) => return Ok(r),
+            }) => return Ok((r, power)),
             Ok(_) => {}
             Err(status) => {
                 return Err(AttemptError::Lost(format!(
@@ -349,6 +353,7 @@ async fn run_job(
         .await;
     let mut pause = retry.backoff;
     let mut tries = 0;
+    let mut power = Vec::new();
     let result = loop {
         if lost.load(Ordering::SeqCst) {
             break error_result(
@@ -362,7 +367,10 @@ async fn run_job(
             );
         }
         match attempt(addr, &job, reporter).await {
-            Ok(r) => break r,
+            Ok((r, p)) => {
+                power = p;
+                break r;
+            }
             Err(AttemptError::Refused(m)) => {
                 break error_result(
                     &job.run_id,
@@ -402,6 +410,7 @@ async fn run_job(
     };
     let record = to_record(
         &result,
+        &power,
         &job.planned.spec_key,
         Origin {
             agent_id: job.agent_id,

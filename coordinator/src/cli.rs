@@ -129,6 +129,12 @@ pub struct RunArgs {
     /// Per-run timeout in seconds (overrides the suite's).
     #[arg(long)]
     pub timeout_s: Option<f64>,
+    /// Minimum kernel window in seconds for the energy figures of devices
+    /// with a power sensor. Default: the agent's choice (four sensor update
+    /// periods, at least 1 s: short kernels are repeated untimed until the
+    /// window is that long). A negative value turns those repeats off.
+    #[arg(long, allow_negative_numbers = true)]
+    pub power_window_s: Option<f64>,
     /// Ad-hoc: warm-up iterations.
     #[arg(long, default_value_t = 3)]
     pub warmup: u32,

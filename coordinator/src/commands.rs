@@ -199,6 +199,7 @@ pub async fn run(db: &Db, args: RunArgs) -> anyhow::Result<i32> {
         kernels,
         env: parse_kv(&args.env, "env")?,
         timeout_s: args.timeout_s,
+        power_window_s: args.power_window_s,
     };
     let reporter = Arc::new(CliReporter::new());
     let req = CampaignRequest {

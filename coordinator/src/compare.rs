@@ -31,6 +31,12 @@ pub struct CompareRow {
     pub pct_of_peak: Option<f64>,
     pub cv: Option<f64>,
     pub iterations: u32,
+    /// Average power over the kernel window, watts (devices with a sensor).
+    pub avg_watts: Option<f64>,
+    /// The metric per watt: GFLOP/s/W or GB/s/W.
+    pub metric_per_watt: Option<f64>,
+    /// Energy per unit of work: J/GFLOP or J/GB.
+    pub joules_per_unit: Option<f64>,
     /// This row's metric relative to the best row of its spec key (1 = best).
     pub relative: Option<f64>,
     pub run_id: String,
@@ -85,17 +91,32 @@ fn opt(v: Option<f64>, f: impl Fn(f64) -> String) -> String {
     v.map(f).unwrap_or_else(|| "-".to_string())
 }
 
+/// Units of the per-watt and per-work columns for a metric unit.
+fn power_units(unit: &str) -> (&'static str, &'static str) {
+    match unit {
+        "GFLOP/s" => ("GFLOP/s/W", "J/GFLOP"),
+        "GB/s" => ("GB/s/W", "J/GB"),
+        _ => ("", ""),
+    }
+}
+
 /// Renders ranked rows in `format`.
 pub fn render(rows: &[CompareRow], format: Format) -> String {
     if format == Format::Json {
         return serde_json::to_string_pretty(rows).unwrap_or_else(|_| "[]".into()) + "\n";
     }
-    let mut t = Table::new(&[
+    // Energy columns only when some device had a power sensor.
+    let power = rows.iter().any(|r| r.avg_watts.is_some());
+    let mut header = vec![
         "kernel", "variant", "params", "dtype", "mode", "agent", "device", "backend", "status",
         "metric", "unit", "% peak", "cv %", "rel",
-    ]);
+    ];
+    if power {
+        header.extend(["avg W", "metric/W", "J/unit"]);
+    }
+    let mut t = Table::new(&header);
     for r in rows {
-        t.push(vec![
+        let mut cells = vec![
             r.kernel.clone(),
             r.variant.clone(),
             r.params.clone(),
@@ -114,7 +135,18 @@ pub fn render(rows: &[CompareRow], format: Format) -> String {
             opt(r.pct_of_peak.filter(|p| *p > 0.0), |p| format!("{p:.1}")),
             opt(r.cv, |c| format!("{:.1}", c * 100.0)),
             opt(r.relative, |x| format!("{x:.2}")),
-        ]);
+        ];
+        if power {
+            let (per_watt, per_unit) = power_units(&r.unit);
+            cells.extend([
+                opt(r.avg_watts, |w| format!("{w:.1}")),
+                opt(r.metric_per_watt, |v| {
+                    format!("{} {per_watt}", fmt_metric(v))
+                }),
+                opt(r.joules_per_unit, |j| format!("{j:.3e} {per_unit}")),
+            ]);
+        }
+        t.push(cells);
     }
     t.render(format)
 }
@@ -143,6 +175,9 @@ mod tests {
             pct_of_peak: None,
             cv: Some(0.01),
             iterations: 10,
+            avg_watts: None,
+            metric_per_watt: None,
+            joules_per_unit: None,
             relative: None,
             run_id: format!("{key}-{dev}"),
         }
@@ -189,5 +224,24 @@ mod tests {
         let j: serde_json::Value = serde_json::from_str(&render(&rows, Format::Json)).unwrap();
         assert_eq!(j[0]["metric"], 12.345);
         assert_eq!(j[0]["relative"], 1.0);
+        assert!(!t.contains("avg W"), "no sensor, no energy columns: {t}");
+    }
+
+    #[test]
+    fn energy_columns_appear_with_a_sensor() {
+        let mut a = row("gemm/x", "d1", "ok", Some(500.0), true);
+        a.avg_watts = Some(250.0);
+        a.metric_per_watt = Some(2.0);
+        a.joules_per_unit = Some(0.5);
+        let mut rows = vec![a, row("gemm/x", "d2", "ok", Some(100.0), true)];
+        rank(&mut rows);
+        let t = render(&rows, Format::Csv);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].ends_with("avg W,metric/W,J/unit"), "{t}");
+        assert!(
+            lines[1].ends_with("250.0,2.00 GFLOP/s/W,5.000e-1 J/GFLOP"),
+            "{t}"
+        );
+        assert!(lines[2].ends_with(",-,-,-"), "{t}");
     }
 }

@@ -30,6 +30,9 @@ pub struct Selection {
     pub env: BTreeMap<String, String>,
     /// Replaces every run's timeout when set.
     pub timeout_s: Option<f64>,
+    /// Minimum kernel window for energy figures (see RunSpec.power_window_s);
+    /// `None`: the agent decides.
+    pub power_window_s: Option<f64>,
 }
 
 /// One job to run.
@@ -130,6 +133,7 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
                             seed: CAMPAIGN_SEED,
                             timeout_s: sel.timeout_s.unwrap_or(run.timeout_s),
                             env: env.into_iter().collect(),
+                            power_window_s: sel.power_window_s.unwrap_or(0.0),
                         },
                     });
                 }

@@ -2,7 +2,7 @@
 //! comparison row.
 
 use crate::compare::CompareRow;
-use crate::store::{ResultRecord, ResultRow};
+use crate::store::{PowerPoint, ResultRecord, ResultRow};
 use gpufleet_proto::v1 as pb;
 use serde_json::{Value, json};
 
@@ -20,11 +20,43 @@ fn map_value<V: serde::Serialize>(m: &std::collections::HashMap<String, V>) -> V
     serde_json::to_value(sorted).unwrap_or(Value::Null)
 }
 
-/// Flattens `r` into a store record.
-pub fn to_record(r: &pb::RunResult, spec_key: &str, origin: Origin) -> ResultRecord {
+/// A power sample from the wire, with the figures the sensor did not report
+/// as `None`.
+pub fn to_power_point(p: &pb::PowerSample) -> PowerPoint {
+    let finite = |v: f64| v.is_finite().then_some(v);
+    // Temperature and utilisation have no "reported" flag on the wire; a
+    // source that lacks them sends 0.
+    let some_if = |v: f64| (v != 0.0).then_some(v).and_then(finite);
+    PowerPoint {
+        source: p.source.clone(),
+        scope: p.scope.clone(),
+        pci_bus_id: p.pci_bus_id.clone(),
+        monotonic_ns: p.monotonic_ns.min(i64::MAX as u64),
+        wall_unix_s: finite(p.wall_unix_s).unwrap_or(0.0),
+        watts: if p.has_watts { finite(p.watts) } else { None },
+        energy_j: if p.has_energy {
+            finite(p.energy_j)
+        } else {
+            None
+        },
+        temperature_c: some_if(p.temperature_c),
+        sclk_mhz: (p.sclk_mhz != 0).then_some(p.sclk_mhz),
+        mclk_mhz: (p.mclk_mhz != 0).then_some(p.mclk_mhz),
+        utilization_pct: some_if(p.utilization_pct),
+    }
+}
+
+/// Flattens `r` and the power samples of its stream into a store record.
+pub fn to_record(
+    r: &pb::RunResult,
+    power: &[pb::PowerSample],
+    spec_key: &str,
+    origin: Origin,
+) -> ResultRecord {
     let spec = r.spec.clone().unwrap_or_default();
     let stats = r.stats;
     let metric = r.metric.as_ref();
+    let energy = r.energy.as_ref();
     ResultRecord {
         run_id: r.run_id.clone(),
         campaign_id: origin.campaign_id,
@@ -76,6 +108,12 @@ pub fn to_record(r: &pb::RunResult, spec_key: &str, origin: Origin) -> ResultRec
         wall_s: r.wall_s,
         created_at: None,
         times: r.times_s.clone(),
+        energy: r.energy.as_ref().map(|e| json!(e)).unwrap_or(Value::Null),
+        energy_j: energy.map(|e| e.joules).filter(|j| *j > 0.0),
+        avg_watts: energy.map(|e| e.avg_watts).filter(|w| *w > 0.0),
+        metric_per_watt: energy.map(|e| e.metric_per_watt).filter(|v| *v > 0.0),
+        joules_per_unit: energy.map(|e| e.joules_per_unit).filter(|v| *v > 0.0),
+        power: power.iter().map(to_power_point).collect(),
     }
 }
 
@@ -136,6 +174,9 @@ pub fn to_compare_row(row: &ResultRow) -> CompareRow {
         pct_of_peak: r.pct_of_peak,
         cv: r.cv,
         iterations: r.iterations as u32,
+        avg_watts: r.avg_watts,
+        metric_per_watt: r.metric_per_watt,
+        joules_per_unit: r.joules_per_unit,
         relative: None,
         run_id: r.run_id.clone(),
     }

@@ -121,12 +121,46 @@ pub fn agent_info_text(info: &AgentInfo) -> String {
         let _ = writeln!(out, "  none");
     }
     for p in &info.power_sources {
-        let state = if p.available {
-            "available".to_string()
+        if !p.available && p.scope.is_empty() {
+            let _ = writeln!(out, "  {:<13} unavailable: {}", p.name, p.reason);
+            continue;
+        }
+        let target = if p.device_ids.is_empty() {
+            if p.pci_bus_id.is_empty() {
+                "host".to_string()
+            } else {
+                p.pci_bus_id.clone()
+            }
         } else {
-            format!("unavailable: {}", p.reason)
+            p.device_ids.join(", ")
         };
-        let _ = writeln!(out, "  {} ({}) {}", p.name, p.scope, state);
+        let period = if p.measured_period_s > 0.0 {
+            format!("updates every {:.3} s (measured)", p.measured_period_s)
+        } else {
+            format!("updates every {:.3} s (nominal)", p.nominal_period_s)
+        };
+        let mut extras = vec![
+            p.scope.clone(),
+            format!("polled at {:.0} Hz", p.poll_hz),
+            period,
+        ];
+        if p.energy_counter {
+            extras.push("energy counter".into());
+        }
+        if p.power_cap_w > 0.0 {
+            extras.push(format!("cap {:.0} W", p.power_cap_w));
+        }
+        let _ = writeln!(
+            out,
+            "  {:<13} {}  [{}]  {}",
+            p.name,
+            target,
+            extras.join(", "),
+            p.label
+        );
+        if !p.reason.is_empty() {
+            let _ = writeln!(out, "  {:<13} last error: {}", "", p.reason);
+        }
     }
     out
 }

@@ -133,7 +133,11 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
     };
     let config = kernel.config();
     match measure(job, kernel.as_mut(), chan) {
-        Ok((times, warmup_done)) => {
+        Ok(Measured {
+            times,
+            warmup_done,
+            power_iterations,
+        }) => {
             let validation = if job.skip_validation {
                 None
             } else {
@@ -160,6 +164,7 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
                 warmup_done,
                 validation,
                 config,
+                power_iterations,
             }
         }
         Err(e) => {
@@ -170,13 +175,21 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
     }
 }
 
-/// Warm-up, then timed iterations until the stop rule holds. Sends the
-/// kernel-window markers around the timed part.
+/// What [`measure`] ran.
+struct Measured {
+    times: Vec<f64>,
+    warmup_done: u32,
+    power_iterations: u64,
+}
+
+/// Warm-up, then timed iterations until the stop rule holds, then (for a
+/// power run) untimed repeats until the window is `power_window_s` long.
+/// Sends the kernel-window markers around the timed part and the repeats.
 fn measure(
     job: &WorkerJob,
     kernel: &mut dyn PreparedKernel,
     chan: &mut Channel,
-) -> Result<(Vec<f64>, u32), BackendError> {
+) -> Result<Measured, BackendError> {
     chan.progress("warmup", format!("{} warm-up iterations", job.warmup), 0);
     for _ in 0..job.warmup {
         kernel.run()?;
@@ -203,8 +216,27 @@ fn measure(
             chan.progress("measuring", format!("{:.1} s", elapsed), times.len() as u32);
         }
     }
+    let mut power_iterations = 0u64;
+    if start.elapsed().as_secs_f64() < job.power_window_s {
+        chan.progress(
+            "power",
+            format!(
+                "repeating the kernel until the window covers {:.1} s for the power sensor",
+                job.power_window_s
+            ),
+            times.len() as u32,
+        );
+        while start.elapsed().as_secs_f64() < job.power_window_s {
+            kernel.run()?;
+            power_iterations += 1;
+        }
+    }
     chan.send(&WorkerEvent::WindowEnd {
         monotonic_ns: monotonic_ns(),
     });
-    Ok((times, job.warmup))
+    Ok(Measured {
+        times,
+        warmup_done: job.warmup,
+        power_iterations,
+    })
 }

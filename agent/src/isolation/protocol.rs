@@ -23,6 +23,11 @@ pub struct WorkerJob {
     pub seed: u64,
     /// Whether debug kernels may run (the agent's --enable-debug-kernels).
     pub allow_debug: bool,
+    /// Minimum kernel window in seconds for the energy figure: when the
+    /// timed iterations end sooner, the kernel keeps running (untimed)
+    /// until the window is this long. 0: no power run.
+    #[serde(default)]
+    pub power_window_s: f64,
 }
 
 /// Run status as the worker decides it; crashes and timeouts are decided by
@@ -46,6 +51,10 @@ pub struct WorkerOutcome {
     pub warmup_done: u32,
     pub validation: Option<Validation>,
     pub config: BTreeMap<String, String>,
+    /// Untimed repeats after the timed iterations, inside the kernel window
+    /// (a power run); 0 when the timed part was long enough.
+    #[serde(default)]
+    pub power_iterations: u64,
 }
 
 impl WorkerOutcome {
@@ -58,6 +67,7 @@ impl WorkerOutcome {
             warmup_done: 0,
             validation: None,
             config: BTreeMap::new(),
+            power_iterations: 0,
         }
     }
 

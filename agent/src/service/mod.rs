@@ -6,12 +6,15 @@
 //! mid-run the run is cancelled: nobody would receive its result.
 
 pub mod convert;
+pub mod power;
 pub mod queue;
 pub mod run;
 
 use crate::error::AgentError;
 use crate::inventory::Inventory;
-use crate::isolation::{WorkerCommand, parent};
+use crate::isolation::{WorkerCommand, monotonic_ns, parent};
+use crate::power::sampler::{Sampler, SamplerConfig};
+use crate::power::{PowerConfig, Unavailable};
 use gpufleet_proto::v1 as pb;
 use pb::agent_server::{Agent, AgentServer};
 use queue::Scheduler;
@@ -39,6 +42,8 @@ pub struct AgentConfig {
     /// Deadline for each backend's discovery worker.
     pub discovery_timeout: Duration,
     pub defaults: RunDefaults,
+    /// Where to look for power sensors and how often to read them.
+    pub power: PowerConfig,
 }
 
 impl AgentConfig {
@@ -51,31 +56,73 @@ impl AgentConfig {
             token: None,
             discovery_timeout: Duration::from_secs(30),
             defaults: RunDefaults::default(),
+            power: PowerConfig::default(),
         }
     }
 }
 
-/// The agent's state: configuration, inventory, queues.
+/// The power sampler and the sources that could not be used.
+pub struct PowerState {
+    pub sampler: Sampler,
+    pub unavailable: Vec<Unavailable>,
+}
+
+impl PowerState {
+    /// Probes every source (tool calls included, so off the async threads)
+    /// and starts the sampler.
+    pub async fn start(config: &PowerConfig) -> PowerState {
+        let cfg = config.clone();
+        let probe = tokio::task::spawn_blocking(move || crate::power::probe(&cfg))
+            .await
+            .unwrap_or_default();
+        for u in &probe.unavailable {
+            tracing::debug!(source = u.name, reason = %u.reason, "power source unavailable");
+        }
+        PowerState {
+            sampler: Sampler::start(
+                probe.sources,
+                SamplerConfig {
+                    rate_hz: config.rate_hz,
+                    slow_interval: config.command_interval,
+                    ..SamplerConfig::default()
+                },
+            ),
+            unavailable: probe.unavailable,
+        }
+    }
+}
+
+/// The agent's state: configuration, inventory, queues, power sampler.
 pub struct AgentCore {
     pub config: AgentConfig,
     pub inventory: Inventory,
     pub scheduler: Arc<Scheduler>,
+    pub power: PowerState,
 }
 
 impl AgentCore {
-    /// Discovers the inventory (in workers) and builds the agent.
+    /// Discovers the inventory (in workers), probes the power sources and
+    /// builds the agent.
     pub async fn start(config: AgentConfig) -> Arc<AgentCore> {
-        let inventory = Inventory::discover(&config.worker, config.discovery_timeout).await;
-        Self::with_inventory(config, inventory)
+        let (inventory, power) = tokio::join!(
+            Inventory::discover(&config.worker, config.discovery_timeout),
+            PowerState::start(&config.power)
+        );
+        Self::with_parts(config, inventory, power)
     }
 
-    /// Builds the agent around an inventory discovered elsewhere.
-    pub fn with_inventory(config: AgentConfig, inventory: Inventory) -> Arc<AgentCore> {
+    /// Builds the agent around an inventory and power state made elsewhere.
+    pub fn with_parts(
+        config: AgentConfig,
+        inventory: Inventory,
+        power: PowerState,
+    ) -> Arc<AgentCore> {
         let scheduler = Scheduler::new(config.queue_capacity);
         Arc::new(AgentCore {
             config,
             inventory,
             scheduler,
+            power,
         })
     }
 
@@ -101,7 +148,7 @@ impl AgentCore {
                 .filter(|k| debug || !k.debug)
                 .map(convert::kernel)
                 .collect(),
-            power_sources: Vec::new(),
+            power_sources: power::describe(self),
             debug_kernels: debug,
             queue_capacity: self.config.queue_capacity as u32,
         }
@@ -195,6 +242,7 @@ impl Agent for AgentService {
             let _ = tx
                 .send(Ok(progress_event("starting", String::new(), 0)))
                 .await;
+            let worker_start_ns = monotonic_ns();
             let started = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
@@ -227,10 +275,42 @@ impl Agent for AgentService {
             .await;
             let _ = forward.await;
             watcher.abort();
-            let result = match outcome {
+            let power_iterations = match &outcome {
+                Ok(parent::WorkerRun {
+                    ending: parent::Ending::Finished(o),
+                    ..
+                }) => o.power_iterations,
+                _ => 0,
+            };
+            let mut result = match outcome {
                 Ok(run) => run::finish(&plan, run, started),
                 Err(e) => run::bare_result(&plan, pb::RunStatus::Error, e.to_string()),
             };
+            if let Some(p) = &plan.power
+                && result.status() == pb::RunStatus::Ok
+                && result.window_end_ns > result.window_begin_ns
+            {
+                let sampler = &core.power.sampler;
+                let wait = (p.period * 2).min(Duration::from_secs(3));
+                power::wait_for_sample_after(sampler, p.channel, result.window_end_ns, wait).await;
+                let window = power::Window {
+                    worker_start_ns,
+                    begin_ns: result.window_begin_ns,
+                    end_ns: result.window_end_ns,
+                    iterations: result.times_s.len() as u64 + power_iterations,
+                    power_iterations,
+                };
+                let (samples, energy) = power::energy(sampler, &plan, p, &window, &result);
+                for s in samples {
+                    let ev = pb::RunEvent {
+                        event: Some(pb::run_event::Event::Power(s)),
+                    };
+                    if tx.send(Ok(ev)).await.is_err() {
+                        break;
+                    }
+                }
+                result.energy = energy;
+            }
             tracing::info!(run_id = %plan.run_id, status = ?result.status(), "run finished");
             let _ = tx.send(Ok(result_event(result))).await;
             drop(ticket);
@@ -256,11 +336,37 @@ impl Agent for AgentService {
 
     async fn stream_power(
         &self,
-        _req: Request<pb::PowerRequest>,
+        req: Request<pb::PowerRequest>,
     ) -> Result<Response<PowerStream>, Status> {
-        Err(Status::failed_precondition(
-            "this agent has no power sources",
-        ))
+        let req = req.into_inner();
+        if self.core.power.sampler.channels().is_empty() {
+            return Err(Status::failed_precondition(
+                "this agent has no power sources (see Describe for why each is unavailable)",
+            ));
+        }
+        let chosen = power::select_channels(&self.core, &req)?;
+        let mut feed = self.core.power.sampler.subscribe();
+        let (tx, rx) = mpsc::channel::<Result<pb::PowerSample, Status>>(256);
+        let core = self.core.clone();
+        tokio::spawn(async move {
+            loop {
+                match feed.recv().await {
+                    Ok(s) if chosen.contains(&s.channel) => {
+                        let wire = power::sample_pb(&core.power.sampler, &s);
+                        if tx.send(Ok(wire)).await.is_err() {
+                            return;
+                        }
+                    }
+                    Ok(_) => {}
+                    // A slow client misses samples rather than stalling the sampler.
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::debug!("power stream skipped {n} samples");
+                    }
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                }
+            }
+        });
+        Ok(Response::new(Box::pin(ReceiverStream::new(rx))))
     }
 }
 

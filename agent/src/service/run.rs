@@ -55,6 +55,8 @@ pub struct Plan {
     /// False when the device's backend does not implement this kernel,
     /// variant or dtype: the run ends at once as `unsupported`.
     pub supported: bool,
+    /// The power channel the run is measured on, if the device has one.
+    pub power: Option<super::power::RunPower>,
 }
 
 fn invalid(field: &'static str, message: String) -> AgentError {
@@ -154,6 +156,7 @@ pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, 
             &problem.variant,
             problem.dtype.name(),
         );
+    let power = super::power::plan_power(&core.power.sampler, device, spec, timeout_s)?;
     let job = WorkerJob {
         backend: device.backend.clone(),
         device: device.clone(),
@@ -173,6 +176,7 @@ pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, 
         skip_validation: spec.skip_validation,
         seed: spec.seed,
         allow_debug: core.config.enable_debug_kernels,
+        power_window_s: power.as_ref().map_or(0.0, |p| p.window_s),
     };
     Ok(Plan {
         run_id: run_id.to_string(),
@@ -184,6 +188,7 @@ pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, 
         timeout: Duration::from_secs_f64(timeout_s),
         job,
         supported,
+        power,
     })
 }
 
@@ -245,7 +250,7 @@ fn fingerprint(plan: &Plan) -> pb::Fingerprint {
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
         clock_mhz: plan.device.clock_mhz,
-        power_cap_w: 0.0,
+        power_cap_w: plan.power.as_ref().map_or(0.0, |p| p.power_cap_w),
     }
 }
 

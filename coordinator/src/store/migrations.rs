@@ -29,11 +29,18 @@ pub(super) struct Migration {
 }
 
 /// Every migration, in order; `MIGRATIONS[i].version == i + 1`.
-pub(super) const MIGRATIONS: &[Migration] = &[Migration {
-    version: 1,
-    name: "0001_init",
-    sql: include_str!("migrations/0001_init.sql"),
-}];
+pub(super) const MIGRATIONS: &[Migration] = &[
+    Migration {
+        version: 1,
+        name: "0001_init",
+        sql: include_str!("migrations/0001_init.sql"),
+    },
+    Migration {
+        version: 2,
+        name: "0002_energy",
+        sql: include_str!("migrations/0002_energy.sql"),
+    },
+];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.
 pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;

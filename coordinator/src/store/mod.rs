@@ -69,7 +69,7 @@ pub use self::error::StoreError;
 pub use self::migrations::LATEST_VERSION;
 pub use self::records::{
     AgentRow, CampaignRow, CampaignState, DeviceRecord, DeviceRow, JobCounts, JobRow, JobState,
-    NewJob, ResultFilter, ResultRecord, ResultRow,
+    NewJob, PowerPoint, ResultFilter, ResultRecord, ResultRow,
 };
 
 use self::error::sql;

@@ -355,6 +355,40 @@ pub struct ResultRecord {
     /// Raw per-iteration device times, seconds. Empty in listings unless samples were asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub times: Vec<f64>,
+    /// The agent's Energy figures as JSON (`null` when the device had no power sensor).
+    pub energy: Value,
+    /// Energy over the kernel window, joules.
+    pub energy_j: Option<f64>,
+    /// Average power over the kernel window, watts.
+    pub avg_watts: Option<f64>,
+    /// The metric per watt (GFLOP/s/W or GB/s/W).
+    pub metric_per_watt: Option<f64>,
+    /// Joules per GFLOP or per GB.
+    pub joules_per_unit: Option<f64>,
+    /// The run's power trace. Empty in listings unless samples were asked for.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub power: Vec<PowerPoint>,
+}
+
+/// One power sample of a run's trace.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerPoint {
+    /// Power source (`nvml`, `amdgpu-hwmon`, ...).
+    pub source: String,
+    /// What the watts cover (`asic`, `board`, `package`, ...).
+    pub scope: String,
+    /// Device the sensor belongs to; empty for host-level sensors.
+    pub pci_bus_id: String,
+    /// The agent host's CLOCK_MONOTONIC, nanoseconds.
+    pub monotonic_ns: u64,
+    /// The agent host's wall clock, unix seconds.
+    pub wall_unix_s: f64,
+    pub watts: Option<f64>,
+    pub energy_j: Option<f64>,
+    pub temperature_c: Option<f64>,
+    pub sclk_mhz: Option<u32>,
+    pub mclk_mhz: Option<u32>,
+    pub utilization_pct: Option<f64>,
 }
 
 /// A stored result as listings return it: the record plus who and what ran it.
@@ -393,7 +427,7 @@ pub struct ResultFilter {
     /// Among the results matching the other fields, keep only the newest per (agent, device,
     /// spec key).
     pub latest_per_device_and_key: bool,
-    /// Fill [`ResultRecord::times`].
+    /// Fill [`ResultRecord::times`] and [`ResultRecord::power`].
     pub with_samples: bool,
 }
 

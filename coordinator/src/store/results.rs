@@ -9,7 +9,9 @@ use rusqlite::types::{Type, Value as SqlValue};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
 
 use super::error::sql;
-use super::{ResultFilter, ResultRecord, ResultRow, Store, StoreError, require_non_empty};
+use super::{
+    PowerPoint, ResultFilter, ResultRecord, ResultRow, Store, StoreError, require_non_empty,
+};
 
 /// Columns of `results` (aliased `r`) in the order listings read them.
 const RESULT_COLUMNS: &str = "r.id, r.run_id, r.campaign_id, r.job_id, r.agent_id, r.device_row_id,
@@ -17,7 +19,8 @@ const RESULT_COLUMNS: &str = "r.id, r.run_id, r.campaign_id, r.job_id, r.agent_i
     r.status, r.message, r.metric_kind, r.metric_unit, r.metric_value, r.higher_is_better,
     r.pct_of_peak, r.median_s, r.p10_s, r.p90_s, r.min_s, r.max_s, r.mean_s, r.stddev_s, r.cv,
     r.iterations, r.validation_json, r.config_json, r.fingerprint_json, r.stderr_tail, r.signal,
-    r.started_at, r.wall_s, r.created_at";
+    r.started_at, r.wall_s, r.created_at, r.energy_json, r.energy_j, r.avg_watts,
+    r.metric_per_watt, r.joules_per_unit";
 
 /// Joins that give a result its agent name, device and campaign suite.
 const RESULT_JOINS: &str = "FROM results r
@@ -50,13 +53,15 @@ impl Store {
                     message, metric_kind, metric_unit, metric_value, higher_is_better, pct_of_peak,
                     median_s, p10_s, p90_s, min_s, max_s, mean_s, stddev_s, cv, iterations,
                     validation_json, config_json, fingerprint_json, stderr_tail, signal,
-                    started_at, wall_s, created_at)
+                    started_at, wall_s, created_at, energy_json, energy_j, avg_watts,
+                    metric_per_watt, joules_per_unit)
                  VALUES (:run_id, :campaign_id, :job_id, :agent_id, :device_row_id,
                     :device_id, :backend, :spec_key, :kernel, :variant, :params_json, :dtype, :mode,
                     :status, :message, :metric_kind, :metric_unit, :metric_value,
                     :higher_is_better, :pct_of_peak, :median_s, :p10_s, :p90_s, :min_s, :max_s,
                     :mean_s, :stddev_s, :cv, :iterations, :validation_json, :config_json,
-                    :fingerprint_json, :stderr_tail, :signal, :started_at, :wall_s, :created_at)
+                    :fingerprint_json, :stderr_tail, :signal, :started_at, :wall_s, :created_at,
+                    :energy_json, :energy_j, :avg_watts, :metric_per_watt, :joules_per_unit)
                  ON CONFLICT (run_id) DO NOTHING
                  RETURNING id",
                 named_params! {
@@ -97,6 +102,11 @@ impl Store {
                     ":started_at": r.started_at,
                     ":wall_s": r.wall_s,
                     ":created_at": created_at,
+                    ":energy_json": to_json_text(&r.energy),
+                    ":energy_j": r.energy_j,
+                    ":avg_watts": r.avg_watts,
+                    ":metric_per_watt": r.metric_per_watt,
+                    ":joules_per_unit": r.joules_per_unit,
                 },
                 |row| row.get(0),
             )
@@ -112,6 +122,34 @@ impl Store {
                 rusqlite::params![id, encode_samples(&r.times)],
             )
             .map_err(sql("storing a result's samples"))?;
+        }
+        if !r.power.is_empty() {
+            let mut stmt = tx
+                .prepare_cached(
+                    "INSERT INTO power_samples (result_id, seq, source, scope, pci_bus_id,
+                        monotonic_ns, wall_unix_s, watts, energy_j, temperature_c, sclk_mhz,
+                        mclk_mhz, utilization_pct)
+                     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13)",
+                )
+                .map_err(sql("storing a result's power samples"))?;
+            for (seq, p) in r.power.iter().enumerate() {
+                stmt.execute(rusqlite::params![
+                    id,
+                    seq as i64,
+                    p.source,
+                    p.scope,
+                    p.pci_bus_id,
+                    p.monotonic_ns as i64,
+                    p.wall_unix_s,
+                    p.watts,
+                    p.energy_j,
+                    p.temperature_c,
+                    p.sclk_mhz,
+                    p.mclk_mhz,
+                    p.utilization_pct,
+                ])
+                .map_err(sql("storing a result's power samples"))?;
+            }
         }
         if let Some(job_id) = r.job_id {
             tx.execute(
@@ -185,10 +223,68 @@ impl Store {
              ORDER BY r.created_at, r.id"
         );
         let mut stmt = self.conn.prepare_cached(&query).map_err(sql(context))?;
-        stmt.query_map(rusqlite::params_from_iter(args), result_from_row)
+        let mut rows: Vec<ResultRow> = stmt
+            .query_map(rusqlite::params_from_iter(args), result_from_row)
             .map_err(sql(context))?
             .collect::<Result<_, _>>()
-            .map_err(sql(context))
+            .map_err(sql(context))?;
+        if f.with_samples {
+            for row in &mut rows {
+                row.record.power = self.power_of(row.id)?;
+            }
+        }
+        Ok(rows)
+    }
+
+    /// The power trace stored with the result `run_id` (empty if it has none).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownRun`] if no result has `run_id`; [`StoreError::Sqlite`] if the query
+    /// fails.
+    pub fn power_samples(&self, run_id: &str) -> Result<Vec<PowerPoint>, StoreError> {
+        let id: Option<i64> = self
+            .conn
+            .query_row("SELECT id FROM results WHERE run_id = ?1", [run_id], |r| {
+                r.get(0)
+            })
+            .optional()
+            .map_err(sql("finding a result"))?;
+        match id {
+            Some(id) => self.power_of(id),
+            None => Err(StoreError::UnknownRun {
+                run_id: run_id.to_owned(),
+            }),
+        }
+    }
+
+    fn power_of(&self, result_id: i64) -> Result<Vec<PowerPoint>, StoreError> {
+        let context = "reading a result's power samples";
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT source, scope, pci_bus_id, monotonic_ns, wall_unix_s, watts, energy_j,
+                        temperature_c, sclk_mhz, mclk_mhz, utilization_pct
+                 FROM power_samples WHERE result_id = ?1 ORDER BY seq",
+            )
+            .map_err(sql(context))?;
+        stmt.query_map([result_id], |r| {
+            Ok(PowerPoint {
+                source: r.get(0)?,
+                scope: r.get(1)?,
+                pci_bus_id: r.get(2)?,
+                monotonic_ns: r.get::<_, i64>(3)? as u64,
+                wall_unix_s: r.get(4)?,
+                watts: r.get(5)?,
+                energy_j: r.get(6)?,
+                temperature_c: r.get(7)?,
+                sclk_mhz: r.get(8)?,
+                mclk_mhz: r.get(9)?,
+                utilization_pct: r.get(10)?,
+            })
+        })
+        .map_err(sql(context))?
+        .collect::<Result<_, _>>()
+        .map_err(sql(context))
     }
 
     /// The raw per-iteration times of a stored result (empty if it has none).
@@ -270,6 +366,12 @@ fn result_from_row(row: &Row<'_>) -> rusqlite::Result<ResultRow> {
         wall_s: row.get("wall_s")?,
         created_at: Some(row.get("created_at")?),
         times,
+        energy: super::json_column(row, "energy_json")?,
+        energy_j: row.get("energy_j")?,
+        avg_watts: row.get("avg_watts")?,
+        metric_per_watt: row.get("metric_per_watt")?,
+        joules_per_unit: row.get("joules_per_unit")?,
+        power: Vec::new(),
     };
     Ok(ResultRow {
         id: row.get("id")?,
@@ -301,7 +403,7 @@ fn validate_result(r: &ResultRecord) -> Result<(), StoreError> {
     require_non_empty("device_id", &r.device_id)?;
     require_non_empty("backend", &r.backend)?;
     // SQLite stores NaN as NULL, which would turn a value into "missing" behind the caller's back.
-    let numbers: [(&'static str, Option<f64>); 13] = [
+    let numbers: [(&'static str, Option<f64>); 17] = [
         ("metric_value", r.metric_value),
         ("pct_of_peak", r.pct_of_peak),
         ("median_s", r.median_s),
@@ -315,6 +417,10 @@ fn validate_result(r: &ResultRecord) -> Result<(), StoreError> {
         ("started_at", Some(r.started_at)),
         ("wall_s", Some(r.wall_s)),
         ("created_at", r.created_at),
+        ("energy_j", r.energy_j),
+        ("avg_watts", r.avg_watts),
+        ("metric_per_watt", r.metric_per_watt),
+        ("joules_per_unit", r.joules_per_unit),
     ];
     for (field, value) in numbers {
         if let Some(v) = value
@@ -323,6 +429,23 @@ fn validate_result(r: &ResultRecord) -> Result<(), StoreError> {
             return Err(StoreError::invalid(
                 field,
                 format!("{v} is not a finite number"),
+            ));
+        }
+    }
+    for (i, p) in r.power.iter().enumerate() {
+        let finite = [
+            p.watts,
+            p.energy_j,
+            p.temperature_c,
+            p.utilization_pct,
+            Some(p.wall_unix_s),
+        ]
+        .iter()
+        .all(|v| v.is_none_or(f64::is_finite));
+        if !finite || p.monotonic_ns > i64::MAX as u64 {
+            return Err(StoreError::invalid(
+                "power",
+                format!("sample {i} has a non-finite or out-of-range number"),
             ));
         }
     }

@@ -9,7 +9,7 @@ use std::time::SystemTime;
 use serde_json::json;
 
 use super::guard::sidecar;
-use super::{ResultRecord, Store};
+use super::{PowerPoint, ResultRecord, Store};
 
 /// A fresh store on a real file in a temp dir (keep the dir alive as long as the store).
 pub(super) fn temp_store() -> (tempfile::TempDir, Store) {
@@ -98,5 +98,38 @@ pub(super) fn sample_result(run_id: &str, agent_id: i64) -> ResultRecord {
         wall_s: 0.5,
         created_at: None,
         times: vec![4.0e-5, 4.2e-5, 4.5e-5],
+        energy: json!({"joules": 1.25, "method": "counter"}),
+        energy_j: Some(1.25),
+        avg_watts: Some(250.0),
+        metric_per_watt: Some(0.05),
+        joules_per_unit: Some(2.5),
+        power: vec![
+            PowerPoint {
+                source: "nvml".into(),
+                scope: "board".into(),
+                pci_bus_id: "0000:06:00.0".into(),
+                monotonic_ns: 1_000_000_000,
+                wall_unix_s: 1_700_000_000.0,
+                watts: Some(70.0),
+                energy_j: Some(0.0),
+                temperature_c: Some(31.0),
+                sclk_mhz: Some(1980),
+                mclk_mhz: None,
+                utilization_pct: None,
+            },
+            PowerPoint {
+                source: "nvml".into(),
+                scope: "board".into(),
+                pci_bus_id: "0000:06:00.0".into(),
+                monotonic_ns: 1_050_000_000,
+                wall_unix_s: 1_700_000_000.05,
+                watts: Some(430.5),
+                energy_j: Some(12.5),
+                temperature_c: None,
+                sclk_mhz: None,
+                mclk_mhz: None,
+                utilization_pct: Some(100.0),
+            },
+        ],
     }
 }

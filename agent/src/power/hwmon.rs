@@ -1,0 +1,669 @@
+//! amdgpu hwmon: power, temperature, clocks and busy percentage from sysfs.
+//!
+//! The amdgpu driver registers one hwmon device per GPU under
+//! `/sys/class/drm/cardN/device/hwmon/hwmonM/` (name file: `amdgpu`). What it
+//! exposes depends on the GPU generation and the kernel:
+//! - `power1_average` (µW): a firmware average over about a second. Older
+//!   discrete cards (RX 5600 XT) have only this one.
+//! - `power1_input` (µW): the current value. RX 580 on Linux ≥ 6.6 has only
+//!   this one (the driver now exposes its figure as current rather than
+//!   average, drm/amd#2897), and so does MI300X, where it is the whole
+//!   package.
+//! - APUs have both, and there both cover the whole socket, CPU cores
+//!   included: that is how we tell a socket reading from an ASIC one.
+//!
+//! Everything is read through a configurable root (`--sysfs-root`) so that
+//! tests can build fixture trees; nothing here needs root privileges.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use super::{Channel, PollError, PowerSource, Reading, Scope, normalize_pci};
+
+/// The source's name in Describe and on the wire.
+pub const NAME: &str = "amdgpu-hwmon";
+
+/// PCI device ids whose `power1_input` is package power: the MI300 series
+/// (MI300X 74a1, MI308X 74a2, MI325X 74a5, MI308X HF 74a8, MI300X HF 74a9,
+/// MI300X VF 74b5, MI308X 74b6, MI300X HF 74bd) and the MI350 series built
+/// the same way (MI350X 75a0, MI355X 75a3, and their VFs 75b0, 75b3). From
+/// libdrm's `amdgpu.ids`. MI300A (74a0) is deliberately absent: it is an
+/// APU, so its reading covers the CPU cores too and is a [`Scope::Socket`].
+const PACKAGE_POWER_DEVICE_IDS: &[u16] = &[
+    0x74a1, 0x74a2, 0x74a5, 0x74a8, 0x74a9, 0x74b5, 0x74b6, 0x74bd, 0x75a0, 0x75a3, 0x75b0, 0x75b3,
+];
+/// MI300A: an APU whose power file covers the whole socket.
+const APU_SOCKET_DEVICE_IDS: &[u16] = &[0x74a0];
+
+/// Readings beyond these are sensor garbage (an unset register reads as
+/// 0xffffffff µW, an absent sensor as -273 °C), not physics.
+const MAX_PLAUSIBLE_WATTS: f64 = 10_000.0;
+const MIN_PLAUSIBLE_C: f64 = -60.0;
+const MAX_PLAUSIBLE_C: f64 = 200.0;
+const MAX_PLAUSIBLE_MHZ: f64 = 100_000.0;
+
+/// Which power file a channel reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PowerFile {
+    Average,
+    Input,
+}
+
+impl PowerFile {
+    fn file_name(self) -> &'static str {
+        match self {
+            PowerFile::Average => "power1_average",
+            PowerFile::Input => "power1_input",
+        }
+    }
+
+    /// The firmware's `power1_average` is a running average over roughly a
+    /// second, so reading it faster only returns the same window again.
+    /// `power1_input` is the SMU's current value, refreshed every few
+    /// milliseconds to tens of milliseconds depending on the part; 100 ms is
+    /// a conservative start until the sampler has counted the real period.
+    fn nominal_period(self) -> Duration {
+        match self {
+            PowerFile::Average => Duration::from_secs(1),
+            PowerFile::Input => Duration::from_millis(100),
+        }
+    }
+}
+
+/// Where one GPU's files are.
+#[derive(Debug, Clone)]
+struct Card {
+    hwmon_dir: PathBuf,
+    device_dir: PathBuf,
+    power: PowerFile,
+    /// `tempN_input` chosen at probe (edge if labelled, else the first).
+    temp_file: Option<PathBuf>,
+}
+
+/// The amdgpu hwmon source: one channel per GPU with a power file.
+#[derive(Debug)]
+pub struct HwmonSource {
+    cards: Vec<Card>,
+    channels: Vec<Channel>,
+}
+
+/// Finds every amdgpu hwmon under `<sysfs_root>/sys/class/drm/card*/device/`.
+///
+/// # Errors
+/// The reason shown in Describe when there is no amdgpu hwmon with a power
+/// file.
+pub fn probe(sysfs_root: &Path) -> Result<Box<dyn PowerSource>, String> {
+    HwmonSource::discover(sysfs_root).map(|s| Box::new(s) as Box<dyn PowerSource>)
+}
+
+impl HwmonSource {
+    /// [`probe`] without the box, for tests and callers that want the type.
+    ///
+    /// # Errors
+    /// As [`probe`].
+    pub fn discover(sysfs_root: &Path) -> Result<HwmonSource, String> {
+        let drm = sysfs_root.join("sys/class/drm");
+        let pattern = format!("{}/card*/device/hwmon", drm.display());
+        let mut cards: Vec<(u32, PathBuf)> = match fs::read_dir(&drm) {
+            Ok(entries) => entries
+                .filter_map(Result::ok)
+                .filter_map(|e| {
+                    let name = e.file_name();
+                    card_number(name.to_str()?).map(|n| (n, e.path()))
+                })
+                .collect(),
+            Err(_) => return Err(format!("no amdgpu hwmon under {pattern}")),
+        };
+        cards.sort();
+
+        let mut found = Vec::new();
+        let mut without_power = Vec::new();
+        for (_, card_dir) in cards {
+            let device_dir = card_dir.join("device");
+            for hwmon_dir in amdgpu_hwmon_dirs(&device_dir) {
+                match describe_card(&device_dir, &hwmon_dir) {
+                    Some(pair) => found.push(pair),
+                    None => without_power.push(hwmon_dir.display().to_string()),
+                }
+            }
+        }
+        if found.is_empty() {
+            return Err(if without_power.is_empty() {
+                format!("no amdgpu hwmon under {pattern}")
+            } else {
+                format!(
+                    "amdgpu hwmon without power1_average or power1_input: {}",
+                    without_power.join(", ")
+                )
+            });
+        }
+        let (cards, channels) = found.into_iter().unzip();
+        Ok(HwmonSource { cards, channels })
+    }
+}
+
+impl PowerSource for HwmonSource {
+    fn name(&self) -> &'static str {
+        NAME
+    }
+
+    fn channels(&self) -> &[Channel] {
+        &self.channels
+    }
+
+    fn poll(&mut self) -> Result<Vec<Reading>, PollError> {
+        let mut readings = Vec::with_capacity(self.cards.len());
+        for (channel, card) in self.cards.iter().enumerate() {
+            // A hwmon dir disappears on driver unload or GPU reset; its
+            // channel has no reading until it comes back.
+            if !card.hwmon_dir.is_dir() {
+                continue;
+            }
+            readings.push(read_card(channel, card));
+        }
+        if readings.is_empty() {
+            let dirs: Vec<_> = self
+                .cards
+                .iter()
+                .map(|c| c.hwmon_dir.display().to_string())
+                .collect();
+            return Err(PollError::Retry(format!(
+                "amdgpu hwmon vanished: {}",
+                dirs.join(", ")
+            )));
+        }
+        Ok(readings)
+    }
+}
+
+/// `card0` → 0; `card0-DP-1`, `renderD128`, `version` → None.
+fn card_number(name: &str) -> Option<u32> {
+    let digits = name.strip_prefix("card")?;
+    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// `device/hwmon/hwmon*` entries whose `name` is `amdgpu`, sorted.
+fn amdgpu_hwmon_dirs(device_dir: &Path) -> Vec<PathBuf> {
+    let Ok(entries) = fs::read_dir(device_dir.join("hwmon")) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| {
+            p.file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.starts_with("hwmon"))
+        })
+        .filter(|p| read_trimmed(&p.join("name")).as_deref() == Some("amdgpu"))
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+/// The card's files and channel, or `None` when it has no power file.
+fn describe_card(device_dir: &Path, hwmon_dir: &Path) -> Option<(Card, Channel)> {
+    let has_average = hwmon_dir.join("power1_average").is_file();
+    let has_input = hwmon_dir.join("power1_input").is_file();
+    let power = match (has_average, has_input) {
+        (true, _) => PowerFile::Average,
+        (false, true) => PowerFile::Input,
+        (false, false) => return None,
+    };
+    let device_id = read_trimmed(&device_dir.join("device")).and_then(|s| parse_hex_u16(&s));
+    let card = Card {
+        hwmon_dir: hwmon_dir.to_path_buf(),
+        device_dir: device_dir.to_path_buf(),
+        power,
+        temp_file: choose_temp_file(hwmon_dir),
+    };
+    let channel = Channel {
+        pci_bus_id: pci_bus_id(device_dir).unwrap_or_default(),
+        scope: scope_for(device_id, has_average && has_input),
+        label: hwmon_dir.display().to_string(),
+        energy_counter: false,
+        power_cap_w: read_u64(&hwmon_dir.join("power1_cap"))
+            .map(|uw| uw as f64 / 1e6)
+            .filter(|w| *w > 0.0 && *w <= MAX_PLAUSIBLE_WATTS),
+        nominal_period: power.nominal_period(),
+    };
+    Some((card, channel))
+}
+
+/// What the card's watts cover: the device id wins (MI300 package, MI300A
+/// socket); otherwise an amdgpu that has both power files is an APU, whose
+/// figure includes the CPU cores; otherwise the GPU chip alone.
+fn scope_for(device_id: Option<u16>, both_power_files: bool) -> Scope {
+    match device_id {
+        Some(id) if PACKAGE_POWER_DEVICE_IDS.contains(&id) => Scope::Package,
+        Some(id) if APU_SOCKET_DEVICE_IDS.contains(&id) => Scope::Socket,
+        _ if both_power_files => Scope::Socket,
+        _ => Scope::Asic,
+    }
+}
+
+/// The PCI address: the basename of the resolved `device` link, else
+/// `PCI_SLOT_NAME` from `device/uevent`.
+fn pci_bus_id(device_dir: &Path) -> Option<String> {
+    let from_link = fs::canonicalize(device_dir)
+        .ok()
+        .and_then(|p| p.file_name()?.to_str().and_then(normalize_pci));
+    from_link.or_else(|| {
+        let uevent = fs::read_to_string(device_dir.join("uevent")).ok()?;
+        uevent
+            .lines()
+            .find_map(|l| l.strip_prefix("PCI_SLOT_NAME="))
+            .and_then(normalize_pci)
+    })
+}
+
+/// The `tempN_input` labelled `edge`, else the first of temp1..3 present.
+fn choose_temp_file(hwmon_dir: &Path) -> Option<PathBuf> {
+    let present: Vec<u32> = (1..=3)
+        .filter(|n| hwmon_dir.join(format!("temp{n}_input")).is_file())
+        .collect();
+    let edge = present.iter().copied().find(|n| {
+        read_trimmed(&hwmon_dir.join(format!("temp{n}_label")))
+            .is_some_and(|l| l.eq_ignore_ascii_case("edge"))
+    });
+    edge.or(present.first().copied())
+        .map(|n| hwmon_dir.join(format!("temp{n}_input")))
+}
+
+/// One read of every file of one card; unreadable or garbage → `None`.
+fn read_card(channel: usize, card: &Card) -> Reading {
+    let dir = &card.hwmon_dir;
+    Reading {
+        channel,
+        watts: read_u64(&dir.join(card.power.file_name()))
+            .map(|uw| uw as f64 / 1e6)
+            .filter(|w| *w <= MAX_PLAUSIBLE_WATTS),
+        energy_j: None,
+        temperature_c: card
+            .temp_file
+            .as_deref()
+            .and_then(read_i64)
+            .map(|mc| mc as f64 / 1000.0)
+            .filter(|c| (MIN_PLAUSIBLE_C..=MAX_PLAUSIBLE_C).contains(c)),
+        sclk_mhz: read_mhz(&dir.join("freq1_input")),
+        mclk_mhz: read_mhz(&dir.join("freq2_input")),
+        utilization_pct: read_u64(&card.device_dir.join("gpu_busy_percent"))
+            .map(|p| p as f64)
+            .filter(|p| *p <= 100.0),
+    }
+}
+
+fn read_trimmed(path: &Path) -> Option<String> {
+    let s = fs::read_to_string(path).ok()?;
+    let s = s.trim();
+    (!s.is_empty()).then(|| s.to_string())
+}
+
+fn read_u64(path: &Path) -> Option<u64> {
+    read_trimmed(path)?.parse().ok()
+}
+
+fn read_i64(path: &Path) -> Option<i64> {
+    read_trimmed(path)?.parse().ok()
+}
+
+/// A `freqN_input` in Hz as MHz, rounded.
+fn read_mhz(path: &Path) -> Option<u32> {
+    let mhz = read_u64(path)? as f64 / 1e6;
+    (mhz <= MAX_PLAUSIBLE_MHZ).then(|| mhz.round() as u32)
+}
+
+/// `0x74a1` (or `74a1`) → 0x74a1.
+fn parse_hex_u16(s: &str) -> Option<u16> {
+    let s = s.trim();
+    let digits = s
+        .strip_prefix("0x")
+        .or_else(|| s.strip_prefix("0X"))
+        .unwrap_or(s);
+    u16::from_str_radix(digits, 16).ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::os::unix::fs::symlink;
+
+    /// Builds `<root>/sys/class/drm/cardN/device` → `<root>/sys/devices/
+    /// pci0000:00/<pci>` (a symlink, as in real sysfs) with the given files
+    /// relative to the device dir (`hwmon/hwmon3/power1_input`, `device`).
+    fn fixture_card(root: &Path, card: &str, pci: &str, files: &[(&str, &str)]) -> PathBuf {
+        let dev = root.join("sys/devices/pci0000:00").join(pci);
+        fs::create_dir_all(&dev).unwrap();
+        let card_dir = root.join("sys/class/drm").join(card);
+        fs::create_dir_all(&card_dir).unwrap();
+        symlink(&dev, card_dir.join("device")).unwrap();
+        for (rel, content) in files {
+            let p = dev.join(rel);
+            fs::create_dir_all(p.parent().unwrap()).unwrap();
+            fs::write(p, content).unwrap();
+        }
+        dev
+    }
+
+    fn only_channel(root: &Path) -> (HwmonSource, Channel, Reading) {
+        let mut src = HwmonSource::discover(root).unwrap();
+        assert_eq!(src.channels().len(), 1);
+        let ch = src.channels()[0].clone();
+        let mut r = src.poll().unwrap();
+        assert_eq!(r.len(), 1);
+        (src, ch, r.remove(0))
+    }
+
+    #[test]
+    fn rx580_like_has_only_power1_input() {
+        let root = tempfile::tempdir().unwrap();
+        fixture_card(
+            root.path(),
+            "card0",
+            "0000:03:00.0",
+            &[
+                ("device", "0x67df\n"),
+                ("gpu_busy_percent", "37\n"),
+                ("hwmon/hwmon2/name", "amdgpu\n"),
+                ("hwmon/hwmon2/power1_input", "8123000\n"),
+                ("hwmon/hwmon2/power1_cap", "145000000\n"),
+                ("hwmon/hwmon2/temp1_input", "41000\n"),
+                ("hwmon/hwmon2/temp1_label", "edge\n"),
+                ("hwmon/hwmon2/freq1_input", "300000000\n"),
+                ("hwmon/hwmon2/freq2_input", "2000000000\n"),
+            ],
+        );
+        // A connector entry next to the card must not be mistaken for one.
+        fs::create_dir_all(root.path().join("sys/class/drm/card0-DP-1")).unwrap();
+        let (_, ch, r) = only_channel(root.path());
+        assert_eq!(ch.pci_bus_id, "0000:03:00.0");
+        assert_eq!(ch.scope, Scope::Asic);
+        assert_eq!(ch.nominal_period, Duration::from_millis(100));
+        assert_eq!(ch.power_cap_w, Some(145.0));
+        assert!(!ch.energy_counter);
+        assert_eq!(r.watts, Some(8.123));
+        assert_eq!(r.temperature_c, Some(41.0));
+        assert_eq!(r.sclk_mhz, Some(300));
+        assert_eq!(r.mclk_mhz, Some(2000));
+        assert_eq!(r.utilization_pct, Some(37.0));
+        assert_eq!(r.energy_j, None);
+    }
+
+    #[test]
+    fn rx5600xt_like_has_only_power1_average() {
+        let root = tempfile::tempdir().unwrap();
+        fixture_card(
+            root.path(),
+            "card1",
+            "0000:0A:00.0",
+            &[
+                ("device", "0x731f\n"),
+                ("hwmon/hwmon5/name", "amdgpu\n"),
+                ("hwmon/hwmon5/power1_average", "152000000\n"),
+                ("hwmon/hwmon5/temp1_input", "65000\n"),
+                ("hwmon/hwmon5/temp1_label", "edge\n"),
+                ("hwmon/hwmon5/temp2_input", "80000\n"),
+                ("hwmon/hwmon5/temp2_label", "junction\n"),
+                ("hwmon/hwmon5/temp3_input", "78000\n"),
+                ("hwmon/hwmon5/temp3_label", "mem\n"),
+                ("hwmon/hwmon5/freq1_input", "1750123456\n"),
+                ("hwmon/hwmon5/freq2_input", "875000000\n"),
+            ],
+        );
+        let (_, ch, r) = only_channel(root.path());
+        assert_eq!(ch.pci_bus_id, "0000:0a:00.0");
+        assert_eq!(ch.scope, Scope::Asic);
+        assert_eq!(ch.nominal_period, Duration::from_secs(1));
+        assert_eq!(r.watts, Some(152.0));
+        assert_eq!(r.temperature_c, Some(65.0));
+        assert_eq!(r.sclk_mhz, Some(1750));
+        assert_eq!(r.mclk_mhz, Some(875));
+        // No gpu_busy_percent file → None.
+        assert_eq!(r.utilization_pct, None);
+    }
+
+    #[test]
+    fn apu_like_has_both_files_and_reads_the_average_as_socket() {
+        let root = tempfile::tempdir().unwrap();
+        fixture_card(
+            root.path(),
+            "card0",
+            "0000:c4:00.0",
+            &[
+                ("device", "0x15bf\n"),
+                ("hwmon/hwmon6/name", "amdgpu\n"),
+                ("hwmon/hwmon6/power1_average", "17080000\n"),
+                ("hwmon/hwmon6/power1_input", "21000000\n"),
+                ("hwmon/hwmon6/temp1_input", "52000\n"),
+                ("hwmon/hwmon6/temp1_label", "edge\n"),
+                ("hwmon/hwmon6/freq1_input", "800000000\n"),
+            ],
+        );
+        let (_, ch, r) = only_channel(root.path());
+        assert_eq!(ch.scope, Scope::Socket);
+        assert_eq!(ch.nominal_period, Duration::from_secs(1));
+        assert_eq!(r.watts, Some(17.08), "the average is preferred");
+        assert_eq!(r.mclk_mhz, None);
+    }
+
+    #[test]
+    fn mi300x_like_is_package_and_falls_back_to_the_first_temperature() {
+        let root = tempfile::tempdir().unwrap();
+        fixture_card(
+            root.path(),
+            "card2",
+            "0000:1b:00.0",
+            &[
+                ("device", "0x74a1\n"),
+                ("gpu_busy_percent", "100\n"),
+                ("hwmon/hwmon9/name", "amdgpu\n"),
+                ("hwmon/hwmon9/power1_input", "745000000\n"),
+                ("hwmon/hwmon9/power1_cap", "750000000\n"),
+                // MI300X has no edge sensor.
+                ("hwmon/hwmon9/temp2_input", "84000\n"),
+                ("hwmon/hwmon9/temp2_label", "junction\n"),
+                ("hwmon/hwmon9/temp3_input", "70000\n"),
+                ("hwmon/hwmon9/temp3_label", "mem\n"),
+                ("hwmon/hwmon9/freq1_input", "2100000000\n"),
+                ("hwmon/hwmon9/freq2_input", "1300000000\n"),
+            ],
+        );
+        let (_, ch, r) = only_channel(root.path());
+        assert_eq!(ch.pci_bus_id, "0000:1b:00.0");
+        assert_eq!(ch.scope, Scope::Package);
+        assert_eq!(ch.power_cap_w, Some(750.0));
+        assert_eq!(r.watts, Some(745.0));
+        assert_eq!(r.temperature_c, Some(84.0));
+        assert_eq!(r.sclk_mhz, Some(2100));
+        assert_eq!(r.utilization_pct, Some(100.0));
+    }
+
+    #[test]
+    fn scope_rules() {
+        assert_eq!(scope_for(Some(0x74a5), false), Scope::Package);
+        assert_eq!(scope_for(Some(0x74a0), false), Scope::Socket);
+        assert_eq!(scope_for(Some(0x15bf), true), Scope::Socket);
+        assert_eq!(scope_for(None, true), Scope::Socket);
+        assert_eq!(scope_for(Some(0x67df), false), Scope::Asic);
+        assert_eq!(scope_for(None, false), Scope::Asic);
+        assert_eq!(parse_hex_u16("0x74A1\n"), Some(0x74a1));
+        assert_eq!(parse_hex_u16("zz"), None);
+    }
+
+    #[test]
+    fn garbage_empty_and_missing_files_leave_fields_none() {
+        let root = tempfile::tempdir().unwrap();
+        fixture_card(
+            root.path(),
+            "card0",
+            "0000:03:00.0",
+            &[
+                ("device", "not-hex\n"),
+                ("gpu_busy_percent", "250\n"),
+                ("hwmon/hwmon0/name", "amdgpu\n"),
+                ("hwmon/hwmon0/power1_average", "banana\n"),
+                ("hwmon/hwmon0/power1_cap", "\n"),
+                ("hwmon/hwmon0/temp1_input", "-273150\n"),
+                ("hwmon/hwmon0/freq1_input", "-5\n"),
+                ("hwmon/hwmon0/freq2_input", ""),
+            ],
+        );
+        let (_, ch, r) = only_channel(root.path());
+        assert_eq!(ch.scope, Scope::Asic);
+        assert_eq!(ch.power_cap_w, None);
+        assert_eq!(r.watts, None);
+        assert_eq!(r.temperature_c, None);
+        assert_eq!(r.sclk_mhz, None);
+        assert_eq!(r.mclk_mhz, None);
+        assert_eq!(r.utilization_pct, None);
+
+        // An all-ones register is not 4 kW.
+        let dir = root
+            .path()
+            .join("sys/devices/pci0000:00/0000:03:00.0/hwmon/hwmon0");
+        fs::write(dir.join("power1_average"), "18446744073709551615\n").unwrap();
+        let mut src = HwmonSource::discover(root.path()).unwrap();
+        assert_eq!(src.poll().unwrap()[0].watts, None);
+        fs::write(dir.join("power1_average"), "4294967295000000\n").unwrap();
+        assert_eq!(src.poll().unwrap()[0].watts, None);
+        fs::write(dir.join("power1_average"), "33000000\n").unwrap();
+        assert_eq!(src.poll().unwrap()[0].watts, Some(33.0));
+    }
+
+    #[test]
+    fn readings_follow_the_files() {
+        let root = tempfile::tempdir().unwrap();
+        let dev = fixture_card(
+            root.path(),
+            "card0",
+            "0000:03:00.0",
+            &[
+                ("hwmon/hwmon1/name", "amdgpu\n"),
+                ("hwmon/hwmon1/power1_input", "10000000\n"),
+            ],
+        );
+        let mut src = HwmonSource::discover(root.path()).unwrap();
+        assert_eq!(src.poll().unwrap()[0].watts, Some(10.0));
+        fs::write(dev.join("hwmon/hwmon1/power1_input"), "12500000\n").unwrap();
+        assert_eq!(src.poll().unwrap()[0].watts, Some(12.5));
+        // The file disappearing (GPU suspended, driver busy) is a None, not an error.
+        fs::remove_file(dev.join("hwmon/hwmon1/power1_input")).unwrap();
+        assert_eq!(src.poll().unwrap()[0].watts, None);
+    }
+
+    #[test]
+    fn vanished_hwmon_dir_is_retry() {
+        let root = tempfile::tempdir().unwrap();
+        let dev = fixture_card(
+            root.path(),
+            "card0",
+            "0000:03:00.0",
+            &[
+                ("hwmon/hwmon1/name", "amdgpu\n"),
+                ("hwmon/hwmon1/power1_input", "10000000\n"),
+            ],
+        );
+        let mut src = HwmonSource::discover(root.path()).unwrap();
+        fs::remove_dir_all(dev.join("hwmon/hwmon1")).unwrap();
+        match src.poll() {
+            Err(PollError::Retry(msg)) => assert!(msg.contains("hwmon1"), "{msg}"),
+            other => panic!("expected Retry, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn two_cards_keep_their_order_and_a_vanished_one_just_has_no_reading() {
+        let root = tempfile::tempdir().unwrap();
+        let files = |w: &'static str| {
+            vec![
+                ("hwmon/hwmon1/name", "amdgpu\n"),
+                ("hwmon/hwmon1/power1_input", w),
+            ]
+        };
+        fixture_card(root.path(), "card10", "0000:04:00.0", &files("4000000\n"));
+        let dev2 = fixture_card(root.path(), "card2", "0000:03:00.0", &files("3000000\n"));
+        let mut src = HwmonSource::discover(root.path()).unwrap();
+        let ids: Vec<_> = src
+            .channels()
+            .iter()
+            .map(|c| c.pci_bus_id.clone())
+            .collect();
+        assert_eq!(ids, ["0000:03:00.0", "0000:04:00.0"], "card2 before card10");
+        fs::remove_dir_all(dev2.join("hwmon/hwmon1")).unwrap();
+        let r = src.poll().unwrap();
+        assert_eq!(r.len(), 1);
+        assert_eq!((r[0].channel, r[0].watts), (1, Some(4.0)));
+    }
+
+    #[test]
+    fn other_hwmon_drivers_and_powerless_cards_are_skipped_with_a_reason() {
+        let root = tempfile::tempdir().unwrap();
+        assert_eq!(
+            HwmonSource::discover(root.path()).unwrap_err(),
+            format!(
+                "no amdgpu hwmon under {}/sys/class/drm/card*/device/hwmon",
+                root.path().display()
+            )
+        );
+        fixture_card(
+            root.path(),
+            "card0",
+            "0000:01:00.0",
+            &[
+                ("hwmon/hwmon0/name", "nouveau\n"),
+                ("hwmon/hwmon0/power1_input", "1000000\n"),
+            ],
+        );
+        assert!(
+            HwmonSource::discover(root.path())
+                .unwrap_err()
+                .starts_with("no amdgpu hwmon")
+        );
+        fixture_card(
+            root.path(),
+            "card1",
+            "0000:02:00.0",
+            &[
+                ("hwmon/hwmon1/name", "amdgpu\n"),
+                ("hwmon/hwmon1/temp1_input", "30000\n"),
+            ],
+        );
+        let err = HwmonSource::discover(root.path()).unwrap_err();
+        assert!(
+            err.contains("without power1_average or power1_input"),
+            "{err}"
+        );
+        assert!(probe(root.path()).is_err());
+    }
+
+    #[test]
+    fn pci_id_falls_back_to_uevent() {
+        let root = tempfile::tempdir().unwrap();
+        // A plain directory named like no PCI address, as a copied tree has.
+        let dev = root.path().join("sys/class/drm/card0/device");
+        fs::create_dir_all(dev.join("hwmon/hwmon0")).unwrap();
+        fs::write(
+            dev.join("uevent"),
+            "DRIVER=amdgpu\nPCI_SLOT_NAME=0000:2F:00.0\n",
+        )
+        .unwrap();
+        fs::write(dev.join("hwmon/hwmon0/name"), "amdgpu\n").unwrap();
+        fs::write(dev.join("hwmon/hwmon0/power1_input"), "5000000\n").unwrap();
+        let src = probe(root.path()).unwrap();
+        assert_eq!(src.name(), NAME);
+        assert_eq!(src.channels()[0].pci_bus_id, "0000:2f:00.0");
+    }
+
+    #[test]
+    fn card_names() {
+        assert_eq!(card_number("card0"), Some(0));
+        assert_eq!(card_number("card12"), Some(12));
+        assert_eq!(card_number("card0-DP-1"), None);
+        assert_eq!(card_number("card"), None);
+        assert_eq!(card_number("renderD128"), None);
+    }
+}

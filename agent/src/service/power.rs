@@ -1,0 +1,340 @@
+//! Power on the wire: Describe's power-source list, StreamPower's filter, and
+//! a run's energy figures from the sampler's trace of its device.
+
+use super::AgentCore;
+use super::run::Plan;
+use crate::error::AgentError;
+use crate::power::energy::{self, Point};
+use crate::power::sampler::{Sample, Sampler};
+use crate::power::{Unavailable, normalize_pci};
+use gpufleet_kernels::MetricKind;
+use gpufleet_proto::v1 as pb;
+use std::time::Duration;
+
+/// How far before the worker starts the idle baseline reaches.
+pub const IDLE_WINDOW: Duration = Duration::from_secs(2);
+
+/// The power channel a run will be measured on, decided at plan time.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RunPower {
+    pub channel: usize,
+    pub source: &'static str,
+    /// Update period assumed for the sensor.
+    pub period: Duration,
+    /// Minimum kernel window asked of the worker (0: none).
+    pub window_s: f64,
+    pub power_cap_w: f64,
+}
+
+/// Chooses the channel for `device` and the window a run on it needs.
+///
+/// # Errors
+/// `power_window_s` outside its bounds.
+pub fn plan_power(
+    sampler: &Sampler,
+    device: &crate::backend::DeviceInfo,
+    spec: &pb::RunSpec,
+    timeout_s: f64,
+) -> Result<Option<RunPower>, AgentError> {
+    let w = spec.power_window_s;
+    if !w.is_finite() || w > 3600.0 || (w > 0.0 && w >= timeout_s) {
+        return Err(AgentError::InvalidArgument {
+            field: "power_window_s",
+            message: format!(
+                "{w} must be at most 3600 s and shorter than the run's timeout ({timeout_s} s)"
+            ),
+        });
+    }
+    let Some(channel) = sampler.channel_for(&device.pci_bus_id, device.backend == "cpu") else {
+        return Ok(None);
+    };
+    let period = sampler.effective_period(channel);
+    let window_s = if w < 0.0 {
+        0.0
+    } else if w == 0.0 {
+        energy::required_window_s(period.as_secs_f64()).min(timeout_s / 2.0)
+    } else {
+        w
+    };
+    let c = &sampler.channels()[channel];
+    Ok(Some(RunPower {
+        channel,
+        source: c.source,
+        period,
+        window_s,
+        power_cap_w: c.channel.power_cap_w.unwrap_or(0.0),
+    }))
+}
+
+/// One sample in its wire form.
+pub fn sample_pb(sampler: &Sampler, s: &Sample) -> pb::PowerSample {
+    let c = &sampler.channels()[s.channel];
+    let r = &s.reading;
+    pb::PowerSample {
+        source: c.source.to_string(),
+        scope: c.channel.scope.name().to_string(),
+        pci_bus_id: c.channel.pci_bus_id.clone(),
+        monotonic_ns: s.monotonic_ns,
+        wall_unix_s: s.wall_unix_s,
+        watts: r.watts.unwrap_or(0.0),
+        energy_j: r.energy_j.unwrap_or(0.0),
+        temperature_c: r.temperature_c.unwrap_or(0.0),
+        sclk_mhz: r.sclk_mhz.unwrap_or(0),
+        mclk_mhz: r.mclk_mhz.unwrap_or(0),
+        utilization_pct: r.utilization_pct.unwrap_or(0.0),
+        label: c.channel.label.clone(),
+        has_watts: r.watts.is_some(),
+        has_energy: r.energy_j.is_some(),
+    }
+}
+
+/// Describe's list: one entry per channel, then the unavailable sources.
+pub fn describe(core: &AgentCore) -> Vec<pb::PowerSourceInfo> {
+    let sampler = &core.power.sampler;
+    let mut out: Vec<pb::PowerSourceInfo> = sampler
+        .channels()
+        .iter()
+        .enumerate()
+        .map(|(i, c)| {
+            let st = sampler.status(i);
+            let device_ids = core
+                .inventory
+                .devices()
+                .filter(|(_, d)| {
+                    if c.channel.pci_bus_id.is_empty() {
+                        d.backend == "cpu" && sampler.channel_for("", true) == Some(i)
+                    } else {
+                        normalize_pci(&d.pci_bus_id).as_deref() == Some(&c.channel.pci_bus_id)
+                    }
+                })
+                .map(|(_, d)| d.id.clone())
+                .collect();
+            pb::PowerSourceInfo {
+                name: c.source.to_string(),
+                available: st.stopped.is_none(),
+                reason: st.stopped.or(st.last_error).unwrap_or_default(),
+                scope: c.channel.scope.name().to_string(),
+                pci_bus_id: c.channel.pci_bus_id.clone(),
+                label: c.channel.label.clone(),
+                energy_counter: c.channel.energy_counter,
+                poll_hz: if c.slow {
+                    1.0 / core.config.power.command_interval.as_secs_f64().max(1e-3)
+                } else {
+                    sampler.rate_hz()
+                },
+                measured_period_s: st.measured_period.map_or(0.0, |p| p.as_secs_f64()),
+                nominal_period_s: c.channel.nominal_period.as_secs_f64(),
+                power_cap_w: c.channel.power_cap_w.unwrap_or(0.0),
+                device_ids,
+            }
+        })
+        .collect();
+    out.extend(
+        core.power
+            .unavailable
+            .iter()
+            .map(|u: &Unavailable| pb::PowerSourceInfo {
+                name: u.name.to_string(),
+                available: false,
+                reason: u.reason.clone(),
+                ..Default::default()
+            }),
+    );
+    out
+}
+
+/// StreamPower's filter: the channels a request selects.
+///
+/// # Errors
+/// An unknown device or source, or a filter that matches no channel.
+pub fn select_channels(core: &AgentCore, req: &pb::PowerRequest) -> Result<Vec<usize>, AgentError> {
+    let sampler = &core.power.sampler;
+    let pci = if req.device_id.is_empty() {
+        None
+    } else if let Some((_, d)) = core.inventory.device(&req.device_id) {
+        if d.pci_bus_id.is_empty() {
+            Some(String::new())
+        } else {
+            normalize_pci(&d.pci_bus_id)
+        }
+    } else if let Some(p) = normalize_pci(&req.device_id) {
+        Some(p)
+    } else {
+        return Err(AgentError::InvalidArgument {
+            field: "device_id",
+            message: format!(
+                "`{}` is neither a device of this agent nor a PCI bus id",
+                req.device_id
+            ),
+        });
+    };
+    let chosen: Vec<usize> = sampler
+        .channels()
+        .iter()
+        .enumerate()
+        .filter(|(_, c)| req.source.is_empty() || c.source == req.source)
+        .filter(|(_, c)| pci.as_ref().is_none_or(|p| &c.channel.pci_bus_id == p))
+        .map(|(i, _)| i)
+        .collect();
+    if chosen.is_empty() {
+        let have: Vec<String> = sampler
+            .channels()
+            .iter()
+            .map(|c| format!("{} {}", c.source, c.channel.pci_bus_id))
+            .collect();
+        return Err(AgentError::InvalidArgument {
+            field: if req.source.is_empty() {
+                "device_id"
+            } else {
+                "source"
+            },
+            message: format!(
+                "no power channel matches (channels: {})",
+                if have.is_empty() {
+                    "none".into()
+                } else {
+                    have.join(", ")
+                }
+            ),
+        });
+    }
+    Ok(chosen)
+}
+
+/// Everything needed to compute a run's energy once its worker ended.
+pub struct Window {
+    /// Monotonic time the worker was started (end of the idle baseline).
+    pub worker_start_ns: u64,
+    pub begin_ns: u64,
+    pub end_ns: u64,
+    /// Kernel executions inside the window.
+    pub iterations: u64,
+    pub power_iterations: u64,
+}
+
+/// Waits until the sampler has a sample at or after `end_ns` of `channel`
+/// (so the window's end can be interpolated), at most `limit`.
+pub async fn wait_for_sample_after(
+    sampler: &Sampler,
+    channel: usize,
+    end_ns: u64,
+    limit: Duration,
+) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if !sampler.trace(channel, end_ns, u64::MAX).is_empty() {
+            return;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The run's trace (idle baseline to the first sample past the window) and
+/// its energy figures.
+pub fn energy(
+    sampler: &Sampler,
+    plan: &Plan,
+    power: &RunPower,
+    w: &Window,
+    result: &pb::RunResult,
+) -> (Vec<pb::PowerSample>, Option<pb::Energy>) {
+    let idle_from = w
+        .worker_start_ns
+        .saturating_sub(IDLE_WINDOW.as_nanos() as u64);
+    let all = sampler.trace(power.channel, idle_from, u64::MAX);
+    // Keep the trace up to the first sample past the window's end.
+    let cut = all
+        .iter()
+        .position(|s| s.monotonic_ns >= w.end_ns)
+        .map_or(all.len(), |i| i + 1);
+    let trace = &all[..cut];
+    let wire: Vec<pb::PowerSample> = trace.iter().map(|s| sample_pb(sampler, s)).collect();
+    let points: Vec<Point> = trace
+        .iter()
+        .map(|s| Point {
+            t_ns: s.monotonic_ns,
+            watts: s.reading.watts,
+            energy_j: s.reading.energy_j,
+        })
+        .collect();
+    let c = &sampler.channels()[power.channel];
+    let mut e = pb::Energy {
+        source: power.source.to_string(),
+        scope: c.channel.scope.name().to_string(),
+        pci_bus_id: c.channel.pci_bus_id.clone(),
+        sensor_period_s: power.period.as_secs_f64(),
+        power_run: w.power_iterations > 0,
+        iterations: w.iterations,
+        ..Default::default()
+    };
+    let Some(f) = energy::integrate(&points, w.begin_ns, w.end_ns) else {
+        e.message = format!(
+            "no readings from {} in the kernel window ({} samples since the idle baseline)",
+            power.source,
+            trace.len()
+        );
+        return (wire, Some(e));
+    };
+    let idle = energy::idle_watts(&points, idle_from, w.worker_start_ns);
+    e.joules = f.joules;
+    e.method = f.method.name().to_string();
+    e.counter_joules = f.counter_j.unwrap_or(0.0);
+    e.integrated_joules = f.integrated_j.unwrap_or(0.0);
+    e.avg_watts = f.avg_watts;
+    e.peak_watts = f.peak_watts;
+    e.idle_watts = idle.unwrap_or(0.0);
+    e.dynamic_joules = idle.map_or(0.0, |i| (f.joules - i * f.window_s).max(0.0));
+    e.window_s = f.window_s;
+    e.samples = f.samples as u32;
+    if w.iterations > 0 {
+        e.joules_per_iteration = f.joules / w.iterations as f64;
+    }
+    let metric = result.metric.as_ref().map_or(0.0, |m| m.value);
+    match plan.problem.kernel.metric {
+        MetricKind::Gflops => {
+            e.metric_per_watt_unit = "GFLOP/s/W".into();
+            e.joules_per_unit_unit = "J/GFLOP".into();
+            if plan.problem.flops() > 0.0 {
+                e.joules_per_unit = e.joules_per_iteration / (plan.problem.flops() / 1e9);
+            }
+        }
+        MetricKind::Gbps => {
+            e.metric_per_watt_unit = "GB/s/W".into();
+            e.joules_per_unit_unit = "J/GB".into();
+            if plan.problem.bytes() > 0.0 {
+                e.joules_per_unit = e.joules_per_iteration / (plan.problem.bytes() / 1e9);
+            }
+        }
+        MetricKind::Micros | MetricKind::NsPerHop => {}
+    }
+    if !e.metric_per_watt_unit.is_empty() && f.avg_watts > 0.0 {
+        e.metric_per_watt = metric / f.avg_watts;
+    }
+    let mut notes = Vec::new();
+    if w.power_iterations > 0 {
+        notes.push(format!(
+            "power run: the kernel was repeated {} times past the timed iterations so the window covers {:.2} s ({} sensor periods of {:.3} s)",
+            w.power_iterations,
+            f.window_s,
+            (f.window_s / power.period.as_secs_f64()).floor(),
+            power.period.as_secs_f64()
+        ));
+    } else if f.window_s < energy::required_window_s(power.period.as_secs_f64()) {
+        notes.push(format!(
+            "the window ({:.3} s) is shorter than four sensor periods ({:.3} s each); the energy figure is rough",
+            f.window_s,
+            power.period.as_secs_f64()
+        ));
+    }
+    if !f.covered {
+        notes.push(
+            "the power trace did not reach both edges of the window; the nearest reading was held"
+                .into(),
+        );
+    }
+    if idle.is_none() {
+        notes.push("no readings before the run: idle power unknown".into());
+    }
+    e.message = notes.join("; ");
+    (wire, Some(e))
+}
