@@ -15,8 +15,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     tonic_prost_build::configure()
         .build_client(true)
         .build_server(true)
-        // JSON output of Describe and results for scripts.
-        .type_attribute(".gpufleet.v1", "#[derive(serde::Serialize)]")
+        // JSON output of Describe and results for scripts; read back by the
+        // coordinator (stored job specs and device descriptions). Messages
+        // default missing fields, so JSON stored by an older gpufleet loads.
+        .type_attribute(
+            ".gpufleet.v1",
+            "#[derive(serde::Serialize, serde::Deserialize)]",
+        )
+        .message_attribute(".gpufleet.v1", "#[serde(default)]")
         .compile_fds(fds)?;
     Ok(())
 }

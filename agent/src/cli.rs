@@ -45,28 +45,28 @@ pub struct PowerArgs {
     /// Root under which /sys/class/drm (amdgpu hwmon) and
     /// /sys/class/powercap (RAPL) are read; for containers that mount the
     /// host's sysfs elsewhere.
-    #[arg(long, default_value = "/", env = "GPUFLEET_SYSFS_ROOT")]
+    #[arg(long, global = true, default_value = "/", env = "GPUFLEET_SYSFS_ROOT")]
     pub sysfs_root: std::path::PathBuf,
     /// Rate at which sysfs, NVML and RAPL are read, in Hz (at most 1000).
-    #[arg(long, default_value_t = 20.0, value_parser = parse_rate)]
+    #[arg(long, global = true, default_value_t = 20.0, value_parser = parse_rate)]
     pub power_rate_hz: f64,
     /// `rocm-smi` to call for power (`off` disables it).
-    #[arg(long, default_value = "rocm-smi")]
+    #[arg(long, global = true, default_value = "rocm-smi")]
     pub rocm_smi: String,
     /// `amd-smi` to call for power (`off` disables it).
-    #[arg(long, default_value = "amd-smi")]
+    #[arg(long, global = true, default_value = "amd-smi")]
     pub amd_smi: String,
     /// `ipmitool` to call for whole-node power (`off` disables it).
-    #[arg(long, default_value = "ipmitool")]
+    #[arg(long, global = true, default_value = "ipmitool")]
     pub ipmitool: String,
     /// Seconds one call of rocm-smi/amd-smi/ipmitool may take.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, global = true, default_value_t = 5.0)]
     pub power_command_timeout_s: f64,
     /// Seconds between calls of rocm-smi/amd-smi/ipmitool.
-    #[arg(long, default_value_t = 1.0)]
+    #[arg(long, global = true, default_value_t = 1.0)]
     pub power_command_interval_s: f64,
     /// Do not load NVML.
-    #[arg(long)]
+    #[arg(long, global = true)]
     pub no_nvml: bool,
 }
 

@@ -76,8 +76,65 @@ struct Job {
     id: i64,
     run_id: String,
     agent_id: i64,
-    device_row_id: i64,
+    device_row_id: Option<i64>,
+    addr: AgentAddr,
     planned: PlannedJob,
+}
+
+/// Who executes campaigns in this process, and how.
+#[derive(Clone)]
+pub struct Executor {
+    /// `pid@host`, written as the owner of the campaigns this process runs.
+    pub owner: String,
+    pub retry: RetryPolicy,
+    /// Attempts a job may have before an interruption makes it an error result.
+    pub max_attempts: u32,
+    pub reporter: Arc<dyn Reporter>,
+}
+
+impl Executor {
+    /// An executor owned by this process.
+    pub fn new(retry: RetryPolicy, reporter: Arc<dyn Reporter>) -> Executor {
+        Executor {
+            owner: owner_id(),
+            retry,
+            max_attempts: 3,
+            reporter,
+        }
+    }
+}
+
+/// This process as a campaign owner: `pid@hostname`.
+pub fn owner_id() -> String {
+    let host = std::fs::read_to_string("/proc/sys/kernel/hostname")
+        .map(|h| h.trim().to_string())
+        .ok()
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "localhost".into());
+    format!("{}@{host}", std::process::id())
+}
+
+/// Whether the owner `pid@host` of a campaign is certainly gone: on this host, no process has that
+/// pid any more. An owner on another host is judged by its heartbeat instead.
+pub fn owner_is_dead(owner: &str) -> bool {
+    let Some((pid, host)) = owner.split_once('@') else {
+        return true;
+    };
+    let Ok(pid) = pid.parse::<i32>() else {
+        return true;
+    };
+    let here = owner_id();
+    let this_host = here.split_once('@').map(|(_, h)| h).unwrap_or_default();
+    if host != this_host {
+        return false;
+    }
+    if pid == std::process::id() as i32 {
+        return false;
+    }
+    // Signal 0 checks existence; ESRCH means no such process.
+    // SAFETY: kill with signal 0 sends nothing; it only checks the pid.
+    let rc = unsafe { libc::kill(pid, 0) };
+    rc != 0 && std::io::Error::last_os_error().raw_os_error() == Some(libc::ESRCH)
 }
 
 /// Describes every agent (in parallel), plans, stores and runs the jobs.
@@ -90,6 +147,112 @@ pub async fn run_campaign(
     req: CampaignRequest,
     reporter: Arc<dyn Reporter>,
 ) -> Result<CampaignOutcome, CampaignError> {
+    let ex = Executor::new(req.retry, reporter);
+    let spec_json = request_json(&req);
+    let (suite, description, owner) = (req.suite.clone(), req.description.clone(), ex.owner.clone());
+    let campaign_id = db
+        .call(move |s| -> Result<i64, StoreError> {
+            let id = s.create_campaign(&suite, &description, &spec_json)?;
+            s.set_campaign_owner(id, &owner)?;
+            Ok(id)
+        })
+        .await?;
+    let planned = match plan_into(db, campaign_id, &req, ex.reporter.as_ref()).await {
+        Ok(p) => p,
+        Err(e) => {
+            let _ = db
+                .call(move |s| s.set_campaign_state(campaign_id, CampaignState::Failed))
+                .await;
+            return Err(e);
+        }
+    };
+    let results = execute_campaign(db, campaign_id, &ex).await?;
+    finish_campaign(db, campaign_id, &results).await?;
+    Ok(CampaignOutcome {
+        campaign_id,
+        results,
+        plan_notes: planned.notes,
+        skipped: planned.skipped,
+        unreachable: planned.unreachable,
+    })
+}
+
+/// The campaign's spec as stored in `campaigns.spec_json`: enough to plan it again on resume.
+pub fn request_json(req: &CampaignRequest) -> String {
+    serde_json::json!({
+        "runs": req.runs, "agents": req.agents.iter().map(|a| &a.name).collect::<Vec<_>>(),
+        "backends": req.selection.backends, "devices": req.selection.devices,
+        "kernels": req.selection.kernels, "env": req.selection.env,
+        "env_sets": req.selection.env_sets, "timeout_s": req.selection.timeout_s,
+        "power_window_s": req.selection.power_window_s,
+    })
+    .to_string()
+}
+
+/// Rebuilds a request from a stored spec (see [`request_json`]) with the agents as they are now.
+///
+/// # Errors
+/// A message naming the field that does not parse.
+pub fn request_from_json(
+    suite: &str,
+    description: &str,
+    spec: &serde_json::Value,
+    agents: &[AgentRow],
+) -> Result<CampaignRequest, String> {
+    fn field<T: serde::de::DeserializeOwned + Default>(
+        spec: &serde_json::Value,
+        name: &str,
+    ) -> Result<T, String> {
+        match spec.get(name) {
+            None | Some(serde_json::Value::Null) => Ok(T::default()),
+            Some(v) => serde_json::from_value(v.clone())
+                .map_err(|e| format!("stored campaign spec: field `{name}`: {e}")),
+        }
+    }
+    let names: Vec<String> = field(spec, "agents")?;
+    let chosen: Vec<AgentRow> = agents
+        .iter()
+        .filter(|a| names.contains(&a.name))
+        .cloned()
+        .collect();
+    Ok(CampaignRequest {
+        suite: suite.to_string(),
+        description: description.to_string(),
+        runs: field(spec, "runs")?,
+        agents: chosen,
+        selection: Selection {
+            backends: field(spec, "backends")?,
+            devices: field(spec, "devices")?,
+            kernels: field(spec, "kernels")?,
+            env: field(spec, "env")?,
+            env_sets: field(spec, "env_sets")?,
+            timeout_s: field(spec, "timeout_s")?,
+            power_window_s: field(spec, "power_window_s")?,
+        },
+        retry: RetryPolicy::default(),
+    })
+}
+
+/// What planning found.
+#[derive(Debug, Clone, Default)]
+pub struct Planned {
+    pub jobs: usize,
+    pub notes: Vec<String>,
+    pub skipped: usize,
+    pub unreachable: Vec<String>,
+}
+
+/// Describes the agents of `req`, plans its jobs and stores them (with the devices) in campaign
+/// `campaign_id`, in one transaction.
+///
+/// # Errors
+/// [`CampaignError::NoAgent`] / [`CampaignError::NothingToRun`] when nothing can run.
+pub async fn plan_into(
+    db: &Db,
+    campaign_id: i64,
+    req: &CampaignRequest,
+    reporter: &dyn Reporter,
+) -> Result<Planned, CampaignError> {
     let addrs: Vec<AgentAddr> = req.agents.iter().map(addr).collect();
     let infos = futures::future::join_all(addrs.iter().map(|a| a.describe())).await;
     let mut targets = Vec::new();
@@ -110,7 +273,11 @@ pub async fn run_campaign(
         }
     }
     if targets.is_empty() {
-        return Err(CampaignError::NoAgent(unreachable.join("; ")));
+        return Err(CampaignError::NoAgent(if unreachable.is_empty() {
+            "no agents selected".into()
+        } else {
+            unreachable.join("; ")
+        }));
     }
     let plain: Vec<Target> = targets.iter().map(|(_, t)| t.clone()).collect();
     let JobPlan {
@@ -131,15 +298,6 @@ pub async fn run_campaign(
             notes.join("; ")
         }));
     }
-
-    // Store the campaign, devices and jobs before anything runs.
-    let spec_json = serde_json::json!({
-        "runs": req.runs, "agents": req.agents.iter().map(|a| &a.name).collect::<Vec<_>>(),
-        "backends": req.selection.backends, "devices": req.selection.devices,
-        "kernels": req.selection.kernels, "env": req.selection.env,
-    })
-    .to_string();
-    let (suite, description) = (req.suite.clone(), req.description.clone());
     let agent_ids: BTreeMap<String, i64> = targets
         .iter()
         .map(|(a, _)| (a.name.clone(), a.id))
@@ -148,86 +306,199 @@ pub async fn run_campaign(
         .iter()
         .flat_map(|(a, t)| t.info.devices.iter().map(move |d| (a.id, device_record(d))))
         .collect();
-    let (campaign_id, stored_jobs) = db
-        .call(move |s| -> Result<(i64, Vec<Job>), StoreError> {
-            let campaign_id = s.create_campaign(&suite, &description, &spec_json)?;
-            let mut rows = BTreeMap::new();
-            for (agent_id, d) in &devices {
-                rows.insert(
-                    (*agent_id, d.device_id.clone()),
-                    s.upsert_device(*agent_id, d)?,
-                );
-            }
-            let mut out = Vec::new();
-            for planned in jobs {
+    let count = jobs.len();
+    db.call(move |s| -> Result<(), StoreError> {
+        let mut rows = BTreeMap::new();
+        for (agent_id, d) in &devices {
+            rows.insert(
+                (*agent_id, d.device_id.clone()),
+                s.upsert_device(*agent_id, d)?,
+            );
+        }
+        let new_jobs: Vec<NewJob> = jobs
+            .into_iter()
+            .map(|planned| {
                 let agent_id = agent_ids[&planned.agent];
-                let device_row_id = rows[&(agent_id, planned.device.id.clone())];
-                let run_id = uuid::Uuid::new_v4().to_string();
-                let id = s.add_job(&NewJob {
+                NewJob {
                     campaign_id,
                     agent_id,
-                    device_row_id: Some(device_row_id),
+                    device_row_id: Some(rows[&(agent_id, planned.device.id.clone())]),
                     spec_key: planned.spec_key.clone(),
                     spec_json: serde_json::to_string(&planned.spec).unwrap_or_default(),
-                    run_id: run_id.clone(),
-                })?;
-                out.push(Job {
-                    id,
+                    run_id: uuid::Uuid::new_v4().to_string(),
+                }
+            })
+            .collect();
+        s.add_jobs(&new_jobs)?;
+        Ok(())
+    })
+    .await?;
+    reporter.planned(campaign_id, count);
+    Ok(Planned {
+        jobs: count,
+        notes,
+        skipped: skipped.len(),
+        unreachable,
+    })
+}
+
+/// Runs every job of the campaign that is `queued` or `interrupted` (agents and devices in
+/// parallel, one job at a time per device) and stores each result as it arrives. An interrupted
+/// job gets a new run id, or an error result once it has had `max_attempts`. Returns the results
+/// of this execution, in no particular order.
+///
+/// # Errors
+/// [`StoreError`] when the jobs cannot be read; a failure to store one result is reported as a note.
+pub async fn execute_campaign(
+    db: &Db,
+    campaign_id: i64,
+    ex: &Executor,
+) -> Result<Vec<pb::RunResult>, StoreError> {
+    let max_attempts = ex.max_attempts;
+    let (jobs, exhausted) = db
+        .call(move |s| -> Result<(Vec<Job>, Vec<pb::RunResult>), StoreError> {
+            let agents: BTreeMap<i64, AgentRow> =
+                s.agents()?.into_iter().map(|a| (a.id, a)).collect();
+            let devices: BTreeMap<i64, pb::Device> = s
+                .devices()?
+                .into_iter()
+                .map(|d| {
+                    let dev = serde_json::from_value(d.info.clone()).unwrap_or(pb::Device {
+                        id: d.device_id.clone(),
+                        backend: d.backend.clone(),
+                        name: d.name.clone(),
+                        ..Default::default()
+                    });
+                    (d.id, dev)
+                })
+                .collect();
+            let mut jobs = Vec::new();
+            let mut exhausted = Vec::new();
+            for row in s.jobs(campaign_id)? {
+                if !matches!(row.state, JobState::Queued | JobState::Interrupted) {
+                    continue;
+                }
+                let spec: pb::RunSpec = serde_json::from_value(row.spec.clone()).unwrap_or_default();
+                let device = row
+                    .device_row_id
+                    .and_then(|id| devices.get(&id).cloned())
+                    .unwrap_or_else(|| pb::Device {
+                        id: spec.device_id.clone(),
+                        backend: spec.device_id.split(':').next().unwrap_or("").to_string(),
+                        ..Default::default()
+                    });
+                let mut run_id = row.run_id.clone();
+                let failure = if row.state == JobState::Interrupted
+                    && row.attempts >= max_attempts
+                {
+                    Some(format!(
+                        "interrupted {} times (last: {}); not retried again",
+                        row.attempts,
+                        row.error.as_deref().unwrap_or("unknown")
+                    ))
+                } else if !agents.contains_key(&row.agent_id) {
+                    Some(format!("agent unreachable: agent {} was removed", row.agent))
+                } else {
+                    None
+                };
+                if let Some(message) = failure {
+                    let result = error_result(&run_id, &spec, &device.backend, message);
+                    let record = to_record(
+                        &result,
+                        &[],
+                        &row.spec_key,
+                        Origin {
+                            agent_id: row.agent_id,
+                            device_row_id: row.device_row_id,
+                            campaign_id: Some(campaign_id),
+                            job_id: Some(row.id),
+                        },
+                    );
+                    s.insert_result(&record)?;
+                    s.set_job_state(row.id, JobState::Failed, Some(&record.message))?;
+                    exhausted.push(result);
+                    continue;
+                }
+                if row.state == JobState::Interrupted {
+                    run_id = uuid::Uuid::new_v4().to_string();
+                    s.requeue_job(row.id, &run_id)?;
+                }
+                jobs.push(Job {
+                    id: row.id,
                     run_id,
-                    agent_id,
-                    device_row_id,
-                    planned,
+                    agent_id: row.agent_id,
+                    device_row_id: row.device_row_id,
+                    addr: addr(&agents[&row.agent_id]),
+                    planned: PlannedJob {
+                        agent: row.agent.clone(),
+                        device,
+                        spec: pb::RunSpec {
+                            device_id: spec.device_id.clone(),
+                            ..spec
+                        },
+                        spec_key: row.spec_key.clone(),
+                    },
                 });
             }
-            Ok((campaign_id, out))
+            Ok((jobs, exhausted))
         })
         .await?;
-    reporter.planned(campaign_id, stored_jobs.len());
 
     // One task per (agent, device); jobs of a device run in order.
     let mut groups: BTreeMap<(String, String), Vec<Job>> = BTreeMap::new();
-    for j in stored_jobs {
+    for j in jobs {
         groups
             .entry((j.planned.agent.clone(), j.planned.device.id.clone()))
             .or_default()
             .push(j);
     }
-    let lost: BTreeMap<String, Arc<AtomicBool>> = targets
-        .iter()
-        .map(|(a, _)| (a.name.clone(), Arc::new(AtomicBool::new(false))))
+    let lost: BTreeMap<String, Arc<AtomicBool>> = groups
+        .keys()
+        .map(|(agent, _)| (agent.clone(), Arc::new(AtomicBool::new(false))))
         .collect();
+    // The owner's sign of life while the jobs run, so another coordinator does not take over.
+    let heartbeat = {
+        let (db, owner) = (db.clone(), ex.owner.clone());
+        tokio::spawn(async move {
+            loop {
+                let owner = owner.clone();
+                let _ = db.call(move |s| s.heartbeat(&owner)).await;
+                tokio::time::sleep(HEARTBEAT).await;
+            }
+        })
+    };
     let mut tasks = tokio::task::JoinSet::new();
     for ((agent, _device), jobs) in groups {
-        let addr = addrs
-            .iter()
-            .find(|a| a.name == agent)
-            .cloned()
-            .expect("planned agent exists");
-        let (db, reporter, lost) = (db.clone(), reporter.clone(), lost[&agent].clone());
-        let retry = req.retry;
+        let (db, reporter, lost) = (db.clone(), ex.reporter.clone(), lost[&agent].clone());
+        let retry = ex.retry;
         tasks.spawn(async move {
             let mut results = Vec::new();
             for job in jobs {
-                results.push(
-                    run_job(
-                        &db,
-                        &addr,
-                        campaign_id,
-                        job,
-                        retry,
-                        &lost,
-                        reporter.as_ref(),
-                    )
-                    .await,
-                );
+                results.push(run_job(&db, campaign_id, job, retry, &lost, reporter.as_ref()).await);
             }
             results
         });
     }
-    let mut results = Vec::new();
+    let mut results = exhausted;
     while let Some(r) = tasks.join_next().await {
         results.extend(r.unwrap_or_default());
     }
+    heartbeat.abort();
+    Ok(results)
+}
+
+/// How often an executing process writes its heartbeat.
+pub const HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// Marks the campaign `done`, or `failed` when an agent was unreachable.
+///
+/// # Errors
+/// [`StoreError::UnknownCampaign`].
+pub async fn finish_campaign(
+    db: &Db,
+    campaign_id: i64,
+    results: &[pb::RunResult],
+) -> Result<(), StoreError> {
     let state = if results
         .iter()
         .all(|r| r.status() != pb::RunStatus::Error || !r.message.starts_with("agent unreachable"))
@@ -237,14 +508,7 @@ pub async fn run_campaign(
         CampaignState::Failed
     };
     db.call(move |s| s.set_campaign_state(campaign_id, state))
-        .await?;
-    Ok(CampaignOutcome {
-        campaign_id,
-        results,
-        plan_notes: notes,
-        skipped: skipped.len(),
-        unreachable,
-    })
+        .await
 }
 
 fn addr(a: &AgentRow) -> AgentAddr {
@@ -339,7 +603,6 @@ async fn attempt(
 
 async fn run_job(
     db: &Db,
-    addr: &AgentAddr,
     campaign_id: i64,
     job: Job,
     retry: RetryPolicy,
@@ -348,6 +611,7 @@ async fn run_job(
 ) -> pb::RunResult {
     reporter.started(&job.planned);
     let job_id = job.id;
+    let addr = &job.addr;
     let _ = db
         .call(move |s| s.set_job_state(job_id, JobState::Running, None))
         .await;
@@ -414,7 +678,7 @@ async fn run_job(
         &job.planned.spec_key,
         Origin {
             agent_id: job.agent_id,
-            device_row_id: Some(job.device_row_id),
+            device_row_id: job.device_row_id,
             campaign_id: Some(campaign_id),
             job_id: Some(job.id),
         },

@@ -65,6 +65,122 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Run the coordinator as a service: fire schedules, resume campaigns a
+    /// stopped or killed coordinator left, check every scheduled result for
+    /// regressions, and answer HTTP (/healthz, /api/...). Stops gracefully on
+    /// SIGINT/SIGTERM (running campaigns are resumed at the next start).
+    Serve(ServeArgs),
+    /// Add, list, remove and run cron schedules of suites.
+    #[command(subcommand)]
+    Schedule(ScheduleCommand),
+    /// Confirmed regressions and improvements (and, with --all, every
+    /// verdict). With --fail-on, exits 1 when there is one: for CI.
+    Regressions(RegressionsArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Address of the HTTP endpoints. Prints `listening on ADDR` once bound.
+    #[arg(long, default_value = "127.0.0.1:8787", env = "GPUFLEET_LISTEN")]
+    pub listen: std::net::SocketAddr,
+    /// Seconds between schedule checks.
+    #[arg(long, default_value_t = 15.0)]
+    pub tick_s: f64,
+    /// Do not run slots missed while the coordinator was down (default: the
+    /// latest missed slot of each schedule runs once at start).
+    #[arg(long)]
+    pub no_catch_up: bool,
+    /// Regression baseline: the last N ok results.
+    #[arg(long, default_value_t = 10)]
+    pub baseline: usize,
+    /// Smallest change flagged, percent.
+    #[arg(long, default_value_t = 5.0)]
+    pub threshold_pct: f64,
+    /// Robust spreads a change must exceed on a noisy baseline.
+    #[arg(long, default_value_t = 3.0)]
+    pub k: f64,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ScheduleCommand {
+    /// Add a schedule (times are UTC).
+    Add(ScheduleAddArgs),
+    /// List schedules with their last and next slots.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Remove a schedule (its campaigns and results stay).
+    Rm { name: String },
+    /// Run a schedule's campaign now, in this process, and wait for it
+    /// (results, regression verdicts and alerts included).
+    RunNow {
+        name: String,
+        /// Print the report as JSON.
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct ScheduleAddArgs {
+    /// Unique name ([A-Za-z0-9_.-]).
+    pub name: String,
+    /// Cron expression, 5 fields, UTC: "0 3 * * *" is 03:00 every day.
+    #[arg(long)]
+    pub cron: String,
+    /// Suite: smoke, standard, perf, or a TOML file path.
+    #[arg(long, default_value = "standard")]
+    pub suite: String,
+    /// Agents to run on. Repeatable; or --all.
+    #[arg(long = "agent")]
+    pub agents: Vec<String>,
+    /// Every agent registered when the slot fires.
+    #[arg(long, conflicts_with = "agents")]
+    pub all: bool,
+    /// Only these backends. Repeatable.
+    #[arg(long = "backend")]
+    pub backends: Vec<String>,
+    /// Only these kernels. Repeatable.
+    #[arg(long = "kernel")]
+    pub kernels: Vec<String>,
+    /// Environment override for every run, KEY=VALUE. Repeatable.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// Environment matrix row NAME:KEY=VALUE,... (see `gpufleet run --help`).
+    #[arg(long = "env-set", value_name = "NAME:KEY=VALUE,...")]
+    pub env_sets: Vec<String>,
+    /// Per-run timeout in seconds.
+    #[arg(long)]
+    pub timeout_s: Option<f64>,
+    /// Do not run a slot missed while the coordinator was down.
+    #[arg(long)]
+    pub no_catch_up: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RegressionsArgs {
+    /// Only since: a duration back from now (36h, 7d, 2w) or unix seconds.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Exit 1 if any alert of this kind is listed.
+    #[arg(long, value_enum)]
+    pub fail_on: Option<FailOn>,
+    /// List every verdict, not only alerts.
+    #[arg(long)]
+    pub all: bool,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which alerts fail `gpufleet regressions --fail-on`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum FailOn {
+    Regression,
+    Improvement,
+    Any,
 }
 
 #[derive(Debug, Subcommand)]
@@ -126,6 +242,12 @@ pub struct RunArgs {
     /// prefixes such as HSA_, RADV_, POCL_). Repeatable.
     #[arg(long = "env", value_name = "KEY=VALUE")]
     pub env: Vec<String>,
+    /// An environment matrix row: run everything once per set, each set its
+    /// own comparison row (spec key `...@NAME`). `NAME:` alone is the set
+    /// without overrides. Repeatable, e.g. `--env-set stock:
+    /// --env-set gfx1030:HSA_OVERRIDE_GFX_VERSION=10.3.0`.
+    #[arg(long = "env-set", value_name = "NAME:KEY=VALUE,...")]
+    pub env_sets: Vec<String>,
     /// Per-run timeout in seconds (overrides the suite's).
     #[arg(long)]
     pub timeout_s: Option<f64>,

@@ -27,11 +27,16 @@ pub mod cli;
 pub mod client;
 pub mod commands;
 pub mod compare;
+pub mod cron;
 pub mod db;
+pub mod http;
 #[cfg(feature = "local-agent")]
 pub mod demo;
 pub mod plan;
 pub mod progress;
 pub mod record;
+pub mod regress;
+pub mod regressions;
+pub mod service;
 pub mod store;
 pub mod table;

@@ -51,6 +51,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Results(args) => commands::results(&db, args).map(|_| 0),
         Command::ServeAgent { .. } => unreachable!("handled above"),
         Command::Campaigns { json } => commands::campaigns(&db, json).map(|_| 0),
+        Command::Serve(args) => commands::serve(&db, args).await,
+        Command::Schedule(cmd) => commands::schedule(&db, cmd).await,
+        Command::Regressions(args) => commands::regressions(&db, args),
     }
 }
 

@@ -28,11 +28,58 @@ pub struct Selection {
     pub kernels: Vec<String>,
     /// Overrides added to every run's environment.
     pub env: BTreeMap<String, String>,
+    /// An environment matrix: every run is planned once per set, with the set's overrides on top
+    /// of `env`, and each set's results are their own comparison rows and regression series
+    /// (the spec key ends in `@NAME`). Empty: one run with `env` alone.
+    pub env_sets: Vec<EnvSet>,
     /// Replaces every run's timeout when set.
     pub timeout_s: Option<f64>,
     /// Minimum kernel window for energy figures (see RunSpec.power_window_s);
     /// `None`: the agent decides.
     pub power_window_s: Option<f64>,
+}
+
+/// A named set of environment overrides (one row of an environment matrix).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct EnvSet {
+    /// `[A-Za-z0-9_.-]+`; appended to the spec key as `@NAME`.
+    pub name: String,
+    pub env: BTreeMap<String, String>,
+}
+
+impl EnvSet {
+    /// Parses `NAME` or `NAME:KEY=VALUE,KEY=VALUE` (`NAME:` alone is the set without overrides).
+    ///
+    /// # Errors
+    /// A message naming what is wrong (`env set name`, `env set entry`).
+    pub fn parse(text: &str) -> Result<EnvSet, String> {
+        let (name, rest) = text.split_once(':').unwrap_or((text, ""));
+        if name.is_empty()
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
+        {
+            return Err(format!(
+                "env set name {name:?} must be non-empty [A-Za-z0-9_.-] (form: NAME:KEY=VALUE,KEY=VALUE)"
+            ));
+        }
+        let mut env = BTreeMap::new();
+        for entry in rest.split(',').filter(|e| !e.is_empty()) {
+            let Some((k, v)) = entry.split_once('=') else {
+                return Err(format!(
+                    "env set {name}: entry {entry:?} is not KEY=VALUE"
+                ));
+            };
+            if k.is_empty() {
+                return Err(format!("env set {name}: entry {entry:?} has an empty key"));
+            }
+            env.insert(k.to_string(), v.to_string());
+        }
+        Ok(EnvSet {
+            name: name.to_string(),
+            env,
+        })
+    }
 }
 
 /// One job to run.
@@ -106,36 +153,49 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
                         ));
                         continue;
                     };
-                    let mut env = run.env.clone();
-                    env.extend(sel.env.clone());
-                    let mode =
-                        pb::RunMode::from_name(&run.mode).unwrap_or(pb::RunMode::ComputeOnly);
-                    plan.jobs.push(PlannedJob {
-                        agent: t.agent.clone(),
-                        device: device.clone(),
-                        spec_key: problem.spec_key(mode.name()),
-                        spec: pb::RunSpec {
-                            kernel: run.kernel.clone(),
-                            variant: problem.variant.clone(),
-                            params: problem
-                                .params
-                                .iter()
-                                .map(|(k, v)| (k.clone(), *v))
-                                .collect(),
-                            dtype: problem.dtype.name().to_string(),
-                            device_id: device.id.clone(),
-                            mode: mode as i32,
-                            warmup: run.warmup,
-                            min_iterations: run.min_iterations,
-                            min_seconds: run.min_seconds,
-                            max_iterations: run.max_iterations,
-                            skip_validation: false,
-                            seed: CAMPAIGN_SEED,
-                            timeout_s: sel.timeout_s.unwrap_or(run.timeout_s),
-                            env: env.into_iter().collect(),
-                            power_window_s: sel.power_window_s.unwrap_or(0.0),
-                        },
-                    });
+                    let sets: Vec<Option<&EnvSet>> = if sel.env_sets.is_empty() {
+                        vec![None]
+                    } else {
+                        sel.env_sets.iter().map(Some).collect()
+                    };
+                    for set in sets {
+                        let mut env = run.env.clone();
+                        env.extend(sel.env.clone());
+                        if let Some(set) = set {
+                            env.extend(set.env.clone());
+                        }
+                        let mode =
+                            pb::RunMode::from_name(&run.mode).unwrap_or(pb::RunMode::ComputeOnly);
+                        plan.jobs.push(PlannedJob {
+                            agent: t.agent.clone(),
+                            device: device.clone(),
+                            spec_key: match set {
+                                Some(set) => format!("{}@{}", problem.spec_key(mode.name()), set.name),
+                                None => problem.spec_key(mode.name()),
+                            },
+                            spec: pb::RunSpec {
+                                kernel: run.kernel.clone(),
+                                variant: problem.variant.clone(),
+                                params: problem
+                                    .params
+                                    .iter()
+                                    .map(|(k, v)| (k.clone(), *v))
+                                    .collect(),
+                                dtype: problem.dtype.name().to_string(),
+                                device_id: device.id.clone(),
+                                mode: mode as i32,
+                                warmup: run.warmup,
+                                min_iterations: run.min_iterations,
+                                min_seconds: run.min_seconds,
+                                max_iterations: run.max_iterations,
+                                skip_validation: false,
+                                seed: CAMPAIGN_SEED,
+                                timeout_s: sel.timeout_s.unwrap_or(run.timeout_s),
+                                env: env.into_iter().collect(),
+                                power_window_s: sel.power_window_s.unwrap_or(0.0),
+                            },
+                        });
+                    }
                 }
             }
         }

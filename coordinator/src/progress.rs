@@ -128,3 +128,26 @@ impl Reporter for CliReporter {
         self.line(&format!("note: {message}"));
     }
 }
+
+/// For the service: one line per campaign event on stderr, no bar (several campaigns may run at
+/// once, and the output usually goes to a log).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct LogReporter;
+
+impl Reporter for LogReporter {
+    fn planned(&self, campaign_id: i64, jobs: usize) {
+        eprintln!("campaign {campaign_id}: {jobs} jobs planned");
+    }
+
+    fn started(&self, _job: &PlannedJob) {}
+
+    fn progress(&self, _job: &PlannedJob, _phase: &str, _message: &str) {}
+
+    fn finished(&self, job: &PlannedJob, r: &pb::RunResult) {
+        eprintln!("{}", result_line(job, r));
+    }
+
+    fn note(&self, message: &str) {
+        eprintln!("note: {message}");
+    }
+}

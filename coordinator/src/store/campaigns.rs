@@ -158,63 +158,76 @@ impl Store {
     /// [`StoreError::UnknownAgent`] (named `#<id>`) for missing references; [`StoreError::Sqlite`]
     /// for a `device_row_id` that does not exist (foreign key).
     pub fn add_job(&mut self, job: &NewJob) -> Result<i64, StoreError> {
-        require_non_empty("spec_key", &job.spec_key)?;
-        require_non_empty("run_id", &job.run_id)?;
-        parse_json("spec_json", &job.spec_json)?;
+        Ok(self.add_jobs(std::slice::from_ref(job))?[0])
+    }
+
+    /// Adds several `queued` jobs in one transaction (all or none); returns their ids.
+    ///
+    /// # Errors
+    /// As [`Store::add_job`] for the first job that fails; then none is added.
+    pub fn add_jobs(&mut self, jobs: &[NewJob]) -> Result<Vec<i64>, StoreError> {
+        for job in jobs {
+            require_non_empty("spec_key", &job.spec_key)?;
+            require_non_empty("run_id", &job.run_id)?;
+            parse_json("spec_json", &job.spec_json)?;
+        }
         let now = self.now();
         let context = "adding a job";
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
             .map_err(sql(context))?;
-        let exists = |table: &str, id: i64| -> Result<bool, StoreError> {
-            tx.query_row(
-                &format!("SELECT 1 FROM {table} WHERE id = ?1"),
-                [id],
-                |_| Ok(()),
-            )
-            .optional()
-            .map(|found| found.is_some())
-            .map_err(sql(context))
-        };
-        if !exists("campaigns", job.campaign_id)? {
-            return Err(StoreError::UnknownCampaign {
-                id: job.campaign_id,
-            });
-        }
-        if !exists("agents", job.agent_id)? {
-            return Err(StoreError::UnknownAgent {
-                name: format!("#{}", job.agent_id),
-            });
-        }
-        tx.execute(
-            "INSERT INTO jobs (campaign_id, agent_id, device_row_id, spec_key, spec_json, run_id,
-                               state, attempts, updated_at)
-             VALUES (:campaign_id, :agent_id, :device_row_id, :spec_key, :spec_json, :run_id,
-                     'queued', 0, :now)",
-            named_params! {
-                ":campaign_id": job.campaign_id,
-                ":agent_id": job.agent_id,
-                ":device_row_id": job.device_row_id,
-                ":spec_key": job.spec_key,
-                ":spec_json": job.spec_json,
-                ":run_id": job.run_id,
-                ":now": now,
-            },
-        )
-        .map_err(|e| {
-            if is_unique_violation(&e) {
-                StoreError::invalid(
-                    "run_id",
-                    format!("run id {:?} is already used by another job", job.run_id),
+        let mut ids = Vec::with_capacity(jobs.len());
+        for job in jobs {
+            let exists = |table: &str, id: i64| -> Result<bool, StoreError> {
+                tx.query_row(
+                    &format!("SELECT 1 FROM {table} WHERE id = ?1"),
+                    [id],
+                    |_| Ok(()),
                 )
-            } else {
-                sql(context)(e)
+                .optional()
+                .map(|found| found.is_some())
+                .map_err(sql(context))
+            };
+            if !exists("campaigns", job.campaign_id)? {
+                return Err(StoreError::UnknownCampaign {
+                    id: job.campaign_id,
+                });
             }
-        })?;
-        let id = tx.last_insert_rowid();
+            if !exists("agents", job.agent_id)? {
+                return Err(StoreError::UnknownAgent {
+                    name: format!("#{}", job.agent_id),
+                });
+            }
+            tx.execute(
+                "INSERT INTO jobs (campaign_id, agent_id, device_row_id, spec_key, spec_json, run_id,
+                                   state, attempts, updated_at)
+                 VALUES (:campaign_id, :agent_id, :device_row_id, :spec_key, :spec_json, :run_id,
+                         'queued', 0, :now)",
+                named_params! {
+                    ":campaign_id": job.campaign_id,
+                    ":agent_id": job.agent_id,
+                    ":device_row_id": job.device_row_id,
+                    ":spec_key": job.spec_key,
+                    ":spec_json": job.spec_json,
+                    ":run_id": job.run_id,
+                    ":now": now,
+                },
+            )
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    StoreError::invalid(
+                        "run_id",
+                        format!("run id {:?} is already used by another job", job.run_id),
+                    )
+                } else {
+                    sql(context)(e)
+                }
+            })?;
+            ids.push(tx.last_insert_rowid());
+        }
         tx.commit().map_err(sql(context))?;
-        Ok(id)
+        Ok(ids)
     }
 
     /// Moves a job to `state` with `error` as its reason (`None` clears it). Entering `running`
@@ -255,7 +268,7 @@ impl Store {
             .prepare_cached(
                 "SELECT j.id, j.campaign_id, j.agent_id, a.name AS agent, j.device_row_id,
                         j.spec_key, j.spec_json, j.run_id, j.state, j.attempts, j.error,
-                        j.updated_at
+                        j.updated_at, j.confirms_result_id
                  FROM jobs j JOIN agents a ON a.id = j.agent_id
                  WHERE j.campaign_id = ?1 ORDER BY j.id",
             )
@@ -312,6 +325,7 @@ fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobRow> {
         attempts: r.get("attempts")?,
         error: r.get("error")?,
         updated_at: r.get("updated_at")?,
+        confirms_result_id: r.get("confirms_result_id")?,
     })
 }
 

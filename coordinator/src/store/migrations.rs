@@ -40,6 +40,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "0002_energy",
         sql: include_str!("migrations/0002_energy.sql"),
     },
+    Migration {
+        version: 3,
+        name: "0003_service",
+        sql: include_str!("migrations/0003_service.sql"),
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.
@@ -151,11 +156,15 @@ mod tests {
             tables,
             [
                 "agents",
+                "alerts",
                 "campaigns",
+                "checks",
                 "devices",
                 "jobs",
+                "power_samples",
                 "result_samples",
-                "results"
+                "results",
+                "schedules",
             ]
         );
         // A second run finds nothing pending and changes nothing.

@@ -11,6 +11,10 @@
 //! | `jobs` | (campaign, spec, device) | `queued` → `running` → `done` / `failed` / `interrupted`; `run_id` unique |
 //! | `results` | run | `run_id` unique; summary statistics, metric, validation, fingerprint |
 //! | `result_samples` | result | raw per-iteration times, little-endian `f64`s in a BLOB |
+//! | `power_samples` | (result, sample) | the power trace of a run's device |
+//! | `schedules` | cron schedule | `last_slot` is the latest slot handled; see `schedules.rs` |
+//! | `checks` | checked result | regression verdict; `suspect` until its confirmation rerun ends |
+//! | `alerts` | confirmed change | before/after figures; resets the series' baseline |
 //!
 //! Results are indexed by `(spec_key, device_row_id, created_at)` for history and regression windows,
 //! and by campaign for campaign reports. Timestamps are unix seconds as `REAL`, from the store's clock
@@ -49,11 +53,13 @@
 
 mod agents;
 mod campaigns;
+mod checks;
 mod error;
 mod guard;
 mod migrations;
 mod records;
 mod results;
+mod schedules;
 #[cfg(test)]
 mod test_support;
 
@@ -65,12 +71,15 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use rusqlite::{Connection, OpenFlags};
 
 pub use self::agents::{MAX_AGENT_NAME, MAX_AGENT_URL};
+pub use self::checks::{AlertRow, CheckCandidate, CheckRow, NewAlert, PendingConfirmation};
 pub use self::error::StoreError;
 pub use self::migrations::LATEST_VERSION;
 pub use self::records::{
     AgentRow, CampaignRow, CampaignState, DeviceRecord, DeviceRow, JobCounts, JobRow, JobState,
     NewJob, PowerPoint, ResultFilter, ResultRecord, ResultRow,
 };
+pub use self::results::{SEGMENT_FIELDS, segment_of};
+pub use self::schedules::{OwnedCampaign, ScheduleRow};
 
 use self::error::sql;
 

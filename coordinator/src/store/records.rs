@@ -271,6 +271,8 @@ pub struct JobRow {
     pub error: Option<String>,
     /// Last state change, unix seconds.
     pub updated_at: f64,
+    /// For a confirmation rerun: the suspect result it reruns.
+    pub confirms_result_id: Option<i64>,
 }
 
 /// One run's result as the coordinator stores it: every column of `results`, plus the raw samples.

@@ -28,6 +28,71 @@ const RESULT_JOINS: &str = "FROM results r
     LEFT JOIN devices d ON d.id = r.device_row_id
     LEFT JOIN campaigns c ON c.id = r.campaign_id";
 
+/// Fingerprint fields that define a baseline segment: a change in any of them (a driver update, a
+/// new agent, other env overrides, a new power cap) means later results are not comparable with the
+/// earlier ones for regression purposes. The clock is left out: it is a reading, not a setting.
+pub const SEGMENT_FIELDS: &[&str] = &[
+    "agent_version",
+    "backend",
+    "driver_version",
+    "api_version",
+    "os_kernel_version",
+    "kernels_version",
+    "env",
+    "power_cap_w",
+];
+
+/// The baseline segment of a result: 16 hex digits of FNV-1a over the canonical JSON of its
+/// fingerprint's [`SEGMENT_FIELDS`] (objects sorted by key). Empty for a result without fingerprint.
+pub fn segment_of(fingerprint: &serde_json::Value) -> String {
+    let Some(map) = fingerprint.as_object() else {
+        return String::new();
+    };
+    let mut canon = String::new();
+    for field in SEGMENT_FIELDS {
+        let value = map.get(*field).cloned().unwrap_or(serde_json::Value::Null);
+        canon.push_str(field);
+        canon.push('=');
+        canonical(&value, &mut canon);
+        canon.push('\n');
+    }
+    let h = canon.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3)
+    });
+    format!("{h:016x}")
+}
+
+/// JSON text with object keys sorted at every level, whatever map order serde_json was built with.
+fn canonical(v: &serde_json::Value, out: &mut String) {
+    match v {
+        serde_json::Value::Object(map) => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&serde_json::Value::String(k.clone()).to_string());
+                out.push(':');
+                canonical(&map[k], out);
+            }
+            out.push('}');
+        }
+        serde_json::Value::Array(items) => {
+            out.push('[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                canonical(item, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
 impl Store {
     /// Stores a result, its samples and (when `r.job_id` is set) its job's `done` state in one
     /// transaction. Returns `false`, changing nothing, when a result with this run id is already
@@ -54,14 +119,15 @@ impl Store {
                     median_s, p10_s, p90_s, min_s, max_s, mean_s, stddev_s, cv, iterations,
                     validation_json, config_json, fingerprint_json, stderr_tail, signal,
                     started_at, wall_s, created_at, energy_json, energy_j, avg_watts,
-                    metric_per_watt, joules_per_unit)
+                    metric_per_watt, joules_per_unit, segment)
                  VALUES (:run_id, :campaign_id, :job_id, :agent_id, :device_row_id,
                     :device_id, :backend, :spec_key, :kernel, :variant, :params_json, :dtype, :mode,
                     :status, :message, :metric_kind, :metric_unit, :metric_value,
                     :higher_is_better, :pct_of_peak, :median_s, :p10_s, :p90_s, :min_s, :max_s,
                     :mean_s, :stddev_s, :cv, :iterations, :validation_json, :config_json,
                     :fingerprint_json, :stderr_tail, :signal, :started_at, :wall_s, :created_at,
-                    :energy_json, :energy_j, :avg_watts, :metric_per_watt, :joules_per_unit)
+                    :energy_json, :energy_j, :avg_watts, :metric_per_watt, :joules_per_unit,
+                    :segment)
                  ON CONFLICT (run_id) DO NOTHING
                  RETURNING id",
                 named_params! {
@@ -107,6 +173,7 @@ impl Store {
                     ":avg_watts": r.avg_watts,
                     ":metric_per_watt": r.metric_per_watt,
                     ":joules_per_unit": r.joules_per_unit,
+                    ":segment": segment_of(&r.fingerprint),
                 },
                 |row| row.get(0),
             )

@@ -32,7 +32,7 @@ pub struct Suite {
 }
 
 /// One kernel spec plus how to measure it; each parameter point of a `[[run]]` becomes one.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct SuiteRun {
     /// Kernel name (validated against the catalog).
     pub kernel: String,

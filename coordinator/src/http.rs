@@ -1,0 +1,202 @@
+//! The service's HTTP endpoints (`gpufleet serve --listen`): health and a read-only JSON API for
+//! scripts and the dashboard. Every handler reads the store on the blocking pool; errors are JSON
+//! `{"error": "..."}` with a 4xx/5xx status.
+//!
+//! | path | answer |
+//! | --- | --- |
+//! | `GET /healthz` | `{"status":"ok","version","schema_version","owner","busy"}` |
+//! | `GET /api/agents` | agents with their devices |
+//! | `GET /api/campaigns` | campaigns with job and result counts |
+//! | `GET /api/campaigns/{id}` | one campaign with its jobs |
+//! | `GET /api/results?campaign=&kernel=&agent=&status=&limit=` | results, newest first |
+//! | `GET /api/schedules` | schedules with their next slot |
+//! | `GET /api/alerts?since=` | confirmed regressions and improvements |
+//! | `GET /api/checks?since=` | every verdict |
+
+use crate::db::Db;
+use crate::regressions::parse_since;
+use crate::service::{Service, now};
+use crate::store::{ResultFilter, StoreError};
+use axum::extract::{Path, Query, State};
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::{Json, Router};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+/// An error as JSON.
+struct ApiError(StatusCode, String);
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        (self.0, Json(json!({ "error": self.1 }))).into_response()
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        ApiError(StatusCode::INTERNAL_SERVER_ERROR, e.to_string())
+    }
+}
+
+type ApiResult = Result<Json<Value>, ApiError>;
+
+/// The router over `service`.
+pub fn router(service: Service) -> Router {
+    Router::new()
+        .route("/healthz", get(healthz))
+        .route("/api/agents", get(agents))
+        .route("/api/campaigns", get(campaigns))
+        .route("/api/campaigns/{id}", get(campaign))
+        .route("/api/results", get(results))
+        .route("/api/schedules", get(schedules))
+        .route("/api/alerts", get(alerts))
+        .route("/api/checks", get(checks))
+        .fallback(|| async {
+            ApiError(
+                StatusCode::NOT_FOUND,
+                "no such endpoint; see /healthz and /api/{agents,campaigns,results,schedules,alerts,checks}".into(),
+            )
+        })
+        .with_state(service)
+}
+
+fn db(s: &Service) -> Db {
+    s.db().clone()
+}
+
+async fn healthz(State(s): State<Service>) -> ApiResult {
+    let version = db(&s).call(|st| st.schema_version()).await?;
+    Ok(Json(json!({
+        "status": "ok",
+        "version": env!("CARGO_PKG_VERSION"),
+        "schema_version": version,
+        "owner": s.owner(),
+        "busy": s.busy(),
+    })))
+}
+
+async fn agents(State(s): State<Service>) -> ApiResult {
+    let (agents, devices) = db(&s)
+        .call(|st| -> Result<_, StoreError> { Ok((st.agents()?, st.devices()?)) })
+        .await?;
+    let out: Vec<Value> = agents
+        .iter()
+        .map(|a| {
+            let mut v = serde_json::to_value(a).unwrap_or_default();
+            v["devices"] = devices
+                .iter()
+                .filter(|d| d.agent_id == a.id)
+                .map(|d| {
+                    json!({"id": d.device_id, "backend": d.backend, "name": d.name,
+                           "arch": d.arch, "pci_bus_id": d.pci_bus_id, "last_seen": d.last_seen})
+                })
+                .collect();
+            v
+        })
+        .collect();
+    Ok(Json(Value::from(out)))
+}
+
+async fn campaigns(State(s): State<Service>) -> ApiResult {
+    let rows = db(&s).call(|st| st.campaigns()).await?;
+    Ok(Json(serde_json::to_value(rows).unwrap_or_default()))
+}
+
+async fn campaign(State(s): State<Service>, Path(id): Path<String>) -> ApiResult {
+    let id: i64 = id.parse().map_err(|_| {
+        ApiError(
+            StatusCode::BAD_REQUEST,
+            format!("campaign id {id:?} is not an integer"),
+        )
+    })?;
+    let (row, jobs) = db(&s)
+        .call(move |st| -> Result<_, StoreError> { Ok((st.campaign(id)?, st.jobs(id)?)) })
+        .await?;
+    let Some(row) = row else {
+        return Err(ApiError(StatusCode::NOT_FOUND, format!("no campaign {id}")));
+    };
+    let mut v = serde_json::to_value(row).unwrap_or_default();
+    v["job_list"] = serde_json::to_value(jobs).unwrap_or_default();
+    Ok(Json(v))
+}
+
+#[derive(Debug, Deserialize)]
+struct ResultsQuery {
+    campaign: Option<i64>,
+    kernel: Option<String>,
+    agent: Option<String>,
+    status: Option<String>,
+    limit: Option<usize>,
+}
+
+async fn results(State(s): State<Service>, Query(q): Query<ResultsQuery>) -> ApiResult {
+    let filter = ResultFilter {
+        campaign_id: q.campaign,
+        kernel: q.kernel,
+        agent: q.agent,
+        status: q.status,
+        ..Default::default()
+    };
+    let limit = q.limit.unwrap_or(500).min(10_000);
+    let rows = db(&s).call(move |st| st.results(&filter)).await?;
+    let out: Vec<Value> = rows
+        .iter()
+        .rev()
+        .take(limit)
+        .map(|r| {
+            let mut v = serde_json::to_value(&r.record).unwrap_or_default();
+            if let Some(o) = v.as_object_mut() {
+                o.remove("times");
+                o.remove("power");
+                o.insert("id".into(), json!(r.id));
+            }
+            v
+        })
+        .collect();
+    Ok(Json(Value::from(out)))
+}
+
+async fn schedules(State(s): State<Service>) -> ApiResult {
+    let rows = db(&s).call(|st| st.schedules()).await?;
+    let t = now();
+    let out: Vec<Value> = rows
+        .iter()
+        .map(|r| {
+            let mut v = serde_json::to_value(r).unwrap_or_default();
+            let next = r
+                .cron
+                .parse::<crate::cron::Cron>()
+                .ok()
+                .and_then(|c| c.next_after(t.floor() as i64));
+            v["next_slot"] = json!(next);
+            v
+        })
+        .collect();
+    Ok(Json(Value::from(out)))
+}
+
+#[derive(Debug, Deserialize)]
+struct SinceQuery {
+    since: Option<String>,
+}
+
+fn since(q: &SinceQuery) -> Result<f64, ApiError> {
+    match &q.since {
+        None => Ok(0.0),
+        Some(t) => parse_since(t, now()).map_err(|e| ApiError(StatusCode::BAD_REQUEST, e)),
+    }
+}
+
+async fn alerts(State(s): State<Service>, Query(q): Query<SinceQuery>) -> ApiResult {
+    let since = since(&q)?;
+    let rows = db(&s).call(move |st| st.alerts(since)).await?;
+    Ok(Json(serde_json::to_value(rows).unwrap_or_default()))
+}
+
+async fn checks(State(s): State<Service>, Query(q): Query<SinceQuery>) -> ApiResult {
+    let since = since(&q)?;
+    let rows = db(&s).call(move |st| st.checks(since)).await?;
+    Ok(Json(serde_json::to_value(rows).unwrap_or_default()))
+}

@@ -1,0 +1,408 @@
+//! Schedules, the campaigns they start, and which process owns a running campaign.
+//!
+//! "Never twice" rests on two things done in one transaction: a campaign started for a slot carries
+//! `(schedule_name, slot)` under a unique index, and the schedule's `last_slot` moves to that slot.
+//! A coordinator that crashes before the commit started nothing; one that crashes after it finds
+//! the campaign (running, its owner dead) and resumes it instead of starting another.
+
+use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
+use serde::Serialize;
+
+use super::error::{is_unique_violation, sql};
+use super::{Store, StoreError, json_column, parse_json, require_non_empty};
+
+/// A stored schedule.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScheduleRow {
+    /// Row id.
+    pub id: i64,
+    /// Unique name.
+    pub name: String,
+    /// Cron expression (5 fields, UTC).
+    pub cron: String,
+    /// What to run (suite, agents, backends, env sets), as given.
+    pub spec: serde_json::Value,
+    /// Whether a slot missed while the coordinator was down runs once at start.
+    pub catch_up: bool,
+    /// Unix seconds.
+    pub created_at: f64,
+    /// The latest slot handled (fired or passed over), unix seconds.
+    pub last_slot: Option<f64>,
+}
+
+/// A campaign that is `running` or `interrupted`, with its owner, for resuming.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct OwnedCampaign {
+    pub id: i64,
+    pub state: String,
+    /// `pid@host` of the process executing it, if any.
+    pub owner: Option<String>,
+    /// Last sign of life of that process, unix seconds.
+    pub heartbeat_at: Option<f64>,
+    pub created_at: f64,
+    pub schedule_name: Option<String>,
+}
+
+const SCHEDULE_COLUMNS: &str = "id, name, cron, spec_json, catch_up, created_at, last_slot";
+
+fn schedule_from_row(r: &Row<'_>) -> rusqlite::Result<ScheduleRow> {
+    Ok(ScheduleRow {
+        id: r.get("id")?,
+        name: r.get("name")?,
+        cron: r.get("cron")?,
+        spec: json_column(r, "spec_json")?,
+        catch_up: r.get::<_, i64>("catch_up")? != 0,
+        created_at: r.get("created_at")?,
+        last_slot: r.get("last_slot")?,
+    })
+}
+
+/// Names follow the agent-name rule: `[A-Za-z0-9_.-]{1,64}`.
+fn validate_name(name: &str) -> Result<(), StoreError> {
+    if name.is_empty()
+        || name.len() > 64
+        || !name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
+    {
+        return Err(StoreError::invalid(
+            "name",
+            format!("schedule name {name:?} must be 1-64 characters of [A-Za-z0-9_.-]"),
+        ));
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Adds a schedule. `cron` must already be validated by the caller; `last_slot` starts at
+    /// `now`, so a new schedule never fires for slots before it existed.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidInput`] for a bad name (`name`), an empty cron (`cron`), a spec that is
+    /// not JSON (`spec_json`) or a name that is taken (`name`).
+    pub fn add_schedule(
+        &mut self,
+        name: &str,
+        cron: &str,
+        spec_json: &str,
+        catch_up: bool,
+    ) -> Result<ScheduleRow, StoreError> {
+        validate_name(name)?;
+        require_non_empty("cron", cron)?;
+        parse_json("spec_json", spec_json)?;
+        let now = self.now();
+        self.conn
+            .execute(
+                "INSERT INTO schedules (name, cron, spec_json, catch_up, created_at, last_slot)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
+                rusqlite::params![name, cron, spec_json, i64::from(catch_up), now],
+            )
+            .map_err(|e| {
+                if is_unique_violation(&e) {
+                    StoreError::invalid("name", format!("a schedule named {name:?} already exists"))
+                } else {
+                    sql("adding a schedule")(e)
+                }
+            })?;
+        Ok(self.schedule(name)?.expect("just inserted"))
+    }
+
+    /// Every schedule, by name.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the query fails.
+    pub fn schedules(&self) -> Result<Vec<ScheduleRow>, StoreError> {
+        let context = "listing schedules";
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "SELECT {SCHEDULE_COLUMNS} FROM schedules ORDER BY name"
+            ))
+            .map_err(sql(context))?;
+        stmt.query_map([], schedule_from_row)
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))
+    }
+
+    /// The schedule called `name`.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the query fails.
+    pub fn schedule(&self, name: &str) -> Result<Option<ScheduleRow>, StoreError> {
+        self.conn
+            .query_row(
+                &format!("SELECT {SCHEDULE_COLUMNS} FROM schedules WHERE name = ?1"),
+                [name],
+                schedule_from_row,
+            )
+            .optional()
+            .map_err(sql("reading a schedule"))
+    }
+
+    /// Removes a schedule; its campaigns and results stay. Returns whether it existed.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the delete fails.
+    pub fn remove_schedule(&mut self, name: &str) -> Result<bool, StoreError> {
+        Ok(self
+            .conn
+            .execute("DELETE FROM schedules WHERE name = ?1", [name])
+            .map_err(sql("removing a schedule"))?
+            > 0)
+    }
+
+    /// Marks `slot` handled without running it (catch-up off, or a slot long past). Never moves
+    /// `last_slot` backwards.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the update fails.
+    pub fn pass_slot(&mut self, name: &str, slot: f64) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE schedules SET last_slot = max(coalesce(last_slot, ?2), ?2) WHERE name = ?1",
+                rusqlite::params![name, slot],
+            )
+            .map_err(sql("passing a schedule slot"))?;
+        Ok(())
+    }
+
+    /// Starts the campaign of `schedule`'s `slot` owned by `owner`, in one transaction with moving
+    /// the schedule's `last_slot` to `slot`. `slot = None` is a manual run (`run-now`): it gets a
+    /// campaign but leaves the slots alone. Returns `None`, starting nothing, when the slot was
+    /// already handled (by this or another coordinator).
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidInput`] (`schedule`) when there is no such schedule; `suite` empty or
+    /// `spec_json` not JSON as for [`Store::create_campaign`].
+    pub fn start_scheduled_campaign(
+        &mut self,
+        schedule: &str,
+        slot: Option<f64>,
+        suite: &str,
+        description: &str,
+        spec_json: &str,
+        owner: &str,
+    ) -> Result<Option<i64>, StoreError> {
+        require_non_empty("suite", suite)?;
+        parse_json("spec_json", spec_json)?;
+        let now = self.now();
+        let context = "starting a scheduled campaign";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql(context))?;
+        let last: Option<Option<f64>> = tx
+            .query_row(
+                "SELECT last_slot FROM schedules WHERE name = ?1",
+                [schedule],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sql(context))?;
+        let Some(last) = last else {
+            return Err(StoreError::invalid(
+                "schedule",
+                format!("no schedule named {schedule:?}"),
+            ));
+        };
+        if let (Some(slot), Some(last)) = (slot, last)
+            && slot <= last
+        {
+            return Ok(None);
+        }
+        let inserted = tx.execute(
+            "INSERT INTO campaigns (suite, description, state, created_at, spec_json, schedule_name,
+                                    slot, owner, heartbeat_at)
+             VALUES (:suite, :description, 'running', :now, :spec_json, :schedule, :slot, :owner,
+                     :now)",
+            named_params! {
+                ":suite": suite,
+                ":description": description,
+                ":now": now,
+                ":spec_json": spec_json,
+                ":schedule": schedule,
+                ":slot": slot,
+                ":owner": owner,
+            },
+        );
+        match inserted {
+            Ok(_) => {}
+            Err(e) if is_unique_violation(&e) => return Ok(None),
+            Err(e) => return Err(sql(context)(e)),
+        }
+        let id = tx.last_insert_rowid();
+        if let Some(slot) = slot {
+            tx.execute(
+                "UPDATE schedules SET last_slot = ?2 WHERE name = ?1",
+                rusqlite::params![schedule, slot],
+            )
+            .map_err(sql(context))?;
+        }
+        tx.commit().map_err(sql(context))?;
+        Ok(Some(id))
+    }
+
+    /// Records that `owner` executes campaign `id` (and is alive now).
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownCampaign`] if there is no such campaign.
+    pub fn set_campaign_owner(&mut self, id: i64, owner: &str) -> Result<(), StoreError> {
+        let now = self.now();
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE campaigns SET owner = ?2, heartbeat_at = ?3 WHERE id = ?1",
+                rusqlite::params![id, owner, now],
+            )
+            .map_err(sql("setting a campaign's owner"))?;
+        if changed == 0 {
+            return Err(StoreError::UnknownCampaign { id });
+        }
+        Ok(())
+    }
+
+    /// `owner`'s sign of life for the campaigns it runs. Returns how many rows it touched.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the update fails.
+    pub fn heartbeat(&mut self, owner: &str) -> Result<usize, StoreError> {
+        let now = self.now();
+        self.conn
+            .execute(
+                "UPDATE campaigns SET heartbeat_at = ?2 WHERE owner = ?1 AND state = 'running'",
+                rusqlite::params![owner, now],
+            )
+            .map_err(sql("writing a heartbeat"))
+    }
+
+    /// Campaigns that are `running` or `interrupted`, oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the query fails.
+    pub fn unfinished_campaigns(&self) -> Result<Vec<OwnedCampaign>, StoreError> {
+        let context = "listing unfinished campaigns";
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id, state, owner, heartbeat_at, created_at, schedule_name FROM campaigns
+                 WHERE state IN ('running', 'interrupted') ORDER BY id",
+            )
+            .map_err(sql(context))?;
+        stmt.query_map([], |r| {
+            Ok(OwnedCampaign {
+                id: r.get(0)?,
+                state: r.get(1)?,
+                owner: r.get(2)?,
+                heartbeat_at: r.get(3)?,
+                created_at: r.get(4)?,
+                schedule_name: r.get(5)?,
+            })
+        })
+        .map_err(sql(context))?
+        .collect::<Result<_, _>>()
+        .map_err(sql(context))
+    }
+
+    /// Takes over campaign `id` for `owner` if its owner is still `expected` (compare and swap, so
+    /// two coordinators cannot both resume it). The campaign becomes `running`; its `running` jobs
+    /// (their process is gone) become `interrupted`. Returns whether the claim won.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the updates fail; then nothing changed.
+    pub fn claim_campaign(
+        &mut self,
+        id: i64,
+        expected: Option<&str>,
+        owner: &str,
+    ) -> Result<bool, StoreError> {
+        let now = self.now();
+        let context = "claiming a campaign";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql(context))?;
+        let won = tx
+            .execute(
+                "UPDATE campaigns SET owner = ?3, heartbeat_at = ?4, state = 'running',
+                    finished_at = NULL
+                 WHERE id = ?1 AND owner IS ?2 AND state IN ('running', 'interrupted')",
+                rusqlite::params![id, expected, owner, now],
+            )
+            .map_err(sql(context))?
+            == 1;
+        if won {
+            tx.execute(
+                "UPDATE jobs SET state = 'interrupted', updated_at = ?2,
+                    error = 'the coordinator running it stopped'
+                 WHERE campaign_id = ?1 AND state = 'running'",
+                rusqlite::params![id, now],
+            )
+            .map_err(sql(context))?;
+        }
+        tx.commit().map_err(sql(context))?;
+        Ok(won)
+    }
+
+    /// On a graceful stop: `owner`'s running campaigns and their running jobs become
+    /// `interrupted` and ownerless, to be resumed by the next coordinator. Returns the campaigns.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the updates fail; then nothing changed.
+    pub fn release_campaigns(&mut self, owner: &str) -> Result<Vec<i64>, StoreError> {
+        let now = self.now();
+        let context = "releasing campaigns";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql(context))?;
+        let ids: Vec<i64> = {
+            let mut stmt = tx
+                .prepare("SELECT id FROM campaigns WHERE owner = ?1 AND state = 'running'")
+                .map_err(sql(context))?;
+            stmt.query_map([owner], |r| r.get(0))
+                .map_err(sql(context))?
+                .collect::<Result<_, _>>()
+                .map_err(sql(context))?
+        };
+        for id in &ids {
+            tx.execute(
+                "UPDATE jobs SET state = 'interrupted', updated_at = ?2,
+                    error = 'the coordinator was stopped'
+                 WHERE campaign_id = ?1 AND state = 'running'",
+                rusqlite::params![id, now],
+            )
+            .map_err(sql(context))?;
+            tx.execute(
+                "UPDATE campaigns SET state = 'interrupted', owner = NULL, finished_at = ?2
+                 WHERE id = ?1",
+                rusqlite::params![id, now],
+            )
+            .map_err(sql(context))?;
+        }
+        tx.commit().map_err(sql(context))?;
+        Ok(ids)
+    }
+
+    /// Gives an `interrupted` job a fresh run id (a result the old attempt may still deliver
+    /// cannot be mistaken for the new one) and puts it back in the queue. Returns the new run id.
+    ///
+    /// # Errors
+    /// [`StoreError::UnknownJob`] if the job does not exist.
+    pub fn requeue_job(&mut self, job_id: i64, run_id: &str) -> Result<(), StoreError> {
+        require_non_empty("run_id", run_id)?;
+        let now = self.now();
+        let changed = self
+            .conn
+            .execute(
+                "UPDATE jobs SET state = 'queued', run_id = ?2, updated_at = ?3
+                 WHERE id = ?1 AND state IN ('interrupted', 'queued', 'running')",
+                rusqlite::params![job_id, run_id, now],
+            )
+            .map_err(sql("requeueing a job"))?;
+        if changed == 0 {
+            return Err(StoreError::UnknownJob { id: job_id });
+        }
+        Ok(())
+    }
+}
