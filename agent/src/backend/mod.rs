@@ -13,6 +13,8 @@
 //! Adding a backend: a new folder, an entry in [`all`], nothing else.
 
 pub mod cpu;
+#[cfg(feature = "hip")]
+pub mod hip;
 pub mod opencl;
 pub mod peaks;
 pub mod storage;
@@ -173,6 +175,8 @@ pub fn all() -> Vec<Box<dyn Backend>> {
         Box::new(cpu::CpuBackend::new()),
         Box::new(opencl::OpenClBackend),
         Box::new(vulkan::VulkanBackend),
+        #[cfg(feature = "hip")]
+        Box::new(hip::HipBackend),
     ]
 }
 
