@@ -96,7 +96,7 @@ fn main() {
     }
 
     // One thread per target: each is an independent clang process.
-    let results: Vec<(String, Result<(String, PathBuf), String>)> = std::thread::scope(|s| {
+    let results: Vec<(String, Compiled)> = std::thread::scope(|s| {
         let handles: Vec<_> = targets
             .iter()
             .map(|t| {
@@ -110,18 +110,32 @@ fn main() {
             .collect()
     });
 
+    // Each object is a static aligned to a page: include_bytes! alone only guarantees byte
+    // alignment, and ELF readers (and HSA's loader) expect at least the header's 8.
+    let mut statics = String::from(
+        "/// A code object's bytes at page alignment.\n\
+         #[repr(C, align(4096))]\n\
+         pub struct Aligned<T: ?Sized>(pub T);\n\n",
+    );
     let mut table = String::from(
         "/// `(target, compiler version, code object)` for each configured target, in the order of\n\
          /// GPUFLEET_HIP_TARGETS (or the default list).\n\
-         pub const CODE_OBJECTS: &[(&str, &str, &[u8])] = &[\n",
+         pub static CODE_OBJECTS: &[(&str, &str, &[u8])] = &[\n",
     );
     let mut failures = Vec::new();
     for (target, result) in results {
         match result {
-            Ok((compiler, path)) => table.push_str(&format!(
-                "    ({target:?}, {compiler:?}, include_bytes!({:?})),\n",
-                path.display().to_string()
-            )),
+            Ok((compiler, path)) => {
+                let len = std::fs::metadata(&path)
+                    .unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+                    .len();
+                let name = format!("CODE_OBJECT_{}", target.to_ascii_uppercase());
+                statics.push_str(&format!(
+                    "static {name}: Aligned<[u8; {len}]> = Aligned(*include_bytes!({:?}));\n",
+                    path.display().to_string()
+                ));
+                table.push_str(&format!("    ({target:?}, {compiler:?}, &{name}.0),\n"));
+            }
             Err(why) => failures.push(format!("{target}: {why}")),
         }
     }
@@ -140,7 +154,7 @@ fn main() {
     );
     std::fs::write(
         out_dir.join("../hip_code_objects.rs"),
-        format!("{table}\n{configured}"),
+        format!("{statics}\n{table}\n{configured}"),
     )
     .expect("write hip_code_objects.rs");
 }
@@ -175,6 +189,9 @@ fn targets() -> Vec<String> {
     out
 }
 
+/// A target's compiler version and code object path, or why no compiler built it.
+type Compiled = Result<(String, PathBuf), String>;
+
 /// `clang --version`'s first line, or `None` when `clang` does not run.
 fn version(clang: &Path) -> Option<String> {
     let out = Command::new(clang).arg("--version").output().ok()?;
@@ -189,12 +206,7 @@ fn version(clang: &Path) -> Option<String> {
 
 /// Compiles `entry` for `target` with the first compiler that manages; returns that compiler's
 /// version and the code object's path, or every compiler's error.
-fn compile(
-    present: &[(PathBuf, String)],
-    entry: &Path,
-    out_dir: &Path,
-    target: &str,
-) -> Result<(String, PathBuf), String> {
+fn compile(present: &[(PathBuf, String)], entry: &Path, out_dir: &Path, target: &str) -> Compiled {
     let out = out_dir.join(format!("{target}.co"));
     let mut errors = Vec::new();
     for (clang, version) in present {

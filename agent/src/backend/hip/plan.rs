@@ -677,8 +677,11 @@ mod tests {
         let caps = HipCaps::default();
         let e = plan(&problem("membw_cpu", "", "f32", &[]), &caps).unwrap_err();
         assert!(e.0.contains("only the cpu backend"), "{e}");
-        let e = plan(&problem("softmax", "", "f16", &[]), &caps);
-        assert!(e.is_err(), "softmax has no f16 kernel");
+        // Problem::new refuses f16 softmax, but Problem's fields are public.
+        let mut p = problem("softmax", "", "f32", &[]);
+        p.dtype = Dtype::F16;
+        let e = plan(&p, &caps).unwrap_err();
+        assert!(e.0.contains("dtype f16"), "{e}");
     }
 
     #[test]
