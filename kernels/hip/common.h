@@ -24,10 +24,16 @@
 #ifndef GPUFLEET_HIP_COMMON_H
 #define GPUFLEET_HIP_COMMON_H
 
+/* A host-side emulation (one thread per work-item, used to check the kernels' indexing without a
+ * GPU) predefines GF_KERNEL without the device-only attribute and GF_SHARED as `static`. */
+#ifndef GF_KERNEL
 #define GF_KERNEL(block) extern "C" __attribute__((global)) __attribute__((amdgpu_flat_work_group_size(block, block)))
+#endif
 #define GF_DEVICE static __attribute__((device)) inline __attribute__((always_inline))
 #define GF_DEVICE_MEMBER __attribute__((device)) inline __attribute__((always_inline))
+#ifndef GF_SHARED
 #define GF_SHARED __attribute__((shared))
+#endif
 #define GF_RESTRICT __restrict__
 
 typedef float gf_float4 __attribute__((ext_vector_type(4)));

@@ -1,0 +1,120 @@
+// host_check.cpp: runs kernels/hip on the CPU to check their indexing, barriers and arithmetic
+// against f64 references without a GPU. Each work-item is a std::thread, a block's threads share
+// a std::barrier (s_barrier) and GF_SHARED becomes `static` (blocks run one at a time), the
+// amdgcn id builtins read thread-locals and the dispatch packet is a struct. Build and run with
+// check_host.sh; exits 1 when any kernel is out of tolerance.
+#include <barrier>
+#include <thread>
+#include <vector>
+#include <cstdio>
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <functional>
+struct Packet { uint16_t header, setup, wx, wy, wz, res; uint32_t gx, gy, gz; };
+static thread_local int t_x, t_y, t_z; static int g_x, g_y, g_z; static Packet pkt; static std::barrier<>* bar;
+#define __builtin_amdgcn_workitem_id_x() t_x
+#define __builtin_amdgcn_workitem_id_y() t_y
+#define __builtin_amdgcn_workitem_id_z() t_z
+#define __builtin_amdgcn_workgroup_id_x() g_x
+#define __builtin_amdgcn_workgroup_id_y() g_y
+#define __builtin_amdgcn_workgroup_id_z() g_z
+#define __builtin_amdgcn_dispatch_ptr() ((const void*)&pkt)
+#define __builtin_amdgcn_fence(a, b) ((void)0)
+#define __builtin_amdgcn_s_barrier() bar->arrive_and_wait()
+#define GF_KERNEL(block) extern "C"
+#define GF_SHARED static
+#include "gpufleet.hip"
+template <typename F> void launch(F f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz) {
+  pkt.wx = bx; pkt.wy = by; pkt.wz = bz; pkt.gx = gx * bx; pkt.gy = gy * by; pkt.gz = gz * bz;
+  for (unsigned z = 0; z < gz; ++z) for (unsigned y = 0; y < gy; ++y) for (unsigned x = 0; x < gx; ++x) {
+    g_x = x; g_y = y; g_z = z; std::barrier<> b(bx * by * bz); bar = &b; std::vector<std::thread> ts;
+    for (unsigned k = 0; k < bz; ++k) for (unsigned j = 0; j < by; ++j) for (unsigned i = 0; i < bx; ++i)
+      ts.emplace_back([&, i, j, k] { t_x = i; t_y = j; t_z = k; f(); });
+    for (auto& t : ts) t.join();
+  }
+}
+static std::mt19937 rng(1);
+std::vector<float> rnd(size_t n) { std::vector<float> v(n); std::uniform_real_distribution<float> d(-2, 2); for (auto& x : v) x = std::round(d(rng) * 256) / 256; return v; }
+static int failures = 0;
+static void report(const char* what, double err, double tol) {
+  bool ok = err <= tol; if (!ok) ++failures;
+  printf("%-48s max rel err %.3g (tol %.0e) %s\n", what, err, tol, ok ? "ok" : "FAIL");
+}
+double maxerr(const std::vector<float>& a, const std::vector<double>& b) { double m = 0; for (size_t i = 0; i < a.size(); ++i) { double e = std::fabs(a[i] - b[i]) / (1 + std::fabs(b[i])); if (!(e <= m)) m = e; } return m; }
+int main() {
+  // GEMM all variants, odd sizes
+  int m = 70, n = 45, k = 33;
+  auto A = rnd(m * k), B = rnd(k * n); std::vector<double> ref(m * n);
+  for (int i = 0; i < m; ++i) for (int j = 0; j < n; ++j) { double s = 0; for (int p = 0; p < k; ++p) s += (double)A[i*k+p] * B[p*n+j]; ref[i*n+j] = s; }
+  auto run_gemm = [&](const char* name, auto kern, unsigned tn, unsigned tm, unsigned bx, unsigned by) {
+    std::vector<float> C(m * n, NAN);
+    launch([&] { kern(A.data(), B.data(), C.data(), m, n, k, 0, 0, 0, 0); }, (n + tn - 1) / tn, (m + tm - 1) / tm, 1, bx, by, 1);
+    report(name, maxerr(C, ref), 1e-6);
+  };
+  run_gemm("gemm_naive_f32", gemm_naive_f32, 16, 16, 16, 16);
+  run_gemm("gemm_tiled_f32", gemm_tiled_f32, 16, 16, 16, 16);
+  run_gemm("gemm_blocked_f32_128x128x8_8x8", gemm_blocked_f32_128x128x8_8x8, 128, 128, 16, 16);
+  run_gemm("gemm_blocked_f32_64x64x16_4x4", gemm_blocked_f32_64x64x16_4x4, 64, 64, 16, 16);
+  run_gemm("gemm_blocked_f32_32x32x16_4x4", gemm_blocked_f32_32x32x16_4x4, 32, 32, 8, 8);
+  { // f16 blocked
+    std::vector<_Float16> Ah(A.begin(), A.end()), Bh(B.begin(), B.end()), Ch(m * n);
+    launch([&] { gemm_blocked_f16_32x32x16_4x4(Ah.data(), Bh.data(), Ch.data(), m, n, k, 0, 0, 0, 0); }, 2, 3, 1, 8, 8, 1);
+    std::vector<float> C(Ch.begin(), Ch.end()); report("gemm_blocked_f16_32x32x16_4x4 (f16 output)", maxerr(C, ref), 2e-3);
+  }
+  // elementwise
+  int N = 1030; auto X = rnd(N), Y = rnd(N); std::vector<float> Z(N, NAN);
+  unsigned g = ((N + 3) / 4 + 255) / 256;
+  launch([&] { vec_add_f32(X.data(), Y.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1);
+  { std::vector<double> r(N); for (int i = 0; i < N; ++i) r[i] = (double)X[i] + Y[i]; report("vec_add_f32", maxerr(Z, r), 0); }
+  launch([&] { vec_add_wrong_f32(X.data(), Y.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1);
+  { int bad = 0; for (int i = 0; i < N; ++i) bad += Z[i] != X[i] + Y[i]; report("vec_add_wrong_f32: exactly element 7 off by 1", (bad == 1 && Z[7] - (X[7] + Y[7]) == 1.0f) ? 0 : 1, 0); }
+  launch([&] { triad_f32(X.data(), Y.data(), Z.data(), 3.0f, N); }, g, 1, 1, 256, 1, 1);
+  { std::vector<double> r(N); for (int i = 0; i < N; ++i) r[i] = X[i] + 3.0 * Y[i]; report("triad_f32", maxerr(Z, r), 0); }
+  { std::vector<float> big(N); for (int i = 0; i < N; ++i) big[i] = (i - N / 2) * 0.2f;
+    launch([&] { sigmoid_f32(big.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1);
+    std::vector<double> r(N); for (int i = 0; i < N; ++i) r[i] = 1 / (1 + std::exp(-(double)big[i])); report("sigmoid_f32", maxerr(Z, r), 1e-6);
+    launch([&] { tanh_f32(big.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1);
+    for (int i = 0; i < N; ++i) r[i] = std::tanh((double)big[i]); report("tanh_f32", maxerr(Z, r), 1e-6);
+    double me = 0; for (float x = -87; x < 88; x += 0.0137f) { double e = std::fabs(gf_expf(x) / std::exp((double)x) - 1); if (e > me) me = e; } report("gf_expf on [-87, 88)", me, 2.4e-7);
+  }
+  // rows
+  for (auto [rows, cols, wg, cached] : std::vector<std::tuple<int,int,int,bool>>{{5, 1, 64, true}, {5, 100, 256, true}, {3, 5000, 256, false}, {3, 9000, 1024, false}, {70000 / 1000, 64, 64, false}}) {
+    auto x = rnd(rows * cols), ga = rnd(cols), be = rnd(cols), g2 = rnd(cols); std::vector<float> y(rows * cols, NAN);
+    std::vector<double> r(rows * cols), r2(rows * cols), r3(rows * cols), r4(rows * cols);
+    for (int i = 0; i < rows; ++i) { double mx = -1e30, s = 0, mean = 0, var = 0, ss = 0; const float* xr = &x[i*cols];
+      for (int c = 0; c < cols; ++c) { mx = std::max(mx, (double)xr[c]); mean += xr[c]; ss += (double)xr[c]*xr[c]; } mean /= cols;
+      for (int c = 0; c < cols; ++c) { s += std::exp(xr[c] - mx); var += (xr[c]-mean)*(xr[c]-mean); } var /= cols;
+      double zz = 0; for (int c = 0; c < cols; ++c) { r[i*cols+c] = std::exp(xr[c]-mx)/s; r2[i*cols+c] = (xr[c]-mean)/std::sqrt(var+1e-5)*ga[c]+be[c]; r3[i*cols+c] = xr[c]/std::sqrt(ss/cols+1e-5)*ga[c]; zz += r2[i*cols+c]*r2[i*cols+c]; }
+      for (int c = 0; c < cols; ++c) r4[i*cols+c] = r2[i*cols+c]/std::sqrt(zz/cols+1e-5)*g2[c]; }
+    auto go = [&](auto f) { launch(f, std::min(rows, 2), 1, 1, wg, 1, 1); };
+    #define ROWS(WG, SUF) \
+      go([&] { softmax_rows_##SUF(x.data(), y.data(), rows, cols); }); double e1 = maxerr(y, r); \
+      go([&] { layernorm_rows_##SUF(x.data(), ga.data(), be.data(), y.data(), rows, cols, 1e-5f); }); double e2 = maxerr(y, r2); \
+      go([&] { rmsnorm_rows_##SUF(x.data(), ga.data(), y.data(), rows, cols, 1e-5f); }); double e3 = maxerr(y, r3); \
+      go([&] { layernorm_rmsnorm_rows_##SUF(x.data(), ga.data(), be.data(), g2.data(), y.data(), rows, cols, 1e-5f); }); double e4 = maxerr(y, r4); \
+      { char n[64]; snprintf(n, sizeof n, "softmax_rows_%s %dx%d", #SUF, rows, cols); report(n, e1, 1e-6); \
+        snprintf(n, sizeof n, "layernorm_rows_%s %dx%d", #SUF, rows, cols); report(n, e2, 2e-6); \
+        snprintf(n, sizeof n, "rmsnorm_rows_%s %dx%d", #SUF, rows, cols); report(n, e3, 2e-6); \
+        snprintf(n, sizeof n, "layernorm_rmsnorm_rows_%s %dx%d", #SUF, rows, cols); report(n, e4, 2e-6); }
+    if (wg == 64 && cached) { ROWS(64, 64_cached) } else if (wg == 64) { ROWS(64, 64) } else if (wg == 256 && cached) { ROWS(256, 256_cached) } else if (wg == 256) { ROWS(256, 256) } else { ROWS(1024, 1024) }
+  }
+  // conv: direct vs im2col + batched gemm
+  { int B_ = 2, C_ = 3, H = 9, W = 7, F = 5, KS = 3, S = 2, P = 1; int OH = (H + 2*P - KS)/S + 1, OW = (W + 2*P - KS)/S + 1;
+    auto in = rnd(B_*C_*H*W), w = rnd(F*C_*KS*KS); std::vector<float> o1(B_*F*OH*OW, NAN), o2(B_*F*OH*OW, NAN); std::vector<double> r(o1.size());
+    for (int b = 0; b < B_; ++b) for (int f = 0; f < F; ++f) for (int oy = 0; oy < OH; ++oy) for (int ox = 0; ox < OW; ++ox) { double s = 0;
+      for (int c = 0; c < C_; ++c) for (int ky = 0; ky < KS; ++ky) for (int kx = 0; kx < KS; ++kx) { int iy = oy*S+ky-P, ix = ox*S+kx-P; if (iy>=0&&iy<H&&ix>=0&&ix<W) s += (double)w[((f*C_+c)*KS+ky)*KS+kx]*in[((b*C_+c)*H+iy)*W+ix]; }
+      r[((b*F+f)*OH+oy)*OW+ox] = s; }
+    int total = B_*F*OH*OW; launch([&] { conv2d_direct_k3(in.data(), w.data(), o1.data(), B_, C_, H, W, F, S, P, OH, OW); }, (total+255)/256, 1, 1, 256, 1, 1);
+    int ckk = C_*KS*KS, plane = OH*OW; std::vector<float> col(B_*ckk*plane);
+    launch([&] { im2col_k3(in.data(), col.data(), 0, B_, C_, H, W, S, P, OH, OW); }, (B_*ckk*plane+255)/256, 1, 1, 256, 1, 1);
+    launch([&] { gemm_blocked_f32_32x32x16_4x4(w.data(), col.data(), o2.data(), F, plane, ckk, 0, ckk*plane, F*plane, 0); }, (plane+31)/32, (F+31)/32, B_, 8, 8, 1);
+    report("conv2d_direct_k3", maxerr(o1, r), 1e-6); report("im2col_k3 + gemm_blocked (batched)", maxerr(o2, r), 1e-6); }
+  // noop, copy, relu
+  { std::vector<float> o(1, NAN); launch([&] { noop_f32(X.data(), o.data()); }, 1, 1, 1, 1, 1, 1); report("noop_f32", o[0] == X[0] ? 0 : 1, 0);
+    launch([&] { copy_f32(X.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1); report("copy_f32", Z == X ? 0 : 1, 0);
+    launch([&] { relu_f32(X.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1); int bad = 0; for (int i = 0; i < N; ++i) bad += Z[i] != std::max(X[i], 0.0f); report("relu_f32", bad, 0); }
+  if (failures) { printf("%d kernel check(s) failed\n", failures); return 1; }
+  printf("all kernel checks passed\n");
+  return 0;
+}
