@@ -34,8 +34,12 @@ for _ in $(seq 100); do
     "$bin/gpufleet" agents add gpu http://127.0.0.1:50071 >/dev/null 2>&1 && break
     sleep 0.2
 done
+# The GPU's devices only (the host may also have PoCL on its CPU).
+gpus=$(python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(" ".join(x["id"] for x in d["devices"] if x["backend"] in ("opencl","vulkan") and x["device_type"]=="discrete_gpu"))' "$out/describe.json")
 for backend in opencl vulkan; do
-    "$bin/gpufleet" run --agent gpu --backend "$backend" --kernel gemm --variant blocked \
+    dev=$(for g in $gpus; do case $g in $backend:*) echo "$g";; esac; done | head -1)
+    [ -n "$dev" ] || { echo "no $backend GPU"; continue; }
+    "$bin/gpufleet" run --agent gpu --device "$dev" --kernel gemm --variant blocked \
         --param m=4096 --param n=4096 --param k=4096 --min-seconds 6 --min-iterations 10 \
         --json >"$out/gemm_$backend.json" 2>"$out/gemm_$backend.log" || true
 done

@@ -105,8 +105,15 @@ pub fn trapezoid(points: &[Point], begin_ns: u64, end_ns: u64) -> Option<f64> {
     Some(joules)
 }
 
-/// The energy counter's increase over `[begin, end]`, interpolated at both
-/// edges; `None` unless counter samples bracket the whole window.
+/// The energy counter's increase over `[begin, end]`; `None` unless counter
+/// readings bracket the whole window.
+///
+/// The counter may be read far less often than the watts (NVML's costs
+/// milliseconds of CPU per read, so it is read once a second): the increase
+/// between the last reading at or before `begin` and the first at or after
+/// `end` is taken, and the energy of the two margins outside the window is
+/// taken off, integrated from the watts samples. Without watts the counter is
+/// interpolated linearly at both edges.
 pub fn counter_delta(points: &[Point], begin_ns: u64, end_ns: u64) -> Option<f64> {
     let mut c: Vec<(u64, f64)> = points
         .iter()
@@ -117,7 +124,20 @@ pub fn counter_delta(points: &[Point], begin_ns: u64, end_ns: u64) -> Option<f64
     if first.0 > begin_ns || last.0 < end_ns || end_ns <= begin_ns {
         return None;
     }
-    Some((at(&c, end_ns) - at(&c, begin_ns)).max(0.0))
+    if watts_points(points).is_empty() {
+        return Some((at(&c, end_ns) - at(&c, begin_ns)).max(0.0));
+    }
+    let before = c[c.partition_point(|&(t, _)| t <= begin_ns) - 1];
+    let after = c[c.partition_point(|&(t, _)| t < end_ns)];
+    let margin = |a: u64, b: u64| {
+        if b > a {
+            trapezoid(points, a, b).unwrap_or(0.0)
+        } else {
+            0.0
+        }
+    };
+    let inside = after.1 - before.1 - margin(before.0, begin_ns) - margin(end_ns, after.0);
+    Some(inside.max(0.0))
 }
 
 /// Energy and power over `[begin, end]`; `None` when the trace has neither
@@ -238,20 +258,60 @@ mod tests {
 
     #[test]
     fn the_counter_wins_when_it_brackets_the_window() {
+        // Watts read 10% high (a firmware average); the counter is right.
         let trace: Vec<Point> = (0..=10)
             .map(|i| Point {
                 t_ns: i * S / 10,
-                watts: Some(999.0),
+                watts: Some(55.0),
                 energy_j: Some(i as f64 * 5.0),
             })
             .collect();
         let f = integrate(&trace, S / 20, 19 * S / 20).unwrap();
         assert_eq!(f.method, Method::Counter);
-        // 50 J/s over 0.9 s.
-        assert!((f.joules - 45.0).abs() < 1e-9);
-        assert!((f.integrated_j.unwrap() - 899.1).abs() < 1e-6);
+        // 50 J/s over 0.9 s = 45 J; only the two 50 ms margins come from the watts.
+        assert!((f.joules - 45.0).abs() < 0.6, "{f:?}");
+        assert!((f.integrated_j.unwrap() - 49.5).abs() < 1e-6);
         // Not bracketed: no counter figure.
         assert_eq!(counter_delta(&trace, S / 20, 2 * S), None);
+        // Without watts the counter is interpolated linearly.
+        let bare: Vec<Point> = trace
+            .iter()
+            .map(|p| Point { watts: None, ..*p })
+            .collect();
+        assert!((counter_delta(&bare, S / 20, 19 * S / 20).unwrap() - 45.0).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_counter_read_once_a_second_is_joined_to_the_window_by_the_watts() {
+        // 70 W idle, 550 W from 1.3 s to 7.3 s, watts every 10 ms; the counter
+        // (exact) only every second, as the NVML source reads it.
+        let ms = S / 1000;
+        let watts = |t_ms: u64| if (1300..7300).contains(&t_ms) { 550.0 } else { 70.0 };
+        let mut trace: Vec<Point> = (0..=800)
+            .map(|i| Point {
+                t_ns: i * 10 * ms,
+                watts: Some(watts(i * 10)),
+                energy_j: None,
+            })
+            .collect();
+        let truth = |t_ns: u64| trapezoid(&trace, 0, t_ns).unwrap_or(0.0);
+        let counter: Vec<(usize, f64)> = (0..=8)
+            .map(|s| (s * 100, if s == 0 { 0.0 } else { truth(s as u64 * S) }))
+            .collect();
+        for (i, e) in counter {
+            trace[i].energy_j = Some(e);
+        }
+        let (begin, end) = (1300 * ms, 7300 * ms);
+        let exact = trapezoid(&trace, begin, end).unwrap();
+        let got = counter_delta(&trace, begin, end).unwrap();
+        assert!((got - exact).abs() < 1e-6, "{got} vs {exact}");
+        // Interpolating the sparse counter linearly instead would be far off.
+        let c: Vec<(u64, f64)> = trace
+            .iter()
+            .filter_map(|p| p.energy_j.map(|e| (p.t_ns, e)))
+            .collect();
+        let linear = at(&c, end) - at(&c, begin);
+        assert!((linear - exact).abs() / exact > 0.02, "{linear} vs {exact}");
     }
 
     #[test]

@@ -61,12 +61,20 @@ pub trait NvmlApi: Send {
     fn facts(&self, index: u32) -> Result<GpuFacts, String>;
     /// One sample of GPU `index`; `instant` selects the instantaneous power
     /// field over the averaged power usage; without `details` only power
-    /// and energy are read (temperature, clocks and utilisation change
-    /// slowly and cost a driver call each).
+    /// (and energy) are read (temperature, clocks and utilisation change
+    /// slowly); without `energy` the energy counter is not read (on an H100
+    /// with driver 580 that one call costs ~3.9 ms of CPU, the others ~2 µs:
+    /// `bench/nvml_cost.py`).
     ///
     /// # Errors
     /// The NVML error text when the device cannot be reached at all.
-    fn sample(&self, index: u32, instant: bool, details: bool) -> Result<GpuSample, String>;
+    fn sample(
+        &self,
+        index: u32,
+        instant: bool,
+        details: bool,
+        energy: bool,
+    ) -> Result<GpuSample, String>;
 }
 
 /// The real NVML.
@@ -107,7 +115,13 @@ impl NvmlApi for RealNvml {
         })
     }
 
-    fn sample(&self, index: u32, instant: bool, details: bool) -> Result<GpuSample, String> {
+    fn sample(
+        &self,
+        index: u32,
+        instant: bool,
+        details: bool,
+        energy: bool,
+    ) -> Result<GpuSample, String> {
         let dev = self
             .nvml
             .device_by_index(index)
@@ -119,7 +133,11 @@ impl NvmlApi for RealNvml {
         };
         let mut s = GpuSample {
             power_mw,
-            energy_mj: dev.total_energy_consumption().ok(),
+            energy_mj: if energy {
+                dev.total_energy_consumption().ok()
+            } else {
+                None
+            },
             ..GpuSample::default()
         };
         if details {
@@ -139,7 +157,18 @@ pub struct NvmlSource<A: NvmlApi> {
     gpus: Vec<Gpu>,
     /// When temperature, clocks and utilisation were last read.
     last_details: Option<Instant>,
+    /// When the energy counter was last read, and how often it is.
+    last_energy: Option<Instant>,
+    energy_every: Duration,
 }
+
+/// How often the energy counter is read. `nvmlDeviceGetTotalEnergyConsumption`
+/// busy-waits in the driver (~3.9 ms of CPU per call on an H100), so reading
+/// it on every poll made a 100 Hz sampler cost 38% of a core. Once a second
+/// costs ~0.4%; the run's energy stays exact because the counter readings
+/// around the window are joined to its edges by the integrated power samples
+/// (see `energy::counter_delta`).
+pub const ENERGY_EVERY: Duration = Duration::from_secs(1);
 
 /// How often the slowly changing figures are read: keeps a 100 Hz sampler
 /// at two driver calls per GPU per poll.
@@ -211,6 +240,8 @@ impl<A: NvmlApi> NvmlSource<A> {
             channels,
             gpus,
             last_details: None,
+            last_energy: None,
+            energy_every: ENERGY_EVERY,
         })
     }
 }
@@ -233,8 +264,14 @@ impl<A: NvmlApi> PowerSource for NvmlSource<A> {
         if details {
             self.last_details = Some(Instant::now());
         }
+        let energy = self
+            .last_energy
+            .is_none_or(|t| t.elapsed() >= self.energy_every);
+        if energy {
+            self.last_energy = Some(Instant::now());
+        }
         for (channel, gpu) in self.gpus.iter_mut().enumerate() {
-            let s = match self.api.sample(gpu.index, gpu.instant, details) {
+            let s = match self.api.sample(gpu.index, gpu.instant, details, energy) {
                 Ok(s) => s,
                 Err(e) => {
                     errors.push(e);
@@ -293,13 +330,29 @@ mod tests {
         fn facts(&self, index: u32) -> Result<GpuFacts, String> {
             self.facts[index as usize].clone()
         }
-        fn sample(&self, _index: u32, _instant: bool, _details: bool) -> Result<GpuSample, String> {
+        fn sample(
+            &self,
+            _index: u32,
+            _instant: bool,
+            details: bool,
+            energy: bool,
+        ) -> Result<GpuSample, String> {
             let mut q = self.samples.lock().unwrap();
             if q.is_empty() {
-                Err("GPU is lost".into())
-            } else {
-                Ok(q.remove(0))
+                return Err("GPU is lost".into());
             }
+            let mut s = q.remove(0);
+            // Like the driver: what is not asked for is not read.
+            if !energy {
+                s.energy_mj = None;
+            }
+            if !details {
+                s.temperature_c = None;
+                s.sm_mhz = None;
+                s.mem_mhz = None;
+                s.utilization_pct = None;
+            }
+            Ok(s)
         }
     }
 
@@ -347,7 +400,8 @@ mod tests {
                 },
             ])),
         };
-        let mut src = NvmlSource::new(rec).unwrap();
+        let mut src = NvmlSource::new(rec.clone()).unwrap();
+        src.energy_every = Duration::ZERO;
         let a = src.poll().unwrap();
         assert_eq!(a[0].watts, Some(71.5));
         assert_eq!(a[0].energy_j, Some(0.0));
@@ -355,9 +409,30 @@ mod tests {
         let b = src.poll().unwrap();
         assert_eq!(b[0].watts, Some(650.25));
         assert_eq!(b[0].energy_j, Some(1.3));
-        assert_eq!(b[0].temperature_c, None);
+        assert_eq!(b[0].temperature_c, None, "details are read every 250 ms");
         // The device is gone: a retryable error, not a panic.
         assert!(matches!(src.poll(), Err(PollError::Retry(_))));
+    }
+
+    #[test]
+    fn the_costly_energy_counter_is_read_once_a_second() {
+        let sample = |mj| GpuSample {
+            power_mw: Some(100_000.0),
+            energy_mj: Some(mj),
+            ..Default::default()
+        };
+        let rec = Recorded {
+            facts: vec![Ok(h100())],
+            samples: Arc::new(Mutex::new(vec![sample(1000), sample(2000), sample(3000)])),
+        };
+        let mut src = NvmlSource::new(rec).unwrap();
+        assert_eq!(src.poll().unwrap()[0].energy_j, Some(0.0));
+        // The next poll, right after: watts yes, counter no.
+        let b = src.poll().unwrap();
+        assert_eq!(b[0].watts, Some(100.0));
+        assert_eq!(b[0].energy_j, None);
+        src.last_energy = Some(Instant::now() - ENERGY_EVERY);
+        assert_eq!(src.poll().unwrap()[0].energy_j, Some(2.0));
     }
 
     #[test]

@@ -291,7 +291,10 @@ impl Agent for AgentService {
                 && result.window_end_ns > result.window_begin_ns
             {
                 let sampler = &core.power.sampler;
-                let wait = (p.period * 2).min(Duration::from_secs(3));
+                // Two sensor periods, and past the next energy-counter read.
+                let wait = (p.period * 2)
+                    .max(crate::power::nvml::ENERGY_EVERY + Duration::from_millis(200))
+                    .min(Duration::from_secs(3));
                 power::wait_for_sample_after(sampler, p.channel, result.window_end_ns, wait).await;
                 let window = power::Window {
                     worker_start_ns,

@@ -213,7 +213,9 @@ pub struct Window {
 }
 
 /// Waits until the sampler has a sample at or after `end_ns` of `channel`
-/// (so the window's end can be interpolated), at most `limit`.
+/// (so the window's end can be interpolated) — one with an energy reading
+/// when the channel has a counter, which may be read less often — at most
+/// `limit`.
 pub async fn wait_for_sample_after(
     sampler: &Sampler,
     channel: usize,
@@ -221,8 +223,13 @@ pub async fn wait_for_sample_after(
     limit: Duration,
 ) {
     let deadline = tokio::time::Instant::now() + limit;
+    let counter = sampler.channels()[channel].channel.energy_counter;
     while tokio::time::Instant::now() < deadline {
-        if !sampler.trace(channel, end_ns, u64::MAX).is_empty() {
+        if sampler
+            .trace(channel, end_ns, u64::MAX)
+            .iter()
+            .any(|s| !counter || s.reading.energy_j.is_some())
+        {
             return;
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -242,10 +249,12 @@ pub fn energy(
         .worker_start_ns
         .saturating_sub(IDLE_WINDOW.as_nanos() as u64);
     let all = sampler.trace(power.channel, idle_from, u64::MAX);
-    // Keep the trace up to the first sample past the window's end.
+    // Keep the trace up to the first sample past the window's end (with an
+    // energy reading, when the channel has a counter).
+    let counter = sampler.channels()[power.channel].channel.energy_counter;
     let cut = all
         .iter()
-        .position(|s| s.monotonic_ns >= w.end_ns)
+        .position(|s| s.monotonic_ns >= w.end_ns && (!counter || s.reading.energy_j.is_some()))
         .map_or(all.len(), |i| i + 1);
     let trace = &all[..cut];
     let wire: Vec<pb::PowerSample> = trace.iter().map(|s| sample_pb(sampler, s)).collect();
