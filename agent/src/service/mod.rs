@@ -61,10 +61,37 @@ impl AgentConfig {
     }
 }
 
+/// The queue a device's runs wait in: its PCI bus id where it has one, `host-cpu`
+/// for every device that runs on the host's CPU, else its id.
+pub fn queue_key(d: &crate::backend::DeviceInfo) -> String {
+    if d.device_type == "cpu" || d.backend == "cpu" {
+        "host-cpu".into()
+    } else if !d.pci_bus_id.is_empty() {
+        format!("pci:{}", d.pci_bus_id.to_ascii_lowercase())
+    } else {
+        d.id.clone()
+    }
+}
+
 /// The power sampler and the sources that could not be used.
 pub struct PowerState {
     pub sampler: Sampler,
     pub unavailable: Vec<Unavailable>,
+    /// Per power channel: until when a run kept the device busy, and the last
+    /// idle baseline measured while it was really idle.
+    pub idle: std::sync::Mutex<std::collections::HashMap<usize, power::IdleMemo>>,
+}
+
+impl PowerState {
+    /// Notes that a run on `channel` just ended.
+    pub fn mark_busy(&self, channel: usize) {
+        self.idle
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(channel)
+            .or_default()
+            .busy_until_ns = monotonic_ns();
+    }
 }
 
 impl PowerState {
@@ -79,6 +106,7 @@ impl PowerState {
             tracing::debug!(source = u.name, reason = %u.reason, "power source unavailable");
         }
         PowerState {
+            idle: Default::default(),
             sampler: Sampler::start(
                 probe.sources,
                 SamplerConfig {
@@ -205,7 +233,13 @@ impl Agent for AgentService {
             req.run_id
         };
         let plan = run::plan(&self.core, &run_id, &spec)?;
-        let mut ticket = self.core.scheduler.admit(&plan.device.id, &run_id)?;
+        // One run at a time per physical device: the OpenCL and Vulkan views of
+        // one GPU (same PCI id) share a queue, and so do all CPU devices (cpu,
+        // PoCL, lavapipe), so runs never disturb each other's times or power.
+        let mut ticket = self
+            .core
+            .scheduler
+            .admit(&queue_key(&plan.device), &run_id)?;
         let (tx, rx) = mpsc::channel::<Result<pb::RunEvent, Status>>(64);
         let core = self.core.clone();
         tokio::spawn(async move {
@@ -303,7 +337,8 @@ impl Agent for AgentService {
                     iterations: result.times_s.len() as u64 + power_iterations,
                     power_iterations,
                 };
-                let (samples, energy) = power::energy(sampler, &plan, p, &window, &result);
+                let (samples, energy) =
+                    power::energy(sampler, &core.power.idle, &plan, p, &window, &result);
                 for s in samples {
                     let ev = pb::RunEvent {
                         event: Some(pb::run_event::Event::Power(s)),
@@ -313,6 +348,9 @@ impl Agent for AgentService {
                     }
                 }
                 result.energy = energy;
+            }
+            if let Some(p) = &plan.power {
+                core.power.mark_busy(p.channel);
             }
             tracing::info!(run_id = %plan.run_id, status = ?result.status(), "run finished");
             let _ = tx.send(Ok(result_event(result))).await;
@@ -437,4 +475,36 @@ pub async fn serve(
         .add_service(agent)
         .serve_with_incoming_shutdown(TcpListenerStream::new(listener), shutdown)
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::queue_key;
+    use crate::backend::DeviceInfo;
+
+    fn dev(id: &str, backend: &str, pci: &str, kind: &str) -> DeviceInfo {
+        DeviceInfo {
+            id: id.into(),
+            backend: backend.into(),
+            pci_bus_id: pci.into(),
+            device_type: kind.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn one_queue_per_physical_device() {
+        let cl = dev("opencl:0000:00:06.0", "opencl", "0000:00:06.0", "discrete_gpu");
+        let vk = dev("vulkan:0000:00:06.0", "vulkan", "0000:00:06.0", "discrete_gpu");
+        assert_eq!(queue_key(&cl), queue_key(&vk));
+        let other = dev("vulkan:0000:03:00.0", "vulkan", "0000:03:00.0", "discrete_gpu");
+        assert_ne!(queue_key(&cl), queue_key(&other));
+        let cpu = dev("cpu:0", "cpu", "", "cpu");
+        let pocl = dev("opencl:0.0", "opencl", "", "cpu");
+        let lvp = dev("vulkan:lavapipe", "vulkan", "", "cpu");
+        assert_eq!(queue_key(&cpu), queue_key(&pocl));
+        assert_eq!(queue_key(&cpu), queue_key(&lvp));
+        let nopci = dev("vulkan:uuid-1", "vulkan", "", "integrated_gpu");
+        assert_eq!(queue_key(&nopci), "vulkan:uuid-1");
+    }
 }

@@ -14,6 +14,55 @@ use std::time::Duration;
 /// How far before the worker starts the idle baseline reaches.
 pub const IDLE_WINDOW: Duration = Duration::from_secs(2);
 
+/// A run must start this long after the previous run on its device ended for
+/// the idle window before it to count as idle.
+pub const SETTLE: Duration = Duration::from_millis(500);
+
+/// How long a clean idle baseline may be reused for runs that follow others
+/// back to back.
+pub const IDLE_REUSE: Duration = Duration::from_secs(600);
+
+/// Per channel: the end of the last run, and the last clean idle baseline
+/// (watts, when it was measured), both on the monotonic clock.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct IdleMemo {
+    pub busy_until_ns: u64,
+    pub clean: Option<(f64, u64)>,
+}
+
+/// The idle baseline of a run whose idle window is `[from_ns, to_ns)`:
+/// measured when the device was idle through the window (and remembered),
+/// else the last clean one if recent, else none; with a note when it is not
+/// this run's own.
+pub fn idle_baseline(
+    memo: &mut IdleMemo,
+    measured: Option<f64>,
+    from_ns: u64,
+    to_ns: u64,
+) -> (Option<f64>, Option<String>) {
+    let clean = memo.busy_until_ns == 0
+        || from_ns >= memo.busy_until_ns + SETTLE.as_nanos() as u64;
+    if clean {
+        if let Some(v) = measured {
+            memo.clean = Some((v, to_ns));
+        }
+        return (measured, None);
+    }
+    match memo.clean {
+        Some((v, at)) if to_ns.saturating_sub(at) < IDLE_REUSE.as_nanos() as u64 => (
+            Some(v),
+            Some(format!(
+                "idle baseline from {:.0} s earlier: the device was busy just before this run",
+                to_ns.saturating_sub(at) as f64 * 1e-9
+            )),
+        ),
+        _ => (
+            None,
+            Some("idle baseline not measured: the device was busy just before this run".into()),
+        ),
+    }
+}
+
 /// The power channel a run will be measured on, decided at plan time.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RunPower {
@@ -240,6 +289,7 @@ pub async fn wait_for_sample_after(
 /// its energy figures.
 pub fn energy(
     sampler: &Sampler,
+    idle_memo: &std::sync::Mutex<std::collections::HashMap<usize, IdleMemo>>,
     plan: &Plan,
     power: &RunPower,
     w: &Window,
@@ -284,7 +334,19 @@ pub fn energy(
         );
         return (wire, Some(e));
     };
-    let idle = energy::idle_watts(&points, idle_from, w.worker_start_ns);
+    let measured = energy::idle_watts(&points, idle_from, w.worker_start_ns);
+    let (idle, note) = {
+        let mut memo = idle_memo.lock().unwrap_or_else(|p| p.into_inner());
+        idle_baseline(
+            memo.entry(power.channel).or_default(),
+            measured,
+            idle_from,
+            w.worker_start_ns,
+        )
+    };
+    if let Some(note) = note {
+        e.message = note;
+    }
     e.joules = f.joules;
     e.method = f.method.name().to_string();
     e.counter_joules = f.counter_j.unwrap_or(0.0);
@@ -346,4 +408,32 @@ pub fn energy(
     }
     e.message = notes.join("; ");
     (wire, Some(e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const S: u64 = 1_000_000_000;
+
+    #[test]
+    fn idle_is_measured_only_when_the_device_was_idle_and_reused_after() {
+        let mut m = IdleMemo::default();
+        // First run: nothing ran before; measured and remembered.
+        assert_eq!(idle_baseline(&mut m, Some(72.0), 10 * S, 12 * S), (Some(72.0), None));
+        // It ran until 20 s; the next run starts at 20.4 s: its window saw the tail.
+        m.busy_until_ns = 20 * S;
+        let (idle, note) = idle_baseline(&mut m, Some(540.0), 18 * S + 4 * S / 10, 20 * S + 4 * S / 10);
+        assert_eq!(idle, Some(72.0));
+        assert!(note.unwrap().contains("busy just before"));
+        // A run that starts well after the last one ended measures again.
+        let (idle, note) = idle_baseline(&mut m, Some(75.0), 21 * S, 23 * S);
+        assert_eq!((idle, note), (Some(75.0), None));
+        assert_eq!(m.clean, Some((75.0, 23 * S)));
+        // Too old to reuse: no baseline, said so.
+        m.busy_until_ns = 2000 * S;
+        let (idle, note) = idle_baseline(&mut m, Some(500.0), 1999 * S, 2001 * S);
+        assert_eq!(idle, None);
+        assert!(note.unwrap().contains("not measured"));
+    }
 }
