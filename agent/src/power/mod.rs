@@ -134,6 +134,10 @@ pub trait PowerSource: Send {
     fn slow(&self) -> bool {
         false
     }
+    /// Asks that the next poll read the energy counter, for sources that read
+    /// it less often than the watts because it is costly (NVML). A run asks
+    /// at its start and end so its window is bracketed by fresh readings.
+    fn want_counter(&mut self) {}
 }
 
 /// A source that could not be used, and why (shown in Describe).

@@ -116,6 +116,8 @@ struct Shared {
     tx: broadcast::Sender<Sample>,
     cost: Mutex<Cost>,
     stop: AtomicBool,
+    /// Set by [`Sampler::want_counter`]; the fast loop passes it on.
+    counter_wanted: AtomicBool,
 }
 
 impl Shared {
@@ -252,6 +254,7 @@ impl Sampler {
             tx,
             cost: Mutex::new(Cost::default()),
             stop: AtomicBool::new(false),
+            counter_wanted: AtomicBool::new(false),
         });
         for mut group in slow {
             let shared = shared.clone();
@@ -301,6 +304,12 @@ impl Sampler {
             .get(index)
             .map(|(_, s)| s.clone())
             .unwrap_or_default()
+    }
+
+    /// Asks every source to read its energy counter at the next poll (see
+    /// [`PowerSource::want_counter`]).
+    pub fn want_counter(&self) {
+        self.shared.counter_wanted.store(true, Ordering::Relaxed);
     }
 
     /// The period to assume for channel `index`: measured when known, else
@@ -406,7 +415,11 @@ fn fast_loop(mut groups: Vec<Group>, shared: &Shared, period: Duration) {
     let mut next = start;
     let mut ticks = 0u64;
     while !shared.stop.load(Ordering::Relaxed) {
+        let want = shared.counter_wanted.swap(false, Ordering::Relaxed);
         for g in &mut groups {
+            if want {
+                g.source.want_counter();
+            }
             g.poll(shared);
         }
         ticks += 1;

@@ -277,6 +277,10 @@ impl Agent for AgentService {
                 .send(Ok(progress_event("starting", String::new(), 0)))
                 .await;
             let worker_start_ns = monotonic_ns();
+            if plan.power.is_some() {
+                // A counter reading right before the window (see want_counter).
+                core.power.sampler.want_counter();
+            }
             let started = std::time::SystemTime::now()
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_secs_f64())
@@ -325,9 +329,11 @@ impl Agent for AgentService {
                 && result.window_end_ns > result.window_begin_ns
             {
                 let sampler = &core.power.sampler;
-                // Two sensor periods, and past the next energy-counter read.
+                // A fresh counter reading past the window (asked for now), and
+                // two sensor periods.
+                sampler.want_counter();
                 let wait = (p.period * 2)
-                    .max(crate::power::nvml::ENERGY_EVERY + Duration::from_millis(200))
+                    .max(Duration::from_millis(500))
                     .min(Duration::from_secs(3));
                 power::wait_for_sample_after(sampler, p.channel, result.window_end_ns, wait).await;
                 let window = power::Window {

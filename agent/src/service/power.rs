@@ -344,9 +344,7 @@ pub fn energy(
             w.worker_start_ns,
         )
     };
-    if let Some(note) = note {
-        e.message = note;
-    }
+
     e.joules = f.joules;
     e.method = f.method.name().to_string();
     e.counter_joules = f.counter_j.unwrap_or(0.0);
@@ -403,8 +401,12 @@ pub fn energy(
                 .into(),
         );
     }
-    if idle.is_none() {
-        notes.push("no readings before the run: idle power unknown".into());
+    match note {
+        Some(note) => notes.push(note),
+        None if idle.is_none() => {
+            notes.push("no readings before the run: idle power unknown".into());
+        }
+        None => {}
     }
     e.message = notes.join("; ");
     (wire, Some(e))
