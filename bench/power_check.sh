@@ -15,8 +15,8 @@ rm -f "$GPUFLEET_DB"*
 
 "$bin/gpufleet-agent" describe --json >"$out/describe.json"
 "$bin/gpufleet-agent" describe | sed -n '/power sources:/,$p' | tee "$out/power_sources.txt"
-for hz in 20 100; do
-    "$bin/gpufleet-agent" --power-rate-hz "$hz" power --seconds 20 --json >"$out/sampler_${hz}hz.json"
+for hz in 20 100 100b 1000; do
+    "$bin/gpufleet-agent" --power-rate-hz "${hz%b}" power --seconds 20 --json >"$out/sampler_${hz}hz.json"
     python3 - "$out/sampler_${hz}hz.json" <<'EOF'
 import json, sys
 d = json.load(open(sys.argv[1]))
