@@ -190,7 +190,7 @@ pub fn assess(
             reason += &format!(" ({left_out} not positive and finite, left out)");
         }
         no_verdict(reason)
-    } else if !(median > 0.0) {
+    } else if median <= 0.0 {
         // Unreachable with positive points, kept so a change in filtering
         // cannot divide by zero.
         no_verdict("baseline median is 0".to_string())
