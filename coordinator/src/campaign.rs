@@ -149,7 +149,8 @@ pub async fn run_campaign(
 ) -> Result<CampaignOutcome, CampaignError> {
     let ex = Executor::new(req.retry, reporter);
     let spec_json = request_json(&req);
-    let (suite, description, owner) = (req.suite.clone(), req.description.clone(), ex.owner.clone());
+    let (suite, description, owner) =
+        (req.suite.clone(), req.description.clone(), ex.owner.clone());
     let campaign_id = db
         .call(move |s| -> Result<i64, StoreError> {
             let id = s.create_campaign(&suite, &description, &spec_json)?;
@@ -356,92 +357,97 @@ pub async fn execute_campaign(
 ) -> Result<Vec<pb::RunResult>, StoreError> {
     let max_attempts = ex.max_attempts;
     let (jobs, exhausted) = db
-        .call(move |s| -> Result<(Vec<Job>, Vec<pb::RunResult>), StoreError> {
-            let agents: BTreeMap<i64, AgentRow> =
-                s.agents()?.into_iter().map(|a| (a.id, a)).collect();
-            let devices: BTreeMap<i64, pb::Device> = s
-                .devices()?
-                .into_iter()
-                .map(|d| {
-                    let dev = serde_json::from_value(d.info.clone()).unwrap_or(pb::Device {
-                        id: d.device_id.clone(),
-                        backend: d.backend.clone(),
-                        name: d.name.clone(),
-                        ..Default::default()
-                    });
-                    (d.id, dev)
-                })
-                .collect();
-            let mut jobs = Vec::new();
-            let mut exhausted = Vec::new();
-            for row in s.jobs(campaign_id)? {
-                if !matches!(row.state, JobState::Queued | JobState::Interrupted) {
-                    continue;
-                }
-                let spec: pb::RunSpec = serde_json::from_value(row.spec.clone()).unwrap_or_default();
-                let device = row
-                    .device_row_id
-                    .and_then(|id| devices.get(&id).cloned())
-                    .unwrap_or_else(|| pb::Device {
-                        id: spec.device_id.clone(),
-                        backend: spec.device_id.split(':').next().unwrap_or("").to_string(),
-                        ..Default::default()
-                    });
-                let mut run_id = row.run_id.clone();
-                let failure = if row.state == JobState::Interrupted
-                    && row.attempts >= max_attempts
-                {
-                    Some(format!(
-                        "interrupted {} times (last: {}); not retried again",
-                        row.attempts,
-                        row.error.as_deref().unwrap_or("unknown")
-                    ))
-                } else if !agents.contains_key(&row.agent_id) {
-                    Some(format!("agent unreachable: agent {} was removed", row.agent))
-                } else {
-                    None
-                };
-                if let Some(message) = failure {
-                    let result = error_result(&run_id, &spec, &device.backend, message);
-                    let record = to_record(
-                        &result,
-                        &[],
-                        &row.spec_key,
-                        Origin {
-                            agent_id: row.agent_id,
-                            device_row_id: row.device_row_id,
-                            campaign_id: Some(campaign_id),
-                            job_id: Some(row.id),
+        .call(
+            move |s| -> Result<(Vec<Job>, Vec<pb::RunResult>), StoreError> {
+                let agents: BTreeMap<i64, AgentRow> =
+                    s.agents()?.into_iter().map(|a| (a.id, a)).collect();
+                let devices: BTreeMap<i64, pb::Device> = s
+                    .devices()?
+                    .into_iter()
+                    .map(|d| {
+                        let dev = serde_json::from_value(d.info.clone()).unwrap_or(pb::Device {
+                            id: d.device_id.clone(),
+                            backend: d.backend.clone(),
+                            name: d.name.clone(),
+                            ..Default::default()
+                        });
+                        (d.id, dev)
+                    })
+                    .collect();
+                let mut jobs = Vec::new();
+                let mut exhausted = Vec::new();
+                for row in s.jobs(campaign_id)? {
+                    if !matches!(row.state, JobState::Queued | JobState::Interrupted) {
+                        continue;
+                    }
+                    let spec: pb::RunSpec =
+                        serde_json::from_value(row.spec.clone()).unwrap_or_default();
+                    let device = row
+                        .device_row_id
+                        .and_then(|id| devices.get(&id).cloned())
+                        .unwrap_or_else(|| pb::Device {
+                            id: spec.device_id.clone(),
+                            backend: spec.device_id.split(':').next().unwrap_or("").to_string(),
+                            ..Default::default()
+                        });
+                    let mut run_id = row.run_id.clone();
+                    let failure =
+                        if row.state == JobState::Interrupted && row.attempts >= max_attempts {
+                            Some(format!(
+                                "interrupted {} times (last: {}); not retried again",
+                                row.attempts,
+                                row.error.as_deref().unwrap_or("unknown")
+                            ))
+                        } else if !agents.contains_key(&row.agent_id) {
+                            Some(format!(
+                                "agent unreachable: agent {} was removed",
+                                row.agent
+                            ))
+                        } else {
+                            None
+                        };
+                    if let Some(message) = failure {
+                        let result = error_result(&run_id, &spec, &device.backend, message);
+                        let record = to_record(
+                            &result,
+                            &[],
+                            &row.spec_key,
+                            Origin {
+                                agent_id: row.agent_id,
+                                device_row_id: row.device_row_id,
+                                campaign_id: Some(campaign_id),
+                                job_id: Some(row.id),
+                            },
+                        );
+                        s.insert_result(&record)?;
+                        s.set_job_state(row.id, JobState::Failed, Some(&record.message))?;
+                        exhausted.push(result);
+                        continue;
+                    }
+                    if row.state == JobState::Interrupted {
+                        run_id = uuid::Uuid::new_v4().to_string();
+                        s.requeue_job(row.id, &run_id)?;
+                    }
+                    jobs.push(Job {
+                        id: row.id,
+                        run_id,
+                        agent_id: row.agent_id,
+                        device_row_id: row.device_row_id,
+                        addr: addr(&agents[&row.agent_id]),
+                        planned: PlannedJob {
+                            agent: row.agent.clone(),
+                            device,
+                            spec: pb::RunSpec {
+                                device_id: spec.device_id.clone(),
+                                ..spec
+                            },
+                            spec_key: row.spec_key.clone(),
                         },
-                    );
-                    s.insert_result(&record)?;
-                    s.set_job_state(row.id, JobState::Failed, Some(&record.message))?;
-                    exhausted.push(result);
-                    continue;
+                    });
                 }
-                if row.state == JobState::Interrupted {
-                    run_id = uuid::Uuid::new_v4().to_string();
-                    s.requeue_job(row.id, &run_id)?;
-                }
-                jobs.push(Job {
-                    id: row.id,
-                    run_id,
-                    agent_id: row.agent_id,
-                    device_row_id: row.device_row_id,
-                    addr: addr(&agents[&row.agent_id]),
-                    planned: PlannedJob {
-                        agent: row.agent.clone(),
-                        device,
-                        spec: pb::RunSpec {
-                            device_id: spec.device_id.clone(),
-                            ..spec
-                        },
-                        spec_key: row.spec_key.clone(),
-                    },
-                });
-            }
-            Ok((jobs, exhausted))
-        })
+                Ok((jobs, exhausted))
+            },
+        )
         .await?;
 
     // One task per (agent, device); jobs of a device run in order.

@@ -565,7 +565,15 @@ pub async fn schedule(db: &Db, cmd: crate::cli::ScheduleCommand) -> anyhow::Resu
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
-                let mut t = Table::new(&["name", "cron (UTC)", "suite", "agents", "last slot", "next slot", "catch-up"]);
+                let mut t = Table::new(&[
+                    "name",
+                    "cron (UTC)",
+                    "suite",
+                    "agents",
+                    "last slot",
+                    "next slot",
+                    "catch-up",
+                ]);
                 for r in &rows {
                     let spec: ScheduleSpec =
                         serde_json::from_value(r.spec.clone()).unwrap_or_default();
@@ -636,7 +644,9 @@ fn print_alerts(alerts: &[crate::store::AlertRow]) {
         println!("no confirmed regressions or improvements");
         return;
     }
-    let mut t = Table::new(&["when", "agent", "device", "spec", "change", "before", "after", "unit", "bound"]);
+    let mut t = Table::new(&[
+        "when", "agent", "device", "spec", "change", "before", "after", "unit", "bound",
+    ]);
     for a in alerts {
         t.push(vec![
             crate::service::fmt_time(a.created_at),

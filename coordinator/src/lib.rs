@@ -29,9 +29,9 @@ pub mod commands;
 pub mod compare;
 pub mod cron;
 pub mod db;
-pub mod http;
 #[cfg(feature = "local-agent")]
 pub mod demo;
+pub mod http;
 pub mod plan;
 pub mod progress;
 pub mod record;

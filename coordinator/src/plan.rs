@@ -66,9 +66,7 @@ impl EnvSet {
         let mut env = BTreeMap::new();
         for entry in rest.split(',').filter(|e| !e.is_empty()) {
             let Some((k, v)) = entry.split_once('=') else {
-                return Err(format!(
-                    "env set {name}: entry {entry:?} is not KEY=VALUE"
-                ));
+                return Err(format!("env set {name}: entry {entry:?} is not KEY=VALUE"));
             };
             if k.is_empty() {
                 return Err(format!("env set {name}: entry {entry:?} has an empty key"));
@@ -170,7 +168,9 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
                             agent: t.agent.clone(),
                             device: device.clone(),
                             spec_key: match set {
-                                Some(set) => format!("{}@{}", problem.spec_key(mode.name()), set.name),
+                                Some(set) => {
+                                    format!("{}@{}", problem.spec_key(mode.name()), set.name)
+                                }
                                 None => problem.spec_key(mode.name()),
                             },
                             spec: pb::RunSpec {

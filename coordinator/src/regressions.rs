@@ -208,11 +208,18 @@ pub fn resolve(
 /// A message naming `--since` and the accepted forms.
 pub fn parse_since(text: &str, now: f64) -> Result<f64, String> {
     let t = text.trim();
-    let bad = || format!("--since {t:?}: expected a duration back from now (90m, 36h, 7d, 2w) or unix seconds");
+    let bad = || {
+        format!(
+            "--since {t:?}: expected a duration back from now (90m, 36h, 7d, 2w) or unix seconds"
+        )
+    };
     if let Ok(v) = t.parse::<f64>() {
         return if v.is_finite() { Ok(v) } else { Err(bad()) };
     }
-    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit() && c != '.').ok_or_else(bad)?);
+    let (num, unit) = t.split_at(
+        t.find(|c: char| !c.is_ascii_digit() && c != '.')
+            .ok_or_else(bad)?,
+    );
     let n: f64 = num.parse().map_err(|_| bad())?;
     let secs = match unit {
         "s" => 1.0,
@@ -245,7 +252,10 @@ mod tests {
     impl History {
         fn new() -> History {
             let mut store = Store::open_in_memory().unwrap();
-            let agent_id = store.add_agent("rig", "http://127.0.0.1:1", None).unwrap().id;
+            let agent_id = store
+                .add_agent("rig", "http://127.0.0.1:1", None)
+                .unwrap()
+                .id;
             let device_row_id = store
                 .upsert_device(
                     agent_id,
@@ -421,7 +431,11 @@ mod tests {
         let mut h = History::new();
         let mut alerts = Vec::new();
         for night in 0..15 {
-            let v = if night < 10 { 500.0 + night as f64 } else { 560.0 };
+            let v = if night < 10 {
+                500.0 + night as f64
+            } else {
+                560.0
+            };
             alerts.extend(h.night(v, &mut || 558.0));
         }
         assert_eq!(alerts.len(), 1, "{alerts:?}");
@@ -451,11 +465,17 @@ mod tests {
     fn a_step_the_rerun_does_not_reproduce_raises_no_alert() {
         let mut h = History::new();
         for night in 0..12 {
-            let v = if night == 11 { 850.0 } else { 1000.0 + night as f64 };
+            let v = if night == 11 {
+                850.0
+            } else {
+                1000.0 + night as f64
+            };
             assert!(h.night(v, &mut || 1003.0).is_empty());
         }
         let checks = h.store.checks(0.0).unwrap();
-        let last = checks.iter().find(|c| c.verdict != "stable" && c.verdict != "no_verdict");
+        let last = checks
+            .iter()
+            .find(|c| c.verdict != "stable" && c.verdict != "no_verdict");
         let last = last.expect("the outlier was a suspect");
         assert_eq!(last.verdict, "not_confirmed", "{last:?}");
         assert!(last.confirmation_result_id.is_some());
@@ -479,7 +499,11 @@ mod tests {
             .iter()
             .filter(|c| c.reason.starts_with("new baseline segment"))
             .collect();
-        assert_eq!(fresh.len(), 5, "5 nights until the new segment has a baseline");
+        assert_eq!(
+            fresh.len(),
+            5,
+            "5 nights until the new segment has a baseline"
+        );
         assert!(fresh[0].reason.contains("needed"), "{:?}", fresh[0]);
     }
 
@@ -490,8 +514,15 @@ mod tests {
             h.night(1000.0, &mut || 1000.0);
         }
         let checks = h.store.checks(0.0).unwrap();
-        assert!(checks.iter().all(|c| c.verdict == "no_verdict"), "{checks:?}");
-        assert!(checks[0].reason.contains("2 baseline points"), "{:?}", checks[0]);
+        assert!(
+            checks.iter().all(|c| c.verdict == "no_verdict"),
+            "{checks:?}"
+        );
+        assert!(
+            checks[0].reason.contains("2 baseline points"),
+            "{:?}",
+            checks[0]
+        );
     }
 
     #[test]

@@ -20,8 +20,8 @@
 //! stored twice.
 
 use crate::campaign::{
-    CampaignRequest, Executor, RetryPolicy, execute_campaign, finish_campaign,
-    owner_is_dead, plan_into, request_from_json, request_json,
+    CampaignRequest, Executor, RetryPolicy, execute_campaign, finish_campaign, owner_is_dead,
+    plan_into, request_from_json, request_json,
 };
 use crate::cron::Cron;
 use crate::db::Db;
@@ -544,21 +544,39 @@ mod tests {
         let day = 86_400.0;
         let slot1 = 3.0 * 3600.0 + 10.0 * day; // day 10, 03:00
         // Before the slot: nothing.
-        assert_eq!(due(&row(Some(slot1 - day), true), &cron, slot1 - 60.0, &cfg), Due::Nothing);
+        assert_eq!(
+            due(&row(Some(slot1 - day), true), &cron, slot1 - 60.0, &cfg),
+            Due::Nothing
+        );
         // At the slot and shortly after: fire.
-        assert_eq!(due(&row(Some(slot1 - day), true), &cron, slot1 + 5.0, &cfg), Due::Fire(slot1));
+        assert_eq!(
+            due(&row(Some(slot1 - day), true), &cron, slot1 + 5.0, &cfg),
+            Due::Fire(slot1)
+        );
         // Once fired, not again.
-        assert_eq!(due(&row(Some(slot1), true), &cron, slot1 + 30.0, &cfg), Due::Nothing);
+        assert_eq!(
+            due(&row(Some(slot1), true), &cron, slot1 + 30.0, &cfg),
+            Due::Nothing
+        );
         // Down for three days: the latest missed slot fires once, with catch-up.
         let later = slot1 + 3.0 * day + 7.0 * 3600.0;
-        assert_eq!(due(&row(Some(slot1), true), &cron, later, &cfg), Due::Fire(slot1 + 3.0 * day));
+        assert_eq!(
+            due(&row(Some(slot1), true), &cron, later, &cfg),
+            Due::Fire(slot1 + 3.0 * day)
+        );
         // Without catch-up it is passed over.
-        assert_eq!(due(&row(Some(slot1), false), &cron, later, &cfg), Due::Pass(slot1 + 3.0 * day));
+        assert_eq!(
+            due(&row(Some(slot1), false), &cron, later, &cfg),
+            Due::Pass(slot1 + 3.0 * day)
+        );
         let off = ServiceConfig {
             catch_up: false,
             ..cfg
         };
-        assert_eq!(due(&row(Some(slot1), true), &cron, later, &off), Due::Pass(slot1 + 3.0 * day));
+        assert_eq!(
+            due(&row(Some(slot1), true), &cron, later, &off),
+            Due::Pass(slot1 + 3.0 * day)
+        );
     }
 
     #[test]

@@ -24,7 +24,11 @@ fn describe_from_a_hip_build_lists_hip_unavailable_and_serves_the_rest() {
     BufReader::new(agent.stdout.take().unwrap())
         .read_line(&mut line)
         .unwrap();
-    let addr = line.trim().strip_prefix("listening on ").unwrap().to_string();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
         .arg("--db")
@@ -34,7 +38,11 @@ fn describe_from_a_hip_build_lists_hip_unavailable_and_serves_the_rest() {
         .unwrap();
     let _ = agent.kill();
     let _ = agent.wait();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let info: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let backends = info["backends"].as_array().unwrap();
     let hip = backends

@@ -142,15 +142,25 @@ async fn a_schedule_fires_once_per_slot_with_an_injected_clock() {
     let db_path = dir.path().join("fleet.db");
     let quick = suite(dir.path(), 2, 0.01);
     ok(&gpufleet(&db_path, &["agents", "add", "rig", &agent.url()]));
-    add_schedule(&db_path, "nightly", "0 3 * * *", &quick, &["--agent", "rig"]);
+    add_schedule(
+        &db_path,
+        "nightly",
+        "0 3 * * *",
+        &quick,
+        &["--agent", "rig"],
+    );
     // A schedule added now never fires for slots before it existed: start its clock in 2030.
     let db = Db::open(&db_path).unwrap();
-    db.with(|s| s.pass_slot("nightly", 1_893_456_000.0)).unwrap(); // 2030-01-01 00:00
+    db.with(|s| s.pass_slot("nightly", 1_893_456_000.0))
+        .unwrap(); // 2030-01-01 00:00
     let service = Service::new(db.clone(), ServiceConfig::default(), Arc::new(Quiet));
     let day = 86_400.0;
     let slot = 1_893_456_000.0 + 3.0 * 3600.0; // 2030-01-01 03:00 UTC
 
-    assert!(service.tick(slot - 60.0).await.unwrap().is_empty(), "02:59: not yet");
+    assert!(
+        service.tick(slot - 60.0).await.unwrap().is_empty(),
+        "02:59: not yet"
+    );
     let started = service.tick(slot + 2.0).await.unwrap();
     assert_eq!(started.len(), 1, "03:00:02 fires");
     // Ticks during the run and after it never fire the same slot again.
@@ -184,14 +194,16 @@ async fn a_schedule_fires_once_per_slot_with_an_injected_clock() {
 
     // With catch-up off, a missed slot is passed over instead.
     ok(&gpufleet(&db_path, &["schedule", "rm", "nightly"]));
-    add_schedule(&db_path, "strict", "0 3 * * *", &quick, &["--agent", "rig", "--no-catch-up"]);
+    add_schedule(
+        &db_path,
+        "strict",
+        "0 3 * * *",
+        &quick,
+        &["--agent", "rig", "--no-catch-up"],
+    );
     db.with(|s| s.pass_slot("strict", later)).unwrap();
     assert!(
-        other
-            .tick(later + 5.0 * day)
-            .await
-            .unwrap()
-            .is_empty(),
+        other.tick(later + 5.0 * day).await.unwrap().is_empty(),
         "missed slot passed over"
     );
     assert_eq!(db.with(|s| s.campaigns()).unwrap().len(), 2);
@@ -276,7 +288,10 @@ fn a_campaign_survives_sigkill_of_its_coordinator() {
             assert_eq!(done, 8);
             break;
         }
-        assert!(Instant::now() < deadline, "not resumed: {state} {results}/{jobs}");
+        assert!(
+            Instant::now() < deadline,
+            "not resumed: {state} {results}/{jobs}"
+        );
         std::thread::sleep(Duration::from_millis(100));
     }
     // The health endpoint answers while it runs; SIGTERM stops it cleanly.
@@ -325,7 +340,13 @@ fn a_killed_agent_yields_errors_while_the_other_completes_and_regressions_fail_c
         "nightly",
         "0 3 * * *",
         &quick,
-        &["--all", "--env-set", "base:", "--env-set", "pocl:POCL_DEBUG=0"],
+        &[
+            "--all",
+            "--env-set",
+            "base:",
+            "--env-set",
+            "pocl:POCL_DEBUG=0",
+        ],
     );
     let mut run = Command::new(BIN)
         .arg("--db")
@@ -361,9 +382,9 @@ fn a_killed_agent_yields_errors_while_the_other_completes_and_regressions_fail_c
     assert!(good_rows.iter().all(|r| r.record.status == "ok"));
     assert_eq!(doomed_rows.len(), 12, "every job has a row");
     assert!(
-        doomed_rows
-            .iter()
-            .any(|r| r.record.status == "error" && r.record.message.starts_with("agent unreachable")),
+        doomed_rows.iter().any(
+            |r| r.record.status == "error" && r.record.message.starts_with("agent unreachable")
+        ),
         "the killed agent's remaining jobs are errors"
     );
     // Each env set is its own series.

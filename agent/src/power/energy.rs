@@ -274,10 +274,7 @@ mod tests {
         // Not bracketed: no counter figure.
         assert_eq!(counter_delta(&trace, S / 20, 2 * S), None);
         // Without watts the counter is interpolated linearly.
-        let bare: Vec<Point> = trace
-            .iter()
-            .map(|p| Point { watts: None, ..*p })
-            .collect();
+        let bare: Vec<Point> = trace.iter().map(|p| Point { watts: None, ..*p }).collect();
         assert!((counter_delta(&bare, S / 20, 19 * S / 20).unwrap() - 45.0).abs() < 1e-9);
     }
 
@@ -286,7 +283,13 @@ mod tests {
         // 70 W idle, 550 W from 1.3 s to 7.3 s, watts every 10 ms; the counter
         // (exact) only every second, as the NVML source reads it.
         let ms = S / 1000;
-        let watts = |t_ms: u64| if (1300..7300).contains(&t_ms) { 550.0 } else { 70.0 };
+        let watts = |t_ms: u64| {
+            if (1300..7300).contains(&t_ms) {
+                550.0
+            } else {
+                70.0
+            }
+        };
         let mut trace: Vec<Point> = (0..=800)
             .map(|i| Point {
                 t_ns: i * 10 * ms,

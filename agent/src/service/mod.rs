@@ -500,10 +500,25 @@ mod tests {
 
     #[test]
     fn one_queue_per_physical_device() {
-        let cl = dev("opencl:0000:00:06.0", "opencl", "0000:00:06.0", "discrete_gpu");
-        let vk = dev("vulkan:0000:00:06.0", "vulkan", "0000:00:06.0", "discrete_gpu");
+        let cl = dev(
+            "opencl:0000:00:06.0",
+            "opencl",
+            "0000:00:06.0",
+            "discrete_gpu",
+        );
+        let vk = dev(
+            "vulkan:0000:00:06.0",
+            "vulkan",
+            "0000:00:06.0",
+            "discrete_gpu",
+        );
         assert_eq!(queue_key(&cl), queue_key(&vk));
-        let other = dev("vulkan:0000:03:00.0", "vulkan", "0000:03:00.0", "discrete_gpu");
+        let other = dev(
+            "vulkan:0000:03:00.0",
+            "vulkan",
+            "0000:03:00.0",
+            "discrete_gpu",
+        );
         assert_ne!(queue_key(&cl), queue_key(&other));
         let cpu = dev("cpu:0", "cpu", "", "cpu");
         let pocl = dev("opencl:0.0", "opencl", "", "cpu");

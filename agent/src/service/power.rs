@@ -40,8 +40,7 @@ pub fn idle_baseline(
     from_ns: u64,
     to_ns: u64,
 ) -> (Option<f64>, Option<String>) {
-    let clean = memo.busy_until_ns == 0
-        || from_ns >= memo.busy_until_ns + SETTLE.as_nanos() as u64;
+    let clean = memo.busy_until_ns == 0 || from_ns >= memo.busy_until_ns + SETTLE.as_nanos() as u64;
     if clean {
         if let Some(v) = measured {
             memo.clean = Some((v, to_ns));
@@ -422,10 +421,18 @@ mod tests {
     fn idle_is_measured_only_when_the_device_was_idle_and_reused_after() {
         let mut m = IdleMemo::default();
         // First run: nothing ran before; measured and remembered.
-        assert_eq!(idle_baseline(&mut m, Some(72.0), 10 * S, 12 * S), (Some(72.0), None));
+        assert_eq!(
+            idle_baseline(&mut m, Some(72.0), 10 * S, 12 * S),
+            (Some(72.0), None)
+        );
         // It ran until 20 s; the next run starts at 20.4 s: its window saw the tail.
         m.busy_until_ns = 20 * S;
-        let (idle, note) = idle_baseline(&mut m, Some(540.0), 18 * S + 4 * S / 10, 20 * S + 4 * S / 10);
+        let (idle, note) = idle_baseline(
+            &mut m,
+            Some(540.0),
+            18 * S + 4 * S / 10,
+            20 * S + 4 * S / 10,
+        );
         assert_eq!(idle, Some(72.0));
         assert!(note.unwrap().contains("busy just before"));
         // A run that starts well after the last one ended measures again.
