@@ -107,10 +107,16 @@ pub fn render(rows: &[CompareRow], format: Format) -> String {
     }
     // Energy columns only when some device had a power sensor.
     let power = rows.iter().any(|r| r.avg_watts.is_some());
-    let mut header = vec![
-        "kernel", "variant", "params", "dtype", "mode", "agent", "device", "backend", "status",
-        "metric", "unit", "% peak", "cv %", "rel",
-    ];
+    // The env-set column only when a campaign ran an environment matrix.
+    let env_set = |r: &CompareRow| r.spec_key.rsplit_once('@').map(|(_, n)| n.to_string());
+    let matrix = rows.iter().any(|r| env_set(r).is_some());
+    let mut header = vec!["kernel", "variant", "params", "dtype", "mode"];
+    if matrix {
+        header.push("env set");
+    }
+    header.extend([
+        "agent", "device", "backend", "status", "metric", "unit", "% peak", "cv %", "rel",
+    ]);
     if power {
         header.extend(["avg W", "metric/W", "J/unit"]);
     }
@@ -122,6 +128,11 @@ pub fn render(rows: &[CompareRow], format: Format) -> String {
             r.params.clone(),
             r.dtype.clone(),
             r.mode.clone(),
+        ];
+        if matrix {
+            cells.push(env_set(r).unwrap_or_else(|| "-".into()));
+        }
+        cells.extend([
             r.agent.clone(),
             r.device_id.clone(),
             r.backend.clone(),
@@ -135,7 +146,7 @@ pub fn render(rows: &[CompareRow], format: Format) -> String {
             opt(r.pct_of_peak.filter(|p| *p > 0.0), |p| format!("{p:.1}")),
             opt(r.cv, |c| format!("{:.1}", c * 100.0)),
             opt(r.relative, |x| format!("{x:.2}")),
-        ];
+        ]);
         if power {
             let (per_watt, per_unit) = power_units(&r.unit);
             cells.extend([
@@ -243,5 +254,22 @@ mod tests {
             "{t}"
         );
         assert!(lines[2].ends_with(",-,-,-"), "{t}");
+    }
+
+    #[test]
+    fn env_sets_are_their_own_rows_with_their_name() {
+        let mut rows = vec![
+            row("gemm/x@stock", "d1", "ok", Some(100.0), true),
+            row("gemm/x@gfx1030", "d1", "ok", Some(120.0), true),
+        ];
+        rank(&mut rows);
+        // Each set is ranked on its own key: both are the best of their row.
+        assert!(rows.iter().all(|r| r.relative == Some(1.0)));
+        let t = render(&rows, Format::Csv);
+        let lines: Vec<&str> = t.lines().collect();
+        assert!(lines[0].starts_with("kernel,variant,params,dtype,mode,env set,agent"), "{t}");
+        assert!(t.contains(",gfx1030,") && t.contains(",stock,"), "{t}");
+        let plain = render(&[row("gemm/x", "d1", "ok", Some(1.0), true)], Format::Csv);
+        assert!(!plain.contains("env set"), "{plain}");
     }
 }
