@@ -267,7 +267,10 @@ mod tests {
         assert!(rows.iter().all(|r| r.relative == Some(1.0)));
         let t = render(&rows, Format::Csv);
         let lines: Vec<&str> = t.lines().collect();
-        assert!(lines[0].starts_with("kernel,variant,params,dtype,mode,env set,agent"), "{t}");
+        assert!(
+            lines[0].starts_with("kernel,variant,params,dtype,mode,env set,agent"),
+            "{t}"
+        );
         assert!(t.contains(",gfx1030,") && t.contains(",stock,"), "{t}");
         let plain = render(&[row("gemm/x", "d1", "ok", Some(1.0), true)], Format::Csv);
         assert!(!plain.contains("env set"), "{plain}");
