@@ -185,6 +185,84 @@ pub fn by_name(name: &str) -> Option<Box<dyn Backend>> {
     all().into_iter().find(|b| b.name() == name)
 }
 
+/// One entry of a planner's support list: kernel, its variants, its dtypes.
+pub type SupportEntry = (&'static str, Vec<&'static str>, Vec<&'static str>);
+
+/// Which part of a problem a backend's support list lacks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Missing {
+    Kernel,
+    Variant,
+    Dtype,
+}
+
+/// A problem a backend's support list does not cover: what is missing, the message every
+/// backend gives for it, and the kernel's entry when the kernel is listed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotListed {
+    pub missing: Missing,
+    pub message: String,
+    pub entry: Option<SupportEntry>,
+}
+
+/// Checks `problem` against a planner's support `list` for `backend` (`opencl`); `no_kernel`
+/// is the reason given for a kernel the backend simply lacks ("the OpenCL backend has no kernel
+/// for it"). Host-only and crashing kernels get their own reasons.
+///
+/// # Errors
+/// [`NotListed`] for the first of kernel, variant, dtype that is not listed.
+pub fn check_listed(
+    list: Vec<SupportEntry>,
+    problem: &Problem,
+    backend: &str,
+    no_kernel: &str,
+) -> Result<(), NotListed> {
+    use gpufleet_kernels::KernelId;
+    let name = problem.kernel.name;
+    let Some(entry) = list.into_iter().find(|(k, _, _)| *k == name) else {
+        let why = match problem.id() {
+            KernelId::MembwCpu | KernelId::MemlatCpu => {
+                "it measures host memory, so only the cpu backend runs it"
+            }
+            KernelId::DebugCrash | KernelId::DebugHang => {
+                "it crashes or hangs its worker on purpose, which the cpu backend covers"
+            }
+            _ => no_kernel,
+        };
+        return Err(NotListed {
+            missing: Missing::Kernel,
+            message: format!("kernel {name} is not available on {backend}: {why}"),
+            entry: None,
+        });
+    };
+    let (missing, message) = if !entry.1.contains(&problem.variant.as_str()) {
+        (
+            Missing::Variant,
+            format!(
+                "variant `{}` of {name} is not implemented on {backend} (implemented: {})",
+                problem.variant,
+                entry.1.join(", ")
+            ),
+        )
+    } else if !entry.2.contains(&problem.dtype.name()) {
+        (
+            Missing::Dtype,
+            format!(
+                "dtype {} of {name} is not implemented on {backend} (implemented: {})",
+                problem.dtype,
+                entry.2.join(", ")
+            ),
+        )
+    } else {
+        return Ok(());
+    };
+    Err(NotListed {
+        missing,
+        message,
+        entry: Some(entry),
+    })
+}
+
 /// True when `support` lists `variant` of `kernel` in `dtype`.
 pub fn supports(support: &[KernelSupport], kernel: &str, variant: &str, dtype: &str) -> bool {
     support.iter().any(|s| {
@@ -192,4 +270,51 @@ pub fn supports(support: &[KernelSupport], kernel: &str, variant: &str, dtype: &
             && s.variants.iter().any(|v| v == variant)
             && s.dtypes.iter().any(|d| d == dtype)
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn problem(kernel: &str, variant: &str, dtype: &str) -> Problem {
+        Problem::new(kernel, variant, &Default::default(), dtype, true).unwrap()
+    }
+
+    #[test]
+    fn support_list_misses_name_the_part_and_the_alternatives() {
+        let list = || vec![("gemm", vec!["naive", "tiled"], vec!["f32"])];
+        assert_eq!(
+            check_listed(list(), &problem("gemm", "tiled", "f32"), "x", "-"),
+            Ok(())
+        );
+        let m = check_listed(list(), &problem("gemm", "blocked", "f32"), "x", "-").unwrap_err();
+        assert_eq!(m.missing, Missing::Variant);
+        assert_eq!(
+            m.message,
+            "variant `blocked` of gemm is not implemented on x (implemented: naive, tiled)"
+        );
+        let m = check_listed(list(), &problem("gemm", "naive", "f16"), "x", "-").unwrap_err();
+        assert_eq!(m.missing, Missing::Dtype);
+        assert_eq!(
+            m.message,
+            "dtype f16 of gemm is not implemented on x (implemented: f32)"
+        );
+        assert_eq!(m.entry.unwrap().2, vec!["f32"]);
+        let m = check_listed(
+            list(),
+            &problem("copy", "default", "f32"),
+            "x",
+            "no copy here",
+        )
+        .unwrap_err();
+        assert_eq!(m.missing, Missing::Kernel);
+        assert_eq!(m.message, "kernel copy is not available on x: no copy here");
+        let m =
+            check_listed(list(), &problem("membw_cpu", "default", "f32"), "x", "-").unwrap_err();
+        assert!(
+            m.message.ends_with("only the cpu backend runs it"),
+            "{}",
+            m.message
+        );
+    }
 }

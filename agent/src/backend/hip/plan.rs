@@ -211,35 +211,13 @@ pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> 
 /// work-items per dimension.
 pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     let name = problem.kernel.name;
-    let listed = supported()
-        .into_iter()
-        .find(|(k, _, _)| *k == name)
-        .ok_or_else(|| {
-            let why = match problem.id() {
-                KernelId::MembwCpu | KernelId::MemlatCpu => {
-                    "it measures host memory, so only the cpu backend runs it"
-                }
-                KernelId::DebugCrash | KernelId::DebugHang => {
-                    "it crashes or hangs its worker on purpose, which the cpu backend covers"
-                }
-                _ => "the HIP backend has no kernel for it",
-            };
-            Unsupported(format!("kernel {name} is not available on hip: {why}"))
-        })?;
-    if !listed.1.contains(&problem.variant.as_str()) {
-        return Err(Unsupported(format!(
-            "variant `{}` of {name} is not implemented on hip (implemented: {})",
-            problem.variant,
-            listed.1.join(", ")
-        )));
-    }
-    if !listed.2.contains(&problem.dtype.name()) {
-        return Err(Unsupported(format!(
-            "dtype {} of {name} is not implemented on hip (implemented: {})",
-            problem.dtype,
-            listed.2.join(", ")
-        )));
-    }
+    crate::backend::check_listed(
+        supported(),
+        problem,
+        "hip",
+        "the HIP backend has no kernel for it",
+    )
+    .map_err(|m| Unsupported(m.message))?;
     if caps.max_threads_per_block < 1024 || caps.shared_mem_per_block < 32 * 1024 {
         return Err(Unsupported(format!(
             "the code objects need blocks of 1024 work-items and 32 KiB of LDS; the device \

@@ -167,36 +167,13 @@ pub fn plan(
     tuning: Option<&GemmTuning>,
 ) -> Result<Plan, Unsupported> {
     check_caps(caps)?;
-    let name = problem.kernel.name;
-    let listed = supported()
-        .into_iter()
-        .find(|(k, _, _)| *k == name)
-        .ok_or_else(|| {
-            let why = match problem.id() {
-                KernelId::MembwCpu | KernelId::MemlatCpu => {
-                    "it measures host memory, so only the cpu backend runs it"
-                }
-                KernelId::DebugCrash | KernelId::DebugHang => {
-                    "it crashes or hangs its worker on purpose, which the cpu backend covers"
-                }
-                _ => "the OpenCL backend has no kernel for it",
-            };
-            Unsupported(format!("kernel {name} is not available on opencl: {why}"))
-        })?;
-    if !listed.1.contains(&problem.variant.as_str()) {
-        return Err(Unsupported(format!(
-            "variant `{}` of {name} is not implemented on opencl (implemented: {})",
-            problem.variant,
-            listed.1.join(", ")
-        )));
-    }
-    if !listed.2.contains(&problem.dtype.name()) {
-        return Err(Unsupported(format!(
-            "dtype {} of {name} is not implemented on opencl (implemented: {})",
-            problem.dtype,
-            listed.2.join(", ")
-        )));
-    }
+    crate::backend::check_listed(
+        supported(),
+        problem,
+        "opencl",
+        "the OpenCL backend has no kernel for it",
+    )
+    .map_err(|m| Unsupported(m.message))?;
     match problem.id() {
         KernelId::Gemm => plan_gemm(problem, caps, tuning),
         KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps, tuning),

@@ -113,6 +113,7 @@ mod gemm;
 #[cfg(test)]
 mod tests;
 
+use crate::backend::Missing;
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::sources::vulkan as spv;
 use gpufleet_kernels::{Dtype, KernelId, NORM_EPS, TRIAD_SCALAR, find_kernel};
@@ -201,48 +202,35 @@ pub fn plan(
 ) -> Result<Plan, Unsupported> {
     check_caps(caps)?;
     let name = problem.kernel.name;
-    let listed = supported(caps)
-        .into_iter()
-        .find(|(k, _, _)| *k == name)
-        .ok_or_else(|| {
-            let why = match problem.id() {
-                KernelId::MembwCpu | KernelId::MemlatCpu => {
-                    "it measures host memory, so only the cpu backend runs it"
-                }
-                KernelId::DebugCrash | KernelId::DebugHang => {
-                    "it crashes or hangs its worker on purpose, which the cpu backend covers"
-                }
-                _ => "the Vulkan backend has no shader for it",
-            };
-            Unsupported(format!("kernel {name} is not available on vulkan: {why}"))
-        })?;
-    if !listed.1.contains(&problem.variant.as_str()) {
-        if problem.variant == F16ACC32 && !has_f16(caps) {
-            return Err(Unsupported(format!(
+    if let Err(miss) = crate::backend::check_listed(
+        supported(caps),
+        problem,
+        "vulkan",
+        "the Vulkan backend has no shader for it",
+    ) {
+        return Err(Unsupported(match miss.missing {
+            Missing::Variant if problem.variant == F16ACC32 && !has_f16(caps) => format!(
                 "variant {F16ACC32} of gemm needs shaderFloat16 ({}) and \
                  storageBuffer16BitAccess ({})",
                 caps.shader_float16, caps.storage_buffer_16bit
-            )));
-        }
-        return Err(Unsupported(format!(
-            "variant `{}` of {name} is not implemented on vulkan (implemented: {})",
-            problem.variant,
-            listed.1.join(", ")
-        )));
-    }
-    if !listed.2.contains(&problem.dtype.name()) {
-        let why = if problem.id() == KernelId::Gemm && problem.dtype == Dtype::F16 {
-            format!(
-                "the device lacks shaderFloat16 ({}) or storageBuffer16BitAccess ({})",
-                caps.shader_float16, caps.storage_buffer_16bit
-            )
-        } else {
-            format!("implemented: {}", listed.2.join(", "))
-        };
-        return Err(Unsupported(format!(
-            "dtype {} of {name} is not available on vulkan ({why})",
-            problem.dtype
-        )));
+            ),
+            Missing::Dtype => {
+                let why = if problem.id() == KernelId::Gemm && problem.dtype == Dtype::F16 {
+                    format!(
+                        "the device lacks shaderFloat16 ({}) or storageBuffer16BitAccess ({})",
+                        caps.shader_float16, caps.storage_buffer_16bit
+                    )
+                } else {
+                    let dtypes = miss.entry.map(|e| e.2.join(", ")).unwrap_or_default();
+                    format!("implemented: {dtypes}")
+                };
+                format!(
+                    "dtype {} of {name} is not available on vulkan ({why})",
+                    problem.dtype
+                )
+            }
+            _ => miss.message,
+        }));
     }
     let plan = match problem.id() {
         KernelId::Gemm => plan_gemm(problem, caps, tuning)?,
