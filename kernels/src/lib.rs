@@ -43,7 +43,7 @@ mod types;
 pub use catalog::{KernelDef, KernelId, ParamDef, catalog, find_kernel};
 pub use check::Validation;
 pub use error::SpecError;
-pub use problem::{MAX_FOOTPRINT_BYTES, NORM_EPS, Problem, TRIAD_SCALAR};
+pub use problem::{ConvShape, MAX_FOOTPRINT_BYTES, NORM_EPS, Problem, TRIAD_SCALAR};
 pub use suite::{BUILTIN_SUITES, Suite, SuiteError, SuiteRun};
 pub use types::{Buffer, BufferKind, Dtype, MetricKind, MetricValue};
 

@@ -33,28 +33,42 @@ pub struct Problem {
     pub dtype: Dtype,
 }
 
-/// Output geometry of a conv2d problem, shared by sizes, inputs and the reference.
+/// Output geometry of a conv2d problem, shared by sizes, inputs, the reference and the backends'
+/// launch arguments.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct ConvShape {
+pub struct ConvShape {
+    /// Images in the batch.
     pub batch: usize,
+    /// Input channels.
     pub channels: usize,
+    /// Input height.
     pub height: usize,
+    /// Input width.
     pub width: usize,
+    /// Output channels (filters).
     pub filters: usize,
+    /// Filter side.
     pub ksize: usize,
+    /// Stride in both directions.
     pub stride: usize,
+    /// Zero padding on every side.
     pub pad: usize,
+    /// Output height.
     pub out_h: usize,
+    /// Output width.
     pub out_w: usize,
 }
 
 impl ConvShape {
+    /// Elements of the input tensor (NCHW).
     pub fn input_len(&self) -> usize {
         self.batch * self.channels * self.height * self.width
     }
+    /// Elements of the filter tensor.
     pub fn weights_len(&self) -> usize {
         self.filters * self.channels * self.ksize * self.ksize
     }
+    /// Elements of the output tensor.
     pub fn output_len(&self) -> usize {
         self.batch * self.filters * self.out_h * self.out_w
     }
@@ -201,7 +215,8 @@ impl Problem {
         self.param(name) as f64
     }
 
-    pub(crate) fn conv_shape(&self) -> ConvShape {
+    /// The geometry of a conv2d problem (meaningless for other kernels).
+    pub fn conv_shape(&self) -> ConvShape {
         let (h, w, r, s, pad) = (
             self.uparam("height"),
             self.uparam("width"),

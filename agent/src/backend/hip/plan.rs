@@ -7,7 +7,7 @@
 //! the filter size of conv2d.
 
 use crate::backend::storage::Elem as Storage;
-use gpufleet_kernels::{Dtype, KernelId, NORM_EPS, Problem, TRIAD_SCALAR};
+use gpufleet_kernels::{ConvShape, Dtype, KernelId, NORM_EPS, Problem, TRIAD_SCALAR};
 use std::collections::BTreeMap;
 
 /// What the planner may assume about a device.
@@ -467,66 +467,43 @@ fn dims(v: &[u32; 3]) -> String {
     format!("{}x{}x{}", v[0], v[1], v[2])
 }
 
-/// conv2d's shape.
-struct Conv {
-    batch: usize,
-    channels: usize,
-    height: usize,
-    width: usize,
-    filters: usize,
-    ksize: usize,
-    stride: usize,
-    pad: usize,
-    out_h: usize,
-    out_w: usize,
+/// conv2d's shape, for the kernel sizes the code objects have (3 and 5).
+fn conv_shape(problem: &Problem) -> Result<ConvShape, Unsupported> {
+    let s = problem.conv_shape();
+    if s.ksize != 3 && s.ksize != 5 {
+        return Err(Unsupported(format!(
+            "conv2d ksize={}: the code objects have 3 and 5",
+            s.ksize
+        )));
+    }
+    Ok(s)
 }
 
-impl Conv {
-    fn of(problem: &Problem) -> Result<Conv, Unsupported> {
-        let p = |name| param(problem, name);
-        let (ksize, stride, pad) = (p("ksize"), p("stride").max(1), p("pad"));
-        if ksize != 3 && ksize != 5 {
-            return Err(Unsupported(format!(
-                "conv2d ksize={ksize}: the code objects have 3 and 5"
-            )));
-        }
-        let out = |size: usize| (size + 2 * pad).saturating_sub(ksize) / stride + 1;
-        Ok(Conv {
-            batch: p("batch"),
-            channels: p("channels"),
-            height: p("height"),
-            width: p("width"),
-            filters: p("filters"),
-            ksize,
-            stride,
-            pad,
-            out_h: out(p("height")),
-            out_w: out(p("width")),
-        })
+/// The `int` arguments describing the input and the window, from `channels` on.
+fn conv_args(
+    s: &ConvShape,
+    problem: &Problem,
+    with_filters: bool,
+) -> Result<Vec<Arg>, Unsupported> {
+    let mut args = vec![
+        int(problem, "channels", s.channels)?,
+        int(problem, "height", s.height)?,
+        int(problem, "width", s.width)?,
+    ];
+    if with_filters {
+        args.push(int(problem, "filters", s.filters)?);
     }
-
-    /// The `int` arguments describing the input and the window, from `channels` on.
-    fn args(&self, problem: &Problem, with_filters: bool) -> Result<Vec<Arg>, Unsupported> {
-        let mut args = vec![
-            int(problem, "channels", self.channels)?,
-            int(problem, "height", self.height)?,
-            int(problem, "width", self.width)?,
-        ];
-        if with_filters {
-            args.push(int(problem, "filters", self.filters)?);
-        }
-        args.extend([
-            int(problem, "stride", self.stride)?,
-            int(problem, "pad", self.pad)?,
-            int(problem, "out_h", self.out_h)?,
-            int(problem, "out_w", self.out_w)?,
-        ]);
-        Ok(args)
-    }
+    args.extend([
+        int(problem, "stride", s.stride)?,
+        int(problem, "pad", s.pad)?,
+        int(problem, "out_h", s.out_h)?,
+        int(problem, "out_w", s.out_w)?,
+    ]);
+    Ok(args)
 }
 
 fn plan_conv_direct(problem: &Problem) -> Result<Plan, Unsupported> {
-    let s = Conv::of(problem)?;
+    let s = conv_shape(problem)?;
     let total = s.batch * s.filters * s.out_h * s.out_w;
     let grid = blocks(problem, "batch·filters·out_h·out_w", total, FLAT)?;
     let kernel = format!("conv2d_direct_k{}", s.ksize);
@@ -536,7 +513,7 @@ fn plan_conv_direct(problem: &Problem) -> Result<Plan, Unsupported> {
         Arg::Output,
         int(problem, "batch", s.batch)?,
     ];
-    args.extend(s.args(problem, true)?);
+    args.extend(conv_args(&s, problem, true)?);
     Ok(Plan {
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
@@ -559,7 +536,7 @@ fn plan_conv_direct(problem: &Problem) -> Result<Plan, Unsupported> {
 /// image's column matrix (channels·k² × out_h·out_w), batched over a chunk of images through the
 /// grid's z; chunks are sized so their column matrices fit [`IM2COL_SCRATCH_BYTES`].
 fn plan_conv_im2col(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
-    let s = Conv::of(problem)?;
+    let s = conv_shape(problem)?;
     let (ckk, plane) = (s.channels * s.ksize * s.ksize, s.out_h * s.out_w);
     let per_image = ckk * plane;
     int(problem, "channels·ksize²·out_h·out_w", per_image)?;
@@ -576,7 +553,7 @@ fn plan_conv_im2col(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupport
             int(problem, "first image", first)?,
             int(problem, "images per chunk", count)?,
         ];
-        args.extend(s.args(problem, false)?);
+        args.extend(conv_args(&s, problem, false)?);
         launches.push(Launch {
             kernel: format!("im2col_k{}", s.ksize),
             grid: [blocks(problem, "im2col", count * per_image, FLAT)?, 1, 1],

@@ -2,6 +2,7 @@
 //! GEMM) planners.
 
 use super::*;
+use gpufleet_kernels::ConvShape;
 
 /// `gemm_blocked` for one device and shape: the tuning, the vector width that is safe for the
 /// shape, and whether the shape is a whole number of tiles.
@@ -182,61 +183,31 @@ pub(super) fn plan_gemm(
     })
 }
 
-/// conv2d's shape: (batch, channels, height, width, filters, ksize, stride, pad, out_h, out_w).
-struct Conv {
-    batch: usize,
-    channels: usize,
-    height: usize,
-    width: usize,
-    filters: usize,
-    ksize: usize,
-    stride: usize,
-    pad: usize,
-    out_h: usize,
-    out_w: usize,
-}
-
-impl Conv {
-    fn of(problem: &Problem) -> Conv {
-        let p = |name| param(problem, name);
-        let (ksize, stride, pad) = (p("ksize"), p("stride").max(1), p("pad"));
-        let out = |size: usize| (size + 2 * pad).saturating_sub(ksize) / stride + 1;
-        Conv {
-            batch: p("batch"),
-            channels: p("channels"),
-            height: p("height"),
-            width: p("width"),
-            filters: p("filters"),
-            ksize,
-            stride,
-            pad,
-            out_h: out(p("height")),
-            out_w: out(p("width")),
-        }
+/// The `int` arguments describing the input and the window, from `channels` on.
+fn conv_args(
+    s: &ConvShape,
+    problem: &Problem,
+    with_filters: bool,
+) -> Result<Vec<Arg>, Unsupported> {
+    let mut args = vec![
+        int(problem, "channels", s.channels)?,
+        int(problem, "height", s.height)?,
+        int(problem, "width", s.width)?,
+    ];
+    if with_filters {
+        args.push(int(problem, "filters", s.filters)?);
     }
-
-    /// The `int` arguments describing the input and the window, from `channels` on.
-    fn args(&self, problem: &Problem, with_filters: bool) -> Result<Vec<Arg>, Unsupported> {
-        let mut args = vec![
-            int(problem, "channels", self.channels)?,
-            int(problem, "height", self.height)?,
-            int(problem, "width", self.width)?,
-        ];
-        if with_filters {
-            args.push(int(problem, "filters", self.filters)?);
-        }
-        args.extend([
-            int(problem, "stride", self.stride)?,
-            int(problem, "pad", self.pad)?,
-            int(problem, "out_h", self.out_h)?,
-            int(problem, "out_w", self.out_w)?,
-        ]);
-        Ok(args)
-    }
+    args.extend([
+        int(problem, "stride", s.stride)?,
+        int(problem, "pad", s.pad)?,
+        int(problem, "out_h", s.out_h)?,
+        int(problem, "out_w", s.out_w)?,
+    ]);
+    Ok(args)
 }
 
 pub(super) fn plan_conv_direct(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
-    let s = Conv::of(problem);
+    let s = problem.conv_shape();
     let group = flat_group(caps);
     let total = s.batch * s.filters * s.out_h * s.out_w;
     let global = round_up(total, group);
@@ -246,7 +217,7 @@ pub(super) fn plan_conv_direct(problem: &Problem, caps: &DeviceCaps) -> Result<P
         Arg::Output,
         int(problem, "batch", s.batch)?,
     ];
-    args.extend(s.args(problem, true)?);
+    args.extend(conv_args(&s, problem, true)?);
     let defines = [("GPUFLEET_KSIZE", s.ksize.to_string())];
     Ok(Plan {
         program: "conv.cl".into(),
@@ -278,7 +249,7 @@ pub(super) fn plan_conv_im2col(
     caps: &DeviceCaps,
     tuning: Option<&GemmTuning>,
 ) -> Result<Plan, Unsupported> {
-    let s = Conv::of(problem);
+    let s = problem.conv_shape();
     let (ckk, plane) = (s.channels * s.ksize * s.ksize, s.out_h * s.out_w);
     let per_image = ckk * plane;
     // The GEMM's batch strides are int arguments.
@@ -304,7 +275,7 @@ pub(super) fn plan_conv_im2col(
             int(problem, "first image", first)?,
             int(problem, "images per chunk", count)?,
         ];
-        args.extend(s.args(problem, false)?);
+        args.extend(conv_args(&s, problem, false)?);
         launches.push(Launch {
             kernel: "im2col".into(),
             global: vec![round_up(count * per_image, group)],

@@ -2,6 +2,7 @@
 //! planners.
 
 use super::*;
+use gpufleet_kernels::ConvShape;
 
 /// The GEMM push constants: m, n, k, a_batch, b_batch, c_batch, c_first (see `gemm_io.glsl`).
 struct GemmPush {
@@ -210,80 +211,51 @@ pub(super) fn plan_gemm(
     })
 }
 
-/// conv2d's shape: (batch, channels, height, width, filters, ksize, stride, pad, out_h, out_w).
-struct Conv {
-    batch: usize,
-    channels: usize,
-    height: usize,
-    width: usize,
-    filters: usize,
-    ksize: usize,
-    stride: usize,
-    pad: usize,
-    out_h: usize,
-    out_w: usize,
+/// The push constants describing the input and the window, from `channels` on.
+fn conv_words(
+    s: &ConvShape,
+    problem: &Problem,
+    with_filters: bool,
+) -> Result<Vec<u32>, Unsupported> {
+    let mut words = vec![
+        word(problem, "channels", s.channels)?,
+        word(problem, "height", s.height)?,
+        word(problem, "width", s.width)?,
+    ];
+    if with_filters {
+        words.push(word(problem, "filters", s.filters)?);
+    }
+    words.extend([
+        word(problem, "stride", s.stride)?,
+        word(problem, "pad", s.pad)?,
+        word(problem, "out_h", s.out_h)?,
+        word(problem, "out_w", s.out_w)?,
+    ]);
+    Ok(words)
 }
 
-impl Conv {
-    fn of(problem: &Problem) -> Conv {
-        let p = |name| param(problem, name);
-        let (ksize, stride, pad) = (p("ksize"), p("stride").max(1), p("pad"));
-        let out = |size: usize| (size + 2 * pad).saturating_sub(ksize) / stride + 1;
-        Conv {
-            batch: p("batch"),
-            channels: p("channels"),
-            height: p("height"),
-            width: p("width"),
-            filters: p("filters"),
-            ksize,
-            stride,
-            pad,
-            out_h: out(p("height")),
-            out_w: out(p("width")),
-        }
-    }
-
-    /// The push constants describing the input and the window, from `channels` on.
-    fn words(&self, problem: &Problem, with_filters: bool) -> Result<Vec<u32>, Unsupported> {
-        let mut words = vec![
-            word(problem, "channels", self.channels)?,
-            word(problem, "height", self.height)?,
-            word(problem, "width", self.width)?,
-        ];
-        if with_filters {
-            words.push(word(problem, "filters", self.filters)?);
-        }
-        words.extend([
-            word(problem, "stride", self.stride)?,
-            word(problem, "pad", self.pad)?,
-            word(problem, "out_h", self.out_h)?,
-            word(problem, "out_w", self.out_w)?,
-        ]);
-        Ok(words)
-    }
-
-    fn spec_ksize(&self, group: u32) -> Vec<(u32, SpecValue)> {
-        vec![
-            (SPEC_LOCAL_X, SpecValue::U32(group)),
-            (2, SpecValue::U32(self.ksize as u32)),
-        ]
-    }
+/// Specialization constants of the conv shaders: work-group size and filter side.
+fn conv_spec(s: &ConvShape, group: u32) -> Vec<(u32, SpecValue)> {
+    vec![
+        (SPEC_LOCAL_X, SpecValue::U32(group)),
+        (2, SpecValue::U32(s.ksize as u32)),
+    ]
 }
 
 pub(super) fn plan_conv_direct(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
-    let s = Conv::of(problem);
+    let s = problem.conv_shape();
     let group = flat_group(caps);
     let total = s.batch * s.filters * s.out_h * s.out_w;
     let groups = grid_groups(caps, total, group);
     let mut push = vec![word(problem, "batch", s.batch)?];
-    push.extend(s.words(problem, true)?);
+    push.extend(conv_words(&s, problem, true)?);
     Ok(Plan {
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
         scratch_bytes: Vec::new(),
         dispatches: vec![dispatch(
             "conv2d_direct",
-            s.spec_ksize(group),
+            conv_spec(&s, group),
             push,
             vec![Binding::Input(0), Binding::Input(1), Binding::Output],
             [groups, 1, 1],
@@ -305,7 +277,7 @@ pub(super) fn plan_conv_im2col(
     caps: &VkCaps,
     tuning: Option<&GemmTuning>,
 ) -> Result<Plan, Unsupported> {
-    let s = Conv::of(problem);
+    let s = problem.conv_shape();
     let (ckk, plane) = (s.channels * s.ksize * s.ksize, s.out_h * s.out_w);
     let per_image = ckk * plane;
     let tuning = match tuning {
@@ -326,10 +298,10 @@ pub(super) fn plan_conv_im2col(
             word(problem, "first image", first)?,
             word(problem, "images per chunk", count)?,
         ];
-        push.extend(s.words(problem, false)?);
+        push.extend(conv_words(&s, problem, false)?);
         dispatches.push(dispatch(
             "im2col",
-            s.spec_ksize(group),
+            conv_spec(&s, group),
             push,
             vec![Binding::Input(0), Binding::Scratch(0)],
             [grid_groups(caps, count * per_image, group), 1, 1],
