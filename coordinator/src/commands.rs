@@ -548,12 +548,7 @@ pub async fn schedule(db: &Db, cmd: crate::cli::ScheduleCommand) -> anyhow::Resu
         ScheduleCommand::List { json } => {
             let rows = db.with(|s| s.schedules())?;
             let now = crate::service::now();
-            let next = |r: &crate::store::ScheduleRow| {
-                r.cron
-                    .parse::<crate::cron::Cron>()
-                    .ok()
-                    .and_then(|c| c.next_after(now as i64))
-            };
+            let next = |r: &crate::store::ScheduleRow| crate::service::next_slot(r, now);
             if json {
                 let v: Vec<serde_json::Value> = rows
                     .iter()

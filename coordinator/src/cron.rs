@@ -417,7 +417,7 @@ fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
 
 /// The (year, month 1-12, day 1-31) of a day count since 1970-01-01
 /// (Hinnant's `civil_from_days`).
-fn civil_from_days(days: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
     let z = days + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097); // [0, 146096]

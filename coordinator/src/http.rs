@@ -15,7 +15,7 @@
 
 use crate::db::Db;
 use crate::regressions::parse_since;
-use crate::service::{Service, now};
+use crate::service::{Service, next_slot, now};
 use crate::store::{ResultFilter, StoreError};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -165,12 +165,7 @@ async fn schedules(State(s): State<Service>) -> ApiResult {
         .iter()
         .map(|r| {
             let mut v = serde_json::to_value(r).unwrap_or_default();
-            let next = r
-                .cron
-                .parse::<crate::cron::Cron>()
-                .ok()
-                .and_then(|c| c.next_after(t.floor() as i64));
-            v["next_slot"] = json!(next);
+            v["next_slot"] = json!(next_slot(r, t));
             v
         })
         .collect();

@@ -491,21 +491,19 @@ pub fn request_of(
     })
 }
 
+/// The next slot of `row` strictly after `now` (unix seconds), if its cron has one.
+pub fn next_slot(row: &ScheduleRow, now: f64) -> Option<i64> {
+    row.cron
+        .parse::<Cron>()
+        .ok()
+        .and_then(|c| c.next_after(now.floor() as i64))
+}
+
 /// `YYYY-MM-DD HH:MM UTC` of unix seconds.
 pub fn fmt_time(t: f64) -> String {
     let secs = t.floor() as i64;
-    let days = secs.div_euclid(86_400);
     let rem = secs.rem_euclid(86_400);
-    // Howard Hinnant's civil_from_days.
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + i64::from(m <= 2);
+    let (y, m, d) = crate::cron::civil_from_days(secs.div_euclid(86_400));
     format!(
         "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
         rem / 3600,

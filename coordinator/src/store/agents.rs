@@ -278,13 +278,18 @@ fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
 }
 
 /// Checks an agent's name and URL before anything is written.
-fn validate_agent(name: &str, url: &str) -> Result<(), StoreError> {
-    let name_ok = !name.is_empty()
+/// The rule for names the user picks (agents, schedules): 1 to [`MAX_AGENT_NAME`] characters of
+/// `[A-Za-z0-9_.-]`.
+pub(super) fn is_valid_name(name: &str) -> bool {
+    !name.is_empty()
         && name.len() <= MAX_AGENT_NAME
         && name
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'));
-    if !name_ok {
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
+}
+
+fn validate_agent(name: &str, url: &str) -> Result<(), StoreError> {
+    if !is_valid_name(name) {
         return Err(StoreError::invalid(
             "name",
             format!(

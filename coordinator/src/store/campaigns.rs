@@ -278,37 +278,6 @@ impl Store {
             .collect::<Result<_, _>>()
             .map_err(sql(context))
     }
-
-    /// After a coordinator restart: marks every `running` job and campaign `interrupted` (a job's
-    /// error says why), so the scheduler can retry them. Returns (jobs, campaigns) changed.
-    ///
-    /// # Errors
-    /// [`StoreError::Sqlite`] if the updates fail; then neither is applied.
-    pub fn interrupt_running(&mut self) -> Result<(usize, usize), StoreError> {
-        let now = self.now();
-        let context = "marking running work interrupted";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
-        let jobs = tx
-            .execute(
-                "UPDATE jobs SET state = 'interrupted', updated_at = ?1,
-                    error = 'the coordinator stopped while the job was running'
-                 WHERE state = 'running'",
-                [now],
-            )
-            .map_err(sql(context))?;
-        let campaigns = tx
-            .execute(
-                "UPDATE campaigns SET state = 'interrupted', finished_at = ?1
-                 WHERE state = 'running'",
-                [now],
-            )
-            .map_err(sql(context))?;
-        tx.commit().map_err(sql(context))?;
-        Ok((jobs, campaigns))
-    }
 }
 
 fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobRow> {
@@ -508,16 +477,17 @@ mod tests {
     }
 
     #[test]
-    fn interrupt_running_marks_jobs_and_campaigns() {
+    fn a_released_campaign_is_interrupted_and_claimed_once() {
         let (_dir, mut store) = temp_store();
         let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
         let c = store.create_campaign("smoke", "", "{}").unwrap();
+        store.set_campaign_owner(c, "1@h").unwrap();
         let running = store.add_job(&new_job(c, agent, "r1")).unwrap();
         store.add_job(&new_job(c, agent, "r2")).unwrap();
         store
             .set_job_state(running, JobState::Running, None)
             .unwrap();
-        assert_eq!(store.interrupt_running().unwrap(), (1, 1));
+        assert_eq!(store.release_campaigns("1@h").unwrap(), vec![c]);
         let jobs = store.jobs(c).unwrap();
         assert_eq!(jobs[0].state, JobState::Interrupted);
         assert!(
@@ -525,13 +495,20 @@ mod tests {
                 .error
                 .as_deref()
                 .unwrap()
-                .contains("coordinator stopped")
+                .contains("coordinator was stopped")
         );
         assert_eq!(jobs[1].state, JobState::Queued);
         assert_eq!(
             store.campaign(c).unwrap().unwrap().state,
             CampaignState::Interrupted
         );
-        assert_eq!(store.interrupt_running().unwrap(), (0, 0));
+        assert!(store.release_campaigns("1@h").unwrap().is_empty());
+        // Ownerless now: the first claim wins, a second with the stale owner loses.
+        assert!(store.claim_campaign(c, None, "2@h").unwrap());
+        assert!(!store.claim_campaign(c, None, "3@h").unwrap());
+        assert_eq!(
+            store.campaign(c).unwrap().unwrap().state,
+            CampaignState::Running
+        );
     }
 }

@@ -57,14 +57,9 @@ fn schedule_from_row(r: &Row<'_>) -> rusqlite::Result<ScheduleRow> {
     })
 }
 
-/// Names follow the agent-name rule: `[A-Za-z0-9_.-]{1,64}`.
+/// Schedule names follow the agent-name rule (`agents::is_valid_name`).
 fn validate_name(name: &str) -> Result<(), StoreError> {
-    if name.is_empty()
-        || name.len() > 64
-        || !name
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
-    {
+    if !super::agents::is_valid_name(name) {
         return Err(StoreError::invalid(
             "name",
             format!("schedule name {name:?} must be 1-64 characters of [A-Za-z0-9_.-]"),
