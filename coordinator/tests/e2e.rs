@@ -4,88 +4,16 @@
 use gpufleet_coordinator::campaign::{CampaignRequest, RetryPolicy, run_campaign};
 use gpufleet_coordinator::db::Db;
 use gpufleet_coordinator::plan::Selection;
-use gpufleet_coordinator::progress::Reporter;
 use gpufleet_coordinator::store::{ResultFilter, Store};
 use gpufleet_kernels::SuiteRun;
-use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpufleet");
-
-/// An agent process (`gpufleet serve-agent`), killed on drop.
-struct AgentProc {
-    child: Child,
-    url: String,
-}
-
-impl AgentProc {
-    fn start(debug: bool) -> AgentProc {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["serve-agent", "--listen", "127.0.0.1:0"]);
-        if debug {
-            cmd.arg("--enable-debug-kernels");
-        }
-        // Tests never touch the user's cache.
-        let mut child = cmd
-            .env(
-                "GPUFLEET_CACHE_DIR",
-                std::env::temp_dir().join("gpufleet-e2e-cache"),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .expect("agent prints its address")
-            .to_string();
-        AgentProc {
-            child,
-            url: format!("http://{addr}"),
-        }
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for AgentProc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn gpufleet(db: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok_stdout(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
+mod common;
+use common::{BIN, Proc, Quiet, gpufleet, ok_stdout};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -99,7 +27,7 @@ fn tmp_db() -> (tempfile::TempDir, PathBuf) {
 
 #[test]
 fn suite_run_compare_and_results_through_the_cli() {
-    let agent = AgentProc::start(false);
+    let agent = Proc::agent(false);
     let (_dir, db) = tmp_db();
     ok_stdout(&gpufleet(&db, &["agents", "add", "rig1", &agent.url]));
     let described = ok_stdout(&gpufleet(&db, &["describe", "rig1"]));
@@ -187,7 +115,7 @@ fn suite_run_compare_and_results_through_the_cli() {
 
 #[test]
 fn adhoc_runs_and_debug_kernels_are_stored_with_their_status() {
-    let agent = AgentProc::start(true);
+    let agent = Proc::agent(true);
     let (_dir, db) = tmp_db();
     ok_stdout(&gpufleet(&db, &["agents", "add", "rig1", &agent.url]));
     let run = |extra: &[&str]| {
@@ -389,19 +317,10 @@ fn databases_that_are_not_ours_are_refused_untouched() {
     assert_eq!(std::fs::read(&newer).unwrap(), before);
 }
 
-struct Quiet;
-impl Reporter for Quiet {
-    fn planned(&self, _: i64, _: usize) {}
-    fn started(&self, _: &gpufleet_coordinator::plan::PlannedJob) {}
-    fn progress(&self, _: &gpufleet_coordinator::plan::PlannedJob, _: &str, _: &str) {}
-    fn finished(&self, _: &gpufleet_coordinator::plan::PlannedJob, _: &pb::RunResult) {}
-    fn note(&self, _: &str) {}
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_agent_dying_mid_campaign_loses_only_its_jobs() {
-    let mut doomed = AgentProc::start(false);
-    let healthy = AgentProc::start(false);
+    let mut doomed = Proc::agent(false);
+    let healthy = Proc::agent(false);
     let (_dir, path) = tmp_db();
     let db = Db::open(&path).unwrap();
     let a = db
@@ -539,7 +458,7 @@ fn children_of(pid: u32) -> Vec<u32> {
 
 #[test]
 fn a_hung_worker_dies_with_its_agent() {
-    let mut agent = AgentProc::start(true);
+    let mut agent = Proc::agent(true);
     let (_dir, db) = tmp_db();
     ok_stdout(&gpufleet(&db, &["agents", "add", "rig1", &agent.url]));
     let mut run = Command::new(BIN)

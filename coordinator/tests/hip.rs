@@ -3,41 +3,21 @@
 //! and `gpufleet describe` shows that over real gRPC.
 #![cfg(feature = "hip")]
 
-use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
-
-const BIN: &str = env!("CARGO_BIN_EXE_gpufleet");
+mod common;
+use common::{BIN, Proc};
+use std::process::Command;
 
 #[test]
 fn describe_from_a_hip_build_lists_hip_unavailable_and_serves_the_rest() {
-    let mut agent = Command::new(BIN)
-        .args(["serve-agent", "--listen", "127.0.0.1:0"])
-        .env(
-            "GPUFLEET_CACHE_DIR",
-            std::env::temp_dir().join("gpufleet-hip-cache"),
-        )
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(agent.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
+    let agent = Proc::agent(false);
     let dir = tempfile::tempdir().unwrap();
     let out = Command::new(BIN)
         .arg("--db")
         .arg(dir.path().join("fleet.db"))
-        .args(["describe", &format!("http://{addr}"), "--json"])
+        .args(["describe", &agent.url, "--json"])
         .output()
         .unwrap();
-    let _ = agent.kill();
-    let _ = agent.wait();
+    drop(agent);
     assert!(
         out.status.success(),
         "{}",

@@ -3,95 +3,17 @@
 //! mid-campaign, the HTTP API and `regressions --fail-on`.
 
 use gpufleet_coordinator::db::Db;
-use gpufleet_coordinator::progress::Reporter;
 use gpufleet_coordinator::service::{Service, ServiceConfig};
 use gpufleet_coordinator::store::{ResultFilter, Store};
-use gpufleet_proto::v1 as pb;
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-const BIN: &str = env!("CARGO_BIN_EXE_gpufleet");
-
-/// A process printing `listening on ADDR` first, killed on drop.
-struct Proc {
-    child: Child,
-    addr: String,
-}
-
-impl Proc {
-    fn start(mut cmd: Command) -> Proc {
-        let mut child = cmd
-            .env(
-                "GPUFLEET_CACHE_DIR",
-                std::env::temp_dir().join("gpufleet-service-cache"),
-            )
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut line = String::new();
-        BufReader::new(child.stdout.take().unwrap())
-            .read_line(&mut line)
-            .unwrap();
-        let addr = line
-            .trim()
-            .strip_prefix("listening on ")
-            .unwrap_or_else(|| panic!("expected `listening on ADDR`, got {line:?}"))
-            .to_string();
-        Proc { child, addr }
-    }
-
-    fn agent() -> Proc {
-        let mut cmd = Command::new(BIN);
-        cmd.args(["serve-agent", "--listen", "127.0.0.1:0"]);
-        Proc::start(cmd)
-    }
-
-    fn url(&self) -> String {
-        format!("http://{}", self.addr)
-    }
-
-    fn signal(&mut self, sig: &str) {
-        let _ = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
-            .status();
-    }
-
-    fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Proc {
-    fn drop(&mut self) {
-        self.kill();
-    }
-}
-
-fn gpufleet(db: &Path, args: &[&str]) -> Output {
-    Command::new(BIN)
-        .arg("--db")
-        .arg(db)
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn ok(out: &Output) -> String {
-    assert!(
-        out.status.success(),
-        "exit {:?}\nstdout: {}\nstderr: {}",
-        out.status,
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout.clone()).unwrap()
-}
+mod common;
+use common::{BIN, Proc, Quiet, gpufleet, ok_stdout as ok};
 
 /// A suite of `n` quick CPU runs, each measured for `seconds`.
 fn suite(dir: &Path, n: usize, seconds: f64) -> PathBuf {
@@ -108,15 +30,6 @@ fn suite(dir: &Path, n: usize, seconds: f64) -> PathBuf {
     let path = dir.join("quick.toml");
     std::fs::write(&path, text).unwrap();
     path
-}
-
-struct Quiet;
-impl Reporter for Quiet {
-    fn planned(&self, _: i64, _: usize) {}
-    fn started(&self, _: &gpufleet_coordinator::plan::PlannedJob) {}
-    fn progress(&self, _: &gpufleet_coordinator::plan::PlannedJob, _: &str, _: &str) {}
-    fn finished(&self, _: &gpufleet_coordinator::plan::PlannedJob, _: &pb::RunResult) {}
-    fn note(&self, _: &str) {}
 }
 
 fn add_schedule(db: &Path, name: &str, cron: &str, suite: &Path, extra: &[&str]) {
@@ -137,11 +50,14 @@ fn add_schedule(db: &Path, name: &str, cron: &str, suite: &Path, extra: &[&str])
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_schedule_fires_once_per_slot_with_an_injected_clock() {
-    let agent = Proc::agent();
+    let agent = Proc::agent(false);
     let dir = tempfile::tempdir().unwrap();
     let db_path = dir.path().join("fleet.db");
     let quick = suite(dir.path(), 2, 0.01);
-    ok(&gpufleet(&db_path, &["agents", "add", "rig", &agent.url()]));
+    ok(&gpufleet(
+        &db_path,
+        &["agents", "add", "rig", &agent.url.clone()],
+    ));
     add_schedule(
         &db_path,
         "nightly",
@@ -237,11 +153,14 @@ fn campaign_counts(db: &Path, id: i64) -> (i64, i64, i64, String) {
 
 #[test]
 fn a_campaign_survives_sigkill_of_its_coordinator() {
-    let agent = Proc::agent();
+    let agent = Proc::agent(false);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("fleet.db");
     let quick = suite(dir.path(), 8, 0.4);
-    ok(&gpufleet(&db, &["agents", "add", "rig", &agent.url()]));
+    ok(&gpufleet(
+        &db,
+        &["agents", "add", "rig", &agent.url.clone()],
+    ));
     add_schedule(&db, "nightly", "0 3 * * *", &quick, &["--agent", "rig"]);
 
     // `run-now` executes the campaign in its own process; kill it after two results.
@@ -328,13 +247,19 @@ fn http_get(addr: &str, path: &str) -> String {
 
 #[test]
 fn a_killed_agent_yields_errors_while_the_other_completes_and_regressions_fail_ci() {
-    let good = Proc::agent();
-    let mut doomed = Proc::agent();
+    let good = Proc::agent(false);
+    let mut doomed = Proc::agent(false);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("fleet.db");
     let quick = suite(dir.path(), 6, 0.3);
-    ok(&gpufleet(&db, &["agents", "add", "good", &good.url()]));
-    ok(&gpufleet(&db, &["agents", "add", "doomed", &doomed.url()]));
+    ok(&gpufleet(
+        &db,
+        &["agents", "add", "good", &good.url.clone()],
+    ));
+    ok(&gpufleet(
+        &db,
+        &["agents", "add", "doomed", &doomed.url.clone()],
+    ));
     add_schedule(
         &db,
         "nightly",
