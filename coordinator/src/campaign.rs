@@ -468,7 +468,7 @@ pub async fn execute_campaign(
         tokio::spawn(async move {
             loop {
                 let owner = owner.clone();
-                let _ = db.call(move |s| s.heartbeat(&owner)).await;
+                let _ = db.call(move |s| s.heartbeat(campaign_id, &owner)).await;
                 tokio::time::sleep(HEARTBEAT).await;
             }
         })

@@ -204,13 +204,24 @@ impl Service {
             Some(x) => x,
             None => return Ok(None),
         };
+        self.execute_in_background(id, Some(row.name.clone()), req, true);
+        Ok(Some(id))
+    }
+
+    /// [`Service::execute`] as a background task that [`Service::wait_idle`] and
+    /// [`Service::reap`] collect.
+    fn execute_in_background(
+        &self,
+        id: i64,
+        schedule: Option<String>,
+        req: Result<CampaignRequest, String>,
+        check: bool,
+    ) {
         let this = self.clone();
-        let name = row.name.clone();
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .spawn(async move { this.execute(id, Some(name), req, true).await });
-        Ok(Some(id))
+            .spawn(async move { this.execute(id, schedule, req, check).await });
     }
 
     /// Runs `row` now in this task and waits for it (the `schedule run-now` command).
@@ -275,9 +286,6 @@ impl Service {
             assess: Default::default(),
             resolve: Default::default(),
         };
-        let fail = |report: &mut CampaignReport, e: String| {
-            report.error = Some(e);
-        };
         let has_jobs = self
             .db
             .call(move |s| s.jobs(id).map(|j| !j.is_empty()))
@@ -296,14 +304,14 @@ impl Service {
                     .db
                     .call(move |s| s.set_campaign_state(id, CampaignState::Failed))
                     .await;
-                fail(&mut report, e);
+                report.error = Some(e);
                 return report;
             }
         }
         let mut results = match execute_campaign(&self.db, id, &self.ex).await {
             Ok(r) => r,
             Err(e) => {
-                fail(&mut report, e.to_string());
+                report.error = Some(e.to_string());
                 return report;
             }
         };
@@ -319,12 +327,12 @@ impl Service {
                 .await
             {
                 Ok(a) => report.assess = a,
-                Err(e) => fail(&mut report, format!("regression check: {e}")),
+                Err(e) => report.error = Some(format!("regression check: {e}")),
             }
             // Confirmation reruns (and anything a crash left queued).
             match execute_campaign(&self.db, id, &self.ex).await {
                 Ok(r) => results.extend(r),
-                Err(e) => fail(&mut report, e.to_string()),
+                Err(e) => report.error = Some(e.to_string()),
             }
             match self
                 .db
@@ -332,12 +340,12 @@ impl Service {
                 .await
             {
                 Ok(r) => report.resolve = r,
-                Err(e) => fail(&mut report, format!("regression check: {e}")),
+                Err(e) => report.error = Some(format!("regression check: {e}")),
             }
         }
         report.results = results.len();
         if let Err(e) = finish_campaign(&self.db, id, &results).await {
-            fail(&mut report, e.to_string());
+            report.error = Some(e.to_string());
         }
         report
     }
@@ -388,13 +396,8 @@ impl Service {
                 Some(r) => request_from_json(&r.suite, &r.description, &r.spec, &agents),
                 None => Err(format!("campaign {id} vanished")),
             };
-            let this = self.clone();
             let check = c.schedule_name.is_some();
-            let schedule = c.schedule_name.clone();
-            self.running
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .spawn(async move { this.execute(id, schedule, req, check).await });
+            self.execute_in_background(id, c.schedule_name.clone(), req, check);
             resumed.push(id);
         }
         Ok(resumed)

@@ -257,18 +257,22 @@ impl Store {
         Ok(())
     }
 
-    /// `owner`'s sign of life for the campaigns it runs. Returns how many rows it touched.
+    /// `owner`'s sign of life for campaign `id` while it executes it. Returns whether the
+    /// campaign is still `owner`'s and running.
     ///
     /// # Errors
     /// [`StoreError::Sqlite`] if the update fails.
-    pub fn heartbeat(&mut self, owner: &str) -> Result<usize, StoreError> {
+    pub fn heartbeat(&mut self, id: i64, owner: &str) -> Result<bool, StoreError> {
         let now = self.now();
-        self.conn
+        Ok(self
+            .conn
             .execute(
-                "UPDATE campaigns SET heartbeat_at = ?2 WHERE owner = ?1 AND state = 'running'",
-                rusqlite::params![owner, now],
+                "UPDATE campaigns SET heartbeat_at = ?3
+                 WHERE id = ?1 AND owner = ?2 AND state = 'running'",
+                rusqlite::params![id, owner, now],
             )
-            .map_err(sql("writing a heartbeat"))
+            .map_err(sql("writing a heartbeat"))?
+            == 1)
     }
 
     /// Campaigns that are `running` or `interrupted`, oldest first.
