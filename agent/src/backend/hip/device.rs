@@ -27,25 +27,9 @@ fn c_field(field: &[c_char]) -> String {
     String::from_utf8_lossy(&bytes).trim().to_string()
 }
 
-/// `dddd:bb:dd.f` in lower case from what hipDeviceGetPCIBusId wrote (`0000:03:00.0`, upper or
-/// lower case, the domain possibly shorter); `None` when it is not a PCI address. Pure.
-pub fn normalize_pci(s: &str) -> Option<String> {
-    let s = s.trim();
-    let (rest, function) = s.rsplit_once('.')?;
-    let mut parts = rest.split(':').collect::<Vec<_>>();
-    if parts.len() == 2 {
-        parts.insert(0, "0");
-    }
-    let [domain, bus, dev] = parts[..] else {
-        return None;
-    };
-    let hex = |v: &str| u32::from_str_radix(v, 16).ok();
-    let (domain, bus, dev, function) = (hex(domain)?, hex(bus)?, hex(dev)?, hex(function)?);
-    if bus > 0xff || dev > 0x1f || function > 7 {
-        return None;
-    }
-    Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.{function:x}"))
-}
+/// `dddd:bb:dd.f` in lower case from what hipDeviceGetPCIBusId wrote: the same normalisation the
+/// power sensors' PCI ids get, so the two join.
+pub use crate::power::normalize_pci;
 
 /// The PCI address from the properties' domain, bus and device numbers (function 0). Pure.
 pub fn pci_from_props(domain: i32, bus: i32, device: i32) -> String {
