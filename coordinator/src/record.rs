@@ -135,10 +135,7 @@ pub fn error_result(
         variant: spec.variant.clone(),
         params: spec.params.clone(),
         dtype: spec.dtype.clone(),
-        started_unix_s: std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0),
+        started_unix_s: crate::store::system_now(),
         ..Default::default()
     }
 }

@@ -514,12 +514,9 @@ pub fn fmt_time(t: f64) -> String {
     )
 }
 
-/// Wall clock, unix seconds.
+/// Wall clock, unix seconds (the store's clock).
 pub fn now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
+    crate::store::system_now()
 }
 
 #[cfg(test)]

@@ -45,6 +45,15 @@ impl WorkerCommand {
     }
 }
 
+/// Wall-clock unix seconds (stamped next to [`monotonic_ns`] on results and power samples); 0 if
+/// the clock is before 1970.
+pub fn unix_now_s() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}
+
 /// Reads CLOCK_MONOTONIC in nanoseconds: the clock the kernel-window markers
 /// and (later) power samples share on one host.
 pub fn monotonic_ns() -> u64 {

@@ -14,12 +14,12 @@
 //! figure to mean anything (see [`super::energy::required_window_s`]).
 
 use super::{Channel, PollError, PowerSource, Reading};
-use crate::isolation::monotonic_ns;
+use crate::isolation::{monotonic_ns, unix_now_s};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 use tokio::sync::broadcast;
 
 /// Highest sampling rate accepted.
@@ -123,10 +123,7 @@ struct Shared {
 impl Shared {
     fn record(&self, first_channel: usize, readings: Vec<Reading>) {
         let t = monotonic_ns();
-        let wall = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_secs_f64())
-            .unwrap_or(0.0);
+        let wall = unix_now_s();
         let mut status = self.status.lock().expect("sampler status lock");
         let mut ring = self.ring.lock().expect("sampler ring lock");
         for mut reading in readings {

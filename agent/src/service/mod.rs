@@ -281,10 +281,7 @@ impl Agent for AgentService {
                 // A counter reading right before the window (see want_counter).
                 core.power.sampler.want_counter();
             }
-            let started = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs_f64())
-                .unwrap_or(0.0);
+            let started = crate::isolation::unix_now_s();
             let (ptx, mut prx) = mpsc::channel::<parent::ProgressEvent>(16);
             let forward_tx = tx.clone();
             let forward = tokio::spawn(async move {

@@ -205,13 +205,6 @@ fn device_list(core: &AgentCore) -> String {
     }
 }
 
-fn now_unix_s() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
-}
-
 /// A result with no measurement (unsupported, cancelled while queued, ...).
 pub fn bare_result(plan: &Plan, status: pb::RunStatus, message: String) -> pb::RunResult {
     let p = &plan.problem;
@@ -226,7 +219,7 @@ pub fn bare_result(plan: &Plan, status: pb::RunStatus, message: String) -> pb::R
         params: p.params.iter().map(|(k, v)| (k.clone(), *v)).collect(),
         dtype: p.dtype.name().to_string(),
         fingerprint: Some(fingerprint(plan)),
-        started_unix_s: now_unix_s(),
+        started_unix_s: crate::isolation::unix_now_s(),
         flops: p.flops(),
         bytes: p.bytes(),
         ..Default::default()

@@ -247,7 +247,7 @@ impl Store {
 }
 
 /// Wall-clock unix seconds; 0 if the system clock is before 1970.
-fn system_now() -> f64 {
+pub fn system_now() -> f64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs_f64())
