@@ -263,6 +263,19 @@ pub fn check_listed(
     })
 }
 
+/// A problem's integer parameter as `usize` for the planners (0 when absent or negative).
+pub(crate) fn param(problem: &Problem, name: &str) -> usize {
+    usize::try_from(problem.params.get(name).copied().unwrap_or(0)).unwrap_or(0)
+}
+
+/// The launch configuration recorded with a result, from (name, value) pairs.
+pub(crate) fn config(entries: &[(&str, String)]) -> BTreeMap<String, String> {
+    entries
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.clone()))
+        .collect()
+}
+
 /// True when `support` lists `variant` of `kernel` in `dtype`.
 pub fn supports(support: &[KernelSupport], kernel: &str, variant: &str, dtype: &str) -> bool {
     support.iter().any(|s| {

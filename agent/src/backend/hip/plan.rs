@@ -7,6 +7,7 @@
 //! the filter size of conv2d.
 
 use crate::backend::storage::Elem as Storage;
+use crate::backend::{config, param};
 use gpufleet_kernels::{ConvShape, Dtype, KernelId, NORM_EPS, Problem, TRIAD_SCALAR};
 use std::collections::BTreeMap;
 
@@ -249,10 +250,6 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     Ok(plan)
 }
 
-fn param(problem: &Problem, name: &str) -> usize {
-    usize::try_from(problem.params.get(name).copied().unwrap_or(0)).unwrap_or(0)
-}
-
 /// `value` as an `int` kernel argument.
 fn int(problem: &Problem, what: &str, value: usize) -> Result<Arg, Unsupported> {
     i32::try_from(value).map(Arg::Int).map_err(|_| {
@@ -272,13 +269,6 @@ fn blocks(problem: &Problem, what: &str, items: usize, block: u32) -> Result<u32
             problem.kernel.name
         ))
     })
-}
-
-fn config(entries: &[(&str, String)]) -> BTreeMap<String, String> {
-    entries
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
 }
 
 fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {

@@ -9,6 +9,7 @@ mod gemm;
 #[cfg(test)]
 mod tests;
 
+use crate::backend::{config, param};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::Problem;
 use std::collections::BTreeMap;
@@ -373,18 +374,6 @@ fn int(problem: &Problem, what: &str, value: usize) -> Result<Arg, Unsupported> 
             i32::MAX
         ))
     })
-}
-
-fn param(problem: &Problem, name: &str) -> usize {
-    usize::try_from(problem.params.get(name).copied().unwrap_or(0)).unwrap_or(0)
-}
-
-/// The launch configuration recorded with a result.
-fn config(entries: &[(&str, String)]) -> BTreeMap<String, String> {
-    entries
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
 }
 
 fn dims(v: &[usize]) -> String {

@@ -4,6 +4,7 @@
 //!
 //! (Interface fixed by the lead; implementation by the shader work.)
 
+use crate::backend::{config, param};
 use gpufleet_kernels::Problem;
 use std::collections::BTreeMap;
 
@@ -439,10 +440,6 @@ fn word(problem: &Problem, what: &str, value: usize) -> Result<u32, Unsupported>
     })
 }
 
-fn param(problem: &Problem, name: &str) -> usize {
-    usize::try_from(problem.params.get(name).copied().unwrap_or(0)).unwrap_or(0)
-}
-
 /// The SPIR-V of `shader`; every name the planners use is in `sources::vulkan::ALL` (a test
 /// checks), so a miss is reported rather than panicking.
 fn module(shader: &str) -> Result<&'static [u8], Unsupported> {
@@ -469,14 +466,6 @@ fn dispatch(
         bindings,
         groups,
     })
-}
-
-/// The launch configuration recorded with a result.
-fn config(entries: &[(&str, String)]) -> BTreeMap<String, String> {
-    entries
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.clone()))
-        .collect()
 }
 
 fn dims(v: &[u32]) -> String {
