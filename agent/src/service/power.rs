@@ -260,6 +260,12 @@ pub struct Window {
     pub power_iterations: u64,
 }
 
+/// Whether `s` closes a window ending at `end_ns`: at or after the end, and with an energy
+/// reading when the channel has a counter (read less often than the watts).
+fn closes_window(s: &Sample, end_ns: u64, counter: bool) -> bool {
+    s.monotonic_ns >= end_ns && (!counter || s.reading.energy_j.is_some())
+}
+
 /// Waits until the sampler has a sample at or after `end_ns` of `channel`
 /// (so the window's end can be interpolated) — one with an energy reading
 /// when the channel has a counter, which may be read less often — at most
@@ -276,7 +282,7 @@ pub async fn wait_for_sample_after(
         if sampler
             .trace(channel, end_ns, u64::MAX)
             .iter()
-            .any(|s| !counter || s.reading.energy_j.is_some())
+            .any(|s| closes_window(s, end_ns, counter))
         {
             return;
         }
@@ -303,7 +309,7 @@ pub fn energy(
     let counter = sampler.channels()[power.channel].channel.energy_counter;
     let cut = all
         .iter()
-        .position(|s| s.monotonic_ns >= w.end_ns && (!counter || s.reading.energy_j.is_some()))
+        .position(|s| closes_window(s, w.end_ns, counter))
         .map_or(all.len(), |i| i + 1);
     let trace = &all[..cut];
     let wire: Vec<pb::PowerSample> = trace.iter().map(|s| sample_pb(sampler, s)).collect();
