@@ -3,6 +3,7 @@
 
 use crate::table::Format;
 use clap::{Args, Parser, Subcommand};
+use gpufleet_kernels::{Mode, RunDefaults};
 use std::path::PathBuf;
 
 /// gpufleet: benchmark GPUs across a fleet and make the numbers comparable.
@@ -236,8 +237,8 @@ pub struct RunArgs {
     #[arg(long, default_value = "f32")]
     pub dtype: String,
     /// Ad-hoc: compute_only or with_transfers.
-    #[arg(long, default_value = "compute_only")]
-    pub mode: String,
+    #[arg(long, default_value_t = Mode::ComputeOnly)]
+    pub mode: Mode,
     /// Environment override for the worker process, KEY=VALUE (allowlisted
     /// prefixes such as HSA_, RADV_, POCL_). Repeatable.
     #[arg(long = "env", value_name = "KEY=VALUE")]
@@ -248,7 +249,7 @@ pub struct RunArgs {
     /// --env-set gfx1030:HSA_OVERRIDE_GFX_VERSION=10.3.0`.
     #[arg(long = "env-set", value_name = "NAME:KEY=VALUE,...")]
     pub env_sets: Vec<String>,
-    /// Per-run timeout in seconds (overrides the suite's).
+    /// Per-run timeout in seconds (overrides the suite's; default 120).
     #[arg(long)]
     pub timeout_s: Option<f64>,
     /// Minimum kernel window in seconds for the energy figures of devices
@@ -258,13 +259,13 @@ pub struct RunArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub power_window_s: Option<f64>,
     /// Ad-hoc: warm-up iterations.
-    #[arg(long, default_value_t = 3)]
+    #[arg(long, default_value_t = RunDefaults::STANDARD.warmup)]
     pub warmup: u32,
     /// Ad-hoc: minimum timed iterations.
-    #[arg(long, default_value_t = 10)]
+    #[arg(long, default_value_t = RunDefaults::STANDARD.min_iterations)]
     pub min_iterations: u32,
     /// Ad-hoc: minimum seconds of timed iterations.
-    #[arg(long, default_value_t = 0.5)]
+    #[arg(long, default_value_t = RunDefaults::STANDARD.min_seconds)]
     pub min_seconds: f64,
     /// Print the results as JSON on stdout (progress stays on stderr).
     #[arg(long)]

@@ -11,8 +11,7 @@ use crate::record::to_compare_row;
 use crate::store::{AgentRow, ResultFilter};
 use crate::table::{Format, Table};
 use anyhow::{Context, bail};
-use gpufleet_kernels::{Problem, Suite, SuiteRun, find_kernel};
-use gpufleet_proto::v1 as pb;
+use gpufleet_kernels::{Problem, RunDefaults, Suite, SuiteRun, find_kernel};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
@@ -163,23 +162,17 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
         &args.dtype,
         true,
     )?;
-    if pb::RunMode::from_name(&args.mode).is_none() {
-        bail!(
-            "--mode `{}` must be compute_only or with_transfers",
-            args.mode
-        );
-    }
     let run = SuiteRun {
         kernel: kernel.clone(),
         variants: Some(vec![problem.variant.clone()]),
         params: problem.params.clone(),
-        dtype: args.dtype.clone(),
-        mode: args.mode.clone(),
+        dtype: problem.dtype,
+        mode: args.mode,
         warmup: args.warmup,
         min_iterations: args.min_iterations,
         min_seconds: args.min_seconds,
-        max_iterations: 10_000,
-        timeout_s: args.timeout_s.unwrap_or(120.0),
+        max_iterations: RunDefaults::STANDARD.max_iterations,
+        timeout_s: args.timeout_s.unwrap_or(RunDefaults::STANDARD.timeout_s),
         env: BTreeMap::new(),
     };
     Ok(("adhoc".to_string(), vec![run], Vec::new()))

@@ -6,7 +6,7 @@
 //! combinations the backend does not implement are skipped and counted, not
 //! run, so a suite written for GPUs still runs on a CPU-only agent.
 
-use gpufleet_kernels::{Problem, SuiteRun};
+use gpufleet_kernels::{Mode, Problem, SuiteRun};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 
@@ -99,6 +99,14 @@ pub struct JobPlan {
     pub notes: Vec<String>,
 }
 
+/// The wire value of a mode (the one place the coordinator converts it).
+pub fn wire_mode(mode: Mode) -> pb::RunMode {
+    match mode {
+        Mode::ComputeOnly => pb::RunMode::ComputeOnly,
+        Mode::WithTransfers => pb::RunMode::WithTransfers,
+    }
+}
+
 fn support<'a>(b: &'a pb::BackendStatus, kernel: &str) -> Option<&'a pb::KernelSupport> {
     b.kernels.iter().find(|k| k.kernel == kernel)
 }
@@ -135,7 +143,9 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
                 };
                 let variants = run.variants.clone().unwrap_or_else(|| sup.variants.clone());
                 for variant in variants {
-                    if !sup.variants.contains(&variant) || !sup.dtypes.contains(&run.dtype) {
+                    if !sup.variants.contains(&variant)
+                        || !sup.dtypes.iter().any(|d| d == run.dtype.name())
+                    {
                         plan.skipped.push(format!(
                             "{}:{} {}/{variant}/{}",
                             t.agent, device.id, run.kernel, run.dtype
@@ -143,7 +153,7 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
                         continue;
                     }
                     let Ok(problem) =
-                        Problem::new(&run.kernel, &variant, &run.params, &run.dtype, true)
+                        Problem::new(&run.kernel, &variant, &run.params, run.dtype.name(), true)
                     else {
                         plan.skipped.push(format!(
                             "{}:{} {}/{variant}",
@@ -162,16 +172,14 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
                         if let Some(set) = set {
                             env.extend(set.env.clone());
                         }
-                        let mode =
-                            pb::RunMode::from_name(&run.mode).unwrap_or(pb::RunMode::ComputeOnly);
                         plan.jobs.push(PlannedJob {
                             agent: t.agent.clone(),
                             device: device.clone(),
                             spec_key: match set {
                                 Some(set) => {
-                                    format!("{}@{}", problem.spec_key(mode.name()), set.name)
+                                    format!("{}@{}", problem.spec_key(run.mode), set.name)
                                 }
-                                None => problem.spec_key(mode.name()),
+                                None => problem.spec_key(run.mode),
                             },
                             spec: pb::RunSpec {
                                 kernel: run.kernel.clone(),
@@ -183,7 +191,7 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
                                     .collect(),
                                 dtype: problem.dtype.name().to_string(),
                                 device_id: device.id.clone(),
-                                mode: mode as i32,
+                                mode: wire_mode(run.mode) as i32,
                                 warmup: run.warmup,
                                 min_iterations: run.min_iterations,
                                 min_seconds: run.min_seconds,
@@ -206,6 +214,7 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gpufleet_kernels::Dtype;
 
     /// (backend, available, [(kernel, [variants])])
     type BackendSpec<'a> = (&'a str, bool, Vec<(&'a str, Vec<&'a str>)>);
@@ -253,8 +262,8 @@ mod tests {
             kernel: kernel.into(),
             variants: variants.map(|v| v.iter().map(|s| s.to_string()).collect()),
             params: params.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
-            dtype: "f32".into(),
-            mode: "compute_only".into(),
+            dtype: Dtype::F32,
+            mode: Mode::ComputeOnly,
             warmup: 1,
             min_iterations: 2,
             min_seconds: 0.0,

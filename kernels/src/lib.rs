@@ -12,6 +12,7 @@
 //! - `catalog.rs`: the static [`KernelDef`] list ([`catalog`], [`find_kernel`]), parameters with bounds.
 //! - `error.rs`: [`SpecError`], why a spec was refused, naming the field and the bound.
 //! - `problem.rs`: [`Problem`], a validated spec, with sizes, FLOP/byte counts, metric and spec key.
+//! - `run.rs`: how a spec is measured: [`Mode`] and the one set of [`RunDefaults`] every layer reads.
 //! - `inputs.rs`: seeded input generation (values exact in fp16).
 //! - `check/`: [`Validation`]: the harness (`mod.rs`), dot-product references (`dense.rs`: gemm,
 //!   conv2d), row references (`rows.rs`: softmax and the norms), element-wise and host kernels
@@ -36,6 +37,7 @@ mod check;
 mod error;
 mod inputs;
 mod problem;
+mod run;
 pub mod sources;
 mod suite;
 mod types;
@@ -44,6 +46,7 @@ pub use catalog::{KernelDef, KernelId, ParamDef, catalog, find_kernel};
 pub use check::Validation;
 pub use error::SpecError;
 pub use problem::{ConvShape, MAX_FOOTPRINT_BYTES, NORM_EPS, Problem, TRIAD_SCALAR};
+pub use run::{Mode, RunDefaults};
 pub use suite::{BUILTIN_SUITES, Suite, SuiteError, SuiteRun};
 pub use types::{Buffer, BufferKind, Dtype, MetricKind, MetricValue};
 

@@ -9,9 +9,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 ///
 /// `F16` means fp16 storage with fp32 accumulation: inputs are generated so that fp16 storage does not
 /// change them, and the tolerance accounts for the output being rounded to fp16.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Dtype {
     /// 32-bit IEEE float storage and arithmetic.
+    #[default]
     F32,
     /// 16-bit IEEE float storage, 32-bit accumulation.
     F16,

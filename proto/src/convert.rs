@@ -37,20 +37,12 @@ impl RunStatus {
 }
 
 impl RunMode {
-    /// `compute_only` (also for `Unspecified`, the default) or `with_transfers`.
+    /// `compute_only` (also for `Unspecified`, the default) or `with_transfers`, for display of stored
+    /// specs; requests are parsed by `gpufleet_kernels::Mode`, never from this name.
     pub fn name(self) -> &'static str {
         match self {
             RunMode::Unspecified | RunMode::ComputeOnly => "compute_only",
             RunMode::WithTransfers => "with_transfers",
-        }
-    }
-
-    /// Parses `compute_only` / `with_transfers`.
-    pub fn from_name(s: &str) -> Option<Self> {
-        match s {
-            "compute_only" => Some(RunMode::ComputeOnly),
-            "with_transfers" => Some(RunMode::WithTransfers),
-            _ => None,
         }
     }
 }
@@ -68,12 +60,8 @@ mod tests {
     }
 
     #[test]
-    fn mode_names_round_trip() {
-        assert_eq!(
-            RunMode::from_name("with_transfers"),
-            Some(RunMode::WithTransfers)
-        );
+    fn mode_names() {
+        assert_eq!(RunMode::WithTransfers.name(), "with_transfers");
         assert_eq!(RunMode::Unspecified.name(), "compute_only");
-        assert_eq!(RunMode::from_name("x"), None);
     }
 }

@@ -61,15 +61,8 @@ pub struct Peaks {
     pub memory_source: String,
 }
 
-/// How a run is timed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Mode {
-    /// Inputs already on the device; only the kernel is timed.
-    ComputeOnly,
-    /// Upload, kernel and readback are timed together.
-    WithTransfers,
-}
+/// How a run is timed (defined with the catalog so every layer parses it the same way).
+pub use gpufleet_kernels::Mode;
 
 /// Kernels, variants and dtypes one backend implements.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -8,38 +8,16 @@ use crate::error::AgentError;
 use crate::isolation::parent::{Ending, WorkerRun, signal_name};
 use crate::isolation::protocol::{WorkerJob, WorkerStatus};
 use crate::stats::Summary;
-use gpufleet_kernels::{Dtype, KERNELS_VERSION, MetricKind, Problem};
+use gpufleet_kernels::{Dtype, KERNELS_VERSION, MetricKind, Problem, RunDefaults};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Defaults applied where a RunSpec leaves a field at 0.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct RunDefaults {
-    pub warmup: u32,
-    pub min_iterations: u32,
-    pub min_seconds: f64,
-    pub max_iterations: u32,
-    pub timeout_s: f64,
-}
-
-impl Default for RunDefaults {
-    fn default() -> Self {
-        RunDefaults {
-            warmup: 3,
-            min_iterations: 10,
-            min_seconds: 0.5,
-            max_iterations: 10_000,
-            timeout_s: 120.0,
-        }
-    }
-}
-
 /// Longest deadline a run may ask for.
-pub const MAX_TIMEOUT_S: f64 = 24.0 * 3600.0;
+pub const MAX_TIMEOUT_S: f64 = RunDefaults::MAX_TIMEOUT_S;
 
 /// Most timed iterations a run may ask for.
-pub const MAX_ITERATIONS: u32 = 100_000;
+pub const MAX_ITERATIONS: u32 = RunDefaults::MAX_ITERATIONS;
 
 /// A request that passed every check.
 #[derive(Debug, Clone)]
@@ -145,9 +123,19 @@ pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, 
             format!("{max_iterations} exceeds {MAX_ITERATIONS}"),
         ));
     }
-    let mode = match pb::RunMode::try_from(spec.mode).unwrap_or(pb::RunMode::Unspecified) {
-        pb::RunMode::WithTransfers => Mode::WithTransfers,
-        _ => Mode::ComputeOnly,
+    let mode = match pb::RunMode::try_from(spec.mode) {
+        Ok(pb::RunMode::Unspecified | pb::RunMode::ComputeOnly) => Mode::ComputeOnly,
+        Ok(pb::RunMode::WithTransfers) => Mode::WithTransfers,
+        Err(_) => {
+            return Err(invalid(
+                "mode",
+                format!(
+                    "unknown RunMode value {} (known: {})",
+                    spec.mode,
+                    Mode::known()
+                ),
+            ));
+        }
     };
     let supported = backend_state.available
         && backend::supports(

@@ -84,7 +84,7 @@ impl Plan {
         }
         // FNV-1a of the spec key: deterministic per problem, independent of the input seed.
         let seed = problem
-            .spec_key("")
+            .spec_key_prefix()
             .bytes()
             .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
                 (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)

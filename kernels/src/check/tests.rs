@@ -64,7 +64,7 @@ fn round_to_f16(v: f32) -> f32 {
 #[test]
 fn every_kernel_passes_its_reference_and_fails_a_perturbed_output() {
     for p in small_problems() {
-        let key = p.spec_key("compute_only");
+        let key = p.spec_key(crate::Mode::ComputeOnly);
         let inputs = p.inputs(11);
         let mut good = reference_output(&p, &inputs);
         if let (crate::Dtype::F16, Buffer::F32(v)) = (p.dtype, &mut good) {

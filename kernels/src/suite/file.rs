@@ -4,11 +4,11 @@
 //! name = "smoke"                 # optional, defaults to the file name
 //! description = "..."
 //! [defaults]                     # optional; each run may override any of these
-//! warmup = 2                     # default 2
-//! min_iterations = 5             # default 5
-//! min_seconds = 0.05             # default 0.1
-//! max_iterations = 1000          # default 10000
-//! timeout_s = 60                 # default 120
+//! warmup = 2                     # defaults: RunDefaults::STANDARD (3, 10, 0.5 s, 10000, 120 s)
+//! min_iterations = 5
+//! min_seconds = 0.05
+//! max_iterations = 1000
+//! timeout_s = 60
 //! mode = "compute_only"          # or "with_transfers"
 //! dtype = "f32"                  # default f32
 //! env = { KEY = "value" }        # merged under each run's env
@@ -30,8 +30,7 @@ use toml::Spanned;
 use super::{Suite, SuiteError, SuiteRun};
 use crate::error::SpecError;
 use crate::problem::Problem;
-
-const MODES: [&str; 2] = ["compute_only", "with_transfers"];
+use crate::run::{Mode, RunDefaults};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -296,28 +295,27 @@ fn expand(
         (None, None) => (None, None),
     };
     let mode = match pick(&o.mode, &defaults.mode) {
-        None => "compute_only".to_string(),
-        Some(m) if MODES.contains(&m.get_ref().as_str()) => m.get_ref().clone(),
-        Some(m) => {
-            return Err(ctx.invalid(
-                &m.span(),
-                "mode",
-                format!(
-                    "unknown mode `{}` (known: {})",
-                    m.get_ref(),
-                    MODES.join(", ")
-                ),
-            ));
-        }
+        None => Mode::default(),
+        Some(m) => m
+            .get_ref()
+            .parse()
+            .map_err(|e| ctx.invalid(&m.span(), "mode", e))?,
     };
     let dtype = pick(&o.dtype, &defaults.dtype);
     let dtype_span = dtype.map(Spanned::span);
-    let dtype = dtype.map_or_else(|| "f32".to_string(), |d| d.get_ref().clone());
-    let warmup = count(ctx, pick(&o.warmup, &defaults.warmup), "warmup", 2, 0)?;
+    let dtype = dtype.map_or_else(String::new, |d| d.get_ref().clone());
+    let d = RunDefaults::STANDARD;
+    let warmup = count(
+        ctx,
+        pick(&o.warmup, &defaults.warmup),
+        "warmup",
+        d.warmup,
+        0,
+    )?;
     let min_it = pick(&o.min_iterations, &defaults.min_iterations);
-    let min_iterations = count(ctx, min_it, "min_iterations", 5, 1)?;
+    let min_iterations = count(ctx, min_it, "min_iterations", d.min_iterations, 1)?;
     let max_it = pick(&o.max_iterations, &defaults.max_iterations);
-    let max_iterations = count(ctx, max_it, "max_iterations", 10_000, 1)?;
+    let max_iterations = count(ctx, max_it, "max_iterations", d.max_iterations, 1)?;
     if max_iterations < min_iterations {
         let span = max_it.or(min_it).map_or_else(|| run.span(), Spanned::span);
         return Err(ctx.invalid(
@@ -327,9 +325,9 @@ fn expand(
         ));
     }
     let min_s = pick(&o.min_seconds, &defaults.min_seconds);
-    let min_seconds = seconds(ctx, min_s, "min_seconds", 0.1, true)?;
+    let min_seconds = seconds(ctx, min_s, "min_seconds", d.min_seconds, true)?;
     let timeout = pick(&o.timeout_s, &defaults.timeout_s);
-    let timeout_s = seconds(ctx, timeout, "timeout_s", 120.0, false)?;
+    let timeout_s = seconds(ctx, timeout, "timeout_s", d.timeout_s, false)?;
     let mut env = defaults.env.clone();
     env.extend(o.env.iter().map(|(k, v)| (k.clone(), v.clone())));
 
@@ -338,16 +336,18 @@ fn expand(
     let check_variants = variants.clone().unwrap_or_else(|| vec![String::new()]);
     let mut out = Vec::with_capacity(points.len());
     for params in points {
+        let mut resolved = None;
         for variant in &check_variants {
-            Problem::new(kernel, variant, &params, &dtype, true)
+            let problem = Problem::new(kernel, variant, &params, &dtype, true)
                 .map_err(|e| spec_error(ctx, run, variant_span.clone(), dtype_span.clone(), e))?;
+            resolved = Some(problem.dtype);
         }
         out.push(SuiteRun {
             kernel: kernel.clone(),
             variants: variants.clone(),
             params,
-            dtype: dtype.clone(),
-            mode: mode.clone(),
+            dtype: resolved.unwrap_or_default(),
+            mode,
             warmup,
             min_iterations,
             min_seconds,
@@ -385,6 +385,7 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<Suite, SuiteError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::Dtype;
 
     fn err(text: &str) -> String {
         parse(text, "bad.toml").unwrap_err().to_string()
@@ -423,8 +424,8 @@ kernel = "noop"
             BTreeMap::from([("k".into(), 16), ("m".into(), 128), ("n".into(), 64)])
         );
         assert_eq!(
-            (r.dtype.as_str(), r.mode.as_str(), r.warmup),
-            ("f16", "with_transfers", 7)
+            (r.dtype, r.mode, r.warmup),
+            (Dtype::F16, Mode::WithTransfers, 7)
         );
         assert_eq!(r.min_seconds, 1.0);
         assert_eq!(r.env.get("A").map(String::as_str), Some("1"));
@@ -439,9 +440,9 @@ kernel = "noop"
                 noop.max_iterations,
                 noop.timeout_s
             ),
-            (1, 5, 10_000, 120.0)
+            (1, 10, 10_000, 120.0)
         );
-        assert_eq!(noop.dtype, "f32");
+        assert_eq!(noop.dtype, Dtype::F32);
     }
 
     #[test]
@@ -449,12 +450,13 @@ kernel = "noop"
         let s = parse("[[run]]\nkernel = \"copy\"\n", "x.toml").unwrap();
         let r = &s.runs[0];
         assert_eq!(s.name, "x");
-        assert_eq!(r.mode, "compute_only");
+        assert_eq!(r.mode, Mode::ComputeOnly);
+        let d = RunDefaults::STANDARD;
         assert_eq!(
             (r.warmup, r.min_iterations, r.max_iterations),
-            (2, 5, 10_000)
+            (d.warmup, d.min_iterations, d.max_iterations)
         );
-        assert_eq!((r.min_seconds, r.timeout_s), (0.1, 120.0));
+        assert_eq!((r.min_seconds, r.timeout_s), (d.min_seconds, d.timeout_s));
     }
 
     #[test]

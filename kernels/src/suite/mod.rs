@@ -12,6 +12,8 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::SpecError;
+use crate::run::Mode;
+use crate::types::Dtype;
 
 /// Names of the suites embedded in the crate.
 pub const BUILTIN_SUITES: &[&str] = &["smoke", "standard", "perf"];
@@ -40,10 +42,10 @@ pub struct SuiteRun {
     pub variants: Option<Vec<String>>,
     /// Parameters as written for this point; omitted ones take the catalog defaults.
     pub params: BTreeMap<String, i64>,
-    /// Dtype name (`"f32"` unless the file says otherwise).
-    pub dtype: String,
-    /// `"compute_only"` (device time only) or `"with_transfers"` (host copies included).
-    pub mode: String,
+    /// Element type (f32 unless the file says otherwise).
+    pub dtype: Dtype,
+    /// Device time only, or host copies included.
+    pub mode: Mode,
     /// Untimed iterations before measuring (caches, clocks, JIT).
     pub warmup: u32,
     /// Iterations measured at least, however long they take.
@@ -204,7 +206,7 @@ mod tests {
             for run in &suite.runs {
                 let variants = run.variants.clone().unwrap_or_else(|| vec![String::new()]);
                 for v in variants {
-                    Problem::new(&run.kernel, &v, &run.params, &run.dtype, false)
+                    Problem::new(&run.kernel, &v, &run.params, run.dtype.name(), false)
                         .unwrap_or_else(|e| panic!("{name}: {e}"));
                 }
                 assert!(run.min_iterations >= 1 && run.max_iterations >= run.min_iterations);
@@ -225,7 +227,7 @@ mod tests {
         let flops: f64 = suite
             .runs
             .iter()
-            .map(|r| Problem::new(&r.kernel, "", &r.params, &r.dtype, false).unwrap())
+            .map(|r| Problem::new(&r.kernel, "", &r.params, r.dtype.name(), false).unwrap())
             .map(|p| p.flops())
             .sum();
         assert!(flops < 1e9, "smoke does {flops} FLOP per iteration set");
