@@ -154,30 +154,30 @@ const fn elementwise(
     description: &'static str,
     metric: MetricKind,
 ) -> KernelDef {
-    KernelDef {
-        id,
-        name,
-        description,
-        variants: DEFAULT_VARIANT,
-        default_variant: "default",
-        params: N_PARAMS,
-        dtypes: F32_ONLY,
-        metric,
-        host_only: false,
-        debug: false,
-    }
+    default_variant_def(id, name, description, N_PARAMS, metric)
 }
 
 const fn rows(id: KernelId, name: &'static str, description: &'static str) -> KernelDef {
+    default_variant_def(id, name, description, ROW_PARAMS, MetricKind::Gbps)
+}
+
+/// A non-debug f32 device kernel with one variant, `default`.
+const fn default_variant_def(
+    id: KernelId,
+    name: &'static str,
+    description: &'static str,
+    params: &'static [ParamDef],
+    metric: MetricKind,
+) -> KernelDef {
     KernelDef {
         id,
         name,
         description,
         variants: DEFAULT_VARIANT,
         default_variant: "default",
-        params: ROW_PARAMS,
+        params,
         dtypes: F32_ONLY,
-        metric: MetricKind::Gbps,
+        metric,
         host_only: false,
         debug: false,
     }

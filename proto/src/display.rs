@@ -33,21 +33,18 @@ fn device_line(out: &mut String, d: &Device) {
         let _ = writeln!(out, "      features {}", d.features.join(" "));
     }
     if let Some(p) = &d.peaks {
-        if p.fp32_flops > 0.0 {
-            let _ = writeln!(
-                out,
-                "      peak fp32 {:.1} GFLOP/s ({})",
-                p.fp32_flops / 1e9,
-                p.fp32_source
-            );
-        }
-        if p.memory_bytes_per_s > 0.0 {
-            let _ = writeln!(
-                out,
-                "      peak memory {:.1} GB/s ({})",
-                p.memory_bytes_per_s / 1e9,
-                p.memory_source
-            );
+        let peaks = [
+            ("fp32", p.fp32_flops, "GFLOP/s", &p.fp32_source),
+            ("memory", p.memory_bytes_per_s, "GB/s", &p.memory_source),
+        ];
+        for (what, value, unit, source) in peaks {
+            if value > 0.0 {
+                let _ = writeln!(
+                    out,
+                    "      peak {what} {:.1} {unit} ({source})",
+                    value / 1e9
+                );
+            }
         }
     }
 }

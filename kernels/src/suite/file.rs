@@ -391,6 +391,13 @@ mod tests {
         parse(text, "bad.toml").unwrap_err().to_string()
     }
 
+    /// The error for `text`, checked to start with `prefix`.
+    fn err_starting(text: &str, prefix: &str) -> String {
+        let msg = err(text);
+        assert!(msg.starts_with(prefix), "{msg}");
+        msg
+    }
+
     #[test]
     fn defaults_apply_and_runs_override() {
         let s = parse(
@@ -461,14 +468,15 @@ kernel = "noop"
 
     #[test]
     fn syntax_errors_carry_the_line() {
-        let msg = err("name = \"x\"\n[[run]]\nkernel = \"gemm\n");
-        assert!(msg.starts_with("bad.toml:3: "), "{msg}");
+        err_starting("name = \"x\"\n[[run]]\nkernel = \"gemm\n", "bad.toml:3: ");
     }
 
     #[test]
     fn unknown_fields_are_refused_with_their_line_and_name() {
-        let msg = err("[[run]]\nkernel = \"gemm\"\nmin_iteration = 3\n");
-        assert!(msg.starts_with("bad.toml:3: "), "{msg}");
+        let msg = err_starting(
+            "[[run]]\nkernel = \"gemm\"\nmin_iteration = 3\n",
+            "bad.toml:3: ",
+        );
         assert!(msg.contains("unknown field `min_iteration`"), "{msg}");
         let msg = err("nme = \"x\"\n");
         assert!(
@@ -484,10 +492,9 @@ kernel = "noop"
 
     #[test]
     fn unknown_kernel_names_file_line_and_field() {
-        let msg = err("name = \"x\"\n\n[[run]]\nkernel = \"gemmm\"\n");
-        assert!(
-            msg.starts_with("bad.toml:4: field `kernel`: unknown kernel `gemmm` (known: gemm, "),
-            "{msg}"
+        err_starting(
+            "name = \"x\"\n\n[[run]]\nkernel = \"gemmm\"\n",
+            "bad.toml:4: field `kernel`: unknown kernel `gemmm` (known: gemm, ",
         );
     }
 
@@ -499,24 +506,21 @@ kernel = "noop"
             msg,
             "bad.toml:4: field `params.n`: param n=1000000000 exceeds the maximum 65536 for gemm"
         );
-        let msg = err("[[run]]\nkernel = \"gemm\"\nparams = { q = 1 }\n");
-        assert!(
-            msg.starts_with("bad.toml:3: field `params.q`: unknown param `q`"),
-            "{msg}"
+        err_starting(
+            "[[run]]\nkernel = \"gemm\"\nparams = { q = 1 }\n",
+            "bad.toml:3: field `params.q`: unknown param `q`",
         );
-        let msg = err("[[run]]\nkernel = \"conv2d\"\nparams = { ksize = 4 }\n");
-        assert!(
-            msg.starts_with("bad.toml:3: field `params`: invalid params"),
-            "{msg}"
+        err_starting(
+            "[[run]]\nkernel = \"conv2d\"\nparams = { ksize = 4 }\n",
+            "bad.toml:3: field `params`: invalid params",
         );
     }
 
     #[test]
     fn mismatched_and_empty_arrays_are_refused() {
-        let msg = err("[[run]]\nkernel = \"gemm\"\nparams = { m = [1, 2], n = [1, 2, 3] }\n");
-        assert!(
-            msg.starts_with("bad.toml:3: field `params.n`: array of 3 values"),
-            "{msg}"
+        let msg = err_starting(
+            "[[run]]\nkernel = \"gemm\"\nparams = { m = [1, 2], n = [1, 2, 3] }\n",
+            "bad.toml:3: field `params.n`: array of 3 values",
         );
         assert!(msg.contains("`params.m` with 2"), "{msg}");
         let msg = err("[[run]]\nkernel = \"gemm\"\nparams = { m = [] }\n");
@@ -530,37 +534,37 @@ kernel = "noop"
 
     #[test]
     fn variants_dtype_mode_and_counts_are_checked() {
-        let msg = err("[[run]]\nkernel = \"gemm\"\nvariants = [\"naive\", \"fast\"]\n");
-        assert!(
-            msg.starts_with("bad.toml:3: field `variant`: unknown variant `fast`"),
-            "{msg}"
+        err_starting(
+            "[[run]]\nkernel = \"gemm\"\nvariants = [\"naive\", \"fast\"]\n",
+            "bad.toml:3: field `variant`: unknown variant `fast`",
         );
         let msg = err("[[run]]\nkernel = \"gemm\"\nvariant = \"naive\"\nvariants = [\"tiled\"]\n");
         assert!(msg.contains("field `variants`: give either"), "{msg}");
-        let msg = err("[[run]]\nkernel = \"vec_add\"\ndtype = \"f16\"\n");
-        assert!(
-            msg.starts_with("bad.toml:3: field `dtype`: dtype `f16`"),
-            "{msg}"
+        err_starting(
+            "[[run]]\nkernel = \"vec_add\"\ndtype = \"f16\"\n",
+            "bad.toml:3: field `dtype`: dtype `f16`",
         );
-        let msg = err("[defaults]\ndtype = \"f16\"\n[[run]]\nkernel = \"copy\"\n");
-        assert!(msg.starts_with("bad.toml:2: field `dtype`"), "{msg}");
-        let msg = err("[[run]]\nkernel = \"copy\"\nmode = \"fast\"\n");
-        assert!(
-            msg.starts_with("bad.toml:3: field `mode`: unknown mode `fast`"),
-            "{msg}"
+        err_starting(
+            "[defaults]\ndtype = \"f16\"\n[[run]]\nkernel = \"copy\"\n",
+            "bad.toml:2: field `dtype`",
         );
-        let msg = err("[[run]]\nkernel = \"copy\"\nmin_iterations = 0\n");
-        assert!(
-            msg.starts_with("bad.toml:3: field `min_iterations`: 0 is outside 1..="),
-            "{msg}"
+        err_starting(
+            "[[run]]\nkernel = \"copy\"\nmode = \"fast\"\n",
+            "bad.toml:3: field `mode`: unknown mode `fast`",
+        );
+        err_starting(
+            "[[run]]\nkernel = \"copy\"\nmin_iterations = 0\n",
+            "bad.toml:3: field `min_iterations`: 0 is outside 1..=",
         );
         let msg = err("[[run]]\nkernel = \"copy\"\nmin_iterations = 10\nmax_iterations = 5\n");
         assert!(
             msg.contains("field `max_iterations`: 5 is below min_iterations 10"),
             "{msg}"
         );
-        let msg = err("[[run]]\nkernel = \"copy\"\ntimeout_s = 0\n");
-        assert!(msg.starts_with("bad.toml:3: field `timeout_s`"), "{msg}");
+        err_starting(
+            "[[run]]\nkernel = \"copy\"\ntimeout_s = 0\n",
+            "bad.toml:3: field `timeout_s`",
+        );
     }
 
     #[test]
