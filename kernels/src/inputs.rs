@@ -88,7 +88,17 @@ fn chase_table(entries: usize, rng: &mut Pcg64) -> Vec<u32> {
 }
 
 /// Inputs of `problem` for `seed`, in the order the kernels take them.
-pub(crate) fn generate(problem: &Problem, seed: u64) -> Vec<Buffer> {
+impl Problem {
+    /// Seeded inputs, deterministic for `(problem, seed)`; see this module for the value sets.
+    ///
+    /// Defined here rather than in `problem.rs` so the problem module does not depend on how inputs
+    /// are made (this module depends on it).
+    pub fn inputs(&self, seed: u64) -> Vec<Buffer> {
+        generate(self, seed)
+    }
+}
+
+fn generate(problem: &Problem, seed: u64) -> Vec<Buffer> {
     let lens = problem.input_lens();
     let sets: Vec<ValueSet> = match problem.id() {
         KernelId::MemlatCpu => {

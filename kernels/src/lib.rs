@@ -11,9 +11,10 @@
 //! - `types.rs`: [`Dtype`], [`MetricKind`], [`MetricValue`], [`Buffer`], [`BufferKind`].
 //! - `catalog.rs`: the static [`KernelDef`] list ([`catalog`], [`find_kernel`]), parameters with bounds.
 //! - `error.rs`: [`SpecError`], why a spec was refused, naming the field and the bound.
-//! - `problem.rs`: [`Problem`], a validated spec, with sizes, FLOP/byte counts, metric and spec key.
+//! - `problem.rs`: [`Problem`], a validated spec, with sizes, FLOP/byte counts, metric and spec key
+//!   (its tests in `problem/tests.rs`).
 //! - `run.rs`: how a spec is measured: [`Mode`] and the one set of [`RunDefaults`] every layer reads.
-//! - `inputs.rs`: seeded input generation (values exact in fp16).
+//! - `inputs.rs`: seeded input generation (values exact in fp16), [`Problem::inputs`].
 //! - `check/`: [`Validation`]: the harness (`mod.rs`), dot-product references (`dense.rs`: gemm,
 //!   conv2d), row references (`rows.rs`: softmax and the norms), element-wise and host kernels
 //!   (`pointwise.rs`).

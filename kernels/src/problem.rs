@@ -7,10 +7,9 @@
 use std::collections::BTreeMap;
 
 use crate::catalog::{KernelDef, KernelId, catalog, find_kernel};
-use crate::check::Validation;
 use crate::error::SpecError;
 use crate::run::Mode;
-use crate::types::{Buffer, BufferKind, Dtype, MetricKind, MetricValue};
+use crate::types::{BufferKind, Dtype, MetricKind, MetricValue};
 
 /// Absolute sanity limit on a problem's footprint (1 TiB), whatever the device.
 pub const MAX_FOOTPRINT_BYTES: u64 = 1 << 40;
@@ -394,16 +393,6 @@ impl Problem {
             .into_iter()
             .map(|l| usize::try_from(l).unwrap_or(usize::MAX))
             .collect()
-    }
-
-    /// Seeded inputs, deterministic for `(problem, seed)`; see the `inputs` module for the value sets.
-    pub fn inputs(&self, seed: u64) -> Vec<Buffer> {
-        crate::inputs::generate(self, seed)
-    }
-
-    /// Compares `output` with the f64 reference computed from `inputs`; see the `check` module.
-    pub fn check(&self, inputs: &[Buffer], output: &Buffer) -> Validation {
-        crate::check::check(self, inputs, output)
     }
 
     /// The headline number for a median iteration time in seconds. A non-positive or non-finite time

@@ -227,7 +227,17 @@ fn check_inputs(problem: &Problem, inputs: &[Buffer]) -> Result<(), String> {
 }
 
 /// Compares `output` with the reference computed from `inputs`; never panics on bad buffers.
-pub(crate) fn check(problem: &Problem, inputs: &[Buffer], output: &Buffer) -> Validation {
+impl Problem {
+    /// Compares `output` with the f64 reference computed from `inputs`; see this module.
+    ///
+    /// Defined here rather than in `problem.rs` so the problem module does not depend on the
+    /// references (they depend on it).
+    pub fn check(&self, inputs: &[Buffer], output: &Buffer) -> Validation {
+        check(self, inputs, output)
+    }
+}
+
+fn check(problem: &Problem, inputs: &[Buffer], output: &Buffer) -> Validation {
     let total = problem.output_len();
     if let Err(message) = check_inputs(problem, inputs) {
         return Validation::failed(total as u64, message);
