@@ -17,7 +17,10 @@
 //! [`AgentCore::start`] discovers the inventory (in workers) and probes the
 //! power sources. For each request [`AgentCore::submit`] plans the run,
 //! admits it to its device's queue and returns the receiver of its events;
-//! [`AgentCore::cancel`] signals a queued or running run.
+//! [`AgentCore::cancel`] signals a queued or running run. `AgentCore::describe`
+//! (the inventory as an `AgentInfo`) is implemented in `service/describe.rs`
+//! next to the wire conversions it uses, so this module never imports the
+//! service.
 
 pub mod lifecycle;
 pub mod plan;
