@@ -3,8 +3,9 @@
 use clap::{Parser, Subcommand};
 use std::net::SocketAddr;
 
-/// gpufleet agent: serves this host's compute backends (cpu today; OpenCL,
-/// Vulkan and HIP as they are added) to a gpufleet coordinator over gRPC.
+/// gpufleet agent: serves this host's compute backends (cpu, OpenCL, Vulkan,
+/// and HIP in a build with the `hip` feature) to a gpufleet coordinator over
+/// gRPC.
 ///
 /// Without a subcommand it serves. Every run executes in a child worker
 /// process with a watchdog, so a crashing or hanging driver becomes a result,

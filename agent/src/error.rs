@@ -1,4 +1,6 @@
-//! The service's errors and their one mapping to gRPC status codes.
+//! Why the agent refuses a request (bad input, full queue, duplicate run).
+//! Free of transport types: the gRPC service maps them to status codes in
+//! one place (`service/status.rs`).
 
 use crate::env::EnvError;
 use gpufleet_kernels::SpecError;
@@ -25,43 +27,4 @@ pub enum AgentError {
     DuplicateRun { run_id: String },
     #[error("internal error: {0}")]
     Internal(String),
-}
-
-impl From<AgentError> for tonic::Status {
-    fn from(e: AgentError) -> tonic::Status {
-        let msg = e.to_string();
-        match e {
-            AgentError::InvalidArgument { .. } | AgentError::Spec { .. } | AgentError::Env(_) => {
-                tonic::Status::invalid_argument(msg)
-            }
-            AgentError::QueueFull { .. } => tonic::Status::resource_exhausted(msg),
-            AgentError::DuplicateRun { .. } => tonic::Status::already_exists(msg),
-            AgentError::Internal(_) => tonic::Status::internal(msg),
-        }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn codes() {
-        let s: tonic::Status = AgentError::QueueFull {
-            device: "cpu:0".into(),
-            capacity: 2,
-        }
-        .into();
-        assert_eq!(s.code(), tonic::Code::ResourceExhausted);
-        let s: tonic::Status = AgentError::InvalidArgument {
-            field: "device_id",
-            message: "x".into(),
-        }
-        .into();
-        assert_eq!(s.code(), tonic::Code::InvalidArgument);
-        assert!(s.message().contains("device_id"));
-        let s: tonic::Status = AgentError::Env(EnvError::NotAllowed { key: "PATH".into() }).into();
-        assert_eq!(s.code(), tonic::Code::InvalidArgument);
-        assert!(s.message().contains("PATH"));
-    }
 }

@@ -1,34 +1,62 @@
-//! gpufleet-agent: runs catalog kernels on this host's compute backends,
-//! isolated in worker processes, and serves them over gRPC.
+//! gpufleet-agent: runs catalog kernels on this host's compute backends (cpu, OpenCL, Vulkan and,
+//! in a `--features hip` build, HIP), each run isolated in a worker process, measures the power of
+//! the device while it runs, and serves all of it over gRPC to a gpufleet coordinator.
+//!
+//! It exists so that a crashing, hanging or lying driver on a legacy or consumer GPU becomes a
+//! result with a status, never a dead agent, and so that every number it reports was validated
+//! against the catalog's reference in the same run, with the environment it was measured in.
 //!
 //! # Layout
-//! - [`backend`]: the [`backend::Backend`] trait and one folder per backend
-//!   (`cpu/` today; `opencl/`, `vulkan/`, `hip/` plug in the same way).
-//! - [`isolation`]: worker processes: the protocol, the child entry point and
-//!   the parent's supervisor with its watchdog.
-//! - [`inventory`]: host facts and per-backend discovery (in workers).
-//! - [`service`]: the `gpufleet.v1.Agent` service, device queues, run
-//!   planning and result building; [`service::serve`] is the entry point.
-//! - [`stats`], [`env`]: pure helpers (statistics, environment allowlist).
+//! - `backend/`: the [`backend::Backend`] trait and one folder per backend (`cpu/`, `opencl/`,
+//!   `vulkan/`, `hip/`), with shared planning parameters, peaks, storage and tuning.
+//! - `isolation/`: worker processes: the JSON-lines protocol (`protocol.rs`), the child entry point
+//!   (`child.rs`), the parent's supervisor with its watchdog (`parent.rs`), the clocks.
+//! - `host/`: facts about the host (CPU, memory, OS, container hints) read from /proc and /sys.
+//! - `inventory/`: the host's facts and per-backend discovery, run in workers with a deadline.
+//! - `power/`: power sources behind [`power::PowerSource`] (hwmon, NVML, RAPL, rocm-smi/amd-smi,
+//!   ipmitool), the sampler, energy integration, the agent's [`power::state::PowerState`], a run's
+//!   energy accounting (`run_energy.rs`) and the `gpufleet-agent power` report (`report.rs`).
+//! - `run/`: the run core, whichever way a request arrives: [`AgentConfig`], [`AgentCore`], run
+//!   planning (`plan.rs`), the per-device queues (`queue.rs`), a run's lifecycle (`lifecycle.rs`)
+//!   and its RunResult (`result.rs`). Speaks protobuf messages, knows nothing of tonic.
+//! - `service/`: the `gpufleet.v1.Agent` gRPC service over the run core (plus health and
+//!   reflection): [`serve`], conversions to the wire, Describe, StreamPower's filter, the one
+//!   mapping of [`error::AgentError`] to status codes.
+//! - `error.rs`: [`error::AgentError`], why a request is refused, naming the field.
+//! - `env.rs`: the allowlist of environment overrides a run may set for its worker.
+//! - `stats.rs`: pure statistics over the timed iterations and the stop rule.
+//! - `cache.rs`: the cache directory (compiled programs, tuned parameters) and its key hash.
 //!
 //! # Lifecycle of a run
-//! Run request → [`service::run::plan`] checks the spec (kernel, params,
-//! device, env, memory) → the device queue admits it (or RESOURCE_EXHAUSTED)
-//! → when the device is free a worker process is started with the env
-//! overrides → it generates seeded inputs, prepares the kernel, warms up,
-//! measures (sending the kernel-window markers), validates against the f64
-//! reference → the parent turns the worker's outcome or death into one
-//! RunResult with statistics, metric and fingerprint.
+//! 1. At start [`AgentCore::start`] discovers the inventory (one discovery worker per backend) and
+//!    probes the power sources into a sampler.
+//! 2. A request arrives (today through [`serve`]'s Run) and goes to [`AgentCore::submit`].
+//! 3. [`run::plan::plan`] checks the spec (kernel, params, dtype, mode, device, env, memory,
+//!    timeout, iterations, power window) into a plan, or refuses naming the field.
+//! 4. The device's queue ([`run::queue::DeviceQueues`]) admits it, or refuses with
+//!    RESOURCE_EXHAUSTED or a duplicate run id; the caller gets the receiver of its events.
+//! 5. When the device is free a worker process is started with the env overrides; it generates
+//!    seeded inputs, prepares the kernel, warms up, measures (sending the kernel-window markers on
+//!    CLOCK_MONOTONIC), repeats past the timed part when the power sensor needs a longer window,
+//!    and validates against the f64 reference.
+//! 6. The parent turns the worker's outcome or death into one RunResult ([`run::result`]) with
+//!    statistics, metric, % of peak and fingerprint; [`power::run_energy`] cuts the device's power
+//!    trace to the kernel window and adds the energy figures.
+//! 7. Progress, the power samples and exactly one RunResult are sent to the receiver; a receiver
+//!    that goes away cancels the run.
 #![warn(unsafe_op_in_unsafe_fn)]
 
 pub mod backend;
 pub mod cache;
 pub mod env;
 pub mod error;
+pub mod host;
 pub mod inventory;
 pub mod isolation;
 pub mod power;
+pub mod run;
 pub mod service;
 pub mod stats;
 
-pub use service::{AgentConfig, AgentCore, serve};
+pub use run::{AgentConfig, AgentCore};
+pub use service::serve;

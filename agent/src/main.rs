@@ -47,7 +47,17 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
     config.power = cli.power.config();
 
     if let Some(cli::Command::Power { seconds, json }) = cli.command {
-        return power_report(&config.power, seconds, json).await;
+        if !(seconds > 0.0 && seconds <= 3600.0) {
+            anyhow::bail!("--seconds {seconds} is outside (0, 3600]");
+        }
+        gpufleet_agent::power::report::report(
+            &config.power,
+            seconds,
+            json,
+            &mut std::io::stdout().lock(),
+        )
+        .await?;
+        return Ok(());
     }
 
     if let Some(cli::Command::Describe { json }) = cli.command {
@@ -91,109 +101,4 @@ async fn shutdown_signal() {
         _ = tokio::signal::ctrl_c() => {}
         _ = term.recv() => {}
     }
-}
-
-/// `gpufleet-agent power`: samples for a while and reports.
-async fn power_report(
-    config: &gpufleet_agent::power::PowerConfig,
-    seconds: f64,
-    json: bool,
-) -> anyhow::Result<()> {
-    use gpufleet_agent::service::PowerState;
-    if !(seconds > 0.0 && seconds <= 3600.0) {
-        anyhow::bail!("--seconds {seconds} is outside (0, 3600]");
-    }
-    let state = PowerState::start(config).await;
-    let sampler = &state.sampler;
-    if !json {
-        for u in &state.unavailable {
-            println!("{:<13} unavailable: {}", u.name, u.reason);
-        }
-        if sampler.channels().is_empty() {
-            println!("no power channel to sample");
-        }
-    }
-    let start = gpufleet_agent::isolation::monotonic_ns();
-    let mut feed = sampler.subscribe();
-    let deadline = tokio::time::Instant::now() + Duration::from_secs_f64(seconds);
-    let mut last_print = 0u64;
-    while let Ok(r) = tokio::time::timeout_at(deadline, feed.recv()).await {
-        let Ok(s) = r else { continue };
-        // One line per channel per second at most.
-        if !json && (s.monotonic_ns - last_print > 1_000_000_000 || s.channel > 0) {
-            last_print = s.monotonic_ns;
-            let c = &sampler.channels()[s.channel];
-            let fmt =
-                |v: Option<f64>, unit: &str| v.map_or("-".into(), |v| format!("{v:.2} {unit}"));
-            println!(
-                "{:>8.3} s  {:<13} {:<13} {:>11}  energy {:>12}  temp {:>9}",
-                (s.monotonic_ns - start) as f64 * 1e-9,
-                c.source,
-                if c.channel.pci_bus_id.is_empty() {
-                    "host"
-                } else {
-                    &c.channel.pci_bus_id
-                },
-                fmt(s.reading.watts, "W"),
-                fmt(s.reading.energy_j, "J"),
-                fmt(s.reading.temperature_c, "C"),
-            );
-        }
-    }
-    let cost = sampler.cost();
-    let channels: Vec<serde_json::Value> = sampler
-        .channels()
-        .iter()
-        .enumerate()
-        .map(|(i, c)| {
-            let st = sampler.status(i);
-            serde_json::json!({
-                "source": c.source,
-                "pci_bus_id": c.channel.pci_bus_id,
-                "scope": c.channel.scope.name(),
-                "label": c.channel.label,
-                "energy_counter": c.channel.energy_counter,
-                "samples": st.samples,
-                "measured_period_s": st.measured_period.map(|p| p.as_secs_f64()),
-                "nominal_period_s": c.channel.nominal_period.as_secs_f64(),
-                "last_error": st.last_error,
-                "stopped": st.stopped,
-            })
-        })
-        .collect();
-    if json {
-        let unavailable: Vec<serde_json::Value> = state
-            .unavailable
-            .iter()
-            .map(|u| serde_json::json!({"source": u.name, "reason": u.reason}))
-            .collect();
-        println!(
-            "{}",
-            serde_json::to_string_pretty(&serde_json::json!({
-                "rate_hz": sampler.rate_hz(),
-                "seconds": seconds,
-                "channels": channels,
-                "unavailable": unavailable,
-                "sampler_cost": {
-                    "ticks": cost.ticks,
-                    "cpu_s": cost.cpu_s,
-                    "wall_s": cost.wall_s,
-                    "cpu_pct_of_one_core": cost.cpu_pct(),
-                },
-            }))?
-        );
-    } else {
-        for c in &channels {
-            println!("{c}");
-        }
-        println!(
-            "sampler: {} ticks at {} Hz in {:.1} s, {:.3} s CPU = {:.3}% of one core",
-            cost.ticks,
-            sampler.rate_hz(),
-            cost.wall_s,
-            cost.cpu_s,
-            cost.cpu_pct()
-        );
-    }
-    Ok(())
 }

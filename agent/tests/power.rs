@@ -65,11 +65,7 @@ async fn run_energy_matches_the_counter_written_by_hand() {
     let agent = common::start(|c| c.power = fixture_config(root.path())).await;
     let mut c = common::client(&agent).await;
 
-    let info = c
-        .describe(pb::DescribeRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let info = common::describe(&mut c).await;
     let rapl = info
         .power_sources
         .iter()
@@ -243,11 +239,7 @@ async fn stream_power_filters_and_a_run_without_sensor_has_no_energy() {
     // An agent without sources: Describe says why, runs carry no energy.
     let bare = common::start(|c| c.power = PowerConfig::none()).await;
     let mut b = common::client(&bare).await;
-    let info = b
-        .describe(pb::DescribeRequest {})
-        .await
-        .unwrap()
-        .into_inner();
+    let info = common::describe(&mut b).await;
     assert!(
         info.power_sources
             .iter()

@@ -57,12 +57,18 @@ pub fn unix_now_s() -> f64 {
 /// Reads CLOCK_MONOTONIC in nanoseconds: the clock the kernel-window markers
 /// and (later) power samples share on one host.
 pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// Reads `clock` (CLOCK_MONOTONIC, CLOCK_THREAD_CPUTIME_ID, ...) in
+/// nanoseconds; 0 if the clock cannot be read.
+pub fn clock_ns(clock: libc::clockid_t) -> u64 {
     let mut ts = libc::timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     // SAFETY: clock_gettime writes one timespec into the valid, owned `ts`.
-    let rc = unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    let rc = unsafe { libc::clock_gettime(clock, &mut ts) };
     if rc != 0 {
         return 0;
     }

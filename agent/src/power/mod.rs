@@ -19,13 +19,22 @@
 //!   ring buffer and a broadcast channel, and learns each sensor's real
 //!   update period.
 //! - [`energy`]: pure integration of a trace over a kernel window.
+//! - [`state`]: [`state::PowerState`], the agent's sampler, unavailable
+//!   sources and per-channel idle memo.
+//! - [`run_energy`]: a run's energy accounting: the channel and kernel
+//!   window chosen at plan time, the idle baseline, the figures.
+//! - [`wire`]: samples in their protobuf form.
+//! - [`report`]: `gpufleet-agent power`, sampling without serving.
 //!
 //! # Lifecycle
-//! At start the agent [`probe`]s every source with a [`PowerConfig`]; sources
-//! that answer become channels of the [`sampler::Sampler`], the others are
-//! listed in Describe as unavailable with their reason. For a run the service
-//! cuts the trace of the device's channel to the worker's kernel window and
-//! calls [`energy::integrate`].
+//! At start the agent [`probe`]s every source with a [`PowerConfig`] into a
+//! [`state::PowerState`]; sources that answer become channels of the
+//! [`sampler::Sampler`], the others are listed in Describe as unavailable
+//! with their reason. A run's plan picks its device's channel
+//! ([`run_energy::plan_power`]); when the worker ends the run core waits for
+//! a sample past the window, cuts the trace to the worker's kernel window
+//! and calls [`run_energy::energy`] (idle baseline, [`energy::integrate`],
+//! per-iteration and per-unit figures).
 
 pub mod command;
 pub mod energy;
@@ -33,8 +42,12 @@ pub mod hwmon;
 pub mod ipmi;
 pub mod nvml;
 pub mod rapl;
+pub mod report;
+pub mod run_energy;
 pub mod sampler;
 pub mod smi;
+pub mod state;
+pub mod wire;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -59,22 +59,24 @@ pub trait NvmlApi: Send {
     /// # Errors
     /// The NVML error text.
     fn facts(&self, index: u32) -> Result<GpuFacts, String>;
-    /// One sample of GPU `index`; `instant` selects the instantaneous power
-    /// field over the averaged power usage; without `details` only power
-    /// (and energy) are read (temperature, clocks and utilisation change
-    /// slowly); without `energy` the energy counter is not read (on an H100
-    /// with driver 580 that one call costs ~3.9 ms of CPU, the others ~2 µs:
-    /// `bench/nvml_cost.py`).
+    /// One sample of GPU `index`, reading what `want` asks for.
     ///
     /// # Errors
     /// The NVML error text when the device cannot be reached at all.
-    fn sample(
-        &self,
-        index: u32,
-        instant: bool,
-        details: bool,
-        energy: bool,
-    ) -> Result<GpuSample, String>;
+    fn sample(&self, index: u32, want: Want) -> Result<GpuSample, String>;
+}
+
+/// What one [`NvmlApi::sample`] reads.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Want {
+    /// The instantaneous power field instead of the averaged power usage.
+    pub instant: bool,
+    /// Temperature, clocks and utilisation (they change slowly; without
+    /// them only power and energy are read).
+    pub details: bool,
+    /// The energy counter (on an H100 with driver 580 that one call costs
+    /// ~3.9 ms of CPU, the others ~2 µs: `bench/nvml_cost.py`).
+    pub energy: bool,
 }
 
 /// The real NVML.
@@ -115,32 +117,26 @@ impl NvmlApi for RealNvml {
         })
     }
 
-    fn sample(
-        &self,
-        index: u32,
-        instant: bool,
-        details: bool,
-        energy: bool,
-    ) -> Result<GpuSample, String> {
+    fn sample(&self, index: u32, want: Want) -> Result<GpuSample, String> {
         let dev = self
             .nvml
             .device_by_index(index)
             .map_err(|e| e.to_string())?;
-        let power_mw = if instant {
+        let power_mw = if want.instant {
             self.instant_power_mw(index)
         } else {
             dev.power_usage().ok().map(f64::from)
         };
         let mut s = GpuSample {
             power_mw,
-            energy_mj: if energy {
+            energy_mj: if want.energy {
                 dev.total_energy_consumption().ok()
             } else {
                 None
             },
             ..GpuSample::default()
         };
-        if details {
+        if want.details {
             s.temperature_c = dev.temperature(TemperatureSensor::Gpu).ok();
             s.sm_mhz = dev.clock_info(Clock::SM).ok();
             s.mem_mhz = dev.clock_info(Clock::Memory).ok();
@@ -276,7 +272,12 @@ impl<A: NvmlApi> PowerSource for NvmlSource<A> {
             self.last_energy = Some(Instant::now());
         }
         for (channel, gpu) in self.gpus.iter_mut().enumerate() {
-            let s = match self.api.sample(gpu.index, gpu.instant, details, energy) {
+            let want = Want {
+                instant: gpu.instant,
+                details,
+                energy,
+            };
+            let s = match self.api.sample(gpu.index, want) {
                 Ok(s) => s,
                 Err(e) => {
                     errors.push(e);
@@ -335,23 +336,17 @@ mod tests {
         fn facts(&self, index: u32) -> Result<GpuFacts, String> {
             self.facts[index as usize].clone()
         }
-        fn sample(
-            &self,
-            _index: u32,
-            _instant: bool,
-            details: bool,
-            energy: bool,
-        ) -> Result<GpuSample, String> {
+        fn sample(&self, _index: u32, want: Want) -> Result<GpuSample, String> {
             let mut q = self.samples.lock().unwrap();
             if q.is_empty() {
                 return Err("GPU is lost".into());
             }
             let mut s = q.remove(0);
             // Like the driver: what is not asked for is not read.
-            if !energy {
+            if !want.energy {
                 s.energy_mj = None;
             }
-            if !details {
+            if !want.details {
                 s.temperature_c = None;
                 s.sm_mhz = None;
                 s.mem_mhz = None;

@@ -1,7 +1,8 @@
 //! Agent domain types to their wire form.
 
 use crate::backend::{DeviceInfo, KernelSupport};
-use crate::inventory::{BackendState, host::HostFacts};
+use crate::host::HostFacts;
+use crate::inventory::BackendState;
 use gpufleet_kernels::KernelDef;
 use gpufleet_proto::v1 as pb;
 

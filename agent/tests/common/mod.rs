@@ -119,3 +119,161 @@ pub async fn refused(c: &mut AgentClient<Channel>, s: pb::RunSpec) -> tonic::Sta
 pub fn required(backend: &str) -> bool {
     std::env::var("GPUFLEET_REQUIRE").is_ok_and(|v| v.split(',').any(|b| b.trim() == backend))
 }
+
+/// The agent's Describe answer.
+pub async fn describe(c: &mut AgentClient<Channel>) -> pb::AgentInfo {
+    c.describe(pb::DescribeRequest {})
+        .await
+        .expect("describe")
+        .into_inner()
+}
+
+/// The first device of `backend` and the backend's status, or None (after
+/// printing why) when the backend is unavailable or has no device. Fails
+/// instead of skipping when `GPUFLEET_REQUIRE` names the backend.
+pub async fn backend_device(
+    a: &TestAgent,
+    backend: &str,
+) -> Option<(pb::Device, pb::BackendStatus)> {
+    let info = describe(&mut client(a).await).await;
+    let status = info
+        .backends
+        .iter()
+        .find(|b| b.name == backend)
+        .unwrap_or_else(|| panic!("{backend} backend is compiled in"))
+        .clone();
+    let device = info.devices.iter().find(|d| d.backend == backend).cloned();
+    match device {
+        Some(d) if status.available => Some((d, status)),
+        _ => {
+            assert!(
+                !required(backend),
+                "GPUFLEET_REQUIRE names {backend} but it is unavailable: {}",
+                status.reason
+            );
+            eprintln!("skipping: {backend} unavailable: {}", status.reason);
+            None
+        }
+    }
+}
+
+/// A fresh agent with a client and the first device of a backend.
+pub struct OnBackend {
+    pub agent: TestAgent,
+    pub client: AgentClient<Channel>,
+    pub device: pb::Device,
+    pub status: pb::BackendStatus,
+}
+
+/// Starts an agent and finds the first device of `backend`; None (after
+/// printing why, or failing under `GPUFLEET_REQUIRE`) when there is none.
+pub async fn on_backend(backend: &str) -> Option<OnBackend> {
+    let agent = start(|_| {}).await;
+    let (device, status) = backend_device(&agent, backend).await?;
+    let client = client(&agent).await;
+    Some(OnBackend {
+        agent,
+        client,
+        device,
+        status,
+    })
+}
+
+/// `s` aimed at `device`.
+pub fn on(device: &pb::Device, mut s: pb::RunSpec) -> pb::RunSpec {
+    s.device_id = device.id.clone();
+    s
+}
+
+/// Asserts that `r` ended `ok`, with its message otherwise.
+pub fn assert_ok(r: &pb::RunResult) {
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+}
+
+/// Asserts that a result's `config` records `key` = `value`.
+pub fn assert_config(r: &pb::RunResult, key: &str, value: &str) {
+    assert_eq!(
+        r.config.get(key).map(String::as_str),
+        Some(value),
+        "{:?}",
+        r.config
+    );
+}
+
+/// Runs a gemm twice on `dev`: the first run searches the tuning space, the
+/// second finds the tuned parameters cached and records them.
+pub async fn assert_gemm_tuning_is_searched_then_cached(
+    c: &mut AgentClient<Channel>,
+    dev: &pb::Device,
+) {
+    let g = || on(dev, spec("gemm", &[("m", 96), ("n", 80), ("k", 64)]));
+    let (_, tuned) = run(c, "t1", g()).await;
+    assert_ok(&tuned);
+    assert!(
+        tuned
+            .config
+            .get("tuning")
+            .is_some_and(|t| t.starts_with("searched")),
+        "{:?}",
+        tuned.config
+    );
+    let (_, again) = run(c, "t2", g()).await;
+    assert_config(&again, "tuning", "cached");
+    // The tuned parameters are part of the recorded configuration.
+    assert!(
+        again.config.keys().any(|k| k.contains("tile")),
+        "{:?}",
+        again.config
+    );
+}
+
+/// Runs a large copy on `dev` compute-only, then with host transfers; returns
+/// both results (the second checked `ok`).
+pub async fn compute_then_with_transfers(
+    c: &mut AgentClient<Channel>,
+    dev: &pb::Device,
+) -> (pb::RunResult, pb::RunResult) {
+    // Minimums over many iterations: the machine may be busy with other tests.
+    let mut s = on(dev, spec("copy", &[("n", 1 << 22)]));
+    s.min_iterations = 20;
+    let (_, compute) = run(c, "m1", s.clone()).await;
+    s.mode = pb::RunMode::WithTransfers as i32;
+    let (_, transfers) = run(c, "m2", s).await;
+    assert_ok(&transfers);
+    (compute, transfers)
+}
+
+/// Asserts that transfers made the copy slower than the kernel alone.
+pub fn assert_transfers_take_longer(compute: pb::RunResult, transfers: pb::RunResult) {
+    let (cm, tm) = (compute.stats.unwrap().min_s, transfers.stats.unwrap().min_s);
+    assert!(
+        tm > cm,
+        "upload + kernel + readback ({tm}) should take longer than the kernel ({cm})"
+    );
+}
+
+/// Starts an agent whose workers see `key=value` (a driver setting that
+/// hides every driver of `backend`) and returns why `backend` is
+/// unavailable, after checking that the cpu backend still serves.
+pub async fn unavailable_with(backend: &str, key: &str, value: String) -> String {
+    let key = key.to_string();
+    let a = start(move |c| c.worker.env.push((key, value))).await;
+    let info = describe(&mut client(&a).await).await;
+    let status = info.backends.iter().find(|b| b.name == backend).unwrap();
+    assert!(!status.available);
+    assert!(
+        info.backends.iter().any(|b| b.name == "cpu" && b.available),
+        "the other backends still serve"
+    );
+    status.reason.clone()
+}
+
+/// Runs the same small vec_add twice on `dev` (a cache miss, then a hit).
+pub async fn vec_add_twice(
+    c: &mut AgentClient<Channel>,
+    dev: &pb::Device,
+) -> (pb::RunResult, pb::RunResult) {
+    let (_, first) = run(c, "c1", on(dev, spec("vec_add", &[("n", 4096)]))).await;
+    let (_, second) = run(c, "c2", on(dev, spec("vec_add", &[("n", 4096)]))).await;
+    (first, second)
+}

@@ -1,5 +1,7 @@
 //! Facts about the host from /proc, /etc and /sys. Parsers take the file
-//! text so tests feed them fixtures.
+//! text so tests feed them fixtures. A module of its own (not inside
+//! `inventory/`) because the cpu backend reads the CPU's facts too, and the
+//! inventory depends on the backends.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

@@ -1,11 +1,28 @@
 //! One run at a time per device, a bounded number waiting, and the
 //! cancellation handles of every queued or running run.
+//!
+//! A "device" here is a physical one ([`queue_key`]): the OpenCL and Vulkan
+//! views of one GPU (same PCI id) share a queue, and so do all CPU devices
+//! (cpu, PoCL, lavapipe), so runs never disturb each other's times or power.
 
+use crate::backend::DeviceInfo;
 use crate::error::AgentError;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, watch};
+
+/// The queue a device's runs wait in: its PCI bus id where it has one, `host-cpu`
+/// for every device that runs on the host's CPU, else its id.
+pub fn queue_key(d: &DeviceInfo) -> String {
+    if d.device_type == "cpu" || d.backend == "cpu" {
+        "host-cpu".into()
+    } else if !d.pci_bus_id.is_empty() {
+        format!("pci:{}", d.pci_bus_id.to_ascii_lowercase())
+    } else {
+        d.id.clone()
+    }
+}
 
 struct DeviceQueue {
     running: Arc<Semaphore>,
@@ -13,7 +30,7 @@ struct DeviceQueue {
 }
 
 /// The per-device queues and the cancellation registry.
-pub struct Scheduler {
+pub struct DeviceQueues {
     capacity: usize,
     queues: Mutex<HashMap<String, Arc<DeviceQueue>>>,
     cancels: Mutex<HashMap<String, watch::Sender<bool>>>,
@@ -23,16 +40,16 @@ pub struct Scheduler {
 /// run id.
 pub struct Ticket {
     queue: Arc<DeviceQueue>,
-    scheduler: Arc<Scheduler>,
+    queues: Arc<DeviceQueues>,
     run_id: String,
     waiting: bool,
     pub cancel: watch::Receiver<bool>,
 }
 
-impl Scheduler {
-    /// A scheduler allowing `capacity` waiting runs per device.
+impl DeviceQueues {
+    /// Queues allowing `capacity` waiting runs per device.
     pub fn new(capacity: usize) -> Arc<Self> {
-        Arc::new(Scheduler {
+        Arc::new(DeviceQueues {
             capacity,
             queues: Mutex::new(HashMap::new()),
             cancels: Mutex::new(HashMap::new()),
@@ -78,7 +95,7 @@ impl Scheduler {
         cancels.insert(run_id.to_string(), tx);
         Ok(Ticket {
             queue,
-            scheduler: self.clone(),
+            queues: self.clone(),
             run_id: run_id.to_string(),
             waiting: true,
             cancel: rx,
@@ -127,7 +144,7 @@ impl Ticket {
 impl Drop for Ticket {
     fn drop(&mut self) {
         self.leave_waiting();
-        self.scheduler
+        self.queues
             .cancels
             .lock()
             .expect("cancel lock")
@@ -141,7 +158,7 @@ mod tests {
 
     #[tokio::test]
     async fn bounded_queue_per_device() {
-        let s = Scheduler::new(1);
+        let s = DeviceQueues::new(1);
         let mut a = s.admit("d", "a").unwrap();
         let _running = a.start().await.unwrap();
         let _b = s.admit("d", "b").unwrap(); // waits
@@ -155,7 +172,7 @@ mod tests {
 
     #[tokio::test]
     async fn duplicate_run_ids_are_refused_until_done() {
-        let s = Scheduler::new(4);
+        let s = DeviceQueues::new(4);
         let t = s.admit("d", "a").unwrap();
         assert!(matches!(
             s.admit("d", "a"),
@@ -167,7 +184,7 @@ mod tests {
 
     #[tokio::test]
     async fn cancel_while_waiting_gives_no_permit() {
-        let s = Scheduler::new(4);
+        let s = DeviceQueues::new(4);
         let mut a = s.admit("d", "a").unwrap();
         let _p = a.start().await.unwrap();
         let mut b = s.admit("d", "b").unwrap();
@@ -178,7 +195,7 @@ mod tests {
 
     #[tokio::test]
     async fn one_run_at_a_time() {
-        let s = Scheduler::new(4);
+        let s = DeviceQueues::new(4);
         let mut a = s.admit("d", "a").unwrap();
         let pa = a.start().await.unwrap();
         let mut b = s.admit("d", "b").unwrap();
@@ -187,5 +204,46 @@ mod tests {
         assert!(!waiter.is_finished());
         drop(pa);
         assert!(waiter.await.unwrap());
+    }
+
+    fn dev(id: &str, backend: &str, pci: &str, kind: &str) -> DeviceInfo {
+        DeviceInfo {
+            id: id.into(),
+            backend: backend.into(),
+            pci_bus_id: pci.into(),
+            device_type: kind.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn one_queue_per_physical_device() {
+        let cl = dev(
+            "opencl:0000:00:06.0",
+            "opencl",
+            "0000:00:06.0",
+            "discrete_gpu",
+        );
+        let vk = dev(
+            "vulkan:0000:00:06.0",
+            "vulkan",
+            "0000:00:06.0",
+            "discrete_gpu",
+        );
+        assert_eq!(queue_key(&cl), queue_key(&vk));
+        let other = dev(
+            "vulkan:0000:03:00.0",
+            "vulkan",
+            "0000:03:00.0",
+            "discrete_gpu",
+        );
+        assert_ne!(queue_key(&cl), queue_key(&other));
+        let cpu = dev("cpu:0", "cpu", "", "cpu");
+        let pocl = dev("opencl:0.0", "opencl", "", "cpu");
+        let lvp = dev("vulkan:lavapipe", "vulkan", "", "cpu");
+        assert_eq!(queue_key(&cpu), queue_key(&pocl));
+        assert_eq!(queue_key(&cpu), queue_key(&lvp));
+        let nopci = dev("vulkan:uuid-1", "vulkan", "", "integrated_gpu");
+        assert_eq!(queue_key(&nopci), "vulkan:uuid-1");
     }
 }

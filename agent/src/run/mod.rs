@@ -1,0 +1,105 @@
+//! The run core: what the agent does with a run request, whichever way it
+//! arrived (the gRPC service today; agents dialing a coordinator later). It
+//! speaks protobuf messages (`RunRequest` in, `RunEvent`s out) and knows
+//! nothing of tonic.
+//!
+//! # Layout
+//! - [`plan`]: a RunSpec checked against the inventory, the catalog, the
+//!   allowlist and the power sensors into a [`plan::Plan`] (or an error
+//!   naming the field).
+//! - [`queue`]: [`queue::DeviceQueues`], one run at a time per physical
+//!   device with a bounded number waiting, and cancellation handles.
+//! - [`lifecycle`]: a run from admission to its one RunResult: wait for the
+//!   device, run the worker, forward progress, account the energy.
+//! - [`result`]: a worker's end turned into the RunResult.
+//!
+//! # Lifecycle
+//! [`AgentCore::start`] discovers the inventory (in workers) and probes the
+//! power sources. For each request [`AgentCore::submit`] plans the run,
+//! admits it to its device's queue and returns the receiver of its events;
+//! [`AgentCore::cancel`] signals a queued or running run. `AgentCore::describe`
+//! (the inventory as an `AgentInfo`) is implemented in `service/describe.rs`
+//! next to the wire conversions it uses, so this module never imports the
+//! service.
+
+pub mod lifecycle;
+pub mod plan;
+pub mod queue;
+pub mod result;
+
+use crate::inventory::Inventory;
+use crate::isolation::WorkerCommand;
+use crate::power::PowerConfig;
+use crate::power::state::PowerState;
+use gpufleet_kernels::RunDefaults;
+use queue::DeviceQueues;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything the agent is started with.
+#[derive(Debug, Clone)]
+pub struct AgentConfig {
+    /// How to start worker processes.
+    pub worker: WorkerCommand,
+    /// Serve `debug_crash`, `debug_hang`, `debug_wrong`.
+    pub enable_debug_kernels: bool,
+    /// Runs allowed to wait per device (past it: RESOURCE_EXHAUSTED).
+    pub queue_capacity: usize,
+    /// Bearer token required from clients, if any.
+    pub token: Option<String>,
+    /// Deadline for each backend's discovery worker.
+    pub discovery_timeout: Duration,
+    pub defaults: RunDefaults,
+    /// Where to look for power sensors and how often to read them.
+    pub power: PowerConfig,
+}
+
+impl AgentConfig {
+    /// Defaults with the given worker command.
+    pub fn new(worker: WorkerCommand) -> Self {
+        AgentConfig {
+            worker,
+            enable_debug_kernels: false,
+            queue_capacity: 16,
+            token: None,
+            discovery_timeout: Duration::from_secs(30),
+            defaults: RunDefaults::default(),
+            power: PowerConfig::default(),
+        }
+    }
+}
+
+/// The agent's state: configuration, inventory, queues, power sampler.
+pub struct AgentCore {
+    pub config: AgentConfig,
+    pub inventory: Inventory,
+    pub queues: Arc<DeviceQueues>,
+    pub power: PowerState,
+}
+
+impl AgentCore {
+    /// Discovers the inventory (in workers), probes the power sources and
+    /// builds the agent.
+    pub async fn start(config: AgentConfig) -> Arc<AgentCore> {
+        let (inventory, power) = tokio::join!(
+            Inventory::discover(&config.worker, config.discovery_timeout),
+            PowerState::start(&config.power)
+        );
+        Self::with_parts(config, inventory, power)
+    }
+
+    /// Builds the agent around an inventory and power state made elsewhere.
+    pub fn with_parts(
+        config: AgentConfig,
+        inventory: Inventory,
+        power: PowerState,
+    ) -> Arc<AgentCore> {
+        let queues = DeviceQueues::new(config.queue_capacity);
+        Arc::new(AgentCore {
+            config,
+            inventory,
+            queues,
+            power,
+        })
+    }
+}

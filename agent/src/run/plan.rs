@@ -1,0 +1,200 @@
+//! From a RunSpec to a checked plan: kernel, parameters, device, mode,
+//! environment, memory, timeout, iterations and the power window, each
+//! refused naming its field. Pure: reads only the agent's state.
+
+use super::AgentCore;
+use crate::backend::{self, DeviceInfo, Mode};
+use crate::env::check_override;
+use crate::error::AgentError;
+use crate::isolation::protocol::WorkerJob;
+use crate::power::run_energy::{RunPower, plan_power};
+use gpufleet_kernels::{Problem, RunDefaults};
+use gpufleet_proto::v1 as pb;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Longest deadline a run may ask for.
+pub const MAX_TIMEOUT_S: f64 = RunDefaults::MAX_TIMEOUT_S;
+
+/// Most timed iterations a run may ask for.
+pub const MAX_ITERATIONS: u32 = RunDefaults::MAX_ITERATIONS;
+
+/// A request that passed every check.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub run_id: String,
+    pub spec: pb::RunSpec,
+    pub problem: Problem,
+    pub device: DeviceInfo,
+    pub mode: Mode,
+    pub env: BTreeMap<String, String>,
+    pub timeout: Duration,
+    pub job: WorkerJob,
+    /// False when the device's backend does not implement this kernel,
+    /// variant or dtype: the run ends at once as `unsupported`.
+    pub supported: bool,
+    /// The power channel the run is measured on, if the device has one.
+    pub power: Option<RunPower>,
+}
+
+fn invalid(field: &'static str, message: String) -> AgentError {
+    AgentError::InvalidArgument { field, message }
+}
+
+fn gib(bytes: u64) -> String {
+    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+}
+
+/// Checks a request against the inventory, the catalog and the allowlist.
+///
+/// # Errors
+/// [`AgentError`] naming the offending field.
+pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, AgentError> {
+    let inv = &core.inventory;
+    if spec.device_id.is_empty() {
+        return Err(invalid(
+            "device_id",
+            format!("is required (devices: {})", device_list(core)),
+        ));
+    }
+    let Some((backend_state, device)) = inv.device(&spec.device_id) else {
+        return Err(invalid(
+            "device_id",
+            format!(
+                "unknown device `{}` (devices: {})",
+                spec.device_id,
+                device_list(core)
+            ),
+        ));
+    };
+    let params: BTreeMap<String, i64> = spec.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
+    let problem = Problem::new(
+        &spec.kernel,
+        &spec.variant,
+        &params,
+        &spec.dtype,
+        core.config.enable_debug_kernels,
+    )?;
+    let mut env = BTreeMap::new();
+    for (k, v) in &spec.env {
+        check_override(k, v)?;
+        env.insert(k.clone(), v.clone());
+    }
+    let footprint = problem.footprint_bytes();
+    if device.memory_bytes > 0 && footprint > device.memory_bytes {
+        return Err(invalid(
+            "params",
+            format!(
+                "{} with {} needs {} of buffers, more than the memory of {} ({})",
+                problem.kernel.name,
+                problem.params_string(),
+                gib(footprint),
+                device.id,
+                gib(device.memory_bytes)
+            ),
+        ));
+    }
+    let d = core.config.defaults;
+    let timeout_s = if spec.timeout_s == 0.0 {
+        d.timeout_s
+    } else {
+        spec.timeout_s
+    };
+    if !(timeout_s > 0.0 && timeout_s <= MAX_TIMEOUT_S) {
+        return Err(invalid(
+            "timeout_s",
+            format!("{} is outside (0, {MAX_TIMEOUT_S}] seconds", spec.timeout_s),
+        ));
+    }
+    if !(spec.min_seconds >= 0.0 && spec.min_seconds <= 3600.0) {
+        return Err(invalid(
+            "min_seconds",
+            format!("{} is outside [0, 3600] seconds", spec.min_seconds),
+        ));
+    }
+    let or = |v: u32, default: u32| if v == 0 { default } else { v };
+    let min_iterations = or(spec.min_iterations, d.min_iterations);
+    let max_iterations = or(spec.max_iterations, d.max_iterations).max(min_iterations);
+    // Every timed iteration travels back as a raw sample; keep results
+    // well under gRPC's default 4 MiB message size.
+    if max_iterations > MAX_ITERATIONS {
+        return Err(invalid(
+            "max_iterations",
+            format!("{max_iterations} exceeds {MAX_ITERATIONS}"),
+        ));
+    }
+    let mode = match pb::RunMode::try_from(spec.mode) {
+        Ok(pb::RunMode::Unspecified | pb::RunMode::ComputeOnly) => Mode::ComputeOnly,
+        Ok(pb::RunMode::WithTransfers) => Mode::WithTransfers,
+        Err(_) => {
+            return Err(invalid(
+                "mode",
+                format!(
+                    "unknown RunMode value {} (known: {})",
+                    spec.mode,
+                    Mode::known()
+                ),
+            ));
+        }
+    };
+    let supported = backend_state.available
+        && backend::supports(
+            &backend_state.kernels,
+            problem.kernel.name,
+            &problem.variant,
+            problem.dtype.name(),
+        );
+    let power = plan_power(
+        &core.power.sampler,
+        &device.pci_bus_id,
+        device.backend == "cpu",
+        spec.power_window_s,
+        timeout_s,
+    )?;
+    let job = WorkerJob {
+        backend: device.backend.clone(),
+        device: device.clone(),
+        kernel: problem.kernel.name.to_string(),
+        variant: problem.variant.clone(),
+        params: problem.params.clone(),
+        dtype: problem.dtype.name().to_string(),
+        mode,
+        warmup: or(spec.warmup, d.warmup),
+        min_iterations,
+        min_seconds: if spec.min_seconds == 0.0 {
+            d.min_seconds
+        } else {
+            spec.min_seconds
+        },
+        max_iterations,
+        skip_validation: spec.skip_validation,
+        seed: spec.seed,
+        allow_debug: core.config.enable_debug_kernels,
+        power_window_s: power.as_ref().map_or(0.0, |p| p.window_s),
+    };
+    Ok(Plan {
+        run_id: run_id.to_string(),
+        spec: spec.clone(),
+        problem,
+        device: device.clone(),
+        mode,
+        env,
+        timeout: Duration::from_secs_f64(timeout_s),
+        job,
+        supported,
+        power,
+    })
+}
+
+fn device_list(core: &AgentCore) -> String {
+    let ids: Vec<&str> = core
+        .inventory
+        .devices()
+        .map(|(_, d)| d.id.as_str())
+        .collect();
+    if ids.is_empty() {
+        "none".into()
+    } else {
+        ids.join(", ")
+    }
+}

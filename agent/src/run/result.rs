@@ -1,0 +1,151 @@
+//! From a plan and a worker's end to the run's one RunResult: status and
+//! message, statistics, the metric and % of peak, validation, fingerprint.
+//! Pure apart from reading the clock and the OS kernel version.
+
+use super::plan::Plan;
+use crate::backend::DeviceInfo;
+use crate::isolation::parent::{Ending, WorkerRun, signal_name};
+use crate::isolation::protocol::WorkerStatus;
+use crate::stats::Summary;
+use gpufleet_kernels::{Dtype, KERNELS_VERSION, MetricKind};
+use gpufleet_proto::v1 as pb;
+
+/// A result with no measurement (unsupported, cancelled while queued, ...).
+pub fn bare_result(plan: &Plan, status: pb::RunStatus, message: String) -> pb::RunResult {
+    let p = &plan.problem;
+    pb::RunResult {
+        run_id: plan.run_id.clone(),
+        spec: Some(plan.spec.clone()),
+        status: status as i32,
+        message,
+        device_id: plan.device.id.clone(),
+        backend: plan.device.backend.clone(),
+        variant: p.variant.clone(),
+        params: p.params.iter().map(|(k, v)| (k.clone(), *v)).collect(),
+        dtype: p.dtype.name().to_string(),
+        fingerprint: Some(fingerprint(plan)),
+        started_unix_s: crate::isolation::unix_now_s(),
+        flops: p.flops(),
+        bytes: p.bytes(),
+        ..Default::default()
+    }
+}
+
+fn fingerprint(plan: &Plan) -> pb::Fingerprint {
+    pb::Fingerprint {
+        agent_version: env!("CARGO_PKG_VERSION").to_string(),
+        backend: plan.device.backend.clone(),
+        driver_version: plan.device.driver_version.clone(),
+        api_version: plan.device.api_version.clone(),
+        os_kernel_version: std::fs::read_to_string("/proc/sys/kernel/osrelease")
+            .unwrap_or_default()
+            .trim()
+            .to_string(),
+        kernels_version: KERNELS_VERSION.to_string(),
+        env: plan
+            .env
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect(),
+        clock_mhz: plan.device.clock_mhz,
+        power_cap_w: plan.power.as_ref().map_or(0.0, |p| p.power_cap_w),
+    }
+}
+
+/// Percentage of the device's theoretical peak for this metric, 0 if the
+/// peak is unknown or the metric has none (latency).
+pub fn pct_of_peak(kind: MetricKind, value: f64, dtype: Dtype, device: &DeviceInfo) -> f64 {
+    let peak = match kind {
+        MetricKind::Gflops if dtype == Dtype::F16 => device.peaks.fp16_flops,
+        MetricKind::Gflops => device.peaks.fp32_flops,
+        MetricKind::Gbps => device.peaks.memory_bytes_per_s,
+        MetricKind::Micros | MetricKind::NsPerHop => 0.0,
+    };
+    if peak > 0.0 {
+        value * 1e9 / peak * 100.0
+    } else {
+        0.0
+    }
+}
+
+/// Turns a worker's end into the run's result.
+pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult {
+    let mut r = bare_result(plan, pb::RunStatus::Error, String::new());
+    r.started_unix_s = started_unix_s;
+    r.wall_s = run.wall.as_secs_f64();
+    r.window_begin_ns = run.window_begin_ns.unwrap_or(0);
+    r.window_end_ns = run.window_end_ns.unwrap_or(0);
+    let secs = plan.timeout.as_secs_f64();
+    match run.ending {
+        Ending::Finished(o) => {
+            r.status = match o.status {
+                WorkerStatus::Ok => pb::RunStatus::Ok,
+                WorkerStatus::Invalid => pb::RunStatus::Invalid,
+                WorkerStatus::CompileError => pb::RunStatus::CompileError,
+                WorkerStatus::Unsupported => pb::RunStatus::Unsupported,
+                WorkerStatus::Error => pb::RunStatus::Error,
+            } as i32;
+            r.message = o.message;
+            r.config = o.config.into_iter().collect();
+            r.warmup_done = o.warmup_done;
+            if let Some(v) = &o.validation {
+                r.validation = Some(pb::Validation {
+                    checked: true,
+                    passed: v.passed,
+                    max_abs_error: v.max_abs_error,
+                    worst_ratio: v.worst_ratio,
+                    elements_checked: v.elements_checked,
+                    elements_total: v.elements_total,
+                    sampled: v.sampled,
+                    message: v.message.clone(),
+                });
+            }
+            if let Some(s) = Summary::of(&o.times_s) {
+                r.stats = Some(pb::Stats {
+                    count: s.count as u32,
+                    median_s: s.median,
+                    p10_s: s.p10,
+                    p90_s: s.p90,
+                    min_s: s.min,
+                    max_s: s.max,
+                    mean_s: s.mean,
+                    stddev_s: s.stddev,
+                    cv: s.cv,
+                });
+                // The metric exists only for results that count.
+                if o.status == WorkerStatus::Ok {
+                    let m = plan.problem.metric(s.median);
+                    r.pct_of_peak = pct_of_peak(m.kind, m.value, plan.problem.dtype, &plan.device);
+                    r.metric = Some(pb::Metric {
+                        kind: m.kind.name().to_string(),
+                        unit: m.kind.unit().to_string(),
+                        value: m.value,
+                        higher_is_better: m.kind.higher_is_better(),
+                    });
+                }
+            }
+            r.times_s = o.times_s;
+        }
+        Ending::Crashed { signal, code } => {
+            r.status = pb::RunStatus::Crashed as i32;
+            r.signal = signal.unwrap_or(0);
+            r.message = match (signal, code) {
+                (Some(s), _) => format!("worker killed by {} (signal {s})", signal_name(s)),
+                (None, Some(0)) => "worker exited without a result".to_string(),
+                (None, Some(c)) => format!("worker exited with code {c} without a result"),
+                (None, None) => "worker ended in an unknown way".to_string(),
+            };
+            r.stderr_tail = run.stderr_tail.clone();
+        }
+        Ending::TimedOut => {
+            r.status = pb::RunStatus::TimedOut as i32;
+            r.message = format!("exceeded the timeout of {secs} s; the worker was killed");
+            r.stderr_tail = run.stderr_tail.clone();
+        }
+        Ending::Cancelled => {
+            r.status = pb::RunStatus::Cancelled as i32;
+            r.message = "cancelled while running; the worker was killed".to_string();
+        }
+    }
+    r
+}

@@ -1,0 +1,112 @@
+//! The backend conformance suite: one test, run through a real agent for
+//! every backend (cpu, opencl, vulkan and, in a `--features hip` build, hip).
+//! Every catalog kernel the backend can run, at the smoke suite's sizes, with
+//! every variant, validated against the reference; gemm in f16 where the
+//! backend has it; a wrong answer caught as `invalid`. A backend without a
+//! device here (no PoCL, no lavapipe, no AMD GPU) is skipped with its reason,
+//! unless GPUFLEET_REQUIRE names it.
+
+mod common;
+
+use common::{assert_ok, on, on_backend, run, spec};
+use gpufleet_proto::v1 as pb;
+
+/// Which gemm variants a backend runs in f16 (storage, f32 accumulation).
+enum F16Gemm {
+    /// None: the backend is f32 only.
+    No,
+    /// These variants, always.
+    Always(&'static [&'static str]),
+    /// These variants when the backend lists f16 for gemm (a device feature).
+    WhereListed(&'static [&'static str]),
+}
+
+/// Runs the conformance suite on the first device of `backend`.
+async fn conformance(backend: &str, f16: F16Gemm) {
+    let Some(t) = on_backend(backend).await else {
+        return;
+    };
+    let (mut c, dev, status) = (t.client, t.device, t.status);
+    let suite = gpufleet_kernels::Suite::builtin("smoke").unwrap();
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, r) in suite.runs.iter().enumerate() {
+        let Some(sup) = status.kernels.iter().find(|k| k.kernel == r.kernel) else {
+            continue;
+        };
+        for v in r.variants.clone().unwrap_or_else(|| sup.variants.clone()) {
+            let mut s = on(&dev, spec(&r.kernel, &[]));
+            s.params = r.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
+            s.variant = v.clone();
+            let (_, res) = run(&mut c, &format!("{backend}-{i}-{v}"), s).await;
+            assert_eq!(
+                res.status(),
+                pb::RunStatus::Ok,
+                "{}/{v} on {}: {}",
+                r.kernel,
+                dev.id,
+                res.message
+            );
+            assert!(res.validation.unwrap().passed);
+            assert!(res.stats.unwrap().median_s > 0.0, "device time measured");
+            seen.insert(r.kernel.clone());
+        }
+    }
+    // Host-only kernels (memory latency of the CPU) run on the cpu backend only.
+    for k in gpufleet_kernels::catalog()
+        .iter()
+        .filter(|k| !k.debug && (backend == "cpu" || !k.host_only))
+    {
+        assert!(seen.contains(k.name), "{} did not run on {backend}", k.name);
+    }
+    let f16_variants: &[&str] = match f16 {
+        F16Gemm::No => &[],
+        F16Gemm::Always(v) => v,
+        F16Gemm::WhereListed(v) => {
+            let listed = status
+                .kernels
+                .iter()
+                .any(|k| k.kernel == "gemm" && k.dtypes.iter().any(|d| d == "f16"));
+            if listed { v } else { &[] }
+        }
+    };
+    // Awkward sizes, so edge tiles are exercised.
+    for &v in f16_variants {
+        let mut s = on(&dev, spec("gemm", &[("m", 67), ("n", 45), ("k", 33)]));
+        s.variant = v.into();
+        s.dtype = "f16".into();
+        let (_, res) = run(&mut c, &format!("f16-{v}"), s).await;
+        assert_eq!(
+            res.status(),
+            pb::RunStatus::Ok,
+            "gemm/{v} f16: {}",
+            res.message
+        );
+    }
+    // A wrong answer on the device is caught like anywhere else.
+    let (_, res) = run(&mut c, "wrong", on(&dev, spec("debug_wrong", &[]))).await;
+    assert_eq!(res.status(), pb::RunStatus::Invalid, "{}", res.message);
+    // And the device still serves after it.
+    let (_, res) = run(&mut c, "after", on(&dev, spec("vec_add", &[("n", 1000)]))).await;
+    assert_ok(&res);
+}
+
+#[tokio::test]
+async fn every_catalog_kernel_runs_validated_on_cpu() {
+    conformance("cpu", F16Gemm::No).await;
+}
+
+#[tokio::test]
+async fn every_catalog_kernel_runs_validated_on_opencl() {
+    conformance("opencl", F16Gemm::Always(&["naive", "tiled", "blocked"])).await;
+}
+
+#[tokio::test]
+async fn every_catalog_kernel_runs_validated_on_vulkan() {
+    conformance("vulkan", F16Gemm::WhereListed(&["blocked"])).await;
+}
+
+#[cfg(feature = "hip")]
+#[tokio::test]
+async fn every_catalog_kernel_runs_validated_on_hip() {
+    conformance("hip", F16Gemm::WhereListed(&["naive", "tiled", "blocked"])).await;
+}
