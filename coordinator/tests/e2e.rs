@@ -1,9 +1,9 @@
 //! End to end over real loopback gRPC: the `gpufleet` CLI → agent process →
 //! worker processes → results in a real SQLite file.
 
+use gpufleet_coordinator::campaign::plan::Selection;
 use gpufleet_coordinator::campaign::{CampaignRequest, RetryPolicy, run_campaign};
 use gpufleet_coordinator::db::Db;
-use gpufleet_coordinator::plan::Selection;
 use gpufleet_coordinator::store::{ResultFilter, Store};
 use gpufleet_kernels::SuiteRun;
 use std::collections::BTreeMap;

@@ -1,4 +1,4 @@
-//! Regression checks and alerts: the store side of `crate::regressions`.
+//! Regression checks and alerts: the store side of `crate::regression::check`.
 //!
 //! A series is (device row, spec key, segment). Its baseline for a result is the last ok results
 //! before it in the series that are not confirmation reruns and not older than the series' last

@@ -57,8 +57,8 @@ mod checks;
 mod error;
 mod guard;
 mod migrations;
-mod records;
 mod results;
+mod rows;
 mod schedules;
 #[cfg(test)]
 mod test_support;
@@ -74,11 +74,11 @@ pub use self::agents::{MAX_AGENT_NAME, MAX_AGENT_URL};
 pub use self::checks::{AlertRow, CheckCandidate, CheckRow, NewAlert, PendingConfirmation};
 pub use self::error::StoreError;
 pub use self::migrations::LATEST_VERSION;
-pub use self::records::{
+pub use self::results::{SEGMENT_FIELDS, segment_of};
+pub use self::rows::{
     AgentRow, CampaignRow, CampaignState, DeviceRecord, DeviceRow, JobCounts, JobRow, JobState,
     NewJob, PowerPoint, ResultFilter, ResultRecord, ResultRow,
 };
-pub use self::results::{SEGMENT_FIELDS, segment_of};
 pub use self::schedules::{OwnedCampaign, ScheduleRow};
 
 use self::error::sql;

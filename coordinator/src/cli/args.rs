@@ -1,5 +1,5 @@
-//! Command line of `gpufleet`. Clap types stay here; handlers live in
-//! `commands`.
+//! The command line of `gpufleet`: clap types only. The handlers in the sibling modules parse
+//! these into domain types, call the library and print.
 
 use crate::table::Format;
 use clap::{Args, Parser, Subcommand};
@@ -66,7 +66,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run the coordinator as a service: fire schedules, resume campaigns a
+    /// Run the coordinator daemon: fire schedules, resume campaigns a
     /// stopped or killed coordinator left, check every scheduled result for
     /// regressions, and answer HTTP (/healthz, /api/...). Stops gracefully on
     /// SIGINT/SIGTERM (running campaigns are resumed at the next start).
@@ -272,17 +272,15 @@ pub struct RunArgs {
     pub json: bool,
 }
 
+/// Which stored results a listing shows, and how (shared by `compare` and `results`).
 #[derive(Debug, Args)]
-pub struct CompareArgs {
-    /// Only results of campaigns of this suite.
-    #[arg(long)]
-    pub suite: Option<String>,
-    /// Only this kernel.
-    #[arg(long)]
-    pub kernel: Option<String>,
+pub struct ResultScope {
     /// Only this campaign.
     #[arg(long)]
     pub campaign: Option<i64>,
+    /// Only this kernel.
+    #[arg(long)]
+    pub kernel: Option<String>,
     /// Only this agent.
     #[arg(long)]
     pub agent: Option<String>,
@@ -291,24 +289,24 @@ pub struct CompareArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Only results of campaigns of this suite.
+    #[arg(long)]
+    pub suite: Option<String>,
+    #[command(flatten)]
+    pub scope: ResultScope,
+}
+
+#[derive(Debug, Args)]
 pub struct ResultsArgs {
-    /// Only this campaign.
-    #[arg(long)]
-    pub campaign: Option<i64>,
-    /// Only this kernel.
-    #[arg(long)]
-    pub kernel: Option<String>,
+    #[command(flatten)]
+    pub scope: ResultScope,
     /// Only this status (ok, invalid, crashed, timed_out, error, ...).
     #[arg(long)]
     pub status: Option<String>,
-    /// Only this agent.
-    #[arg(long)]
-    pub agent: Option<String>,
     /// Include the raw per-iteration times (JSON only).
     #[arg(long)]
     pub samples: bool,
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
     /// Same as --format json.
     #[arg(long)]
     pub json: bool,

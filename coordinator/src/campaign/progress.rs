@@ -2,8 +2,8 @@
 //! a line per finished job above it. Elsewhere (CI logs, pipes): one plain
 //! line per finished job on stderr, no bar, no escape codes.
 
+use super::plan::PlannedJob;
 use crate::compare::fmt_metric;
-use crate::plan::PlannedJob;
 use gpufleet_proto::v1 as pb;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;

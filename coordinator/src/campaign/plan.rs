@@ -20,8 +20,10 @@ pub struct Target {
     pub info: pb::AgentInfo,
 }
 
-/// Restrictions from the command line; empty means no restriction.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Restrictions from the command line; empty means no restriction. Stored with the campaign
+/// (see [`StoredRequest`](super::request::StoredRequest)), so its fields are part of the stored format.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Selection {
     pub backends: Vec<String>,
     pub devices: Vec<String>,

@@ -1,0 +1,93 @@
+//! `gpufleet run`: a suite, or one ad-hoc spec, on one or more agents.
+
+use super::agents::lookup_agent;
+use super::args::RunArgs;
+use super::parse::{parse_env_sets, parse_kv};
+use super::results::print_outcome;
+use crate::campaign::plan::Selection;
+use crate::campaign::progress::CliReporter;
+use crate::campaign::request::{CampaignRequest, RetryPolicy};
+use crate::campaign::run::run_campaign;
+use crate::db::Db;
+use anyhow::{Context, bail};
+use gpufleet_kernels::{Problem, RunDefaults, Suite, SuiteRun, find_kernel};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The runs of `gpufleet run`: a suite's, or one ad-hoc spec.
+pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<String>)> {
+    if let Some(name) = &args.suite {
+        let suite = Suite::resolve(name)?;
+        for k in &args.kernels {
+            if find_kernel(k).is_none() {
+                bail!("--kernel: unknown kernel `{k}`");
+            }
+        }
+        return Ok((suite.name.clone(), suite.runs, args.kernels.clone()));
+    }
+    let [kernel] = args.kernels.as_slice() else {
+        bail!(
+            "without --suite, give exactly one --kernel (and optionally --variant, --param NAME=VALUE)"
+        );
+    };
+    let mut params = BTreeMap::new();
+    for (k, v) in parse_kv(&args.params, "param")? {
+        let n: i64 = v
+            .parse()
+            .with_context(|| format!("--param {k}={v}: the value must be an integer"))?;
+        params.insert(k, n);
+    }
+    let problem = Problem::new(
+        kernel,
+        args.variant.as_deref().unwrap_or(""),
+        &params,
+        &args.dtype,
+        true,
+    )?;
+    let run = SuiteRun {
+        kernel: kernel.clone(),
+        variants: Some(vec![problem.variant.clone()]),
+        params: problem.params.clone(),
+        dtype: problem.dtype,
+        mode: args.mode,
+        warmup: args.warmup,
+        min_iterations: args.min_iterations,
+        min_seconds: args.min_seconds,
+        max_iterations: RunDefaults::STANDARD.max_iterations,
+        timeout_s: args.timeout_s.unwrap_or(RunDefaults::STANDARD.timeout_s),
+        env: BTreeMap::new(),
+    };
+    Ok(("adhoc".to_string(), vec![run], Vec::new()))
+}
+
+/// `run`.
+pub async fn run(db: &Db, args: RunArgs) -> anyhow::Result<i32> {
+    let (suite, runs, kernels) = runs_of(&args)?;
+    let agents = args
+        .agents
+        .iter()
+        .map(|n| lookup_agent(db, n))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let selection = Selection {
+        backends: args.backends.clone(),
+        devices: args.devices.clone(),
+        kernels,
+        env: parse_kv(&args.env, "env")?,
+        env_sets: parse_env_sets(&args.env_sets)?,
+        timeout_s: args.timeout_s,
+        power_window_s: args.power_window_s,
+    };
+    let reporter = Arc::new(CliReporter::new());
+    let req = CampaignRequest {
+        description: format!("gpufleet run on {}", args.agents.join(", ")),
+        suite,
+        runs,
+        agents,
+        selection,
+        retry: RetryPolicy::default(),
+    };
+    let outcome = run_campaign(db, req, reporter.clone()).await;
+    reporter.finish();
+    let outcome = outcome?;
+    print_outcome(db, &outcome, args.json)
+}
