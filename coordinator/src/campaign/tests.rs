@@ -169,9 +169,8 @@ fn fleet(fakes: &[Arc<FakeAgent>]) -> Fleet {
         .collect();
     let by_name: BTreeMap<String, Arc<FakeAgent>> =
         fakes.iter().map(|f| (f.name.clone(), f.clone())).collect();
-    let connect: Connect = Arc::new(move |a: &AgentRow| {
-        by_name[&a.name].clone() as Arc<dyn AgentLink>
-    });
+    let connect: Connect =
+        Arc::new(move |a: &AgentRow| by_name[&a.name].clone() as Arc<dyn AgentLink>);
     let notes = Arc::new(Notes::default());
     let ex = Executor {
         owner: owner_id(),
@@ -223,13 +222,12 @@ fn request(f: &Fleet, n: usize) -> CampaignRequest {
 }
 
 fn job_states(f: &Fleet, campaign_id: i64) -> Vec<(String, JobState)> {
-    let mut v: Vec<_> = f
-        .db
-        .with(|s| s.jobs(campaign_id))
-        .unwrap()
-        .into_iter()
-        .map(|j| (j.agent, j.state))
-        .collect();
+    let mut v: Vec<_> =
+        f.db.with(|s| s.jobs(campaign_id))
+            .unwrap()
+            .into_iter()
+            .map(|j| (j.agent, j.state))
+            .collect();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
 }
@@ -259,11 +257,18 @@ async fn every_job_done_and_the_campaign_done() {
         .unwrap();
     assert_eq!(out.results.len(), 3);
     assert!(out.results.iter().all(|r| r.status() == pb::RunStatus::Ok));
-    assert_eq!(job_states(&f, out.campaign_id), vec![("a".into(), JobState::Done); 3]);
+    assert_eq!(
+        job_states(&f, out.campaign_id),
+        vec![("a".into(), JobState::Done); 3]
+    );
     assert_eq!(campaign_state(&f, out.campaign_id), CampaignState::Done);
     assert_eq!(stored(&f, out.campaign_id), 3);
     // The stored request plans the same campaign again.
-    let spec = f.db.with(|s| s.campaign(out.campaign_id)).unwrap().unwrap().spec;
+    let spec =
+        f.db.with(|s| s.campaign(out.campaign_id))
+            .unwrap()
+            .unwrap()
+            .spec;
     let again = StoredRequest::from_json(&spec).unwrap();
     assert_eq!(again, StoredRequest::of(&request(&f, 3)));
 }
@@ -289,7 +294,11 @@ async fn an_unreachable_agent_is_retried_up_to_the_bound_then_fails_the_campaign
     let out = run_campaign_with(&f.db, request(&f, 2), &f.ex)
         .await
         .unwrap();
-    assert_eq!(b.runs().len(), 3, "the second job fails fast without a call");
+    assert_eq!(
+        b.runs().len(),
+        3,
+        "the second job fails fast without a call"
+    );
     let mut messages: Vec<&str> = out.results.iter().map(|r| r.message.as_str()).collect();
     messages.sort();
     assert_eq!(
@@ -299,8 +308,15 @@ async fn an_unreachable_agent_is_retried_up_to_the_bound_then_fails_the_campaign
             "agent unreachable: b was lost earlier in this campaign"
         ]
     );
-    assert!(out.results.iter().all(|r| r.status() == pb::RunStatus::Error));
-    assert_eq!(job_states(&f, out.campaign_id), vec![("b".into(), JobState::Failed); 2]);
+    assert!(
+        out.results
+            .iter()
+            .all(|r| r.status() == pb::RunStatus::Error)
+    );
+    assert_eq!(
+        job_states(&f, out.campaign_id),
+        vec![("b".into(), JobState::Failed); 2]
+    );
     assert_eq!(campaign_state(&f, out.campaign_id), CampaignState::Failed);
     assert_eq!(stored(&f, out.campaign_id), 2);
 }
@@ -315,10 +331,12 @@ async fn busy_and_refused_are_results_that_do_not_fail_the_campaign() {
         .campaign_id;
     let outcomes = execute_campaign(&f.db, id, &f.ex).await.unwrap();
     assert!(outcomes.is_empty(), "nothing left to run");
-    let rows = f.db.with(|s| s.results(&ResultFilter {
-        campaign_id: Some(id),
-        ..Default::default()
-    }));
+    let rows = f.db.with(|s| {
+        s.results(&ResultFilter {
+            campaign_id: Some(id),
+            ..Default::default()
+        })
+    });
     let mut messages: Vec<String> = rows
         .unwrap()
         .into_iter()
@@ -335,7 +353,12 @@ async fn busy_and_refused_are_results_that_do_not_fail_the_campaign() {
 async fn an_agent_lost_mid_campaign_fails_only_its_remaining_jobs() {
     let a = FakeAgent::new(
         "a",
-        &[Step::Ok, Step::Unreachable, Step::Unreachable, Step::Unreachable],
+        &[
+            Step::Ok,
+            Step::Unreachable,
+            Step::Unreachable,
+            Step::Unreachable,
+        ],
     );
     let b = FakeAgent::new("b", &[]);
     let f = fleet(&[a.clone(), b.clone()]);
@@ -353,7 +376,11 @@ async fn an_agent_lost_mid_campaign_fails_only_its_remaining_jobs() {
     assert_eq!(of("a", JobState::Done), 1);
     assert_eq!(of("a", JobState::Failed), 2);
     assert_eq!(of("b", JobState::Done), 3);
-    assert_eq!(a.runs().len(), 4, "one ok, then one attempt and two retries");
+    assert_eq!(
+        a.runs().len(),
+        4,
+        "one ok, then one attempt and two retries"
+    );
     assert_eq!(b.runs().len(), 3);
     assert_eq!(campaign_state(&f, id), CampaignState::Failed);
     assert_eq!(stored(&f, id), 6);
@@ -372,7 +399,9 @@ async fn a_run_retried_after_a_broken_stream_is_stored_once() {
     assert_eq!(out.results[0].run_id, runs[0]);
     assert_eq!(stored(&f, out.campaign_id), 1);
     // Executing the campaign again runs and stores nothing more.
-    let again = execute_campaign(&f.db, out.campaign_id, &f.ex).await.unwrap();
+    let again = execute_campaign(&f.db, out.campaign_id, &f.ex)
+        .await
+        .unwrap();
     assert_eq!(failures(&again), Vec::<Option<JobFailure>>::new());
     assert_eq!(stored(&f, out.campaign_id), 1);
     assert_eq!(a.runs().len(), 2);
