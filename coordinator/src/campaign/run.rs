@@ -2,7 +2,7 @@
 //! mark it finished.
 
 use super::execute::{Executor, execute_campaign, finish_campaign};
-use super::prepare::{CampaignError, plan_into};
+use super::prepare::{CampaignError, Planned, plan_into};
 use super::progress::Reporter;
 use super::request::{CampaignRequest, StoredRequest};
 use crate::db::Db;
@@ -15,9 +15,8 @@ use std::sync::Arc;
 pub struct CampaignOutcome {
     pub campaign_id: i64,
     pub results: Vec<pb::RunResult>,
-    pub plan_notes: Vec<String>,
-    pub skipped: usize,
-    pub unreachable: Vec<String>,
+    /// What planning found: jobs, notes, skipped combinations, unreachable agents.
+    pub planned: Planned,
 }
 
 /// Describes every agent (in parallel), plans, stores and runs the jobs over gRPC.
@@ -68,8 +67,6 @@ pub async fn run_campaign_with(
     Ok(CampaignOutcome {
         campaign_id,
         results: outcomes.into_iter().map(|o| o.result).collect(),
-        plan_notes: planned.notes,
-        skipped: planned.skipped,
-        unreachable: planned.unreachable,
+        planned,
     })
 }

@@ -146,18 +146,29 @@ pub struct ScheduleAddArgs {
     /// Only these kernels. Repeatable.
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
-    /// Environment override for every run, KEY=VALUE. Repeatable.
-    #[arg(long = "env", value_name = "KEY=VALUE")]
-    pub env: Vec<String>,
-    /// Environment matrix row NAME:KEY=VALUE,... (see `gpufleet run --help`).
-    #[arg(long = "env-set", value_name = "NAME:KEY=VALUE,...")]
-    pub env_sets: Vec<String>,
-    /// Per-run timeout in seconds.
-    #[arg(long)]
-    pub timeout_s: Option<f64>,
+    #[command(flatten)]
+    pub overrides: RunOverrides,
     /// Do not run a slot missed while the coordinator was down.
     #[arg(long)]
     pub no_catch_up: bool,
+}
+
+/// Environment and timeout overrides for every run (`run` and `schedule add`).
+#[derive(Debug, Args)]
+pub struct RunOverrides {
+    /// Environment override for the worker process, KEY=VALUE (allowlisted
+    /// prefixes such as HSA_, RADV_, POCL_). Repeatable.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// An environment matrix row: run everything once per set, each set its
+    /// own comparison row (spec key `...@NAME`). `NAME:` alone is the set
+    /// without overrides. Repeatable, e.g. `--env-set stock:
+    /// --env-set gfx1030:HSA_OVERRIDE_GFX_VERSION=10.3.0`.
+    #[arg(long = "env-set", value_name = "NAME:KEY=VALUE,...")]
+    pub env_sets: Vec<String>,
+    /// Per-run timeout in seconds (overrides the suite's; default 120).
+    #[arg(long)]
+    pub timeout_s: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -239,19 +250,8 @@ pub struct RunArgs {
     /// Ad-hoc: compute_only or with_transfers.
     #[arg(long, default_value_t = Mode::ComputeOnly)]
     pub mode: Mode,
-    /// Environment override for the worker process, KEY=VALUE (allowlisted
-    /// prefixes such as HSA_, RADV_, POCL_). Repeatable.
-    #[arg(long = "env", value_name = "KEY=VALUE")]
-    pub env: Vec<String>,
-    /// An environment matrix row: run everything once per set, each set its
-    /// own comparison row (spec key `...@NAME`). `NAME:` alone is the set
-    /// without overrides. Repeatable, e.g. `--env-set stock:
-    /// --env-set gfx1030:HSA_OVERRIDE_GFX_VERSION=10.3.0`.
-    #[arg(long = "env-set", value_name = "NAME:KEY=VALUE,...")]
-    pub env_sets: Vec<String>,
-    /// Per-run timeout in seconds (overrides the suite's; default 120).
-    #[arg(long)]
-    pub timeout_s: Option<f64>,
+    #[command(flatten)]
+    pub overrides: RunOverrides,
     /// Minimum kernel window in seconds for the energy figures of devices
     /// with a power sensor. Default: the agent's choice (four sensor update
     /// periods, at least 1 s: short kernels are repeated untimed until the

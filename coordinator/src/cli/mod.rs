@@ -21,5 +21,5 @@ pub mod serve;
 
 pub use self::args::{
     AgentsCommand, Cli, Command, CompareArgs, DemoArgs, FailOn, RegressionsArgs, ResultScope,
-    ResultsArgs, RunArgs, ScheduleAddArgs, ScheduleCommand, ServeArgs,
+    ResultsArgs, RunArgs, RunOverrides, ScheduleAddArgs, ScheduleCommand, ServeArgs,
 };

@@ -1,5 +1,6 @@
 //! Command-line values that are lists of `NAME=VALUE` or environment sets.
 
+use super::args::RunOverrides;
 use crate::campaign::plan::EnvSet;
 use anyhow::bail;
 use std::collections::BTreeMap;
@@ -32,4 +33,12 @@ pub fn parse_env_sets(values: &[String]) -> anyhow::Result<Vec<EnvSet>> {
         sets.push(set);
     }
     Ok(sets)
+}
+
+/// The `--env` and `--env-set` values of `o`, parsed.
+///
+/// # Errors
+/// The first bad value, naming its option.
+pub fn env_overrides(o: &RunOverrides) -> anyhow::Result<(BTreeMap<String, String>, Vec<EnvSet>)> {
+    Ok((parse_kv(&o.env, "env")?, parse_env_sets(&o.env_sets)?))
 }

@@ -35,10 +35,10 @@ pub fn print_outcome(db: &Db, o: &CampaignOutcome, json: bool) -> anyhow::Result
             rows.len(),
             rows.len() - bad,
             bad,
-            if o.skipped > 0 {
+            if o.planned.skipped > 0 {
                 format!(
                     ", {} combinations skipped (not implemented by the backend)",
-                    o.skipped
+                    o.planned.skipped
                 )
             } else {
                 String::new()

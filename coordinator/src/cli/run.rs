@@ -2,7 +2,7 @@
 
 use super::agents::lookup_agent;
 use super::args::RunArgs;
-use super::parse::{parse_env_sets, parse_kv};
+use super::parse::{env_overrides, parse_kv};
 use super::results::print_outcome;
 use crate::campaign::plan::Selection;
 use crate::campaign::progress::CliReporter;
@@ -54,7 +54,10 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
         min_iterations: args.min_iterations,
         min_seconds: args.min_seconds,
         max_iterations: RunDefaults::STANDARD.max_iterations,
-        timeout_s: args.timeout_s.unwrap_or(RunDefaults::STANDARD.timeout_s),
+        timeout_s: args
+            .overrides
+            .timeout_s
+            .unwrap_or(RunDefaults::STANDARD.timeout_s),
         env: BTreeMap::new(),
     };
     Ok(("adhoc".to_string(), vec![run], Vec::new()))
@@ -68,13 +71,14 @@ pub async fn run(db: &Db, args: RunArgs) -> anyhow::Result<i32> {
         .iter()
         .map(|n| lookup_agent(db, n))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    let (env, env_sets) = env_overrides(&args.overrides)?;
     let selection = Selection {
         backends: args.backends.clone(),
         devices: args.devices.clone(),
         kernels,
-        env: parse_kv(&args.env, "env")?,
-        env_sets: parse_env_sets(&args.env_sets)?,
-        timeout_s: args.timeout_s,
+        env,
+        env_sets,
+        timeout_s: args.overrides.timeout_s,
         power_window_s: args.power_window_s,
     };
     let reporter = Arc::new(CliReporter::new());

@@ -1,7 +1,7 @@
 //! `schedule add|list|rm|run-now` and `regressions`.
 
 use super::args::{FailOn, RegressionsArgs, ScheduleCommand};
-use super::parse::{parse_env_sets, parse_kv};
+use super::parse::env_overrides;
 use crate::campaign::progress::CliReporter;
 use crate::compare::fmt_metric;
 use crate::db::Db;
@@ -25,15 +25,16 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
             if !a.all && a.agents.is_empty() {
                 bail!("give --agent NAME (repeatable) or --all");
             }
+            let (env, env_sets) = env_overrides(&a.overrides)?;
             let spec = ScheduleSpec {
                 suite: a.suite.clone(),
                 agents: a.agents.clone(),
                 all_agents: a.all,
                 backends: a.backends.clone(),
                 kernels: a.kernels.clone(),
-                env: parse_kv(&a.env, "env")?,
-                env_sets: parse_env_sets(&a.env_sets)?,
-                timeout_s: a.timeout_s,
+                env,
+                env_sets,
+                timeout_s: a.overrides.timeout_s,
             };
             // Refuse now what would fail every night.
             let agents = db.with(|s| s.agents())?;

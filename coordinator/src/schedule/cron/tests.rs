@@ -156,16 +156,51 @@ fn latest_at_or_before_is_inclusive() {
     assert_eq!(c.latest_at_or_before(slot - 1), Some(slot - 86_400));
 }
 
+/// A UTC date and time: (year, month, day, hour, minute).
+type Utc = (i64, u32, u32, i64, i64);
+
+fn secs((y, mo, d, h, mi): Utc) -> i64 {
+    at(y, mo, d, h, mi)
+}
+
+/// Asserts, for each `(from, slot)`, that the first slot of `expr` strictly after `from` is `slot`.
+fn assert_next(expr: &str, cases: &[(Utc, Utc)]) {
+    let c = cron(expr);
+    for &(from, slot) in cases {
+        assert_eq!(
+            c.next_after(secs(from)),
+            Some(secs(slot)),
+            "{expr}: next after {from:?}"
+        );
+    }
+}
+
+/// Asserts, for each `(until, slot)`, that the latest slot of `expr` at or before `until` is `slot`.
+fn assert_latest(expr: &str, cases: &[(Utc, Utc)]) {
+    let c = cron(expr);
+    for &(until, slot) in cases {
+        assert_eq!(
+            c.latest_at_or_before(secs(until)),
+            Some(secs(slot)),
+            "{expr}: latest at or before {until:?}"
+        );
+    }
+}
+
 #[test]
 fn every_fifteen_minutes() {
     let c = cron("*/15 * * * *");
-    let t = at(2025, 12, 31, 23, 50);
-    assert_eq!(c.next_after(t), Some(at(2026, 1, 1, 0, 0)));
-    assert_eq!(
-        c.next_after(at(2026, 1, 1, 0, 0)),
-        Some(at(2026, 1, 1, 0, 15))
+    assert_next(
+        "*/15 * * * *",
+        &[
+            ((2025, 12, 31, 23, 50), (2026, 1, 1, 0, 0)),
+            ((2026, 1, 1, 0, 0), (2026, 1, 1, 0, 15)),
+        ],
     );
-    assert_eq!(c.latest_at_or_before(t), Some(at(2025, 12, 31, 23, 45)));
+    assert_latest(
+        "*/15 * * * *",
+        &[((2025, 12, 31, 23, 50), (2025, 12, 31, 23, 45))],
+    );
     assert_eq!(
         scan(&c, at(2025, 3, 1, 0, 0), at(2025, 3, 2, 0, 0)).len(),
         96
@@ -174,27 +209,21 @@ fn every_fifteen_minutes() {
 
 #[test]
 fn leap_day_only_every_four_years() {
-    let c = cron("0 0 29 2 *");
-    assert_eq!(
-        c.next_after(at(2024, 3, 1, 0, 0)),
-        Some(at(2028, 2, 29, 0, 0))
+    assert_next(
+        "0 0 29 2 *",
+        &[
+            ((2024, 3, 1, 0, 0), (2028, 2, 29, 0, 0)),
+            ((2023, 1, 1, 0, 0), (2024, 2, 29, 0, 0)),
+            // 2100 is not a leap year: eight years from 2096 to 2104.
+            ((2096, 3, 1, 0, 0), (2104, 2, 29, 0, 0)),
+        ],
     );
-    assert_eq!(
-        c.next_after(at(2023, 1, 1, 0, 0)),
-        Some(at(2024, 2, 29, 0, 0))
-    );
-    // 2100 is not a leap year: eight years from 2096 to 2104.
-    assert_eq!(
-        c.next_after(at(2096, 3, 1, 0, 0)),
-        Some(at(2104, 2, 29, 0, 0))
-    );
-    assert_eq!(
-        c.latest_at_or_before(at(2104, 2, 28, 0, 0)),
-        Some(at(2096, 2, 29, 0, 0))
-    );
-    assert_eq!(
-        c.latest_at_or_before(at(2000, 2, 29, 0, 0)),
-        Some(at(2000, 2, 29, 0, 0))
+    assert_latest(
+        "0 0 29 2 *",
+        &[
+            ((2104, 2, 28, 0, 0), (2096, 2, 29, 0, 0)),
+            ((2000, 2, 29, 0, 0), (2000, 2, 29, 0, 0)),
+        ],
     );
 }
 
@@ -209,87 +238,53 @@ fn impossible_dates_give_none() {
 
 #[test]
 fn month_ends() {
-    let c = cron("30 23 31 * *");
-    assert_eq!(
-        c.next_after(at(2025, 4, 1, 0, 0)),
-        Some(at(2025, 5, 31, 23, 30))
+    assert_next(
+        "30 23 31 * *",
+        &[
+            ((2025, 4, 1, 0, 0), (2025, 5, 31, 23, 30)),
+            ((2025, 7, 31, 23, 30), (2025, 8, 31, 23, 30)),
+        ],
     );
-    assert_eq!(
-        c.next_after(at(2025, 7, 31, 23, 30)),
-        Some(at(2025, 8, 31, 23, 30))
+    assert_latest(
+        "30 23 31 * *",
+        &[((2025, 7, 1, 0, 0), (2025, 5, 31, 23, 30))],
     );
-    assert_eq!(
-        c.latest_at_or_before(at(2025, 7, 1, 0, 0)),
-        Some(at(2025, 5, 31, 23, 30))
-    );
-    let last_of_feb = cron("0 12 28-29 2 *");
-    assert_eq!(
-        last_of_feb.next_after(at(2025, 2, 28, 12, 0)),
-        Some(at(2026, 2, 28, 12, 0))
-    );
-    assert_eq!(
-        last_of_feb.next_after(at(2024, 2, 28, 12, 0)),
-        Some(at(2024, 2, 29, 12, 0))
+    assert_next(
+        "0 12 28-29 2 *",
+        &[
+            ((2025, 2, 28, 12, 0), (2026, 2, 28, 12, 0)),
+            ((2024, 2, 28, 12, 0), (2024, 2, 29, 12, 0)),
+        ],
     );
     // New year rollover in both directions.
-    let c = cron("0 0 1 1 *");
-    assert_eq!(
-        c.next_after(at(2025, 1, 1, 0, 0)),
-        Some(at(2026, 1, 1, 0, 0))
-    );
-    assert_eq!(
-        c.latest_at_or_before(at(2025, 12, 31, 23, 59)),
-        Some(at(2025, 1, 1, 0, 0))
-    );
+    assert_next("0 0 1 1 *", &[((2025, 1, 1, 0, 0), (2026, 1, 1, 0, 0))]);
+    assert_latest("0 0 1 1 *", &[((2025, 12, 31, 23, 59), (2025, 1, 1, 0, 0))]);
 }
 
 #[test]
 fn day_of_month_or_day_of_week_when_both_restricted() {
     // 1st of the month OR any Monday. June 2025: Sun 1, Mon 2, Mon 9.
-    let c = cron("0 0 1 * mon");
-    assert_eq!(
-        c.next_after(at(2025, 5, 31, 0, 0)),
-        Some(at(2025, 6, 1, 0, 0))
-    );
-    assert_eq!(
-        c.next_after(at(2025, 6, 1, 0, 0)),
-        Some(at(2025, 6, 2, 0, 0))
-    );
-    assert_eq!(
-        c.next_after(at(2025, 6, 2, 0, 0)),
-        Some(at(2025, 6, 9, 0, 0))
+    assert_next(
+        "0 0 1 * mon",
+        &[
+            ((2025, 5, 31, 0, 0), (2025, 6, 1, 0, 0)),
+            ((2025, 6, 1, 0, 0), (2025, 6, 2, 0, 0)),
+            ((2025, 6, 2, 0, 0), (2025, 6, 9, 0, 0)),
+        ],
     );
     // Only one restricted: both must match (the other always does).
-    let mondays = cron("0 0 * * 1");
-    assert_eq!(
-        mondays.next_after(at(2025, 5, 31, 0, 0)),
-        Some(at(2025, 6, 2, 0, 0))
-    );
-    let firsts = cron("0 0 1 * *");
-    assert_eq!(
-        firsts.next_after(at(2025, 6, 1, 0, 0)),
-        Some(at(2025, 7, 1, 0, 0))
-    );
+    assert_next("0 0 * * 1", &[((2025, 5, 31, 0, 0), (2025, 6, 2, 0, 0))]);
+    assert_next("0 0 1 * *", &[((2025, 6, 1, 0, 0), (2025, 7, 1, 0, 0))]);
     // Vixie: a field starting with `*` counts as unrestricted, so this is
     // "odd days that are Mondays" (June 9, 2025 is the first).
-    let odd_mondays = cron("0 0 */2 * 1");
-    assert_eq!(
-        odd_mondays.next_after(at(2025, 5, 31, 0, 0)),
-        Some(at(2025, 6, 9, 0, 0))
-    );
+    assert_next("0 0 */2 * 1", &[((2025, 5, 31, 0, 0), (2025, 6, 9, 0, 0))]);
 }
 
 #[test]
 fn works_before_1970_and_at_the_extremes() {
     let c = cron("0 3 * * *");
-    assert_eq!(
-        c.next_after(at(1969, 12, 31, 4, 0)),
-        Some(at(1970, 1, 1, 3, 0))
-    );
-    assert_eq!(
-        c.latest_at_or_before(at(1969, 12, 31, 2, 0)),
-        Some(at(1969, 12, 30, 3, 0))
-    );
+    assert_next("0 3 * * *", &[((1969, 12, 31, 4, 0), (1970, 1, 1, 3, 0))]);
+    assert_latest("0 3 * * *", &[((1969, 12, 31, 2, 0), (1969, 12, 30, 3, 0))]);
     assert_eq!(c.next_after(i64::MAX), None);
     assert_eq!(c.latest_at_or_before(i64::MIN), None);
     assert!(c.next_after(i64::MIN).is_some());

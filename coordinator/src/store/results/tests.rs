@@ -1,6 +1,6 @@
 use std::sync::{Arc, Mutex};
 
-use super::super::test_support::{sample_result, temp_store};
+use super::super::test_support::{assert_invalid, sample_result, temp_store};
 use super::super::{DeviceRecord, JobState, NewJob};
 use super::*;
 
@@ -37,6 +37,26 @@ fn device(store: &mut Store, agent_id: i64, id: &str) -> i64 {
         .unwrap()
 }
 
+/// The run ids of the results `f` selects, in the store's order.
+fn run_ids(store: &Store, f: &ResultFilter) -> Vec<String> {
+    store
+        .results(f)
+        .unwrap()
+        .into_iter()
+        .map(|r| r.record.run_id)
+        .collect()
+}
+
+/// Every stored result, with its raw samples.
+fn all_with_samples(store: &Store) -> Vec<ResultRow> {
+    store
+        .results(&ResultFilter {
+            with_samples: true,
+            ..ResultFilter::default()
+        })
+        .unwrap()
+}
+
 #[test]
 fn a_result_round_trips_with_its_samples() {
     let (_dir, store, _now) = clocked_store();
@@ -49,12 +69,7 @@ fn a_result_round_trips_with_its_samples() {
     r.higher_is_better = Some(false);
     assert!(store.insert_result(&r).unwrap());
 
-    let rows = store
-        .results(&ResultFilter {
-            with_samples: true,
-            ..ResultFilter::default()
-        })
-        .unwrap();
+    let rows = all_with_samples(&store);
     assert_eq!(rows.len(), 1);
     let row = &rows[0];
     let mut expected = r.clone();
@@ -167,39 +182,15 @@ fn bad_numbers_and_empty_names_are_refused() {
     let mut r = sample_result("nan", agent);
     r.median_s = Some(f64::NAN);
     let err = store.insert_result(&r).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            StoreError::InvalidInput {
-                field: "median_s",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_invalid(&err, "median_s");
     let mut r = sample_result("", agent);
     r.run_id.clear();
     let err = store.insert_result(&r).unwrap_err();
-    assert!(
-        matches!(
-            err,
-            StoreError::InvalidInput {
-                field: "run_id",
-                ..
-            }
-        ),
-        "{err}"
-    );
+    assert_invalid(&err, "run_id");
     let mut r = sample_result("huge", agent);
     r.iterations = u64::MAX;
     let err = store.insert_result(&r).unwrap_err();
-    assert!(matches!(
-        err,
-        StoreError::InvalidInput {
-            field: "iterations",
-            ..
-        }
-    ));
+    assert_invalid(&err, "iterations");
     assert_eq!(count(&store, "results"), 0);
 }
 
@@ -223,14 +214,7 @@ fn filters_select_by_campaign_kernel_suite_agent_and_status() {
         r.status = status.into();
         store.insert_result(&r).unwrap();
     }
-    let runs = |store: &Store, f: ResultFilter| -> Vec<String> {
-        store
-            .results(&f)
-            .unwrap()
-            .into_iter()
-            .map(|r| r.record.run_id)
-            .collect()
-    };
+    let runs = |store: &Store, f: ResultFilter| run_ids(store, &f);
     assert_eq!(runs(&store, ResultFilter::default()), ["1", "2", "3", "4"]);
     let by_campaign = ResultFilter {
         campaign_id: Some(smoke),
@@ -286,12 +270,7 @@ fn latest_per_device_and_key_keeps_the_newest_match() {
             latest_per_device_and_key: true,
             ..ResultFilter::default()
         };
-        store
-            .results(&f)
-            .unwrap()
-            .into_iter()
-            .map(|r| r.record.run_id)
-            .collect()
+        run_ids(&store, &f)
     };
     assert_eq!(
         latest(None),
@@ -332,12 +311,7 @@ fn results_survive_a_reopen() {
     drop(store);
 
     let mut store = Store::open(&path).unwrap();
-    let rows = store
-        .results(&ResultFilter {
-            with_samples: true,
-            ..ResultFilter::default()
-        })
-        .unwrap();
+    let rows = all_with_samples(&store);
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].record.times, r.times);
     assert!(
