@@ -21,7 +21,7 @@ pub struct Target {
 }
 
 /// Restrictions from the command line; empty means no restriction. Stored with the campaign
-/// (see [`StoredRequest`](super::request::StoredRequest)), so its fields are part of the stored format.
+/// (in `StoredRequest`, `request.rs`), so its fields are part of the stored format.
 #[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(default)]
 pub struct Selection {

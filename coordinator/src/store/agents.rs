@@ -5,11 +5,11 @@
 
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
 
+use super::error::StoreError;
 use super::error::{is_unique_violation, sql};
-use super::{
-    AgentRow, DeviceRecord, DeviceRow, Store, StoreError, json_column, parse_json,
-    require_non_empty,
-};
+use super::open::Store;
+use super::rows::{AgentRow, DeviceRecord, DeviceRow};
+use super::values::{json_column, parse_json, require_non_empty};
 
 /// Longest accepted agent name.
 pub const MAX_AGENT_NAME: usize = 64;

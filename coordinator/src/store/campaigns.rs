@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
 
+use super::error::StoreError;
 use super::error::{is_unique_violation, sql};
-use super::{
-    CampaignRow, CampaignState, JobCounts, JobRow, JobState, NewJob, Store, StoreError,
-    json_column, parse_json, require_non_empty,
-};
+use super::open::Store;
+use super::rows::{CampaignRow, CampaignState, JobCounts, JobRow, JobState, NewJob};
+use super::values::{json_column, parse_json, require_non_empty};
 
 impl Store {
     /// Creates a campaign in state `running`; returns its id.

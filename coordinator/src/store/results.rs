@@ -8,10 +8,11 @@ use std::collections::BTreeMap;
 use rusqlite::types::{Type, Value as SqlValue};
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
 
+use super::error::StoreError;
 use super::error::sql;
-use super::{
-    PowerPoint, ResultFilter, ResultRecord, ResultRow, Store, StoreError, require_non_empty,
-};
+use super::open::Store;
+use super::rows::{PowerPoint, ResultFilter, ResultRecord, ResultRow};
+use super::values::{json_column, require_non_empty};
 
 /// Columns of `results` (aliased `r`) in the order listings read them.
 const RESULT_COLUMNS: &str = "r.id, r.run_id, r.campaign_id, r.job_id, r.agent_id, r.device_row_id,
@@ -424,16 +425,16 @@ fn result_from_row(row: &Row<'_>) -> rusqlite::Result<ResultRow> {
         stddev_s: row.get("stddev_s")?,
         cv: row.get("cv")?,
         iterations: row.get("iterations")?,
-        validation: super::json_column(row, "validation_json")?,
-        config: super::json_column(row, "config_json")?,
-        fingerprint: super::json_column(row, "fingerprint_json")?,
+        validation: json_column(row, "validation_json")?,
+        config: json_column(row, "config_json")?,
+        fingerprint: json_column(row, "fingerprint_json")?,
         stderr_tail: row.get("stderr_tail")?,
         signal: row.get("signal")?,
         started_at: row.get("started_at")?,
         wall_s: row.get("wall_s")?,
         created_at: Some(row.get("created_at")?),
         times,
-        energy: super::json_column(row, "energy_json")?,
+        energy: json_column(row, "energy_json")?,
         energy_j: row.get("energy_j")?,
         avg_watts: row.get("avg_watts")?,
         metric_per_watt: row.get("metric_per_watt")?,

@@ -8,8 +8,10 @@ use std::time::SystemTime;
 
 use serde_json::json;
 
+use super::error::StoreError;
 use super::guard::sidecar;
-use super::{PowerPoint, ResultRecord, Store, StoreError};
+use super::open::Store;
+use super::rows::{PowerPoint, ResultRecord};
 
 /// A fresh store on a real file in a temp dir (keep the dir alive as long as the store).
 pub(super) fn temp_store() -> (tempfile::TempDir, Store) {
