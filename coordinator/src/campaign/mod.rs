@@ -4,7 +4,7 @@
 //! | file | part |
 //! | --- | --- |
 //! | `request.rs` | what to run ([`CampaignRequest`]) and its stored form ([`StoredRequest`]) |
-//! | `plan.rs` | suite × agents × devices → jobs (pure) |
+//! | `plan.rs` | runs validated once ([`resolve_runs`](plan::resolve_runs)), then suite × agents × devices → jobs (pure) |
 //! | `prepare.rs` | describe the agents, plan, store the devices and queued jobs |
 //! | `execute.rs` | run stored jobs over [`AgentLink`](crate::link::AgentLink)s: attempts, retries, lost agents, typed failures |
 //! | `owner.rs` | which process owns a campaign, its heartbeat |
@@ -32,6 +32,6 @@ pub use self::execute::{
     Connect, Executor, JobFailure, JobOutcome, execute_campaign, finish_campaign, grpc_links,
 };
 pub use self::owner::{HEARTBEAT, owner_id, owner_is_dead};
-pub use self::prepare::{CampaignError, Planned, device_record, plan_into};
+pub use self::prepare::{CampaignError, Planned, device_record, plan_into, resolve_and_plan_into};
 pub use self::request::{CampaignRequest, RetryPolicy, StoredRequest};
 pub use self::run::{CampaignOutcome, run_campaign, run_campaign_with};

@@ -2,7 +2,7 @@
 //! the queued jobs in one transaction.
 
 use super::execute::Executor;
-use super::plan::{JobPlan, Target, plan_jobs};
+use super::plan::{JobPlan, ResolvedRun, Target, plan_jobs, resolve_runs};
 use super::request::CampaignRequest;
 use crate::db::Db;
 use crate::link::AgentLink;
@@ -16,6 +16,9 @@ use std::sync::Arc;
 pub enum CampaignError {
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// A run's spec is invalid (see [`resolve_runs`]).
+    #[error(transparent)]
+    Spec(#[from] gpufleet_kernels::SpecError),
     #[error("no agent could be reached: {0}")]
     NoAgent(String),
     #[error("nothing to run: {0}")]
@@ -31,8 +34,23 @@ pub struct Planned {
     pub unreachable: Vec<String>,
 }
 
-/// Describes the agents of `req`, plans its jobs and stores them (with the devices) in campaign
-/// `campaign_id`, in one transaction.
+/// Validates the runs of `req` ([`resolve_runs`]); then [`plan_into`]. The daemon's way in, where
+/// the request was built from a schedule or a stored campaign.
+///
+/// # Errors
+/// [`CampaignError::Spec`] for an invalid run, else as [`plan_into`].
+pub async fn resolve_and_plan_into(
+    db: &Db,
+    campaign_id: i64,
+    req: &CampaignRequest,
+    ex: &Executor,
+) -> Result<Planned, CampaignError> {
+    let runs = resolve_runs(&req.runs)?;
+    plan_into(db, campaign_id, req, &runs, ex).await
+}
+
+/// Describes the agents of `req`, plans `runs` (its runs, resolved) and stores the jobs (with the
+/// devices) in campaign `campaign_id`, in one transaction.
 ///
 /// # Errors
 /// [`CampaignError::NoAgent`] / [`CampaignError::NothingToRun`] when nothing can run.
@@ -40,6 +58,7 @@ pub async fn plan_into(
     db: &Db,
     campaign_id: i64,
     req: &CampaignRequest,
+    runs: &[ResolvedRun],
     ex: &Executor,
 ) -> Result<Planned, CampaignError> {
     let reporter = ex.reporter.as_ref();
@@ -74,7 +93,7 @@ pub async fn plan_into(
         jobs,
         skipped,
         notes,
-    } = plan_jobs(&req.runs, &plain, &req.selection);
+    } = plan_jobs(runs, &plain, &req.selection);
     for n in &notes {
         reporter.note(n);
     }

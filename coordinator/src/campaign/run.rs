@@ -2,6 +2,7 @@
 //! mark it finished.
 
 use super::execute::{Executor, execute_campaign, finish_campaign};
+use super::plan::resolve_runs;
 use super::prepare::{CampaignError, Planned, plan_into};
 use super::progress::Reporter;
 use super::request::{CampaignRequest, StoredRequest};
@@ -19,10 +20,12 @@ pub struct CampaignOutcome {
     pub planned: Planned,
 }
 
-/// Describes every agent (in parallel), plans, stores and runs the jobs over gRPC.
+/// Validates the runs, then describes every agent (in parallel), plans, stores and runs the jobs
+/// over gRPC.
 ///
 /// # Errors
-/// [`CampaignError`] when nothing can run; individual job failures are
+/// [`CampaignError::Spec`] for an invalid run, before any agent is contacted or anything is
+/// stored; [`CampaignError`] when nothing can run; individual job failures are
 /// results, not errors.
 pub async fn run_campaign(
     db: &Db,
@@ -43,6 +46,7 @@ pub async fn run_campaign_with(
     req: CampaignRequest,
     ex: &Executor,
 ) -> Result<CampaignOutcome, CampaignError> {
+    let runs = resolve_runs(&req.runs)?;
     let spec_json = StoredRequest::of(&req).to_json();
     let (suite, description, owner) =
         (req.suite.clone(), req.description.clone(), ex.owner.clone());
@@ -53,7 +57,7 @@ pub async fn run_campaign_with(
             Ok(id)
         })
         .await?;
-    let planned = match plan_into(db, campaign_id, &req, ex).await {
+    let planned = match plan_into(db, campaign_id, &req, &runs, ex).await {
         Ok(p) => p,
         Err(e) => {
             let _ = db

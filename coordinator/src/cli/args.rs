@@ -3,7 +3,7 @@
 
 use crate::table::Format;
 use clap::{Args, Parser, Subcommand};
-use gpufleet_kernels::{Mode, RunDefaults};
+use gpufleet_kernels::{Dtype, Mode, RunDefaults};
 use std::path::PathBuf;
 
 /// gpufleet: benchmark GPUs across a fleet and make the numbers comparable.
@@ -245,8 +245,8 @@ pub struct RunArgs {
     #[arg(long = "param", value_name = "NAME=VALUE")]
     pub params: Vec<String>,
     /// Ad-hoc: data type (f32, or f16 where a backend has it).
-    #[arg(long, default_value = "f32")]
-    pub dtype: String,
+    #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+    pub dtype: Dtype,
     /// Ad-hoc: compute_only or with_transfers.
     #[arg(long, default_value_t = Mode::ComputeOnly)]
     pub mode: Mode,
@@ -320,4 +320,12 @@ pub struct DemoArgs {
     /// Print the comparison as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--dtype`: a known dtype name, case-insensitive.
+fn parse_dtype(text: &str) -> Result<Dtype, String> {
+    Dtype::parse(text).ok_or_else(|| {
+        let known: Vec<&str> = Dtype::ALL.iter().map(|d| d.name()).collect();
+        format!("unknown dtype `{text}` (known: {})", known.join(", "))
+    })
 }

@@ -10,11 +10,16 @@ use crate::campaign::request::{CampaignRequest, RetryPolicy};
 use crate::campaign::run::run_campaign;
 use crate::db::Db;
 use anyhow::{Context, bail};
-use gpufleet_kernels::{Problem, RunDefaults, Suite, SuiteRun, find_kernel};
+use gpufleet_kernels::{RunDefaults, Suite, SuiteRun, find_kernel};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The runs of `gpufleet run`: a suite's, or one ad-hoc spec.
+/// The runs of `gpufleet run`: a suite's, or one ad-hoc spec. The ad-hoc spec is validated with
+/// the campaign's runs ([`resolve_runs`](crate::campaign::plan::resolve_runs)), before any agent is
+/// contacted.
+///
+/// # Errors
+/// An unknown suite or `--kernel`, a malformed `--param`.
 pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<String>)> {
     if let Some(name) = &args.suite {
         let suite = Suite::resolve(name)?;
@@ -37,18 +42,18 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
             .with_context(|| format!("--param {k}={v}: the value must be an integer"))?;
         params.insert(k, n);
     }
-    let problem = Problem::new(
-        kernel,
-        args.variant.as_deref().unwrap_or(""),
-        &params,
-        &args.dtype,
-        true,
-    )?;
+    // The kernel's default variant unless one is named (an unknown kernel keeps "" and is
+    // refused when the runs are resolved).
+    let variant = args
+        .variant
+        .clone()
+        .or_else(|| find_kernel(kernel).map(|k| k.default_variant.to_string()))
+        .unwrap_or_default();
     let run = SuiteRun {
         kernel: kernel.clone(),
-        variants: Some(vec![problem.variant.clone()]),
-        params: problem.params.clone(),
-        dtype: problem.dtype,
+        variants: Some(vec![variant]),
+        params,
+        dtype: args.dtype,
         mode: args.mode,
         warmup: args.warmup,
         min_iterations: args.min_iterations,

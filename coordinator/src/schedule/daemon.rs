@@ -7,7 +7,7 @@ use super::slots::{DaemonConfig, Due, due, fmt_time};
 use super::spec::{ScheduleSpec, request_of};
 use crate::campaign::execute::{Executor, execute_campaign, finish_campaign};
 use crate::campaign::owner::owner_is_dead;
-use crate::campaign::prepare::plan_into;
+use crate::campaign::prepare::resolve_and_plan_into;
 use crate::campaign::progress::Reporter;
 use crate::campaign::request::{CampaignRequest, StoredRequest};
 use crate::db::Db;
@@ -227,7 +227,7 @@ impl Daemon {
             .unwrap_or(false);
         if !has_jobs {
             let planned = match &req {
-                Ok(req) => plan_into(&self.db, id, req, &self.ex)
+                Ok(req) => resolve_and_plan_into(&self.db, id, req, &self.ex)
                     .await
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(e.clone()),
