@@ -400,4 +400,26 @@ mod tests {
         };
         assert_eq!(plan_jobs(&runs, &[t], &sel).jobs.len(), 2);
     }
+
+    #[test]
+    fn runs_are_resolved_once_and_bad_specs_refused() {
+        // Open variants: every catalog variant that accepts the parameters.
+        let open = resolve_runs(&[run("gemm", None, &[("m", 64)])]).unwrap();
+        let vs: Vec<&str> = open[0]
+            .problems
+            .iter()
+            .map(|p| p.variant.as_str())
+            .collect();
+        assert_eq!(vs, vec!["naive", "tiled", "blocked"]);
+        assert_eq!(open[0].problems[0].params["n"], 256, "defaults filled in");
+        // Named variants, unknown kernels and bad parameters are errors naming the field.
+        let field = |r: SuiteRun| resolve_runs(&[r]).unwrap_err().field();
+        assert_eq!(field(run("gemm", Some(vec!["fast"]), &[])), "variant");
+        assert_eq!(field(run("gemmm", None, &[])), "kernel");
+        assert_eq!(field(run("gemmm", Some(vec![""]), &[])), "kernel");
+        assert_eq!(
+            field(run("gemm", Some(vec!["naive"]), &[("m", 0)])),
+            "params"
+        );
+    }
 }
