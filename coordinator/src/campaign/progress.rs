@@ -129,8 +129,8 @@ impl Reporter for CliReporter {
     }
 }
 
-/// For the service: one line per campaign event on stderr, no bar (several campaigns may run at
-/// once, and the output usually goes to a log).
+/// For the schedule daemon: one line per campaign event on stderr, no bar (several campaigns may
+/// run at once, and the output usually goes to a log).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LogReporter;
 
