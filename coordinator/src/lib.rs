@@ -11,7 +11,7 @@
 //!   [`LinkError`](link::LinkError)s (`mod.rs`) and its gRPC implementation (`grpc.rs`: token,
 //!   deadlines, errors naming the agent).
 //! - `campaign/`: a suite × agents × devices: the request and its stored form (`request.rs`), the
-//!   pure planner (`plan.rs`), describing and storing jobs (`prepare.rs`), executing them with
+//!   validation of runs and the pure planner (`plan.rs`), describing and storing jobs (`prepare.rs`), executing them with
 //!   retries, lost agents and a typed [`JobFailure`](campaign::JobFailure) (`execute.rs`), the
 //!   owner and heartbeat (`owner.rs`), the whole campaign in one call (`run.rs`), progress to the
 //!   terminal (`progress.rs`).
@@ -31,8 +31,10 @@
 //!
 //! # Lifecycle of a campaign
 //! 1. `gpufleet run --suite S --agent A` (or a schedule's slot, or `demo`) builds a
-//!    [`CampaignRequest`](campaign::CampaignRequest); the ad-hoc spec is validated once, there.
-//! 2. The campaign is stored (`running`, owned by `pid@host`) with its request in stored form.
+//!    [`CampaignRequest`](campaign::CampaignRequest).
+//! 2. Its runs are validated once ([`resolve_runs`](campaign::plan::resolve_runs)): an invalid
+//!    spec is refused before any agent is contacted or anything is stored. The campaign is stored
+//!    (`running`, owned by `pid@host`) with its request in stored form.
 //! 3. Prepare: every agent is described over its [`AgentLink`](link::AgentLink), in parallel; the
 //!    planner expands the runs over each device whose backend implements the kernel; devices and
 //!    `queued` jobs are stored in one transaction.

@@ -12,22 +12,14 @@ use super::progress::Reporter;
 use super::request::RetryPolicy;
 use crate::convert::{Origin, error_result, to_record};
 use crate::db::Db;
-use crate::link::grpc::AgentAddr;
-use crate::link::{AgentLink, LinkError};
+use crate::link::grpc::grpc_links;
+use crate::link::{AgentLink, Connect, LinkError};
 use crate::store::{AgentRow, CampaignState, JobRow, JobState, Store, StoreError};
 use futures::StreamExt;
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-
-/// Makes the link to a registered agent.
-pub type Connect = Arc<dyn Fn(&AgentRow) -> Arc<dyn AgentLink> + Send + Sync>;
-
-/// Links that dial each agent's gRPC service.
-pub fn grpc_links() -> Connect {
-    Arc::new(|a: &AgentRow| Arc::new(AgentAddr::from(a)) as Arc<dyn AgentLink>)
-}
 
 /// Who executes campaigns in this process, and how.
 #[derive(Clone)]

@@ -28,9 +28,7 @@ pub mod run;
 #[cfg(test)]
 mod tests;
 
-pub use self::execute::{
-    Connect, Executor, JobFailure, JobOutcome, execute_campaign, finish_campaign, grpc_links,
-};
+pub use self::execute::{Executor, JobFailure, JobOutcome, execute_campaign, finish_campaign};
 pub use self::owner::{HEARTBEAT, owner_id, owner_is_dead};
 pub use self::prepare::{CampaignError, Planned, device_record, plan_into, resolve_and_plan_into};
 pub use self::request::{CampaignRequest, RetryPolicy, StoredRequest};

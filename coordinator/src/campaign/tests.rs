@@ -1,14 +1,14 @@
 //! Campaign execution against in-memory agent links (no sockets): job states, retries up to the
 //! bound, an agent lost mid-campaign, a result stored once when its run is retried.
 
-use super::execute::{Connect, Executor, JobFailure, JobOutcome, execute_campaign};
+use super::execute::{Executor, JobFailure, JobOutcome, execute_campaign};
 use super::owner::owner_id;
 use super::plan::{PlannedJob, Selection};
 use super::progress::Reporter;
 use super::request::{CampaignRequest, RetryPolicy, StoredRequest};
 use super::run::run_campaign_with;
 use crate::db::Db;
-use crate::link::{AgentLink, LinkError, RunEvents};
+use crate::link::{AgentLink, Connect, LinkError, RunEvents};
 use crate::store::{AgentRow, CampaignState, JobState, ResultFilter};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};

@@ -1,12 +1,13 @@
 //! The gRPC [`AgentLink`]: the coordinator dials the agent's `Agent` service over a channel with
 //! the agent's bearer token, connect and request deadlines, and errors that say which agent failed.
 
-use super::{AgentLink, LinkError, RunEvents};
+use super::{AgentLink, Connect, LinkError, RunEvents};
 use crate::store::AgentRow;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use gpufleet_proto::v1 as pb;
 use pb::agent_client::AgentClient;
+use std::sync::Arc;
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
@@ -75,6 +76,11 @@ pub struct AgentAddr {
     pub name: String,
     pub url: String,
     pub token: Option<String>,
+}
+
+/// Links that dial each agent's gRPC service at its registered URL, with its token.
+pub fn grpc_links() -> Connect {
+    Arc::new(|a: &AgentRow| Arc::new(AgentAddr::from(a)) as Arc<dyn AgentLink>)
 }
 
 impl From<&AgentRow> for AgentAddr {

@@ -10,9 +10,11 @@
 
 pub mod grpc;
 
+use crate::store::AgentRow;
 use futures::future::BoxFuture;
 use futures::stream::BoxStream;
 use gpufleet_proto::v1 as pb;
+use std::sync::Arc;
 
 /// Why a link could not do what was asked. The variant says what to do; the message explains.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -31,6 +33,9 @@ pub enum LinkError {
 /// The events of one run as they arrive: progress and power samples, then exactly one result. A
 /// stream that ends before the result, or yields an error, lost its agent.
 pub type RunEvents = BoxStream<'static, Result<pb::RunEvent, LinkError>>;
+
+/// Makes the link to a registered agent (the executor's only knowledge of the transport).
+pub type Connect = Arc<dyn Fn(&AgentRow) -> Arc<dyn AgentLink> + Send + Sync>;
 
 /// One agent as the campaign executor sees it.
 pub trait AgentLink: Send + Sync {
