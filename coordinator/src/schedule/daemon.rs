@@ -65,6 +65,8 @@ pub struct Daemon {
 }
 
 impl Daemon {
+    /// A daemon over `db` that reaches agents over gRPC and reports campaign events to
+    /// `reporter`; it owns the campaigns it starts or claims as this process (`pid@host`).
     pub fn new(db: Db, cfg: DaemonConfig, reporter: Arc<dyn Reporter>) -> Daemon {
         let mut ex = Executor::new(cfg.retry, reporter);
         ex.max_attempts = cfg.max_attempts;
