@@ -3,13 +3,13 @@
 //! binary's hidden `agent-worker` entry), registered as `local`, and the
 //! suite runs on every device of every available backend over real gRPC.
 
-use crate::campaign::{CampaignRequest, RetryPolicy, run_campaign};
-use crate::cli::DemoArgs;
-use crate::commands::print_outcome;
+use crate::campaign::plan::Selection;
+use crate::campaign::progress::CliReporter;
+use crate::campaign::request::{CampaignRequest, RetryPolicy};
+use crate::campaign::run::run_campaign;
+use crate::cli::args::DemoArgs;
+use crate::cli::results::print_outcome;
 use crate::db::Db;
-use crate::plan::Selection;
-use crate::progress::CliReporter;
-use crate::table::Format;
 use anyhow::Context;
 use gpufleet_agent::isolation::WorkerCommand;
 use gpufleet_agent::{AgentConfig, AgentCore};
@@ -69,15 +69,7 @@ pub async fn demo(db: &Db, db_path: &Path, args: DemoArgs) -> anyhow::Result<i32
     let _ = stop_tx.send(());
     let _ = server.await;
     let outcome = outcome?;
-    let code = print_outcome(
-        db,
-        &outcome,
-        if args.json {
-            Format::Json
-        } else {
-            Format::Table
-        },
-    )?;
+    let code = print_outcome(db, &outcome, args.json)?;
     eprintln!(
         "results are in {} (campaign {}); try `gpufleet compare` or `gpufleet results --campaign {} --format json`",
         db_path.display(),

@@ -1,42 +1,64 @@
-//! gpufleet-coordinator: the `gpufleet` command. Talks to agents over gRPC,
-//! schedules comparable runs, stores every result in SQLite and compares
-//! devices side by side.
+//! gpufleet-coordinator: the `gpufleet` command. Talks to agents, schedules comparable runs,
+//! stores every result in SQLite, compares devices side by side and watches for regressions.
+//!
+//! The library does the work; the binary (`main.rs`) only parses the command line and calls the
+//! handlers in [`cli`], which parse arguments into domain types and print.
 //!
 //! # Layout
-//! - [`cli`]: clap types; [`commands`]: one handler per command.
-//! - [`client`]: agent connections (token, deadlines, errors naming the agent).
-//! - [`plan`]: suite × agents × devices → jobs (pure).
-//! - [`campaign`]: storing and running jobs, retries, lost agents.
-//! - [`store`]: the SQLite store (migrations, WAL, idempotent results);
-//!   [`db`]: its async handle.
-//! - [`record`], [`compare`], [`table`], [`progress`]: results to rows, rows to
-//!   tables, progress to the terminal.
-//! - `demo` (feature `local-agent`): the in-process agent for `gpufleet demo`.
-//!   This is the only place the agent crate is used, and only by the binary's
-//!   features: the coordinator library itself never depends on agent code.
+//! - `cli/`: clap types (`args.rs`) and one handler module per group of commands (`agents.rs`,
+//!   `run.rs`, `results.rs`, `schedule.rs`, `serve.rs`), argument lists (`parse.rs`).
+//! - `link/`: how an agent is reached: the [`AgentLink`](link::AgentLink) trait with typed
+//!   [`LinkError`](link::LinkError)s (`mod.rs`) and its gRPC implementation (`grpc.rs`: token,
+//!   deadlines, errors naming the agent).
+//! - `campaign/`: a suite × agents × devices: the request and its stored form (`request.rs`), the
+//!   validation of runs and the pure planner (`plan.rs`), describing and storing jobs (`prepare.rs`), executing them with
+//!   retries, lost agents and a typed [`JobFailure`](campaign::JobFailure) (`execute.rs`), the
+//!   owner and heartbeat (`owner.rs`), the whole campaign in one call (`run.rs`), progress to the
+//!   terminal (`progress.rs`).
+//! - `schedule/`: scheduled measurement for `gpufleet serve`: cron expressions (`cron.rs`), what a
+//!   schedule runs (`spec.rs`), which slot is due (`slots.rs`), the [`Daemon`](schedule::Daemon)
+//!   that fires, checks and resumes campaigns (`daemon.rs`), its loop (`serve.rs`).
+//! - `regression/`: pure detection on one series (`detect.rs`) and the store-facing checks,
+//!   confirmation reruns and alerts (`check.rs`).
+//! - `http/`: the read-only JSON API of `gpufleet serve`.
+//! - `store/`: the SQLite store (migrations, guard, WAL, idempotent results; one file per table
+//!   group, row types in `rows.rs`); `db.rs`: its async handle.
+//! - `convert.rs`: wire results to store records, stored rows to comparison rows.
+//! - `compare.rs`, `table.rs`: comparison rows ranked and rendered as tables, CSV, JSON, Markdown.
+//! - `demo.rs` (feature `local-agent`): the in-process agent for `gpufleet demo`. This is the only
+//!   place the agent crate is used, and only by the binary's features: the coordinator library
+//!   itself never depends on agent code.
 //!
 //! # Lifecycle of a campaign
-//! `run --suite S --agent A` → Describe every agent → plan jobs for each
-//! device whose backend implements the kernel → store campaign, devices and
-//! queued jobs → per device, run jobs in order over a `Run` stream → store each
-//! RunResult in its own transaction (idempotent by run id) → mark the
-//! campaign done → print the comparison.
+//! 1. `gpufleet run --suite S --agent A` (or a schedule's slot, or `demo`) builds a
+//!    [`CampaignRequest`](campaign::CampaignRequest).
+//! 2. Its runs are validated once ([`resolve_runs`](campaign::plan::resolve_runs)): an invalid
+//!    spec is refused before any agent is contacted or anything is stored. The campaign is stored
+//!    (`running`, owned by `pid@host`) with its request in stored form.
+//! 3. Prepare: every agent is described over its [`AgentLink`](link::AgentLink), in parallel; the
+//!    planner expands the runs over each device whose backend implements the kernel; devices and
+//!    `queued` jobs are stored in one transaction.
+//! 4. Execute: per device, jobs run in order (devices and agents in parallel) over a run stream of
+//!    progress, power samples and one result; each result is stored in its own transaction,
+//!    idempotent by run id. An unreachable or busy agent is retried with backoff; after the last
+//!    retry the job gets an error result with `JobFailure::AgentUnreachable` and the agent's other
+//!    jobs fail fast. A heartbeat marks the owner alive.
+//! 5. Finish: the campaign is `done`, or `failed` when a job failed with an unreachable agent.
+//! 6. Scheduled campaigns are then checked for regressions: suspects get a confirmation job, run
+//!    like any other, and a confirmed change becomes an alert.
+//! 7. A campaign whose owner died (or stopped gracefully) is claimed and resumed by the next
+//!    daemon: finished jobs keep their results, interrupted ones run again with a new run id.
 
 pub mod campaign;
 pub mod cli;
-pub mod client;
-pub mod commands;
 pub mod compare;
-pub mod cron;
+pub mod convert;
 pub mod db;
 #[cfg(feature = "local-agent")]
 pub mod demo;
 pub mod http;
-pub mod plan;
-pub mod progress;
-pub mod record;
-pub mod regress;
-pub mod regressions;
-pub mod service;
+pub mod link;
+pub mod regression;
+pub mod schedule;
 pub mod store;
 pub mod table;

@@ -1,8 +1,7 @@
 //! `gpufleet`: parses the command line and calls the library.
 
 use clap::Parser;
-use gpufleet_coordinator::cli::{Cli, Command};
-use gpufleet_coordinator::commands;
+use gpufleet_coordinator::cli::{self, Cli, Command};
 use gpufleet_coordinator::db::Db;
 
 fn main() {
@@ -44,16 +43,18 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let db = Db::open(&cli.db)?;
     match cli.command {
         Command::Demo(args) => demo(&db, &cli.db, args).await,
-        Command::Agents(cmd) => commands::agents(&db, cmd).await.map(|_| 0),
-        Command::Describe { agent, json } => commands::describe(&db, &agent, json).await.map(|_| 0),
-        Command::Run(args) => commands::run(&db, args).await,
-        Command::Compare(args) => commands::compare(&db, args).map(|_| 0),
-        Command::Results(args) => commands::results(&db, args).map(|_| 0),
+        Command::Agents(cmd) => cli::agents::agents(&db, cmd).await.map(|_| 0),
+        Command::Describe { agent, json } => {
+            cli::agents::describe(&db, &agent, json).await.map(|_| 0)
+        }
+        Command::Run(args) => cli::run::run(&db, args).await,
+        Command::Compare(args) => cli::results::compare(&db, args).map(|_| 0),
+        Command::Results(args) => cli::results::results(&db, args).map(|_| 0),
         Command::ServeAgent { .. } => unreachable!("handled above"),
-        Command::Campaigns { json } => commands::campaigns(&db, json).map(|_| 0),
-        Command::Serve(args) => commands::serve(&db, args).await,
-        Command::Schedule(cmd) => commands::schedule(&db, cmd).await,
-        Command::Regressions(args) => commands::regressions(&db, args),
+        Command::Campaigns { json } => cli::results::campaigns(&db, json).map(|_| 0),
+        Command::Serve(args) => cli::serve::serve(&db, args).await,
+        Command::Schedule(cmd) => cli::schedule::schedule(&db, cmd).await,
+        Command::Regressions(args) => cli::schedule::regressions(&db, args),
     }
 }
 

@@ -1,9 +1,9 @@
 //! End to end over real loopback gRPC: the `gpufleet` CLI → agent process →
 //! worker processes → results in a real SQLite file.
 
+use gpufleet_coordinator::campaign::plan::Selection;
 use gpufleet_coordinator::campaign::{CampaignRequest, RetryPolicy, run_campaign};
 use gpufleet_coordinator::db::Db;
-use gpufleet_coordinator::plan::Selection;
 use gpufleet_coordinator::store::{ResultFilter, Store};
 use gpufleet_kernels::SuiteRun;
 use std::collections::BTreeMap;
@@ -222,48 +222,17 @@ fn bad_input_gets_clear_errors() {
         &["run", "--agent", "gone", "--kernel", "gemmm"],
         "unknown kernel `gemmm`",
     );
-    fail(
-        &[
-            "run",
-            "--agent",
-            "gone",
-            "--kernel",
-            "gemm",
-            "--variant",
-            "fast",
-        ],
-        "variant",
-    );
-    fail(
-        &[
-            "run", "--agent", "gone", "--kernel", "gemm", "--param", "m=0",
-        ],
-        "m=0",
-    );
-    fail(
-        &[
-            "run",
-            "--agent",
-            "gone",
-            "--kernel",
-            "gemm",
-            "--param",
-            "n=1000000000",
-        ],
-        "n=1000000000",
-    );
-    fail(
-        &[
-            "run", "--agent", "gone", "--kernel", "gemm", "--param", "m=-3",
-        ],
-        "m=-3",
-    );
-    fail(
-        &[
-            "run", "--agent", "gone", "--kernel", "gemm", "--param", "m=big",
-        ],
-        "integer",
-    );
+    // An ad-hoc gemm with one bad argument.
+    let fail_gemm = |extra: &[&str], needle: &str| {
+        let mut args = vec!["run", "--agent", "gone", "--kernel", "gemm"];
+        args.extend_from_slice(extra);
+        fail(&args, needle);
+    };
+    fail_gemm(&["--variant", "fast"], "variant");
+    fail_gemm(&["--param", "m=0"], "m=0");
+    fail_gemm(&["--param", "n=1000000000"], "n=1000000000");
+    fail_gemm(&["--param", "m=-3"], "m=-3");
+    fail_gemm(&["--param", "m=big"], "integer");
     // A malformed suite file names file, line and field.
     let suite = dir.path().join("mine.toml");
     std::fs::write(

@@ -5,11 +5,11 @@
 
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
 
+use super::error::StoreError;
 use super::error::{is_unique_violation, sql};
-use super::{
-    AgentRow, DeviceRecord, DeviceRow, Store, StoreError, json_column, parse_json,
-    require_non_empty,
-};
+use super::open::Store;
+use super::rows::{AgentRow, DeviceRecord, DeviceRow};
+use super::values::{json_column, parse_json, require_non_empty};
 
 /// Longest accepted agent name.
 pub const MAX_AGENT_NAME: usize = 64;
@@ -325,7 +325,7 @@ fn validate_agent(name: &str, url: &str) -> Result<(), StoreError> {
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::temp_store;
+    use super::super::test_support::{assert_invalid, temp_store};
     use super::*;
 
     fn cpu_device(info: &str) -> DeviceRecord {
@@ -396,7 +396,7 @@ mod tests {
                 "{bad:?}: {err}"
             );
             let err = store.upsert_agent("u", bad, None).unwrap_err();
-            assert!(matches!(err, StoreError::InvalidInput { field: "url", .. }));
+            assert_invalid(&err, "url");
         }
         let err = store.add_agent("bad name", "x", None).unwrap_err();
         assert!(err.to_string().contains("1 to 64"), "{err}");
@@ -477,26 +477,11 @@ mod tests {
         let err = store
             .upsert_device(agent.id, &cpu_device("{not json"))
             .unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::InvalidInput {
-                    field: "info_json",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert_invalid(&err, "info_json");
         let mut blank = cpu_device("{}");
         blank.device_id = " ".into();
         let err = store.upsert_device(agent.id, &blank).unwrap_err();
-        assert!(matches!(
-            err,
-            StoreError::InvalidInput {
-                field: "device_id",
-                ..
-            }
-        ));
+        assert_invalid(&err, "device_id");
         let err = store
             .upsert_device(agent.id + 100, &cpu_device("{}"))
             .unwrap_err();

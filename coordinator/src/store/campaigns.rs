@@ -7,11 +7,11 @@ use std::collections::{BTreeMap, HashMap};
 
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
 
+use super::error::StoreError;
 use super::error::{is_unique_violation, sql};
-use super::{
-    CampaignRow, CampaignState, JobCounts, JobRow, JobState, NewJob, Store, StoreError,
-    json_column, parse_json, require_non_empty,
-};
+use super::open::Store;
+use super::rows::{CampaignRow, CampaignState, JobCounts, JobRow, JobState, NewJob};
+use super::values::{json_column, parse_json, require_non_empty};
 
 impl Store {
     /// Creates a campaign in state `running`; returns its id.
@@ -313,7 +313,7 @@ fn state_column<T>(r: &Row<'_>, column: &str, parse: fn(&str) -> Option<T>) -> r
 
 #[cfg(test)]
 mod tests {
-    use super::super::test_support::{sample_result, temp_store};
+    use super::super::test_support::{assert_invalid, sample_result, temp_store};
     use super::*;
 
     fn new_job(campaign_id: i64, agent_id: i64, run_id: &str) -> NewJob {
@@ -356,18 +356,9 @@ mod tests {
     fn campaign_input_is_validated() {
         let (_dir, mut store) = temp_store();
         let err = store.create_campaign("", "d", "{}").unwrap_err();
-        assert!(matches!(
-            err,
-            StoreError::InvalidInput { field: "suite", .. }
-        ));
+        assert_invalid(&err, "suite");
         let err = store.create_campaign("s", "d", "{oops").unwrap_err();
-        assert!(matches!(
-            err,
-            StoreError::InvalidInput {
-                field: "spec_json",
-                ..
-            }
-        ));
+        assert_invalid(&err, "spec_json");
         assert!(store.campaigns().unwrap().is_empty());
     }
 
@@ -454,16 +445,7 @@ mod tests {
         let c = store.create_campaign("smoke", "", "{}").unwrap();
         store.add_job(&new_job(c, agent, "dup")).unwrap();
         let err = store.add_job(&new_job(c, agent, "dup")).unwrap_err();
-        assert!(
-            matches!(
-                err,
-                StoreError::InvalidInput {
-                    field: "run_id",
-                    ..
-                }
-            ),
-            "{err}"
-        );
+        assert_invalid(&err, "run_id");
         let err = store.add_job(&new_job(c + 5, agent, "x")).unwrap_err();
         assert!(matches!(err, StoreError::UnknownCampaign { .. }), "{err}");
         let err = store.add_job(&new_job(c, agent + 5, "y")).unwrap_err();

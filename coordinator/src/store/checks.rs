@@ -1,4 +1,4 @@
-//! Regression checks and alerts: the store side of `crate::regressions`.
+//! Regression checks and alerts: the store side of the regression checks (`regression/check.rs`).
 //!
 //! A series is (device row, spec key, segment). Its baseline for a result is the last ok results
 //! before it in the series that are not confirmation reruns and not older than the series' last
@@ -7,8 +7,10 @@
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
 use serde::Serialize;
 
+use super::error::StoreError;
 use super::error::sql;
-use super::{Store, StoreError};
+use super::open::Store;
+use super::values::json_column;
 
 /// An ok result waiting for its verdict, with what the check needs.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -446,7 +448,7 @@ impl Store {
                 verdict: r.get(1)?,
                 direction: r.get(2)?,
                 reason: r.get(3)?,
-                assessment: super::json_column(r, "assessment_json")?,
+                assessment: json_column(r, "assessment_json")?,
                 confirmation_result_id: r.get(5)?,
                 created_at: r.get(6)?,
             })
@@ -476,11 +478,7 @@ impl Store {
             )
             .map_err(sql(context))?;
         stmt.query_map(rusqlite::params![device_row_id, spec_key], |r| {
-            Ok((
-                r.get(0)?,
-                r.get(1)?,
-                super::json_column(r, "fingerprint_json")?,
-            ))
+            Ok((r.get(0)?, r.get(1)?, json_column(r, "fingerprint_json")?))
         })
         .map_err(sql(context))?
         .collect::<Result<_, _>>()

@@ -6,7 +6,7 @@ use std::path::PathBuf;
 /// Why a store call failed.
 ///
 /// The refusal variants (`NotSqlite`, `ForeignDatabase`, `NewerSchema`) are returned by
-/// [`Store::open`](super::Store::open) before anything is written, so the file is left as it was.
+/// `Store::open` before anything is written, so the file is left as it was.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
     /// The file exists, is not empty and does not start with the SQLite header.

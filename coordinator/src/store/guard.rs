@@ -20,7 +20,7 @@ use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::StoreError;
+use super::error::StoreError;
 use super::migrations::{APPLICATION_ID, LATEST_VERSION};
 
 /// The first 16 bytes of every SQLite 3 database file.

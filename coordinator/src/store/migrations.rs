@@ -15,7 +15,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, TransactionBehavior};
 
-use super::StoreError;
+use super::error::StoreError;
 
 /// One schema step.
 #[derive(Debug, Clone, Copy)]

@@ -8,8 +8,10 @@
 use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
 use serde::Serialize;
 
+use super::error::StoreError;
 use super::error::{is_unique_violation, sql};
-use super::{Store, StoreError, json_column, parse_json, require_non_empty};
+use super::open::Store;
+use super::values::{json_column, parse_json, require_non_empty};
 
 /// A stored schedule.
 #[derive(Debug, Clone, PartialEq, Serialize)]

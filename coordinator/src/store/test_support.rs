@@ -8,8 +8,10 @@ use std::time::SystemTime;
 
 use serde_json::json;
 
+use super::error::StoreError;
 use super::guard::sidecar;
-use super::{PowerPoint, ResultRecord, Store};
+use super::open::Store;
+use super::rows::{PowerPoint, ResultRecord};
 
 /// A fresh store on a real file in a temp dir (keep the dir alive as long as the store).
 pub(super) fn temp_store() -> (tempfile::TempDir, Store) {
@@ -132,4 +134,13 @@ pub(super) fn sample_result(run_id: &str, agent_id: i64) -> ResultRecord {
             },
         ],
     }
+}
+
+/// Asserts that `err` is [`StoreError::InvalidInput`] naming `field`.
+#[track_caller]
+pub(super) fn assert_invalid(err: &StoreError, field: &str) {
+    assert!(
+        matches!(err, StoreError::InvalidInput { field: f, .. } if *f == field),
+        "expected invalid input in `{field}`, got: {err}"
+    );
 }

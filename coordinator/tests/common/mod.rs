@@ -2,7 +2,7 @@
 //! `listening on ADDR`, the `gpufleet` CLI on a database, and a silent reporter.
 #![allow(dead_code)] // each test crate uses its own subset
 
-use gpufleet_coordinator::progress::Reporter;
+use gpufleet_coordinator::campaign::progress::Reporter;
 use gpufleet_proto::v1 as pb;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
@@ -102,8 +102,8 @@ pub struct Quiet;
 
 impl Reporter for Quiet {
     fn planned(&self, _: i64, _: usize) {}
-    fn started(&self, _: &gpufleet_coordinator::plan::PlannedJob) {}
-    fn progress(&self, _: &gpufleet_coordinator::plan::PlannedJob, _: &str, _: &str) {}
-    fn finished(&self, _: &gpufleet_coordinator::plan::PlannedJob, _: &pb::RunResult) {}
+    fn started(&self, _: &gpufleet_coordinator::campaign::plan::PlannedJob) {}
+    fn progress(&self, _: &gpufleet_coordinator::campaign::plan::PlannedJob, _: &str, _: &str) {}
+    fn finished(&self, _: &gpufleet_coordinator::campaign::plan::PlannedJob, _: &pb::RunResult) {}
     fn note(&self, _: &str) {}
 }

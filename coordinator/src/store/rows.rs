@@ -25,7 +25,7 @@ pub struct AgentRow {
     pub added_at: f64,
 }
 
-/// A device as an agent describes it; the input of [`Store::upsert_device`](super::Store::upsert_device).
+/// A device as an agent describes it; the input of [`Store::upsert_device`](super::open::Store::upsert_device).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct DeviceRecord {
     /// The agent's stable id for it (`backend:pci-bus-id` or a UUID); unique per agent.
@@ -227,7 +227,7 @@ pub struct CampaignRow {
     pub results: BTreeMap<String, i64>,
 }
 
-/// Input of [`Store::add_job`](super::Store::add_job); the job starts `queued` with no attempts.
+/// Input of [`Store::add_job`](super::open::Store::add_job); the job starts `queued` with no attempts.
 #[derive(Debug, Clone, PartialEq)]
 pub struct NewJob {
     /// Campaign it belongs to.
@@ -413,7 +413,7 @@ pub struct ResultRow {
     pub suite: Option<String>,
 }
 
-/// Which results [`Store::results`](super::Store::results) returns; every `Some` must match.
+/// Which results [`Store::results`](super::open::Store::results) returns; every `Some` must match.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ResultFilter {
     /// Only this campaign's results.

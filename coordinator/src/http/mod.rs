@@ -1,4 +1,4 @@
-//! The service's HTTP endpoints (`gpufleet serve --listen`): health and a read-only JSON API for
+//! The HTTP API of `gpufleet serve --listen`: health and a read-only JSON API for
 //! scripts and the dashboard. Every handler reads the store on the blocking pool; errors are JSON
 //! `{"error": "..."}` with a 4xx/5xx status.
 //!
@@ -14,8 +14,8 @@
 //! | `GET /api/checks?since=` | every verdict |
 
 use crate::db::Db;
-use crate::regressions::parse_since;
-use crate::service::{Service, next_slot, now};
+use crate::regression::check::parse_since;
+use crate::schedule::{Daemon, next_slot, now};
 use crate::store::{ResultFilter, StoreError};
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -42,8 +42,8 @@ impl From<StoreError> for ApiError {
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
-/// The router over `service`.
-pub fn router(service: Service) -> Router {
+/// The router over `daemon`.
+pub fn router(daemon: Daemon) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/api/agents", get(agents))
@@ -59,14 +59,14 @@ pub fn router(service: Service) -> Router {
                 "no such endpoint; see /healthz and /api/{agents,campaigns,results,schedules,alerts,checks}".into(),
             )
         })
-        .with_state(service)
+        .with_state(daemon)
 }
 
-fn db(s: &Service) -> Db {
+fn db(s: &Daemon) -> Db {
     s.db().clone()
 }
 
-async fn healthz(State(s): State<Service>) -> ApiResult {
+async fn healthz(State(s): State<Daemon>) -> ApiResult {
     let version = db(&s).call(|st| st.schema_version()).await?;
     Ok(Json(json!({
         "status": "ok",
@@ -77,7 +77,7 @@ async fn healthz(State(s): State<Service>) -> ApiResult {
     })))
 }
 
-async fn agents(State(s): State<Service>) -> ApiResult {
+async fn agents(State(s): State<Daemon>) -> ApiResult {
     let (agents, devices) = db(&s)
         .call(|st| -> Result<_, StoreError> { Ok((st.agents()?, st.devices()?)) })
         .await?;
@@ -99,12 +99,12 @@ async fn agents(State(s): State<Service>) -> ApiResult {
     Ok(Json(Value::from(out)))
 }
 
-async fn campaigns(State(s): State<Service>) -> ApiResult {
+async fn campaigns(State(s): State<Daemon>) -> ApiResult {
     let rows = db(&s).call(|st| st.campaigns()).await?;
     Ok(Json(serde_json::to_value(rows).unwrap_or_default()))
 }
 
-async fn campaign(State(s): State<Service>, Path(id): Path<String>) -> ApiResult {
+async fn campaign(State(s): State<Daemon>, Path(id): Path<String>) -> ApiResult {
     let id: i64 = id.parse().map_err(|_| {
         ApiError(
             StatusCode::BAD_REQUEST,
@@ -131,7 +131,7 @@ struct ResultsQuery {
     limit: Option<usize>,
 }
 
-async fn results(State(s): State<Service>, Query(q): Query<ResultsQuery>) -> ApiResult {
+async fn results(State(s): State<Daemon>, Query(q): Query<ResultsQuery>) -> ApiResult {
     let filter = ResultFilter {
         campaign_id: q.campaign,
         kernel: q.kernel,
@@ -158,7 +158,7 @@ async fn results(State(s): State<Service>, Query(q): Query<ResultsQuery>) -> Api
     Ok(Json(Value::from(out)))
 }
 
-async fn schedules(State(s): State<Service>) -> ApiResult {
+async fn schedules(State(s): State<Daemon>) -> ApiResult {
     let rows = db(&s).call(|st| st.schedules()).await?;
     let t = now();
     let out: Vec<Value> = rows
@@ -184,13 +184,13 @@ fn since(q: &SinceQuery) -> Result<f64, ApiError> {
     }
 }
 
-async fn alerts(State(s): State<Service>, Query(q): Query<SinceQuery>) -> ApiResult {
+async fn alerts(State(s): State<Daemon>, Query(q): Query<SinceQuery>) -> ApiResult {
     let since = since(&q)?;
     let rows = db(&s).call(move |st| st.alerts(since)).await?;
     Ok(Json(serde_json::to_value(rows).unwrap_or_default()))
 }
 
-async fn checks(State(s): State<Service>, Query(q): Query<SinceQuery>) -> ApiResult {
+async fn checks(State(s): State<Daemon>, Query(q): Query<SinceQuery>) -> ApiResult {
     let since = since(&q)?;
     let rows = db(&s).call(move |st| st.checks(since)).await?;
     Ok(Json(serde_json::to_value(rows).unwrap_or_default()))

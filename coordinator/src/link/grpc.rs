@@ -1,8 +1,13 @@
-//! Connections to agents: a gRPC channel with the agent's bearer token,
-//! connect and request deadlines, and errors that say which agent failed.
+//! The gRPC [`AgentLink`]: the coordinator dials the agent's `Agent` service over a channel with
+//! the agent's bearer token, connect and request deadlines, and errors that say which agent failed.
 
+use super::{AgentLink, Connect, LinkError, RunEvents};
+use crate::store::AgentRow;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
 use gpufleet_proto::v1 as pb;
 use pb::agent_client::AgentClient;
+use std::sync::Arc;
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
@@ -73,6 +78,21 @@ pub struct AgentAddr {
     pub token: Option<String>,
 }
 
+/// Links that dial each agent's gRPC service at its registered URL, with its token.
+pub fn grpc_links() -> Connect {
+    Arc::new(|a: &AgentRow| Arc::new(AgentAddr::from(a)) as Arc<dyn AgentLink>)
+}
+
+impl From<&AgentRow> for AgentAddr {
+    fn from(a: &AgentRow) -> AgentAddr {
+        AgentAddr {
+            name: a.name.clone(),
+            url: a.url.clone(),
+            token: a.token.clone(),
+        }
+    }
+}
+
 impl AgentAddr {
     /// Connects (with [`CONNECT_TIMEOUT`]).
     ///
@@ -134,6 +154,62 @@ impl AgentAddr {
             agent: self.name.clone(),
             status: Box::new(status),
         }
+    }
+}
+
+impl ClientError {
+    /// The link's view of this error: what to do about it, with this error's text.
+    fn into_link_error(self) -> LinkError {
+        match &self {
+            ClientError::Refused { status, .. }
+                if status.code() == tonic::Code::ResourceExhausted =>
+            {
+                LinkError::Busy(self.to_string())
+            }
+            _ if self.is_unreachable() => LinkError::Unreachable(self.to_string()),
+            _ => LinkError::Refused(self.to_string()),
+        }
+    }
+}
+
+impl AgentLink for AgentAddr {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn describe(&self) -> BoxFuture<'_, Result<pb::AgentInfo, LinkError>> {
+        async move {
+            AgentAddr::describe(self)
+                .await
+                .map_err(ClientError::into_link_error)
+        }
+        .boxed()
+    }
+
+    fn run(&self, request: pb::RunRequest) -> BoxFuture<'_, Result<RunEvents, LinkError>> {
+        async move {
+            // Any failure to connect (a bad URL included) counts as the agent being unreachable.
+            let mut client = self
+                .connect()
+                .await
+                .map_err(|e| LinkError::Unreachable(e.to_string()))?;
+            let stream = client
+                .run(request)
+                .await
+                .map_err(|status| self.refused(status).into_link_error())?
+                .into_inner();
+            let name = self.name.clone();
+            let events = stream.map(move |ev| {
+                ev.map_err(|status| {
+                    LinkError::Unreachable(format!(
+                        "connection to agent {name} broke mid-run: {}",
+                        status.message()
+                    ))
+                })
+            });
+            Ok(events.boxed())
+        }
+        .boxed()
     }
 }
 

@@ -1,4 +1,5 @@
-//! A RunResult from the wire to the store's record, and a stored row to a
+//! Conversions between the wire, the store and the tables: a `RunResult` (and its power samples)
+//! to the store's record, an error result the coordinator writes itself, a stored row to a
 //! comparison row.
 
 use crate::compare::CompareRow;

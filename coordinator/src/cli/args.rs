@@ -1,9 +1,9 @@
-//! Command line of `gpufleet`. Clap types stay here; handlers live in
-//! `commands`.
+//! The command line of `gpufleet`: clap types only. The handlers in the sibling modules parse
+//! these into domain types, call the library and print.
 
 use crate::table::Format;
 use clap::{Args, Parser, Subcommand};
-use gpufleet_kernels::{Mode, RunDefaults};
+use gpufleet_kernels::{Dtype, Mode, RunDefaults};
 use std::path::PathBuf;
 
 /// gpufleet: benchmark GPUs across a fleet and make the numbers comparable.
@@ -66,7 +66,7 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
-    /// Run the coordinator as a service: fire schedules, resume campaigns a
+    /// Run the coordinator daemon: fire schedules, resume campaigns a
     /// stopped or killed coordinator left, check every scheduled result for
     /// regressions, and answer HTTP (/healthz, /api/...). Stops gracefully on
     /// SIGINT/SIGTERM (running campaigns are resumed at the next start).
@@ -146,18 +146,29 @@ pub struct ScheduleAddArgs {
     /// Only these kernels. Repeatable.
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
-    /// Environment override for every run, KEY=VALUE. Repeatable.
-    #[arg(long = "env", value_name = "KEY=VALUE")]
-    pub env: Vec<String>,
-    /// Environment matrix row NAME:KEY=VALUE,... (see `gpufleet run --help`).
-    #[arg(long = "env-set", value_name = "NAME:KEY=VALUE,...")]
-    pub env_sets: Vec<String>,
-    /// Per-run timeout in seconds.
-    #[arg(long)]
-    pub timeout_s: Option<f64>,
+    #[command(flatten)]
+    pub overrides: RunOverrides,
     /// Do not run a slot missed while the coordinator was down.
     #[arg(long)]
     pub no_catch_up: bool,
+}
+
+/// Environment and timeout overrides for every run (`run` and `schedule add`).
+#[derive(Debug, Args)]
+pub struct RunOverrides {
+    /// Environment override for the worker process, KEY=VALUE (allowlisted
+    /// prefixes such as HSA_, RADV_, POCL_). Repeatable.
+    #[arg(long = "env", value_name = "KEY=VALUE")]
+    pub env: Vec<String>,
+    /// An environment matrix row: run everything once per set, each set its
+    /// own comparison row (spec key `...@NAME`). `NAME:` alone is the set
+    /// without overrides. Repeatable, e.g. `--env-set stock:
+    /// --env-set gfx1030:HSA_OVERRIDE_GFX_VERSION=10.3.0`.
+    #[arg(long = "env-set", value_name = "NAME:KEY=VALUE,...")]
+    pub env_sets: Vec<String>,
+    /// Per-run timeout in seconds (overrides the suite's; default 120).
+    #[arg(long)]
+    pub timeout_s: Option<f64>,
 }
 
 #[derive(Debug, Args)]
@@ -234,24 +245,13 @@ pub struct RunArgs {
     #[arg(long = "param", value_name = "NAME=VALUE")]
     pub params: Vec<String>,
     /// Ad-hoc: data type (f32, or f16 where a backend has it).
-    #[arg(long, default_value = "f32")]
-    pub dtype: String,
+    #[arg(long, default_value = "f32", value_parser = parse_dtype)]
+    pub dtype: Dtype,
     /// Ad-hoc: compute_only or with_transfers.
     #[arg(long, default_value_t = Mode::ComputeOnly)]
     pub mode: Mode,
-    /// Environment override for the worker process, KEY=VALUE (allowlisted
-    /// prefixes such as HSA_, RADV_, POCL_). Repeatable.
-    #[arg(long = "env", value_name = "KEY=VALUE")]
-    pub env: Vec<String>,
-    /// An environment matrix row: run everything once per set, each set its
-    /// own comparison row (spec key `...@NAME`). `NAME:` alone is the set
-    /// without overrides. Repeatable, e.g. `--env-set stock:
-    /// --env-set gfx1030:HSA_OVERRIDE_GFX_VERSION=10.3.0`.
-    #[arg(long = "env-set", value_name = "NAME:KEY=VALUE,...")]
-    pub env_sets: Vec<String>,
-    /// Per-run timeout in seconds (overrides the suite's; default 120).
-    #[arg(long)]
-    pub timeout_s: Option<f64>,
+    #[command(flatten)]
+    pub overrides: RunOverrides,
     /// Minimum kernel window in seconds for the energy figures of devices
     /// with a power sensor. Default: the agent's choice (four sensor update
     /// periods, at least 1 s: short kernels are repeated untimed until the
@@ -272,17 +272,15 @@ pub struct RunArgs {
     pub json: bool,
 }
 
+/// Which stored results a listing shows, and how (shared by `compare` and `results`).
 #[derive(Debug, Args)]
-pub struct CompareArgs {
-    /// Only results of campaigns of this suite.
-    #[arg(long)]
-    pub suite: Option<String>,
-    /// Only this kernel.
-    #[arg(long)]
-    pub kernel: Option<String>,
+pub struct ResultScope {
     /// Only this campaign.
     #[arg(long)]
     pub campaign: Option<i64>,
+    /// Only this kernel.
+    #[arg(long)]
+    pub kernel: Option<String>,
     /// Only this agent.
     #[arg(long)]
     pub agent: Option<String>,
@@ -291,24 +289,24 @@ pub struct CompareArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct CompareArgs {
+    /// Only results of campaigns of this suite.
+    #[arg(long)]
+    pub suite: Option<String>,
+    #[command(flatten)]
+    pub scope: ResultScope,
+}
+
+#[derive(Debug, Args)]
 pub struct ResultsArgs {
-    /// Only this campaign.
-    #[arg(long)]
-    pub campaign: Option<i64>,
-    /// Only this kernel.
-    #[arg(long)]
-    pub kernel: Option<String>,
+    #[command(flatten)]
+    pub scope: ResultScope,
     /// Only this status (ok, invalid, crashed, timed_out, error, ...).
     #[arg(long)]
     pub status: Option<String>,
-    /// Only this agent.
-    #[arg(long)]
-    pub agent: Option<String>,
     /// Include the raw per-iteration times (JSON only).
     #[arg(long)]
     pub samples: bool,
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
     /// Same as --format json.
     #[arg(long)]
     pub json: bool,
@@ -322,4 +320,12 @@ pub struct DemoArgs {
     /// Print the comparison as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--dtype`: a known dtype name, case-insensitive.
+fn parse_dtype(text: &str) -> Result<Dtype, String> {
+    Dtype::parse(text).ok_or_else(|| {
+        let known: Vec<&str> = Dtype::ALL.iter().map(|d| d.name()).collect();
+        format!("unknown dtype `{text}` (known: {})", known.join(", "))
+    })
 }

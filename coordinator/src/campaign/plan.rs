@@ -6,7 +6,7 @@
 //! combinations the backend does not implement are skipped and counted, not
 //! run, so a suite written for GPUs still runs on a CPU-only agent.
 
-use gpufleet_kernels::{Mode, Problem, SuiteRun};
+use gpufleet_kernels::{Mode, Problem, SpecError, SuiteRun, find_kernel};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 
@@ -20,8 +20,10 @@ pub struct Target {
     pub info: pb::AgentInfo,
 }
 
-/// Restrictions from the command line; empty means no restriction.
-#[derive(Debug, Clone, Default, PartialEq)]
+/// Restrictions from the command line; empty means no restriction. Stored with the campaign
+/// (in `StoredRequest`, `request.rs`), so its fields are part of the stored format.
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(default)]
 pub struct Selection {
     pub backends: Vec<String>,
     pub devices: Vec<String>,
@@ -111,8 +113,51 @@ fn support<'a>(b: &'a pb::BackendStatus, kernel: &str) -> Option<&'a pb::KernelS
     b.kernels.iter().find(|k| k.kernel == kernel)
 }
 
-/// Expands `runs` over every selected device of every target.
-pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobPlan {
+/// A run with its spec validated: the problem of each variant it may run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ResolvedRun {
+    pub run: SuiteRun,
+    /// The variants the run names, resolved; or, when it leaves them open, every catalog variant
+    /// of the kernel that accepts the run's parameters.
+    pub problems: Vec<Problem>,
+}
+
+/// Validates every run: the coordinator's one validation point for specs (a suite file's runs were
+/// also checked when the file was read, with its line numbers). Pure; callers resolve before any
+/// agent is contacted or anything is stored.
+///
+/// # Errors
+/// The [`SpecError`] of the first run whose kernel, or a variant it names, cannot become a problem
+/// (unknown kernel, variant or parameter, a bound crossed, a dtype the kernel lacks).
+pub fn resolve_runs(runs: &[SuiteRun]) -> Result<Vec<ResolvedRun>, SpecError> {
+    runs.iter()
+        .map(|run| {
+            let problem = |variant: &str| {
+                Problem::new(&run.kernel, variant, &run.params, run.dtype.name(), true)
+            };
+            let problems = match (&run.variants, find_kernel(&run.kernel)) {
+                (Some(variants), _) => variants
+                    .iter()
+                    .map(|v| problem(v))
+                    .collect::<Result<Vec<_>, _>>()?,
+                (None, Some(def)) => def
+                    .variants
+                    .iter()
+                    .filter_map(|v| problem(v).ok())
+                    .collect(),
+                // An unknown kernel: the error says which kernels there are.
+                (None, None) => vec![problem("")?],
+            };
+            Ok(ResolvedRun {
+                run: run.clone(),
+                problems,
+            })
+        })
+        .collect()
+}
+
+/// Expands resolved runs over every selected device of every target.
+pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> JobPlan {
     let mut plan = JobPlan::default();
     for t in targets {
         for device in &t.info.devices {
@@ -132,7 +177,7 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
                 ));
                 continue;
             }
-            for run in runs {
+            for ResolvedRun { run, problems } in runs {
                 if !sel.kernels.is_empty() && !sel.kernels.contains(&run.kernel) {
                     continue;
                 }
@@ -141,7 +186,10 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
                         .push(format!("{}:{} {}", t.agent, device.id, run.kernel));
                     continue;
                 };
-                let variants = run.variants.clone().unwrap_or_else(|| sup.variants.clone());
+                let variants: Vec<String> = match &run.variants {
+                    Some(_) => problems.iter().map(|p| p.variant.clone()).collect(),
+                    None => sup.variants.clone(),
+                };
                 for variant in variants {
                     if !sup.variants.contains(&variant)
                         || !sup.dtypes.iter().any(|d| d == run.dtype.name())
@@ -152,9 +200,7 @@ pub fn plan_jobs(runs: &[SuiteRun], targets: &[Target], sel: &Selection) -> JobP
                         ));
                         continue;
                     }
-                    let Ok(problem) =
-                        Problem::new(&run.kernel, &variant, &run.params, run.dtype.name(), true)
-                    else {
+                    let Some(problem) = problems.iter().find(|p| p.variant == variant) else {
                         plan.skipped.push(format!(
                             "{}:{} {}/{variant}",
                             t.agent, device.id, run.kernel
@@ -280,7 +326,7 @@ mod tests {
             vec![("cpu", true, vec![("gemm", vec!["naive", "blocked"])])],
         );
         let p = plan_jobs(
-            &[run("gemm", None, &[("m", 64)])],
+            &resolve_runs(&[run("gemm", None, &[("m", 64)])]).unwrap(),
             &[t],
             &Selection::default(),
         );
@@ -308,7 +354,7 @@ mod tests {
             run("gemm", Some(vec!["tiled"]), &[]),
             run("softmax", None, &[]),
         ];
-        let p = plan_jobs(&runs, &[t], &Selection::default());
+        let p = plan_jobs(&resolve_runs(&runs).unwrap(), &[t], &Selection::default());
         assert!(p.jobs.is_empty());
         assert_eq!(p.skipped.len(), 2);
         assert!(p.notes[0].contains("no driver"), "{:?}", p.notes);
@@ -331,6 +377,7 @@ mod tests {
         sel.env.insert("POCL_X".into(), "1".into());
         sel.timeout_s = Some(5.0);
         let runs = [run("gemm", None, &[]), run("copy", None, &[])];
+        let runs = resolve_runs(&runs).unwrap();
         let p = plan_jobs(&runs, std::slice::from_ref(&t), &sel);
         assert_eq!(p.jobs.len(), 1);
         assert_eq!(
@@ -352,5 +399,27 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(plan_jobs(&runs, &[t], &sel).jobs.len(), 2);
+    }
+
+    #[test]
+    fn runs_are_resolved_once_and_bad_specs_refused() {
+        // Open variants: every catalog variant that accepts the parameters.
+        let open = resolve_runs(&[run("gemm", None, &[("m", 64)])]).unwrap();
+        let vs: Vec<&str> = open[0]
+            .problems
+            .iter()
+            .map(|p| p.variant.as_str())
+            .collect();
+        assert_eq!(vs, vec!["naive", "tiled", "blocked"]);
+        assert_eq!(open[0].problems[0].params["n"], 256, "defaults filled in");
+        // Named variants, unknown kernels and bad parameters are errors naming the field.
+        let field = |r: SuiteRun| resolve_runs(&[r]).unwrap_err().field();
+        assert_eq!(field(run("gemm", Some(vec!["fast"]), &[])), "variant");
+        assert_eq!(field(run("gemmm", None, &[])), "kernel");
+        assert_eq!(field(run("gemmm", Some(vec![""]), &[])), "kernel");
+        assert_eq!(
+            field(run("gemm", Some(vec!["naive"]), &[("m", 0)])),
+            "params"
+        );
     }
 }

@@ -1,7 +1,7 @@
 //! Nightly regression detection over the store: a verdict for every new ok result, one
 //! confirmation rerun per suspect, an alert only for a confirmed change.
 //!
-//! The figures come from [`crate::regress`] (pure); this module decides which results form the
+//! The figures come from [`detect`](super::detect) (pure); this module decides which results form the
 //! baseline (see `store/checks.rs`: same device, spec key and environment segment, not older than
 //! the series' last alert, confirmation reruns left out) and keeps every step crash-safe: a verdict
 //! and its confirmation job are stored in one transaction, and a suspect is closed, with its alert,
@@ -11,7 +11,7 @@
 //! the campaign's executor runs those jobs like any other → [`resolve`] (each suspect whose rerun
 //! is over becomes `confirmed` with an alert, or `not_confirmed`).
 
-use crate::regress::{self, Assessment, DetectConfig, Direction, Verdict};
+use super::detect::{self, Assessment, DetectConfig, Direction, Verdict};
 use crate::store::{CheckCandidate, NewAlert, Store, StoreError};
 use serde::Serialize;
 
@@ -48,7 +48,7 @@ fn assess_candidate(
     value: f64,
 ) -> Result<Assessment, StoreError> {
     let baseline = store.baseline(c, cfg.baseline_n)?;
-    Ok(regress::assess(&baseline, value, c.higher_is_better, cfg))
+    Ok(detect::assess(&baseline, value, c.higher_is_better, cfg))
 }
 
 /// Gives every unchecked ok result of `campaign_id` (all campaigns when `None`) its verdict;
@@ -155,7 +155,7 @@ pub fn resolve(
         let (Some(confirmation_id), Some(second)) = (confirmation_id, second) else {
             continue;
         };
-        match regress::confirmed(&first, &second) {
+        match detect::confirmed(&first, &second) {
             Some(direction) => {
                 let after = (first.value + second.value) / 2.0;
                 let before = first.baseline_median;
@@ -444,7 +444,7 @@ mod tests {
 
     /// The example with its default rule (5 %, k = 3, 10 points). Seeds are fixed: with
     /// uniform ±4 % jitter the rule raises a confirmed false alert in about one 100-night series
-    /// in six (`regress::tests::noise_false_alarm_rate` measures it; `docs/architecture.md` has
+    /// in six (`detect::tests::noise_false_alarm_rate` measures it; `docs/architecture.md` has
     /// the figures and the threshold that removes them).
     #[test]
     fn four_percent_jitter_raises_nothing_in_a_hundred_nights() {

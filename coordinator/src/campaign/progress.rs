@@ -2,8 +2,8 @@
 //! a line per finished job above it. Elsewhere (CI logs, pipes): one plain
 //! line per finished job on stderr, no bar, no escape codes.
 
+use super::plan::PlannedJob;
 use crate::compare::fmt_metric;
-use crate::plan::PlannedJob;
 use gpufleet_proto::v1 as pb;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;
@@ -129,8 +129,8 @@ impl Reporter for CliReporter {
     }
 }
 
-/// For the service: one line per campaign event on stderr, no bar (several campaigns may run at
-/// once, and the output usually goes to a log).
+/// For the schedule daemon: one line per campaign event on stderr, no bar (several campaigns may
+/// run at once, and the output usually goes to a log).
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LogReporter;
 

@@ -1,114 +1,21 @@
-//! The coordinator as a service (`gpufleet serve`): cron schedules, crash-safe campaign
-//! execution, regression checks after every scheduled campaign, and resuming what a stopped or
-//! killed coordinator left.
-//!
-//! Time is injected ([`Service::tick`] takes "now"), so tests fire schedules without waiting.
-//!
-//! # Slots
-//! For each schedule, the latest cron slot at or before now is *due* when it is later than the
-//! schedule's `last_slot`. A due slot within `grace_s` of now fires; an older one (the
-//! coordinator was down) fires once at start when catch-up is on, else it is passed over. Only the
-//! latest missed slot is considered, so a week of downtime runs one campaign, not seven. Firing and
-//! moving `last_slot` are one transaction with a unique index on (schedule, slot): never twice.
-//!
-//! # Resuming
-//! A campaign's owner (`pid@host`) writes a heartbeat while it executes. At start, and on every
-//! tick, a `running` campaign whose owner is gone (its pid no longer exists on this host, or no
-//! heartbeat for `stale_after_s`) or an `interrupted` one (a graceful stop) is claimed by compare
-//! and swap and resumed: finished jobs keep their results, interrupted jobs run again with a new
-//! run id (at most `max_attempts` in all), and results are idempotent by run id, so nothing is
-//! stored twice.
+//! The schedule daemon: fires due slots, executes their campaigns crash-safely, checks every
+//! result for regressions (with confirmation reruns) and resumes what a stopped or killed
+//! coordinator left. See the [module docs](super) for slots and resuming.
 
-use crate::campaign::{
-    CampaignRequest, Executor, RetryPolicy, execute_campaign, finish_campaign, owner_is_dead,
-    plan_into, request_from_json, request_json,
-};
-use crate::cron::Cron;
+use super::cron::Cron;
+use super::slots::{DaemonConfig, Due, due, fmt_time};
+use super::spec::{ScheduleSpec, request_of};
+use crate::campaign::execute::{Executor, execute_campaign, finish_campaign};
+use crate::campaign::owner::owner_is_dead;
+use crate::campaign::prepare::resolve_and_plan_into;
+use crate::campaign::progress::Reporter;
+use crate::campaign::request::{CampaignRequest, StoredRequest};
 use crate::db::Db;
-use crate::plan::{EnvSet, Selection};
-use crate::progress::Reporter;
-use crate::regress::DetectConfig;
-use crate::regressions;
+use crate::regression::check::{self, AssessSummary, ResolveSummary};
 use crate::store::{CampaignState, ScheduleRow, StoreError};
-use gpufleet_kernels::Suite;
-use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
+use serde::Serialize;
+use std::fmt;
 use std::sync::{Arc, Mutex};
-
-/// What a schedule runs; stored as the schedule's `spec_json`.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct ScheduleSpec {
-    /// Suite name or path (resolved when the slot fires).
-    pub suite: String,
-    /// Agents by name; ignored when `all_agents`.
-    pub agents: Vec<String>,
-    /// Every agent registered when the slot fires.
-    pub all_agents: bool,
-    pub backends: Vec<String>,
-    pub kernels: Vec<String>,
-    /// Overrides for every run.
-    pub env: BTreeMap<String, String>,
-    /// Environment matrix: each set its own comparison row and regression series.
-    pub env_sets: Vec<EnvSet>,
-    pub timeout_s: Option<f64>,
-}
-
-/// Knobs of the service.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct ServiceConfig {
-    /// Run a slot missed while the coordinator was down, once, at start.
-    pub catch_up: bool,
-    /// How late a slot may be noticed and still count as on time, seconds.
-    pub grace_s: f64,
-    /// A running campaign with no heartbeat for this long is an orphan.
-    pub stale_after_s: f64,
-    /// Unfinished campaigns older than this are not resumed automatically.
-    pub resume_max_age_s: f64,
-    pub detect: DetectConfig,
-    pub retry: RetryPolicy,
-    pub max_attempts: u32,
-}
-
-impl Default for ServiceConfig {
-    fn default() -> Self {
-        ServiceConfig {
-            catch_up: true,
-            grace_s: 120.0,
-            stale_after_s: 60.0,
-            resume_max_age_s: 7.0 * 86_400.0,
-            detect: DetectConfig::default(),
-            retry: RetryPolicy::default(),
-            max_attempts: 3,
-        }
-    }
-}
-
-/// What to do with a schedule now.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Due {
-    Nothing,
-    /// Run the campaign of this slot.
-    Fire(f64),
-    /// Mark this slot handled without running it.
-    Pass(f64),
-}
-
-/// The decision for one schedule at `now` (see the module docs).
-pub fn due(row: &ScheduleRow, cron: &Cron, now: f64, cfg: &ServiceConfig) -> Due {
-    let Some(slot) = cron.latest_at_or_before(now.floor() as i64) else {
-        return Due::Nothing;
-    };
-    let slot = slot as f64;
-    if row.last_slot.is_some_and(|last| slot <= last) {
-        return Due::Nothing;
-    }
-    if now - slot <= cfg.grace_s || (cfg.catch_up && row.catch_up) {
-        Due::Fire(slot)
-    } else {
-        Due::Pass(slot)
-    }
-}
 
 /// One finished (or failed to start) scheduled campaign.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -117,24 +24,53 @@ pub struct CampaignReport {
     pub schedule: Option<String>,
     pub results: usize,
     pub error: Option<String>,
-    pub assess: regressions::AssessSummary,
-    pub resolve: regressions::ResolveSummary,
+    pub assess: AssessSummary,
+    pub resolve: ResolveSummary,
 }
 
-/// The coordinator service. Cheap to clone.
+impl fmt::Display for CampaignReport {
+    /// One line for the log: counts of results, checks and confirmations.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let r = self;
+        write!(
+            f,
+            "campaign {}{}: {} results, {} checked ({} stable, {} no verdict, {} suspect), {} confirmed, {} not confirmed{}",
+            r.campaign_id,
+            r.schedule
+                .as_deref()
+                .map(|s| format!(" (schedule {s})"))
+                .unwrap_or_default(),
+            r.results,
+            r.assess.checked,
+            r.assess.stable,
+            r.assess.no_verdict,
+            r.assess.suspects,
+            r.resolve.confirmed,
+            r.resolve.not_confirmed,
+            r.error
+                .as_deref()
+                .map(|e| format!("; error: {e}"))
+                .unwrap_or_default()
+        )
+    }
+}
+
+/// The schedule daemon of `gpufleet serve`. Cheap to clone.
 #[derive(Clone)]
-pub struct Service {
+pub struct Daemon {
     db: Db,
     ex: Executor,
-    cfg: ServiceConfig,
+    cfg: DaemonConfig,
     running: Arc<Mutex<tokio::task::JoinSet<CampaignReport>>>,
 }
 
-impl Service {
-    pub fn new(db: Db, cfg: ServiceConfig, reporter: Arc<dyn Reporter>) -> Service {
+impl Daemon {
+    /// A daemon over `db` that reaches agents over gRPC and reports campaign events to
+    /// `reporter`; it owns the campaigns it starts or claims as this process (`pid@host`).
+    pub fn new(db: Db, cfg: DaemonConfig, reporter: Arc<dyn Reporter>) -> Daemon {
         let mut ex = Executor::new(cfg.retry, reporter);
         ex.max_attempts = cfg.max_attempts;
-        Service {
+        Daemon {
             db,
             ex,
             cfg,
@@ -208,8 +144,8 @@ impl Service {
         Ok(Some(id))
     }
 
-    /// [`Service::execute`] as a background task that [`Service::wait_idle`] and
-    /// [`Service::reap`] collect.
+    /// [`Daemon::execute`] as a background task that [`Daemon::wait_idle`] and
+    /// [`Daemon::reap`] collect.
     fn execute_in_background(
         &self,
         id: i64,
@@ -249,7 +185,7 @@ impl Service {
             None => format!("schedule {} run now", row.name),
         };
         let (suite, spec_json) = match &req {
-            Ok(r) => (r.suite.clone(), request_json(r)),
+            Ok(r) => (r.suite.clone(), StoredRequest::of(r).to_json()),
             Err(_) => (spec.suite.clone(), "{}".to_string()),
         };
         let (name, owner) = (row.name.clone(), self.ex.owner.clone());
@@ -293,7 +229,7 @@ impl Service {
             .unwrap_or(false);
         if !has_jobs {
             let planned = match &req {
-                Ok(req) => plan_into(&self.db, id, req, self.ex.reporter.as_ref())
+                Ok(req) => resolve_and_plan_into(&self.db, id, req, &self.ex)
                     .await
                     .map_err(|e| e.to_string()),
                 Err(e) => Err(e.clone()),
@@ -320,9 +256,7 @@ impl Service {
             match self
                 .db
                 .call(move |s| {
-                    regressions::assess_new(s, Some(id), &cfg, &mut || {
-                        uuid::Uuid::new_v4().to_string()
-                    })
+                    check::assess_new(s, Some(id), &cfg, &mut || uuid::Uuid::new_v4().to_string())
                 })
                 .await
             {
@@ -336,7 +270,7 @@ impl Service {
             }
             match self
                 .db
-                .call(move |s| regressions::resolve(s, Some(id), &cfg))
+                .call(move |s| check::resolve(s, Some(id), &cfg))
                 .await
             {
                 Ok(r) => report.resolve = r,
@@ -393,7 +327,8 @@ impl Service {
             let row = self.db.call(move |s| s.campaign(id)).await?;
             let agents = self.db.call(|s| s.agents()).await?;
             let req = match &row {
-                Some(r) => request_from_json(&r.suite, &r.description, &r.spec, &agents),
+                Some(r) => StoredRequest::from_json(&r.spec)
+                    .map(|stored| stored.into_request(&r.suite, &r.description, &agents)),
                 None => Err(format!("campaign {id} vanished")),
             };
             let check = c.schedule_name.is_some();
@@ -448,138 +383,5 @@ impl Service {
             .abort_all();
         let owner = self.ex.owner.clone();
         self.db.call(move |s| s.release_campaigns(&owner)).await
-    }
-}
-
-/// The campaign request a schedule stands for, with the agents registered now.
-///
-/// # Errors
-/// A message naming the schedule and what is wrong (unknown suite, unknown agent, no agents).
-pub fn request_of(
-    name: &str,
-    spec: &ScheduleSpec,
-    agents: &[crate::store::AgentRow],
-) -> Result<CampaignRequest, String> {
-    let suite = Suite::resolve(&spec.suite).map_err(|e| format!("schedule {name}: {e}"))?;
-    let chosen: Vec<_> = if spec.all_agents {
-        agents.to_vec()
-    } else {
-        let mut out = Vec::new();
-        for a in &spec.agents {
-            match agents.iter().find(|x| &x.name == a) {
-                Some(x) => out.push(x.clone()),
-                None => return Err(format!("schedule {name}: no agent named {a:?}")),
-            }
-        }
-        out
-    };
-    if chosen.is_empty() {
-        return Err(format!("schedule {name}: no agents to run on"));
-    }
-    Ok(CampaignRequest {
-        suite: suite.name.clone(),
-        description: format!("schedule {name}"),
-        runs: suite.runs,
-        agents: chosen,
-        selection: Selection {
-            backends: spec.backends.clone(),
-            devices: Vec::new(),
-            kernels: spec.kernels.clone(),
-            env: spec.env.clone(),
-            env_sets: spec.env_sets.clone(),
-            timeout_s: spec.timeout_s,
-            power_window_s: None,
-        },
-        retry: RetryPolicy::default(),
-    })
-}
-
-/// The next slot of `row` strictly after `now` (unix seconds), if its cron has one.
-pub fn next_slot(row: &ScheduleRow, now: f64) -> Option<i64> {
-    row.cron
-        .parse::<Cron>()
-        .ok()
-        .and_then(|c| c.next_after(now.floor() as i64))
-}
-
-/// `YYYY-MM-DD HH:MM UTC` of unix seconds.
-pub fn fmt_time(t: f64) -> String {
-    let secs = t.floor() as i64;
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = crate::cron::civil_from_days(secs.div_euclid(86_400));
-    format!(
-        "{y:04}-{m:02}-{d:02} {:02}:{:02} UTC",
-        rem / 3600,
-        (rem % 3600) / 60
-    )
-}
-
-/// Wall clock, unix seconds (the store's clock).
-pub fn now() -> f64 {
-    crate::store::system_now()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn row(last: Option<f64>, catch_up: bool) -> ScheduleRow {
-        ScheduleRow {
-            id: 1,
-            name: "nightly".into(),
-            cron: "0 3 * * *".into(),
-            spec: serde_json::json!({}),
-            catch_up,
-            created_at: 0.0,
-            last_slot: last,
-        }
-    }
-
-    #[test]
-    fn due_fires_on_time_once_and_catches_up_once() {
-        let cron: Cron = "0 3 * * *".parse().unwrap();
-        let cfg = ServiceConfig::default();
-        let day = 86_400.0;
-        let slot1 = 3.0 * 3600.0 + 10.0 * day; // day 10, 03:00
-        // Before the slot: nothing.
-        assert_eq!(
-            due(&row(Some(slot1 - day), true), &cron, slot1 - 60.0, &cfg),
-            Due::Nothing
-        );
-        // At the slot and shortly after: fire.
-        assert_eq!(
-            due(&row(Some(slot1 - day), true), &cron, slot1 + 5.0, &cfg),
-            Due::Fire(slot1)
-        );
-        // Once fired, not again.
-        assert_eq!(
-            due(&row(Some(slot1), true), &cron, slot1 + 30.0, &cfg),
-            Due::Nothing
-        );
-        // Down for three days: the latest missed slot fires once, with catch-up.
-        let later = slot1 + 3.0 * day + 7.0 * 3600.0;
-        assert_eq!(
-            due(&row(Some(slot1), true), &cron, later, &cfg),
-            Due::Fire(slot1 + 3.0 * day)
-        );
-        // Without catch-up it is passed over.
-        assert_eq!(
-            due(&row(Some(slot1), false), &cron, later, &cfg),
-            Due::Pass(slot1 + 3.0 * day)
-        );
-        let off = ServiceConfig {
-            catch_up: false,
-            ..cfg
-        };
-        assert_eq!(
-            due(&row(Some(slot1), true), &cron, later, &off),
-            Due::Pass(slot1 + 3.0 * day)
-        );
-    }
-
-    #[test]
-    fn times_print_in_utc() {
-        assert_eq!(fmt_time(0.0), "1970-01-01 00:00 UTC");
-        assert_eq!(fmt_time(1_795_000_000.0), "2026-11-18 11:06 UTC");
     }
 }

@@ -1,9 +1,9 @@
-//! The coordinator service with real agents on loopback and a real SQLite file: schedules fired
+//! The schedule daemon with real agents on loopback and a real SQLite file: schedules fired
 //! by an injected clock, a campaign that survives SIGKILL of its coordinator, an agent killed
 //! mid-campaign, the HTTP API and `regressions --fail-on`.
 
 use gpufleet_coordinator::db::Db;
-use gpufleet_coordinator::service::{Service, ServiceConfig};
+use gpufleet_coordinator::schedule::{Daemon, DaemonConfig};
 use gpufleet_coordinator::store::{ResultFilter, Store};
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
@@ -69,28 +69,28 @@ async fn a_schedule_fires_once_per_slot_with_an_injected_clock() {
     let db = Db::open(&db_path).unwrap();
     db.with(|s| s.pass_slot("nightly", 1_893_456_000.0))
         .unwrap(); // 2030-01-01 00:00
-    let service = Service::new(db.clone(), ServiceConfig::default(), Arc::new(Quiet));
+    let daemon = Daemon::new(db.clone(), DaemonConfig::default(), Arc::new(Quiet));
     let day = 86_400.0;
     let slot = 1_893_456_000.0 + 3.0 * 3600.0; // 2030-01-01 03:00 UTC
 
     assert!(
-        service.tick(slot - 60.0).await.unwrap().is_empty(),
+        daemon.tick(slot - 60.0).await.unwrap().is_empty(),
         "02:59: not yet"
     );
-    let started = service.tick(slot + 2.0).await.unwrap();
+    let started = daemon.tick(slot + 2.0).await.unwrap();
     assert_eq!(started.len(), 1, "03:00:02 fires");
     // Ticks during the run and after it never fire the same slot again.
-    assert!(service.tick(slot + 30.0).await.unwrap().is_empty());
-    let reports = service.wait_idle().await;
+    assert!(daemon.tick(slot + 30.0).await.unwrap().is_empty());
+    let reports = daemon.wait_idle().await;
     assert_eq!(reports.len(), 1);
     assert!(reports[0].error.is_none(), "{:?}", reports[0]);
     assert_eq!(reports[0].results, 2);
-    assert!(service.tick(slot + 90.0).await.unwrap().is_empty());
+    assert!(daemon.tick(slot + 90.0).await.unwrap().is_empty());
 
     // A second coordinator on the same file (or this one restarted) agrees.
-    let other = Service::new(
+    let other = Daemon::new(
         Db::open(&db_path).unwrap(),
-        ServiceConfig::default(),
+        DaemonConfig::default(),
         Arc::new(Quiet),
     );
     assert!(other.tick(slot + 100.0).await.unwrap().is_empty());

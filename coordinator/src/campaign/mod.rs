@@ -1,0 +1,35 @@
+//! Campaigns: a suite × a set of agents and devices, planned into jobs, stored, executed, each
+//! result stored in its own transaction as it arrives.
+//!
+//! | file | part |
+//! | --- | --- |
+//! | `request.rs` | what to run ([`CampaignRequest`]) and its stored form ([`StoredRequest`]) |
+//! | `plan.rs` | runs validated once ([`resolve_runs`](plan::resolve_runs)), then suite × agents × devices → jobs (pure) |
+//! | `prepare.rs` | describe the agents, plan, store the devices and queued jobs |
+//! | `execute.rs` | run stored jobs over [`AgentLink`](crate::link::AgentLink)s: attempts, retries, lost agents, typed failures |
+//! | `owner.rs` | which process owns a campaign, its heartbeat |
+//! | `run.rs` | the whole campaign in one call ([`run_campaign`]) |
+//! | `progress.rs` | campaign events to the terminal or the log |
+//!
+//! Failure handling: a job whose agent cannot be reached is retried a bounded number of times with
+//! a growing pause; after that the job gets an `error` result ("agent unreachable: ...") with
+//! [`JobFailure::AgentUnreachable`] and the agent is marked lost, so its remaining jobs fail fast
+//! while other agents' jobs carry on. The failure enum, not the message, decides the job's and the
+//! campaign's state.
+
+pub mod execute;
+pub mod owner;
+pub mod plan;
+pub mod prepare;
+pub mod progress;
+pub mod request;
+pub mod run;
+
+#[cfg(test)]
+mod tests;
+
+pub use self::execute::{Executor, JobFailure, JobOutcome, execute_campaign, finish_campaign};
+pub use self::owner::{HEARTBEAT, owner_id, owner_is_dead};
+pub use self::prepare::{CampaignError, Planned, device_record, plan_into, resolve_and_plan_into};
+pub use self::request::{CampaignRequest, RetryPolicy, StoredRequest};
+pub use self::run::{CampaignOutcome, run_campaign, run_campaign_with};

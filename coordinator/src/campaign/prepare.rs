@@ -1,0 +1,165 @@
+//! Preparing a campaign: describe its agents (in parallel), plan the jobs, store the devices and
+//! the queued jobs in one transaction.
+
+use super::execute::Executor;
+use super::plan::{JobPlan, ResolvedRun, Target, plan_jobs, resolve_runs};
+use super::request::CampaignRequest;
+use crate::db::Db;
+use crate::link::AgentLink;
+use crate::store::{DeviceRecord, NewJob, StoreError};
+use gpufleet_proto::v1 as pb;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Errors that stop a campaign before any job runs.
+#[derive(Debug, thiserror::Error)]
+pub enum CampaignError {
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// A run's spec is invalid (see [`resolve_runs`]).
+    #[error(transparent)]
+    Spec(#[from] gpufleet_kernels::SpecError),
+    #[error("no agent could be reached: {0}")]
+    NoAgent(String),
+    #[error("nothing to run: {0}")]
+    NothingToRun(String),
+}
+
+/// What planning found.
+#[derive(Debug, Clone, Default)]
+pub struct Planned {
+    pub jobs: usize,
+    pub notes: Vec<String>,
+    pub skipped: usize,
+    pub unreachable: Vec<String>,
+}
+
+/// Validates the runs of `req` ([`resolve_runs`]); then [`plan_into`]. The daemon's way in, where
+/// the request was built from a schedule or a stored campaign.
+///
+/// # Errors
+/// [`CampaignError::Spec`] for an invalid run, else as [`plan_into`].
+pub async fn resolve_and_plan_into(
+    db: &Db,
+    campaign_id: i64,
+    req: &CampaignRequest,
+    ex: &Executor,
+) -> Result<Planned, CampaignError> {
+    let runs = resolve_runs(&req.runs)?;
+    plan_into(db, campaign_id, req, &runs, ex).await
+}
+
+/// Describes the agents of `req`, plans `runs` (its runs, resolved) and stores the jobs (with the
+/// devices) in campaign `campaign_id`, in one transaction.
+///
+/// # Errors
+/// [`CampaignError::NoAgent`] / [`CampaignError::NothingToRun`] when nothing can run.
+pub async fn plan_into(
+    db: &Db,
+    campaign_id: i64,
+    req: &CampaignRequest,
+    runs: &[ResolvedRun],
+    ex: &Executor,
+) -> Result<Planned, CampaignError> {
+    let reporter = ex.reporter.as_ref();
+    let links: Vec<Arc<dyn AgentLink>> = req.agents.iter().map(|a| (ex.connect)(a)).collect();
+    let infos = futures::future::join_all(links.iter().map(|l| l.describe())).await;
+    let mut targets = Vec::new();
+    let mut unreachable = Vec::new();
+    for (a, info) in req.agents.iter().zip(infos) {
+        match info {
+            Ok(info) => targets.push((
+                a.clone(),
+                Target {
+                    agent: a.name.clone(),
+                    info,
+                },
+            )),
+            Err(e) => {
+                reporter.note(&e.to_string());
+                unreachable.push(e.to_string());
+            }
+        }
+    }
+    if targets.is_empty() {
+        return Err(CampaignError::NoAgent(if unreachable.is_empty() {
+            "no agents selected".into()
+        } else {
+            unreachable.join("; ")
+        }));
+    }
+    let plain: Vec<Target> = targets.iter().map(|(_, t)| t.clone()).collect();
+    let JobPlan {
+        jobs,
+        skipped,
+        notes,
+    } = plan_jobs(runs, &plain, &req.selection);
+    for n in &notes {
+        reporter.note(n);
+    }
+    if jobs.is_empty() {
+        return Err(CampaignError::NothingToRun(if notes.is_empty() {
+            format!(
+                "no device implements the selected kernels ({} combinations skipped)",
+                skipped.len()
+            )
+        } else {
+            notes.join("; ")
+        }));
+    }
+    let agent_ids: BTreeMap<String, i64> = targets
+        .iter()
+        .map(|(a, _)| (a.name.clone(), a.id))
+        .collect();
+    let devices: Vec<(i64, DeviceRecord)> = targets
+        .iter()
+        .flat_map(|(a, t)| t.info.devices.iter().map(move |d| (a.id, device_record(d))))
+        .collect();
+    let count = jobs.len();
+    db.call(move |s| -> Result<(), StoreError> {
+        let mut rows = BTreeMap::new();
+        for (agent_id, d) in &devices {
+            rows.insert(
+                (*agent_id, d.device_id.clone()),
+                s.upsert_device(*agent_id, d)?,
+            );
+        }
+        let new_jobs: Vec<NewJob> = jobs
+            .into_iter()
+            .map(|planned| {
+                let agent_id = agent_ids[&planned.agent];
+                NewJob {
+                    campaign_id,
+                    agent_id,
+                    device_row_id: Some(rows[&(agent_id, planned.device.id.clone())]),
+                    spec_key: planned.spec_key.clone(),
+                    spec_json: serde_json::to_string(&planned.spec).unwrap_or_default(),
+                    run_id: uuid::Uuid::new_v4().to_string(),
+                }
+            })
+            .collect();
+        s.add_jobs(&new_jobs)?;
+        Ok(())
+    })
+    .await?;
+    reporter.planned(campaign_id, count);
+    Ok(Planned {
+        jobs: count,
+        notes,
+        skipped: skipped.len(),
+        unreachable,
+    })
+}
+
+/// The store's view of a device.
+pub fn device_record(d: &pb::Device) -> DeviceRecord {
+    DeviceRecord {
+        device_id: d.id.clone(),
+        backend: d.backend.clone(),
+        vendor: d.vendor.clone(),
+        name: d.name.clone(),
+        arch: d.arch.clone(),
+        pci_bus_id: d.pci_bus_id.clone(),
+        info_json: serde_json::to_string(d).unwrap_or_default(),
+    }
+}

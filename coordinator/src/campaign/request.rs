@@ -1,0 +1,96 @@
+//! What a campaign runs, and the form it is stored in (`campaigns.spec_json`) so a resumed
+//! campaign can be planned again.
+
+use super::plan::Selection;
+use crate::store::AgentRow;
+use gpufleet_kernels::SuiteRun;
+use serde::{Deserialize, Serialize};
+use std::time::Duration;
+
+/// Tuning of failure handling.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RetryPolicy {
+    /// Extra attempts after the first when the agent is unreachable.
+    pub retries: u32,
+    /// Pause before the first retry; doubled each time.
+    pub backoff: Duration,
+}
+
+impl Default for RetryPolicy {
+    fn default() -> Self {
+        RetryPolicy {
+            retries: 2,
+            backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+/// What to run.
+#[derive(Debug, Clone)]
+pub struct CampaignRequest {
+    /// Suite name (or `adhoc`), stored with the campaign.
+    pub suite: String,
+    pub description: String,
+    pub runs: Vec<SuiteRun>,
+    pub agents: Vec<AgentRow>,
+    pub selection: Selection,
+    pub retry: RetryPolicy,
+}
+
+/// A request as stored in `campaigns.spec_json`: the runs, the agents by name and the selection
+/// (its fields at the top level). Enough to plan the campaign again on resume.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct StoredRequest {
+    pub runs: Vec<SuiteRun>,
+    /// Agent names; resolved against the agents registered when the campaign is planned again.
+    pub agents: Vec<String>,
+    #[serde(flatten)]
+    pub selection: Selection,
+}
+
+impl StoredRequest {
+    /// The stored form of `req`.
+    pub fn of(req: &CampaignRequest) -> StoredRequest {
+        StoredRequest {
+            runs: req.runs.clone(),
+            agents: req.agents.iter().map(|a| a.name.clone()).collect(),
+            selection: req.selection.clone(),
+        }
+    }
+
+    /// As JSON text for `campaigns.spec_json`.
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).unwrap_or_default()
+    }
+
+    /// Parses a stored spec.
+    ///
+    /// # Errors
+    /// A message saying what does not parse.
+    pub fn from_json(spec: &serde_json::Value) -> Result<StoredRequest, String> {
+        serde_json::from_value(spec.clone()).map_err(|e| format!("stored campaign spec: {e}"))
+    }
+
+    /// Rebuilds the request with the agents as they are now (agents no longer registered are
+    /// left out).
+    pub fn into_request(
+        self,
+        suite: &str,
+        description: &str,
+        agents: &[AgentRow],
+    ) -> CampaignRequest {
+        CampaignRequest {
+            suite: suite.to_string(),
+            description: description.to_string(),
+            runs: self.runs,
+            agents: agents
+                .iter()
+                .filter(|a| self.agents.contains(&a.name))
+                .cloned()
+                .collect(),
+            selection: self.selection,
+            retry: RetryPolicy::default(),
+        }
+    }
+}

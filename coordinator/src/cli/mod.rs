@@ -1,0 +1,25 @@
+//! The `gpufleet` command line: clap types (`args.rs`) and one handler module per group of
+//! commands. Handlers only parse arguments into domain types, call the library and print.
+//!
+//! | file | commands |
+//! | --- | --- |
+//! | `args.rs` | the clap types of every command |
+//! | `parse.rs` | `NAME=VALUE` lists and `--env-set` values |
+//! | `agents.rs` | `agents add/list/rm`, `describe` |
+//! | `run.rs` | `run` (a suite or one ad-hoc spec) |
+//! | `results.rs` | `results`, `compare`, `campaigns`, a campaign's outcome |
+//! | `schedule.rs` | `schedule add/list/rm/run-now`, `regressions` |
+//! | `serve.rs` | `serve`: the schedule daemon with its HTTP API, until SIGINT/SIGTERM |
+
+pub mod agents;
+pub mod args;
+pub mod parse;
+pub mod results;
+pub mod run;
+pub mod schedule;
+pub mod serve;
+
+pub use self::args::{
+    AgentsCommand, Cli, Command, CompareArgs, DemoArgs, FailOn, RegressionsArgs, ResultScope,
+    ResultsArgs, RunArgs, RunOverrides, ScheduleAddArgs, ScheduleCommand, ServeArgs,
+};

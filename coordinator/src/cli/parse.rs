@@ -1,0 +1,44 @@
+//! Command-line values that are lists of `NAME=VALUE` or environment sets.
+
+use super::args::RunOverrides;
+use crate::campaign::plan::EnvSet;
+use anyhow::bail;
+use std::collections::BTreeMap;
+
+/// Parses `NAME=VALUE` items of the option `--{what}`.
+///
+/// # Errors
+/// The first item that is not `NAME=VALUE`, naming the option.
+pub fn parse_kv(items: &[String], what: &str) -> anyhow::Result<BTreeMap<String, String>> {
+    items
+        .iter()
+        .map(|s| match s.split_once('=') {
+            Some((k, v)) if !k.is_empty() => Ok((k.to_string(), v.to_string())),
+            _ => bail!("--{what} `{s}` must be NAME=VALUE"),
+        })
+        .collect()
+}
+
+/// Parses `--env-set` values; names must be unique.
+///
+/// # Errors
+/// The first bad value, naming `--env-set`.
+pub fn parse_env_sets(values: &[String]) -> anyhow::Result<Vec<EnvSet>> {
+    let mut sets: Vec<EnvSet> = Vec::new();
+    for v in values {
+        let set = EnvSet::parse(v).map_err(|e| anyhow::anyhow!("--env-set: {e}"))?;
+        if sets.iter().any(|s| s.name == set.name) {
+            anyhow::bail!("--env-set: the name {:?} is used twice", set.name);
+        }
+        sets.push(set);
+    }
+    Ok(sets)
+}
+
+/// The `--env` and `--env-set` values of `o`, parsed.
+///
+/// # Errors
+/// The first bad value, naming its option.
+pub fn env_overrides(o: &RunOverrides) -> anyhow::Result<(BTreeMap<String, String>, Vec<EnvSet>)> {
+    Ok((parse_kv(&o.env, "env")?, parse_env_sets(&o.env_sets)?))
+}

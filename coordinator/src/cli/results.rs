@@ -1,0 +1,173 @@
+//! Printing stored results: `results`, `compare`, `campaigns`, and a campaign's outcome after
+//! `run` and `demo`.
+
+use super::args::{CompareArgs, ResultsArgs};
+use crate::campaign::run::CampaignOutcome;
+use crate::compare::{self, fmt_metric};
+use crate::convert::to_compare_row;
+use crate::db::Db;
+use crate::store::{ResultFilter, ResultRow};
+use crate::table::{Format, Table};
+
+/// Prints a campaign's results (JSON on stdout with `json`, else the comparison table) and returns
+/// the exit code: 0 when every result is ok, 1 otherwise.
+///
+/// # Errors
+/// When the results cannot be read.
+pub fn print_outcome(db: &Db, o: &CampaignOutcome, json: bool) -> anyhow::Result<i32> {
+    let format = if json { Format::Json } else { Format::Table };
+    let filter = ResultFilter {
+        campaign_id: Some(o.campaign_id),
+        ..Default::default()
+    };
+    let rows = db.with(|s| s.results(&filter))?;
+    if format == Format::Json {
+        let v: Vec<serde_json::Value> = rows.iter().map(result_json).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let mut cmp: Vec<_> = rows.iter().map(to_compare_row).collect();
+        compare::rank(&mut cmp);
+        print!("{}", compare::render(&cmp, format));
+        let bad = rows.iter().filter(|r| r.record.status != "ok").count();
+        eprintln!(
+            "campaign {}: {} results, {} ok, {} not ok{}",
+            o.campaign_id,
+            rows.len(),
+            rows.len() - bad,
+            bad,
+            if o.planned.skipped > 0 {
+                format!(
+                    ", {} combinations skipped (not implemented by the backend)",
+                    o.planned.skipped
+                )
+            } else {
+                String::new()
+            }
+        );
+    }
+    Ok(if rows.iter().all(|r| r.record.status == "ok") {
+        0
+    } else {
+        1
+    })
+}
+
+/// A result for scripts: the stored row plus a `metric` object and the
+/// device name.
+fn result_json(r: &ResultRow) -> serde_json::Value {
+    let mut v = serde_json::to_value(r).unwrap_or_default();
+    let rec = &r.record;
+    v["device"] = serde_json::Value::from(rec.device_id.clone());
+    v["metric"] = match (rec.metric_value, &rec.metric_unit, &rec.metric_kind) {
+        (Some(value), Some(unit), Some(kind)) => {
+            serde_json::json!({ "value": value, "unit": unit, "kind": kind })
+        }
+        _ => serde_json::Value::Null,
+    };
+    v
+}
+
+/// `compare`.
+pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<()> {
+    let filter = ResultFilter {
+        campaign_id: a.scope.campaign,
+        kernel: a.scope.kernel,
+        suite: a.suite,
+        agent: a.scope.agent,
+        latest_per_device_and_key: true,
+        ..Default::default()
+    };
+    let rows = db.with(|s| s.results(&filter))?;
+    let mut cmp: Vec<_> = rows.iter().map(to_compare_row).collect();
+    compare::rank(&mut cmp);
+    if cmp.is_empty() && a.scope.format != Format::Json {
+        eprintln!("no results match; run a suite first (gpufleet run --suite smoke --agent NAME)");
+    }
+    print!("{}", compare::render(&cmp, a.scope.format));
+    Ok(())
+}
+
+/// `results`.
+pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
+    let format = if a.json { Format::Json } else { a.scope.format };
+    let filter = ResultFilter {
+        campaign_id: a.scope.campaign,
+        kernel: a.scope.kernel,
+        agent: a.scope.agent,
+        status: a.status,
+        with_samples: a.samples && format == Format::Json,
+        ..Default::default()
+    };
+    let rows = db.with(|s| s.results(&filter))?;
+    if format == Format::Json {
+        let v: Vec<serde_json::Value> = rows.iter().map(result_json).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(());
+    }
+    let mut t = Table::new(&[
+        "run",
+        "campaign",
+        "kernel",
+        "variant",
+        "params",
+        "agent",
+        "device",
+        "status",
+        "metric",
+        "unit",
+        "median ms",
+        "cv %",
+        "message",
+    ]);
+    for r in &rows {
+        let rec = &r.record;
+        t.push(vec![
+            rec.run_id.chars().take(8).collect(),
+            rec.campaign_id.map(|c| c.to_string()).unwrap_or_default(),
+            rec.kernel.clone(),
+            rec.variant.clone(),
+            rec.params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(","),
+            r.agent.clone(),
+            rec.device_id.clone(),
+            rec.status.clone(),
+            rec.metric_value
+                .map(fmt_metric)
+                .unwrap_or_else(|| "-".into()),
+            rec.metric_unit.clone().unwrap_or_else(|| "-".into()),
+            rec.median_s
+                .map(|m| format!("{:.4}", m * 1e3))
+                .unwrap_or_else(|| "-".into()),
+            rec.cv
+                .map(|c| format!("{:.1}", c * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            rec.message.chars().take(80).collect(),
+        ]);
+    }
+    print!("{}", t.render(format));
+    Ok(())
+}
+
+/// `campaigns`.
+pub fn campaigns(db: &Db, json: bool) -> anyhow::Result<()> {
+    let rows = db.with(|s| s.campaigns())?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
+        return Ok(());
+    }
+    let mut t = Table::new(&["id", "suite", "state", "jobs", "description"]);
+    for c in &rows {
+        t.push(vec![
+            c.id.to_string(),
+            c.suite.clone(),
+            c.state.name().to_string(),
+            c.jobs.total().to_string(),
+            c.description.clone(),
+        ]);
+    }
+    print!("{}", t.render(Format::Table));
+    Ok(())
+}

@@ -1,0 +1,102 @@
+//! `gpufleet run`: a suite, or one ad-hoc spec, on one or more agents.
+
+use super::agents::lookup_agent;
+use super::args::RunArgs;
+use super::parse::{env_overrides, parse_kv};
+use super::results::print_outcome;
+use crate::campaign::plan::Selection;
+use crate::campaign::progress::CliReporter;
+use crate::campaign::request::{CampaignRequest, RetryPolicy};
+use crate::campaign::run::run_campaign;
+use crate::db::Db;
+use anyhow::{Context, bail};
+use gpufleet_kernels::{RunDefaults, Suite, SuiteRun, find_kernel};
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// The runs of `gpufleet run`: a suite's, or one ad-hoc spec. The ad-hoc spec is validated with
+/// the campaign's runs ([`resolve_runs`](crate::campaign::plan::resolve_runs)), before any agent is
+/// contacted.
+///
+/// # Errors
+/// An unknown suite or `--kernel`, a malformed `--param`.
+pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<String>)> {
+    if let Some(name) = &args.suite {
+        let suite = Suite::resolve(name)?;
+        for k in &args.kernels {
+            if find_kernel(k).is_none() {
+                bail!("--kernel: unknown kernel `{k}`");
+            }
+        }
+        return Ok((suite.name.clone(), suite.runs, args.kernels.clone()));
+    }
+    let [kernel] = args.kernels.as_slice() else {
+        bail!(
+            "without --suite, give exactly one --kernel (and optionally --variant, --param NAME=VALUE)"
+        );
+    };
+    let mut params = BTreeMap::new();
+    for (k, v) in parse_kv(&args.params, "param")? {
+        let n: i64 = v
+            .parse()
+            .with_context(|| format!("--param {k}={v}: the value must be an integer"))?;
+        params.insert(k, n);
+    }
+    // The kernel's default variant unless one is named (an unknown kernel keeps "" and is
+    // refused when the runs are resolved).
+    let variant = args
+        .variant
+        .clone()
+        .or_else(|| find_kernel(kernel).map(|k| k.default_variant.to_string()))
+        .unwrap_or_default();
+    let run = SuiteRun {
+        kernel: kernel.clone(),
+        variants: Some(vec![variant]),
+        params,
+        dtype: args.dtype,
+        mode: args.mode,
+        warmup: args.warmup,
+        min_iterations: args.min_iterations,
+        min_seconds: args.min_seconds,
+        max_iterations: RunDefaults::STANDARD.max_iterations,
+        timeout_s: args
+            .overrides
+            .timeout_s
+            .unwrap_or(RunDefaults::STANDARD.timeout_s),
+        env: BTreeMap::new(),
+    };
+    Ok(("adhoc".to_string(), vec![run], Vec::new()))
+}
+
+/// `run`.
+pub async fn run(db: &Db, args: RunArgs) -> anyhow::Result<i32> {
+    let (suite, runs, kernels) = runs_of(&args)?;
+    let agents = args
+        .agents
+        .iter()
+        .map(|n| lookup_agent(db, n))
+        .collect::<anyhow::Result<Vec<_>>>()?;
+    let (env, env_sets) = env_overrides(&args.overrides)?;
+    let selection = Selection {
+        backends: args.backends.clone(),
+        devices: args.devices.clone(),
+        kernels,
+        env,
+        env_sets,
+        timeout_s: args.overrides.timeout_s,
+        power_window_s: args.power_window_s,
+    };
+    let reporter = Arc::new(CliReporter::new());
+    let req = CampaignRequest {
+        description: format!("gpufleet run on {}", args.agents.join(", ")),
+        suite,
+        runs,
+        agents,
+        selection,
+        retry: RetryPolicy::default(),
+    };
+    let outcome = run_campaign(db, req, reporter.clone()).await;
+    reporter.finish();
+    let outcome = outcome?;
+    print_outcome(db, &outcome, args.json)
+}

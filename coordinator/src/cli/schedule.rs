@@ -1,0 +1,220 @@
+//! `schedule add|list|rm|run-now` and `regressions`.
+
+use super::args::{FailOn, RegressionsArgs, ScheduleCommand};
+use super::parse::env_overrides;
+use crate::campaign::progress::CliReporter;
+use crate::compare::fmt_metric;
+use crate::db::Db;
+use crate::regression::check::parse_since;
+use crate::schedule::{
+    Cron, Daemon, DaemonConfig, ScheduleSpec, fmt_time, next_slot, now, request_of,
+};
+use crate::store::{AlertRow, ScheduleRow};
+use crate::table::{Format, Table};
+use anyhow::bail;
+use std::sync::Arc;
+
+/// `schedule add|list|rm|run-now`.
+pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
+    match cmd {
+        ScheduleCommand::Add(a) => {
+            let cron: Cron = a
+                .cron
+                .parse()
+                .map_err(|e| anyhow::anyhow!("--cron {:?}: {e}", a.cron))?;
+            if !a.all && a.agents.is_empty() {
+                bail!("give --agent NAME (repeatable) or --all");
+            }
+            let (env, env_sets) = env_overrides(&a.overrides)?;
+            let spec = ScheduleSpec {
+                suite: a.suite.clone(),
+                agents: a.agents.clone(),
+                all_agents: a.all,
+                backends: a.backends.clone(),
+                kernels: a.kernels.clone(),
+                env,
+                env_sets,
+                timeout_s: a.overrides.timeout_s,
+            };
+            // Refuse now what would fail every night.
+            let agents = db.with(|s| s.agents())?;
+            request_of(&a.name, &spec, &agents).map_err(|e| anyhow::anyhow!("{e}"))?;
+            let row = db.with(|s| {
+                s.add_schedule(
+                    &a.name,
+                    &a.cron,
+                    &serde_json::to_string(&spec).unwrap_or_default(),
+                    !a.no_catch_up,
+                )
+            })?;
+            let next = cron
+                .next_after(now() as i64)
+                .map(|t| fmt_time(t as f64))
+                .unwrap_or_else(|| "never".into());
+            println!(
+                "added schedule {} ({} UTC, suite {}); next run {next}",
+                row.name, row.cron, spec.suite
+            );
+            Ok(0)
+        }
+        ScheduleCommand::List { json } => {
+            let rows = db.with(|s| s.schedules())?;
+            let now = now();
+            let next = |r: &ScheduleRow| next_slot(r, now);
+            if json {
+                let v: Vec<serde_json::Value> = rows
+                    .iter()
+                    .map(|r| {
+                        let mut v = serde_json::to_value(r).unwrap_or_default();
+                        v["next_slot"] = serde_json::json!(next(r));
+                        v
+                    })
+                    .collect();
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                let mut t = Table::new(&[
+                    "name",
+                    "cron (UTC)",
+                    "suite",
+                    "agents",
+                    "last slot",
+                    "next slot",
+                    "catch-up",
+                ]);
+                for r in &rows {
+                    let spec: ScheduleSpec =
+                        serde_json::from_value(r.spec.clone()).unwrap_or_default();
+                    t.push(vec![
+                        r.name.clone(),
+                        r.cron.clone(),
+                        spec.suite.clone(),
+                        if spec.all_agents {
+                            "all".into()
+                        } else {
+                            spec.agents.join(",")
+                        },
+                        r.last_slot.map(fmt_time).unwrap_or_else(|| "-".into()),
+                        next(r)
+                            .map(|t| fmt_time(t as f64))
+                            .unwrap_or_else(|| "never".into()),
+                        if r.catch_up { "yes" } else { "no" }.into(),
+                    ]);
+                }
+                print!("{}", t.render(Format::Table));
+            }
+            Ok(0)
+        }
+        ScheduleCommand::Rm { name } => {
+            if db.with(|s| s.remove_schedule(&name))? {
+                println!("removed schedule {name} (its campaigns and results stay)");
+                Ok(0)
+            } else {
+                bail!("no schedule named {name:?}")
+            }
+        }
+        ScheduleCommand::RunNow { name, json } => {
+            let row = db
+                .with(|s| s.schedule(&name))?
+                .ok_or_else(|| anyhow::anyhow!("no schedule named {name:?}"))?;
+            let reporter = Arc::new(CliReporter::new());
+            let daemon = Daemon::new(db.clone(), DaemonConfig::default(), reporter.clone());
+            let report = daemon.run_now(&row).await;
+            reporter.finish();
+            let report = report?;
+            let since = db
+                .with(|s| s.campaign(report.campaign_id))?
+                .map(|c| c.created_at)
+                .unwrap_or(0.0);
+            let alerts: Vec<_> = db
+                .with(|s| s.alerts(since))?
+                .into_iter()
+                .filter(|a| a.campaign_id == Some(report.campaign_id))
+                .collect();
+            if json {
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(
+                        &serde_json::json!({"report": report, "alerts": alerts})
+                    )?
+                );
+            } else {
+                eprintln!("{report}");
+                print_alerts(&alerts);
+            }
+            Ok(if report.error.is_some() { 1 } else { 0 })
+        }
+    }
+}
+
+fn print_alerts(alerts: &[AlertRow]) {
+    if alerts.is_empty() {
+        println!("no confirmed regressions or improvements");
+        return;
+    }
+    let mut t = Table::new(&[
+        "when", "agent", "device", "spec", "change", "before", "after", "unit", "bound",
+    ]);
+    for a in alerts {
+        t.push(vec![
+            fmt_time(a.created_at),
+            a.agent.clone().unwrap_or_default(),
+            a.device_id.clone(),
+            a.spec_key.clone(),
+            format!("{} {:+.1}%", a.direction, a.change_pct),
+            fmt_metric(a.before_value),
+            fmt_metric(a.after_value),
+            a.metric_unit.clone(),
+            format!("±{:.1}%", a.bound_pct),
+        ]);
+    }
+    print!("{}", t.render(Format::Table));
+}
+
+/// `regressions`: alerts (and verdicts), exit 1 with --fail-on when one matches.
+pub fn regressions(db: &Db, a: RegressionsArgs) -> anyhow::Result<i32> {
+    let since = match &a.since {
+        Some(t) => parse_since(t, now()).map_err(|e| anyhow::anyhow!(e))?,
+        None => 0.0,
+    };
+    let alerts = db.with(|s| s.alerts(since))?;
+    let checks = if a.all {
+        db.with(|s| s.checks(since))?
+    } else {
+        Vec::new()
+    };
+    if a.json {
+        let mut v = serde_json::json!({ "since": since, "alerts": alerts });
+        if a.all {
+            v["checks"] = serde_json::to_value(&checks)?;
+        }
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print_alerts(&alerts);
+        if a.all {
+            let mut t = Table::new(&["result", "verdict", "direction", "reason"]);
+            for c in &checks {
+                t.push(vec![
+                    c.result_id.to_string(),
+                    c.verdict.clone(),
+                    c.direction.clone().unwrap_or_default(),
+                    c.reason.clone(),
+                ]);
+            }
+            print!("{}", t.render(Format::Table));
+        }
+    }
+    let failing = alerts
+        .iter()
+        .filter(|al| match a.fail_on {
+            Some(FailOn::Regression) => al.direction == "regression",
+            Some(FailOn::Improvement) => al.direction == "improvement",
+            Some(FailOn::Any) => true,
+            None => false,
+        })
+        .count();
+    if failing > 0 {
+        eprintln!("{failing} alert(s) match --fail-on");
+        return Ok(1);
+    }
+    Ok(0)
+}

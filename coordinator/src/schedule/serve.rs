@@ -1,0 +1,36 @@
+//! The daemon's loop for `gpufleet serve`: tick, log what started and finished, sleep, until the
+//! stop signal; then a graceful stop that leaves unfinished campaigns `interrupted` for the next
+//! coordinator to resume. Listening (HTTP) and signal handling stay with the caller.
+
+use super::daemon::Daemon;
+use super::slots::now;
+use crate::store::StoreError;
+use std::time::Duration;
+use tokio::sync::watch;
+
+/// Ticks `daemon` every `tick` until `stop` turns true, logging to stderr, then stops it. Returns
+/// the campaigns that were interrupted by the stop.
+///
+/// # Errors
+/// [`StoreError`] when the stop cannot be written; failed ticks are logged and the loop goes on.
+pub async fn run_until_stopped(
+    daemon: &Daemon,
+    tick: Duration,
+    mut stop: watch::Receiver<bool>,
+) -> Result<Vec<i64>, StoreError> {
+    loop {
+        match daemon.tick(now()).await {
+            Ok(ids) if !ids.is_empty() => eprintln!("started campaigns {ids:?}"),
+            Ok(_) => {}
+            Err(e) => eprintln!("schedule check failed: {e}"),
+        }
+        for r in daemon.reap() {
+            eprintln!("{r}");
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(tick) => {}
+            _ = stop.wait_for(|s| *s) => break,
+        }
+    }
+    daemon.stop().await
+}

@@ -1,0 +1,183 @@
+//! Opening a gpufleet database: the guard's refusals, WAL and the pragmas, migrations, the clock.
+//! Why WAL and one writer: see the module docs of `store`.
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{Connection, OpenFlags};
+
+use super::error::{StoreError, sql};
+use super::{guard, migrations};
+
+/// How long a call waits for another process's write lock before failing with `SQLITE_BUSY`.
+pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// Source of "now" for timestamps, in unix seconds.
+pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
+
+/// An open gpufleet database. Reads take `&self`, writes `&mut self`; each write is one
+/// transaction.
+pub struct Store {
+    pub(super) conn: Connection,
+    path: PathBuf,
+    clock: Clock,
+}
+
+impl fmt::Debug for Store {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Store").field("path", &self.path).finish()
+    }
+}
+
+impl Store {
+    /// Opens the database at `path`, creating it if it is missing, and brings its schema up to
+    /// [`LATEST_VERSION`](super::migrations::LATEST_VERSION).
+    ///
+    /// Sets WAL mode, `foreign_keys=ON`, `busy_timeout` ([`BUSY_TIMEOUT`]) and `synchronous=NORMAL`.
+    ///
+    /// # Errors
+    /// Refuses, leaving the file and its directory exactly as they were:
+    /// [`StoreError::NotSqlite`] for an existing non-empty file that is not SQLite,
+    /// [`StoreError::ForeignDatabase`] for another application's SQLite file, and
+    /// [`StoreError::NewerSchema`] for a database written by a newer gpufleet.
+    /// [`StoreError::Io`] / [`StoreError::Open`] when the file cannot be read, created or migrated
+    /// (a failed migration leaves the previous schema).
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if guard::check_header(path)? == guard::Existing::Sqlite {
+            guard::check_schema(path)?;
+        }
+        let open_err = |context: &'static str| {
+            move |source| StoreError::Open {
+                path: path.to_path_buf(),
+                context,
+                source,
+            }
+        };
+        // No SQLITE_OPEN_URI: a file really named `file:x.db` must not be parsed as a URI.
+        let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let conn = Connection::open_with_flags(path, flags).map_err(open_err("opening"))?;
+        Store::configure(conn, path.to_path_buf())
+    }
+
+    /// Opens a private in-memory database with the full schema (tests, dry runs).
+    ///
+    /// # Errors
+    /// [`StoreError::Open`] if SQLite cannot allocate it.
+    pub fn open_in_memory() -> Result<Store, StoreError> {
+        let path = PathBuf::from(":memory:");
+        let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
+            path: path.clone(),
+            context: "opening",
+            source,
+        })?;
+        Store::configure(conn, path)
+    }
+
+    fn configure(mut conn: Connection, path: PathBuf) -> Result<Store, StoreError> {
+        let open_err = |context: &'static str| {
+            let path = path.clone();
+            move |source| StoreError::Open {
+                path,
+                context,
+                source,
+            }
+        };
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(open_err("setting busy_timeout"))?;
+        // Returns the mode now in force: `wal` for files, `memory` for in-memory databases.
+        let _mode: String = conn
+            .pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))
+            .map_err(open_err("switching to WAL"))?;
+        conn.pragma_update(None, "synchronous", "NORMAL")
+            .map_err(open_err("setting synchronous=NORMAL"))?;
+        conn.pragma_update(None, "foreign_keys", true)
+            .map_err(open_err("enabling foreign keys"))?;
+        migrations::migrate(&mut conn, &path)?;
+        Ok(Store {
+            conn,
+            path,
+            clock: Arc::new(system_now),
+        })
+    }
+
+    /// Replaces the clock used for every timestamp the store writes (tests, imports).
+    pub fn with_clock(mut self, clock: impl Fn() -> f64 + Send + Sync + 'static) -> Store {
+        self.clock = Arc::new(clock);
+        self
+    }
+
+    /// The file this store was opened on (`:memory:` for an in-memory one).
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The schema version of the open database (`PRAGMA user_version`).
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the pragma fails.
+    pub fn schema_version(&self) -> Result<i64, StoreError> {
+        self.conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(sql("reading the schema version"))
+    }
+
+    /// Runs `PRAGMA integrity_check` and `PRAGMA foreign_key_check`; returns `"ok"` for a healthy
+    /// database, else the problems found, one per line.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the checks cannot run.
+    pub fn integrity_check(&self) -> Result<String, StoreError> {
+        let context = "checking integrity";
+        let mut stmt = self
+            .conn
+            .prepare("PRAGMA integrity_check")
+            .map_err(sql(context))?;
+        let mut lines: Vec<String> = stmt
+            .query_map([], |r| r.get(0))
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))?;
+        if lines == ["ok"] {
+            lines.clear();
+        }
+        let mut stmt = self
+            .conn
+            .prepare("SELECT \"table\", rowid, parent FROM pragma_foreign_key_check")
+            .map_err(sql(context))?;
+        let violations = stmt
+            .query_map([], |r| {
+                Ok(format!(
+                    "row {} of {} references a missing {} row",
+                    r.get::<_, Option<i64>>(1)?.unwrap_or(-1),
+                    r.get::<_, String>(0)?,
+                    r.get::<_, String>(2)?
+                ))
+            })
+            .map_err(sql(context))?
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(sql(context))?;
+        lines.extend(violations);
+        Ok(if lines.is_empty() {
+            "ok".to_owned()
+        } else {
+            lines.join("\n")
+        })
+    }
+
+    /// Now, from the store's clock.
+    pub(super) fn now(&self) -> f64 {
+        (self.clock)()
+    }
+}
+
+/// Wall-clock unix seconds; 0 if the system clock is before 1970.
+pub fn system_now() -> f64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs_f64())
+        .unwrap_or(0.0)
+}

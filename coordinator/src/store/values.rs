@@ -1,0 +1,30 @@
+//! Checks on values before they are written, and JSON columns read back.
+
+use super::error::StoreError;
+
+/// Rejects an empty value for a field that names something.
+pub(super) fn require_non_empty(field: &'static str, value: &str) -> Result<(), StoreError> {
+    if value.trim().is_empty() {
+        Err(StoreError::invalid(field, "must not be empty"))
+    } else {
+        Ok(())
+    }
+}
+
+/// Parses `text` as JSON for `field`, so malformed JSON is refused before it is stored.
+pub(super) fn parse_json(field: &'static str, text: &str) -> Result<serde_json::Value, StoreError> {
+    serde_json::from_str(text)
+        .map_err(|e| StoreError::invalid(field, format!("is not valid JSON: {e}")))
+}
+
+/// Reads a JSON text column back into a value.
+pub(super) fn json_column(
+    row: &rusqlite::Row<'_>,
+    column: &str,
+) -> rusqlite::Result<serde_json::Value> {
+    let text: String = row.get(column)?;
+    serde_json::from_str(&text).map_err(|e| {
+        let index = row.as_ref().column_index(column).unwrap_or(0);
+        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
+    })
+}
