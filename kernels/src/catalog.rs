@@ -161,7 +161,7 @@ const fn rows(id: KernelId, name: &'static str, description: &'static str) -> Ke
     default_variant_def(id, name, description, ROW_PARAMS, MetricKind::Gbps)
 }
 
-/// A non-debug f32 device kernel with one variant, `default`.
+/// An f32 device kernel with one variant, `default` (debug and host-only entries override the flags).
 const fn default_variant_def(
     id: KernelId,
     name: &'static str,
@@ -209,18 +209,13 @@ static CATALOG: [KernelDef; 18] = [
         "a = b + 3·c (STREAM triad)",
         MetricKind::Gbps,
     ),
-    KernelDef {
-        id: KernelId::Noop,
-        name: "noop",
-        description: "out[0] = in[0]; measures launch latency",
-        variants: DEFAULT_VARIANT,
-        default_variant: "default",
-        params: &[],
-        dtypes: F32_ONLY,
-        metric: MetricKind::Micros,
-        host_only: false,
-        debug: false,
-    },
+    default_variant_def(
+        KernelId::Noop,
+        "noop",
+        "out[0] = in[0]; measures launch latency",
+        &[],
+        MetricKind::Micros,
+    ),
     rows(KernelId::Softmax, "softmax", "row-wise softmax"),
     rows(
         KernelId::LayerNorm,
@@ -258,64 +253,54 @@ static CATALOG: [KernelDef; 18] = [
     ),
     elementwise(KernelId::Tanh, "tanh", "y = tanh(x)", MetricKind::Gbps),
     KernelDef {
-        id: KernelId::MembwCpu,
-        name: "membw_cpu",
-        description: "sum of a large f32 array; host memory read bandwidth",
-        variants: DEFAULT_VARIANT,
-        default_variant: "default",
-        params: MEMBW_PARAMS,
-        dtypes: F32_ONLY,
-        metric: MetricKind::Gbps,
         host_only: true,
-        debug: false,
+        ..default_variant_def(
+            KernelId::MembwCpu,
+            "membw_cpu",
+            "sum of a large f32 array; host memory read bandwidth",
+            MEMBW_PARAMS,
+            MetricKind::Gbps,
+        )
     },
     KernelDef {
-        id: KernelId::MemlatCpu,
-        name: "memlat_cpu",
-        description: "pointer chasing over one random cycle of 64-byte lines; host memory latency",
-        variants: DEFAULT_VARIANT,
-        default_variant: "default",
-        params: MEMLAT_PARAMS,
-        dtypes: F32_ONLY,
-        metric: MetricKind::NsPerHop,
         host_only: true,
-        debug: false,
+        ..default_variant_def(
+            KernelId::MemlatCpu,
+            "memlat_cpu",
+            "pointer chasing over one random cycle of 64-byte lines; host memory latency",
+            MEMLAT_PARAMS,
+            MetricKind::NsPerHop,
+        )
     },
     KernelDef {
-        id: KernelId::DebugCrash,
-        name: "debug_crash",
-        description: "crashes the worker (SIGSEGV or abort) to exercise isolation",
-        variants: DEFAULT_VARIANT,
-        default_variant: "default",
-        params: CRASH_PARAMS,
-        dtypes: F32_ONLY,
-        metric: MetricKind::Micros,
-        host_only: false,
         debug: true,
+        ..default_variant_def(
+            KernelId::DebugCrash,
+            "debug_crash",
+            "crashes the worker (SIGSEGV or abort) to exercise isolation",
+            CRASH_PARAMS,
+            MetricKind::Micros,
+        )
     },
     KernelDef {
-        id: KernelId::DebugHang,
-        name: "debug_hang",
-        description: "never returns, to exercise the watchdog",
-        variants: DEFAULT_VARIANT,
-        default_variant: "default",
-        params: &[],
-        dtypes: F32_ONLY,
-        metric: MetricKind::Micros,
-        host_only: false,
         debug: true,
+        ..default_variant_def(
+            KernelId::DebugHang,
+            "debug_hang",
+            "never returns, to exercise the watchdog",
+            &[],
+            MetricKind::Micros,
+        )
     },
     KernelDef {
-        id: KernelId::DebugWrong,
-        name: "debug_wrong",
-        description: "vec_add whose backend returns a wrong answer, to exercise validation",
-        variants: DEFAULT_VARIANT,
-        default_variant: "default",
-        params: DEBUG_WRONG_PARAMS,
-        dtypes: F32_ONLY,
-        metric: MetricKind::Gbps,
-        host_only: false,
         debug: true,
+        ..default_variant_def(
+            KernelId::DebugWrong,
+            "debug_wrong",
+            "vec_add whose backend returns a wrong answer, to exercise validation",
+            DEBUG_WRONG_PARAMS,
+            MetricKind::Gbps,
+        )
     },
 ];
 

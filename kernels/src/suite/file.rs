@@ -44,39 +44,44 @@ struct FileDoc {
     run: Vec<Spanned<RunDoc>>,
 }
 
-/// Measurement options, shared by `[defaults]` and each `[[run]]`.
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct Options {
-    warmup: Option<Spanned<i64>>,
-    min_iterations: Option<Spanned<i64>>,
-    min_seconds: Option<Spanned<f64>>,
-    max_iterations: Option<Spanned<i64>>,
-    timeout_s: Option<Spanned<f64>>,
-    mode: Option<Spanned<String>>,
-    dtype: Option<Spanned<String>>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
+/// Declares a document struct with the measurement options every `[defaults]` and `[[run]]` may
+/// set, after its own fields. A macro rather than `#[serde(flatten)]`, which would lose the spans and
+/// `deny_unknown_fields`.
+macro_rules! with_options {
+    ($(#[$meta:meta])* struct $name:ident { $($(#[$fmeta:meta])* $field:ident: $ty:ty,)* }) => {
+        $(#[$meta])*
+        #[derive(Deserialize)]
+        #[serde(deny_unknown_fields)]
+        struct $name {
+            $($(#[$fmeta])* $field: $ty,)*
+            warmup: Option<Spanned<i64>>,
+            min_iterations: Option<Spanned<i64>>,
+            min_seconds: Option<Spanned<f64>>,
+            max_iterations: Option<Spanned<i64>>,
+            timeout_s: Option<Spanned<f64>>,
+            mode: Option<Spanned<String>>,
+            dtype: Option<Spanned<String>>,
+            #[serde(default)]
+            env: BTreeMap<String, String>,
+        }
+    };
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct RunDoc {
-    kernel: Spanned<String>,
-    variant: Option<Spanned<String>>,
-    variants: Option<Spanned<Vec<String>>>,
-    #[serde(default)]
-    params: BTreeMap<String, Spanned<ParamValue>>,
-    // The same fields as `Options` (serde's `flatten` would lose spans and `deny_unknown_fields`).
-    warmup: Option<Spanned<i64>>,
-    min_iterations: Option<Spanned<i64>>,
-    min_seconds: Option<Spanned<f64>>,
-    max_iterations: Option<Spanned<i64>>,
-    timeout_s: Option<Spanned<f64>>,
-    mode: Option<Spanned<String>>,
-    dtype: Option<Spanned<String>>,
-    #[serde(default)]
-    env: BTreeMap<String, String>,
+with_options! {
+    /// Measurement options, shared by `[defaults]` and each `[[run]]`.
+    #[derive(Default)]
+    struct Options {}
+}
+
+with_options! {
+    /// One `[[run]]`: a kernel, its variants and parameter points, and its own options.
+    struct RunDoc {
+        kernel: Spanned<String>,
+        variant: Option<Spanned<String>>,
+        variants: Option<Spanned<Vec<String>>>,
+        #[serde(default)]
+        params: BTreeMap<String, Spanned<ParamValue>>,
+    }
 }
 
 /// A parameter: one value, or an array zipped with the run's other arrays.
@@ -478,16 +483,10 @@ kernel = "noop"
             "bad.toml:3: ",
         );
         assert!(msg.contains("unknown field `min_iteration`"), "{msg}");
-        let msg = err("nme = \"x\"\n");
-        assert!(
-            msg.starts_with("bad.toml:1: ") && msg.contains("`nme`"),
-            "{msg}"
-        );
-        let msg = err("[defaults]\nwarmpu = 1\n");
-        assert!(
-            msg.starts_with("bad.toml:2: ") && msg.contains("`warmpu`"),
-            "{msg}"
-        );
+        let msg = err_starting("nme = \"x\"\n", "bad.toml:1: ");
+        assert!(msg.contains("`nme`"), "{msg}");
+        let msg = err_starting("[defaults]\nwarmpu = 1\n", "bad.toml:2: ");
+        assert!(msg.contains("`warmpu`"), "{msg}");
     }
 
     #[test]
@@ -525,11 +524,11 @@ kernel = "noop"
         assert!(msg.contains("`params.m` with 2"), "{msg}");
         let msg = err("[[run]]\nkernel = \"gemm\"\nparams = { m = [] }\n");
         assert!(msg.contains("field `params.m`: empty array"), "{msg}");
-        let msg = err("[[run]]\nkernel = \"gemm\"\nparams = { m = 1.5 }\n");
-        assert!(
-            msg.starts_with("bad.toml:3: ") && msg.contains("integer"),
-            "{msg}"
+        let msg = err_starting(
+            "[[run]]\nkernel = \"gemm\"\nparams = { m = 1.5 }\n",
+            "bad.toml:3: ",
         );
+        assert!(msg.contains("integer"), "{msg}");
     }
 
     #[test]
