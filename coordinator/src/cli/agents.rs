@@ -16,16 +16,22 @@ pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<()> {
         }
         AgentsCommand::List { check, json } => {
             let rows = db.with(|s| s.agents())?;
-            let reach: Vec<Option<String>> = if check {
+            // Per agent: the device count when it answered, else why not; decided by the
+            // result, the text is only for people.
+            let reach: Vec<Option<Result<usize, String>>> = if check {
                 futures::future::join_all(rows.iter().map(|a| async move {
                     Some(match AgentAddr::from(a).describe().await {
-                        Ok(i) => format!("ok ({} devices)", i.devices.len()),
-                        Err(e) => format!("unreachable: {e}"),
+                        Ok(i) => Ok(i.devices.len()),
+                        Err(e) => Err(e.to_string()),
                     })
                 }))
                 .await
             } else {
                 vec![None; rows.len()]
+            };
+            let check_text = |r: &Result<usize, String>| match r {
+                Ok(devices) => format!("ok ({devices} devices)"),
+                Err(e) => format!("unreachable: {e}"),
             };
             if json {
                 let v: Vec<serde_json::Value> = rows
@@ -34,8 +40,8 @@ pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<()> {
                     .map(|(a, r)| {
                         let mut v = serde_json::to_value(a).unwrap_or_default();
                         if let Some(r) = r {
-                            v["reachable"] = serde_json::Value::from(r.starts_with("ok"));
-                            v["check"] = serde_json::Value::from(r.as_str());
+                            v["reachable"] = serde_json::Value::from(r.is_ok());
+                            v["check"] = serde_json::Value::from(check_text(r));
                         }
                         v
                     })
@@ -48,7 +54,7 @@ pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<()> {
                         a.name.clone(),
                         a.url.clone(),
                         if a.token.is_some() { "yes" } else { "no" }.into(),
-                        r.unwrap_or_else(|| "-".into()),
+                        r.as_ref().map_or_else(|| "-".into(), check_text),
                     ]);
                 }
                 print!("{}", t.render(Format::Table));
