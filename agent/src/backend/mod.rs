@@ -15,8 +15,10 @@
 pub mod cpu;
 #[cfg(feature = "hip")]
 pub mod hip;
+pub mod lookup;
 pub mod opencl;
 pub mod peaks;
+pub mod planning;
 pub mod storage;
 pub mod tuning;
 pub mod vulkan;

@@ -26,7 +26,7 @@ pub mod ffi;
 pub mod kernel;
 pub mod plan;
 
-use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel};
+use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel, lookup};
 use gpufleet_kernels::{Buffer, Problem};
 
 /// The environment variable ROCm reads to report another arch for a device.
@@ -42,7 +42,7 @@ impl Backend for HipBackend {
     }
 
     fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {
-        Ok(device::enumerate()?.into_iter().map(|f| f.info).collect())
+        device::enumerate().map(lookup::infos)
     }
 
     fn kernels(&self) -> Vec<KernelSupport> {
@@ -56,13 +56,7 @@ impl Backend for HipBackend {
         inputs: &[Buffer],
         mode: Mode,
     ) -> Result<Box<dyn PreparedKernel>, BackendError> {
-        let found = device::enumerate()?
-            .into_iter()
-            .find(|f| f.info.id == info.id)
-            .ok_or_else(|| BackendError::Unavailable {
-                backend: "hip".into(),
-                reason: format!("device {} is no longer present", info.id),
-            })?;
+        let found = lookup::find(self.name(), device::enumerate()?, &info.id)?;
         let plan = kernel::plan_for(&found, problem)?;
         let override_value = std::env::var(HSA_OVERRIDE).ok();
         let choice = code_objects::choose_arch(&found.gcn_arch_name, override_value.as_deref())?;

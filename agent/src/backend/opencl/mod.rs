@@ -18,7 +18,7 @@ pub mod ffi;
 pub mod kernel;
 pub mod plan;
 
-use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel};
+use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel, lookup};
 use gpufleet_kernels::{Buffer, Problem};
 
 /// The OpenCL backend.
@@ -31,7 +31,7 @@ impl Backend for OpenClBackend {
     }
 
     fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {
-        Ok(device::enumerate()?.into_iter().map(|f| f.info).collect())
+        Ok(lookup::infos(device::enumerate()?))
     }
 
     fn kernels(&self) -> Vec<KernelSupport> {
@@ -45,15 +45,8 @@ impl Backend for OpenClBackend {
         inputs: &[Buffer],
         mode: Mode,
     ) -> Result<Box<dyn PreparedKernel>, BackendError> {
-        let found = device::enumerate()?
-            .into_iter()
-            .find(|f| f.info.id == info.id)
-            .ok_or_else(|| BackendError::Unavailable {
-                backend: "opencl".into(),
-                reason: format!("device {} is no longer present", info.id),
-            })?;
-        Ok(Box::new(kernel::OpenClKernel::new(
-            &found, problem, inputs, mode,
-        )?))
+        let found = lookup::find(self.name(), device::enumerate()?, &info.id)?;
+        let kernel = kernel::OpenClKernel::new(&found, problem, inputs, mode)?;
+        Ok(Box::new(kernel))
     }
 }

@@ -7,7 +7,7 @@ use super::device::{Found, enumerate};
 use super::ffi::{Vk, fail};
 use super::plan::{self, Binding, Plan, SpecValue, Storage};
 use crate::backend::storage;
-use crate::backend::{BackendError, Mode, PreparedKernel};
+use crate::backend::{BackendError, Mode, PreparedKernel, lookup};
 use crate::cache;
 use ash::vk;
 use gpufleet_kernels::{Buffer, Problem};
@@ -204,18 +204,8 @@ impl VulkanKernel {
         tuning: Option<&plan::GemmTuning>,
     ) -> Result<Self, BackendError> {
         let vk = Vk::new()?;
-        let found: Found = enumerate(&vk)?
-            .into_iter()
-            .find(|f| f.info.id == id)
-            .ok_or_else(|| BackendError::Unavailable {
-                backend: "vulkan".into(),
-                reason: format!("device {id} is no longer present"),
-            })?;
-        let plan =
-            plan::plan(problem, &found.caps, tuning).map_err(|e| BackendError::Unsupported {
-                backend: "vulkan".into(),
-                what: e.0,
-            })?;
+        let found: Found = lookup::find("vulkan", enumerate(&vk)?, id)?;
+        let plan = plan::plan(problem, &found.caps, tuning).map_err(|e| e.for_backend("vulkan"))?;
         // A binding past maxStorageBufferRange reads garbage on some drivers
         // (lavapipe: 128 MiB) instead of failing, so refuse it up front.
         let limit = found.max_storage_buffer_range as usize;

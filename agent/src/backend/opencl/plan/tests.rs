@@ -25,10 +25,7 @@ fn devices() -> Vec<DeviceCaps> {
     ]
 }
 
-fn problem(kernel: &str, variant: &str, params: &[(&str, i64)], dtype: &str) -> Problem {
-    let params = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    Problem::new(kernel, variant, &params, dtype, true).unwrap()
-}
+use crate::backend::planning::testing::{for_every_listed, problem};
 
 fn define(plan: &Plan, name: &str) -> Option<String> {
     plan.options.split(' ').find_map(|o| {
@@ -119,19 +116,10 @@ fn every_supported_combination_plans_on_every_device_at_default_and_awkward_size
         ),
     ];
     for caps in devices() {
-        for (kernel, variants, dtypes) in supported() {
-            for v in &variants {
-                for d in &dtypes {
-                    let sizes = odd.iter().filter(|(k, _)| *k == kernel).map(|(_, p)| *p);
-                    for params in std::iter::once(&[][..]).chain(sizes) {
-                        let p = problem(kernel, v, params, d);
-                        let plan = plan(&p, &caps, None)
-                            .unwrap_or_else(|e| panic!("{kernel}/{v}/{d} on {caps:?}: {e}"));
-                        check_plan(&p, &plan, &caps);
-                    }
-                }
-            }
-        }
+        for_every_listed(supported(), odd, |what, p| {
+            let plan = plan(p, &caps, None).unwrap_or_else(|e| panic!("{what} on {caps:?}: {e}"));
+            check_plan(p, &plan, &caps);
+        });
     }
 }
 

@@ -83,10 +83,34 @@ pub struct GemmTuning {
     pub work_n: u32,
 }
 
-/// Why a plan cannot be made.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct Unsupported(pub String);
+impl GemmTuning {
+    /// The tuning of `tile` (`[tile_m, tile_n, tile_k, work_m, work_n]`).
+    pub const fn new(tile: [u32; 5]) -> GemmTuning {
+        let [tile_m, tile_n, tile_k, work_m, work_n] = tile;
+        GemmTuning {
+            tile_m,
+            tile_n,
+            tile_k,
+            work_m,
+            work_n,
+        }
+    }
+}
+
+impl Tile for GemmTuning {
+    fn tile(&self) -> [u32; 5] {
+        [
+            self.tile_m,
+            self.tile_n,
+            self.tile_k,
+            self.work_m,
+            self.work_n,
+        ]
+    }
+}
+
+/// Why a plan cannot be made (shared by the GPU planners).
+pub use crate::backend::planning::Unsupported;
 
 // Planning notes (each shader in `kernels/vulkan/` documents its bindings, push constants and
 // specialization constants at its top):
@@ -99,7 +123,7 @@ pub struct Unsupported(pub String);
 //   [`GRID_GROUPS_MAX`] groups, so 2^26 elements fit a 65535-group dispatch; element-wise ones move
 //   one vec4 per invocation and iteration.
 // - Row kernels stride their groups over the rows and keep a row in registers when it is at most
-//   [`ROW_CHUNKS_MAX`] chunks of the group size; the `_subgroup` shaders reduce with subgroup
+//   [`planning::ROW_CHUNKS_MAX`] chunks of the group size; the `_subgroup` shaders reduce with subgroup
 //   arithmetic where the device has it (a module that declares the capability cannot even be
 //   loaded elsewhere, hence two modules rather than a specialization constant).
 // - gemm `blocked` and conv2d `im2col` share `gemm_blocked` (`gemm_f16acc32` for f16), sized by a
@@ -115,6 +139,7 @@ mod gemm;
 mod tests;
 
 use crate::backend::Missing;
+use crate::backend::planning::{self, Tile, dims};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::sources::vulkan as spv;
 use gpufleet_kernels::{Dtype, KernelId, NORM_EPS, TRIAD_SCALAR, find_kernel};
@@ -130,10 +155,6 @@ const FLAT_GROUP: u32 = 256;
 /// Groups of a grid-stride or row dispatch: the smallest maxComputeWorkGroupCount[0] Vulkan
 /// allows, and plenty to fill any GPU.
 const GRID_GROUPS_MAX: u32 = 65535;
-/// Row elements an invocation may keep in registers; longer rows are read again from cache.
-const ROW_CHUNKS_MAX: usize = 16;
-/// From this many columns on, the row kernels use 1024 invocations where the device allows.
-const WIDE_ROW_COLS: usize = 8192;
 /// Bytes of im2col column matrices held at once: 2^27, the smallest maxStorageBufferRange Vulkan
 /// allows (lavapipe's), so the scratch binding fits any device unless one image needs more.
 const IM2COL_SCRATCH_BYTES: usize = 128 << 20;
@@ -157,8 +178,6 @@ fn has_f16(caps: &VkCaps) -> bool {
 /// gemm's `f16acc32` variant (the blocked f16 GEMM under its own name, f16 only) is listed with
 /// the f16 dtype when the catalog defines it.
 pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
-    let f32_only = || vec!["f32"];
-    let default = || vec!["default"];
     let mut gemm_variants = vec!["naive", "tiled", "blocked"];
     let mut gemm_dtypes = vec!["f32"];
     if has_f16(caps) {
@@ -168,24 +187,7 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
             gemm_variants.push(F16ACC32);
         }
     }
-    let mut out = vec![("gemm", gemm_variants, gemm_dtypes)];
-    for name in [
-        "vec_add",
-        "copy",
-        "triad",
-        "noop",
-        "softmax",
-        "layernorm",
-        "rmsnorm",
-        "layernorm_rmsnorm_fused",
-    ] {
-        out.push((name, default(), f32_only()));
-    }
-    out.push(("conv2d", vec!["direct", "im2col"], f32_only()));
-    for name in ["relu", "sigmoid", "tanh", "debug_wrong"] {
-        out.push((name, default(), f32_only()));
-    }
-    out
+    planning::gpu_support(gemm_variants, gemm_dtypes)
 }
 
 /// What to dispatch for `problem` on a device with `caps`. `tuning` sets `gemm_blocked`'s
@@ -254,52 +256,11 @@ pub fn plan(
 /// OpenCL shader of the same design ran 128×128×8 with 8×8 per invocation at 83% of cuBLAS on an
 /// H100); CPUs such as lavapipe and unknown devices get fewer invocations with much work each.
 pub fn gemm_candidates(caps: &VkCaps) -> Vec<GemmTuning> {
-    let t = |tile_m, tile_n, tile_k, work_m, work_n| GemmTuning {
-        tile_m,
-        tile_n,
-        tile_k,
-        work_m,
-        work_n,
-    };
-    let gpu = [
-        t(128, 128, 8, 8, 8),
-        t(64, 64, 16, 8, 8),
-        t(128, 128, 16, 8, 8),
-        t(128, 64, 16, 8, 4),
-        t(64, 128, 16, 4, 8),
-        t(64, 64, 8, 8, 8),
-        t(64, 32, 16, 8, 4),
-        t(128, 64, 8, 8, 8),
-        t(64, 64, 16, 4, 4),
-        t(32, 64, 16, 4, 4),
-        t(64, 64, 8, 4, 4),
-        t(32, 32, 16, 4, 4),
-    ];
-    let small = [
-        t(64, 64, 16, 8, 8),
-        t(64, 64, 8, 8, 8),
-        t(32, 32, 16, 4, 4),
-        t(64, 32, 16, 8, 4),
-        t(32, 32, 8, 4, 4),
-        t(16, 16, 16, 4, 4),
-        t(16, 32, 8, 4, 4),
-        t(16, 16, 8, 4, 4),
-        t(16, 16, 8, 2, 2),
-        t(8, 8, 8, 2, 2),
-        t(4, 4, 4, 4, 4),
-    ];
-    let (first, second): (&[GemmTuning], &[GemmTuning]) = if caps.subgroup_size >= 32 {
-        (&gpu, &small)
-    } else {
-        (&small, &gpu)
-    };
-    let mut out: Vec<GemmTuning> = Vec::new();
-    for c in first.iter().chain(second) {
-        if out.len() < 20 && !out.contains(c) && tuning_error(c, caps).is_none() {
-            out.push(*c);
-        }
-    }
-    out
+    let gpu = planning::GPU_TILES.map(GemmTuning::new);
+    let small = planning::SMALL_TILES.map(GemmTuning::new);
+    planning::candidates(&gpu, &small, caps.subgroup_size >= 32, 20, |c| {
+        tuning_error(c, caps).is_none()
+    })
 }
 
 /// A safe default when nothing is tuned: the first candidate, or a one-invocation 4×4 tile that
@@ -308,40 +269,24 @@ pub fn default_gemm_tuning(caps: &VkCaps) -> GemmTuning {
     gemm_candidates(caps)
         .into_iter()
         .next()
-        .unwrap_or(GemmTuning {
-            tile_m: 4,
-            tile_n: 4,
-            tile_k: 4,
-            work_m: 4,
-            work_n: 4,
-        })
+        .unwrap_or(GemmTuning::new([4, 4, 4, 4, 4]))
 }
 
 /// Why `t` cannot run on `caps`, or `None` when it can. The rules mirror what
 /// `gemm_blocked.glsl` assumes (vec4 shared tiles, whole vec4 loads along k) plus the device
 /// limits.
 fn tuning_error(t: &GemmTuning, caps: &VkCaps) -> Option<String> {
-    let fields = [t.tile_m, t.tile_n, t.tile_k, t.work_m, t.work_n];
-    if fields.iter().any(|&f| f == 0 || f > 1024) {
-        return Some("every field must be between 1 and 1024".into());
-    }
-    if !(t.tile_m.is_multiple_of(4) && t.tile_n.is_multiple_of(4) && t.tile_k.is_multiple_of(4)) {
-        return Some(format!(
-            "tile {}×{}×{} must be multiples of 4 (vec4 shared tiles)",
-            t.tile_m, t.tile_n, t.tile_k
-        ));
-    }
-    if !t.tile_m.is_multiple_of(t.work_m) || !t.tile_n.is_multiple_of(t.work_n) {
-        return Some(format!(
-            "tile {}×{} is not a multiple of the work per invocation {}×{}",
-            t.tile_m, t.tile_n, t.work_m, t.work_n
-        ));
-    }
-    if t.work_m * t.work_n > MAX_WORK_PER_INVOCATION {
-        return Some(format!(
-            "work_m·work_n={} exceeds {MAX_WORK_PER_INVOCATION} accumulators per invocation",
-            t.work_m * t.work_n
-        ));
+    let vec4 = || {
+        (!(t.tile_m.is_multiple_of(4) && t.tile_n.is_multiple_of(4) && t.tile_k.is_multiple_of(4)))
+            .then(|| {
+                format!(
+                    "tile {}×{}×{} must be multiples of 4 (vec4 shared tiles)",
+                    t.tile_m, t.tile_n, t.tile_k
+                )
+            })
+    };
+    if let Some(why) = planning::tile_error(t, &[], vec4, "invocation", MAX_WORK_PER_INVOCATION) {
+        return Some(why);
     }
     let (x, y) = blocked_local(t);
     if x > caps.max_workgroup_size[0] || y > caps.max_workgroup_size[1] {
@@ -426,18 +371,20 @@ fn check_buffers(problem: &Problem, plan: &Plan) -> Result<(), Unsupported> {
 
 /// Largest power of two at most `n` (1 for 0).
 fn pow2_floor(n: u32) -> u32 {
-    if n == 0 { 1 } else { 1 << n.ilog2() }
+    planning::pow2_floor(n as usize) as u32
 }
 
 /// `value` as a `uint` push constant.
 fn word(problem: &Problem, what: &str, value: usize) -> Result<u32, Unsupported> {
-    u32::try_from(value).map_err(|_| {
-        Unsupported(format!(
-            "{what}={value} of {} exceeds the largest uint push constant ({})",
-            problem.kernel.name,
-            u32::MAX
-        ))
-    })
+    planning::bounded(problem, what, value, u32::MAX, "uint push constant")
+}
+
+/// Named sizes as `uint` push constants.
+fn words(problem: &Problem, named: &[(&str, usize)]) -> Result<Vec<u32>, Unsupported> {
+    named
+        .iter()
+        .map(|&(what, v)| word(problem, what, v))
+        .collect()
 }
 
 /// The SPIR-V of `shader`; every name the planners use is in `sources::vulkan::ALL` (a test
@@ -466,11 +413,6 @@ fn dispatch(
         bindings,
         groups,
     })
-}
-
-fn dims(v: &[u32]) -> String {
-    let parts: Vec<String> = v.iter().map(u32::to_string).collect();
-    parts.join("x")
 }
 
 /// Invocations per group of the one-dimensional shaders.
@@ -515,20 +457,7 @@ fn check_groups(
 }
 
 fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
-    let (shader, inputs) = match problem.id() {
-        KernelId::VecAdd | KernelId::DebugWrong => ("vec_add", 2),
-        KernelId::Copy => ("copy", 1),
-        KernelId::Triad => ("triad", 2),
-        KernelId::Relu => ("relu", 1),
-        KernelId::Sigmoid => ("sigmoid", 1),
-        KernelId::Tanh => ("tanh", 1),
-        KernelId::Noop => ("noop", 1),
-        other => {
-            return Err(Unsupported(format!(
-                "kernel {other:?} has no element-wise plan"
-            )));
-        }
-    };
+    let (shader, inputs) = planning::elementwise(problem)?;
     let mut bindings: Vec<Binding> = (0..inputs).map(Binding::Input).collect();
     bindings.push(Binding::Output);
     let (group, groups, push) = if problem.id() == KernelId::Noop {
@@ -567,12 +496,7 @@ fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupporte
 
 fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
     let (rows, cols) = (param(problem, "rows"), param(problem, "cols"));
-    let (base, inputs) = match problem.id() {
-        KernelId::Softmax => ("softmax", 1),
-        KernelId::LayerNorm => ("layernorm", 3),
-        KernelId::RmsNorm => ("rmsnorm", 2),
-        _ => ("layernorm_rmsnorm", 4),
-    };
+    let (base, inputs) = planning::rows(problem);
     let shader = if caps.subgroup_arithmetic {
         format!("{base}_subgroup")
     } else {
@@ -583,14 +507,8 @@ fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
             .min(caps.max_workgroup_size[0])
             .min(caps.max_shared_memory_bytes / 4),
     );
-    let mut group: u32 = if cols >= WIDE_ROW_COLS { 1024 } else { 256 };
-    group = group.min(cap);
-    // Short rows: no more invocations than columns, but a warp's worth.
-    while group > 32 && (group / 2) as usize >= cols {
-        group /= 2;
-    }
-    let chunks = cols.div_ceil(group as usize);
-    let chunks = if chunks <= ROW_CHUNKS_MAX { chunks } else { 0 };
+    let (group, chunks) = planning::row_group(cols, cap as usize);
+    let group = group as u32;
     let groups = u32::try_from(rows)
         .unwrap_or(u32::MAX)
         .min(GRID_GROUPS_MAX)
@@ -598,7 +516,7 @@ fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
         .max(1);
     let mut bindings: Vec<Binding> = (0..inputs).map(Binding::Input).collect();
     bindings.push(Binding::Output);
-    let mut push = vec![word(problem, "rows", rows)?, word(problem, "cols", cols)?];
+    let mut push = words(problem, &[("rows", rows), ("cols", cols)])?;
     if problem.id() != KernelId::Softmax {
         push.push((NORM_EPS as f32).to_bits());
     }

@@ -68,10 +68,7 @@ fn devices() -> Vec<VkCaps> {
     vec![nvidia(), lavapipe(), polaris(), tiny()]
 }
 
-fn problem(kernel: &str, variant: &str, params: &[(&str, i64)], dtype: &str) -> Problem {
-    let params = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    Problem::new(kernel, variant, &params, dtype, true).unwrap()
-}
+use crate::backend::planning::testing::{for_every_listed, problem};
 
 fn spec(d: &Dispatch, id: u32) -> Option<u32> {
     d.spec.iter().find(|(i, _)| *i == id).map(|(_, v)| match v {
@@ -319,19 +316,10 @@ fn every_supported_combination_plans_on_every_device_at_default_and_awkward_size
         ),
     ];
     for caps in devices() {
-        for (kernel, variants, dtypes) in supported(&caps) {
-            for v in &variants {
-                for d in &dtypes {
-                    let sizes = odd.iter().filter(|(k, _)| *k == kernel).map(|(_, p)| *p);
-                    for params in std::iter::once(&[][..]).chain(sizes) {
-                        let p = problem(kernel, v, params, d);
-                        let plan = plan(&p, &caps, None)
-                            .unwrap_or_else(|e| panic!("{kernel}/{v}/{d} on {caps:?}: {e}"));
-                        check_plan(&p, &plan, &caps);
-                    }
-                }
-            }
-        }
+        for_every_listed(supported(&caps), odd, |what, p| {
+            let plan = plan(p, &caps, None).unwrap_or_else(|e| panic!("{what} on {caps:?}: {e}"));
+            check_plan(p, &plan, &caps);
+        });
     }
 }
 
@@ -439,12 +427,8 @@ fn a_tuning_the_device_cannot_run_is_refused_with_the_limit() {
         ..nvidia()
     };
     let p = problem("gemm", "blocked", &[], "f32");
-    let t = |tile_m, tile_n, tile_k, work_m, work_n| GemmTuning {
-        tile_m,
-        tile_n,
-        tile_k,
-        work_m,
-        work_n,
+    let t = |tile_m, tile_n, tile_k, work_m, work_n| {
+        GemmTuning::new([tile_m, tile_n, tile_k, work_m, work_n])
     };
     let err = plan(&p, &small, Some(&t(128, 128, 8, 8, 8))).unwrap_err();
     assert!(
