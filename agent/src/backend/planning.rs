@@ -136,6 +136,23 @@ pub fn bounded<T: TryFrom<usize> + Display>(
     })
 }
 
+/// Named sizes as `int` kernel arguments made by `arg` (`Arg::Int`), each refused above `i32::MAX`
+/// as [`bounded`] says; `largest` names the bound ("OpenCL int argument").
+///
+/// # Errors
+/// [`Unsupported`] for the first size that does not fit.
+pub fn int_args<A>(
+    problem: &Problem,
+    named: &[(&str, usize)],
+    largest: &str,
+    arg: fn(i32) -> A,
+) -> Result<Vec<A>, Unsupported> {
+    named
+        .iter()
+        .map(|&(what, v)| bounded(problem, what, v, i32::MAX, largest).map(arg))
+        .collect()
+}
+
 /// conv2d's arguments describing the input and the window, from `channels` on, each with its
 /// name; `with_filters` adds `filters` after `width` (the direct kernel's order).
 pub fn conv_window(s: &ConvShape, with_filters: bool) -> Vec<(&'static str, usize)> {
@@ -381,6 +398,27 @@ pub mod testing {
     pub fn problem(kernel: &str, variant: &str, params: &[(&str, i64)], dtype: &str) -> Problem {
         let params = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
         Problem::new(kernel, variant, &params, dtype, true).unwrap()
+    }
+
+    /// Checks an autotuner's `candidates` for `device`: as many as `count` says, each valid
+    /// (`error` gives `None`) and within the device's limits (`fits`), none listed twice.
+    pub fn check_candidates<T: PartialEq + std::fmt::Debug>(
+        candidates: &[T],
+        count: std::ops::RangeInclusive<usize>,
+        device: &dyn std::fmt::Debug,
+        error: impl Fn(&T) -> Option<String>,
+        fits: impl Fn(&T) -> bool,
+    ) {
+        assert!(
+            count.contains(&candidates.len()),
+            "{} candidates on {device:?}",
+            candidates.len()
+        );
+        for (i, c) in candidates.iter().enumerate() {
+            assert_eq!(error(c), None, "{c:?}");
+            assert!(fits(c), "{c:?} exceeds the limits of {device:?}");
+            assert!(!candidates[..i].contains(c), "{c:?} listed twice");
+        }
     }
 
     /// Calls `check` with every listed kernel, variant and dtype, at the catalog defaults and at

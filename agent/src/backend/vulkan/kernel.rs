@@ -361,20 +361,10 @@ impl VulkanKernel {
 
 impl PreparedKernel for VulkanKernel {
     fn run(&mut self) -> Result<Duration, BackendError> {
-        let dev = self.dev();
         let host_start = Instant::now();
-        let cbs = [self.cmd];
-        let submit = vk::SubmitInfo::default().command_buffers(&cbs);
-        // SAFETY: the recorded command buffer and fence belong to this device;
-        // we wait for completion before reading the queries.
-        unsafe {
-            dev.reset_fences(&[self.fence])
-                .map_err(|e| fail("vkResetFences", e))?;
-            dev.queue_submit(self.queue, &[submit], self.fence)
-                .map_err(|e| fail("vkQueueSubmit", e))?;
-            dev.wait_for_fences(&[self.fence], true, u64::MAX)
-                .map_err(|e| fail("vkWaitForFences", e))?;
-        }
+        // Waits for completion before the queries are read.
+        self.submit_and_wait(self.cmd)?;
+        let dev = self.dev();
         if self.query == vk::QueryPool::null() {
             return Ok(host_start.elapsed());
         }

@@ -149,32 +149,36 @@ pub(super) fn plan_conv_direct(problem: &Problem) -> Result<Plan, Unsupported> {
     let kernel = format!("conv2d_direct_k{}", s.ksize);
     let mut args = vec![Arg::Input(0), Arg::Input(1), Arg::Output];
     args.extend(ints(problem, &planning::conv_direct_args(&s))?);
-    Ok(Plan {
-        input_storage: vec![Storage::F32; 2],
-        output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
-        launches: vec![Launch {
-            kernel: kernel.clone(),
-            grid: [grid, 1, 1],
-            block: [FLAT, 1, 1],
-            args,
-        }],
-        config: config(&[
+    let launch = Launch {
+        kernel: kernel.clone(),
+        grid: [grid, 1, 1],
+        block: [FLAT, 1, 1],
+        args,
+    };
+    Ok(Plan::one_launch(
+        2,
+        launch,
+        config(&[
             ("kernel", kernel),
             ("grid", grid.to_string()),
             ("block", FLAT.to_string()),
         ]),
-    })
+    ))
 }
 
-/// im2col into scratch, then the blocked GEMM of the weights (filters × channels·k²) with each
-/// image's column matrix (channels·k² × out_h·out_w), batched over a chunk of images through the
-/// grid's z; chunks are sized so their column matrices fit [`IM2COL_SCRATCH_BYTES`].
+/// conv2d `im2col` in [`Im2col`]'s chunks: `im2col_k*` into scratch, then the compiled blocked GEMM
+/// over the chunk's images through the grid's z.
 pub(super) fn plan_conv_im2col(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     let s = conv_shape(problem)?;
     let im = Im2col::new(&s, IM2COL_SCRATCH_BYTES);
-    int(problem, "channels·ksize²·out_h·out_w", im.per_image)?;
-    int(problem, "filters·out_h·out_w", s.filters * im.plane)?;
+    // The GEMM's batch strides are int arguments.
+    ints(
+        problem,
+        &[
+            ("channels·ksize²·out_h·out_w", im.per_image),
+            ("filters·out_h·out_w", s.filters * im.plane),
+        ],
+    )?;
     let b = choose_blocked(s.filters, im.plane, im.chunk, caps);
     let [tx, ty] = b.threads();
     let mut launches = Vec::new();

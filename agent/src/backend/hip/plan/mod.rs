@@ -77,6 +77,19 @@ pub struct Plan {
     pub config: BTreeMap<String, String>,
 }
 
+impl Plan {
+    /// A plan of one launch over f32 buffers: `inputs` inputs, no scratch.
+    fn one_launch(inputs: usize, launch: Launch, config: BTreeMap<String, String>) -> Plan {
+        Plan {
+            input_storage: vec![Storage::F32; inputs],
+            output_storage: Storage::F32,
+            scratch_bytes: Vec::new(),
+            launches: vec![launch],
+            config,
+        }
+    }
+}
+
 /// Why a plan cannot be made (shared by the GPU planners).
 pub use crate::backend::planning::Unsupported;
 
@@ -172,17 +185,9 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     Ok(plan)
 }
 
-/// `value` as an `int` kernel argument.
-fn int(problem: &Problem, what: &str, value: usize) -> Result<Arg, Unsupported> {
-    planning::bounded(problem, what, value, i32::MAX, "int kernel argument").map(Arg::Int)
-}
-
 /// Named sizes as `int` kernel arguments.
 fn ints(problem: &Problem, named: &[(&str, usize)]) -> Result<Vec<Arg>, Unsupported> {
-    named
-        .iter()
-        .map(|&(what, v)| int(problem, what, v))
-        .collect()
+    planning::int_args(problem, named, "int kernel argument", Arg::Int)
 }
 
 /// Blocks covering `items` work-items in blocks of `block`.
@@ -211,26 +216,25 @@ fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
         if problem.id() == KernelId::Triad {
             args.push(Arg::Float(TRIAD_SCALAR));
         }
-        args.push(int(problem, "n", n)?);
+        args.extend(ints(problem, &[("n", n)])?);
         // One float4 per work-item.
         (blocks(problem, "n", n.div_ceil(4), FLAT)?, FLAT)
     };
-    Ok(Plan {
-        input_storage: vec![Storage::F32; inputs],
-        output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
-        launches: vec![Launch {
-            kernel: kernel.clone(),
-            grid: [grid, 1, 1],
-            block: [block, 1, 1],
-            args,
-        }],
-        config: config(&[
+    let launch = Launch {
+        kernel: kernel.clone(),
+        grid: [grid, 1, 1],
+        block: [block, 1, 1],
+        args,
+    };
+    Ok(Plan::one_launch(
+        inputs,
+        launch,
+        config(&[
             ("kernel", kernel),
             ("grid", grid.to_string()),
             ("block", block.to_string()),
         ]),
-    })
+    ))
 }
 
 fn plan_rows(problem: &Problem) -> Result<Plan, Unsupported> {
@@ -257,21 +261,20 @@ fn plan_rows(problem: &Problem) -> Result<Plan, Unsupported> {
     if problem.id() != KernelId::Softmax {
         args.push(Arg::Float(NORM_EPS as f32));
     }
-    Ok(Plan {
-        input_storage: vec![Storage::F32; inputs],
-        output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
-        launches: vec![Launch {
-            kernel: kernel.clone(),
-            grid: [groups as u32, 1, 1],
-            block: [group as u32, 1, 1],
-            args,
-        }],
-        config: config(&[
+    let launch = Launch {
+        kernel: kernel.clone(),
+        grid: [groups as u32, 1, 1],
+        block: [group as u32, 1, 1],
+        args,
+    };
+    Ok(Plan::one_launch(
+        inputs,
+        launch,
+        config(&[
             ("kernel", kernel),
             ("block", group.to_string()),
             ("groups", groups.to_string()),
             ("row_in_registers", if cached { "yes" } else { "no" }.into()),
         ]),
-    })
+    ))
 }

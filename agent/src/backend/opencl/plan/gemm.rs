@@ -174,31 +174,27 @@ pub(super) fn plan_conv_direct(problem: &Problem, caps: &DeviceCaps) -> Result<P
     let mut args = vec![Arg::Input(0), Arg::Input(1), Arg::Output];
     args.extend(ints(problem, &planning::conv_direct_args(&s))?);
     let defines = [("GPUFLEET_KSIZE", s.ksize.to_string())];
-    Ok(Plan {
-        program: "conv.cl".into(),
-        source: cl::CONV.into(),
-        options: options(caps, &defines),
-        input_storage: vec![Storage::F32; 2],
-        output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
-        launches: vec![Launch {
-            kernel: "conv2d_direct".into(),
-            global: vec![global],
-            local: Some(vec![group]),
-            args,
-        }],
-        config: config(&[
+    let launch = Launch {
+        kernel: "conv2d_direct".into(),
+        global: vec![global],
+        local: Some(vec![group]),
+        args,
+    };
+    Ok(Plan::one_launch(
+        ("conv.cl", cl::CONV),
+        options(caps, &defines),
+        2,
+        launch,
+        config(&[
             ("kernel", "conv2d_direct".into()),
             ("global", global.to_string()),
             ("local", group.to_string()),
         ]),
-    })
+    ))
 }
 
-/// im2col into scratch, then `gemm_blocked` of the weights (filters × channels·k²) with each
-/// image's column matrix (channels·k² × out_h·out_w), whose product is that image's NCHW output.
-/// Images go in chunks whose column matrices fit [`IM2COL_SCRATCH_BYTES`]; each chunk is one
-/// im2col launch and one batched GEMM launch.
+/// conv2d `im2col` as [`Im2col`] chunks it: per chunk of images one `im2col` launch into scratch 0,
+/// then one `gemm_blocked` launch batched over the chunk along dimension 2.
 pub(super) fn plan_conv_im2col(
     problem: &Problem,
     caps: &DeviceCaps,

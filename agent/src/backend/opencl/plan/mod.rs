@@ -78,6 +78,28 @@ pub struct Plan {
     pub config: BTreeMap<String, String>,
 }
 
+impl Plan {
+    /// A plan of one launch of `program` over f32 buffers: `inputs` inputs, no scratch.
+    fn one_launch(
+        (program, source): (&str, &str),
+        options: String,
+        inputs: usize,
+        launch: Launch,
+        config: BTreeMap<String, String>,
+    ) -> Plan {
+        Plan {
+            program: program.into(),
+            source: source.into(),
+            options,
+            input_storage: vec![Storage::F32; inputs],
+            output_storage: Storage::F32,
+            scratch_bytes: Vec::new(),
+            launches: vec![launch],
+            config,
+        }
+    }
+}
+
 /// Register-blocked GEMM parameters (the autotuner's search space).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct GemmTuning {
@@ -123,7 +145,7 @@ impl Tile for GemmTuning {
 pub use crate::backend::planning::Unsupported;
 
 // Planning notes (the sources in `kernels/opencl/` document their `-D` parameters):
-// - Every size reaches the device as an `int`; `int()` refuses a value above i32::MAX with the
+// - Every size reaches the device as an `int`; `ints()` refuses a value above i32::MAX with the
 //   name of the quantity, and the kernels compute element offsets in `long`.
 // - Every launch sets its local size (global sizes are rounded up to it, kernels bounds-check), so
 //   the `reqd_work_group_size` attributes hold and no driver picks a poor size for odd globals.
@@ -296,17 +318,9 @@ fn options(caps: &DeviceCaps, defines: &[(&str, String)]) -> String {
     out
 }
 
-/// `value` as an `int` kernel argument.
-fn int(problem: &Problem, what: &str, value: usize) -> Result<Arg, Unsupported> {
-    planning::bounded(problem, what, value, i32::MAX, "OpenCL int argument").map(Arg::Int)
-}
-
 /// Named sizes as `int` kernel arguments.
 fn ints(problem: &Problem, named: &[(&str, usize)]) -> Result<Vec<Arg>, Unsupported> {
-    named
-        .iter()
-        .map(|&(what, v)| int(problem, what, v))
-        .collect()
+    planning::int_args(problem, named, "OpenCL int argument", Arg::Int)
 }
 
 /// Local size of the one-dimensional kernels.
@@ -326,7 +340,7 @@ fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupp
         if problem.id() == KernelId::Triad {
             args.push(Arg::Float(TRIAD_SCALAR));
         }
-        args.push(int(problem, "n", n)?);
+        args.extend(ints(problem, &[("n", n)])?);
         let group = flat_group(caps);
         // One float4 per work-item.
         (round_up(n.div_ceil(4), group), group)
@@ -335,20 +349,18 @@ fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupp
     if problem.id() == KernelId::DebugWrong {
         defines.push(("GPUFLEET_WRONG", String::new()));
     }
-    Ok(Plan {
-        program: "elementwise.cl".into(),
-        source: cl::ELEMENTWISE.into(),
-        options: options(caps, &defines),
-        input_storage: vec![Storage::F32; inputs],
-        output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
-        launches: vec![Launch {
-            kernel: kernel.clone(),
-            global: vec![global],
-            local: Some(vec![local]),
-            args,
-        }],
-        config: config(&[
+    let launch = Launch {
+        kernel: kernel.clone(),
+        global: vec![global],
+        local: Some(vec![local]),
+        args,
+    };
+    Ok(Plan::one_launch(
+        ("elementwise.cl", cl::ELEMENTWISE),
+        options(caps, &defines),
+        inputs,
+        launch,
+        config(&[
             ("kernel", kernel),
             ("global", global.to_string()),
             ("local", local.to_string()),
@@ -357,7 +369,7 @@ fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupp
                 if global == 1 { "1" } else { "4" }.into(),
             ),
         ]),
-    })
+    ))
 }
 
 fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
@@ -379,20 +391,18 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
         ("GPUFLEET_WG", group.to_string()),
         ("GPUFLEET_CHUNKS", chunks.to_string()),
     ];
-    Ok(Plan {
-        program: "rows.cl".into(),
-        source: cl::ROWS.into(),
-        options: options(caps, &defines),
-        input_storage: vec![Storage::F32; inputs],
-        output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
-        launches: vec![Launch {
-            kernel: kernel.clone(),
-            global: vec![groups * group],
-            local: Some(vec![group]),
-            args,
-        }],
-        config: config(&[
+    let launch = Launch {
+        kernel: kernel.clone(),
+        global: vec![groups * group],
+        local: Some(vec![group]),
+        args,
+    };
+    Ok(Plan::one_launch(
+        ("rows.cl", cl::ROWS),
+        options(caps, &defines),
+        inputs,
+        launch,
+        config(&[
             ("kernel", kernel),
             ("local", group.to_string()),
             ("groups", groups.to_string()),
@@ -401,5 +411,5 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
                 if chunks > 0 { "yes" } else { "no" }.into(),
             ),
         ]),
-    })
+    ))
 }

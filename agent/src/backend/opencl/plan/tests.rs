@@ -25,7 +25,7 @@ fn devices() -> Vec<DeviceCaps> {
     ]
 }
 
-use crate::backend::planning::testing::{for_every_listed, problem};
+use crate::backend::planning::testing::{check_candidates, for_every_listed, problem};
 
 fn define(plan: &Plan, name: &str) -> Option<String> {
     plan.options.split(' ').find_map(|o| {
@@ -220,17 +220,11 @@ fn a_tuning_the_device_cannot_run_is_refused_with_the_limit() {
 fn candidates_respect_the_device_and_put_big_tiles_first_on_gpus() {
     for caps in devices() {
         let cands = gemm_candidates(&caps);
-        assert!(
-            (4..=24).contains(&cands.len()),
-            "{} candidates on {caps:?}",
-            cands.len()
-        );
-        for (i, c) in cands.iter().enumerate() {
-            assert_eq!(tuning_error(c, &caps), None, "{c:?}");
-            assert!(blocked_threads(c) <= caps.max_work_group_size);
-            assert!(blocked_local_bytes(c) <= caps.local_mem_bytes);
-            assert!(!cands[..i].contains(c), "{c:?} listed twice");
-        }
+        let fits = |c: &GemmTuning| {
+            blocked_threads(c) <= caps.max_work_group_size
+                && blocked_local_bytes(c) <= caps.local_mem_bytes
+        };
+        check_candidates(&cands, 4..=24, &caps, |c| tuning_error(c, &caps), fits);
         assert_eq!(default_gemm_tuning(&caps), cands[0]);
     }
     let gpu = gemm_candidates(&devices()[0]);

@@ -141,15 +141,27 @@ impl VulkanKernel {
             f(dev, cb);
             dev.end_command_buffer(cb)
                 .map_err(|e| fail("vkEndCommandBuffer", e))?;
-            let cbs = [cb];
-            let submit = vk::SubmitInfo::default().command_buffers(&cbs);
+            // Freed only once finished: a failed wait may leave it pending.
+            self.submit_and_wait(cb)?;
+            dev.free_command_buffers(self.pool, &[cb]);
+        }
+        Ok(())
+    }
+
+    /// Submits the recorded command buffer `cb` to the queue and waits for it on the fence.
+    pub(super) fn submit_and_wait(&self, cb: vk::CommandBuffer) -> Result<(), BackendError> {
+        let dev = self.dev();
+        let cbs = [cb];
+        let submit = vk::SubmitInfo::default().command_buffers(&cbs);
+        // SAFETY: `cb` is a finished recording of this device's pool, the fence and queue are
+        // this device's, and we wait for completion before returning.
+        unsafe {
             dev.reset_fences(&[self.fence])
                 .map_err(|e| fail("vkResetFences", e))?;
             dev.queue_submit(self.queue, &[submit], self.fence)
                 .map_err(|e| fail("vkQueueSubmit", e))?;
             dev.wait_for_fences(&[self.fence], true, u64::MAX)
                 .map_err(|e| fail("vkWaitForFences", e))?;
-            dev.free_command_buffers(self.pool, &cbs);
         }
         Ok(())
     }

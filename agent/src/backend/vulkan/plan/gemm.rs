@@ -250,10 +250,8 @@ pub(super) fn plan_conv_direct(problem: &Problem, caps: &VkCaps) -> Result<Plan,
     })
 }
 
-/// im2col into scratch, then `gemm_blocked` of the weights (filters × channels·k²) with each
-/// image's column matrix (channels·k² × out_h·out_w), whose product is that image's NCHW output.
-/// Images go in chunks whose column matrices fit [`IM2COL_SCRATCH_BYTES`]; each chunk is one
-/// im2col dispatch and one GEMM dispatch batched over the chunk's images (workgroup z).
+/// conv2d `im2col` in [`Im2col`]'s chunks, two dispatches each: `im2col` fills scratch 0, then
+/// `gemm_blocked` multiplies the weights by every image of the chunk (workgroup z).
 pub(super) fn plan_conv_im2col(
     problem: &Problem,
     caps: &VkCaps,

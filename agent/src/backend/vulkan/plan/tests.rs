@@ -68,7 +68,7 @@ fn devices() -> Vec<VkCaps> {
     vec![nvidia(), lavapipe(), polaris(), tiny()]
 }
 
-use crate::backend::planning::testing::{for_every_listed, problem};
+use crate::backend::planning::testing::{check_candidates, for_every_listed, problem};
 
 fn spec(d: &Dispatch, id: u32) -> Option<u32> {
     d.spec.iter().find(|(i, _)| *i == id).map(|(_, v)| match v {
@@ -458,18 +458,12 @@ fn a_tuning_the_device_cannot_run_is_refused_with_the_limit() {
 fn candidates_respect_the_device_and_put_big_tiles_first_on_gpus() {
     for caps in devices() {
         let cands = gemm_candidates(&caps);
-        assert!(
-            (4..=20).contains(&cands.len()),
-            "{} candidates on {caps:?}",
-            cands.len()
-        );
-        for (i, c) in cands.iter().enumerate() {
-            assert_eq!(tuning_error(c, &caps), None, "{c:?}");
+        let fits = |c: &GemmTuning| {
             let (x, y) = blocked_local(c);
-            assert!(x * y <= caps.max_workgroup_invocations);
-            assert!(blocked_shared_bytes(c) <= u64::from(caps.max_shared_memory_bytes));
-            assert!(!cands[..i].contains(c), "{c:?} listed twice");
-        }
+            x * y <= caps.max_workgroup_invocations
+                && blocked_shared_bytes(c) <= u64::from(caps.max_shared_memory_bytes)
+        };
+        check_candidates(&cands, 4..=20, &caps, |c| tuning_error(c, &caps), fits);
         assert_eq!(default_gemm_tuning(&caps), cands[0]);
     }
     let big = |t: &GemmTuning| t.tile_m == 128 && t.tile_n == 128 && t.work_m * t.work_n == 64;
