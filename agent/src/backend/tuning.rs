@@ -128,7 +128,7 @@ impl<K: PreparedKernel + ?Sized> Trial for K {
 const TRIAL_RUNS: usize = 4;
 
 /// Searches `candidates` on the real problem: each is prepared (`prepare`; `Ok(None)` skips one
-/// the planner refuses, an error is kept as the reason if nothing wins), run [`TRIAL_RUNS`] times
+/// the planner refuses, an error is kept as the reason if nothing wins), run `TRIAL_RUNS` (4) times
 /// and validated against `inputs`; the fastest valid median wins. Bounded by [`budget`] (the
 /// first candidate is always tried). `device` names the device in the refusal.
 ///

@@ -16,8 +16,13 @@
 //! `BackendError` carrying the runtime's name for it ([`ffi`]).
 //!
 //! GEMM `blocked` has three compiled tile configurations and the planner picks one by shape and
-//! compute-unit count; there is no run-time tuning as on OpenCL and Vulkan, since a new
-//! configuration would need a new code object.
+//! compute-unit count; there is no run-time tuning as on OpenCL and Vulkan (the shared
+//! [`crate::backend::tuning`]), since a new configuration would need a new code object.
+//!
+//! Shared with the other GPU backends: the planner's tables, argument checks, conv2d/im2col
+//! geometry and tile configuration lines live in [`crate::backend::planning`] (`plan/` has the
+//! same `mod.rs`, `gemm.rs`, `tests.rs` as the others); `prepare` finds its device through
+//! [`crate::backend::lookup`]; [`elf`] reads the code objects through the `object` crate.
 
 pub mod code_objects;
 pub mod device;

@@ -11,7 +11,15 @@
 //! once per device fingerprint, options and source hash and their binaries
 //! cached under the agent cache dir. Times come from profiling events
 //! (start of the first command to end of the last). GEMM `blocked` is tuned
-//! per device and size class by [`kernel`]'s autotuner and the winner cached.
+//! per device and size class through the shared autotuner
+//! ([`crate::backend::tuning`], keyed also by the source's hash) and the
+//! winner cached.
+//!
+//! Shared with the other GPU backends: the planner's tables, argument checks,
+//! conv2d/im2col geometry and GEMM tile rules live in
+//! [`crate::backend::planning`]; `prepare` finds its device through
+//! [`crate::backend::lookup`]. What stays here is OpenCL's own: build options,
+//! the program binary cache, events.
 
 pub mod device;
 pub mod ffi;

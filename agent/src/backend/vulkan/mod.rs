@@ -13,7 +13,15 @@
 //! (after the uploads and readback too in `with_transfers` mode), scaled by
 //! `timestampPeriod` and masked by `timestampValidBits`. Every failing call is
 //! a result naming the step (`vkQueueSubmit: ERROR_DEVICE_LOST`), never a
-//! crash: that is what RADV on an MI300X answers.
+//! crash: that is what RADV on an MI300X answers. `kernel/buffers.rs` holds
+//! the buffers and one-shot copies, `kernel/record.rs` the timed command
+//! buffer.
+//!
+//! Shared with the other GPU backends: the planner's tables, argument checks,
+//! conv2d/im2col geometry and GEMM tile rules live in
+//! [`crate::backend::planning`]; GEMM `blocked` is tuned by the shared
+//! autotuner ([`crate::backend::tuning`], keyed also by the SPIR-V's hash);
+//! devices are found through [`crate::backend::lookup`].
 
 pub mod device;
 pub mod ffi;
