@@ -9,7 +9,7 @@
 //! constants and push-constant words, HIP's compiled instantiations) and maps these pieces onto it.
 
 use super::{BackendError, SupportEntry, check_listed};
-use gpufleet_kernels::{ConvShape, KernelId, Problem};
+use gpufleet_kernels::{ConvShape, KernelId, NORM_EPS, Problem, TRIAD_SCALAR};
 use std::fmt::Display;
 
 /// Why a plan cannot be made; becomes [`BackendError::Unsupported`].
@@ -66,13 +66,30 @@ pub fn gpu_support(
     out
 }
 
-/// An element-wise kernel's entry-point stem (`vec_add`; debug_wrong is vec_add with a deliberate
-/// error) and how many input buffers it reads.
+/// The buffer arguments every kernel starts with: its `inputs` in order, then the output.
+pub fn buffers<A>(inputs: usize, input: fn(usize) -> A, output: A) -> Vec<A> {
+    (0..inputs).map(input).chain([output]).collect()
+}
+
+/// An element-wise kernel as every GPU planner launches it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Elementwise {
+    /// Entry-point stem (`vec_add`; debug_wrong is vec_add with a deliberate error).
+    pub stem: &'static str,
+    /// Input buffers read.
+    pub inputs: usize,
+    /// Elements; `None` for noop, which copies one element with one work-item.
+    pub n: Option<usize>,
+    /// triad's scalar.
+    pub scalar: Option<f32>,
+}
+
+/// `problem` as an element-wise kernel.
 ///
 /// # Errors
 /// [`Unsupported`] for a kernel that is not element-wise.
-pub fn elementwise(problem: &Problem) -> Result<(&'static str, usize), Unsupported> {
-    Ok(match problem.id() {
+pub fn elementwise(problem: &Problem) -> Result<Elementwise, Unsupported> {
+    let (stem, inputs) = match problem.id() {
         KernelId::VecAdd | KernelId::DebugWrong => ("vec_add", 2),
         KernelId::Copy => ("copy", 1),
         KernelId::Triad => ("triad", 2),
@@ -85,17 +102,43 @@ pub fn elementwise(problem: &Problem) -> Result<(&'static str, usize), Unsupport
                 "kernel {other:?} has no element-wise plan"
             )));
         }
+    };
+    let noop = problem.id() == KernelId::Noop;
+    Ok(Elementwise {
+        stem,
+        inputs,
+        n: (!noop).then(|| super::param(problem, "n")),
+        scalar: (problem.id() == KernelId::Triad).then_some(TRIAD_SCALAR),
     })
 }
 
-/// A row kernel's entry-point stem (`softmax`, `layernorm`, `rmsnorm`, `layernorm_rmsnorm`) and
-/// how many input buffers it reads (the row data, then gamma/beta as the kernel needs).
-pub fn rows(problem: &Problem) -> (&'static str, usize) {
-    match problem.id() {
+/// A row kernel (softmax and the normalisations) as every GPU planner launches it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowKernel {
+    /// Entry-point stem: `softmax`, `layernorm`, `rmsnorm`, `layernorm_rmsnorm`.
+    pub stem: &'static str,
+    /// Input buffers read: the rows, then gamma/beta as the kernel needs.
+    pub inputs: usize,
+    pub rows: usize,
+    pub cols: usize,
+    /// The normalisations' epsilon; softmax has none.
+    pub eps: Option<f32>,
+}
+
+/// `problem` as a row kernel.
+pub fn rows(problem: &Problem) -> RowKernel {
+    let (stem, inputs) = match problem.id() {
         KernelId::Softmax => ("softmax", 1),
         KernelId::LayerNorm => ("layernorm", 3),
         KernelId::RmsNorm => ("rmsnorm", 2),
         _ => ("layernorm_rmsnorm", 4),
+    };
+    RowKernel {
+        stem,
+        inputs,
+        rows: super::param(problem, "rows"),
+        cols: super::param(problem, "cols"),
+        eps: (problem.id() != KernelId::Softmax).then_some(NORM_EPS as f32),
     }
 }
 

@@ -18,7 +18,7 @@ use crate::backend::storage::Elem as Storage;
 use crate::backend::{config, param};
 pub use gemm::{BLOCKED, Blocked};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{Dtype, KernelId, NORM_EPS, Problem, TRIAD_SCALAR};
+use gpufleet_kernels::{Dtype, KernelId, Problem};
 use std::collections::BTreeMap;
 
 /// What the planner may assume about a device.
@@ -201,24 +201,21 @@ fn blocks(problem: &Problem, what: &str, items: usize, block: u32) -> Result<u32
 }
 
 fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
-    let (stem, inputs) = planning::elementwise(problem)?;
+    let e = planning::elementwise(problem)?;
     let kernel = if problem.id() == KernelId::DebugWrong {
         "vec_add_wrong_f32".to_string()
     } else {
-        format!("{stem}_f32")
+        format!("{}_f32", e.stem)
     };
-    let mut args: Vec<Arg> = (0..inputs).map(Arg::Input).collect();
-    args.push(Arg::Output);
-    let (grid, block) = if problem.id() == KernelId::Noop {
-        (1, 1)
-    } else {
-        let n = param(problem, "n");
-        if problem.id() == KernelId::Triad {
-            args.push(Arg::Float(TRIAD_SCALAR));
-        }
-        args.extend(ints(problem, &[("n", n)])?);
+    let mut args = planning::buffers(e.inputs, Arg::Input, Arg::Output);
+    args.extend(e.scalar.map(Arg::Float));
+    let (grid, block) = match e.n {
+        None => (1, 1),
         // One float4 per work-item.
-        (blocks(problem, "n", n.div_ceil(4), FLAT)?, FLAT)
+        Some(n) => {
+            args.extend(ints(problem, &[("n", n)])?);
+            (blocks(problem, "n", n.div_ceil(4), FLAT)?, FLAT)
+        }
     };
     let launch = Launch {
         kernel: kernel.clone(),
@@ -227,7 +224,7 @@ fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
         args,
     };
     Ok(Plan::one_launch(
-        inputs,
+        e.inputs,
         launch,
         config(&[
             ("kernel", kernel),
@@ -238,29 +235,25 @@ fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
 }
 
 fn plan_rows(problem: &Problem) -> Result<Plan, Unsupported> {
-    let (rows, cols) = (param(problem, "rows"), param(problem, "cols"));
-    let (stem, inputs) = planning::rows(problem);
-    let base = format!("{stem}_rows");
-    let group: usize = if cols >= WIDE_ROW_COLS {
+    let r = planning::rows(problem);
+    let base = format!("{}_rows", r.stem);
+    let group: usize = if r.cols >= WIDE_ROW_COLS {
         1024
-    } else if cols <= 64 {
+    } else if r.cols <= 64 {
         64
     } else {
         256
     };
-    let cached = group <= 256 && cols <= group * ROW_CHUNKS_MAX;
+    let cached = group <= 256 && r.cols <= group * ROW_CHUNKS_MAX;
     let kernel = if cached {
         format!("{base}_{group}_cached")
     } else {
         format!("{base}_{group}")
     };
-    let groups = rows.clamp(1, ROW_GROUPS_MAX);
-    let mut args: Vec<Arg> = (0..inputs).map(Arg::Input).collect();
-    args.push(Arg::Output);
-    args.extend(ints(problem, &[("rows", rows), ("cols", cols)])?);
-    if problem.id() != KernelId::Softmax {
-        args.push(Arg::Float(NORM_EPS as f32));
-    }
+    let groups = r.rows.clamp(1, ROW_GROUPS_MAX);
+    let mut args = planning::buffers(r.inputs, Arg::Input, Arg::Output);
+    args.extend(ints(problem, &[("rows", r.rows), ("cols", r.cols)])?);
+    args.extend(r.eps.map(Arg::Float));
     let launch = Launch {
         kernel: kernel.clone(),
         grid: [groups as u32, 1, 1],
@@ -268,7 +261,7 @@ fn plan_rows(problem: &Problem) -> Result<Plan, Unsupported> {
         args,
     };
     Ok(Plan::one_launch(
-        inputs,
+        r.inputs,
         launch,
         config(&[
             ("kernel", kernel),

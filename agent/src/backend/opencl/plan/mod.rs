@@ -158,7 +158,7 @@ pub use crate::backend::planning::Unsupported;
 //   launch into scratch 0 and one GEMM launch batched over the chunk's images (dimension 2).
 
 use gpufleet_kernels::sources::opencl as cl;
-use gpufleet_kernels::{Dtype, KernelId, NORM_EPS, TRIAD_SCALAR};
+use gpufleet_kernels::{Dtype, KernelId};
 
 /// Local size of the one-dimensional kernels (element-wise, conv2d), capped by the device.
 const FLAT_GROUP: usize = 256;
@@ -329,21 +329,18 @@ fn flat_group(caps: &DeviceCaps) -> usize {
 }
 
 fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
-    let (stem, inputs) = planning::elementwise(problem)?;
-    let kernel = format!("{stem}_f32");
-    let mut args: Vec<Arg> = (0..inputs).map(Arg::Input).collect();
-    args.push(Arg::Output);
-    let (global, local) = if problem.id() == KernelId::Noop {
-        (1, 1)
-    } else {
-        let n = param(problem, "n");
-        if problem.id() == KernelId::Triad {
-            args.push(Arg::Float(TRIAD_SCALAR));
+    let e = planning::elementwise(problem)?;
+    let kernel = format!("{}_f32", e.stem);
+    let mut args = planning::buffers(e.inputs, Arg::Input, Arg::Output);
+    args.extend(e.scalar.map(Arg::Float));
+    let (global, local) = match e.n {
+        None => (1, 1),
+        Some(n) => {
+            args.extend(ints(problem, &[("n", n)])?);
+            let group = flat_group(caps);
+            // One float4 per work-item.
+            (round_up(n.div_ceil(4), group), group)
         }
-        args.extend(ints(problem, &[("n", n)])?);
-        let group = flat_group(caps);
-        // One float4 per work-item.
-        (round_up(n.div_ceil(4), group), group)
     };
     let mut defines = Vec::new();
     if problem.id() == KernelId::DebugWrong {
@@ -358,7 +355,7 @@ fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupp
     Ok(Plan::one_launch(
         ("elementwise.cl", cl::ELEMENTWISE),
         options(caps, &defines),
-        inputs,
+        e.inputs,
         launch,
         config(&[
             ("kernel", kernel),
@@ -373,20 +370,16 @@ fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupp
 }
 
 fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
-    let (rows, cols) = (param(problem, "rows"), param(problem, "cols"));
-    let (stem, inputs) = planning::rows(problem);
-    let kernel = format!("{stem}_rows");
+    let r = planning::rows(problem);
+    let kernel = format!("{}_rows", r.stem);
     let cap = pow2_floor(caps.max_work_group_size).min(pow2_floor(
         usize::try_from(caps.local_mem_bytes / 4).unwrap_or(usize::MAX),
     ));
-    let (group, chunks) = planning::row_group(cols, cap);
-    let groups = rows.min(ROW_GROUPS_MAX);
-    let mut args: Vec<Arg> = (0..inputs).map(Arg::Input).collect();
-    args.push(Arg::Output);
-    args.extend(ints(problem, &[("rows", rows), ("cols", cols)])?);
-    if problem.id() != KernelId::Softmax {
-        args.push(Arg::Float(NORM_EPS as f32));
-    }
+    let (group, chunks) = planning::row_group(r.cols, cap);
+    let groups = r.rows.min(ROW_GROUPS_MAX);
+    let mut args = planning::buffers(r.inputs, Arg::Input, Arg::Output);
+    args.extend(ints(problem, &[("rows", r.rows), ("cols", r.cols)])?);
+    args.extend(r.eps.map(Arg::Float));
     let defines = [
         ("GPUFLEET_WG", group.to_string()),
         ("GPUFLEET_CHUNKS", chunks.to_string()),
@@ -400,7 +393,7 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
     Ok(Plan::one_launch(
         ("rows.cl", cl::ROWS),
         options(caps, &defines),
-        inputs,
+        r.inputs,
         launch,
         config(&[
             ("kernel", kernel),

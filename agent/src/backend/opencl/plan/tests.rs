@@ -1,6 +1,7 @@
 //! Unit tests of the planners: pure, no device.
 
 use super::*;
+use gpufleet_kernels::TRIAD_SCALAR;
 use gpufleet_kernels::catalog;
 
 fn caps(max_wg: usize, local: u64, c: (u32, u32), multiple: usize) -> DeviceCaps {

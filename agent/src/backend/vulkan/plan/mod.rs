@@ -142,7 +142,7 @@ use crate::backend::Missing;
 use crate::backend::planning::{self, Tile, dims};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::sources::vulkan as spv;
-use gpufleet_kernels::{Dtype, KernelId, NORM_EPS, TRIAD_SCALAR, find_kernel};
+use gpufleet_kernels::{Dtype, KernelId, find_kernel};
 
 /// gemm's variant naming the blocked f16 GEMM with f32 accumulation (f16 only).
 const F16ACC32: &str = "f16acc32";
@@ -457,21 +457,19 @@ fn check_groups(
 }
 
 fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
-    let (shader, inputs) = planning::elementwise(problem)?;
-    let mut bindings: Vec<Binding> = (0..inputs).map(Binding::Input).collect();
-    bindings.push(Binding::Output);
-    let (group, groups, push) = if problem.id() == KernelId::Noop {
-        (1, 1, Vec::new())
-    } else {
-        let n = param(problem, "n");
-        let group = flat_group(caps);
-        let mut push = vec![word(problem, "n", n)?];
-        if problem.id() == KernelId::Triad {
-            push.push(TRIAD_SCALAR.to_bits());
+    let e = planning::elementwise(problem)?;
+    let (shader, inputs) = (e.stem, e.inputs);
+    let bindings = planning::buffers(inputs, Binding::Input, Binding::Output);
+    let (group, groups, mut push) = match e.n {
+        None => (1, 1, Vec::new()),
+        Some(n) => {
+            let group = flat_group(caps);
+            // One vec4 per invocation and iteration.
+            let groups = grid_groups(caps, n.div_ceil(4), group);
+            (group, groups, vec![word(problem, "n", n)?])
         }
-        // One vec4 per invocation and iteration.
-        (group, grid_groups(caps, n.div_ceil(4), group), push)
     };
+    push.extend(e.scalar.map(f32::to_bits));
     let mut spec = vec![(SPEC_LOCAL_X, SpecValue::U32(group))];
     if shader == "vec_add" {
         let wrong = u32::from(problem.id() == KernelId::DebugWrong);
@@ -495,37 +493,33 @@ fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupporte
 }
 
 fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
-    let (rows, cols) = (param(problem, "rows"), param(problem, "cols"));
-    let (base, inputs) = planning::rows(problem);
+    let r = planning::rows(problem);
     let shader = if caps.subgroup_arithmetic {
-        format!("{base}_subgroup")
+        format!("{}_subgroup", r.stem)
     } else {
-        base.to_string()
+        r.stem.to_string()
     };
     let cap = pow2_floor(
         caps.max_workgroup_invocations
             .min(caps.max_workgroup_size[0])
             .min(caps.max_shared_memory_bytes / 4),
     );
-    let (group, chunks) = planning::row_group(cols, cap as usize);
+    let (group, chunks) = planning::row_group(r.cols, cap as usize);
     let group = group as u32;
-    let groups = u32::try_from(rows)
+    let groups = u32::try_from(r.rows)
         .unwrap_or(u32::MAX)
         .min(GRID_GROUPS_MAX)
         .min(caps.max_compute_workgroup_count[0])
         .max(1);
-    let mut bindings: Vec<Binding> = (0..inputs).map(Binding::Input).collect();
-    bindings.push(Binding::Output);
-    let mut push = words(problem, &[("rows", rows), ("cols", cols)])?;
-    if problem.id() != KernelId::Softmax {
-        push.push((NORM_EPS as f32).to_bits());
-    }
+    let bindings = planning::buffers(r.inputs, Binding::Input, Binding::Output);
+    let mut push = words(problem, &[("rows", r.rows), ("cols", r.cols)])?;
+    push.extend(r.eps.map(f32::to_bits));
     let spec = vec![
         (SPEC_LOCAL_X, SpecValue::U32(group)),
         (2, SpecValue::U32(chunks as u32)),
     ];
     Ok(Plan {
-        input_storage: vec![Storage::F32; inputs],
+        input_storage: vec![Storage::F32; r.inputs],
         output_storage: Storage::F32,
         scratch_bytes: Vec::new(),
         dispatches: vec![dispatch(&shader, spec, push, bindings, [groups, 1, 1])?],

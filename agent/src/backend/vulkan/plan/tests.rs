@@ -3,6 +3,7 @@
 //! the push-constant block's size and the specialization-constant ids.
 
 use super::*;
+use gpufleet_kernels::TRIAD_SCALAR;
 use gpufleet_kernels::catalog;
 use std::collections::BTreeSet;
 
