@@ -66,6 +66,20 @@ pub fn gpu_support(
     out
 }
 
+/// One kernel argument of an OpenCL or HIP launch (Vulkan binds buffers and pushes constants
+/// instead).
+#[derive(Debug, Clone, PartialEq)]
+pub enum Arg {
+    /// The problem's input buffer `i` (in `Problem::inputs` order).
+    Input(usize),
+    /// The output buffer.
+    Output,
+    /// Scratch buffer `i` of the plan's `scratch_bytes`.
+    Scratch(usize),
+    Int(i32),
+    Float(f32),
+}
+
 /// The buffer arguments every kernel starts with: its `inputs` in order, then the output.
 pub fn buffers<A>(inputs: usize, input: fn(usize) -> A, output: A) -> Vec<A> {
     (0..inputs).map(input).chain([output]).collect()

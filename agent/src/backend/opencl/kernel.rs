@@ -115,7 +115,6 @@ impl Bound {
                     Arg::Scratch(i) => ArgValue::Mem(&scratch[*i]),
                     Arg::Int(v) => ArgValue::Int(*v),
                     Arg::Float(v) => ArgValue::Float(*v),
-                    Arg::Local(n) => ArgValue::Local(*n),
                 })
                 .collect();
             ffi::set_args(&k, &l.kernel, &args)?;

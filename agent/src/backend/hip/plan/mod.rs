@@ -41,17 +41,8 @@ impl Default for HipCaps {
     }
 }
 
-/// One kernel argument.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Arg {
-    /// The problem's input buffer `i` (in `Problem::inputs` order).
-    Input(usize),
-    Output,
-    /// Scratch buffer `i` of [`Plan::scratch_bytes`].
-    Scratch(usize),
-    Int(i32),
-    Float(f32),
-}
+/// One kernel argument (shared with the OpenCL planner).
+pub use crate::backend::planning::Arg;
 
 /// One hipModuleLaunchKernel.
 #[derive(Debug, Clone, PartialEq)]

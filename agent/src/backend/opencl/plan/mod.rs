@@ -35,20 +35,9 @@ pub struct DeviceCaps {
 /// host); the element format every GPU backend shares.
 pub use crate::backend::storage::Elem as Storage;
 
-/// One kernel argument.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Arg {
-    /// The problem's input buffer `i` (in `Problem::inputs` order).
-    Input(usize),
-    /// The output buffer.
-    Output,
-    /// Scratch buffer `i` of [`Plan::scratch_bytes`].
-    Scratch(usize),
-    Int(i32),
-    Float(f32),
-    /// `__local` memory of this many bytes.
-    Local(usize),
-}
+/// One kernel argument (shared with the HIP planner). Local memory is sized by `-D` parameters
+/// in the sources, never passed as an argument.
+pub use crate::backend::planning::Arg;
 
 /// One enqueue of one kernel.
 #[derive(Debug, Clone, PartialEq)]

@@ -68,7 +68,7 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
                 Arg::Scratch(i) => assert!(*i < plan.scratch_bytes.len(), "{what}: {a:?}"),
                 Arg::Output => output_written = true,
                 Arg::Int(v) => assert!(*v >= 0, "{what}: {a:?}"),
-                Arg::Float(_) | Arg::Local(_) => {}
+                Arg::Float(_) => {}
             }
         }
     }
