@@ -71,12 +71,7 @@ pub fn layernorm(
     cols: usize,
     eps: f32,
 ) {
-    check_rows("x", "y", x, y, rows, cols);
-    check_len("gamma", gamma.len(), cols);
-    check_len("beta", beta.len(), cols);
-    let norm = Norm::Layer { gamma, beta };
-    let fma = has_avx2_fma();
-    for_each_row(x, y, cols, |x, y| norm_row(norm, x, y, eps, fma));
+    normalize(Norm::Layer { gamma, beta }, x, y, (rows, cols), eps);
 }
 
 /// Row-wise RMS normalisation, `y = x / sqrt(mean(x²) + eps) * gamma`.
@@ -85,11 +80,7 @@ pub fn layernorm(
 ///
 /// Panics if `x.len()` or `y.len()` is not `rows*cols`, or `gamma` is not `cols` long.
 pub fn rmsnorm(x: &[f32], gamma: &[f32], y: &mut [f32], rows: usize, cols: usize, eps: f32) {
-    check_rows("x", "y", x, y, rows, cols);
-    check_len("gamma", gamma.len(), cols);
-    let norm = Norm::Rms { gamma };
-    let fma = has_avx2_fma();
-    for_each_row(x, y, cols, |x, y| norm_row(norm, x, y, eps, fma));
+    normalize(Norm::Rms { gamma }, x, y, (rows, cols), eps);
 }
 
 /// `y = rmsnorm(layernorm(x)·gamma1 + beta1)·gamma2`, both with the same `eps`, one task per row group
@@ -110,15 +101,21 @@ pub fn layernorm_rmsnorm_fused(
     cols: usize,
     eps: f32,
 ) {
-    check_rows("x", "y", x, y, rows, cols);
-    check_len("gamma1", gamma1.len(), cols);
-    check_len("beta1", beta1.len(), cols);
-    check_len("gamma2", gamma2.len(), cols);
     let norm = Norm::LayerThenRms {
         gamma1,
         beta1,
         gamma2,
     };
+    normalize(norm, x, y, (rows, cols), eps);
+}
+
+/// Checks the shapes (`x`, `y` and each of `norm`'s parameters) and normalises every row.
+#[track_caller]
+fn normalize(norm: Norm<'_>, x: &[f32], y: &mut [f32], (rows, cols): (usize, usize), eps: f32) {
+    check_rows("x", "y", x, y, rows, cols);
+    for (name, param) in norm.params() {
+        check_len(name, param.len(), cols);
+    }
     let fma = has_avx2_fma();
     for_each_row(x, y, cols, |x, y| norm_row(norm, x, y, eps, fma));
 }
@@ -138,6 +135,21 @@ enum Norm<'a> {
         beta1: &'a [f32],
         gamma2: &'a [f32],
     },
+}
+
+impl Norm<'_> {
+    /// The per-column parameters with their names, in argument order.
+    fn params(&self) -> Vec<(&'static str, &[f32])> {
+        match *self {
+            Norm::Layer { gamma, beta } => vec![("gamma", gamma), ("beta", beta)],
+            Norm::Rms { gamma } => vec![("gamma", gamma)],
+            Norm::LayerThenRms {
+                gamma1,
+                beta1,
+                gamma2,
+            } => vec![("gamma1", gamma1), ("beta1", beta1), ("gamma2", gamma2)],
+        }
+    }
 }
 
 fma_dispatch! {
