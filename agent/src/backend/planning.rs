@@ -478,6 +478,32 @@ pub mod testing {
         }
     }
 
+    /// conv2d `im2col` over 64 images of 64×128×128 with 3×3 filters: 64·9·128·128 floats
+    /// (36 MiB) of columns per image, so the planners must chunk the batch.
+    pub fn big_im2col() -> Problem {
+        let params = [
+            ("batch", 64),
+            ("channels", 64),
+            ("height", 128),
+            ("width", 128),
+        ];
+        problem("conv2d", "im2col", &params, "f32")
+    }
+
+    /// Asserts that a plan of [`big_im2col`] holds `chunk` images per chunk: its `config` says
+    /// so, it has two steps (unfold, GEMM) per chunk, and one scratch buffer of a chunk's columns.
+    pub fn assert_im2col_chunks(
+        config: &std::collections::BTreeMap<String, String>,
+        steps: usize,
+        scratch_bytes: &[usize],
+        chunk: usize,
+    ) {
+        let images_per_chunk = config.get("images_per_chunk").map(String::as_str);
+        assert_eq!(images_per_chunk, Some(chunk.to_string().as_str()));
+        assert_eq!(steps, 2 * 64usize.div_ceil(chunk));
+        assert_eq!(scratch_bytes, [chunk * 64 * 9 * 128 * 128 * 4]);
+    }
+
     /// Calls `check` with every listed kernel, variant and dtype, at the catalog defaults and at
     /// each of the `odd` sizes given for that kernel.
     pub fn for_every_listed(

@@ -26,7 +26,9 @@ fn devices() -> Vec<DeviceCaps> {
     ]
 }
 
-use crate::backend::planning::testing::{check_candidates, for_every_listed, problem};
+use crate::backend::planning::testing::{
+    assert_im2col_chunks, big_im2col, check_candidates, for_every_listed, problem,
+};
 
 fn define(plan: &Plan, name: &str) -> Option<String> {
     plan.options.split(' ').find_map(|o| {
@@ -352,20 +354,9 @@ fn elementwise_plans_cover_n_with_one_float4_per_item() {
 #[test]
 fn im2col_chunks_the_batch_and_refuses_int_overflow() {
     let gpu = &devices()[0];
-    let params = [
-        ("batch", 64),
-        ("channels", 64),
-        ("height", 128),
-        ("width", 128),
-    ];
-    let pl = plan(&problem("conv2d", "im2col", &params, "f32"), gpu, None).unwrap();
-    // 64·9·128·128 floats = 36 MiB per image: 7 images per 256 MiB chunk.
-    assert_eq!(
-        pl.config.get("images_per_chunk").map(String::as_str),
-        Some("7")
-    );
-    assert_eq!(pl.launches.len(), 2 * 64usize.div_ceil(7));
-    assert_eq!(pl.scratch_bytes, [7 * 64 * 9 * 128 * 128 * 4]);
+    let pl = plan(&big_im2col(), gpu, None).unwrap();
+    // 36 MiB per image: 7 images per 256 MiB chunk.
+    assert_im2col_chunks(&pl.config, pl.launches.len(), &pl.scratch_bytes, 7);
     let last = pl.launches.last().unwrap();
     assert_eq!(
         last.global.get(2).copied().unwrap_or(1),

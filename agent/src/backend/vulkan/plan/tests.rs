@@ -69,7 +69,9 @@ fn devices() -> Vec<VkCaps> {
     vec![nvidia(), lavapipe(), polaris(), tiny()]
 }
 
-use crate::backend::planning::testing::{check_candidates, for_every_listed, problem};
+use crate::backend::planning::testing::{
+    assert_im2col_chunks, big_im2col, check_candidates, for_every_listed, problem,
+};
 
 fn spec(d: &Dispatch, id: u32) -> Option<u32> {
     d.spec.iter().find(|(i, _)| *i == id).map(|(_, v)| match v {
@@ -633,20 +635,9 @@ fn elementwise_plans_cover_n_with_a_grid_stride_of_vec4s() {
 #[test]
 fn im2col_chunks_the_batch_and_batches_the_gemm_over_images() {
     let gpu = &nvidia();
-    let params = [
-        ("batch", 64),
-        ("channels", 64),
-        ("height", 128),
-        ("width", 128),
-    ];
-    let pl = plan(&problem("conv2d", "im2col", &params, "f32"), gpu, None).unwrap();
-    // 64·9·128·128 floats = 36 MiB per image: 3 images per 128 MiB chunk.
-    assert_eq!(
-        pl.config.get("images_per_chunk").map(String::as_str),
-        Some("3")
-    );
-    assert_eq!(pl.dispatches.len(), 2 * 64usize.div_ceil(3));
-    assert_eq!(pl.scratch_bytes, [3 * 64 * 9 * 128 * 128 * 4]);
+    let pl = plan(&big_im2col(), gpu, None).unwrap();
+    // 36 MiB per image: 3 images per 128 MiB chunk.
+    assert_im2col_chunks(&pl.config, pl.dispatches.len(), &pl.scratch_bytes, 3);
     let (im2col, gemm) = (&pl.dispatches[42], &pl.dispatches[43]);
     assert_eq!(im2col.shader, "im2col");
     assert_eq!(
