@@ -478,6 +478,11 @@ pub mod testing {
         }
     }
 
+    /// gemm `blocked` of an m×n×k product in `dtype`.
+    pub fn blocked_gemm(m: i64, n: i64, k: i64, dtype: &str) -> Problem {
+        problem("gemm", "blocked", &[("m", m), ("n", n), ("k", k)], dtype)
+    }
+
     /// conv2d `im2col` over 64 images of 64×128×128 with 3×3 filters: 64·9·128·128 floats
     /// (36 MiB) of columns per image, so the planners must chunk the batch.
     pub fn big_im2col() -> Problem {

@@ -27,7 +27,7 @@ fn devices() -> Vec<DeviceCaps> {
 }
 
 use crate::backend::planning::testing::{
-    assert_im2col_chunks, big_im2col, check_candidates, for_every_listed, problem,
+    assert_im2col_chunks, big_im2col, blocked_gemm, check_candidates, for_every_listed, problem,
 };
 
 fn define(plan: &Plan, name: &str) -> Option<String> {
@@ -182,37 +182,16 @@ fn unsupported_kernels_and_dtypes_say_why() {
 fn a_tuning_the_device_cannot_run_is_refused_with_the_limit() {
     let small = caps(64, 4096, (1, 2), 32);
     let p = problem("gemm", "blocked", &[], "f32");
-    let big = GemmTuning {
-        tile_m: 128,
-        tile_n: 128,
-        tile_k: 8,
-        work_m: 8,
-        work_n: 8,
-        vector: 4,
-    };
+    let big = GemmTuning::new([128, 128, 8, 8, 8], 4);
     let err = plan(&p, &small, Some(&big)).unwrap_err();
     assert!(
         err.0.contains("256 work-items") && err.0.contains("max_work_group_size 64"),
         "{err}"
     );
-    let wide = GemmTuning {
-        tile_m: 64,
-        tile_n: 64,
-        tile_k: 16,
-        work_m: 8,
-        work_n: 8,
-        vector: 4,
-    };
+    let wide = GemmTuning::new([64, 64, 16, 8, 8], 4);
     let err = plan(&p, &small, Some(&wide)).unwrap_err();
     assert!(err.0.contains("local memory"), "{err}");
-    let ragged = GemmTuning {
-        tile_m: 30,
-        tile_n: 32,
-        tile_k: 8,
-        work_m: 4,
-        work_n: 4,
-        vector: 4,
-    };
+    let ragged = GemmTuning::new([30, 32, 8, 4, 4], 4);
     assert!(plan(&p, &devices()[0], Some(&ragged)).is_err());
     let odd_vector = GemmTuning { vector: 3, ..wide };
     let err = plan(&p, &devices()[1], Some(&odd_vector)).unwrap_err();
@@ -253,18 +232,8 @@ fn default_tuning_is_valid_even_on_a_tiny_device() {
 #[test]
 fn blocked_gemm_parameters_follow_the_tuning_and_the_shape() {
     let gpu = &devices()[0];
-    let t = GemmTuning {
-        tile_m: 128,
-        tile_n: 64,
-        tile_k: 8,
-        work_m: 8,
-        work_n: 4,
-        vector: 4,
-    };
-    let shaped = |m, n, k, dtype| {
-        let p = problem("gemm", "blocked", &[("m", m), ("n", n), ("k", k)], dtype);
-        plan(&p, gpu, Some(&t)).unwrap()
-    };
+    let t = GemmTuning::new([128, 64, 8, 8, 4], 4);
+    let shaped = |m, n, k, dtype| plan(&blocked_gemm(m, n, k, dtype), gpu, Some(&t)).unwrap();
     let pl = shaped(4096, 4096, 4096, "f32");
     for (name, value) in [
         ("TILE_M", "128"),

@@ -70,7 +70,7 @@ fn devices() -> Vec<VkCaps> {
 }
 
 use crate::backend::planning::testing::{
-    assert_im2col_chunks, big_im2col, check_candidates, for_every_listed, problem,
+    assert_im2col_chunks, big_im2col, blocked_gemm, check_candidates, for_every_listed, problem,
 };
 
 fn spec(d: &Dispatch, id: u32) -> Option<u32> {
@@ -502,17 +502,8 @@ fn default_tuning_is_valid_even_on_a_tiny_device() {
 #[test]
 fn blocked_gemm_spec_constants_follow_the_tuning_and_the_shape() {
     let gpu = &nvidia();
-    let t = GemmTuning {
-        tile_m: 128,
-        tile_n: 64,
-        tile_k: 8,
-        work_m: 8,
-        work_n: 4,
-    };
-    let shaped = |m, n, k, dtype| {
-        let p = problem("gemm", "blocked", &[("m", m), ("n", n), ("k", k)], dtype);
-        plan(&p, gpu, Some(&t)).unwrap()
-    };
+    let t = GemmTuning::new([128, 64, 8, 8, 4]);
+    let shaped = |m, n, k, dtype| plan(&blocked_gemm(m, n, k, dtype), gpu, Some(&t)).unwrap();
     let pl = shaped(4096, 4096, 4096, "f32");
     let d = &pl.dispatches[0];
     assert_eq!(d.shader, "gemm_blocked");
