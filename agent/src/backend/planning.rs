@@ -478,6 +478,35 @@ pub mod testing {
         }
     }
 
+    /// Asserts the refusals every GPU planner gives through `plan`: host-only and crashing
+    /// kernels name the reason; a dtype (f16 softmax) or a variant (gemm `strassen`) the backend
+    /// does not list is named with the alternatives.
+    pub fn assert_common_refusals<P: std::fmt::Debug>(
+        plan: impl Fn(&Problem) -> Result<P, super::Unsupported>,
+    ) {
+        for (kernel, word) in [
+            ("membw_cpu", "host memory"),
+            ("memlat_cpu", "host memory"),
+            ("debug_crash", "on purpose"),
+            ("debug_hang", "on purpose"),
+        ] {
+            let err = plan(&problem(kernel, "", &[], "f32")).unwrap_err();
+            assert!(err.0.contains(kernel) && err.0.contains(word), "{err}");
+        }
+        // Problem::new refuses these, but Problem's fields are public.
+        let mut p = problem("softmax", "", &[], "f32");
+        p.dtype = gpufleet_kernels::Dtype::F16;
+        let err = plan(&p).unwrap_err();
+        assert!(err.0.contains("dtype f16 of softmax"), "{err}");
+        let mut p = problem("gemm", "", &[], "f32");
+        p.variant = "strassen".into();
+        let err = plan(&p).unwrap_err();
+        assert!(
+            err.0.contains("strassen") && err.0.contains("blocked"),
+            "{err}"
+        );
+    }
+
     /// gemm `blocked` of an m×n×k product in `dtype`.
     pub fn blocked_gemm(m: i64, n: i64, k: i64, dtype: &str) -> Problem {
         problem("gemm", "blocked", &[("m", m), ("n", n), ("k", k)], dtype)

@@ -27,7 +27,8 @@ fn devices() -> Vec<DeviceCaps> {
 }
 
 use crate::backend::planning::testing::{
-    assert_im2col_chunks, big_im2col, blocked_gemm, check_candidates, for_every_listed, problem,
+    assert_common_refusals, assert_im2col_chunks, big_im2col, blocked_gemm, check_candidates,
+    for_every_listed, problem,
 };
 
 fn define(plan: &Plan, name: &str) -> Option<String> {
@@ -155,27 +156,7 @@ fn language_version_follows_the_device_and_never_exceeds_1_2() {
 #[test]
 fn unsupported_kernels_and_dtypes_say_why() {
     let gpu = &devices()[0];
-    for (kernel, word) in [
-        ("membw_cpu", "host memory"),
-        ("memlat_cpu", "host memory"),
-        ("debug_crash", "on purpose"),
-        ("debug_hang", "on purpose"),
-    ] {
-        let err = plan(&problem(kernel, "", &[], "f32"), gpu, None).unwrap_err();
-        assert!(err.0.contains(kernel) && err.0.contains(word), "{err}");
-    }
-    // Problem::new refuses these, but Problem's fields are public.
-    let mut p = problem("softmax", "", &[], "f32");
-    p.dtype = Dtype::F16;
-    let err = plan(&p, gpu, None).unwrap_err();
-    assert!(err.0.contains("dtype f16 of softmax"), "{err}");
-    let mut p = problem("gemm", "", &[], "f32");
-    p.variant = "strassen".into();
-    let err = plan(&p, gpu, None).unwrap_err();
-    assert!(
-        err.0.contains("strassen") && err.0.contains("blocked"),
-        "{err}"
-    );
+    assert_common_refusals(|p| plan(p, gpu, None));
 }
 
 #[test]
