@@ -13,10 +13,17 @@ use crate::backend::storage;
 use crate::backend::{BackendError, Mode, PreparedKernel, lookup};
 use crate::cache;
 use ash::vk;
-use buffers::DevBuffer;
 use gpufleet_kernels::{Buffer, Problem};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
+
+/// A buffer and the memory bound to it.
+#[derive(Clone, Copy)]
+struct DevBuffer {
+    buffer: vk::Buffer,
+    memory: vk::DeviceMemory,
+    size: u64,
+}
 
 /// Everything made on the device, destroyed in reverse order on drop.
 pub struct VulkanKernel {

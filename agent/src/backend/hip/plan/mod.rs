@@ -60,8 +60,10 @@ pub struct Launch {
 /// after the last).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// How each input is stored on the device (f16 is converted on the host).
     pub input_storage: Vec<Storage>,
     pub output_storage: Storage,
+    /// Bytes of each scratch buffer (`hipMalloc`ed once, reused by every iteration).
     pub scratch_bytes: Vec<usize>,
     pub launches: Vec<Launch>,
     /// The launch configuration, recorded with the result.

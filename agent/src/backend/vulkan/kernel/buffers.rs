@@ -2,18 +2,10 @@
 //! host-visible memory, and one-shot command buffers (copies between buffers outside the timed
 //! command buffer).
 
-use super::VulkanKernel;
+use super::{DevBuffer, VulkanKernel};
 use crate::backend::BackendError;
 use crate::backend::vulkan::ffi::fail;
 use ash::vk;
-
-/// A buffer and the memory bound to it.
-#[derive(Clone, Copy)]
-pub(super) struct DevBuffer {
-    pub(super) buffer: vk::Buffer,
-    pub(super) memory: vk::DeviceMemory,
-    pub(super) size: u64,
-}
 
 fn memory_type(
     props: &vk::PhysicalDeviceMemoryProperties,

@@ -1,8 +1,7 @@
 //! The timed command buffer of a [`VulkanKernel`]: timestamps around the work, the uploads and
 //! readback in `with_transfers` mode, one dispatch per plan step with barriers between them.
 
-use super::VulkanKernel;
-use super::buffers::DevBuffer;
+use super::{DevBuffer, VulkanKernel};
 use crate::backend::vulkan::ffi::fail;
 use crate::backend::vulkan::plan::Plan;
 use crate::backend::{BackendError, Mode};

@@ -66,10 +66,13 @@ pub struct Dispatch {
 /// timestamp before the first to one after the last.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// How each input is stored on the device (f16 is converted on the host).
     pub input_storage: Vec<Storage>,
     pub output_storage: Storage,
+    /// Bytes of each scratch buffer (device-local, bound like the others).
     pub scratch_bytes: Vec<usize>,
     pub dispatches: Vec<Dispatch>,
+    /// The dispatch configuration, recorded with the result.
     pub config: BTreeMap<String, String>,
 }
 
