@@ -457,24 +457,29 @@ pub mod testing {
         Problem::new(kernel, variant, &params, dtype, true).unwrap()
     }
 
-    /// Checks an autotuner's `candidates` for `device`: as many as `count` says, each valid
-    /// (`error` gives `None`) and within the device's limits (`fits`), none listed twice.
-    pub fn check_candidates<T: PartialEq + std::fmt::Debug>(
-        candidates: &[T],
+    /// An autotuner's search space: the candidates for a device and the untuned default.
+    pub type SearchSpace<C, T> = (fn(&C) -> Vec<T>, fn(&C) -> T);
+
+    /// Checks an autotuner's candidates on each of `devices`: as many as `count` says, each valid
+    /// (`error` gives `None`) and within the device's limits (`fits`), none listed twice, and the
+    /// untuned default the first of them.
+    pub fn check_candidates<C: std::fmt::Debug, T: PartialEq + std::fmt::Debug>(
+        devices: &[C],
         count: std::ops::RangeInclusive<usize>,
-        device: &dyn std::fmt::Debug,
-        error: impl Fn(&T) -> Option<String>,
-        fits: impl Fn(&T) -> bool,
+        (candidates, default): SearchSpace<C, T>,
+        error: fn(&T, &C) -> Option<String>,
+        fits: impl Fn(&T, &C) -> bool,
     ) {
-        assert!(
-            count.contains(&candidates.len()),
-            "{} candidates on {device:?}",
-            candidates.len()
-        );
-        for (i, c) in candidates.iter().enumerate() {
-            assert_eq!(error(c), None, "{c:?}");
-            assert!(fits(c), "{c:?} exceeds the limits of {device:?}");
-            assert!(!candidates[..i].contains(c), "{c:?} listed twice");
+        for device in devices {
+            let all = candidates(device);
+            let n = all.len();
+            assert!(count.contains(&n), "{n} candidates on {device:?}");
+            for (i, c) in all.iter().enumerate() {
+                assert_eq!(error(c, device), None, "{c:?}");
+                assert!(fits(c, device), "{c:?} exceeds the limits of {device:?}");
+                assert!(!all[..i].contains(c), "{c:?} listed twice");
+            }
+            assert_eq!(default(device), all[0]);
         }
     }
 
