@@ -457,6 +457,29 @@ pub mod testing {
         Problem::new(kernel, variant, &params, dtype, true).unwrap()
     }
 
+    /// The catalog kernels a GPU backend must list, each with `listed`'s entry for it: every kernel
+    /// but the host-only ones and the crashing debug kernels, which must be absent. Also checks
+    /// that nothing else is listed.
+    pub fn catalog_entries(
+        listed: &[SupportEntry],
+    ) -> Vec<(&'static gpufleet_kernels::KernelDef, &SupportEntry)> {
+        let mut out = Vec::new();
+        for k in gpufleet_kernels::catalog() {
+            let entry = listed.iter().find(|(name, _, _)| *name == k.name);
+            if k.host_only || (k.debug && k.name != "debug_wrong") {
+                assert!(entry.is_none(), "{} must not be listed", k.name);
+            } else {
+                out.push((k, entry.unwrap_or_else(|| panic!("{} missing", k.name))));
+            }
+        }
+        assert_eq!(
+            listed.len(),
+            out.len(),
+            "a listed kernel is not in the catalog"
+        );
+        out
+    }
+
     /// An autotuner's search space: the candidates for a device and the untuned default.
     pub type SearchSpace<C, T> = (fn(&C) -> Vec<T>, fn(&C) -> T);
 

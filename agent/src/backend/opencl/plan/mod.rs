@@ -59,9 +59,13 @@ pub struct Plan {
     pub source: String,
     /// Build options: `-cl-std=CL1.1` or higher as the device allows, `-D` parameters.
     pub options: String,
+    /// How each input is stored on the device (f16 is converted on the host).
     pub input_storage: Vec<Storage>,
+    /// f32, or f16 for gemm in f16 (read back through the host conversion).
     pub output_storage: Storage,
+    /// Bytes of each scratch buffer (im2col's column matrices).
     pub scratch_bytes: Vec<usize>,
+    /// Enqueued in this order on one in-order queue.
     pub launches: Vec<Launch>,
     /// The launch configuration, recorded with the result.
     pub config: BTreeMap<String, String>,

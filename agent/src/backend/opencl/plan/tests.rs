@@ -2,7 +2,6 @@
 
 use super::*;
 use gpufleet_kernels::TRIAD_SCALAR;
-use gpufleet_kernels::catalog;
 
 fn caps(max_wg: usize, local: u64, c: (u32, u32), multiple: usize) -> DeviceCaps {
     DeviceCaps {
@@ -27,8 +26,8 @@ fn devices() -> Vec<DeviceCaps> {
 }
 
 use crate::backend::planning::testing::{
-    assert_common_refusals, assert_im2col_chunks, big_im2col, blocked_gemm, check_candidates,
-    for_every_listed, problem,
+    assert_common_refusals, assert_im2col_chunks, big_im2col, blocked_gemm, catalog_entries,
+    check_candidates, for_every_listed, problem,
 };
 
 fn define(plan: &Plan, name: &str) -> Option<String> {
@@ -92,13 +91,7 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
 #[test]
 fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
     let listed = supported();
-    for k in catalog() {
-        let entry = listed.iter().find(|(name, _, _)| *name == k.name);
-        if k.host_only || (k.debug && k.name != "debug_wrong") {
-            assert!(entry.is_none(), "{} must not be listed", k.name);
-            continue;
-        }
-        let (_, variants, dtypes) = entry.unwrap_or_else(|| panic!("{} missing", k.name));
+    for (k, (_, variants, dtypes)) in catalog_entries(&listed) {
         assert_eq!(variants.as_slice(), k.variants, "{}", k.name);
         let names: Vec<&str> = k.dtypes.iter().map(|d| d.name()).collect();
         assert_eq!(dtypes, &names, "{}", k.name);

@@ -4,7 +4,6 @@
 
 use super::*;
 use gpufleet_kernels::TRIAD_SCALAR;
-use gpufleet_kernels::catalog;
 use std::collections::BTreeSet;
 
 /// An NVIDIA H100-like GPU, lavapipe on a 256-bit CPU, RADV on a Polaris (no shaderFloat16), and a
@@ -70,8 +69,8 @@ fn devices() -> Vec<VkCaps> {
 }
 
 use crate::backend::planning::testing::{
-    assert_common_refusals, assert_im2col_chunks, big_im2col, blocked_gemm, check_candidates,
-    for_every_listed, problem,
+    assert_common_refusals, assert_im2col_chunks, big_im2col, blocked_gemm, catalog_entries,
+    check_candidates, for_every_listed, problem,
 };
 
 fn spec(d: &Dispatch, id: u32) -> Option<u32> {
@@ -268,13 +267,7 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &VkCaps) {
 fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
     for caps in devices() {
         let listed = supported(&caps);
-        for k in catalog() {
-            let entry = listed.iter().find(|(name, _, _)| *name == k.name);
-            if k.host_only || (k.debug && k.name != "debug_wrong") {
-                assert!(entry.is_none(), "{} must not be listed", k.name);
-                continue;
-            }
-            let (_, variants, dtypes) = entry.unwrap_or_else(|| panic!("{} missing", k.name));
+        for (k, (_, variants, dtypes)) in catalog_entries(&listed) {
             let f16 = caps.shader_float16 && caps.storage_buffer_16bit;
             let mut expected = k.variants.to_vec();
             if !f16 {
