@@ -11,12 +11,26 @@
 //! never the agent.
 //!
 //! Adding a backend: a new folder, an entry in [`all`], nothing else.
+//!
+//! # Layout
+//!
+//! - [`cpu`], [`opencl`], [`vulkan`], `hip` (cargo feature `hip`): one folder per backend.
+//! - [`planning`]: what the OpenCL, Vulkan and HIP planners share (the `Unsupported` error, the
+//!   support list, element-wise and row entry tables, bounded integer arguments, conv2d window
+//!   arguments and im2col chunking, GEMM size arguments, blocked-GEMM tile rules and candidates).
+//! - [`tuning`]: the one autotuner (search, validation, timing) and its cache, keyed by device,
+//!   problem class and a hash of the kernel's device code.
+//! - [`lookup`]: the device lookup every GPU backend's `prepare` does (by id, or `unavailable`).
+//! - [`storage`]: how buffers are stored on a device (f32, or f16 converted on the host).
+//! - [`peaks`]: theoretical peaks from spec tables and formulas.
 
 pub mod cpu;
 #[cfg(feature = "hip")]
 pub mod hip;
+pub mod lookup;
 pub mod opencl;
 pub mod peaks;
+pub mod planning;
 pub mod storage;
 pub mod tuning;
 pub mod vulkan;

@@ -21,23 +21,12 @@ pub struct CpuKernel {
     inputs: Vec<Buffer>,
     output: Buffer,
     im2col: Option<ops::conv::Im2col>,
+    /// conv2d's geometry, from the catalog (`Problem::conv_shape`).
+    conv: Option<ops::conv::ConvShape>,
 }
 
 fn dim(p: &BTreeMap<String, i64>, name: &str) -> usize {
     p.get(name).copied().unwrap_or(0).max(0) as usize
-}
-
-fn conv_shape(p: &BTreeMap<String, i64>) -> ops::conv::ConvShape {
-    ops::conv::ConvShape {
-        batch: dim(p, "batch"),
-        channels: dim(p, "channels"),
-        height: dim(p, "height"),
-        width: dim(p, "width"),
-        filters: dim(p, "filters"),
-        ksize: dim(p, "ksize"),
-        stride: dim(p, "stride"),
-        pad: dim(p, "pad"),
-    }
 }
 
 fn unsupported(what: String) -> BackendError {
@@ -89,7 +78,8 @@ impl CpuKernel {
             gpufleet_kernels::BufferKind::U32 => Buffer::U32(vec![0; len]),
         };
         let im2col = (problem.id() == KernelId::Conv2d && problem.variant == "im2col")
-            .then(|| ops::conv::Im2col::new(&conv_shape(&problem.params)));
+            .then(|| ops::conv::Im2col::new(&problem.conv_shape()));
+        let conv = (problem.id() == KernelId::Conv2d).then(|| problem.conv_shape());
         Ok(CpuKernel {
             id: problem.id(),
             variant: problem.variant.clone(),
@@ -103,6 +93,7 @@ impl CpuKernel {
             inputs: inputs.to_vec(),
             output,
             im2col,
+            conv,
         })
     }
 
@@ -173,9 +164,12 @@ impl CpuKernel {
                 dim(p, "cols"),
                 LAYERNORM_EPS,
             ),
-            (KernelId::Conv2d, Some(y)) => match self.im2col.as_mut() {
-                Some(im2col) => im2col.run(f32s(&ins[0]), f32s(&ins[1]), y),
-                None => ops::conv::conv2d_direct(&conv_shape(p), f32s(&ins[0]), f32s(&ins[1]), y),
+            (KernelId::Conv2d, Some(y)) => match (self.im2col.as_mut(), self.conv.as_ref()) {
+                (Some(im2col), _) => im2col.run(f32s(&ins[0]), f32s(&ins[1]), y),
+                (None, Some(shape)) => {
+                    ops::conv::conv2d_direct(shape, f32s(&ins[0]), f32s(&ins[1]), y)
+                }
+                (None, None) => return Err(unsupported("conv2d without its shape".into())),
             },
             (KernelId::MembwCpu, Some(y)) => y[0] = ops::memory::sum_f64(f32s(&ins[0])) as f32,
             (KernelId::MemlatCpu, None) => {

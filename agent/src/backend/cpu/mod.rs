@@ -8,6 +8,10 @@
 //! the monotonic clock around each call. "Transfers" in `with_transfers`
 //! mode are the copies from the caller's host buffers into the working
 //! buffers and back, which is what a unified-memory device pays too.
+//!
+//! The hot loops are compiled twice, baseline and AVX2+FMA, through one `fma_dispatch!` macro in
+//! `ops/mod.rs`; conv2d takes its geometry from the catalog (`gpufleet_kernels::ConvShape`, from
+//! `Problem::conv_shape`) like the GPU planners.
 
 pub mod device;
 pub mod kernel;

@@ -17,6 +17,12 @@ pub struct Found {
     pub caps: HipCaps,
 }
 
+impl crate::backend::lookup::Enumerated for Found {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+}
+
 /// A fixed-size C string field as a `String`.
 fn c_field(field: &[c_char]) -> String {
     let bytes: Vec<u8> = field

@@ -1,9 +1,13 @@
-//! Just enough ELF64 to check an AMDGPU code object before handing it to the driver: the header's
-//! machine and target (`e_flags & EF_AMDGPU_MACH`) and the kernels in its symbol tables. Pure, so
-//! it is tested on bytes built here and on the embedded code objects.
+//! What the agent checks in an AMDGPU code object before handing it to the driver: the header's
+//! machine and target (`e_flags & EF_AMDGPU_MACH`) and the kernels in its symbol tables, read
+//! through the `object` crate. Pure, so it is tested on bytes built here and on the embedded code
+//! objects.
+
+use object::read::elf::ElfFile64;
+use object::{LittleEndian, Object, ObjectSymbol, SymbolKind};
 
 /// `e_machine` of AMDGPU code objects.
-pub const EM_AMDGPU: u16 = 224;
+pub const EM_AMDGPU: u16 = object::elf::EM_AMDGPU;
 /// The target field of `e_flags`.
 pub const EF_AMDGPU_MACH: u32 = 0xff;
 
@@ -89,87 +93,38 @@ impl CodeObject {
 #[error("not an AMDGPU code object: {0}")]
 pub struct NotCodeObject(pub String);
 
-fn u16_at(b: &[u8], at: usize) -> Option<u16> {
-    Some(u16::from_le_bytes(b.get(at..at + 2)?.try_into().ok()?))
-}
-fn u32_at(b: &[u8], at: usize) -> Option<u32> {
-    Some(u32::from_le_bytes(b.get(at..at + 4)?.try_into().ok()?))
-}
-fn u64_at(b: &[u8], at: usize) -> Option<usize> {
-    usize::try_from(u64::from_le_bytes(b.get(at..at + 8)?.try_into().ok()?)).ok()
-}
-
-/// A NUL-terminated name at `at` in `strtab`.
-fn name_at(strtab: &[u8], at: usize) -> Option<&str> {
-    let rest = strtab.get(at..)?;
-    let end = rest.iter().position(|&c| c == 0)?;
-    std::str::from_utf8(&rest[..end]).ok()
-}
-
-const SHT_SYMTAB: u32 = 2;
-const SHT_DYNSYM: u32 = 11;
-const STT_FUNC: u8 = 2;
-
-/// Parses the header and the symbol tables of a little-endian ELF64 AMDGPU file.
+/// Parses the header and the symbol tables of a little-endian ELF64 AMDGPU file (through the
+/// `object` crate).
 ///
 /// # Errors
 /// [`NotCodeObject`] naming the first thing that does not fit.
 pub fn parse(b: &[u8]) -> Result<CodeObject, NotCodeObject> {
-    let bad = |why: &str| NotCodeObject(why.to_string());
-    if b.len() < 64 || &b[..4] != b"\x7fELF" {
-        return Err(bad("no ELF magic"));
+    let bad = |why: String| NotCodeObject(why);
+    if b.get(..4) != Some(b"\x7fELF".as_slice()) {
+        return Err(bad("no ELF magic".into()));
     }
-    if b[4] != 2 || b[5] != 1 {
-        return Err(bad("not a little-endian 64-bit ELF"));
-    }
-    let machine = u16_at(b, 18).ok_or_else(|| bad("short header"))?;
+    let file = ElfFile64::<LittleEndian>::parse(b)
+        .map_err(|e| bad(format!("not a little-endian 64-bit ELF: {e}")))?;
+    let header = file.elf_header();
+    let machine = header.e_machine.get(LittleEndian);
     if machine != EM_AMDGPU {
-        return Err(NotCodeObject(format!(
+        return Err(bad(format!(
             "e_machine {machine} is not EM_AMDGPU ({EM_AMDGPU})"
         )));
     }
-    let flags = u32_at(b, 48).ok_or_else(|| bad("short header"))?;
-    let shoff = u64_at(b, 40).ok_or_else(|| bad("short header"))?;
-    let shentsize = usize::from(u16_at(b, 58).ok_or_else(|| bad("short header"))?);
-    let shnum = usize::from(u16_at(b, 60).ok_or_else(|| bad("short header"))?);
-    if shnum > 0 && shentsize < 64 {
-        return Err(bad("section headers smaller than ELF64's"));
-    }
-    let section = |i: usize| -> Option<(u32, usize, usize, usize)> {
-        let at = shoff.checked_add(i.checked_mul(shentsize)?)?;
-        Some((
-            u32_at(b, at + 4)?,
-            u64_at(b, at + 24)?,
-            u64_at(b, at + 32)?,
-            u32_at(b, at + 40)? as usize,
-        ))
-    };
     let mut funcs = Vec::new();
     let mut descriptors = Vec::new();
-    for i in 0..shnum {
-        let (kind, offset, size, link) =
-            section(i).ok_or_else(|| bad("section header out of the file"))?;
-        if kind != SHT_SYMTAB && kind != SHT_DYNSYM {
+    for sym in file.symbols().chain(file.dynamic_symbols()) {
+        let name = sym
+            .name()
+            .map_err(|e| bad(format!("symbol name out of the file: {e}")))?;
+        if name.is_empty() {
             continue;
         }
-        let (_, str_off, str_size, _) =
-            section(link).ok_or_else(|| bad("string table header out of the file"))?;
-        let strtab = b
-            .get(str_off..str_off.saturating_add(str_size))
-            .ok_or_else(|| bad("string table out of the file"))?;
-        let syms = b
-            .get(offset..offset.saturating_add(size))
-            .ok_or_else(|| bad("symbol table out of the file"))?;
-        for sym in syms.chunks_exact(24) {
-            let name = u32_at(sym, 0).and_then(|n| name_at(strtab, n as usize));
-            let Some(name) = name.filter(|n| !n.is_empty()) else {
-                continue;
-            };
-            if sym[4] & 0xf == STT_FUNC {
-                funcs.push(name.to_string());
-            } else if let Some(k) = name.strip_suffix(".kd") {
-                descriptors.push(k.to_string());
-            }
+        if sym.kind() == SymbolKind::Text {
+            funcs.push(name.to_string());
+        } else if let Some(k) = name.strip_suffix(".kd") {
+            descriptors.push(k.to_string());
         }
     }
     let mut kernels: Vec<String> = funcs
@@ -180,8 +135,8 @@ pub fn parse(b: &[u8]) -> Result<CodeObject, NotCodeObject> {
     kernels.dedup();
     Ok(CodeObject {
         machine,
-        flags,
-        abi_version: b[8],
+        flags: header.e_flags.get(LittleEndian),
+        abi_version: header.e_ident.abi_version,
         kernels,
     })
 }
@@ -190,10 +145,15 @@ pub fn parse(b: &[u8]) -> Result<CodeObject, NotCodeObject> {
 mod tests {
     use super::*;
 
+    const SHT_SYMTAB: u32 = 2;
+    const STT_FUNC: u8 = 2;
+
     /// A minimal AMDGPU ELF: header, a .strtab and a .symtab with `k` (FUNC) and `k.kd` (OBJECT)
     /// and a helper function `h` without a descriptor.
     fn tiny(mach: u32) -> Vec<u8> {
-        let strtab = b"\0k\0k.kd\0h\0".to_vec();
+        // Padded to 8 bytes: the symbol table and the section headers after it stay aligned, as
+        // in any linked ELF64 (and as a zero-copy reader requires).
+        let strtab = b"\0k\0k.kd\0h\0\0\0\0\0\0\0".to_vec();
         let mut symtab = vec![0u8; 24]; // the null symbol
         for (name, info) in [(1u32, STT_FUNC), (3, 1), (8, STT_FUNC)] {
             let mut s = vec![0u8; 24];
@@ -216,6 +176,7 @@ mod tests {
         b[48..52].copy_from_slice(&(mach | 0x500).to_le_bytes());
         b[58..60].copy_from_slice(&64u16.to_le_bytes());
         b[60..62].copy_from_slice(&3u16.to_le_bytes());
+        b[62..64].copy_from_slice(&1u16.to_le_bytes()); // section names: the one string table
         b.extend(&strtab);
         b.extend(&symtab);
         let header = |kind: u32, off: usize, size: usize, link: u32| {

@@ -16,8 +16,13 @@
 //! `BackendError` carrying the runtime's name for it ([`ffi`]).
 //!
 //! GEMM `blocked` has three compiled tile configurations and the planner picks one by shape and
-//! compute-unit count; there is no run-time tuning as on OpenCL and Vulkan, since a new
-//! configuration would need a new code object.
+//! compute-unit count; there is no run-time tuning as on OpenCL and Vulkan (the shared
+//! [`crate::backend::tuning`]), since a new configuration would need a new code object.
+//!
+//! Shared with the other GPU backends: the planner's tables, argument checks, conv2d/im2col
+//! geometry and tile configuration lines live in [`crate::backend::planning`] (`plan/` has the
+//! same `mod.rs`, `gemm.rs`, `tests.rs` as the others); `prepare` finds its device through
+//! [`crate::backend::lookup`]; [`elf`] reads the code objects through the `object` crate.
 
 pub mod code_objects;
 pub mod device;
@@ -26,7 +31,7 @@ pub mod ffi;
 pub mod kernel;
 pub mod plan;
 
-use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel};
+use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel, lookup};
 use gpufleet_kernels::{Buffer, Problem};
 
 /// The environment variable ROCm reads to report another arch for a device.
@@ -42,7 +47,7 @@ impl Backend for HipBackend {
     }
 
     fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {
-        Ok(device::enumerate()?.into_iter().map(|f| f.info).collect())
+        device::enumerate().map(lookup::infos)
     }
 
     fn kernels(&self) -> Vec<KernelSupport> {
@@ -56,13 +61,7 @@ impl Backend for HipBackend {
         inputs: &[Buffer],
         mode: Mode,
     ) -> Result<Box<dyn PreparedKernel>, BackendError> {
-        let found = device::enumerate()?
-            .into_iter()
-            .find(|f| f.info.id == info.id)
-            .ok_or_else(|| BackendError::Unavailable {
-                backend: "hip".into(),
-                reason: format!("device {} is no longer present", info.id),
-            })?;
+        let found = lookup::find(self.name(), device::enumerate()?, &info.id)?;
         let plan = kernel::plan_for(&found, problem)?;
         let override_value = std::env::var(HSA_OVERRIDE).ok();
         let choice = code_objects::choose_arch(&found.gcn_arch_name, override_value.as_deref())?;

@@ -17,6 +17,12 @@ pub struct Found {
     pub fingerprint: String,
 }
 
+impl crate::backend::lookup::Enumerated for Found {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+}
+
 fn unavailable(reason: String) -> BackendError {
     BackendError::Unavailable {
         backend: "opencl".into(),

@@ -1,4 +1,5 @@
-//! Building, binding and launching plans; the GEMM autotuner.
+//! Building, binding and launching plans; GEMM `blocked` tuned through the shared
+//! [`tuning::search`].
 
 use super::device::Found;
 use super::ffi::{self, ArgValue, driver};
@@ -15,7 +16,7 @@ use opencl3::memory::Buffer as ClBuffer;
 use opencl3::program::Program;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// Builds `plan`'s program, from the binary cache when possible. Returns
 /// the program and whether the cache hit.
@@ -114,7 +115,6 @@ impl Bound {
                     Arg::Scratch(i) => ArgValue::Mem(&scratch[*i]),
                     Arg::Int(v) => ArgValue::Int(*v),
                     Arg::Float(v) => ArgValue::Float(*v),
-                    Arg::Local(n) => ArgValue::Local(*n),
                 })
                 .collect();
             ffi::set_args(&k, &l.kernel, &args)?;
@@ -188,79 +188,55 @@ pub struct OpenClKernel {
     config: BTreeMap<String, String>,
 }
 
-type TunedEntry = tuning::Tuned<GemmTuning>;
+/// A candidate tuning bound for the autotuner: its plan's buffers and launches.
+struct Trial {
+    bound: Bound,
+    storage: Storage,
+}
 
-/// Searches the blocked GEMM's parameters on the real problem: each valid
-/// candidate is built, timed (median of 3) and validated; the fastest valid
-/// one wins. Bounded by [`tune_budget`].
-fn autotune(
+impl tuning::Trial for Trial {
+    fn run(&mut self) -> Result<Duration, BackendError> {
+        self.bound.run(None, false)
+    }
+
+    fn output(&mut self) -> Result<Buffer, BackendError> {
+        self.bound.output(self.storage)
+    }
+}
+
+/// GEMM `blocked`'s tuning for `found`'s class of `problem`: cached, else searched over
+/// [`plan::gemm_candidates`] (a candidate the planner refuses is skipped). Returns the tuning and
+/// the line recorded with the result.
+fn tuned(
     ctx: &Context,
     found: &Found,
     problem: &Problem,
     inputs: &[Buffer],
     host: &[Vec<u8>],
-) -> Result<TunedEntry, BackendError> {
-    let started = Instant::now();
-    let budget = tuning::budget();
-    let mut best: Option<(Duration, GemmTuning)> = None;
-    let mut tried = 0;
-    let mut last_err = None;
-    for cand in plan::gemm_candidates(&found.caps) {
-        if tried > 0 && started.elapsed() > budget {
-            break;
-        }
-        tried += 1;
-        let Ok(p) = plan::plan(problem, &found.caps, Some(&cand)) else {
-            continue;
-        };
-        let mut b = match Bound::new(ctx, found, &p, problem, host) {
-            Ok(b) => b,
-            Err(e) => {
-                last_err = Some(e);
-                continue;
-            }
-        };
-        let mut times = Vec::new();
-        for _ in 0..4 {
-            match b.run(None, false) {
-                Ok(t) => times.push(t),
-                Err(e) => {
-                    last_err = Some(e);
-                    break;
-                }
-            }
-        }
-        if times.len() < 4 {
-            continue;
-        }
-        let valid = b
-            .output(p.output_storage)
-            .map(|o| problem.check(inputs, &o).passed)
-            .unwrap_or(false);
-        if !valid {
-            continue;
-        }
-        times.remove(0);
-        times.sort();
-        let t = times[1];
-        if best.is_none_or(|(bt, _)| t < bt) {
-            best = Some((t, cand));
-        }
-    }
-    match best {
-        Some((_, tuning)) => Ok(TunedEntry {
-            tuning,
-            seconds: started.elapsed().as_secs_f64(),
-            candidates: tried,
-        }),
-        None => Err(last_err.unwrap_or(BackendError::Unsupported {
-            backend: "opencl".into(),
-            what: format!(
-                "gemm/blocked on {}: no tuning candidate built and validated",
-                found.info.id
-            ),
-        })),
-    }
+    source: &str,
+) -> Result<(GemmTuning, String), BackendError> {
+    let key = tuning::key(&found.fingerprint, problem, &[source.as_bytes()]);
+    let (entry, line) = tuning::cached_or_search("opencl", &key, || {
+        let candidates = plan::gemm_candidates(&found.caps);
+        tuning::search(
+            "opencl",
+            &found.info.id,
+            candidates,
+            problem,
+            inputs,
+            |cand| {
+                let Ok(p) = plan::plan(problem, &found.caps, Some(cand)) else {
+                    return Ok(None);
+                };
+                let bound = Bound::new(ctx, found, &p, problem, host)?;
+                Ok(Some(Trial {
+                    bound,
+                    storage: p.output_storage,
+                }))
+            },
+        )
+    })?;
+    Ok((entry.tuning, line))
 }
 
 impl OpenClKernel {
@@ -277,11 +253,7 @@ impl OpenClKernel {
     ) -> Result<Self, BackendError> {
         let ctx = Context::from_device(&opencl3::device::Device::new(found.id))
             .map_err(|e| driver("clCreateContext", e))?;
-        let base =
-            plan::plan(problem, &found.caps, None).map_err(|e| BackendError::Unsupported {
-                backend: "opencl".into(),
-                what: e.0,
-            })?;
+        let base = plan::plan(problem, &found.caps, None).map_err(|e| e.for_backend("opencl"))?;
         let host: Vec<Vec<u8>> = inputs
             .iter()
             .zip(&base.input_storage)
@@ -289,28 +261,9 @@ impl OpenClKernel {
             .collect();
         let mut config = BTreeMap::new();
         let plan = if problem.id() == KernelId::Gemm && problem.variant == "blocked" {
-            let key = tuning::key(&found.fingerprint, problem);
-            let entry = match tuning::load::<GemmTuning>("opencl", &key) {
-                Some(e) => {
-                    config.insert("tuning".into(), "cached".into());
-                    e
-                }
-                None => {
-                    let e = autotune(&ctx, found, problem, inputs, &host)?;
-                    config.insert(
-                        "tuning".into(),
-                        format!("searched {} candidates in {:.1} s", e.candidates, e.seconds),
-                    );
-                    tuning::store("opencl", &key, &e);
-                    e
-                }
-            };
-            plan::plan(problem, &found.caps, Some(&entry.tuning)).map_err(|e| {
-                BackendError::Unsupported {
-                    backend: "opencl".into(),
-                    what: e.0,
-                }
-            })?
+            let (tuning, line) = tuned(&ctx, found, problem, inputs, &host, &base.source)?;
+            config.insert("tuning".into(), line);
+            plan::plan(problem, &found.caps, Some(&tuning)).map_err(|e| e.for_backend("opencl"))?
         } else {
             base
         };

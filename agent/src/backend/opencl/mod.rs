@@ -11,14 +11,22 @@
 //! once per device fingerprint, options and source hash and their binaries
 //! cached under the agent cache dir. Times come from profiling events
 //! (start of the first command to end of the last). GEMM `blocked` is tuned
-//! per device and size class by [`kernel`]'s autotuner and the winner cached.
+//! per device and size class through the shared autotuner
+//! ([`crate::backend::tuning`], keyed also by the source's hash) and the
+//! winner cached.
+//!
+//! Shared with the other GPU backends: the planner's tables, argument checks,
+//! conv2d/im2col geometry and GEMM tile rules live in
+//! [`crate::backend::planning`]; `prepare` finds its device through
+//! [`crate::backend::lookup`]. What stays here is OpenCL's own: build options,
+//! the program binary cache, events.
 
 pub mod device;
 pub mod ffi;
 pub mod kernel;
 pub mod plan;
 
-use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel};
+use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel, lookup};
 use gpufleet_kernels::{Buffer, Problem};
 
 /// The OpenCL backend.
@@ -31,7 +39,7 @@ impl Backend for OpenClBackend {
     }
 
     fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {
-        Ok(device::enumerate()?.into_iter().map(|f| f.info).collect())
+        Ok(lookup::infos(device::enumerate()?))
     }
 
     fn kernels(&self) -> Vec<KernelSupport> {
@@ -45,15 +53,8 @@ impl Backend for OpenClBackend {
         inputs: &[Buffer],
         mode: Mode,
     ) -> Result<Box<dyn PreparedKernel>, BackendError> {
-        let found = device::enumerate()?
-            .into_iter()
-            .find(|f| f.info.id == info.id)
-            .ok_or_else(|| BackendError::Unavailable {
-                backend: "opencl".into(),
-                reason: format!("device {} is no longer present", info.id),
-            })?;
-        Ok(Box::new(kernel::OpenClKernel::new(
-            &found, problem, inputs, mode,
-        )?))
+        let found = lookup::find(self.name(), device::enumerate()?, &info.id)?;
+        let kernel = kernel::OpenClKernel::new(&found, problem, inputs, mode)?;
+        Ok(Box::new(kernel))
     }
 }

@@ -24,6 +24,12 @@ pub struct Found {
     pub fingerprint: String,
 }
 
+impl crate::backend::lookup::Enumerated for Found {
+    fn info(&self) -> &DeviceInfo {
+        &self.info
+    }
+}
+
 fn cstr(bytes: &[std::ffi::c_char]) -> String {
     // SAFETY: Vulkan guarantees these fixed arrays are NUL-terminated.
     unsafe { CStr::from_ptr(bytes.as_ptr()) }

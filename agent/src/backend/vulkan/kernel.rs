@@ -3,17 +3,21 @@
 //! constants (through an on-disk pipeline cache), descriptor sets, and one
 //! pre-recorded command buffer with timestamps around the work.
 
+mod buffers;
+mod record;
+
 use super::device::{Found, enumerate};
 use super::ffi::{Vk, fail};
 use super::plan::{self, Binding, Plan, SpecValue, Storage};
 use crate::backend::storage;
-use crate::backend::{BackendError, Mode, PreparedKernel};
+use crate::backend::{BackendError, Mode, PreparedKernel, lookup};
 use crate::cache;
 use ash::vk;
 use gpufleet_kernels::{Buffer, Problem};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+/// A buffer and the memory bound to it.
 #[derive(Clone, Copy)]
 struct DevBuffer {
     buffer: vk::Buffer,
@@ -49,147 +53,9 @@ pub struct VulkanKernel {
     config: BTreeMap<String, String>,
 }
 
-fn memory_type(
-    props: &vk::PhysicalDeviceMemoryProperties,
-    bits: u32,
-    want: vk::MemoryPropertyFlags,
-) -> Option<u32> {
-    (0..props.memory_type_count).find(|&i| {
-        bits & (1 << i) != 0 && props.memory_types[i as usize].property_flags.contains(want)
-    })
-}
-
 impl VulkanKernel {
     fn dev(&self) -> &ash::Device {
         self.device.as_ref().expect("device lives until drop")
-    }
-
-    fn create_buffer(
-        &mut self,
-        mem: &vk::PhysicalDeviceMemoryProperties,
-        size: u64,
-        host_visible: bool,
-    ) -> Result<DevBuffer, BackendError> {
-        let size = size.max(4);
-        let info = vk::BufferCreateInfo::default()
-            .size(size)
-            .usage(
-                vk::BufferUsageFlags::STORAGE_BUFFER
-                    | vk::BufferUsageFlags::TRANSFER_SRC
-                    | vk::BufferUsageFlags::TRANSFER_DST,
-            )
-            .sharing_mode(vk::SharingMode::EXCLUSIVE);
-        let dev = self.dev();
-        // SAFETY: valid device and create info.
-        let buffer =
-            unsafe { dev.create_buffer(&info, None) }.map_err(|e| fail("vkCreateBuffer", e))?;
-        // SAFETY: `buffer` was just created on this device.
-        let req = unsafe { dev.get_buffer_memory_requirements(buffer) };
-        let want = if host_visible {
-            vk::MemoryPropertyFlags::HOST_VISIBLE | vk::MemoryPropertyFlags::HOST_COHERENT
-        } else {
-            vk::MemoryPropertyFlags::DEVICE_LOCAL
-        };
-        let Some(type_index) = memory_type(mem, req.memory_type_bits, want)
-            .or_else(|| memory_type(mem, req.memory_type_bits, vk::MemoryPropertyFlags::empty()))
-        else {
-            // SAFETY: not bound yet, destroy directly.
-            unsafe { dev.destroy_buffer(buffer, None) };
-            return Err(fail(
-                "vkAllocateMemory (no memory type)",
-                vk::Result::ERROR_FEATURE_NOT_PRESENT,
-            ));
-        };
-        let alloc = vk::MemoryAllocateInfo::default()
-            .allocation_size(req.size)
-            .memory_type_index(type_index);
-        // SAFETY: valid allocate info for this device.
-        let memory = match unsafe { dev.allocate_memory(&alloc, None) } {
-            Ok(m) => m,
-            Err(e) => {
-                // SAFETY: as above.
-                unsafe { dev.destroy_buffer(buffer, None) };
-                return Err(fail("vkAllocateMemory", e));
-            }
-        };
-        // SAFETY: fresh memory of a compatible type, offset 0.
-        unsafe { dev.bind_buffer_memory(buffer, memory, 0) }
-            .map_err(|e| fail("vkBindBufferMemory", e))?;
-        let b = DevBuffer {
-            buffer,
-            memory,
-            size,
-        };
-        self.buffers.push(b);
-        Ok(b)
-    }
-
-    fn write_host(&self, b: DevBuffer, data: &[u8]) -> Result<(), BackendError> {
-        let dev = self.dev();
-        // SAFETY: host-visible, coherent memory of at least data.len() bytes,
-        // mapped once and unmapped before returning.
-        unsafe {
-            let p = dev
-                .map_memory(b.memory, 0, b.size, vk::MemoryMapFlags::empty())
-                .map_err(|e| fail("vkMapMemory", e))?;
-            std::ptr::copy_nonoverlapping(
-                data.as_ptr(),
-                p.cast::<u8>(),
-                data.len().min(b.size as usize),
-            );
-            dev.unmap_memory(b.memory);
-        }
-        Ok(())
-    }
-
-    fn read_host(&self, b: DevBuffer, len: usize) -> Result<Vec<u8>, BackendError> {
-        let dev = self.dev();
-        let mut out = vec![0u8; len.min(b.size as usize)];
-        // SAFETY: as in write_host, reading instead.
-        unsafe {
-            let p = dev
-                .map_memory(b.memory, 0, b.size, vk::MemoryMapFlags::empty())
-                .map_err(|e| fail("vkMapMemory", e))?;
-            std::ptr::copy_nonoverlapping(p.cast::<u8>(), out.as_mut_ptr(), out.len());
-            dev.unmap_memory(b.memory);
-        }
-        Ok(out)
-    }
-
-    /// Records and runs `f` on a one-shot command buffer, waiting for it.
-    fn one_shot(
-        &self,
-        f: impl FnOnce(&ash::Device, vk::CommandBuffer),
-    ) -> Result<(), BackendError> {
-        let dev = self.dev();
-        let alloc = vk::CommandBufferAllocateInfo::default()
-            .command_pool(self.pool)
-            .level(vk::CommandBufferLevel::PRIMARY)
-            .command_buffer_count(1);
-        // SAFETY: the pool belongs to this device; the command buffer is
-        // freed before returning, after the fence says it finished.
-        unsafe {
-            let cb = dev
-                .allocate_command_buffers(&alloc)
-                .map_err(|e| fail("vkAllocateCommandBuffers", e))?[0];
-            let begin = vk::CommandBufferBeginInfo::default()
-                .flags(vk::CommandBufferUsageFlags::ONE_TIME_SUBMIT);
-            dev.begin_command_buffer(cb, &begin)
-                .map_err(|e| fail("vkBeginCommandBuffer", e))?;
-            f(dev, cb);
-            dev.end_command_buffer(cb)
-                .map_err(|e| fail("vkEndCommandBuffer", e))?;
-            let cbs = [cb];
-            let submit = vk::SubmitInfo::default().command_buffers(&cbs);
-            dev.reset_fences(&[self.fence])
-                .map_err(|e| fail("vkResetFences", e))?;
-            dev.queue_submit(self.queue, &[submit], self.fence)
-                .map_err(|e| fail("vkQueueSubmit", e))?;
-            dev.wait_for_fences(&[self.fence], true, u64::MAX)
-                .map_err(|e| fail("vkWaitForFences", e))?;
-            dev.free_command_buffers(self.pool, &cbs);
-        }
-        Ok(())
     }
 
     /// Prepares `problem` on the device `id`.
@@ -204,18 +70,8 @@ impl VulkanKernel {
         tuning: Option<&plan::GemmTuning>,
     ) -> Result<Self, BackendError> {
         let vk = Vk::new()?;
-        let found: Found = enumerate(&vk)?
-            .into_iter()
-            .find(|f| f.info.id == id)
-            .ok_or_else(|| BackendError::Unavailable {
-                backend: "vulkan".into(),
-                reason: format!("device {id} is no longer present"),
-            })?;
-        let plan =
-            plan::plan(problem, &found.caps, tuning).map_err(|e| BackendError::Unsupported {
-                backend: "vulkan".into(),
-                what: e.0,
-            })?;
+        let found: Found = lookup::find("vulkan", enumerate(&vk)?, id)?;
+        let plan = plan::plan(problem, &found.caps, tuning).map_err(|e| e.for_backend("vulkan"))?;
         // A binding past maxStorageBufferRange reads garbage on some drivers
         // (lavapipe: 128 MiB) instead of failing, so refuse it up front.
         let limit = found.max_storage_buffer_range as usize;
@@ -330,15 +186,7 @@ impl VulkanKernel {
             let d = self.create_buffer(mem, bytes.len() as u64, false)?;
             let st = self.create_buffer(mem, bytes.len() as u64, true)?;
             self.write_host(st, &bytes)?;
-            self.one_shot(|dev, cb| unsafe {
-                // SAFETY: both buffers are at least `d.size` bytes... copy the staging size.
-                dev.cmd_copy_buffer(
-                    cb,
-                    st.buffer,
-                    d.buffer,
-                    &[vk::BufferCopy::default().size(st.size.min(d.size))],
-                );
-            })?;
+            self.copy_now(st, d)?;
             device_inputs.push(d);
             staging_inputs.push(st);
         }
@@ -516,129 +364,14 @@ impl VulkanKernel {
         );
         self.record(plan, &sets, &device_inputs, &staging_inputs, mode)
     }
-
-    fn record(
-        &mut self,
-        plan: &Plan,
-        sets: &[vk::DescriptorSet],
-        device_inputs: &[DevBuffer],
-        staging_inputs: &[DevBuffer],
-        mode: Mode,
-    ) -> Result<(), BackendError> {
-        let dev = self.dev().clone();
-        let barrier = |cb,
-                       src: vk::AccessFlags,
-                       dst: vk::AccessFlags,
-                       from: vk::PipelineStageFlags,
-                       to: vk::PipelineStageFlags| {
-            let b = [vk::MemoryBarrier::default()
-                .src_access_mask(src)
-                .dst_access_mask(dst)];
-            // SAFETY: recording into a command buffer in the recording state.
-            unsafe {
-                dev.cmd_pipeline_barrier(cb, from, to, vk::DependencyFlags::empty(), &b, &[], &[])
-            };
-        };
-        // SAFETY: recording into a freshly allocated command buffer of our
-        // pool with objects of this device.
-        unsafe {
-            let alloc = vk::CommandBufferAllocateInfo::default()
-                .command_pool(self.pool)
-                .level(vk::CommandBufferLevel::PRIMARY)
-                .command_buffer_count(1);
-            self.cmd = dev
-                .allocate_command_buffers(&alloc)
-                .map_err(|e| fail("vkAllocateCommandBuffers", e))?[0];
-            let cb = self.cmd;
-            dev.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
-                .map_err(|e| fail("vkBeginCommandBuffer", e))?;
-            let timed = self.query != vk::QueryPool::null();
-            if timed {
-                dev.cmd_reset_query_pool(cb, self.query, 0, 2);
-                dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, self.query, 0);
-            }
-            if mode == Mode::WithTransfers {
-                for (st, d) in staging_inputs.iter().zip(device_inputs) {
-                    dev.cmd_copy_buffer(
-                        cb,
-                        st.buffer,
-                        d.buffer,
-                        &[vk::BufferCopy::default().size(st.size.min(d.size))],
-                    );
-                }
-                barrier(
-                    cb,
-                    vk::AccessFlags::TRANSFER_WRITE,
-                    vk::AccessFlags::SHADER_READ,
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                );
-            }
-            for (i, d) in plan.dispatches.iter().enumerate() {
-                let (pipeline, layout, _, _) = self.pipelines[i];
-                dev.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
-                dev.cmd_bind_descriptor_sets(
-                    cb,
-                    vk::PipelineBindPoint::COMPUTE,
-                    layout,
-                    0,
-                    &[sets[i]],
-                    &[],
-                );
-                if !d.push.is_empty() {
-                    let bytes: Vec<u8> = d.push.iter().flat_map(|w| w.to_le_bytes()).collect();
-                    dev.cmd_push_constants(cb, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
-                }
-                dev.cmd_dispatch(cb, d.groups[0], d.groups[1], d.groups[2]);
-                barrier(
-                    cb,
-                    vk::AccessFlags::SHADER_WRITE,
-                    vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                );
-            }
-            if mode == Mode::WithTransfers {
-                barrier(
-                    cb,
-                    vk::AccessFlags::SHADER_WRITE,
-                    vk::AccessFlags::TRANSFER_READ,
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                    vk::PipelineStageFlags::TRANSFER,
-                );
-                dev.cmd_copy_buffer(
-                    cb,
-                    self.output.buffer,
-                    self.readback.buffer,
-                    &[vk::BufferCopy::default().size(self.output.size)],
-                );
-            }
-            if timed {
-                dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.query, 1);
-            }
-            dev.end_command_buffer(cb)
-                .map_err(|e| fail("vkEndCommandBuffer", e))?;
-        }
-        Ok(())
-    }
 }
 
 impl PreparedKernel for VulkanKernel {
     fn run(&mut self) -> Result<Duration, BackendError> {
-        let dev = self.dev();
         let host_start = Instant::now();
-        let cbs = [self.cmd];
-        let submit = vk::SubmitInfo::default().command_buffers(&cbs);
-        // SAFETY: the recorded command buffer and fence belong to this device;
-        // we wait for completion before reading the queries.
-        unsafe {
-            dev.reset_fences(&[self.fence])
-                .map_err(|e| fail("vkResetFences", e))?;
-            dev.queue_submit(self.queue, &[submit], self.fence)
-                .map_err(|e| fail("vkQueueSubmit", e))?;
-            dev.wait_for_fences(&[self.fence], true, u64::MAX)
-                .map_err(|e| fail("vkWaitForFences", e))?;
-        }
+        // Waits for completion before the queries are read.
+        self.submit_and_wait(self.cmd)?;
+        let dev = self.dev();
         if self.query == vk::QueryPool::null() {
             return Ok(host_start.elapsed());
         }
@@ -661,15 +394,7 @@ impl PreparedKernel for VulkanKernel {
 
     fn output(&mut self) -> Result<Buffer, BackendError> {
         let (out, rb) = (self.output, self.readback);
-        self.one_shot(|dev, cb| unsafe {
-            // SAFETY: both buffers hold out.size bytes.
-            dev.cmd_copy_buffer(
-                cb,
-                out.buffer,
-                rb.buffer,
-                &[vk::BufferCopy::default().size(out.size.min(rb.size))],
-            );
-        })?;
+        self.copy_now(out, rb)?;
         let bytes = self.read_host(rb, self.output_len * self.output_storage.size())?;
         Ok(storage::from_bytes(&bytes, self.output_storage))
     }

@@ -13,16 +13,25 @@
 //! (after the uploads and readback too in `with_transfers` mode), scaled by
 //! `timestampPeriod` and masked by `timestampValidBits`. Every failing call is
 //! a result naming the step (`vkQueueSubmit: ERROR_DEVICE_LOST`), never a
-//! crash: that is what RADV on an MI300X answers.
+//! crash: that is what RADV on an MI300X answers. `kernel/buffers.rs` holds
+//! the buffers and one-shot copies, `kernel/record.rs` the timed command
+//! buffer.
+//!
+//! Shared with the other GPU backends: the planner's tables, argument checks,
+//! conv2d/im2col geometry and GEMM tile rules live in
+//! [`crate::backend::planning`]; GEMM `blocked` is tuned by the shared
+//! autotuner ([`crate::backend::tuning`], keyed also by the SPIR-V's hash);
+//! devices are found through [`crate::backend::lookup`].
 
 pub mod device;
 pub mod ffi;
 pub mod kernel;
 pub mod plan;
 
-use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel, tuning};
+use super::{
+    Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel, lookup, tuning,
+};
 use gpufleet_kernels::{Buffer, KernelId, Problem};
-use std::time::Instant;
 
 /// The Vulkan backend.
 #[derive(Debug, Default)]
@@ -35,10 +44,7 @@ impl Backend for VulkanBackend {
 
     fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {
         let vk = ffi::Vk::new()?;
-        Ok(device::enumerate(&vk)?
-            .into_iter()
-            .map(|f| f.info)
-            .collect())
+        Ok(lookup::infos(device::enumerate(&vk)?))
     }
 
     fn kernels(&self) -> Vec<KernelSupport> {
@@ -72,84 +78,32 @@ impl Backend for VulkanBackend {
         }
         let (fingerprint, caps) = {
             let vk = ffi::Vk::new()?;
-            let found = device::enumerate(&vk)?
-                .into_iter()
-                .find(|f| f.info.id == info.id)
-                .ok_or_else(|| BackendError::Unavailable {
-                    backend: "vulkan".into(),
-                    reason: format!("device {} is gone", info.id),
-                })?;
+            let found = lookup::find(self.name(), device::enumerate(&vk)?, &info.id)?;
             (found.fingerprint, found.caps)
         };
-        let key = tuning::key(&fingerprint, problem);
-        let (entry, searched) = match tuning::load::<plan::GemmTuning>("vulkan", &key) {
-            Some(e) => (e, false),
-            None => {
-                let e = autotune(&info.id, &caps, problem, inputs)?;
-                tuning::store("vulkan", &key, &e);
-                (e, true)
-            }
-        };
+        let sources: Vec<&[u8]> = plan::plan(problem, &caps, None)
+            .map_err(|e| e.for_backend("vulkan"))?
+            .dispatches
+            .iter()
+            .map(|d| d.spirv)
+            .collect();
+        let key = tuning::key(&fingerprint, problem, &sources);
+        let (entry, line) = tuning::cached_or_search("vulkan", &key, || {
+            let candidates = plan::gemm_candidates(&caps);
+            tuning::search("vulkan", &info.id, candidates, problem, inputs, |cand| {
+                let k = kernel::VulkanKernel::new(
+                    &info.id,
+                    problem,
+                    inputs,
+                    Mode::ComputeOnly,
+                    Some(cand),
+                )?;
+                Ok(Some(k))
+            })
+        })?;
         let mut k =
             kernel::VulkanKernel::new(&info.id, problem, inputs, mode, Some(&entry.tuning))?;
-        k.note("tuning", tuning::describe(&entry, searched));
+        k.note("tuning", line);
         Ok(Box::new(k))
-    }
-}
-
-/// Searches `gemm_blocked`'s specialization constants on the real problem:
-/// each candidate is prepared, timed (median of 3 after a warm-up) and
-/// validated; the fastest valid one wins. Bounded by [`tuning::budget`].
-fn autotune(
-    id: &str,
-    caps: &plan::VkCaps,
-    problem: &Problem,
-    inputs: &[Buffer],
-) -> Result<tuning::Tuned<plan::GemmTuning>, BackendError> {
-    let started = Instant::now();
-    let mut best: Option<(std::time::Duration, plan::GemmTuning)> = None;
-    let (mut tried, mut last_err) = (0, None);
-    for cand in plan::gemm_candidates(caps) {
-        if tried > 0 && started.elapsed() > tuning::budget() {
-            break;
-        }
-        tried += 1;
-        let mut k =
-            match kernel::VulkanKernel::new(id, problem, inputs, Mode::ComputeOnly, Some(&cand)) {
-                Ok(k) => k,
-                Err(e) => {
-                    last_err = Some(e);
-                    continue;
-                }
-            };
-        let mut times = Vec::new();
-        for _ in 0..4 {
-            match k.run() {
-                Ok(t) => times.push(t),
-                Err(e) => {
-                    last_err = Some(e);
-                    break;
-                }
-            }
-        }
-        if times.len() < 4 || !k.output().is_ok_and(|o| problem.check(inputs, &o).passed) {
-            continue;
-        }
-        times.remove(0);
-        times.sort();
-        if best.is_none_or(|(t, _)| times[1] < t) {
-            best = Some((times[1], cand));
-        }
-    }
-    match best {
-        Some((_, tuning)) => Ok(tuning::Tuned {
-            tuning,
-            seconds: started.elapsed().as_secs_f64(),
-            candidates: tried,
-        }),
-        None => Err(last_err.unwrap_or(BackendError::Unsupported {
-            backend: "vulkan".into(),
-            what: format!("gemm/blocked on {id}: no tuning candidate prepared and validated"),
-        })),
     }
 }

@@ -22,79 +22,44 @@ use super::{check_len, fmadd, has_avx2_fma};
 /// Below this many multiply-adds a convolution (or an unfold) runs on the calling thread.
 const SERIAL_LIMIT: usize = 64 * 64 * 64;
 
-/// Dimensions of one convolution.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ConvShape {
-    /// Images in the batch (N).
-    pub batch: usize,
-    /// Input channels (C), shared by the input and every filter.
-    pub channels: usize,
-    /// Input height (H) before padding.
-    pub height: usize,
-    /// Input width (W) before padding.
-    pub width: usize,
-    /// Output channels (K): one filter each.
-    pub filters: usize,
-    /// Side of the square kernel (R = S).
-    pub ksize: usize,
-    /// Step between output positions, in input pixels; 0 gives an empty output.
-    pub stride: usize,
-    /// Zero rows/columns added on every side of the input.
-    pub pad: usize,
+/// Dimensions of one convolution: the catalog's, so the cpu backend and the GPU planners read one
+/// geometry (`out_h`, `out_w` included) from [`gpufleet_kernels::Problem::conv_shape`].
+pub use gpufleet_kernels::ConvShape;
+
+/// Elements of the input, the weights and the output of `s` (saturating at `usize::MAX`).
+fn lens(s: &ConvShape) -> [usize; 3] {
+    [
+        product(&[s.batch, s.channels, s.height, s.width]),
+        product(&[s.filters, s.channels, s.ksize, s.ksize]),
+        product(&[s.batch, s.filters, s.out_h, s.out_w]),
+    ]
 }
 
-impl ConvShape {
-    /// Output height, `(height + 2·pad - ksize) / stride + 1`; 0 when the kernel does not fit in the
-    /// padded input or `stride`/`ksize` is 0.
-    pub fn out_h(&self) -> usize {
-        out_dim(self.height, self.ksize, self.stride, self.pad)
-    }
-
-    /// Output width, `(width + 2·pad - ksize) / stride + 1`; 0 like [`ConvShape::out_h`].
-    pub fn out_w(&self) -> usize {
-        out_dim(self.width, self.ksize, self.stride, self.pad)
-    }
-
-    /// Elements of the output, `batch·filters·out_h·out_w` (saturating at `usize::MAX`).
-    pub fn output_len(&self) -> usize {
-        product(&[self.batch, self.filters, self.out_h(), self.out_w()])
-    }
-
-    /// Elements of the input, `batch·channels·height·width` (saturating at `usize::MAX`).
-    pub fn input_len(&self) -> usize {
-        product(&[self.batch, self.channels, self.height, self.width])
-    }
-
-    /// Elements of the weights, `filters·channels·ksize²` (saturating at `usize::MAX`).
-    pub fn weights_len(&self) -> usize {
-        product(&[self.filters, self.channels, self.ksize, self.ksize])
-    }
-
-    /// Multiply-adds of the whole convolution, `output_len·channels·ksize²` (saturating).
-    fn macs(&self) -> usize {
-        product(&[self.output_len(), self.channels, self.ksize, self.ksize])
-    }
-
-    #[track_caller]
-    fn check(&self, input: &[f32], weights: &[f32], out: &[f32]) {
-        check_len(
-            "input (batch×channels×height×width)",
-            input.len(),
-            self.input_len(),
-        );
-        check_len(
-            "weights (filters×channels×ksize×ksize)",
-            weights.len(),
-            self.weights_len(),
-        );
-        check_len(
-            "out (batch×filters×out_h×out_w)",
-            out.len(),
-            self.output_len(),
-        );
-    }
+/// Multiply-adds of the whole convolution, `output·channels·ksize²` (saturating).
+fn macs(s: &ConvShape) -> usize {
+    product(&[lens(s)[2], s.channels, s.ksize, s.ksize])
 }
 
+/// Asserts that the slices have the lengths `s` implies, naming the slice.
+#[track_caller]
+fn check(s: &ConvShape, input: &[f32], weights: &[f32], out: &[f32]) {
+    let [input_len, weights_len, output_len] = lens(s);
+    check_len(
+        "input (batch×channels×height×width)",
+        input.len(),
+        input_len,
+    );
+    check_len(
+        "weights (filters×channels×ksize×ksize)",
+        weights.len(),
+        weights_len,
+    );
+    check_len("out (batch×filters×out_h×out_w)", out.len(), output_len);
+}
+
+/// Output size along one axis, `(size + 2·pad - ksize) / stride + 1`; 0 when the kernel does not
+/// fit in the padded input or `stride`/`ksize` is 0 (the tests build such shapes by hand).
+#[cfg(test)]
 fn out_dim(size: usize, ksize: usize, stride: usize, pad: usize) -> usize {
     if stride == 0 || ksize == 0 {
         return 0;
@@ -139,8 +104,8 @@ fn valid_range(
 ///
 /// Panics if `input`, `weights` or `out` does not have the length `shape` implies.
 pub fn conv2d_direct(shape: &ConvShape, input: &[f32], weights: &[f32], out: &mut [f32]) {
-    shape.check(input, weights, out);
-    let plane = shape.out_h() * shape.out_w();
+    check(shape, input, weights, out);
+    let plane = shape.out_h * shape.out_w;
     if out.is_empty() {
         return;
     }
@@ -153,29 +118,16 @@ pub fn conv2d_direct(shape: &ConvShape, input: &[f32], weights: &[f32], out: &mu
         let filter = &weights[filter * filter_len..][..filter_len];
         direct_plane(shape, image, filter, out_plane, fma);
     };
-    if shape.macs() < SERIAL_LIMIT {
+    if macs(shape) < SERIAL_LIMIT {
         out.chunks_mut(plane).enumerate().for_each(task);
     } else {
         out.par_chunks_mut(plane).enumerate().for_each(task);
     }
 }
 
-/// One output plane of [`conv2d_direct`], dispatched on `fma`.
-fn direct_plane(shape: &ConvShape, image: &[f32], filter: &[f32], out: &mut [f32], fma: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if fma {
-        // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
-        unsafe { direct_plane_avx2(shape, image, filter, out) };
-        return;
-    }
-    let _ = fma;
-    direct_plane_impl::<false>(shape, image, filter, out);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn direct_plane_avx2(shape: &ConvShape, image: &[f32], filter: &[f32], out: &mut [f32]) {
-    direct_plane_impl::<true>(shape, image, filter, out);
+fma_dispatch! {
+    /// One output plane of [`conv2d_direct`], dispatched on `fma`.
+    fn direct_plane(shape: &ConvShape, image: &[f32], filter: &[f32], out: &mut [f32]) => direct_plane_impl::<FMA>
 }
 
 #[inline(always)]
@@ -187,7 +139,7 @@ fn direct_plane_impl<const FMA: bool>(
 ) {
     let (h, w, r) = (shape.height, shape.width, shape.ksize);
     let (stride, pad) = (shape.stride, shape.pad);
-    let (oh, ow) = (shape.out_h(), shape.out_w());
+    let (oh, ow) = (shape.out_h, shape.out_w);
     out.fill(0.0);
     if h * w == 0 {
         // Only padding: the output is all zeros.
@@ -266,7 +218,7 @@ impl Im2col {
     pub fn new(shape: &ConvShape) -> Im2col {
         let rows = shape.channels * shape.ksize * shape.ksize;
         let len = rows
-            .checked_mul(shape.out_h() * shape.out_w())
+            .checked_mul(shape.out_h * shape.out_w)
             .expect("im2col workspace size overflows usize");
         Im2col {
             shape: *shape,
@@ -283,13 +235,13 @@ impl Im2col {
     /// [`Im2col::new`] implies.
     pub fn run(&mut self, input: &[f32], weights: &[f32], out: &mut [f32]) {
         let shape = self.shape;
-        shape.check(input, weights, out);
+        check(&shape, input, weights, out);
         if out.is_empty() {
             return;
         }
         let image_len = shape.channels * shape.height * shape.width;
         let k = shape.channels * shape.ksize * shape.ksize;
-        let n = shape.out_h() * shape.out_w();
+        let n = shape.out_h * shape.out_w;
         let out_image_len = shape.filters * n;
         for (image, out_image) in out.chunks_exact_mut(out_image_len).enumerate() {
             unfold(
@@ -307,7 +259,7 @@ impl Im2col {
 fn unfold(shape: &ConvShape, image: &[f32], columns: &mut [f32]) {
     let (h, w, r) = (shape.height, shape.width, shape.ksize);
     let (stride, pad) = (shape.stride, shape.pad);
-    let (oh, ow) = (shape.out_h(), shape.out_w());
+    let (oh, ow) = (shape.out_h, shape.out_w);
     let row = |(index, dst): (usize, &mut [f32])| {
         let (channel, kr, kc) = (index / (r * r), index / r % r, index % r);
         let channel = &image[channel * h * w..][..h * w];
@@ -364,12 +316,14 @@ mod tests {
             ksize: ksp.0,
             stride: ksp.1,
             pad: ksp.2,
+            out_h: out_dim(hw.0, ksp.0, ksp.1, ksp.2),
+            out_w: out_dim(hw.1, ksp.0, ksp.1, ksp.2),
         }
     }
 
     /// Scalar f64 reference with explicit padding checks; returns (value, Σ|w·x|) per output.
     fn reference(s: &ConvShape, input: &[f32], weights: &[f32]) -> Vec<(f64, f64)> {
-        let (oh, ow) = (s.out_h(), s.out_w());
+        let (oh, ow) = (s.out_h, s.out_w);
         let mut out = Vec::with_capacity(s.output_len());
         for b in 0..s.batch {
             for f in 0..s.filters {
@@ -441,13 +395,13 @@ mod tests {
     #[test]
     fn output_dimensions_follow_the_formula() {
         let s = shape(1, 1, (9, 11), 1, (3, 2, 0));
-        assert_eq!((s.out_h(), s.out_w()), ((9 - 3) / 2 + 1, (11 - 3) / 2 + 1));
+        assert_eq!((s.out_h, s.out_w), ((9 - 3) / 2 + 1, (11 - 3) / 2 + 1));
         let s = shape(2, 3, (9, 11), 4, (5, 2, 2));
         assert_eq!(
-            (s.out_h(), s.out_w()),
+            (s.out_h, s.out_w),
             ((9 + 4 - 5) / 2 + 1, (11 + 4 - 5) / 2 + 1)
         );
-        assert_eq!(s.output_len(), 2 * 4 * s.out_h() * s.out_w());
+        assert_eq!(s.output_len(), 2 * 4 * s.out_h * s.out_w);
         assert_eq!(s.input_len(), 2 * 3 * 9 * 11);
         assert_eq!(s.weights_len(), 4 * 3 * 5 * 5);
         // Kernel larger than the padded input, zero stride, zero kernel: no output, no panic.
@@ -499,7 +453,7 @@ mod tests {
             let weights = data(s.weights_len(), 7);
             let mut out = vec![f32::NAN; s.output_len()];
             let (image_len, filter_len) = (s.input_len() / s.batch, s.weights_len() / s.filters);
-            let plane = s.out_h() * s.out_w();
+            let plane = s.out_h * s.out_w;
             for (index, out_plane) in out.chunks_mut(plane).enumerate() {
                 let image = &input[index / s.filters * image_len..][..image_len];
                 let filter = &weights[index % s.filters * filter_len..][..filter_len];

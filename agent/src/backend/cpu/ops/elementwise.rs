@@ -74,6 +74,17 @@ pub fn relu(x: &[f32], y: &mut [f32]) {
     });
 }
 
+/// `y = f(x)` over parallel chunks, `f` a dispatcher made by `fma_dispatch!`.
+///
+/// # Panics
+///
+/// Panics if `x` and `y` differ in length.
+fn map_chunks(x: &[f32], y: &mut [f32], f: fn(&[f32], &mut [f32], bool)) {
+    check_len("y", y.len(), x.len());
+    let fma = has_avx2_fma();
+    for_each_chunk(y, |offset, y| f(&x[offset..][..y.len()], y, fma));
+}
+
 /// `y[i] = 1 / (1 + exp(-x[i]))`, within about 1e-6 relative of the exact value for every result in
 /// the normal f32 range (below about 1.2e-38, when x < -87.3, the result is a subnormal or 0).
 ///
@@ -81,25 +92,12 @@ pub fn relu(x: &[f32], y: &mut [f32]) {
 ///
 /// Panics if `x` and `y` differ in length.
 pub fn sigmoid(x: &[f32], y: &mut [f32]) {
-    check_len("y", y.len(), x.len());
-    let fma = has_avx2_fma();
-    for_each_chunk(y, |offset, y| {
-        let x = &x[offset..][..y.len()];
-        #[cfg(target_arch = "x86_64")]
-        if fma {
-            // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
-            unsafe { sigmoid_avx2(x, y) };
-            return;
-        }
-        let _ = fma;
-        sigmoid_impl::<false>(x, y);
-    });
+    map_chunks(x, y, sigmoid_chunk);
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn sigmoid_avx2(x: &[f32], y: &mut [f32]) {
-    sigmoid_impl::<true>(x, y);
+fma_dispatch! {
+    /// One chunk of [`sigmoid`], dispatched on `fma`.
+    fn sigmoid_chunk(x: &[f32], y: &mut [f32]) => sigmoid_impl::<FMA>
 }
 
 #[inline(always)]
@@ -118,25 +116,12 @@ fn sigmoid_impl<const FMA: bool>(x: &[f32], y: &mut [f32]) {
 ///
 /// Panics if `x` and `y` differ in length.
 pub fn tanh(x: &[f32], y: &mut [f32]) {
-    check_len("y", y.len(), x.len());
-    let fma = has_avx2_fma();
-    for_each_chunk(y, |offset, y| {
-        let x = &x[offset..][..y.len()];
-        #[cfg(target_arch = "x86_64")]
-        if fma {
-            // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
-            unsafe { tanh_avx2(x, y) };
-            return;
-        }
-        let _ = fma;
-        tanh_impl::<false>(x, y);
-    });
+    map_chunks(x, y, tanh_chunk);
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn tanh_avx2(x: &[f32], y: &mut [f32]) {
-    tanh_impl::<true>(x, y);
+fma_dispatch! {
+    /// One chunk of [`tanh`], dispatched on `fma`.
+    fn tanh_chunk(x: &[f32], y: &mut [f32]) => tanh_impl::<FMA>
 }
 
 #[inline(always)]
@@ -232,15 +217,7 @@ mod tests {
 
     /// Deterministic values in [-scale, scale) from a 64-bit LCG.
     fn data(len: usize, seed: u64, scale: f32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                (((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale
-            })
-            .collect()
+        crate::backend::cpu::ops::test_values(len, seed, 0.0, scale)
     }
 
     /// Arguments for the activations: a sweep over many magnitudes plus the special values.

@@ -44,18 +44,28 @@ fn is_small(m: usize, n: usize, k: usize) -> bool {
     m.saturating_mul(n).saturating_mul(k) < SERIAL_LIMIT
 }
 
+/// Checks the dimensions and does the products with nothing to multiply: true when C is empty or
+/// (k = 0) all zeros, so nothing is left to compute.
+///
+/// # Panics
+///
+/// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
+#[track_caller]
+fn is_trivial(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) -> bool {
+    check_dims(a, b, c, m, n, k);
+    if k == 0 {
+        c.fill(0.0);
+    }
+    m == 0 || n == 0 || k == 0
+}
+
 /// `C = A·B` with a plain i-k-j loop, parallel over rows of C, no blocking.
 ///
 /// # Panics
 ///
 /// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
 pub fn gemm_naive(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) {
-    check_dims(a, b, c, m, n, k);
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        c.fill(0.0);
+    if is_trivial(a, b, c, m, n, k) {
         return;
     }
     let fma = has_avx2_fma();
@@ -72,22 +82,9 @@ pub fn gemm_naive(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: us
     }
 }
 
-/// One row of C for [`gemm_naive`], dispatched to the AVX2+FMA copy when `fma` is set.
-fn naive_row(a_row: &[f32], b: &[f32], c_row: &mut [f32], fma: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if fma {
-        // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
-        unsafe { naive_row_avx2(a_row, b, c_row) };
-        return;
-    }
-    let _ = fma;
-    naive_row_impl::<false>(a_row, b, c_row);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn naive_row_avx2(a_row: &[f32], b: &[f32], c_row: &mut [f32]) {
-    naive_row_impl::<true>(a_row, b, c_row);
+fma_dispatch! {
+    /// One row of C for [`gemm_naive`], dispatched to the AVX2+FMA copy when `fma` is set.
+    fn naive_row(a_row: &[f32], b: &[f32], c_row: &mut [f32]) => naive_row_impl::<FMA>
 }
 
 #[inline(always)]
@@ -110,12 +107,7 @@ fn naive_row_impl<const FMA: bool>(a_row: &[f32], b: &[f32], c_row: &mut [f32]) 
 ///
 /// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
 pub fn gemm_tiled(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) {
-    check_dims(a, b, c, m, n, k);
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        c.fill(0.0);
+    if is_trivial(a, b, c, m, n, k) {
         return;
     }
     let threads = rayon::current_num_threads().max(1);
@@ -133,22 +125,9 @@ pub fn gemm_tiled(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: us
     }
 }
 
-/// One row block of [`gemm_tiled`] (`a_block` holds its rows of A), dispatched on `fma`.
-fn tiled_block(a_block: &[f32], b: &[f32], c_block: &mut [f32], n: usize, k: usize, fma: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if fma {
-        // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
-        unsafe { tiled_block_avx2(a_block, b, c_block, n, k) };
-        return;
-    }
-    let _ = fma;
-    tiled_block_impl::<false>(a_block, b, c_block, n, k);
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn tiled_block_avx2(a_block: &[f32], b: &[f32], c_block: &mut [f32], n: usize, k: usize) {
-    tiled_block_impl::<true>(a_block, b, c_block, n, k);
+fma_dispatch! {
+    /// One row block of [`gemm_tiled`] (`a_block` holds its rows of A), dispatched on `fma`.
+    fn tiled_block(a_block: &[f32], b: &[f32], c_block: &mut [f32], n: usize, k: usize) => tiled_block_impl::<FMA>
 }
 
 #[inline(always)]
@@ -244,12 +223,7 @@ fn micro_tile<const FMA: bool>(a_panel: &[f32], b_strip: &[f32]) -> [[f32; NR]; 
 ///
 /// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
 pub fn gemm_blocked(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) {
-    check_dims(a, b, c, m, n, k);
-    if m == 0 || n == 0 {
-        return;
-    }
-    if k == 0 {
-        c.fill(0.0);
+    if is_trivial(a, b, c, m, n, k) {
         return;
     }
     let parallelism = if is_small(m, n, k) {

@@ -34,22 +34,10 @@ pub(super) fn sum_f64_serial(x: &[f32]) -> f64 {
     chunk_sum(x, has_avx2_fma())
 }
 
-/// Sum of one chunk, dispatched to the AVX2 copy when `fma` is set (AVX converts four floats per
-/// instruction where SSE2 converts two, which matters once the data sits in cache).
-fn chunk_sum(x: &[f32], fma: bool) -> f64 {
-    #[cfg(target_arch = "x86_64")]
-    if fma {
-        // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
-        return unsafe { chunk_sum_avx2(x) };
-    }
-    let _ = fma;
-    chunk_sum_impl(x)
-}
-
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn chunk_sum_avx2(x: &[f32]) -> f64 {
-    chunk_sum_impl(x)
+fma_dispatch! {
+    /// Sum of one chunk, dispatched to the AVX2 copy when `fma` is set (AVX converts four floats per
+    /// instruction where SSE2 converts two, which matters once the data sits in cache).
+    fn chunk_sum(x: &[f32]) -> f64 => chunk_sum_impl
 }
 
 #[inline(always)]

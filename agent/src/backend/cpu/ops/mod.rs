@@ -38,6 +38,38 @@
 //! into a `#[target_feature]` copy after the run-time check, and the `gemm::gemm` call (raw pointers
 //! and strides) after the length checks; each carries its `// SAFETY:` argument.
 
+/// Defines `$name(args.., fma: bool)`, the dispatcher of a hot loop compiled twice: it runs the
+/// loop's `#[target_feature(enable = "avx2,fma")]` copy when `fma` (from [`has_avx2_fma`], asked
+/// once per op) says the CPU has both, else the baseline copy. `=> f::<FMA>` instantiates a loop
+/// generic over [`fmadd`]'s `FMA`; `=> f` compiles the same function twice.
+macro_rules! fma_dispatch {
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $f:ident::<FMA>) => {
+        fma_dispatch!(@emit $(#[$doc])* $name ($($arg: $ty),*) ($($ret)?) ($f::<true>) ($f::<false>));
+    };
+    ($(#[$doc:meta])* fn $name:ident($($arg:ident: $ty:ty),* $(,)?) $(-> $ret:ty)? => $f:ident) => {
+        fma_dispatch!(@emit $(#[$doc])* $name ($($arg: $ty),*) ($($ret)?) ($f) ($f));
+    };
+    (@emit $(#[$doc:meta])* $name:ident ($($arg:ident: $ty:ty),*) ($($ret:ty)?) ($($fast:tt)*) ($($base:tt)*)) => {
+        $(#[$doc])*
+        fn $name($($arg: $ty,)* fma: bool) $(-> $ret)? {
+            #[cfg(target_arch = "x86_64")]
+            {
+                #[target_feature(enable = "avx2,fma")]
+                fn avx2($($arg: $ty),*) $(-> $ret)? {
+                    $($fast)*($($arg),*)
+                }
+                if fma {
+                    // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2
+                    // and FMA.
+                    return unsafe { avx2($($arg),*) };
+                }
+            }
+            let _ = fma;
+            $($base)*($($arg),*)
+        }
+    };
+}
+
 pub mod conv;
 pub mod elementwise;
 pub mod gemm;
@@ -88,13 +120,19 @@ fn checked_len(what: &str, a: usize, b: usize) -> usize {
 /// ops' unit tests.
 #[cfg(test)]
 fn test_data(len: usize, seed: u64) -> Vec<f32> {
+    test_values(len, seed, 0.0, 1.0)
+}
+
+/// Deterministic test values in [offset - scale, offset + scale) from a 64-bit LCG.
+#[cfg(test)]
+fn test_values(len: usize, seed: u64, offset: f32, scale: f32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     (0..len)
         .map(|_| {
             s = s
                 .wrapping_mul(6_364_136_223_846_793_005)
                 .wrapping_add(1_442_695_040_888_963_407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0
+            offset + (((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale
         })
         .collect()
 }

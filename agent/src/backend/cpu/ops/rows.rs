@@ -35,26 +35,16 @@ const BLOCK: usize = 256;
 pub fn softmax(x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
     check_rows("x", "y", x, y, rows, cols);
     let fma = has_avx2_fma();
-    for_each_row(x, y, cols, |x, y| {
-        #[cfg(target_arch = "x86_64")]
-        if fma {
-            // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
-            unsafe { softmax_row_avx2(x, y) };
-            return;
-        }
-        let _ = fma;
-        softmax_row::<false>(x, y);
-    });
+    for_each_row(x, y, cols, |x, y| softmax_row(x, y, fma));
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn softmax_row_avx2(x: &[f32], y: &mut [f32]) {
-    softmax_row::<true>(x, y);
+fma_dispatch! {
+    /// One row of [`softmax`], dispatched on `fma`.
+    fn softmax_row(x: &[f32], y: &mut [f32]) => softmax_row_impl::<FMA>
 }
 
 #[inline(always)]
-fn softmax_row<const FMA: bool>(x: &[f32], y: &mut [f32]) {
+fn softmax_row_impl<const FMA: bool>(x: &[f32], y: &mut [f32]) {
     let max = row_max(x);
     for (y, &x) in y.iter_mut().zip(x) {
         *y = exp_approx::<FMA>(x - max);
@@ -81,12 +71,7 @@ pub fn layernorm(
     cols: usize,
     eps: f32,
 ) {
-    check_rows("x", "y", x, y, rows, cols);
-    check_len("gamma", gamma.len(), cols);
-    check_len("beta", beta.len(), cols);
-    let norm = Norm::Layer { gamma, beta };
-    let fma = has_avx2_fma();
-    for_each_row(x, y, cols, |x, y| norm_row(norm, x, y, eps, fma));
+    normalize(Norm::Layer { gamma, beta }, x, y, (rows, cols), eps);
 }
 
 /// Row-wise RMS normalisation, `y = x / sqrt(mean(x²) + eps) * gamma`.
@@ -95,11 +80,7 @@ pub fn layernorm(
 ///
 /// Panics if `x.len()` or `y.len()` is not `rows*cols`, or `gamma` is not `cols` long.
 pub fn rmsnorm(x: &[f32], gamma: &[f32], y: &mut [f32], rows: usize, cols: usize, eps: f32) {
-    check_rows("x", "y", x, y, rows, cols);
-    check_len("gamma", gamma.len(), cols);
-    let norm = Norm::Rms { gamma };
-    let fma = has_avx2_fma();
-    for_each_row(x, y, cols, |x, y| norm_row(norm, x, y, eps, fma));
+    normalize(Norm::Rms { gamma }, x, y, (rows, cols), eps);
 }
 
 /// `y = rmsnorm(layernorm(x)·gamma1 + beta1)·gamma2`, both with the same `eps`, one task per row group
@@ -120,15 +101,21 @@ pub fn layernorm_rmsnorm_fused(
     cols: usize,
     eps: f32,
 ) {
-    check_rows("x", "y", x, y, rows, cols);
-    check_len("gamma1", gamma1.len(), cols);
-    check_len("beta1", beta1.len(), cols);
-    check_len("gamma2", gamma2.len(), cols);
     let norm = Norm::LayerThenRms {
         gamma1,
         beta1,
         gamma2,
     };
+    normalize(norm, x, y, (rows, cols), eps);
+}
+
+/// Checks the shapes (`x`, `y` and each of `norm`'s parameters) and normalises every row.
+#[track_caller]
+fn normalize(norm: Norm<'_>, x: &[f32], y: &mut [f32], (rows, cols): (usize, usize), eps: f32) {
+    check_rows("x", "y", x, y, rows, cols);
+    for (name, param) in norm.params() {
+        check_len(name, param.len(), cols);
+    }
     let fma = has_avx2_fma();
     for_each_row(x, y, cols, |x, y| norm_row(norm, x, y, eps, fma));
 }
@@ -150,23 +137,25 @@ enum Norm<'a> {
     },
 }
 
-/// One row of a normalisation, dispatched to the AVX2 copy when `fma` is set (the reductions and maps
-/// are short in-cache loops, where 8 lanes instead of 4 show).
-fn norm_row(norm: Norm<'_>, x: &[f32], y: &mut [f32], eps: f32, fma: bool) {
-    #[cfg(target_arch = "x86_64")]
-    if fma {
-        // SAFETY: `fma` comes from `has_avx2_fma()`, which checked that this CPU has AVX2 and FMA.
-        unsafe { norm_row_avx2(norm, x, y, eps) };
-        return;
+impl Norm<'_> {
+    /// The per-column parameters with their names, in argument order.
+    fn params(&self) -> Vec<(&'static str, &[f32])> {
+        match *self {
+            Norm::Layer { gamma, beta } => vec![("gamma", gamma), ("beta", beta)],
+            Norm::Rms { gamma } => vec![("gamma", gamma)],
+            Norm::LayerThenRms {
+                gamma1,
+                beta1,
+                gamma2,
+            } => vec![("gamma1", gamma1), ("beta1", beta1), ("gamma2", gamma2)],
+        }
     }
-    let _ = fma;
-    norm_row_impl(norm, x, y, eps);
 }
 
-#[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
-fn norm_row_avx2(norm: Norm<'_>, x: &[f32], y: &mut [f32], eps: f32) {
-    norm_row_impl(norm, x, y, eps);
+fma_dispatch! {
+    /// One row of a normalisation, dispatched to the AVX2 copy when `fma` is set (the reductions
+    /// and maps are short in-cache loops, where 8 lanes instead of 4 show).
+    fn norm_row(norm: Norm<'_>, x: &[f32], y: &mut [f32], eps: f32) => norm_row_impl
 }
 
 #[inline(always)]
@@ -301,18 +290,7 @@ mod tests {
         (2, 100_003),
     ];
 
-    /// Deterministic values in [offset - scale, offset + scale) from a 64-bit LCG.
-    fn data(len: usize, seed: u64, offset: f32, scale: f32) -> Vec<f32> {
-        let mut s = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
-        (0..len)
-            .map(|_| {
-                s = s
-                    .wrapping_mul(6_364_136_223_846_793_005)
-                    .wrapping_add(1_442_695_040_888_963_407);
-                offset + (((s >> 40) as f32 / (1u64 << 24) as f32) * 2.0 - 1.0) * scale
-            })
-            .collect()
-    }
+    use crate::backend::cpu::ops::test_values as data;
 
     fn mean_var(row: &[f32]) -> (f64, f64) {
         let n = row.len() as f64;
@@ -391,7 +369,7 @@ mod tests {
             let mut y = vec![f32::NAN; rows * cols];
             if cols > 0 {
                 for (y, x) in y.chunks_mut(cols).zip(x.chunks(cols)) {
-                    softmax_row::<false>(x, y);
+                    softmax_row_impl::<false>(x, y);
                 }
             }
             check_softmax("softmax baseline", &x, &y, rows, cols);

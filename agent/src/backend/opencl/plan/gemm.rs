@@ -2,7 +2,7 @@
 //! GEMM) planners.
 
 use super::*;
-use gpufleet_kernels::ConvShape;
+use crate::backend::planning::{Im2col, exact_tiles, tile_config};
 
 /// `gemm_blocked` for one device and shape: the tuning, the vector width that is safe for the
 /// shape, and whether the shape is a whole number of tiles.
@@ -39,10 +39,7 @@ impl Blocked {
                 })
                 .unwrap_or(1)
         };
-        let t = &tuning;
-        let exact = m.is_multiple_of(t.tile_m as usize)
-            && n.is_multiple_of(t.tile_n as usize)
-            && k.is_multiple_of(t.tile_k as usize);
+        let exact = exact_tiles(&tuning, m, n, k);
         Ok(Blocked {
             tuning,
             vector,
@@ -86,16 +83,12 @@ impl Blocked {
     }
 
     fn config(&self) -> Vec<(&'static str, String)> {
-        let t = &self.tuning;
-        vec![
-            ("tile_m", t.tile_m.to_string()),
-            ("tile_n", t.tile_n.to_string()),
-            ("tile_k", t.tile_k.to_string()),
-            ("work_m", t.work_m.to_string()),
-            ("work_n", t.work_n.to_string()),
+        let mut out = tile_config(&self.tuning);
+        out.extend([
             ("vector", self.vector.to_string()),
             ("exact_tiles", self.exact.to_string()),
-        ]
+        ]);
+        out
     }
 }
 
@@ -148,18 +141,8 @@ pub(super) fn plan_gemm(
             ("gemm_blocked", g, l, blocked.config())
         }
     };
-    let args = vec![
-        Arg::Input(0),
-        Arg::Input(1),
-        Arg::Output,
-        int(problem, "m", m)?,
-        int(problem, "n", n)?,
-        int(problem, "k", k)?,
-        Arg::Int(0),
-        Arg::Int(0),
-        Arg::Int(0),
-        Arg::Int(0),
-    ];
+    let mut args = vec![Arg::Input(0), Arg::Input(1), Arg::Output];
+    args.extend(ints(problem, &planning::gemm_args(m, n, k))?);
     let storage = if half { Storage::F16 } else { Storage::F32 };
     cfg.extend([
         ("kernel", kernel.to_string()),
@@ -183,122 +166,67 @@ pub(super) fn plan_gemm(
     })
 }
 
-/// The `int` arguments describing the input and the window, from `channels` on.
-fn conv_args(
-    s: &ConvShape,
-    problem: &Problem,
-    with_filters: bool,
-) -> Result<Vec<Arg>, Unsupported> {
-    let mut args = vec![
-        int(problem, "channels", s.channels)?,
-        int(problem, "height", s.height)?,
-        int(problem, "width", s.width)?,
-    ];
-    if with_filters {
-        args.push(int(problem, "filters", s.filters)?);
-    }
-    args.extend([
-        int(problem, "stride", s.stride)?,
-        int(problem, "pad", s.pad)?,
-        int(problem, "out_h", s.out_h)?,
-        int(problem, "out_w", s.out_w)?,
-    ]);
-    Ok(args)
-}
-
 pub(super) fn plan_conv_direct(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
     let s = problem.conv_shape();
     let group = flat_group(caps);
     let total = s.batch * s.filters * s.out_h * s.out_w;
     let global = round_up(total, group);
-    let mut args = vec![
-        Arg::Input(0),
-        Arg::Input(1),
-        Arg::Output,
-        int(problem, "batch", s.batch)?,
-    ];
-    args.extend(conv_args(&s, problem, true)?);
+    let mut args = vec![Arg::Input(0), Arg::Input(1), Arg::Output];
+    args.extend(ints(problem, &planning::conv_direct_args(&s))?);
     let defines = [("GPUFLEET_KSIZE", s.ksize.to_string())];
-    Ok(Plan {
-        program: "conv.cl".into(),
-        source: cl::CONV.into(),
-        options: options(caps, &defines),
-        input_storage: vec![Storage::F32; 2],
-        output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
-        launches: vec![Launch {
-            kernel: "conv2d_direct".into(),
-            global: vec![global],
-            local: Some(vec![group]),
-            args,
-        }],
-        config: config(&[
+    let launch = Launch {
+        kernel: "conv2d_direct".into(),
+        global: vec![global],
+        local: Some(vec![group]),
+        args,
+    };
+    Ok(Plan::one_launch(
+        ("conv.cl", cl::CONV),
+        options(caps, &defines),
+        2,
+        launch,
+        config(&[
             ("kernel", "conv2d_direct".into()),
             ("global", global.to_string()),
             ("local", group.to_string()),
         ]),
-    })
+    ))
 }
 
-/// im2col into scratch, then `gemm_blocked` of the weights (filters × channels·k²) with each
-/// image's column matrix (channels·k² × out_h·out_w), whose product is that image's NCHW output.
-/// Images go in chunks whose column matrices fit [`IM2COL_SCRATCH_BYTES`]; each chunk is one
-/// im2col launch and one batched GEMM launch.
+/// conv2d `im2col` as [`Im2col`] chunks it: per chunk of images one `im2col` launch into scratch 0,
+/// then one `gemm_blocked` launch batched over the chunk along dimension 2.
 pub(super) fn plan_conv_im2col(
     problem: &Problem,
     caps: &DeviceCaps,
     tuning: Option<&GemmTuning>,
 ) -> Result<Plan, Unsupported> {
     let s = problem.conv_shape();
-    let (ckk, plane) = (s.channels * s.ksize * s.ksize, s.out_h * s.out_w);
-    let per_image = ckk * plane;
+    let im = Im2col::new(&s, IM2COL_SCRATCH_BYTES);
     // The GEMM's batch strides are int arguments.
-    int(problem, "channels·ksize²·out_h·out_w", per_image)?;
-    int(problem, "filters·out_h·out_w", s.filters * plane)?;
-    let tuning = match tuning {
-        Some(t) => *t,
-        // Few filters make a short GEMM: the first candidate whose tile is not mostly padding.
-        None => gemm_candidates(caps)
-            .into_iter()
-            .find(|t| t.tile_m as usize <= s.filters.next_power_of_two().max(16))
-            .unwrap_or_else(|| default_gemm_tuning(caps)),
-    };
-    let blocked = Blocked::new(caps, tuning, false, (s.filters, plane, ckk))?;
-    let chunk = (IM2COL_SCRATCH_BYTES / (per_image * 4).max(1)).clamp(1, s.batch.max(1));
+    ints(problem, &im.gemm_args(0))?;
+    let tuning = planning::im2col_tuning(tuning, gemm_candidates(caps), s.filters, || {
+        default_gemm_tuning(caps)
+    });
+    let blocked = Blocked::new(caps, tuning, false, (s.filters, im.plane, im.ckk))?;
     let group = flat_group(caps);
     let mut launches = Vec::new();
-    for first in (0..s.batch).step_by(chunk) {
-        let count = chunk.min(s.batch - first);
-        let mut args = vec![
-            Arg::Input(0),
-            Arg::Scratch(0),
-            int(problem, "first image", first)?,
-            int(problem, "images per chunk", count)?,
-        ];
-        args.extend(conv_args(&s, problem, false)?);
+    for (first, count) in im.chunks() {
+        let mut args = vec![Arg::Input(0), Arg::Scratch(0)];
+        args.extend(ints(problem, &im.unfold_args(first, count))?);
         launches.push(Launch {
             kernel: "im2col".into(),
-            global: vec![round_up(count * per_image, group)],
+            global: vec![round_up(count * im.per_image, group)],
             local: Some(vec![group]),
             args,
         });
-        let (global, local) = blocked.geometry(s.filters, plane, count);
+        let (global, local) = blocked.geometry(s.filters, im.plane, count);
+        let mut args = vec![Arg::Input(1), Arg::Scratch(0), Arg::Output];
+        args.extend(ints(problem, &im.gemm_args(first))?);
         launches.push(Launch {
             kernel: "gemm_blocked".into(),
             global,
             local: Some(local),
-            args: vec![
-                Arg::Input(1),
-                Arg::Scratch(0),
-                Arg::Output,
-                int(problem, "filters", s.filters)?,
-                int(problem, "out_h·out_w", plane)?,
-                int(problem, "channels·ksize²", ckk)?,
-                Arg::Int(0),
-                int(problem, "channels·ksize²·out_h·out_w", per_image)?,
-                int(problem, "filters·out_h·out_w", s.filters * plane)?,
-                int(problem, "first image", first)?,
-            ],
+            args,
         });
     }
     let mut defines = blocked.defines();
@@ -306,7 +234,7 @@ pub(super) fn plan_conv_im2col(
     let mut cfg = blocked.config();
     cfg.extend([
         ("kernel", "im2col + gemm_blocked".to_string()),
-        ("images_per_chunk", chunk.to_string()),
+        ("images_per_chunk", im.chunk.to_string()),
     ]);
     Ok(Plan {
         program: "gemm.cl+conv.cl".into(),
@@ -314,7 +242,7 @@ pub(super) fn plan_conv_im2col(
         options: options(caps, &defines),
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
-        scratch_bytes: vec![chunk * per_image * 4],
+        scratch_bytes: vec![im.scratch_bytes()],
         launches,
         config: config(&cfg),
     })

@@ -9,6 +9,7 @@ mod gemm;
 #[cfg(test)]
 mod tests;
 
+use crate::backend::planning::{self, Tile, dims, pow2_floor, round_up};
 use crate::backend::{config, param};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::Problem;
@@ -34,20 +35,9 @@ pub struct DeviceCaps {
 /// host); the element format every GPU backend shares.
 pub use crate::backend::storage::Elem as Storage;
 
-/// One kernel argument.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Arg {
-    /// The problem's input buffer `i` (in `Problem::inputs` order).
-    Input(usize),
-    /// The output buffer.
-    Output,
-    /// Scratch buffer `i` of [`Plan::scratch_bytes`].
-    Scratch(usize),
-    Int(i32),
-    Float(f32),
-    /// `__local` memory of this many bytes.
-    Local(usize),
-}
+/// One kernel argument (shared with the HIP planner). Local memory is sized by `-D` parameters
+/// in the sources, never passed as an argument.
+pub use crate::backend::planning::Arg;
 
 /// One enqueue of one kernel.
 #[derive(Debug, Clone, PartialEq)]
@@ -69,12 +59,38 @@ pub struct Plan {
     pub source: String,
     /// Build options: `-cl-std=CL1.1` or higher as the device allows, `-D` parameters.
     pub options: String,
+    /// How each input is stored on the device (f16 is converted on the host).
     pub input_storage: Vec<Storage>,
+    /// f32, or f16 for gemm in f16 (read back through the host conversion).
     pub output_storage: Storage,
+    /// Bytes of each scratch buffer (im2col's column matrices).
     pub scratch_bytes: Vec<usize>,
+    /// Enqueued in this order on one in-order queue.
     pub launches: Vec<Launch>,
     /// The launch configuration, recorded with the result.
     pub config: BTreeMap<String, String>,
+}
+
+impl Plan {
+    /// A plan of one launch of `program` over f32 buffers: `inputs` inputs, no scratch.
+    fn one_launch(
+        (program, source): (&str, &str),
+        options: String,
+        inputs: usize,
+        launch: Launch,
+        config: BTreeMap<String, String>,
+    ) -> Plan {
+        Plan {
+            program: program.into(),
+            source: source.into(),
+            options,
+            input_storage: vec![Storage::F32; inputs],
+            output_storage: Storage::F32,
+            scratch_bytes: Vec::new(),
+            launches: vec![launch],
+            config,
+        }
+    }
 }
 
 /// Register-blocked GEMM parameters (the autotuner's search space).
@@ -91,13 +107,38 @@ pub struct GemmTuning {
     pub vector: u32,
 }
 
-/// Why a plan cannot be made.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct Unsupported(pub String);
+impl GemmTuning {
+    /// The tuning of `tile` (`[tile_m, tile_n, tile_k, work_m, work_n]`) with `vector`-wide loads.
+    pub const fn new(tile: [u32; 5], vector: u32) -> GemmTuning {
+        let [tile_m, tile_n, tile_k, work_m, work_n] = tile;
+        GemmTuning {
+            tile_m,
+            tile_n,
+            tile_k,
+            work_m,
+            work_n,
+            vector,
+        }
+    }
+}
+
+impl Tile for GemmTuning {
+    fn tile(&self) -> [u32; 5] {
+        [
+            self.tile_m,
+            self.tile_n,
+            self.tile_k,
+            self.work_m,
+            self.work_n,
+        ]
+    }
+}
+
+/// Why a plan cannot be made (shared by the GPU planners).
+pub use crate::backend::planning::Unsupported;
 
 // Planning notes (the sources in `kernels/opencl/` document their `-D` parameters):
-// - Every size reaches the device as an `int`; `int()` refuses a value above i32::MAX with the
+// - Every size reaches the device as an `int`; `ints()` refuses a value above i32::MAX with the
 //   name of the quantity, and the kernels compute element offsets in `long`.
 // - Every launch sets its local size (global sizes are rounded up to it, kernels bounds-check), so
 //   the `reqd_work_group_size` attributes hold and no driver picks a poor size for odd globals.
@@ -110,16 +151,12 @@ pub struct Unsupported(pub String);
 //   launch into scratch 0 and one GEMM launch batched over the chunk's images (dimension 2).
 
 use gpufleet_kernels::sources::opencl as cl;
-use gpufleet_kernels::{Dtype, KernelId, NORM_EPS, TRIAD_SCALAR};
+use gpufleet_kernels::{Dtype, KernelId};
 
 /// Local size of the one-dimensional kernels (element-wise, conv2d), capped by the device.
 const FLAT_GROUP: usize = 256;
 /// Groups of a row kernel; more rows are strided over, so the launch stays small whatever `rows`.
 const ROW_GROUPS_MAX: usize = 65536;
-/// Row elements a work-item may keep in registers; longer rows are read again from cache.
-const ROW_CHUNKS_MAX: usize = 16;
-/// Above this many columns the row kernels use 1024 work-items where the device allows.
-const WIDE_ROW_COLS: usize = 8192;
 /// Bytes of im2col column matrices held at once; the batch is processed in chunks that fit.
 const IM2COL_SCRATCH_BYTES: usize = 256 << 20;
 /// Accumulators per work-item of `gemm_blocked` beyond which registers spill.
@@ -129,30 +166,7 @@ const MAX_WORK_PER_ITEM: u32 = 64;
 /// kernel and all its variants; gemm in f32 and f16; plus debug_wrong = vec_add with a deliberate
 /// error via -DGPUFLEET_WRONG).
 pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
-    let f32_only = || vec!["f32"];
-    let default = || vec!["default"];
-    let mut out = vec![(
-        "gemm",
-        vec!["naive", "tiled", "blocked"],
-        vec!["f32", "f16"],
-    )];
-    for name in [
-        "vec_add",
-        "copy",
-        "triad",
-        "noop",
-        "softmax",
-        "layernorm",
-        "rmsnorm",
-        "layernorm_rmsnorm_fused",
-    ] {
-        out.push((name, default(), f32_only()));
-    }
-    out.push(("conv2d", vec!["direct", "im2col"], f32_only()));
-    for name in ["relu", "sigmoid", "tanh", "debug_wrong"] {
-        out.push((name, default(), f32_only()));
-    }
-    out
+    planning::gpu_support(vec!["naive", "tiled", "blocked"], vec!["f32", "f16"])
 }
 
 /// What to build and launch for `problem` on a device with `caps`. `tuning` sets `gemm_blocked`'s
@@ -168,13 +182,12 @@ pub fn plan(
     tuning: Option<&GemmTuning>,
 ) -> Result<Plan, Unsupported> {
     check_caps(caps)?;
-    crate::backend::check_listed(
+    planning::listed(
         supported(),
         problem,
         "opencl",
         "the OpenCL backend has no kernel for it",
-    )
-    .map_err(|m| Unsupported(m.message))?;
+    )?;
     match problem.id() {
         KernelId::Gemm => plan_gemm(problem, caps, tuning),
         KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps, tuning),
@@ -193,55 +206,16 @@ pub fn plan(
 /// GPUs (a warp or wavefront of 32 or more) get the large tiles that reach their FMA peak first;
 /// CPUs and unknown devices get few work-items with much work each first.
 pub fn gemm_candidates(caps: &DeviceCaps) -> Vec<GemmTuning> {
-    let t = |tile_m, tile_n, tile_k, work_m, work_n, vector| GemmTuning {
-        tile_m,
-        tile_n,
-        tile_k,
-        work_m,
-        work_n,
-        vector,
-    };
-    // Ordered by GFLOP/s of a 4096³ f32 product on an H100 (128×128×8: 41.7 TFLOP/s, 83% of
-    // cuBLAS SGEMM; 64×64×16 with 64 work-items ties and gives mid-sized problems more groups).
-    let gpu = [
-        t(128, 128, 8, 8, 8, 4),
-        t(64, 64, 16, 8, 8, 4),
-        t(128, 128, 16, 8, 8, 4),
-        t(128, 64, 16, 8, 4, 4),
-        t(64, 128, 16, 4, 8, 4),
-        t(64, 64, 8, 8, 8, 4),
-        t(64, 32, 16, 8, 4, 4),
-        t(128, 64, 8, 8, 8, 4),
-        t(64, 64, 16, 4, 4, 4),
-        t(32, 64, 16, 4, 4, 4),
-        t(64, 64, 8, 4, 4, 4),
-        t(32, 32, 16, 4, 4, 4),
-    ];
-    let small = [
-        t(64, 64, 16, 8, 8, 4),
-        t(64, 64, 8, 8, 8, 4),
-        t(32, 32, 16, 4, 4, 4),
-        t(64, 32, 16, 8, 4, 4),
-        t(32, 32, 8, 4, 4, 4),
-        t(16, 16, 16, 4, 4, 4),
-        t(16, 32, 8, 4, 4, 4),
-        t(16, 16, 8, 4, 4, 4),
-        t(16, 16, 8, 2, 2, 2),
-        t(8, 8, 8, 2, 2, 1),
-        t(4, 4, 4, 4, 4, 1),
-    ];
-    let (first, second): (&[GemmTuning], &[GemmTuning]) = if caps.preferred_multiple >= 32 {
-        (&gpu, &small)
-    } else {
-        (&small, &gpu)
-    };
-    let mut out: Vec<GemmTuning> = Vec::new();
-    for c in first.iter().chain(second) {
-        if out.len() < 24 && !out.contains(c) && tuning_error(c, caps).is_none() {
-            out.push(*c);
-        }
+    // Vector widths of the small tiles (the GPU tiles all load 4-vectors).
+    const SMALL_VECTORS: [u32; 11] = [4, 4, 4, 4, 4, 4, 4, 4, 2, 1, 1];
+    let gpu = planning::GPU_TILES.map(|t| GemmTuning::new(t, 4));
+    let mut small = planning::SMALL_TILES.map(|t| GemmTuning::new(t, 4));
+    for (t, v) in small.iter_mut().zip(SMALL_VECTORS) {
+        t.vector = v;
     }
-    out
+    planning::candidates(&gpu, &small, caps.preferred_multiple >= 32, 24, |c| {
+        tuning_error(c, caps).is_none()
+    })
 }
 
 /// A safe default when nothing is tuned: the first candidate, or a one-work-item 4×4 tile that
@@ -250,37 +224,18 @@ pub fn default_gemm_tuning(caps: &DeviceCaps) -> GemmTuning {
     gemm_candidates(caps)
         .into_iter()
         .next()
-        .unwrap_or(GemmTuning {
-            tile_m: 4,
-            tile_n: 4,
-            tile_k: 4,
-            work_m: 4,
-            work_n: 4,
-            vector: 1,
-        })
+        .unwrap_or(GemmTuning::new([4, 4, 4, 4, 4], 1))
 }
 
 /// Why `t` cannot run on `caps`, or `None` when it can. The rules mirror the `#error` checks of
 /// `gemm.cl` plus the device limits.
 fn tuning_error(t: &GemmTuning, caps: &DeviceCaps) -> Option<String> {
-    let fields = [t.tile_m, t.tile_n, t.tile_k, t.work_m, t.work_n, t.vector];
-    if fields.iter().any(|&f| f == 0 || f > 1024) {
-        return Some("every field must be between 1 and 1024".into());
-    }
-    if ![1, 2, 4].contains(&t.vector) {
-        return Some(format!("vector={} must be 1, 2 or 4", t.vector));
-    }
-    if !t.tile_m.is_multiple_of(t.work_m) || !t.tile_n.is_multiple_of(t.work_n) {
-        return Some(format!(
-            "tile {}×{} is not a multiple of the work per item {}×{}",
-            t.tile_m, t.tile_n, t.work_m, t.work_n
-        ));
-    }
-    if t.work_m * t.work_n > MAX_WORK_PER_ITEM {
-        return Some(format!(
-            "work_m·work_n={} exceeds {MAX_WORK_PER_ITEM} accumulators per work-item",
-            t.work_m * t.work_n
-        ));
+    let vector = || {
+        (![1, 2, 4].contains(&t.vector)).then(|| format!("vector={} must be 1, 2 or 4", t.vector))
+    };
+    if let Some(why) = planning::tile_error(t, &[t.vector], vector, "work-item", MAX_WORK_PER_ITEM)
+    {
+        return Some(why);
     }
     let threads = blocked_threads(t);
     if threads > caps.max_work_group_size {
@@ -356,29 +311,9 @@ fn options(caps: &DeviceCaps, defines: &[(&str, String)]) -> String {
     out
 }
 
-/// Largest power of two at most `n` (1 for 0).
-fn pow2_floor(n: usize) -> usize {
-    if n == 0 { 1 } else { 1 << n.ilog2() }
-}
-
-fn round_up(n: usize, multiple: usize) -> usize {
-    n.div_ceil(multiple) * multiple
-}
-
-/// `value` as an `int` kernel argument.
-fn int(problem: &Problem, what: &str, value: usize) -> Result<Arg, Unsupported> {
-    i32::try_from(value).map(Arg::Int).map_err(|_| {
-        Unsupported(format!(
-            "{what}={value} of {} exceeds the largest OpenCL int argument ({})",
-            problem.kernel.name,
-            i32::MAX
-        ))
-    })
-}
-
-fn dims(v: &[usize]) -> String {
-    let parts: Vec<String> = v.iter().map(usize::to_string).collect();
-    parts.join("x")
+/// Named sizes as `int` kernel arguments.
+fn ints(problem: &Problem, named: &[(&str, usize)]) -> Result<Vec<Arg>, Unsupported> {
+    planning::int_args(problem, named, "OpenCL int argument", Arg::Int)
 }
 
 /// Local size of the one-dimensional kernels.
@@ -387,53 +322,36 @@ fn flat_group(caps: &DeviceCaps) -> usize {
 }
 
 fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
-    let (kernel, inputs) = match problem.id() {
-        KernelId::VecAdd | KernelId::DebugWrong => ("vec_add_f32", 2),
-        KernelId::Copy => ("copy_f32", 1),
-        KernelId::Triad => ("triad_f32", 2),
-        KernelId::Relu => ("relu_f32", 1),
-        KernelId::Sigmoid => ("sigmoid_f32", 1),
-        KernelId::Tanh => ("tanh_f32", 1),
-        KernelId::Noop => ("noop_f32", 1),
-        other => {
-            return Err(Unsupported(format!(
-                "kernel {other:?} has no element-wise plan"
-            )));
+    let e = planning::elementwise(problem)?;
+    let kernel = format!("{}_f32", e.stem);
+    let mut args = planning::buffers(e.inputs, Arg::Input, Arg::Output);
+    args.extend(e.scalar.map(Arg::Float));
+    let (global, local) = match e.n {
+        None => (1, 1),
+        Some(n) => {
+            args.extend(ints(problem, &[("n", n)])?);
+            let group = flat_group(caps);
+            // One float4 per work-item.
+            (round_up(n.div_ceil(4), group), group)
         }
-    };
-    let mut args: Vec<Arg> = (0..inputs).map(Arg::Input).collect();
-    args.push(Arg::Output);
-    let (global, local) = if problem.id() == KernelId::Noop {
-        (1, 1)
-    } else {
-        let n = param(problem, "n");
-        if problem.id() == KernelId::Triad {
-            args.push(Arg::Float(TRIAD_SCALAR));
-        }
-        args.push(int(problem, "n", n)?);
-        let group = flat_group(caps);
-        // One float4 per work-item.
-        (round_up(n.div_ceil(4), group), group)
     };
     let mut defines = Vec::new();
     if problem.id() == KernelId::DebugWrong {
         defines.push(("GPUFLEET_WRONG", String::new()));
     }
-    Ok(Plan {
-        program: "elementwise.cl".into(),
-        source: cl::ELEMENTWISE.into(),
-        options: options(caps, &defines),
-        input_storage: vec![Storage::F32; inputs],
-        output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
-        launches: vec![Launch {
-            kernel: kernel.into(),
-            global: vec![global],
-            local: Some(vec![local]),
-            args,
-        }],
-        config: config(&[
-            ("kernel", kernel.into()),
+    let launch = Launch {
+        kernel: kernel.clone(),
+        global: vec![global],
+        local: Some(vec![local]),
+        args,
+    };
+    Ok(Plan::one_launch(
+        ("elementwise.cl", cl::ELEMENTWISE),
+        options(caps, &defines),
+        e.inputs,
+        launch,
+        config(&[
+            ("kernel", kernel),
             ("global", global.to_string()),
             ("local", local.to_string()),
             (
@@ -441,54 +359,37 @@ fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupp
                 if global == 1 { "1" } else { "4" }.into(),
             ),
         ]),
-    })
+    ))
 }
 
 fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
-    let (rows, cols) = (param(problem, "rows"), param(problem, "cols"));
-    let (kernel, inputs) = match problem.id() {
-        KernelId::Softmax => ("softmax_rows", 1),
-        KernelId::LayerNorm => ("layernorm_rows", 3),
-        KernelId::RmsNorm => ("rmsnorm_rows", 2),
-        _ => ("layernorm_rmsnorm_rows", 4),
-    };
+    let r = planning::rows(problem);
+    let kernel = format!("{}_rows", r.stem);
     let cap = pow2_floor(caps.max_work_group_size).min(pow2_floor(
         usize::try_from(caps.local_mem_bytes / 4).unwrap_or(usize::MAX),
     ));
-    let mut group = if cols >= WIDE_ROW_COLS { 1024 } else { 256 }.min(cap);
-    // Short rows: no more work-items than columns, but a warp's worth.
-    while group > 32 && group / 2 >= cols {
-        group /= 2;
-    }
-    let chunks = cols.div_ceil(group);
-    let chunks = if chunks <= ROW_CHUNKS_MAX { chunks } else { 0 };
-    let groups = rows.min(ROW_GROUPS_MAX);
-    let mut args: Vec<Arg> = (0..inputs).map(Arg::Input).collect();
-    args.push(Arg::Output);
-    args.push(int(problem, "rows", rows)?);
-    args.push(int(problem, "cols", cols)?);
-    if problem.id() != KernelId::Softmax {
-        args.push(Arg::Float(NORM_EPS as f32));
-    }
+    let (group, chunks) = planning::row_group(r.cols, cap);
+    let groups = r.rows.min(ROW_GROUPS_MAX);
+    let mut args = planning::buffers(r.inputs, Arg::Input, Arg::Output);
+    args.extend(ints(problem, &[("rows", r.rows), ("cols", r.cols)])?);
+    args.extend(r.eps.map(Arg::Float));
     let defines = [
         ("GPUFLEET_WG", group.to_string()),
         ("GPUFLEET_CHUNKS", chunks.to_string()),
     ];
-    Ok(Plan {
-        program: "rows.cl".into(),
-        source: cl::ROWS.into(),
-        options: options(caps, &defines),
-        input_storage: vec![Storage::F32; inputs],
-        output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
-        launches: vec![Launch {
-            kernel: kernel.into(),
-            global: vec![groups * group],
-            local: Some(vec![group]),
-            args,
-        }],
-        config: config(&[
-            ("kernel", kernel.into()),
+    let launch = Launch {
+        kernel: kernel.clone(),
+        global: vec![groups * group],
+        local: Some(vec![group]),
+        args,
+    };
+    Ok(Plan::one_launch(
+        ("rows.cl", cl::ROWS),
+        options(caps, &defines),
+        r.inputs,
+        launch,
+        config(&[
+            ("kernel", kernel),
             ("local", group.to_string()),
             ("groups", groups.to_string()),
             (
@@ -496,5 +397,5 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
                 if chunks > 0 { "yes" } else { "no" }.into(),
             ),
         ]),
-    })
+    ))
 }

@@ -1,7 +1,7 @@
 //! Unit tests of the planners: pure, no device.
 
 use super::*;
-use gpufleet_kernels::catalog;
+use gpufleet_kernels::TRIAD_SCALAR;
 
 fn caps(max_wg: usize, local: u64, c: (u32, u32), multiple: usize) -> DeviceCaps {
     DeviceCaps {
@@ -25,10 +25,10 @@ fn devices() -> Vec<DeviceCaps> {
     ]
 }
 
-fn problem(kernel: &str, variant: &str, params: &[(&str, i64)], dtype: &str) -> Problem {
-    let params = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    Problem::new(kernel, variant, &params, dtype, true).unwrap()
-}
+use crate::backend::planning::testing::{
+    assert_common_refusals, assert_im2col_chunks, big_im2col, blocked_gemm, catalog_entries,
+    check_candidates, for_every_listed, problem,
+};
 
 fn define(plan: &Plan, name: &str) -> Option<String> {
     plan.options.split(' ').find_map(|o| {
@@ -70,7 +70,7 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
                 Arg::Scratch(i) => assert!(*i < plan.scratch_bytes.len(), "{what}: {a:?}"),
                 Arg::Output => output_written = true,
                 Arg::Int(v) => assert!(*v >= 0, "{what}: {a:?}"),
-                Arg::Float(_) | Arg::Local(_) => {}
+                Arg::Float(_) => {}
             }
         }
     }
@@ -91,13 +91,7 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
 #[test]
 fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
     let listed = supported();
-    for k in catalog() {
-        let entry = listed.iter().find(|(name, _, _)| *name == k.name);
-        if k.host_only || (k.debug && k.name != "debug_wrong") {
-            assert!(entry.is_none(), "{} must not be listed", k.name);
-            continue;
-        }
-        let (_, variants, dtypes) = entry.unwrap_or_else(|| panic!("{} missing", k.name));
+    for (k, (_, variants, dtypes)) in catalog_entries(&listed) {
         assert_eq!(variants.as_slice(), k.variants, "{}", k.name);
         let names: Vec<&str> = k.dtypes.iter().map(|d| d.name()).collect();
         assert_eq!(dtypes, &names, "{}", k.name);
@@ -119,19 +113,10 @@ fn every_supported_combination_plans_on_every_device_at_default_and_awkward_size
         ),
     ];
     for caps in devices() {
-        for (kernel, variants, dtypes) in supported() {
-            for v in &variants {
-                for d in &dtypes {
-                    let sizes = odd.iter().filter(|(k, _)| *k == kernel).map(|(_, p)| *p);
-                    for params in std::iter::once(&[][..]).chain(sizes) {
-                        let p = problem(kernel, v, params, d);
-                        let plan = plan(&p, &caps, None)
-                            .unwrap_or_else(|e| panic!("{kernel}/{v}/{d} on {caps:?}: {e}"));
-                        check_plan(&p, &plan, &caps);
-                    }
-                }
-            }
-        }
+        for_every_listed(supported(), odd, |what, p| {
+            let plan = plan(p, &caps, None).unwrap_or_else(|e| panic!("{what} on {caps:?}: {e}"));
+            check_plan(p, &plan, &caps);
+        });
     }
 }
 
@@ -164,64 +149,23 @@ fn language_version_follows_the_device_and_never_exceeds_1_2() {
 #[test]
 fn unsupported_kernels_and_dtypes_say_why() {
     let gpu = &devices()[0];
-    for (kernel, word) in [
-        ("membw_cpu", "host memory"),
-        ("memlat_cpu", "host memory"),
-        ("debug_crash", "on purpose"),
-        ("debug_hang", "on purpose"),
-    ] {
-        let err = plan(&problem(kernel, "", &[], "f32"), gpu, None).unwrap_err();
-        assert!(err.0.contains(kernel) && err.0.contains(word), "{err}");
-    }
-    // Problem::new refuses these, but Problem's fields are public.
-    let mut p = problem("softmax", "", &[], "f32");
-    p.dtype = Dtype::F16;
-    let err = plan(&p, gpu, None).unwrap_err();
-    assert!(err.0.contains("dtype f16 of softmax"), "{err}");
-    let mut p = problem("gemm", "", &[], "f32");
-    p.variant = "strassen".into();
-    let err = plan(&p, gpu, None).unwrap_err();
-    assert!(
-        err.0.contains("strassen") && err.0.contains("blocked"),
-        "{err}"
-    );
+    assert_common_refusals(|p| plan(p, gpu, None));
 }
 
 #[test]
 fn a_tuning_the_device_cannot_run_is_refused_with_the_limit() {
     let small = caps(64, 4096, (1, 2), 32);
     let p = problem("gemm", "blocked", &[], "f32");
-    let big = GemmTuning {
-        tile_m: 128,
-        tile_n: 128,
-        tile_k: 8,
-        work_m: 8,
-        work_n: 8,
-        vector: 4,
-    };
+    let big = GemmTuning::new([128, 128, 8, 8, 8], 4);
     let err = plan(&p, &small, Some(&big)).unwrap_err();
     assert!(
         err.0.contains("256 work-items") && err.0.contains("max_work_group_size 64"),
         "{err}"
     );
-    let wide = GemmTuning {
-        tile_m: 64,
-        tile_n: 64,
-        tile_k: 16,
-        work_m: 8,
-        work_n: 8,
-        vector: 4,
-    };
+    let wide = GemmTuning::new([64, 64, 16, 8, 8], 4);
     let err = plan(&p, &small, Some(&wide)).unwrap_err();
     assert!(err.0.contains("local memory"), "{err}");
-    let ragged = GemmTuning {
-        tile_m: 30,
-        tile_n: 32,
-        tile_k: 8,
-        work_m: 4,
-        work_n: 4,
-        vector: 4,
-    };
+    let ragged = GemmTuning::new([30, 32, 8, 4, 4], 4);
     assert!(plan(&p, &devices()[0], Some(&ragged)).is_err());
     let odd_vector = GemmTuning { vector: 3, ..wide };
     let err = plan(&p, &devices()[1], Some(&odd_vector)).unwrap_err();
@@ -230,21 +174,15 @@ fn a_tuning_the_device_cannot_run_is_refused_with_the_limit() {
 
 #[test]
 fn candidates_respect_the_device_and_put_big_tiles_first_on_gpus() {
-    for caps in devices() {
-        let cands = gemm_candidates(&caps);
-        assert!(
-            (4..=24).contains(&cands.len()),
-            "{} candidates on {caps:?}",
-            cands.len()
-        );
-        for (i, c) in cands.iter().enumerate() {
-            assert_eq!(tuning_error(c, &caps), None, "{c:?}");
-            assert!(blocked_threads(c) <= caps.max_work_group_size);
-            assert!(blocked_local_bytes(c) <= caps.local_mem_bytes);
-            assert!(!cands[..i].contains(c), "{c:?} listed twice");
-        }
-        assert_eq!(default_gemm_tuning(&caps), cands[0]);
-    }
+    let fits = |c: &GemmTuning, caps: &DeviceCaps| {
+        blocked_threads(c) <= caps.max_work_group_size
+            && blocked_local_bytes(c) <= caps.local_mem_bytes
+    };
+    let tuner = (
+        gemm_candidates as fn(&_) -> _,
+        default_gemm_tuning as fn(&_) -> _,
+    );
+    check_candidates(&devices(), 4..=24, tuner, tuning_error, fits);
     let gpu = gemm_candidates(&devices()[0]);
     let big = |t: &GemmTuning| t.tile_m == 128 && t.tile_n == 128 && t.work_m * t.work_n == 64;
     assert!(big(&gpu[0]), "{:?}", gpu[0]);
@@ -268,18 +206,8 @@ fn default_tuning_is_valid_even_on_a_tiny_device() {
 #[test]
 fn blocked_gemm_parameters_follow_the_tuning_and_the_shape() {
     let gpu = &devices()[0];
-    let t = GemmTuning {
-        tile_m: 128,
-        tile_n: 64,
-        tile_k: 8,
-        work_m: 8,
-        work_n: 4,
-        vector: 4,
-    };
-    let shaped = |m, n, k, dtype| {
-        let p = problem("gemm", "blocked", &[("m", m), ("n", n), ("k", k)], dtype);
-        plan(&p, gpu, Some(&t)).unwrap()
-    };
+    let t = GemmTuning::new([128, 64, 8, 8, 4], 4);
+    let shaped = |m, n, k, dtype| plan(&blocked_gemm(m, n, k, dtype), gpu, Some(&t)).unwrap();
     let pl = shaped(4096, 4096, 4096, "f32");
     for (name, value) in [
         ("TILE_M", "128"),
@@ -369,20 +297,9 @@ fn elementwise_plans_cover_n_with_one_float4_per_item() {
 #[test]
 fn im2col_chunks_the_batch_and_refuses_int_overflow() {
     let gpu = &devices()[0];
-    let params = [
-        ("batch", 64),
-        ("channels", 64),
-        ("height", 128),
-        ("width", 128),
-    ];
-    let pl = plan(&problem("conv2d", "im2col", &params, "f32"), gpu, None).unwrap();
-    // 64·9·128·128 floats = 36 MiB per image: 7 images per 256 MiB chunk.
-    assert_eq!(
-        pl.config.get("images_per_chunk").map(String::as_str),
-        Some("7")
-    );
-    assert_eq!(pl.launches.len(), 2 * 64usize.div_ceil(7));
-    assert_eq!(pl.scratch_bytes, [7 * 64 * 9 * 128 * 128 * 4]);
+    let pl = plan(&big_im2col(), gpu, None).unwrap();
+    // 36 MiB per image: 7 images per 256 MiB chunk.
+    assert_im2col_chunks(&pl.config, pl.launches.len(), &pl.scratch_bytes, 7);
     let last = pl.launches.last().unwrap();
     assert_eq!(
         last.global.get(2).copied().unwrap_or(1),

@@ -2,6 +2,7 @@
 //! planners.
 
 use super::*;
+use crate::backend::planning::{Im2col, exact_tiles, tile_config};
 use gpufleet_kernels::ConvShape;
 
 /// The GEMM push constants: m, n, k, a_batch, b_batch, c_batch, c_first (see `gemm_io.glsl`).
@@ -16,6 +17,21 @@ struct GemmPush {
 }
 
 impl GemmPush {
+    /// The block from the seven size words in order (see [`planning::gemm_args`]).
+    fn new(problem: &Problem, named: &[(&str, usize); 7]) -> Result<GemmPush, Unsupported> {
+        let [m, n, k, a_batch, b_batch, c_batch, c_first] =
+            named.map(|(what, v)| word(problem, what, v));
+        Ok(GemmPush {
+            m: m?,
+            n: n?,
+            k: k?,
+            a_batch: a_batch?,
+            b_batch: b_batch?,
+            c_batch: c_batch?,
+            c_first: c_first?,
+        })
+    }
+
     fn words(&self) -> Vec<u32> {
         vec![
             self.m,
@@ -49,10 +65,7 @@ impl Blocked {
         let vec4 = [push.k, push.n, push.a_batch, push.b_batch, push.c_batch]
             .iter()
             .all(|v| v.is_multiple_of(4));
-        let t = &tuning;
-        let exact = push.m.is_multiple_of(t.tile_m)
-            && push.n.is_multiple_of(t.tile_n)
-            && push.k.is_multiple_of(t.tile_k);
+        let exact = exact_tiles(&tuning, push.m as usize, push.n as usize, push.k as usize);
         Ok(Blocked {
             tuning,
             vec4,
@@ -97,16 +110,12 @@ impl Blocked {
     }
 
     fn config(&self) -> Vec<(&'static str, String)> {
-        let t = &self.tuning;
-        vec![
-            ("tile_m", t.tile_m.to_string()),
-            ("tile_n", t.tile_n.to_string()),
-            ("tile_k", t.tile_k.to_string()),
-            ("work_m", t.work_m.to_string()),
-            ("work_n", t.work_n.to_string()),
+        let mut out = tile_config(&self.tuning);
+        out.extend([
             ("vec4", self.vec4.to_string()),
             ("exact_tiles", self.exact.to_string()),
-        ]
+        ]);
+        out
     }
 }
 
@@ -129,15 +138,12 @@ pub(super) fn plan_gemm(
     caps: &VkCaps,
     tuning: Option<&GemmTuning>,
 ) -> Result<Plan, Unsupported> {
-    let push = GemmPush {
-        m: word(problem, "m", param(problem, "m"))?,
-        n: word(problem, "n", param(problem, "n"))?,
-        k: word(problem, "k", param(problem, "k"))?,
-        a_batch: 0,
-        b_batch: 0,
-        c_batch: 0,
-        c_first: 0,
-    };
+    let (m, n, k) = (
+        param(problem, "m"),
+        param(problem, "n"),
+        param(problem, "k"),
+    );
+    let push = GemmPush::new(problem, &planning::gemm_args(m, n, k))?;
     let half = problem.dtype == Dtype::F16;
     if problem.variant == F16ACC32 && !half {
         return Err(Unsupported(format!(
@@ -211,29 +217,6 @@ pub(super) fn plan_gemm(
     })
 }
 
-/// The push constants describing the input and the window, from `channels` on.
-fn conv_words(
-    s: &ConvShape,
-    problem: &Problem,
-    with_filters: bool,
-) -> Result<Vec<u32>, Unsupported> {
-    let mut words = vec![
-        word(problem, "channels", s.channels)?,
-        word(problem, "height", s.height)?,
-        word(problem, "width", s.width)?,
-    ];
-    if with_filters {
-        words.push(word(problem, "filters", s.filters)?);
-    }
-    words.extend([
-        word(problem, "stride", s.stride)?,
-        word(problem, "pad", s.pad)?,
-        word(problem, "out_h", s.out_h)?,
-        word(problem, "out_w", s.out_w)?,
-    ]);
-    Ok(words)
-}
-
 /// Specialization constants of the conv shaders: work-group size and filter side.
 fn conv_spec(s: &ConvShape, group: u32) -> Vec<(u32, SpecValue)> {
     vec![
@@ -247,8 +230,7 @@ pub(super) fn plan_conv_direct(problem: &Problem, caps: &VkCaps) -> Result<Plan,
     let group = flat_group(caps);
     let total = s.batch * s.filters * s.out_h * s.out_w;
     let groups = grid_groups(caps, total, group);
-    let mut push = vec![word(problem, "batch", s.batch)?];
-    push.extend(conv_words(&s, problem, true)?);
+    let push = words(problem, &planning::conv_direct_args(&s))?;
     Ok(Plan {
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
@@ -268,53 +250,30 @@ pub(super) fn plan_conv_direct(problem: &Problem, caps: &VkCaps) -> Result<Plan,
     })
 }
 
-/// im2col into scratch, then `gemm_blocked` of the weights (filters × channels·k²) with each
-/// image's column matrix (channels·k² × out_h·out_w), whose product is that image's NCHW output.
-/// Images go in chunks whose column matrices fit [`IM2COL_SCRATCH_BYTES`]; each chunk is one
-/// im2col dispatch and one GEMM dispatch batched over the chunk's images (workgroup z).
+/// conv2d `im2col` in [`Im2col`]'s chunks, two dispatches each: `im2col` fills scratch 0, then
+/// `gemm_blocked` multiplies the weights by every image of the chunk (workgroup z).
 pub(super) fn plan_conv_im2col(
     problem: &Problem,
     caps: &VkCaps,
     tuning: Option<&GemmTuning>,
 ) -> Result<Plan, Unsupported> {
     let s = problem.conv_shape();
-    let (ckk, plane) = (s.channels * s.ksize * s.ksize, s.out_h * s.out_w);
-    let per_image = ckk * plane;
-    let tuning = match tuning {
-        Some(t) => *t,
-        // Few filters make a short GEMM: the first candidate whose tile is not mostly padding.
-        None => gemm_candidates(caps)
-            .into_iter()
-            .find(|t| t.tile_m as usize <= s.filters.next_power_of_two().max(16))
-            .unwrap_or_else(|| default_gemm_tuning(caps)),
-    };
-    let chunk = (IM2COL_SCRATCH_BYTES / (per_image * 4).max(1)).clamp(1, s.batch.max(1));
+    let im = Im2col::new(&s, IM2COL_SCRATCH_BYTES);
+    let tuning = planning::im2col_tuning(tuning, gemm_candidates(caps), s.filters, || {
+        default_gemm_tuning(caps)
+    });
     let group = flat_group(caps);
     let mut dispatches = Vec::new();
     let mut blocked = None;
-    for first in (0..s.batch).step_by(chunk) {
-        let count = chunk.min(s.batch - first);
-        let mut push = vec![
-            word(problem, "first image", first)?,
-            word(problem, "images per chunk", count)?,
-        ];
-        push.extend(conv_words(&s, problem, false)?);
+    for (first, count) in im.chunks() {
         dispatches.push(dispatch(
             "im2col",
             conv_spec(&s, group),
-            push,
+            words(problem, &im.unfold_args(first, count))?,
             vec![Binding::Input(0), Binding::Scratch(0)],
-            [grid_groups(caps, count * per_image, group), 1, 1],
+            [grid_groups(caps, count * im.per_image, group), 1, 1],
         )?);
-        let gemm = GemmPush {
-            m: word(problem, "filters", s.filters)?,
-            n: word(problem, "out_h·out_w", plane)?,
-            k: word(problem, "channels·ksize²", ckk)?,
-            a_batch: 0,
-            b_batch: word(problem, "channels·ksize²·out_h·out_w", per_image)?,
-            c_batch: word(problem, "filters·out_h·out_w", s.filters * plane)?,
-            c_first: word(problem, "first image", first)?,
-        };
+        let gemm = GemmPush::new(problem, &im.gemm_args(first))?;
         let b = Blocked::new(caps, tuning, &gemm)?;
         dispatches.push(dispatch(
             "gemm_blocked",
@@ -329,12 +288,12 @@ pub(super) fn plan_conv_im2col(
     let mut cfg = blocked.config();
     cfg.extend([
         ("shader", "im2col + gemm_blocked".to_string()),
-        ("images_per_chunk", chunk.to_string()),
+        ("images_per_chunk", im.chunk.to_string()),
     ]);
     Ok(Plan {
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
-        scratch_bytes: vec![chunk * per_image * 4],
+        scratch_bytes: vec![im.scratch_bytes()],
         dispatches,
         config: config(&cfg),
     })

@@ -66,10 +66,13 @@ pub struct Dispatch {
 /// timestamp before the first to one after the last.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
+    /// How each input is stored on the device (f16 is converted on the host).
     pub input_storage: Vec<Storage>,
     pub output_storage: Storage,
+    /// Bytes of each scratch buffer (device-local, bound like the others).
     pub scratch_bytes: Vec<usize>,
     pub dispatches: Vec<Dispatch>,
+    /// The dispatch configuration, recorded with the result.
     pub config: BTreeMap<String, String>,
 }
 
@@ -83,10 +86,34 @@ pub struct GemmTuning {
     pub work_n: u32,
 }
 
-/// Why a plan cannot be made.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error("{0}")]
-pub struct Unsupported(pub String);
+impl GemmTuning {
+    /// The tuning of `tile` (`[tile_m, tile_n, tile_k, work_m, work_n]`).
+    pub const fn new(tile: [u32; 5]) -> GemmTuning {
+        let [tile_m, tile_n, tile_k, work_m, work_n] = tile;
+        GemmTuning {
+            tile_m,
+            tile_n,
+            tile_k,
+            work_m,
+            work_n,
+        }
+    }
+}
+
+impl Tile for GemmTuning {
+    fn tile(&self) -> [u32; 5] {
+        [
+            self.tile_m,
+            self.tile_n,
+            self.tile_k,
+            self.work_m,
+            self.work_n,
+        ]
+    }
+}
+
+/// Why a plan cannot be made (shared by the GPU planners).
+pub use crate::backend::planning::Unsupported;
 
 // Planning notes (each shader in `kernels/vulkan/` documents its bindings, push constants and
 // specialization constants at its top):
@@ -99,7 +126,7 @@ pub struct Unsupported(pub String);
 //   [`GRID_GROUPS_MAX`] groups, so 2^26 elements fit a 65535-group dispatch; element-wise ones move
 //   one vec4 per invocation and iteration.
 // - Row kernels stride their groups over the rows and keep a row in registers when it is at most
-//   [`ROW_CHUNKS_MAX`] chunks of the group size; the `_subgroup` shaders reduce with subgroup
+//   [`planning::ROW_CHUNKS_MAX`] chunks of the group size; the `_subgroup` shaders reduce with subgroup
 //   arithmetic where the device has it (a module that declares the capability cannot even be
 //   loaded elsewhere, hence two modules rather than a specialization constant).
 // - gemm `blocked` and conv2d `im2col` share `gemm_blocked` (`gemm_f16acc32` for f16), sized by a
@@ -115,9 +142,10 @@ mod gemm;
 mod tests;
 
 use crate::backend::Missing;
+use crate::backend::planning::{self, Tile, dims};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::sources::vulkan as spv;
-use gpufleet_kernels::{Dtype, KernelId, NORM_EPS, TRIAD_SCALAR, find_kernel};
+use gpufleet_kernels::{Dtype, KernelId, find_kernel};
 
 /// gemm's variant naming the blocked f16 GEMM with f32 accumulation (f16 only).
 const F16ACC32: &str = "f16acc32";
@@ -130,10 +158,6 @@ const FLAT_GROUP: u32 = 256;
 /// Groups of a grid-stride or row dispatch: the smallest maxComputeWorkGroupCount[0] Vulkan
 /// allows, and plenty to fill any GPU.
 const GRID_GROUPS_MAX: u32 = 65535;
-/// Row elements an invocation may keep in registers; longer rows are read again from cache.
-const ROW_CHUNKS_MAX: usize = 16;
-/// From this many columns on, the row kernels use 1024 invocations where the device allows.
-const WIDE_ROW_COLS: usize = 8192;
 /// Bytes of im2col column matrices held at once: 2^27, the smallest maxStorageBufferRange Vulkan
 /// allows (lavapipe's), so the scratch binding fits any device unless one image needs more.
 const IM2COL_SCRATCH_BYTES: usize = 128 << 20;
@@ -157,8 +181,6 @@ fn has_f16(caps: &VkCaps) -> bool {
 /// gemm's `f16acc32` variant (the blocked f16 GEMM under its own name, f16 only) is listed with
 /// the f16 dtype when the catalog defines it.
 pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
-    let f32_only = || vec!["f32"];
-    let default = || vec!["default"];
     let mut gemm_variants = vec!["naive", "tiled", "blocked"];
     let mut gemm_dtypes = vec!["f32"];
     if has_f16(caps) {
@@ -168,24 +190,7 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
             gemm_variants.push(F16ACC32);
         }
     }
-    let mut out = vec![("gemm", gemm_variants, gemm_dtypes)];
-    for name in [
-        "vec_add",
-        "copy",
-        "triad",
-        "noop",
-        "softmax",
-        "layernorm",
-        "rmsnorm",
-        "layernorm_rmsnorm_fused",
-    ] {
-        out.push((name, default(), f32_only()));
-    }
-    out.push(("conv2d", vec!["direct", "im2col"], f32_only()));
-    for name in ["relu", "sigmoid", "tanh", "debug_wrong"] {
-        out.push((name, default(), f32_only()));
-    }
-    out
+    planning::gpu_support(gemm_variants, gemm_dtypes)
 }
 
 /// What to dispatch for `problem` on a device with `caps`. `tuning` sets `gemm_blocked`'s
@@ -254,52 +259,11 @@ pub fn plan(
 /// OpenCL shader of the same design ran 128×128×8 with 8×8 per invocation at 83% of cuBLAS on an
 /// H100); CPUs such as lavapipe and unknown devices get fewer invocations with much work each.
 pub fn gemm_candidates(caps: &VkCaps) -> Vec<GemmTuning> {
-    let t = |tile_m, tile_n, tile_k, work_m, work_n| GemmTuning {
-        tile_m,
-        tile_n,
-        tile_k,
-        work_m,
-        work_n,
-    };
-    let gpu = [
-        t(128, 128, 8, 8, 8),
-        t(64, 64, 16, 8, 8),
-        t(128, 128, 16, 8, 8),
-        t(128, 64, 16, 8, 4),
-        t(64, 128, 16, 4, 8),
-        t(64, 64, 8, 8, 8),
-        t(64, 32, 16, 8, 4),
-        t(128, 64, 8, 8, 8),
-        t(64, 64, 16, 4, 4),
-        t(32, 64, 16, 4, 4),
-        t(64, 64, 8, 4, 4),
-        t(32, 32, 16, 4, 4),
-    ];
-    let small = [
-        t(64, 64, 16, 8, 8),
-        t(64, 64, 8, 8, 8),
-        t(32, 32, 16, 4, 4),
-        t(64, 32, 16, 8, 4),
-        t(32, 32, 8, 4, 4),
-        t(16, 16, 16, 4, 4),
-        t(16, 32, 8, 4, 4),
-        t(16, 16, 8, 4, 4),
-        t(16, 16, 8, 2, 2),
-        t(8, 8, 8, 2, 2),
-        t(4, 4, 4, 4, 4),
-    ];
-    let (first, second): (&[GemmTuning], &[GemmTuning]) = if caps.subgroup_size >= 32 {
-        (&gpu, &small)
-    } else {
-        (&small, &gpu)
-    };
-    let mut out: Vec<GemmTuning> = Vec::new();
-    for c in first.iter().chain(second) {
-        if out.len() < 20 && !out.contains(c) && tuning_error(c, caps).is_none() {
-            out.push(*c);
-        }
-    }
-    out
+    let gpu = planning::GPU_TILES.map(GemmTuning::new);
+    let small = planning::SMALL_TILES.map(GemmTuning::new);
+    planning::candidates(&gpu, &small, caps.subgroup_size >= 32, 20, |c| {
+        tuning_error(c, caps).is_none()
+    })
 }
 
 /// A safe default when nothing is tuned: the first candidate, or a one-invocation 4×4 tile that
@@ -308,40 +272,24 @@ pub fn default_gemm_tuning(caps: &VkCaps) -> GemmTuning {
     gemm_candidates(caps)
         .into_iter()
         .next()
-        .unwrap_or(GemmTuning {
-            tile_m: 4,
-            tile_n: 4,
-            tile_k: 4,
-            work_m: 4,
-            work_n: 4,
-        })
+        .unwrap_or(GemmTuning::new([4, 4, 4, 4, 4]))
 }
 
 /// Why `t` cannot run on `caps`, or `None` when it can. The rules mirror what
 /// `gemm_blocked.glsl` assumes (vec4 shared tiles, whole vec4 loads along k) plus the device
 /// limits.
 fn tuning_error(t: &GemmTuning, caps: &VkCaps) -> Option<String> {
-    let fields = [t.tile_m, t.tile_n, t.tile_k, t.work_m, t.work_n];
-    if fields.iter().any(|&f| f == 0 || f > 1024) {
-        return Some("every field must be between 1 and 1024".into());
-    }
-    if !(t.tile_m.is_multiple_of(4) && t.tile_n.is_multiple_of(4) && t.tile_k.is_multiple_of(4)) {
-        return Some(format!(
-            "tile {}×{}×{} must be multiples of 4 (vec4 shared tiles)",
-            t.tile_m, t.tile_n, t.tile_k
-        ));
-    }
-    if !t.tile_m.is_multiple_of(t.work_m) || !t.tile_n.is_multiple_of(t.work_n) {
-        return Some(format!(
-            "tile {}×{} is not a multiple of the work per invocation {}×{}",
-            t.tile_m, t.tile_n, t.work_m, t.work_n
-        ));
-    }
-    if t.work_m * t.work_n > MAX_WORK_PER_INVOCATION {
-        return Some(format!(
-            "work_m·work_n={} exceeds {MAX_WORK_PER_INVOCATION} accumulators per invocation",
-            t.work_m * t.work_n
-        ));
+    let vec4 = || {
+        (!(t.tile_m.is_multiple_of(4) && t.tile_n.is_multiple_of(4) && t.tile_k.is_multiple_of(4)))
+            .then(|| {
+                format!(
+                    "tile {}×{}×{} must be multiples of 4 (vec4 shared tiles)",
+                    t.tile_m, t.tile_n, t.tile_k
+                )
+            })
+    };
+    if let Some(why) = planning::tile_error(t, &[], vec4, "invocation", MAX_WORK_PER_INVOCATION) {
+        return Some(why);
     }
     let (x, y) = blocked_local(t);
     if x > caps.max_workgroup_size[0] || y > caps.max_workgroup_size[1] {
@@ -426,18 +374,20 @@ fn check_buffers(problem: &Problem, plan: &Plan) -> Result<(), Unsupported> {
 
 /// Largest power of two at most `n` (1 for 0).
 fn pow2_floor(n: u32) -> u32 {
-    if n == 0 { 1 } else { 1 << n.ilog2() }
+    planning::pow2_floor(n as usize) as u32
 }
 
 /// `value` as a `uint` push constant.
 fn word(problem: &Problem, what: &str, value: usize) -> Result<u32, Unsupported> {
-    u32::try_from(value).map_err(|_| {
-        Unsupported(format!(
-            "{what}={value} of {} exceeds the largest uint push constant ({})",
-            problem.kernel.name,
-            u32::MAX
-        ))
-    })
+    planning::bounded(problem, what, value, u32::MAX, "uint push constant")
+}
+
+/// Named sizes as `uint` push constants.
+fn words(problem: &Problem, named: &[(&str, usize)]) -> Result<Vec<u32>, Unsupported> {
+    named
+        .iter()
+        .map(|&(what, v)| word(problem, what, v))
+        .collect()
 }
 
 /// The SPIR-V of `shader`; every name the planners use is in `sources::vulkan::ALL` (a test
@@ -466,11 +416,6 @@ fn dispatch(
         bindings,
         groups,
     })
-}
-
-fn dims(v: &[u32]) -> String {
-    let parts: Vec<String> = v.iter().map(u32::to_string).collect();
-    parts.join("x")
 }
 
 /// Invocations per group of the one-dimensional shaders.
@@ -515,34 +460,19 @@ fn check_groups(
 }
 
 fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
-    let (shader, inputs) = match problem.id() {
-        KernelId::VecAdd | KernelId::DebugWrong => ("vec_add", 2),
-        KernelId::Copy => ("copy", 1),
-        KernelId::Triad => ("triad", 2),
-        KernelId::Relu => ("relu", 1),
-        KernelId::Sigmoid => ("sigmoid", 1),
-        KernelId::Tanh => ("tanh", 1),
-        KernelId::Noop => ("noop", 1),
-        other => {
-            return Err(Unsupported(format!(
-                "kernel {other:?} has no element-wise plan"
-            )));
+    let e = planning::elementwise(problem)?;
+    let (shader, inputs) = (e.stem, e.inputs);
+    let bindings = planning::buffers(inputs, Binding::Input, Binding::Output);
+    let (group, groups, mut push) = match e.n {
+        None => (1, 1, Vec::new()),
+        Some(n) => {
+            let group = flat_group(caps);
+            // One vec4 per invocation and iteration.
+            let groups = grid_groups(caps, n.div_ceil(4), group);
+            (group, groups, vec![word(problem, "n", n)?])
         }
     };
-    let mut bindings: Vec<Binding> = (0..inputs).map(Binding::Input).collect();
-    bindings.push(Binding::Output);
-    let (group, groups, push) = if problem.id() == KernelId::Noop {
-        (1, 1, Vec::new())
-    } else {
-        let n = param(problem, "n");
-        let group = flat_group(caps);
-        let mut push = vec![word(problem, "n", n)?];
-        if problem.id() == KernelId::Triad {
-            push.push(TRIAD_SCALAR.to_bits());
-        }
-        // One vec4 per invocation and iteration.
-        (group, grid_groups(caps, n.div_ceil(4), group), push)
-    };
+    push.extend(e.scalar.map(f32::to_bits));
     let mut spec = vec![(SPEC_LOCAL_X, SpecValue::U32(group))];
     if shader == "vec_add" {
         let wrong = u32::from(problem.id() == KernelId::DebugWrong);
@@ -566,48 +496,33 @@ fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupporte
 }
 
 fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
-    let (rows, cols) = (param(problem, "rows"), param(problem, "cols"));
-    let (base, inputs) = match problem.id() {
-        KernelId::Softmax => ("softmax", 1),
-        KernelId::LayerNorm => ("layernorm", 3),
-        KernelId::RmsNorm => ("rmsnorm", 2),
-        _ => ("layernorm_rmsnorm", 4),
-    };
+    let r = planning::rows(problem);
     let shader = if caps.subgroup_arithmetic {
-        format!("{base}_subgroup")
+        format!("{}_subgroup", r.stem)
     } else {
-        base.to_string()
+        r.stem.to_string()
     };
     let cap = pow2_floor(
         caps.max_workgroup_invocations
             .min(caps.max_workgroup_size[0])
             .min(caps.max_shared_memory_bytes / 4),
     );
-    let mut group: u32 = if cols >= WIDE_ROW_COLS { 1024 } else { 256 };
-    group = group.min(cap);
-    // Short rows: no more invocations than columns, but a warp's worth.
-    while group > 32 && (group / 2) as usize >= cols {
-        group /= 2;
-    }
-    let chunks = cols.div_ceil(group as usize);
-    let chunks = if chunks <= ROW_CHUNKS_MAX { chunks } else { 0 };
-    let groups = u32::try_from(rows)
+    let (group, chunks) = planning::row_group(r.cols, cap as usize);
+    let group = group as u32;
+    let groups = u32::try_from(r.rows)
         .unwrap_or(u32::MAX)
         .min(GRID_GROUPS_MAX)
         .min(caps.max_compute_workgroup_count[0])
         .max(1);
-    let mut bindings: Vec<Binding> = (0..inputs).map(Binding::Input).collect();
-    bindings.push(Binding::Output);
-    let mut push = vec![word(problem, "rows", rows)?, word(problem, "cols", cols)?];
-    if problem.id() != KernelId::Softmax {
-        push.push((NORM_EPS as f32).to_bits());
-    }
+    let bindings = planning::buffers(r.inputs, Binding::Input, Binding::Output);
+    let mut push = words(problem, &[("rows", r.rows), ("cols", r.cols)])?;
+    push.extend(r.eps.map(f32::to_bits));
     let spec = vec![
         (SPEC_LOCAL_X, SpecValue::U32(group)),
         (2, SpecValue::U32(chunks as u32)),
     ];
     Ok(Plan {
-        input_storage: vec![Storage::F32; inputs],
+        input_storage: vec![Storage::F32; r.inputs],
         output_storage: Storage::F32,
         scratch_bytes: Vec::new(),
         dispatches: vec![dispatch(&shader, spec, push, bindings, [groups, 1, 1])?],

@@ -3,7 +3,7 @@
 //! the push-constant block's size and the specialization-constant ids.
 
 use super::*;
-use gpufleet_kernels::catalog;
+use gpufleet_kernels::TRIAD_SCALAR;
 use std::collections::BTreeSet;
 
 /// An NVIDIA H100-like GPU, lavapipe on a 256-bit CPU, RADV on a Polaris (no shaderFloat16), and a
@@ -68,10 +68,10 @@ fn devices() -> Vec<VkCaps> {
     vec![nvidia(), lavapipe(), polaris(), tiny()]
 }
 
-fn problem(kernel: &str, variant: &str, params: &[(&str, i64)], dtype: &str) -> Problem {
-    let params = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-    Problem::new(kernel, variant, &params, dtype, true).unwrap()
-}
+use crate::backend::planning::testing::{
+    assert_common_refusals, assert_im2col_chunks, big_im2col, blocked_gemm, catalog_entries,
+    check_candidates, for_every_listed, problem,
+};
 
 fn spec(d: &Dispatch, id: u32) -> Option<u32> {
     d.spec.iter().find(|(i, _)| *i == id).map(|(_, v)| match v {
@@ -267,13 +267,7 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &VkCaps) {
 fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
     for caps in devices() {
         let listed = supported(&caps);
-        for k in catalog() {
-            let entry = listed.iter().find(|(name, _, _)| *name == k.name);
-            if k.host_only || (k.debug && k.name != "debug_wrong") {
-                assert!(entry.is_none(), "{} must not be listed", k.name);
-                continue;
-            }
-            let (_, variants, dtypes) = entry.unwrap_or_else(|| panic!("{} missing", k.name));
+        for (k, (_, variants, dtypes)) in catalog_entries(&listed) {
             let f16 = caps.shader_float16 && caps.storage_buffer_16bit;
             let mut expected = k.variants.to_vec();
             if !f16 {
@@ -319,50 +313,21 @@ fn every_supported_combination_plans_on_every_device_at_default_and_awkward_size
         ),
     ];
     for caps in devices() {
-        for (kernel, variants, dtypes) in supported(&caps) {
-            for v in &variants {
-                for d in &dtypes {
-                    let sizes = odd.iter().filter(|(k, _)| *k == kernel).map(|(_, p)| *p);
-                    for params in std::iter::once(&[][..]).chain(sizes) {
-                        let p = problem(kernel, v, params, d);
-                        let plan = plan(&p, &caps, None)
-                            .unwrap_or_else(|e| panic!("{kernel}/{v}/{d} on {caps:?}: {e}"));
-                        check_plan(&p, &plan, &caps);
-                    }
-                }
-            }
-        }
+        for_every_listed(supported(&caps), odd, |what, p| {
+            let plan = plan(p, &caps, None).unwrap_or_else(|e| panic!("{what} on {caps:?}: {e}"));
+            check_plan(p, &plan, &caps);
+        });
     }
 }
 
 #[test]
 fn unsupported_kernels_dtypes_and_devices_say_why() {
     let gpu = &nvidia();
-    for (kernel, word) in [
-        ("membw_cpu", "host memory"),
-        ("memlat_cpu", "host memory"),
-        ("debug_crash", "on purpose"),
-        ("debug_hang", "on purpose"),
-    ] {
-        let err = plan(&problem(kernel, "", &[], "f32"), gpu, None).unwrap_err();
-        assert!(err.0.contains(kernel) && err.0.contains(word), "{err}");
-    }
+    assert_common_refusals(|p| plan(p, gpu, None));
     let half = problem("gemm", "blocked", &[], "f16");
     let err = plan(&half, &polaris(), None).unwrap_err();
     assert!(
         err.0.contains("dtype f16 of gemm") && err.0.contains("shaderFloat16 (false)"),
-        "{err}"
-    );
-    // Problem::new refuses these, but Problem's fields are public.
-    let mut p = problem("softmax", "", &[], "f32");
-    p.dtype = Dtype::F16;
-    let err = plan(&p, gpu, None).unwrap_err();
-    assert!(err.0.contains("dtype f16 of softmax"), "{err}");
-    let mut p = problem("gemm", "", &[], "f32");
-    p.variant = "strassen".into();
-    let err = plan(&p, gpu, None).unwrap_err();
-    assert!(
-        err.0.contains("strassen") && err.0.contains("blocked"),
         "{err}"
     );
     let p = problem("vec_add", "", &[], "f32");
@@ -439,12 +404,8 @@ fn a_tuning_the_device_cannot_run_is_refused_with_the_limit() {
         ..nvidia()
     };
     let p = problem("gemm", "blocked", &[], "f32");
-    let t = |tile_m, tile_n, tile_k, work_m, work_n| GemmTuning {
-        tile_m,
-        tile_n,
-        tile_k,
-        work_m,
-        work_n,
+    let t = |tile_m, tile_n, tile_k, work_m, work_n| {
+        GemmTuning::new([tile_m, tile_n, tile_k, work_m, work_n])
     };
     let err = plan(&p, &small, Some(&t(128, 128, 8, 8, 8))).unwrap_err();
     assert!(
@@ -472,22 +433,22 @@ fn a_tuning_the_device_cannot_run_is_refused_with_the_limit() {
 
 #[test]
 fn candidates_respect_the_device_and_put_big_tiles_first_on_gpus() {
-    for caps in devices() {
-        let cands = gemm_candidates(&caps);
-        assert!(
-            (4..=20).contains(&cands.len()),
-            "{} candidates on {caps:?}",
-            cands.len()
-        );
-        for (i, c) in cands.iter().enumerate() {
-            assert_eq!(tuning_error(c, &caps), None, "{c:?}");
-            let (x, y) = blocked_local(c);
-            assert!(x * y <= caps.max_workgroup_invocations);
-            assert!(blocked_shared_bytes(c) <= u64::from(caps.max_shared_memory_bytes));
-            assert!(!cands[..i].contains(c), "{c:?} listed twice");
-        }
-        assert_eq!(default_gemm_tuning(&caps), cands[0]);
-    }
+    let within_limits = |c: &GemmTuning, caps: &VkCaps| {
+        let (x, y) = blocked_local(c);
+        x * y <= caps.max_workgroup_invocations
+            && blocked_shared_bytes(c) <= u64::from(caps.max_shared_memory_bytes)
+    };
+    let search_space = (
+        gemm_candidates as fn(&_) -> _,
+        default_gemm_tuning as fn(&_) -> _,
+    );
+    check_candidates(
+        &devices(),
+        4..=20,
+        search_space,
+        tuning_error,
+        within_limits,
+    );
     let big = |t: &GemmTuning| t.tile_m == 128 && t.tile_n == 128 && t.work_m * t.work_n == 64;
     for gpu in [nvidia(), polaris()] {
         let cands = gemm_candidates(&gpu);
@@ -521,17 +482,8 @@ fn default_tuning_is_valid_even_on_a_tiny_device() {
 #[test]
 fn blocked_gemm_spec_constants_follow_the_tuning_and_the_shape() {
     let gpu = &nvidia();
-    let t = GemmTuning {
-        tile_m: 128,
-        tile_n: 64,
-        tile_k: 8,
-        work_m: 8,
-        work_n: 4,
-    };
-    let shaped = |m, n, k, dtype| {
-        let p = problem("gemm", "blocked", &[("m", m), ("n", n), ("k", k)], dtype);
-        plan(&p, gpu, Some(&t)).unwrap()
-    };
+    let t = GemmTuning::new([128, 64, 8, 8, 4]);
+    let shaped = |m, n, k, dtype| plan(&blocked_gemm(m, n, k, dtype), gpu, Some(&t)).unwrap();
     let pl = shaped(4096, 4096, 4096, "f32");
     let d = &pl.dispatches[0];
     assert_eq!(d.shader, "gemm_blocked");
@@ -654,20 +606,9 @@ fn elementwise_plans_cover_n_with_a_grid_stride_of_vec4s() {
 #[test]
 fn im2col_chunks_the_batch_and_batches_the_gemm_over_images() {
     let gpu = &nvidia();
-    let params = [
-        ("batch", 64),
-        ("channels", 64),
-        ("height", 128),
-        ("width", 128),
-    ];
-    let pl = plan(&problem("conv2d", "im2col", &params, "f32"), gpu, None).unwrap();
-    // 64·9·128·128 floats = 36 MiB per image: 3 images per 128 MiB chunk.
-    assert_eq!(
-        pl.config.get("images_per_chunk").map(String::as_str),
-        Some("3")
-    );
-    assert_eq!(pl.dispatches.len(), 2 * 64usize.div_ceil(3));
-    assert_eq!(pl.scratch_bytes, [3 * 64 * 9 * 128 * 128 * 4]);
+    let pl = plan(&big_im2col(), gpu, None).unwrap();
+    // 36 MiB per image: 3 images per 128 MiB chunk.
+    assert_im2col_chunks(&pl.config, pl.dispatches.len(), &pl.scratch_bytes, 3);
     let (im2col, gemm) = (&pl.dispatches[42], &pl.dispatches[43]);
     assert_eq!(im2col.shader, "im2col");
     assert_eq!(

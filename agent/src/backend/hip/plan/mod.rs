@@ -1,0 +1,266 @@
+//! What to launch for each catalog kernel on a HIP device. Pure: a problem and the device's
+//! capabilities in, a [`Plan`] out; `kernel.rs` executes plans without knowing any kernel.
+//!
+//! The code objects are compiled ahead of time, so where the OpenCL planner passes `-D`
+//! parameters this one picks among the instantiations `kernels/hip/*.hip` define (named in each
+//! file's header and in [`kernel_symbols`]): GEMM tile configurations, row-kernel block sizes,
+//! the filter size of conv2d.
+//!
+//! `gemm.rs` holds the GEMM and conv2d planners (they share the blocked GEMM), `tests.rs` the unit
+//! tests; the pieces every GPU planner shares are in [`crate::backend::planning`].
+
+mod gemm;
+#[cfg(test)]
+mod tests;
+
+use crate::backend::planning::{self, ROW_CHUNKS_MAX, WIDE_ROW_COLS, dims};
+use crate::backend::storage::Elem as Storage;
+use crate::backend::{config, param};
+pub use gemm::{BLOCKED, Blocked};
+use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
+use gpufleet_kernels::{Dtype, KernelId, Problem};
+use std::collections::BTreeMap;
+
+/// What the planner may assume about a device.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HipCaps {
+    pub compute_units: u32,
+    /// `maxThreadsPerBlock` (1024 on every AMD GPU).
+    pub max_threads_per_block: u32,
+    /// `sharedMemPerBlock` (64 KiB on every AMD GPU).
+    pub shared_mem_per_block: u64,
+}
+
+impl Default for HipCaps {
+    fn default() -> Self {
+        HipCaps {
+            compute_units: 64,
+            max_threads_per_block: 1024,
+            shared_mem_per_block: 64 * 1024,
+        }
+    }
+}
+
+/// One kernel argument (shared with the OpenCL planner).
+pub use crate::backend::planning::Arg;
+
+/// One hipModuleLaunchKernel.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Launch {
+    /// The extern "C" kernel name in the code object.
+    pub kernel: String,
+    /// Blocks in x, y, z.
+    pub grid: [u32; 3],
+    /// Work-items per block in x, y, z (the size the kernel was compiled for).
+    pub block: [u32; 3],
+    pub args: Vec<Arg>,
+}
+
+/// Buffers and the launches of one iteration (timed from an event before the first launch to one
+/// after the last).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// How each input is stored on the device (f16 is converted on the host).
+    pub input_storage: Vec<Storage>,
+    pub output_storage: Storage,
+    /// Bytes of each scratch buffer (`hipMalloc`ed once, reused by every iteration).
+    pub scratch_bytes: Vec<usize>,
+    pub launches: Vec<Launch>,
+    /// The launch configuration, recorded with the result.
+    pub config: BTreeMap<String, String>,
+}
+
+impl Plan {
+    /// A plan of one launch over f32 buffers: `inputs` inputs, no scratch.
+    fn one_launch(inputs: usize, launch: Launch, config: BTreeMap<String, String>) -> Plan {
+        Plan {
+            input_storage: vec![Storage::F32; inputs],
+            output_storage: Storage::F32,
+            scratch_bytes: Vec::new(),
+            launches: vec![launch],
+            config,
+        }
+    }
+}
+
+/// Why a plan cannot be made (shared by the GPU planners).
+pub use crate::backend::planning::Unsupported;
+
+/// Block size of the one-dimensional kernels (element-wise, conv2d, im2col).
+const FLAT: u32 = 256;
+/// Blocks of a row kernel; more rows are strided over.
+const ROW_GROUPS_MAX: usize = 65536;
+/// Bytes of im2col column matrices held at once; the batch is processed in chunks that fit.
+const IM2COL_SCRATCH_BYTES: usize = 256 << 20;
+/// Side of gemm_naive's block and gemm_tiled's tile.
+const GEMM_SIDE: u32 = 16;
+
+/// Every kernel symbol the planner may launch; each must be in every code object (the build test
+/// checks it).
+pub fn kernel_symbols() -> Vec<String> {
+    let mut out: Vec<String> = [
+        "vec_add", "copy", "triad", "relu", "sigmoid", "tanh", "noop",
+    ]
+    .into_iter()
+    .map(|stem| format!("{stem}_f32"))
+    .collect();
+    out.push("vec_add_wrong_f32".into());
+    for variant in ["naive", "tiled"] {
+        out.extend(["f32", "f16"].map(|d| format!("gemm_{variant}_{d}")));
+    }
+    for k in [3, 5] {
+        out.extend([format!("conv2d_direct_k{k}"), format!("im2col_k{k}")]);
+    }
+    for b in BLOCKED {
+        out.push(b.symbol(false));
+        out.push(b.symbol(true));
+    }
+    for k in ["softmax", "layernorm", "rmsnorm", "layernorm_rmsnorm"] {
+        for wg in [64, 256, 1024] {
+            out.push(format!("{k}_rows_{wg}"));
+        }
+        for wg in [64, 256] {
+            out.push(format!("{k}_rows_{wg}_cached"));
+        }
+    }
+    out
+}
+
+/// Kernels/variants/dtypes the HIP backend implements: the OpenCL backend's list (every
+/// non-host-only, non-debug catalog kernel with all its variants, gemm in f32 and f16, plus
+/// debug_wrong).
+pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
+    planning::gpu_support(vec!["naive", "tiled", "blocked"], vec!["f32", "f16"])
+}
+
+/// What to launch for `problem` on a device with `caps`.
+///
+/// # Errors
+/// [`Unsupported`] naming the reason: a host-only or crashing kernel, a variant or dtype not
+/// implemented, a size whose arguments do not fit an `int` or whose grid exceeds HIP's 2^32
+/// work-items per dimension.
+pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
+    let name = problem.kernel.name;
+    planning::listed(
+        supported(),
+        problem,
+        "hip",
+        "the HIP backend has no kernel for it",
+    )?;
+    if caps.max_threads_per_block < 1024 || caps.shared_mem_per_block < 32 * 1024 {
+        return Err(Unsupported(format!(
+            "the code objects need blocks of 1024 work-items and 32 KiB of LDS; the device \
+             reports {} and {} bytes",
+            caps.max_threads_per_block, caps.shared_mem_per_block
+        )));
+    }
+    let plan = match problem.id() {
+        KernelId::Gemm => plan_gemm(problem, caps)?,
+        KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps)?,
+        KernelId::Conv2d => plan_conv_direct(problem)?,
+        KernelId::Softmax
+        | KernelId::LayerNorm
+        | KernelId::RmsNorm
+        | KernelId::LayerNormRmsNormFused => plan_rows(problem)?,
+        _ => plan_elementwise(problem)?,
+    };
+    for l in &plan.launches {
+        for d in 0..3 {
+            if u64::from(l.grid[d]) * u64::from(l.block[d]) > u64::from(u32::MAX) {
+                return Err(Unsupported(format!(
+                    "{name}: launch of {} needs {} work-items in dimension {d}, above HIP's 2^32 - 1",
+                    l.kernel,
+                    u64::from(l.grid[d]) * u64::from(l.block[d])
+                )));
+            }
+        }
+    }
+    Ok(plan)
+}
+
+/// Named sizes as `int` kernel arguments.
+fn ints(problem: &Problem, named: &[(&str, usize)]) -> Result<Vec<Arg>, Unsupported> {
+    planning::int_args(problem, named, "int kernel argument", Arg::Int)
+}
+
+/// Blocks covering `items` work-items in blocks of `block`.
+fn blocks(problem: &Problem, what: &str, items: usize, block: u32) -> Result<u32, Unsupported> {
+    u32::try_from(items.div_ceil(block as usize).max(1)).map_err(|_| {
+        Unsupported(format!(
+            "{what}: {items} work-items of {} exceed HIP's grid",
+            problem.kernel.name
+        ))
+    })
+}
+
+fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
+    let e = planning::elementwise(problem)?;
+    let kernel = if problem.id() == KernelId::DebugWrong {
+        "vec_add_wrong_f32".to_string()
+    } else {
+        format!("{}_f32", e.stem)
+    };
+    let mut args = planning::buffers(e.inputs, Arg::Input, Arg::Output);
+    args.extend(e.scalar.map(Arg::Float));
+    let (grid, block) = match e.n {
+        None => (1, 1),
+        // One float4 per work-item.
+        Some(n) => {
+            args.extend(ints(problem, &[("n", n)])?);
+            (blocks(problem, "n", n.div_ceil(4), FLAT)?, FLAT)
+        }
+    };
+    let launch = Launch {
+        kernel: kernel.clone(),
+        grid: [grid, 1, 1],
+        block: [block, 1, 1],
+        args,
+    };
+    Ok(Plan::one_launch(
+        e.inputs,
+        launch,
+        config(&[
+            ("kernel", kernel),
+            ("grid", grid.to_string()),
+            ("block", block.to_string()),
+        ]),
+    ))
+}
+
+fn plan_rows(problem: &Problem) -> Result<Plan, Unsupported> {
+    let r = planning::rows(problem);
+    let base = format!("{}_rows", r.stem);
+    let group: usize = if r.cols >= WIDE_ROW_COLS {
+        1024
+    } else if r.cols <= 64 {
+        64
+    } else {
+        256
+    };
+    let cached = group <= 256 && r.cols <= group * ROW_CHUNKS_MAX;
+    let kernel = if cached {
+        format!("{base}_{group}_cached")
+    } else {
+        format!("{base}_{group}")
+    };
+    let groups = r.rows.clamp(1, ROW_GROUPS_MAX);
+    let mut args = planning::buffers(r.inputs, Arg::Input, Arg::Output);
+    args.extend(ints(problem, &[("rows", r.rows), ("cols", r.cols)])?);
+    args.extend(r.eps.map(Arg::Float));
+    let launch = Launch {
+        kernel: kernel.clone(),
+        grid: [groups as u32, 1, 1],
+        block: [group as u32, 1, 1],
+        args,
+    };
+    Ok(Plan::one_launch(
+        r.inputs,
+        launch,
+        config(&[
+            ("kernel", kernel),
+            ("block", group.to_string()),
+            ("groups", groups.to_string()),
+            ("row_in_registers", if cached { "yes" } else { "no" }.into()),
+        ]),
+    ))
+}

@@ -1,0 +1,127 @@
+//! Unit tests of the HIP planner: pure, no device.
+
+use super::*;
+use gpufleet_kernels::TRIAD_SCALAR;
+
+fn problem(kernel: &str, variant: &str, dtype: &str, params: &[(&str, i64)]) -> Problem {
+    crate::backend::planning::testing::problem(kernel, variant, params, dtype)
+}
+
+#[test]
+fn every_launched_kernel_is_a_known_symbol() {
+    let symbols = kernel_symbols();
+    let caps = HipCaps::default();
+    for (kernel, variants, dtypes) in supported() {
+        for v in &variants {
+            for d in &dtypes {
+                let p = problem(kernel, v, d, &[]);
+                let plan = plan(&p, &caps).unwrap_or_else(|e| panic!("{kernel}/{v}/{d}: {e}"));
+                assert!(!plan.launches.is_empty());
+                for l in &plan.launches {
+                    assert!(symbols.contains(&l.kernel), "{} is not built", l.kernel);
+                    assert!(l.grid.iter().all(|&g| g >= 1), "{kernel}: empty grid");
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn host_only_and_debug_kernels_are_refused_with_the_reason() {
+    let caps = HipCaps::default();
+    let e = plan(&problem("membw_cpu", "", "f32", &[]), &caps).unwrap_err();
+    assert!(e.0.contains("only the cpu backend"), "{e}");
+    // Problem::new refuses f16 softmax, but Problem's fields are public.
+    let mut p = problem("softmax", "", "f32", &[]);
+    p.dtype = Dtype::F16;
+    let e = plan(&p, &caps).unwrap_err();
+    assert!(e.0.contains("dtype f16"), "{e}");
+}
+
+#[test]
+fn gemm_blocks_match_the_compiled_sizes() {
+    let caps = HipCaps::default();
+    let p = problem(
+        "gemm",
+        "blocked",
+        "f32",
+        &[("m", 4096), ("n", 4096), ("k", 4096)],
+    );
+    let l = &plan(&p, &caps).unwrap().launches[0];
+    assert_eq!(l.kernel, "gemm_blocked_f32_128x128x8_8x8");
+    assert_eq!(l.block, [16, 16, 1]);
+    assert_eq!(l.grid, [32, 32, 1]);
+    // A small product gives every CU a block with smaller tiles.
+    let p = problem(
+        "gemm",
+        "blocked",
+        "f16",
+        &[("m", 256), ("n", 256), ("k", 64)],
+    );
+    let l = &plan(&p, &caps).unwrap().launches[0];
+    assert_eq!(l.kernel, "gemm_blocked_f16_32x32x16_4x4");
+    assert_eq!(l.block, [8, 8, 1]);
+    assert_eq!(l.grid, [8, 8, 1]);
+    let p = problem("gemm", "tiled", "f32", &[("m", 100), ("n", 33), ("k", 7)]);
+    let l = &plan(&p, &caps).unwrap().launches[0];
+    assert_eq!((l.grid, l.block), ([3, 7, 1], [16, 16, 1]));
+}
+
+#[test]
+fn rows_pick_block_and_caching_by_columns() {
+    let caps = HipCaps::default();
+    for (cols, kernel, block) in [
+        (1, "softmax_rows_64_cached", 64),
+        (64, "softmax_rows_64_cached", 64),
+        (65, "softmax_rows_256_cached", 256),
+        (4096, "softmax_rows_256_cached", 256),
+        (4097, "softmax_rows_256", 256),
+        (8192, "softmax_rows_1024", 1024),
+    ] {
+        let p = problem("softmax", "", "f32", &[("rows", 3), ("cols", cols)]);
+        let l = &plan(&p, &caps).unwrap().launches[0];
+        assert_eq!(
+            (l.kernel.as_str(), l.block[0]),
+            (kernel, block),
+            "cols={cols}"
+        );
+        assert_eq!(l.grid[0], 3);
+    }
+}
+
+#[test]
+fn elementwise_moves_a_float4_per_work_item() {
+    let caps = HipCaps::default();
+    let p = problem("triad", "", "f32", &[("n", 1025)]);
+    let l = &plan(&p, &caps).unwrap().launches[0];
+    assert_eq!(l.grid, [2, 1, 1], "257 work-items in blocks of 256");
+    assert_eq!(l.args[3], Arg::Float(TRIAD_SCALAR));
+    let p = problem("debug_wrong", "", "f32", &[]);
+    assert_eq!(
+        plan(&p, &caps).unwrap().launches[0].kernel,
+        "vec_add_wrong_f32"
+    );
+}
+
+#[test]
+fn im2col_chunks_images_into_batched_gemms() {
+    let caps = HipCaps::default();
+    let p = problem(
+        "conv2d",
+        "im2col",
+        "f32",
+        &[
+            ("batch", 4),
+            ("channels", 3),
+            ("height", 32),
+            ("width", 32),
+            ("filters", 8),
+            ("ksize", 5),
+        ],
+    );
+    let plan = plan(&p, &caps).unwrap();
+    assert_eq!(plan.launches.len(), 2, "4 small images fit one chunk");
+    assert_eq!(plan.launches[0].kernel, "im2col_k5");
+    assert_eq!(plan.launches[1].grid[2], 4, "one z per image");
+    assert_eq!(plan.scratch_bytes.len(), 1);
+}

@@ -1,0 +1,106 @@
+//! The timed command buffer of a [`VulkanKernel`]: timestamps around the work, the uploads and
+//! readback in `with_transfers` mode, one dispatch per plan step with barriers between them.
+
+use super::{DevBuffer, VulkanKernel};
+use crate::backend::vulkan::ffi::fail;
+use crate::backend::vulkan::plan::Plan;
+use crate::backend::{BackendError, Mode};
+use ash::vk;
+
+impl VulkanKernel {
+    pub(super) fn record(
+        &mut self,
+        plan: &Plan,
+        sets: &[vk::DescriptorSet],
+        device_inputs: &[DevBuffer],
+        staging_inputs: &[DevBuffer],
+        mode: Mode,
+    ) -> Result<(), BackendError> {
+        let dev = self.dev().clone();
+        let barrier = |cb,
+                       src: vk::AccessFlags,
+                       dst: vk::AccessFlags,
+                       from: vk::PipelineStageFlags,
+                       to: vk::PipelineStageFlags| {
+            let b = [vk::MemoryBarrier::default()
+                .src_access_mask(src)
+                .dst_access_mask(dst)];
+            // SAFETY: recording into a command buffer in the recording state.
+            unsafe {
+                dev.cmd_pipeline_barrier(cb, from, to, vk::DependencyFlags::empty(), &b, &[], &[])
+            };
+        };
+        // SAFETY: recording into a freshly allocated command buffer of our
+        // pool with objects of this device.
+        unsafe {
+            let alloc = vk::CommandBufferAllocateInfo::default()
+                .command_pool(self.pool)
+                .level(vk::CommandBufferLevel::PRIMARY)
+                .command_buffer_count(1);
+            self.cmd = dev
+                .allocate_command_buffers(&alloc)
+                .map_err(|e| fail("vkAllocateCommandBuffers", e))?[0];
+            let cb = self.cmd;
+            dev.begin_command_buffer(cb, &vk::CommandBufferBeginInfo::default())
+                .map_err(|e| fail("vkBeginCommandBuffer", e))?;
+            let timed = self.query != vk::QueryPool::null();
+            if timed {
+                dev.cmd_reset_query_pool(cb, self.query, 0, 2);
+                dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, self.query, 0);
+            }
+            if mode == Mode::WithTransfers {
+                for (st, d) in staging_inputs.iter().zip(device_inputs) {
+                    Self::record_copy(&dev, cb, *st, *d);
+                }
+                barrier(
+                    cb,
+                    vk::AccessFlags::TRANSFER_WRITE,
+                    vk::AccessFlags::SHADER_READ,
+                    vk::PipelineStageFlags::TRANSFER,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                );
+            }
+            for (i, d) in plan.dispatches.iter().enumerate() {
+                let (pipeline, layout, _, _) = self.pipelines[i];
+                dev.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
+                dev.cmd_bind_descriptor_sets(
+                    cb,
+                    vk::PipelineBindPoint::COMPUTE,
+                    layout,
+                    0,
+                    &[sets[i]],
+                    &[],
+                );
+                if !d.push.is_empty() {
+                    let bytes: Vec<u8> = d.push.iter().flat_map(|w| w.to_le_bytes()).collect();
+                    dev.cmd_push_constants(cb, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
+                }
+                dev.cmd_dispatch(cb, d.groups[0], d.groups[1], d.groups[2]);
+                barrier(
+                    cb,
+                    vk::AccessFlags::SHADER_WRITE,
+                    vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                );
+            }
+            if mode == Mode::WithTransfers {
+                barrier(
+                    cb,
+                    vk::AccessFlags::SHADER_WRITE,
+                    vk::AccessFlags::TRANSFER_READ,
+                    vk::PipelineStageFlags::COMPUTE_SHADER,
+                    vk::PipelineStageFlags::TRANSFER,
+                );
+                // The readback buffer has the output's size.
+                Self::record_copy(&dev, cb, self.output, self.readback);
+            }
+            if timed {
+                dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.query, 1);
+            }
+            dev.end_command_buffer(cb)
+                .map_err(|e| fail("vkEndCommandBuffer", e))?;
+        }
+        Ok(())
+    }
+}
