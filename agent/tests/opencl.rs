@@ -71,9 +71,13 @@ fn every_plan_builds_with_cl_1_1() {
                     .unwrap();
                 let pl =
                     plan::plan(&p, &caps, None).unwrap_or_else(|e| panic!("{kernel}/{v}/{d}: {e}"));
-                assert!(pl.options.contains("-cl-std=CL1.1"), "{}", pl.options);
-                let mut prog = Program::create_from_source(&ctx, &pl.source).unwrap();
-                if prog.build(ctx.devices(), &pl.options).is_err() {
+                assert!(
+                    pl.program.options.contains("-cl-std=CL1.1"),
+                    "{}",
+                    pl.program.options
+                );
+                let mut prog = Program::create_from_source(&ctx, &pl.program.source).unwrap();
+                if prog.build(ctx.devices(), &pl.program.options).is_err() {
                     panic!(
                         "{kernel}/{v}/{d} does not build as CL1.1:\n{}",
                         prog.get_build_log(dev.id).unwrap_or_default()
@@ -87,9 +91,9 @@ fn every_plan_builds_with_cl_1_1() {
         let p = gpufleet_kernels::Problem::new("gemm", "blocked", &Default::default(), "f32", true)
             .unwrap();
         let pl = plan::plan(&p, &caps, Some(&t)).unwrap();
-        let mut prog = Program::create_from_source(&ctx, &pl.source).unwrap();
+        let mut prog = Program::create_from_source(&ctx, &pl.program.source).unwrap();
         assert!(
-            prog.build(ctx.devices(), &pl.options).is_ok(),
+            prog.build(ctx.devices(), &pl.program.options).is_ok(),
             "candidate {t:?} does not build"
         );
         built += 1;
@@ -117,6 +121,7 @@ fn a_failed_build_is_a_compile_error_with_the_log() {
         gpufleet_kernels::Problem::new("vec_add", "", &Default::default(), "f32", false).unwrap();
     let mut broken = plan::plan(&p, &dev.caps, None).unwrap();
     broken
+        .program
         .source
         .push_str("\n__kernel void broken(__global float* x) { x[0] = undefined_name; }\n");
     match kernel::build(&ctx, dev, &broken, "vec_add") {

@@ -142,18 +142,26 @@ pub trait Backend: Send + Sync {
     /// Kernels, variants and dtypes implemented, independent of any device.
     fn kernels(&self) -> Vec<KernelSupport>;
 
-    /// Prepares `problem` on `device`: allocates buffers, uploads `inputs`
-    /// (in compute-only mode), builds device code.
+    /// Prepares `job.problem` on `job.device`: allocates buffers, uploads the
+    /// inputs (in compute-only mode), builds device code.
     ///
     /// # Errors
     /// `Unsupported`, `Compile`, `OutOfMemory` or `Driver`.
-    fn prepare(
-        &self,
-        device: &DeviceInfo,
-        problem: &Problem,
-        inputs: &[Buffer],
-        mode: Mode,
-    ) -> Result<Box<dyn PreparedKernel>, BackendError>;
+    fn prepare(&self, job: &Prepare<'_>) -> Result<Box<dyn PreparedKernel>, BackendError>;
+}
+
+/// What [`Backend::prepare`] is asked to make ready: one problem with its
+/// inputs on one device, timed in one mode.
+#[derive(Debug, Clone, Copy)]
+pub struct Prepare<'a> {
+    /// The device as discovery reported it (the backend finds its handles by id).
+    pub device: &'a DeviceInfo,
+    /// The validated problem.
+    pub problem: &'a Problem,
+    /// Its seeded inputs, in [`Problem::inputs`] order.
+    pub inputs: &'a [Buffer],
+    /// Whether host transfers are inside the timed window.
+    pub mode: Mode,
 }
 
 /// A kernel ready to launch on one device with its buffers bound.

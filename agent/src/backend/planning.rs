@@ -8,8 +8,10 @@
 //! Each planner keeps what is its API's own (OpenCL build options, Vulkan specialization
 //! constants and push-constant words, HIP's compiled instantiations) and maps these pieces onto it.
 
+use super::storage::Elem;
 use super::{BackendError, SupportEntry, check_listed};
 use gpufleet_kernels::{ConvShape, KernelId, NORM_EPS, Problem, TRIAD_SCALAR};
+use std::collections::BTreeMap;
 use std::fmt::Display;
 
 /// Why a plan cannot be made; becomes [`BackendError::Unsupported`].
@@ -80,6 +82,45 @@ pub enum Arg {
     Float(f32),
 }
 
+/// A GPU planner's plan: the device code the launches come from, how the buffers are stored,
+/// and the launches of one iteration (timed from before the first to after the last), with the
+/// configuration recorded with the result. OpenCL and HIP share it; `P` is OpenCL's program
+/// (HIP's code objects are embedded per arch, so it has none).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan<L, P = ()> {
+    /// Where the launches' kernels come from.
+    pub program: P,
+    /// How each input is stored on the device (f16 is converted on the host).
+    pub input_storage: Vec<Elem>,
+    /// f32, or f16 for gemm in f16 (read back through the host conversion).
+    pub output_storage: Elem,
+    /// Bytes of each scratch buffer (allocated once, reused by every iteration).
+    pub scratch_bytes: Vec<usize>,
+    /// Launched in this order.
+    pub launches: Vec<L>,
+    /// The launch configuration, recorded with the result.
+    pub config: BTreeMap<String, String>,
+}
+
+impl<L, P> Plan<L, P> {
+    /// A plan of one launch over f32 buffers: `inputs` inputs, no scratch.
+    pub fn one_launch(
+        program: P,
+        inputs: usize,
+        launch: L,
+        config: BTreeMap<String, String>,
+    ) -> Self {
+        Plan {
+            program,
+            input_storage: vec![Elem::F32; inputs],
+            output_storage: Elem::F32,
+            scratch_bytes: Vec::new(),
+            launches: vec![launch],
+            config,
+        }
+    }
+}
+
 /// The buffer arguments every kernel starts with: its `inputs` in order, then the output.
 pub fn buffers<A>(inputs: usize, input: fn(usize) -> A, output: A) -> Vec<A> {
     (0..inputs).map(input).chain([output]).collect()
@@ -96,6 +137,27 @@ pub struct Elementwise {
     pub n: Option<usize>,
     /// triad's scalar.
     pub scalar: Option<f32>,
+}
+
+impl Elementwise {
+    /// The configuration its plan records: the entry point (`("kernel", …)` or `("shader", …)`),
+    /// the grid (`("global", work-items)` or `("groups", workgroups)`), the group size and, under
+    /// `per_item`, the elements one work-item handles: one vector of 4, or 1 for noop.
+    pub fn config(
+        &self,
+        entry: (&str, String),
+        grid: (&str, usize),
+        local: usize,
+        per_item: &str,
+    ) -> BTreeMap<String, String> {
+        let per = if self.n.is_some() { "4" } else { "1" };
+        super::config(&[
+            entry,
+            (grid.0, grid.1.to_string()),
+            ("local", local.to_string()),
+            (per_item, per.into()),
+        ])
+    }
 }
 
 /// `problem` as an element-wise kernel.
@@ -137,6 +199,26 @@ pub struct RowKernel {
     pub cols: usize,
     /// The normalisations' epsilon; softmax has none.
     pub eps: Option<f32>,
+}
+
+impl RowKernel {
+    /// The configuration its plan records: the entry point (`("kernel", …)` or `("shader", …)`),
+    /// the group size, the number of groups, and whether a row is held in registers (`chunks` > 0).
+    pub fn config(
+        &self,
+        entry: (&str, String),
+        local: usize,
+        groups: usize,
+        chunks: usize,
+    ) -> BTreeMap<String, String> {
+        let in_registers = if chunks > 0 { "yes" } else { "no" };
+        super::config(&[
+            entry,
+            ("local", local.to_string()),
+            ("groups", groups.to_string()),
+            ("row_in_registers", in_registers.into()),
+        ])
+    }
 }
 
 /// `problem` as a row kernel.
@@ -321,16 +403,74 @@ pub trait Tile {
     fn tile(&self) -> [u32; 5];
 }
 
-/// The configuration lines every blocked GEMM records.
-pub fn tile_config(t: &impl Tile) -> Vec<(&'static str, String)> {
+/// A GEMM's `(m, n, k)`.
+pub fn gemm_dims(problem: &Problem) -> (usize, usize, usize) {
+    let p = |name| super::param(problem, name);
+    (p("m"), p("n"), p("k"))
+}
+
+/// A register-blocked GEMM tile, the part of a tuning every GPU backend shares: a work-group tile of
+/// C of tile_m × tile_n stepping k by tile_k, each work-item computing work_m × work_n outputs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+pub struct GemmTile {
+    pub tile_m: u32,
+    pub tile_n: u32,
+    pub tile_k: u32,
+    pub work_m: u32,
+    pub work_n: u32,
+}
+
+impl GemmTile {
+    /// The tile `[tile_m, tile_n, tile_k, work_m, work_n]`.
+    pub const fn new(tile: [u32; 5]) -> GemmTile {
+        let [tile_m, tile_n, tile_k, work_m, work_n] = tile;
+        GemmTile {
+            tile_m,
+            tile_n,
+            tile_k,
+            work_m,
+            work_n,
+        }
+    }
+}
+
+impl Tile for GemmTile {
+    fn tile(&self) -> [u32; 5] {
+        [
+            self.tile_m,
+            self.tile_n,
+            self.tile_k,
+            self.work_m,
+            self.work_n,
+        ]
+    }
+}
+
+/// The configuration lines every blocked GEMM records: its tile, then `extra`.
+pub fn tile_config<const N: usize>(
+    t: &impl Tile,
+    extra: [(&'static str, String); N],
+) -> Vec<(&'static str, String)> {
     let [tile_m, tile_n, tile_k, work_m, work_n] = t.tile();
-    vec![
+    let mut out = vec![
         ("tile_m", tile_m.to_string()),
         ("tile_n", tile_n.to_string()),
         ("tile_k", tile_k.to_string()),
         ("work_m", work_m.to_string()),
         ("work_n", work_n.to_string()),
-    ]
+    ];
+    out.extend(extra);
+    out
+}
+
+/// Side of a square work-group or tile (`gemm_naive`, `gemm_tiled`): 16, halved until the device
+/// `fits` it.
+pub fn square_side(fits: impl Fn(usize) -> bool) -> usize {
+    let mut side = 16;
+    while side > 1 && !fits(side) {
+        side /= 2;
+    }
+    side
 }
 
 /// Whether an m×n×k product is a whole number of `t`'s tiles.

@@ -2,10 +2,6 @@
 //! reason it is unavailable. Built once at start by running one discovery
 //! worker per backend in parallel, each with a deadline.
 
-/// The host's facts moved to [`crate::host`]; this path remains for the cpu
-/// backend until it reads `crate::host` directly.
-pub use crate::host;
-
 use crate::backend::{self, DeviceInfo, KernelSupport};
 use crate::host::HostFacts;
 use crate::isolation::{WorkerCommand, parent};

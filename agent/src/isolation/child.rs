@@ -127,7 +127,13 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
         format!("preparing {} on {}", problem.kernel.name, job.device.id),
         0,
     );
-    let mut kernel = match backend.prepare(&job.device, &problem, &inputs, job.mode) {
+    let prepare = backend::Prepare {
+        device: &job.device,
+        problem: &problem,
+        inputs: &inputs,
+        mode: job.mode,
+    };
+    let mut kernel = match backend.prepare(&prepare) {
         Ok(k) => k,
         Err(e) => return WorkerOutcome::from_backend_error(&e),
     };

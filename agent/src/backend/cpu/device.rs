@@ -2,7 +2,7 @@
 //! features, and a formula peak (there is no spec table for every CPU).
 
 use crate::backend::{DeviceInfo, Peaks};
-use crate::inventory::host;
+use crate::host;
 
 /// FP32 FLOP per cycle per core assumed for the widest FMA the CPU reports
 /// (two FMA pipes, as on recent x86 cores).

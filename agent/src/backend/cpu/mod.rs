@@ -17,8 +17,8 @@ pub mod device;
 pub mod kernel;
 pub mod ops;
 
-use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel};
-use gpufleet_kernels::{Buffer, Problem, catalog};
+use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel};
+use gpufleet_kernels::catalog;
 
 /// The CPU backend.
 #[derive(Debug, Default)]
@@ -51,13 +51,11 @@ impl Backend for CpuBackend {
             .collect()
     }
 
-    fn prepare(
-        &self,
-        _device: &DeviceInfo,
-        problem: &Problem,
-        inputs: &[Buffer],
-        mode: Mode,
-    ) -> Result<Box<dyn PreparedKernel>, BackendError> {
-        Ok(Box::new(kernel::CpuKernel::new(problem, inputs, mode)?))
+    fn prepare(&self, job: &Prepare<'_>) -> Result<Box<dyn PreparedKernel>, BackendError> {
+        Ok(Box::new(kernel::CpuKernel::new(
+            job.problem,
+            job.inputs,
+            job.mode,
+        )?))
     }
 }

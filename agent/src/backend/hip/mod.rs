@@ -31,8 +31,7 @@ pub mod ffi;
 pub mod kernel;
 pub mod plan;
 
-use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel, lookup};
-use gpufleet_kernels::{Buffer, Problem};
+use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel, lookup};
 
 /// The environment variable ROCm reads to report another arch for a device.
 pub const HSA_OVERRIDE: &str = "HSA_OVERRIDE_GFX_VERSION";
@@ -54,13 +53,8 @@ impl Backend for HipBackend {
         KernelSupport::from_list(plan::supported())
     }
 
-    fn prepare(
-        &self,
-        info: &DeviceInfo,
-        problem: &Problem,
-        inputs: &[Buffer],
-        mode: Mode,
-    ) -> Result<Box<dyn PreparedKernel>, BackendError> {
+    fn prepare(&self, job: &Prepare<'_>) -> Result<Box<dyn PreparedKernel>, BackendError> {
+        let (info, problem, inputs, mode) = (job.device, job.problem, job.inputs, job.mode);
         let found = lookup::find(self.name(), device::enumerate()?, &info.id)?;
         let plan = kernel::plan_for(&found, problem)?;
         let override_value = std::env::var(HSA_OVERRIDE).ok();

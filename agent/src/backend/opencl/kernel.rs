@@ -31,24 +31,33 @@ pub fn build(
 ) -> Result<(Program, bool), BackendError> {
     let key = cache::fnv64(&[
         found.fingerprint.as_bytes(),
-        plan.options.as_bytes(),
-        plan.source.as_bytes(),
+        plan.program.options.as_bytes(),
+        plan.program.source.as_bytes(),
         env!("CARGO_PKG_VERSION").as_bytes(),
     ]);
     let path: PathBuf = cache::dir().join("opencl").join(format!("{key:016x}.bin"));
     if let Ok(bin) = std::fs::read(&path)
-        && let Ok(p) = Program::create_and_build_from_binary(ctx, &[&bin], &plan.options)
+        && let Ok(p) = Program::create_and_build_from_binary(ctx, &[&bin], &plan.program.options)
     {
         return Ok((p, true));
     }
-    let mut program = Program::create_from_source(ctx, &plan.source)
-        .map_err(|e| driver(format!("clCreateProgramWithSource({})", plan.program), e))?;
-    if program.build(ctx.devices(), &plan.options).is_err() {
+    let mut program = Program::create_from_source(ctx, &plan.program.source).map_err(|e| {
+        driver(
+            format!("clCreateProgramWithSource({})", plan.program.name),
+            e,
+        )
+    })?;
+    if program.build(ctx.devices(), &plan.program.options).is_err() {
         let log = program.get_build_log(found.id).unwrap_or_default();
         return Err(BackendError::Compile {
             backend: "opencl".into(),
             kernel: kernel_name.to_string(),
-            log: format!("{} with `{}`:\n{}", plan.program, plan.options, log.trim()),
+            log: format!(
+                "{} with `{}`:\n{}",
+                plan.program.name,
+                plan.program.options,
+                log.trim()
+            ),
         });
     }
     if let Ok(bins) = program.get_binaries()
@@ -261,7 +270,7 @@ impl OpenClKernel {
             .collect();
         let mut config = BTreeMap::new();
         let plan = if problem.id() == KernelId::Gemm && problem.variant == "blocked" {
-            let (tuning, line) = tuned(&ctx, found, problem, inputs, &host, &base.source)?;
+            let (tuning, line) = tuned(&ctx, found, problem, inputs, &host, &base.program.source)?;
             config.insert("tuning".into(), line);
             plan::plan(problem, &found.caps, Some(&tuning)).map_err(|e| e.for_backend("opencl"))?
         } else {
@@ -269,8 +278,8 @@ impl OpenClKernel {
         };
         let bound = Bound::new(&ctx, found, &plan, problem, &host)?;
         config.extend(plan.config.clone());
-        config.insert("program".into(), plan.program.clone());
-        config.insert("build_options".into(), plan.options.clone());
+        config.insert("program".into(), plan.program.name.clone());
+        config.insert("build_options".into(), plan.program.options.clone());
         config.insert(
             "binary_cache".into(),
             if bound.cache_hit { "hit" } else { "miss" }.into(),

@@ -26,8 +26,7 @@ pub mod ffi;
 pub mod kernel;
 pub mod plan;
 
-use super::{Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel, lookup};
-use gpufleet_kernels::{Buffer, Problem};
+use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel, lookup};
 
 /// The OpenCL backend.
 #[derive(Debug, Default)]
@@ -46,15 +45,9 @@ impl Backend for OpenClBackend {
         KernelSupport::from_list(plan::supported())
     }
 
-    fn prepare(
-        &self,
-        info: &DeviceInfo,
-        problem: &Problem,
-        inputs: &[Buffer],
-        mode: Mode,
-    ) -> Result<Box<dyn PreparedKernel>, BackendError> {
-        let found = lookup::find(self.name(), device::enumerate()?, &info.id)?;
-        let kernel = kernel::OpenClKernel::new(&found, problem, inputs, mode)?;
+    fn prepare(&self, job: &Prepare<'_>) -> Result<Box<dyn PreparedKernel>, BackendError> {
+        let found = lookup::find(self.name(), device::enumerate()?, &job.device.id)?;
+        let kernel = kernel::OpenClKernel::new(&found, job.problem, job.inputs, job.mode)?;
         Ok(Box::new(kernel))
     }
 }

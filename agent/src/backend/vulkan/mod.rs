@@ -29,9 +29,9 @@ pub mod kernel;
 pub mod plan;
 
 use super::{
-    Backend, BackendError, DeviceInfo, KernelSupport, Mode, PreparedKernel, lookup, tuning,
+    Backend, BackendError, DeviceInfo, KernelSupport, Mode, Prepare, PreparedKernel, lookup, tuning,
 };
-use gpufleet_kernels::{Buffer, KernelId, Problem};
+use gpufleet_kernels::KernelId;
 
 /// The Vulkan backend.
 #[derive(Debug, Default)]
@@ -64,13 +64,8 @@ impl Backend for VulkanBackend {
         KernelSupport::from_list(plan::supported(&caps))
     }
 
-    fn prepare(
-        &self,
-        info: &DeviceInfo,
-        problem: &Problem,
-        inputs: &[Buffer],
-        mode: Mode,
-    ) -> Result<Box<dyn PreparedKernel>, BackendError> {
+    fn prepare(&self, job: &Prepare<'_>) -> Result<Box<dyn PreparedKernel>, BackendError> {
+        let (info, problem, inputs, mode) = (job.device, job.problem, job.inputs, job.mode);
         if problem.id() != KernelId::Gemm || problem.variant != "blocked" {
             return Ok(Box::new(kernel::VulkanKernel::new(
                 &info.id, problem, inputs, mode, None,

@@ -77,11 +77,7 @@ fn choose_blocked(m: usize, n: usize, batch: usize, caps: &HipCaps) -> Blocked {
 }
 
 pub(super) fn plan_gemm(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
-    let (m, n, k) = (
-        param(problem, "m"),
-        param(problem, "n"),
-        param(problem, "k"),
-    );
+    let (m, n, k) = planning::gemm_dims(problem);
     let half = problem.dtype == Dtype::F16;
     let suffix = if half { "f16" } else { "f32" };
     let (kernel, grid, block, mut cfg) = match problem.variant.as_str() {
@@ -106,7 +102,7 @@ pub(super) fn plan_gemm(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsup
                     1,
                 ],
                 [tx, ty, 1],
-                tile_config(&b),
+                tile_config(&b, []),
             )
         }
     };
@@ -117,6 +113,7 @@ pub(super) fn plan_gemm(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsup
     cfg.push(("grid", dims(&grid)));
     cfg.push(("block", dims(&block)));
     Ok(Plan {
+        program: (),
         input_storage: vec![storage; 2],
         output_storage: storage,
         scratch_bytes: Vec::new(),
@@ -156,6 +153,7 @@ pub(super) fn plan_conv_direct(problem: &Problem) -> Result<Plan, Unsupported> {
         args,
     };
     Ok(Plan::one_launch(
+        (),
         2,
         launch,
         config(&[
@@ -204,7 +202,7 @@ pub(super) fn plan_conv_im2col(problem: &Problem, caps: &HipCaps) -> Result<Plan
             args,
         });
     }
-    let mut cfg = tile_config(&b);
+    let mut cfg = tile_config(&b, []);
     cfg.extend([
         (
             "kernel",
@@ -213,6 +211,7 @@ pub(super) fn plan_conv_im2col(problem: &Problem, caps: &HipCaps) -> Result<Plan
         ("images_per_chunk", im.chunk.to_string()),
     ]);
     Ok(Plan {
+        program: (),
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
         scratch_bytes: vec![im.scratch_bytes()],

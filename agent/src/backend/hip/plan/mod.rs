@@ -13,13 +13,12 @@ mod gemm;
 #[cfg(test)]
 mod tests;
 
+use crate::backend::config;
 use crate::backend::planning::{self, ROW_CHUNKS_MAX, WIDE_ROW_COLS, dims};
 use crate::backend::storage::Elem as Storage;
-use crate::backend::{config, param};
 pub use gemm::{BLOCKED, Blocked};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::{Dtype, KernelId, Problem};
-use std::collections::BTreeMap;
 
 /// What the planner may assume about a device.
 #[derive(Debug, Clone, PartialEq)]
@@ -56,32 +55,8 @@ pub struct Launch {
     pub args: Vec<Arg>,
 }
 
-/// Buffers and the launches of one iteration (timed from an event before the first launch to one
-/// after the last).
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// How each input is stored on the device (f16 is converted on the host).
-    pub input_storage: Vec<Storage>,
-    pub output_storage: Storage,
-    /// Bytes of each scratch buffer (`hipMalloc`ed once, reused by every iteration).
-    pub scratch_bytes: Vec<usize>,
-    pub launches: Vec<Launch>,
-    /// The launch configuration, recorded with the result.
-    pub config: BTreeMap<String, String>,
-}
-
-impl Plan {
-    /// A plan of one launch over f32 buffers: `inputs` inputs, no scratch.
-    fn one_launch(inputs: usize, launch: Launch, config: BTreeMap<String, String>) -> Plan {
-        Plan {
-            input_storage: vec![Storage::F32; inputs],
-            output_storage: Storage::F32,
-            scratch_bytes: Vec::new(),
-            launches: vec![launch],
-            config,
-        }
-    }
-}
+/// Buffers and the launches of one iteration; no program (the code object is chosen per arch).
+pub type Plan = planning::Plan<Launch>;
 
 /// Why a plan cannot be made (shared by the GPU planners).
 pub use crate::backend::planning::Unsupported;
@@ -217,6 +192,7 @@ fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
         args,
     };
     Ok(Plan::one_launch(
+        (),
         e.inputs,
         launch,
         config(&[
@@ -254,6 +230,7 @@ fn plan_rows(problem: &Problem) -> Result<Plan, Unsupported> {
         args,
     };
     Ok(Plan::one_launch(
+        (),
         r.inputs,
         launch,
         config(&[

@@ -83,25 +83,20 @@ impl Blocked {
     }
 
     fn config(&self) -> Vec<(&'static str, String)> {
-        let mut out = tile_config(&self.tuning);
-        out.extend([
-            ("vector", self.vector.to_string()),
-            ("exact_tiles", self.exact.to_string()),
-        ]);
-        out
+        let vector = ("vector", self.vector.to_string());
+        tile_config(
+            &self.tuning,
+            [vector, ("exact_tiles", self.exact.to_string())],
+        )
     }
 }
 
 /// Side of `gemm_naive`'s work-group and `gemm_tiled`'s tile: 16, or less on small devices.
 fn square_side(caps: &DeviceCaps) -> usize {
-    let mut side = 16;
-    while side > 1
-        && (side * side > caps.max_work_group_size
-            || (2 * side * (side + 1) * 4) as u64 > caps.local_mem_bytes)
-    {
-        side /= 2;
-    }
-    side
+    planning::square_side(|side| {
+        side * side <= caps.max_work_group_size
+            && (2 * side * (side + 1) * 4) as u64 <= caps.local_mem_bytes
+    })
 }
 
 pub(super) fn plan_gemm(
@@ -109,11 +104,7 @@ pub(super) fn plan_gemm(
     caps: &DeviceCaps,
     tuning: Option<&GemmTuning>,
 ) -> Result<Plan, Unsupported> {
-    let (m, n, k) = (
-        param(problem, "m"),
-        param(problem, "n"),
-        param(problem, "k"),
-    );
+    let (m, n, k) = planning::gemm_dims(problem);
     let half = problem.dtype == Dtype::F16;
     let tuning = tuning.copied().unwrap_or_else(|| default_gemm_tuning(caps));
     let blocked = Blocked::new(caps, tuning, half, (m, n, k))?;
@@ -150,9 +141,7 @@ pub(super) fn plan_gemm(
         ("local", dims(&local)),
     ]);
     Ok(Plan {
-        program: "gemm.cl".into(),
-        source: cl::GEMM.into(),
-        options: options(caps, &defines),
+        program: Program::new(("gemm.cl", cl::GEMM), options(caps, &defines)),
         input_storage: vec![storage; 2],
         output_storage: storage,
         scratch_bytes: Vec::new(),
@@ -181,8 +170,7 @@ pub(super) fn plan_conv_direct(problem: &Problem, caps: &DeviceCaps) -> Result<P
         args,
     };
     Ok(Plan::one_launch(
-        ("conv.cl", cl::CONV),
-        options(caps, &defines),
+        Program::new(("conv.cl", cl::CONV), options(caps, &defines)),
         2,
         launch,
         config(&[
@@ -196,14 +184,14 @@ pub(super) fn plan_conv_direct(problem: &Problem, caps: &DeviceCaps) -> Result<P
 /// conv2d `im2col` as [`Im2col`] chunks it: per chunk of images one `im2col` launch into scratch 0,
 /// then one `gemm_blocked` launch batched over the chunk along dimension 2.
 pub(super) fn plan_conv_im2col(
-    problem: &Problem,
+    p: &Problem,
     caps: &DeviceCaps,
     tuning: Option<&GemmTuning>,
-) -> Result<Plan, Unsupported> {
-    let s = problem.conv_shape();
+) -> Planned {
+    let s = p.conv_shape();
     let im = Im2col::new(&s, IM2COL_SCRATCH_BYTES);
     // The GEMM's batch strides are int arguments.
-    ints(problem, &im.gemm_args(0))?;
+    ints(p, &im.gemm_args(0))?;
     let tuning = planning::im2col_tuning(tuning, gemm_candidates(caps), s.filters, || {
         default_gemm_tuning(caps)
     });
@@ -212,7 +200,7 @@ pub(super) fn plan_conv_im2col(
     let mut launches = Vec::new();
     for (first, count) in im.chunks() {
         let mut args = vec![Arg::Input(0), Arg::Scratch(0)];
-        args.extend(ints(problem, &im.unfold_args(first, count))?);
+        args.extend(ints(p, &im.unfold_args(first, count))?);
         launches.push(Launch {
             kernel: "im2col".into(),
             global: vec![round_up(count * im.per_image, group)],
@@ -221,7 +209,7 @@ pub(super) fn plan_conv_im2col(
         });
         let (global, local) = blocked.geometry(s.filters, im.plane, count);
         let mut args = vec![Arg::Input(1), Arg::Scratch(0), Arg::Output];
-        args.extend(ints(problem, &im.gemm_args(first))?);
+        args.extend(ints(p, &im.gemm_args(first))?);
         launches.push(Launch {
             kernel: "gemm_blocked".into(),
             global,
@@ -237,9 +225,11 @@ pub(super) fn plan_conv_im2col(
         ("images_per_chunk", im.chunk.to_string()),
     ]);
     Ok(Plan {
-        program: "gemm.cl+conv.cl".into(),
-        source: format!("{}\n{}", cl::GEMM, cl::CONV),
-        options: options(caps, &defines),
+        program: Program {
+            name: "gemm.cl+conv.cl".into(),
+            source: format!("{}\n{}", cl::GEMM, cl::CONV),
+            options: options(caps, &defines),
+        },
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
         scratch_bytes: vec![im.scratch_bytes()],

@@ -9,11 +9,10 @@ mod gemm;
 #[cfg(test)]
 mod tests;
 
+use crate::backend::config;
 use crate::backend::planning::{self, Tile, dims, pow2_floor, round_up};
-use crate::backend::{config, param};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::Problem;
-use std::collections::BTreeMap;
 
 /// What the planner may assume about a device.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -49,60 +48,37 @@ pub struct Launch {
     pub args: Vec<Arg>,
 }
 
-/// Everything needed to run one problem: source, options, buffers and the
-/// launches of one iteration (timed from the first launch's start to the
-/// last one's end).
+/// The OpenCL C program a plan's launches come from.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
+pub struct Program {
     /// File name of the source (`gemm.cl`), for logs and cache keys.
-    pub program: String,
+    pub name: String,
     pub source: String,
     /// Build options: `-cl-std=CL1.1` or higher as the device allows, `-D` parameters.
     pub options: String,
-    /// How each input is stored on the device (f16 is converted on the host).
-    pub input_storage: Vec<Storage>,
-    /// f32, or f16 for gemm in f16 (read back through the host conversion).
-    pub output_storage: Storage,
-    /// Bytes of each scratch buffer (im2col's column matrices).
-    pub scratch_bytes: Vec<usize>,
-    /// Enqueued in this order on one in-order queue.
-    pub launches: Vec<Launch>,
-    /// The launch configuration, recorded with the result.
-    pub config: BTreeMap<String, String>,
 }
 
-impl Plan {
-    /// A plan of one launch of `program` over f32 buffers: `inputs` inputs, no scratch.
-    fn one_launch(
-        (program, source): (&str, &str),
-        options: String,
-        inputs: usize,
-        launch: Launch,
-        config: BTreeMap<String, String>,
-    ) -> Plan {
-        Plan {
-            program: program.into(),
+impl Program {
+    fn new((name, source): (&str, &str), options: String) -> Program {
+        Program {
+            name: name.into(),
             source: source.into(),
             options,
-            input_storage: vec![Storage::F32; inputs],
-            output_storage: Storage::F32,
-            scratch_bytes: Vec::new(),
-            launches: vec![launch],
-            config,
         }
     }
 }
 
-/// Register-blocked GEMM parameters (the autotuner's search space).
+/// Everything needed to run one problem: the program, buffers and the launches of one iteration
+/// (timed from the first launch's start to the last one's end), enqueued in order on one in-order
+/// queue.
+pub type Plan = planning::Plan<Launch, Program>;
+
+/// Register-blocked GEMM parameters (the autotuner's search space): the shared tile plus the
+/// width of global loads. It reads as its tile (`t.tile_m`) through `Deref`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
 pub struct GemmTuning {
-    /// Work-group tile of C: tile_m × tile_n; k step tile_k.
-    pub tile_m: u32,
-    pub tile_n: u32,
-    pub tile_k: u32,
-    /// Outputs per work-item: work_m × work_n.
-    pub work_m: u32,
-    pub work_n: u32,
+    #[serde(flatten)]
+    pub tile: planning::GemmTile,
     /// Vector width of global loads (1, 2 or 4).
     pub vector: u32,
 }
@@ -110,27 +86,24 @@ pub struct GemmTuning {
 impl GemmTuning {
     /// The tuning of `tile` (`[tile_m, tile_n, tile_k, work_m, work_n]`) with `vector`-wide loads.
     pub const fn new(tile: [u32; 5], vector: u32) -> GemmTuning {
-        let [tile_m, tile_n, tile_k, work_m, work_n] = tile;
         GemmTuning {
-            tile_m,
-            tile_n,
-            tile_k,
-            work_m,
-            work_n,
+            tile: planning::GemmTile::new(tile),
             vector,
         }
     }
 }
 
+impl std::ops::Deref for GemmTuning {
+    type Target = planning::GemmTile;
+
+    fn deref(&self) -> &planning::GemmTile {
+        &self.tile
+    }
+}
+
 impl Tile for GemmTuning {
     fn tile(&self) -> [u32; 5] {
-        [
-            self.tile_m,
-            self.tile_n,
-            self.tile_k,
-            self.work_m,
-            self.work_n,
-        ]
+        self.tile.tile()
     }
 }
 
@@ -159,6 +132,9 @@ const FLAT_GROUP: usize = 256;
 const ROW_GROUPS_MAX: usize = 65536;
 /// Bytes of im2col column matrices held at once; the batch is processed in chunks that fit.
 const IM2COL_SCRATCH_BYTES: usize = 256 << 20;
+
+/// What a planner function returns.
+type Planned = Result<Plan, Unsupported>;
 /// Accumulators per work-item of `gemm_blocked` beyond which registers spill.
 const MAX_WORK_PER_ITEM: u32 = 64;
 
@@ -221,10 +197,8 @@ pub fn gemm_candidates(caps: &DeviceCaps) -> Vec<GemmTuning> {
 /// A safe default when nothing is tuned: the first candidate, or a one-work-item 4×4 tile that
 /// any device with 384 bytes of local memory runs.
 pub fn default_gemm_tuning(caps: &DeviceCaps) -> GemmTuning {
-    gemm_candidates(caps)
-        .into_iter()
-        .next()
-        .unwrap_or(GemmTuning::new([4, 4, 4, 4, 4], 1))
+    let fallback = GemmTuning::new([4, 4, 4, 4, 4], 1);
+    gemm_candidates(caps).first().copied().unwrap_or(fallback)
 }
 
 /// Why `t` cannot run on `caps`, or `None` when it can. The rules mirror the `#error` checks of
@@ -346,19 +320,15 @@ fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupp
         args,
     };
     Ok(Plan::one_launch(
-        ("elementwise.cl", cl::ELEMENTWISE),
-        options(caps, &defines),
+        Program::new(("elementwise.cl", cl::ELEMENTWISE), options(caps, &defines)),
         e.inputs,
         launch,
-        config(&[
+        e.config(
             ("kernel", kernel),
-            ("global", global.to_string()),
-            ("local", local.to_string()),
-            (
-                "elements_per_item",
-                if global == 1 { "1" } else { "4" }.into(),
-            ),
-        ]),
+            ("global", global),
+            local,
+            "elements_per_item",
+        ),
     ))
 }
 
@@ -384,18 +354,9 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
         args,
     };
     Ok(Plan::one_launch(
-        ("rows.cl", cl::ROWS),
-        options(caps, &defines),
+        Program::new(("rows.cl", cl::ROWS), options(caps, &defines)),
         r.inputs,
         launch,
-        config(&[
-            ("kernel", kernel),
-            ("local", group.to_string()),
-            ("groups", groups.to_string()),
-            (
-                "row_in_registers",
-                if chunks > 0 { "yes" } else { "no" }.into(),
-            ),
-        ]),
+        r.config(("kernel", kernel), group, groups, chunks),
     ))
 }

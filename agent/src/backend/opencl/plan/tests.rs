@@ -31,7 +31,7 @@ use crate::backend::planning::testing::{
 };
 
 fn define(plan: &Plan, name: &str) -> Option<String> {
-    plan.options.split(' ').find_map(|o| {
+    plan.program.options.split(' ').find_map(|o| {
         let rest = o.strip_prefix("-D")?.strip_prefix(name)?;
         match rest.strip_prefix('=') {
             Some(v) => Some(v.to_string()),
@@ -48,10 +48,10 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
     let mut output_written = false;
     for l in &plan.launches {
         assert!(
-            plan.source.contains(&format!("{}(", l.kernel)),
+            plan.program.source.contains(&format!("{}(", l.kernel)),
             "{what}: {} not in {}",
             l.kernel,
-            plan.program
+            plan.program.name
         );
         let local = l.local.as_ref().expect("every launch sets its local size");
         assert_eq!(local.len(), l.global.len(), "{what}: {l:?}");
@@ -81,9 +81,9 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
         "CL1.2"
     };
     assert!(
-        plan.options.starts_with(&format!("-cl-std={std}")),
+        plan.program.options.starts_with(&format!("-cl-std={std}")),
         "{what}: {}",
-        plan.options
+        plan.program.options
     );
     assert!(!plan.config.is_empty(), "{what}");
 }
@@ -123,7 +123,12 @@ fn every_supported_combination_plans_on_every_device_at_default_and_awkward_size
 #[test]
 fn language_version_follows_the_device_and_never_exceeds_1_2() {
     let p = problem("vec_add", "", &[], "f32");
-    let opts = |c| plan(&p, &caps(256, 32768, c, 32), None).unwrap().options;
+    let opts = |c| {
+        plan(&p, &caps(256, 32768, c, 32), None)
+            .unwrap()
+            .program
+            .options
+    };
     assert!(opts((1, 1)).starts_with("-cl-std=CL1.1"));
     assert!(opts((1, 2)).starts_with("-cl-std=CL1.2"));
     assert!(opts((3, 0)).starts_with("-cl-std=CL1.2"));

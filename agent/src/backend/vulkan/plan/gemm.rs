@@ -110,39 +110,25 @@ impl Blocked {
     }
 
     fn config(&self) -> Vec<(&'static str, String)> {
-        let mut out = tile_config(&self.tuning);
-        out.extend([
-            ("vec4", self.vec4.to_string()),
-            ("exact_tiles", self.exact.to_string()),
-        ]);
-        out
+        let exact = ("exact_tiles", self.exact.to_string());
+        tile_config(&self.tuning, [("vec4", self.vec4.to_string()), exact])
     }
 }
 
 /// Side of `gemm_naive`'s workgroup and `gemm_tiled`'s tile: 16, or less on small devices.
 fn square_side(caps: &VkCaps) -> u32 {
-    let mut side = 16;
-    while side > 1
-        && (side * side > caps.max_workgroup_invocations
-            || side > caps.max_workgroup_size[0]
-            || side > caps.max_workgroup_size[1]
-            || 2 * side * (side + 1) * 4 > caps.max_shared_memory_bytes)
-    {
-        side /= 2;
-    }
-    side
+    let side = planning::square_side(|side| {
+        let side = side as u32;
+        side * side <= caps.max_workgroup_invocations
+            && side <= caps.max_workgroup_size[0]
+            && side <= caps.max_workgroup_size[1]
+            && 2 * side * (side + 1) * 4 <= caps.max_shared_memory_bytes
+    });
+    side as u32
 }
 
-pub(super) fn plan_gemm(
-    problem: &Problem,
-    caps: &VkCaps,
-    tuning: Option<&GemmTuning>,
-) -> Result<Plan, Unsupported> {
-    let (m, n, k) = (
-        param(problem, "m"),
-        param(problem, "n"),
-        param(problem, "k"),
-    );
+pub(super) fn plan_gemm(problem: &Problem, caps: &VkCaps, tuning: Option<&GemmTuning>) -> Planned {
+    let (m, n, k) = planning::gemm_dims(problem);
     let push = GemmPush::new(problem, &planning::gemm_args(m, n, k))?;
     let half = problem.dtype == Dtype::F16;
     if problem.variant == F16ACC32 && !half {
@@ -252,12 +238,8 @@ pub(super) fn plan_conv_direct(problem: &Problem, caps: &VkCaps) -> Result<Plan,
 
 /// conv2d `im2col` in [`Im2col`]'s chunks, two dispatches each: `im2col` fills scratch 0, then
 /// `gemm_blocked` multiplies the weights by every image of the chunk (workgroup z).
-pub(super) fn plan_conv_im2col(
-    problem: &Problem,
-    caps: &VkCaps,
-    tuning: Option<&GemmTuning>,
-) -> Result<Plan, Unsupported> {
-    let s = problem.conv_shape();
+pub(super) fn plan_conv_im2col(p: &Problem, caps: &VkCaps, tuning: Option<&GemmTuning>) -> Planned {
+    let s = p.conv_shape();
     let im = Im2col::new(&s, IM2COL_SCRATCH_BYTES);
     let tuning = planning::im2col_tuning(tuning, gemm_candidates(caps), s.filters, || {
         default_gemm_tuning(caps)
@@ -269,18 +251,18 @@ pub(super) fn plan_conv_im2col(
         dispatches.push(dispatch(
             "im2col",
             conv_spec(&s, group),
-            words(problem, &im.unfold_args(first, count))?,
+            words(p, &im.unfold_args(first, count))?,
             vec![Binding::Input(0), Binding::Scratch(0)],
             [grid_groups(caps, count * im.per_image, group), 1, 1],
         )?);
-        let gemm = GemmPush::new(problem, &im.gemm_args(first))?;
+        let gemm = GemmPush::new(p, &im.gemm_args(first))?;
         let b = Blocked::new(caps, tuning, &gemm)?;
         dispatches.push(dispatch(
             "gemm_blocked",
             b.spec(),
             gemm.words(),
             vec![Binding::Input(1), Binding::Scratch(0), Binding::Output],
-            b.groups(problem, caps, &gemm, count)?,
+            b.groups(p, caps, &gemm, count)?,
         )?);
         blocked = Some(b);
     }

@@ -4,7 +4,7 @@
 //!
 //! (Interface fixed by the lead; implementation by the shader work.)
 
-use crate::backend::{config, param};
+use crate::backend::config;
 use gpufleet_kernels::Problem;
 use std::collections::BTreeMap;
 
@@ -76,41 +76,8 @@ pub struct Plan {
     pub config: BTreeMap<String, String>,
 }
 
-/// Register-blocked GEMM parameters (specialization constants).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
-pub struct GemmTuning {
-    pub tile_m: u32,
-    pub tile_n: u32,
-    pub tile_k: u32,
-    pub work_m: u32,
-    pub work_n: u32,
-}
-
-impl GemmTuning {
-    /// The tuning of `tile` (`[tile_m, tile_n, tile_k, work_m, work_n]`).
-    pub const fn new(tile: [u32; 5]) -> GemmTuning {
-        let [tile_m, tile_n, tile_k, work_m, work_n] = tile;
-        GemmTuning {
-            tile_m,
-            tile_n,
-            tile_k,
-            work_m,
-            work_n,
-        }
-    }
-}
-
-impl Tile for GemmTuning {
-    fn tile(&self) -> [u32; 5] {
-        [
-            self.tile_m,
-            self.tile_n,
-            self.tile_k,
-            self.work_m,
-            self.work_n,
-        ]
-    }
-}
+/// Register-blocked GEMM parameters (specialization constants): the shared tile, nothing more.
+pub type GemmTuning = planning::GemmTile;
 
 /// Why a plan cannot be made (shared by the GPU planners).
 pub use crate::backend::planning::Unsupported;
@@ -142,7 +109,7 @@ mod gemm;
 mod tests;
 
 use crate::backend::Missing;
-use crate::backend::planning::{self, Tile, dims};
+use crate::backend::planning::{self, dims};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::sources::vulkan as spv;
 use gpufleet_kernels::{Dtype, KernelId, find_kernel};
@@ -161,6 +128,9 @@ const GRID_GROUPS_MAX: u32 = 65535;
 /// Bytes of im2col column matrices held at once: 2^27, the smallest maxStorageBufferRange Vulkan
 /// allows (lavapipe's), so the scratch binding fits any device unless one image needs more.
 const IM2COL_SCRATCH_BYTES: usize = 128 << 20;
+
+/// What a planner function returns.
+type Planned = Result<Plan, Unsupported>;
 /// Accumulators per invocation of `gemm_blocked` beyond which registers spill.
 const MAX_WORK_PER_INVOCATION: u32 = 64;
 /// Largest buffer a shader may index: one binding's range is a 32-bit byte count.
@@ -269,10 +239,8 @@ pub fn gemm_candidates(caps: &VkCaps) -> Vec<GemmTuning> {
 /// A safe default when nothing is tuned: the first candidate, or a one-invocation 4×4 tile that
 /// any device with 384 bytes of shared memory runs.
 pub fn default_gemm_tuning(caps: &VkCaps) -> GemmTuning {
-    gemm_candidates(caps)
-        .into_iter()
-        .next()
-        .unwrap_or(GemmTuning::new([4, 4, 4, 4, 4]))
+    let fallback = GemmTuning::new([4, 4, 4, 4, 4]);
+    gemm_candidates(caps).first().copied().unwrap_or(fallback)
 }
 
 /// Why `t` cannot run on `caps`, or `None` when it can. The rules mirror what
@@ -483,15 +451,12 @@ fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupporte
         output_storage: Storage::F32,
         scratch_bytes: Vec::new(),
         dispatches: vec![dispatch(shader, spec, push, bindings, [groups, 1, 1])?],
-        config: config(&[
+        config: e.config(
             ("shader", shader.into()),
-            ("local", group.to_string()),
-            ("groups", groups.to_string()),
-            (
-                "elements_per_invocation",
-                if group == 1 { "1" } else { "4" }.into(),
-            ),
-        ]),
+            ("groups", groups as usize),
+            group as usize,
+            "elements_per_invocation",
+        ),
     })
 }
 
@@ -526,14 +491,11 @@ fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
         output_storage: Storage::F32,
         scratch_bytes: Vec::new(),
         dispatches: vec![dispatch(&shader, spec, push, bindings, [groups, 1, 1])?],
-        config: config(&[
+        config: r.config(
             ("shader", shader.clone()),
-            ("local", group.to_string()),
-            ("groups", groups.to_string()),
-            (
-                "row_in_registers",
-                if chunks > 0 { "yes" } else { "no" }.into(),
-            ),
-        ]),
+            group as usize,
+            groups as usize,
+            chunks,
+        ),
     })
 }
