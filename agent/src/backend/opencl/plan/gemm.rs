@@ -1,8 +1,19 @@
 //! GEMM (naive, tiled, blocked) and conv2d (direct, im2col over the blocked
 //! GEMM) planners.
 
-use super::*;
+use super::args::{flat_group, ints, options};
+use super::tuning::{default_gemm_tuning, gemm_candidates, tuning_error};
+use super::types::{
+    Arg, DeviceCaps, GemmTuning, Launch, Plan, Planned, Program, Storage, Unsupported,
+};
+use crate::backend::config;
+use crate::backend::planning::{self, dims, round_up};
 use crate::backend::planning::{Im2col, exact_tiles, tile_config};
+use gpufleet_kernels::sources::opencl as cl;
+use gpufleet_kernels::{Dtype, Problem};
+
+/// Bytes of im2col column matrices held at once; the batch is processed in chunks that fit.
+const IM2COL_SCRATCH_BYTES: usize = 256 << 20;
 
 /// `gemm_blocked` for one device and shape: the tuning, the vector width that is safe for the
 /// shape, and whether the shape is a whole number of tiles.

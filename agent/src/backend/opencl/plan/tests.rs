@@ -1,5 +1,6 @@
 //! Unit tests of the planners: pure, no device.
 
+use super::tuning::{blocked_local_bytes, blocked_threads, tuning_error};
 use super::*;
 use gpufleet_kernels::TRIAD_SCALAR;
 
