@@ -7,8 +7,7 @@ use super::types::{
     Arg, DeviceCaps, GemmTuning, Launch, Plan, Planned, Program, Storage, Unsupported,
 };
 use crate::backend::config;
-use crate::backend::planning::{self, dims, round_up};
-use crate::backend::planning::{Im2col, exact_tiles, tile_config};
+use crate::backend::planning::{self, Im2col, dims, exact_tiles, round_up, tile_config};
 use gpufleet_kernels::sources::opencl as cl;
 use gpufleet_kernels::{Dtype, Problem};
 

@@ -1,9 +1,20 @@
 //! GEMM (naive, tiled, blocked; f32 and f16) and conv2d (direct, im2col over the blocked GEMM)
 //! planners.
 
-use super::*;
-use crate::backend::planning::{Im2col, exact_tiles, tile_config};
-use gpufleet_kernels::ConvShape;
+use super::args::{
+    SPEC_LOCAL_X, SPEC_LOCAL_Y, check_groups, dispatch, flat_group, grid_groups, word, words,
+};
+use super::tuning::{blocked_local, default_gemm_tuning, gemm_candidates, tuning_error};
+use super::types::{Binding, GemmTuning, Plan, Planned, SpecValue, Storage, Unsupported, VkCaps};
+use crate::backend::config;
+use crate::backend::planning::{self, Im2col, dims, exact_tiles, tile_config};
+use gpufleet_kernels::{ConvShape, Dtype, Problem};
+
+/// gemm's variant naming the blocked f16 GEMM with f32 accumulation (f16 only).
+pub(super) const F16ACC32: &str = "f16acc32";
+/// Bytes of im2col column matrices held at once: 2^27, the smallest maxStorageBufferRange Vulkan
+/// allows (lavapipe's), so the scratch binding fits any device unless one image needs more.
+const IM2COL_SCRATCH_BYTES: usize = 128 << 20;
 
 /// The GEMM push constants: m, n, k, a_batch, b_batch, c_batch, c_first (see `gemm_io.glsl`).
 struct GemmPush {

@@ -2,85 +2,14 @@
 //! problem and the device's capabilities in, a [`Plan`] out; the host side
 //! (`kernel.rs`) executes plans without knowing any kernel.
 //!
+//! `types.rs` holds what a plan is made of (caps, dispatches, bindings, GEMM
+//! tuning), `tuning.rs` the GEMM tuning candidates and their rules, `args.rs`
+//! what the planners hand a dispatch (module, spec and push constants, group
+//! counts), `gemm.rs` the GEMM and conv2d planners, `tests.rs` the unit
+//! tests. This file holds the entry points, the device and buffer checks and
+//! the element-wise and row planners.
+//!
 //! (Interface fixed by the lead; implementation by the shader work.)
-
-use crate::backend::config;
-use gpufleet_kernels::Problem;
-use std::collections::BTreeMap;
-
-/// What the planner may assume about a device.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct VkCaps {
-    /// Default subgroup size (VkPhysicalDeviceSubgroupProperties).
-    pub subgroup_size: u32,
-    /// Subgroup arithmetic (add/max reductions) supported in compute.
-    pub subgroup_arithmetic: bool,
-    pub max_workgroup_invocations: u32,
-    pub max_workgroup_size: [u32; 3],
-    pub max_shared_memory_bytes: u32,
-    /// `shaderFloat16` + 16-bit storage buffer access: the `f16acc32` GEMM.
-    pub shader_float16: bool,
-    pub storage_buffer_16bit: bool,
-    pub max_compute_workgroup_count: [u32; 3],
-    pub vendor_id: u32,
-}
-
-/// How a buffer is stored on the device (f16: IEEE half, converted on the
-/// host); the element format every GPU backend shares.
-pub use crate::backend::storage::Elem as Storage;
-
-/// What a descriptor binding points at.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Binding {
-    Input(usize),
-    Output,
-    Scratch(usize),
-}
-
-/// A specialization constant value (constant_id → value).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum SpecValue {
-    U32(u32),
-    I32(i32),
-    F32(f32),
-}
-
-/// One vkCmdDispatch of one pipeline.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Dispatch {
-    /// Shader stem (`gemm_blocked`), for logs and cache keys.
-    pub shader: String,
-    /// SPIR-V words of the shader (from `gpufleet_kernels::sources::vulkan`).
-    pub spirv: &'static [u8],
-    pub spec: Vec<(u32, SpecValue)>,
-    /// Push-constant block as 32-bit words (ints and f32 bit patterns), in
-    /// the shader's declared order; at most 128 bytes.
-    pub push: Vec<u32>,
-    /// Storage buffers at set 0, binding 0.. in this order.
-    pub bindings: Vec<Binding>,
-    pub groups: [u32; 3],
-}
-
-/// Everything needed to run one problem. Dispatches run in order with a
-/// compute→compute barrier between them; one iteration is timed from a
-/// timestamp before the first to one after the last.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Plan {
-    /// How each input is stored on the device (f16 is converted on the host).
-    pub input_storage: Vec<Storage>,
-    pub output_storage: Storage,
-    /// Bytes of each scratch buffer (device-local, bound like the others).
-    pub scratch_bytes: Vec<usize>,
-    pub dispatches: Vec<Dispatch>,
-    /// The dispatch configuration, recorded with the result.
-    pub config: BTreeMap<String, String>,
-}
-
-/// Register-blocked GEMM parameters (specialization constants): the shared tile, nothing more.
-pub type GemmTuning = planning::GemmTile;
-
-/// Why a plan cannot be made (shared by the GPU planners).
-pub use crate::backend::planning::Unsupported;
 
 // Planning notes (each shader in `kernels/vulkan/` documents its bindings, push constants and
 // specialization constants at its top):
@@ -104,35 +33,24 @@ pub use crate::backend::planning::Unsupported;
 //   well below that on its 1024-invocation groups: a 2^20-column row is 1024 iterations a pass,
 //   gemm_naive unrolls k by 4 (k may be 65536), the other loops step by tiles or grids.
 
+mod args;
 mod gemm;
 #[cfg(test)]
 mod tests;
+mod tuning;
+mod types;
+
+pub use tuning::{default_gemm_tuning, gemm_candidates};
+pub use types::{Binding, Dispatch, GemmTuning, Plan, SpecValue, Storage, Unsupported, VkCaps};
 
 use crate::backend::Missing;
-use crate::backend::planning::{self, dims};
-use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::sources::vulkan as spv;
-use gpufleet_kernels::{Dtype, KernelId, find_kernel};
+use crate::backend::planning;
+use args::{
+    GRID_GROUPS_MAX, SPEC_LOCAL_X, dispatch, flat_group, grid_groups, pow2_floor, word, words,
+};
+use gemm::{F16ACC32, plan_conv_direct, plan_conv_im2col, plan_gemm};
+use gpufleet_kernels::{Dtype, KernelId, Problem, find_kernel};
 
-/// gemm's variant naming the blocked f16 GEMM with f32 accumulation (f16 only).
-const F16ACC32: &str = "f16acc32";
-
-/// Specialization constant of the local size x (every shader) and y (the GEMMs).
-const SPEC_LOCAL_X: u32 = 0;
-const SPEC_LOCAL_Y: u32 = 1;
-/// Invocations per group of the one-dimensional shaders, capped by the device.
-const FLAT_GROUP: u32 = 256;
-/// Groups of a grid-stride or row dispatch: the smallest maxComputeWorkGroupCount[0] Vulkan
-/// allows, and plenty to fill any GPU.
-const GRID_GROUPS_MAX: u32 = 65535;
-/// Bytes of im2col column matrices held at once: 2^27, the smallest maxStorageBufferRange Vulkan
-/// allows (lavapipe's), so the scratch binding fits any device unless one image needs more.
-const IM2COL_SCRATCH_BYTES: usize = 128 << 20;
-
-/// What a planner function returns.
-type Planned = Result<Plan, Unsupported>;
-/// Accumulators per invocation of `gemm_blocked` beyond which registers spill.
-const MAX_WORK_PER_INVOCATION: u32 = 64;
 /// Largest buffer a shader may index: one binding's range is a 32-bit byte count.
 const MAX_BINDING_BYTES: u64 = u32::MAX as u64;
 /// The push-constant block every device has (maxPushConstantsSize is at least 128).
@@ -222,78 +140,6 @@ pub fn plan(
     Ok(plan)
 }
 
-/// Candidate register-blocked configurations for the autotuner, valid for this device
-/// (invocation, workgroup-size and shared-memory limits), best guesses first; 4..20 of them.
-///
-/// GPUs (a subgroup of 32 or more) get the large tiles that reach their FMA peak first (the
-/// OpenCL shader of the same design ran 128×128×8 with 8×8 per invocation at 83% of cuBLAS on an
-/// H100); CPUs such as lavapipe and unknown devices get fewer invocations with much work each.
-pub fn gemm_candidates(caps: &VkCaps) -> Vec<GemmTuning> {
-    let gpu = planning::GPU_TILES.map(GemmTuning::new);
-    let small = planning::SMALL_TILES.map(GemmTuning::new);
-    planning::candidates(&gpu, &small, caps.subgroup_size >= 32, 20, |c| {
-        tuning_error(c, caps).is_none()
-    })
-}
-
-/// A safe default when nothing is tuned: the first candidate, or a one-invocation 4×4 tile that
-/// any device with 384 bytes of shared memory runs.
-pub fn default_gemm_tuning(caps: &VkCaps) -> GemmTuning {
-    let fallback = GemmTuning::new([4, 4, 4, 4, 4]);
-    gemm_candidates(caps).first().copied().unwrap_or(fallback)
-}
-
-/// Why `t` cannot run on `caps`, or `None` when it can. The rules mirror what
-/// `gemm_blocked.glsl` assumes (vec4 shared tiles, whole vec4 loads along k) plus the device
-/// limits.
-fn tuning_error(t: &GemmTuning, caps: &VkCaps) -> Option<String> {
-    let vec4 = || {
-        (!(t.tile_m.is_multiple_of(4) && t.tile_n.is_multiple_of(4) && t.tile_k.is_multiple_of(4)))
-            .then(|| {
-                format!(
-                    "tile {}×{}×{} must be multiples of 4 (vec4 shared tiles)",
-                    t.tile_m, t.tile_n, t.tile_k
-                )
-            })
-    };
-    if let Some(why) = planning::tile_error(t, &[], vec4, "invocation", MAX_WORK_PER_INVOCATION) {
-        return Some(why);
-    }
-    let (x, y) = blocked_local(t);
-    if x > caps.max_workgroup_size[0] || y > caps.max_workgroup_size[1] {
-        return Some(format!(
-            "local size {x}×{y} exceeds maxComputeWorkGroupSize {}×{}",
-            caps.max_workgroup_size[0], caps.max_workgroup_size[1]
-        ));
-    }
-    if x * y > caps.max_workgroup_invocations {
-        return Some(format!(
-            "{} invocations per group exceed maxComputeWorkGroupInvocations {}",
-            x * y,
-            caps.max_workgroup_invocations
-        ));
-    }
-    let shared = blocked_shared_bytes(t);
-    if shared > u64::from(caps.max_shared_memory_bytes) {
-        return Some(format!(
-            "{shared} bytes of shared memory exceed maxComputeSharedMemorySize {}",
-            caps.max_shared_memory_bytes
-        ));
-    }
-    None
-}
-
-/// Local size (x, y) of `gemm_blocked`: (tile_n / work_n, tile_m / work_m).
-fn blocked_local(t: &GemmTuning) -> (u32, u32) {
-    (t.tile_n / t.work_n, t.tile_m / t.work_m)
-}
-
-/// Shared memory of `gemm_blocked`: two buffers of the transposed A slice (rows padded by one
-/// vec4) and of the B slice.
-fn blocked_shared_bytes(t: &GemmTuning) -> u64 {
-    4 * 2 * u64::from(t.tile_k) * u64::from(t.tile_m + 4 + t.tile_n)
-}
-
 fn check_caps(caps: &VkCaps) -> Result<(), Unsupported> {
     if caps.max_workgroup_invocations == 0 || caps.max_workgroup_size.contains(&0) {
         return Err(Unsupported(format!(
@@ -338,93 +184,6 @@ fn check_buffers(problem: &Problem, plan: &Plan) -> Result<(), Unsupported> {
         }
     }
     Ok(())
-}
-
-/// Largest power of two at most `n` (1 for 0).
-fn pow2_floor(n: u32) -> u32 {
-    planning::pow2_floor(n as usize) as u32
-}
-
-/// `value` as a `uint` push constant.
-fn word(problem: &Problem, what: &str, value: usize) -> Result<u32, Unsupported> {
-    planning::bounded(problem, what, value, u32::MAX, "uint push constant")
-}
-
-/// Named sizes as `uint` push constants.
-fn words(problem: &Problem, named: &[(&str, usize)]) -> Result<Vec<u32>, Unsupported> {
-    named
-        .iter()
-        .map(|&(what, v)| word(problem, what, v))
-        .collect()
-}
-
-/// The SPIR-V of `shader`; every name the planners use is in `sources::vulkan::ALL` (a test
-/// checks), so a miss is reported rather than panicking.
-fn module(shader: &str) -> Result<&'static [u8], Unsupported> {
-    spv::spirv(shader).ok_or_else(|| {
-        Unsupported(format!(
-            "shader {shader} is not embedded in gpufleet-kernels"
-        ))
-    })
-}
-
-/// One dispatch of `shader`.
-fn dispatch(
-    shader: &str,
-    spec: Vec<(u32, SpecValue)>,
-    push: Vec<u32>,
-    bindings: Vec<Binding>,
-    groups: [u32; 3],
-) -> Result<Dispatch, Unsupported> {
-    Ok(Dispatch {
-        shader: shader.to_string(),
-        spirv: module(shader)?,
-        spec,
-        push,
-        bindings,
-        groups,
-    })
-}
-
-/// Invocations per group of the one-dimensional shaders.
-fn flat_group(caps: &VkCaps) -> u32 {
-    FLAT_GROUP.min(pow2_floor(
-        caps.max_workgroup_invocations
-            .min(caps.max_workgroup_size[0]),
-    ))
-}
-
-/// Groups of a grid-stride dispatch over `items` with `group` invocations each.
-fn grid_groups(caps: &VkCaps, items: usize, group: u32) -> u32 {
-    let needed = u32::try_from(items.div_ceil(group as usize)).unwrap_or(u32::MAX);
-    needed
-        .min(GRID_GROUPS_MAX)
-        .min(caps.max_compute_workgroup_count[0])
-        .max(1)
-}
-
-/// Refuses `groups` beyond the device's maxComputeWorkGroupCount.
-fn check_groups(
-    problem: &Problem,
-    caps: &VkCaps,
-    groups: [u64; 3],
-) -> Result<[u32; 3], Unsupported> {
-    let mut out = [1u32; 3];
-    for (axis, (&g, &limit)) in groups
-        .iter()
-        .zip(&caps.max_compute_workgroup_count)
-        .enumerate()
-    {
-        if g > u64::from(limit) {
-            return Err(Unsupported(format!(
-                "{} needs {g} workgroups along {} above maxComputeWorkGroupCount {limit}",
-                problem.kernel.name,
-                ["x", "y", "z"][axis]
-            )));
-        }
-        out[axis] = g.max(1) as u32;
-    }
-    Ok(out)
 }
 
 fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {

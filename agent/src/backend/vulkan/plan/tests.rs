@@ -2,8 +2,11 @@
 //! embedded SPIR-V and check each dispatch against the module it names: the descriptor bindings,
 //! the push-constant block's size and the specialization-constant ids.
 
+use super::args::SPEC_LOCAL_Y;
+use super::tuning::{blocked_local, blocked_shared_bytes, tuning_error};
 use super::*;
 use gpufleet_kernels::TRIAD_SCALAR;
+use gpufleet_kernels::sources::vulkan as spv;
 use std::collections::BTreeSet;
 
 /// An NVIDIA H100-like GPU, lavapipe on a 256-bit CPU, RADV on a Polaris (no shaderFloat16), and a

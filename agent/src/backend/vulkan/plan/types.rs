@@ -1,0 +1,83 @@
+//! The types a Vulkan plan is made of: the device capabilities the planner may assume, the
+//! dispatches, bindings and specialization constants of a [`Plan`], and the blocked GEMM's
+//! [`GemmTuning`].
+
+use crate::backend::planning;
+use std::collections::BTreeMap;
+
+/// What the planner may assume about a device.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct VkCaps {
+    /// Default subgroup size (VkPhysicalDeviceSubgroupProperties).
+    pub subgroup_size: u32,
+    /// Subgroup arithmetic (add/max reductions) supported in compute.
+    pub subgroup_arithmetic: bool,
+    pub max_workgroup_invocations: u32,
+    pub max_workgroup_size: [u32; 3],
+    pub max_shared_memory_bytes: u32,
+    /// `shaderFloat16` + 16-bit storage buffer access: the `f16acc32` GEMM.
+    pub shader_float16: bool,
+    pub storage_buffer_16bit: bool,
+    pub max_compute_workgroup_count: [u32; 3],
+    pub vendor_id: u32,
+}
+
+/// How a buffer is stored on the device (f16: IEEE half, converted on the
+/// host); the element format every GPU backend shares.
+pub use crate::backend::storage::Elem as Storage;
+
+/// What a descriptor binding points at.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Binding {
+    Input(usize),
+    Output,
+    Scratch(usize),
+}
+
+/// A specialization constant value (constant_id → value).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum SpecValue {
+    U32(u32),
+    I32(i32),
+    F32(f32),
+}
+
+/// One vkCmdDispatch of one pipeline.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Dispatch {
+    /// Shader stem (`gemm_blocked`), for logs and cache keys.
+    pub shader: String,
+    /// SPIR-V words of the shader (from `gpufleet_kernels::sources::vulkan`).
+    pub spirv: &'static [u8],
+    pub spec: Vec<(u32, SpecValue)>,
+    /// Push-constant block as 32-bit words (ints and f32 bit patterns), in
+    /// the shader's declared order; at most 128 bytes.
+    pub push: Vec<u32>,
+    /// Storage buffers at set 0, binding 0.. in this order.
+    pub bindings: Vec<Binding>,
+    pub groups: [u32; 3],
+}
+
+/// Everything needed to run one problem. Dispatches run in order with a
+/// compute→compute barrier between them; one iteration is timed from a
+/// timestamp before the first to one after the last.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// How each input is stored on the device (f16 is converted on the host).
+    pub input_storage: Vec<Storage>,
+    pub output_storage: Storage,
+    /// Bytes of each scratch buffer (device-local, bound like the others).
+    pub scratch_bytes: Vec<usize>,
+    pub dispatches: Vec<Dispatch>,
+    /// The dispatch configuration, recorded with the result.
+    pub config: BTreeMap<String, String>,
+}
+
+/// Register-blocked GEMM parameters (specialization constants): the shared tile, nothing more.
+pub type GemmTuning = planning::GemmTile;
+
+/// Why a plan cannot be made (shared by the GPU planners).
+pub use crate::backend::planning::Unsupported;
+
+/// What a planner function returns.
+pub(super) type Planned = Result<Plan, Unsupported>;
