@@ -1,9 +1,17 @@
 //! GEMM (naive, tiled, blocked over the compiled tile configurations) and conv2d (direct,
 //! im2col over the blocked GEMM) planners.
 
-use super::*;
-use crate::backend::planning::{Im2col, Tile, tile_config};
-use gpufleet_kernels::ConvShape;
+use super::args::{FLAT, blocks, ints};
+use super::types::{Arg, HipCaps, Launch, Plan, Unsupported};
+use crate::backend::config;
+use crate::backend::planning::{self, Im2col, Tile, dims, tile_config};
+use crate::backend::storage::Elem as Storage;
+use gpufleet_kernels::{ConvShape, Dtype, Problem};
+
+/// Bytes of im2col column matrices held at once; the batch is processed in chunks that fit.
+const IM2COL_SCRATCH_BYTES: usize = 256 << 20;
+/// Side of gemm_naive's block and gemm_tiled's tile.
+const GEMM_SIDE: u32 = 16;
 
 /// A register-blocked GEMM instantiation of gemm.hip: tile TM×TN, k step TK, WM×WN per work-item.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -6,69 +6,29 @@
 //! file's header and in [`kernel_symbols`]): GEMM tile configurations, row-kernel block sizes,
 //! the filter size of conv2d.
 //!
-//! `gemm.rs` holds the GEMM and conv2d planners (they share the blocked GEMM), `tests.rs` the unit
-//! tests; the pieces every GPU planner shares are in [`crate::backend::planning`].
+//! `types.rs` holds what a plan is made of (caps, launches, arguments), `args.rs` the kernel
+//! arguments and block counts the planners share, `gemm.rs` the GEMM and conv2d planners (they
+//! share the blocked GEMM), `tests.rs` the unit tests; the pieces every GPU planner shares are in
+//! [`crate::backend::planning`]. This file holds the entry points and the element-wise and row
+//! planners.
 
+mod args;
 mod gemm;
 #[cfg(test)]
 mod tests;
+mod types;
+
+pub use gemm::{BLOCKED, Blocked};
+pub use types::{Arg, HipCaps, Launch, Plan, Unsupported};
 
 use crate::backend::config;
-use crate::backend::planning::{self, ROW_CHUNKS_MAX, WIDE_ROW_COLS, dims};
-use crate::backend::storage::Elem as Storage;
-pub use gemm::{BLOCKED, Blocked};
+use crate::backend::planning::{self, ROW_CHUNKS_MAX, WIDE_ROW_COLS};
+use args::{FLAT, blocks, ints};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{Dtype, KernelId, Problem};
+use gpufleet_kernels::{KernelId, Problem};
 
-/// What the planner may assume about a device.
-#[derive(Debug, Clone, PartialEq)]
-pub struct HipCaps {
-    pub compute_units: u32,
-    /// `maxThreadsPerBlock` (1024 on every AMD GPU).
-    pub max_threads_per_block: u32,
-    /// `sharedMemPerBlock` (64 KiB on every AMD GPU).
-    pub shared_mem_per_block: u64,
-}
-
-impl Default for HipCaps {
-    fn default() -> Self {
-        HipCaps {
-            compute_units: 64,
-            max_threads_per_block: 1024,
-            shared_mem_per_block: 64 * 1024,
-        }
-    }
-}
-
-/// One kernel argument (shared with the OpenCL planner).
-pub use crate::backend::planning::Arg;
-
-/// One hipModuleLaunchKernel.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Launch {
-    /// The extern "C" kernel name in the code object.
-    pub kernel: String,
-    /// Blocks in x, y, z.
-    pub grid: [u32; 3],
-    /// Work-items per block in x, y, z (the size the kernel was compiled for).
-    pub block: [u32; 3],
-    pub args: Vec<Arg>,
-}
-
-/// Buffers and the launches of one iteration; no program (the code object is chosen per arch).
-pub type Plan = planning::Plan<Launch>;
-
-/// Why a plan cannot be made (shared by the GPU planners).
-pub use crate::backend::planning::Unsupported;
-
-/// Block size of the one-dimensional kernels (element-wise, conv2d, im2col).
-const FLAT: u32 = 256;
 /// Blocks of a row kernel; more rows are strided over.
 const ROW_GROUPS_MAX: usize = 65536;
-/// Bytes of im2col column matrices held at once; the batch is processed in chunks that fit.
-const IM2COL_SCRATCH_BYTES: usize = 256 << 20;
-/// Side of gemm_naive's block and gemm_tiled's tile.
-const GEMM_SIDE: u32 = 16;
 
 /// Every kernel symbol the planner may launch; each must be in every code object (the build test
 /// checks it).
@@ -151,21 +111,6 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
         }
     }
     Ok(plan)
-}
-
-/// Named sizes as `int` kernel arguments.
-fn ints(problem: &Problem, named: &[(&str, usize)]) -> Result<Vec<Arg>, Unsupported> {
-    planning::int_args(problem, named, "int kernel argument", Arg::Int)
-}
-
-/// Blocks covering `items` work-items in blocks of `block`.
-fn blocks(problem: &Problem, what: &str, items: usize, block: u32) -> Result<u32, Unsupported> {
-    u32::try_from(items.div_ceil(block as usize).max(1)).map_err(|_| {
-        Unsupported(format!(
-            "{what}: {items} work-items of {} exceed HIP's grid",
-            problem.kernel.name
-        ))
-    })
 }
 
 fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {

@@ -1,7 +1,7 @@
 //! Unit tests of the HIP planner: pure, no device.
 
 use super::*;
-use gpufleet_kernels::TRIAD_SCALAR;
+use gpufleet_kernels::{Dtype, TRIAD_SCALAR};
 
 fn problem(kernel: &str, variant: &str, dtype: &str, params: &[(&str, i64)]) -> Problem {
     crate::backend::planning::testing::problem(kernel, variant, params, dtype)
