@@ -4,6 +4,8 @@
 //! ...) for its worker process only. Anything else (`LD_PRELOAD`, `PATH`)
 //! could make the worker run code the request chose, so it is refused.
 
+use gpufleet_kernels::quote;
+
 /// Prefixes a run's environment override keys may start with.
 pub const ALLOWED_PREFIXES: &[&str] = &[
     "HSA_", "HIP_", "ROC", "AMD_", "MIOPEN_", "RADV_", "MESA_", "CLOVER_", "RUSTICL_", "POCL_",
@@ -13,9 +15,12 @@ pub const ALLOWED_PREFIXES: &[&str] = &[
 /// Why an override was refused.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum EnvError {
-    #[error("env key `{key}` is not allowed: it must start with one of {}", ALLOWED_PREFIXES.join(", "))]
+    #[error("env key {} is not allowed: it must start with one of {}", quote(key), ALLOWED_PREFIXES.join(", "))]
     NotAllowed { key: String },
-    #[error("env key `{key}` is malformed: keys are [A-Z0-9_]+ and values have no NUL byte")]
+    #[error(
+        "env key {} is malformed: keys are [A-Z0-9_]+ and values have no NUL byte",
+        quote(key)
+    )]
     Malformed { key: String },
 }
 

@@ -217,6 +217,23 @@ async fn stream_power_filters_and_a_run_without_sensor_has_no_energy() {
         .err()
         .unwrap();
     assert!(err.message().contains("device_id"), "{}", err.message());
+    // A 100 KB filter is refused as itself, quoting only its start (a probe once got
+    // "metadata size exceeds limit" instead).
+    let err = c
+        .stream_power(pb::PowerRequest {
+            device_id: "d".repeat(100_000),
+            source: String::new(),
+        })
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message().contains("device_id") && err.message().contains("(100000 bytes)"),
+        "{}",
+        err.message()
+    );
+    assert!(err.message().len() < 1024, "{} bytes", err.message().len());
 
     // A negative window turns the power run off; the energy is still there.
     let mut spec = common::spec("vec_add", &[("n", 1024)]);

@@ -189,6 +189,36 @@ async fn bad_input_is_refused_naming_the_field() {
         "{}",
         st.message()
     );
+    // Huge inputs are quoted short, so each refusal arrives as itself, naming the field (a probe
+    // with a 1 MB kernel name once got "metadata size exceeds limit" instead).
+    let huge = "k".repeat(1 << 20);
+    let mut env_key = spec("copy", &[]);
+    env_key.env.insert("K".repeat(1 << 20), "1".into());
+    let device = pb::RunSpec {
+        device_id: huge.clone(),
+        ..spec("copy", &[])
+    };
+    for (s, needle) in [
+        (spec(&huge, &[]), "kernel"),
+        (env_key, "env"),
+        (device, "device_id"),
+    ] {
+        let st = refused(&mut c, s).await;
+        assert_eq!(st.code(), tonic::Code::InvalidArgument, "{needle}: {st:?}");
+        let m = st.message();
+        assert!(m.contains(needle) && m.contains("(1048576 bytes)"), "{m}");
+        assert!(m.len() < 1024, "{needle}: {} bytes", m.len());
+    }
+    let req = pb::RunRequest {
+        run_id: huge.clone(),
+        spec: Some(spec("copy", &[("n", 100)])),
+    };
+    let Err(st) = c.run(req).await else {
+        panic!("a 1 MB run id is refused")
+    };
+    assert_eq!(st.code(), tonic::Code::InvalidArgument, "{st:?}");
+    assert!(st.message().contains("run_id"), "{}", st.message());
+    assert!(st.message().len() < 1024, "{} bytes", st.message().len());
     // Still serving.
     let (_, r) = run(&mut c, "ok", spec("copy", &[("n", 100)])).await;
     assert_eq!(r.status(), pb::RunStatus::Ok);

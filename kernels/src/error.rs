@@ -7,7 +7,7 @@
 #[derive(Debug, thiserror::Error, Clone, PartialEq)]
 pub enum SpecError {
     /// No kernel of that name (or a debug kernel name was listed only when debug kernels are on).
-    #[error("unknown kernel `{name}` (known: {})", list(known))]
+    #[error("unknown kernel {} (known: {})", quote(name), list(known))]
     UnknownKernel {
         /// The name asked for.
         name: String,
@@ -15,7 +15,11 @@ pub enum SpecError {
         known: Vec<String>,
     },
     /// The kernel has no variant of that name.
-    #[error("unknown variant `{variant}` for {kernel} (known: {})", list(known))]
+    #[error(
+        "unknown variant {} for {kernel} (known: {})",
+        quote(variant),
+        list(known)
+    )]
     UnknownVariant {
         /// Kernel name.
         kernel: String,
@@ -25,7 +29,7 @@ pub enum SpecError {
         known: Vec<String>,
     },
     /// The kernel has no parameter of that name.
-    #[error("unknown param `{param}` for {kernel} (known: {})", list(known))]
+    #[error("unknown param {} for {kernel} (known: {})", quote(param), list(known))]
     UnknownParam {
         /// Kernel name.
         kernel: String,
@@ -58,7 +62,8 @@ pub enum SpecError {
     },
     /// A dtype the kernel is not defined for, or not a dtype at all.
     #[error(
-        "dtype `{dtype}` is not supported by {kernel} (supported: {})",
+        "dtype {} is not supported by {kernel} (supported: {})",
+        quote(dtype),
         list(supported)
     )]
     UnsupportedDtype {
@@ -108,6 +113,24 @@ impl SpecError {
     }
 }
 
+/// Most bytes of a caller's input that a message quotes: enough to recognise a typo, bounded so
+/// that a huge name (a hostile or broken client) cannot make an error larger than the transport
+/// allows or flood a log.
+pub const QUOTE_MAX_BYTES: usize = 200;
+
+/// `s` in backquotes for an error message, cut to [`QUOTE_MAX_BYTES`] (at a character boundary)
+/// with its full length added when longer: `` `gemmm` ``, `` `aaaa…` (1048576 bytes) ``.
+pub fn quote(s: &str) -> String {
+    if s.len() <= QUOTE_MAX_BYTES {
+        return format!("`{s}`");
+    }
+    let mut end = QUOTE_MAX_BYTES;
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("`{}…` ({} bytes)", &s[..end], s.len())
+}
+
 fn list(items: &[String]) -> String {
     if items.is_empty() {
         "none".to_string()
@@ -143,6 +166,24 @@ pub(crate) fn human_bytes(bytes: u64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn quotes_are_bounded_and_cut_at_a_character_boundary() {
+        assert_eq!(quote("gemmm"), "`gemmm`");
+        let huge = "k".repeat(1 << 20);
+        let q = quote(&huge);
+        assert!(q.len() < QUOTE_MAX_BYTES + 40, "{} bytes", q.len());
+        assert!(q.ends_with("…` (1048576 bytes)"), "{q}");
+        // 'é' is two bytes: a cut inside it moves back to the boundary.
+        let accents = "é".repeat(150);
+        let q = quote(&accents);
+        assert!(q.starts_with("`é") && q.ends_with("…` (300 bytes)"), "{q}");
+        let e = SpecError::UnknownKernel {
+            name: huge,
+            known: vec!["gemm".into()],
+        };
+        assert!(e.to_string().len() < 300, "{}", e.to_string().len());
+    }
 
     #[test]
     fn range_messages_name_param_value_and_bound() {

@@ -11,6 +11,7 @@ use super::result::{bare_result, finish};
 use crate::error::AgentError;
 use crate::isolation::{monotonic_ns, parent, unix_now_s};
 use crate::power::run_energy::{Window, energy, wait_for_sample_after};
+use gpufleet_kernels::quote;
 use gpufleet_proto::v1 as pb;
 use std::sync::Arc;
 use std::time::Duration;
@@ -36,6 +37,28 @@ fn result_event(r: pb::RunResult) -> pb::RunEvent {
 }
 
 /// A run id for requests that bring none.
+/// Longest run id a client may choose (a UUID is 36 characters).
+pub const MAX_RUN_ID_BYTES: usize = 128;
+
+/// A client-chosen run id travels in every event, log line and stored row: short, printable, no
+/// separators a shell or a path would trip on.
+fn check_run_id(id: &str) -> Result<(), AgentError> {
+    let ok = id.len() <= MAX_RUN_ID_BYTES
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+    if ok {
+        return Ok(());
+    }
+    Err(AgentError::InvalidArgument {
+        field: "run_id",
+        message: format!(
+            "{} must be at most {MAX_RUN_ID_BYTES} characters of A-Z a-z 0-9 - _ . :",
+            quote(id)
+        ),
+    })
+}
+
 fn new_run_id() -> String {
     use std::sync::atomic::{AtomicU64, Ordering};
     static N: AtomicU64 = AtomicU64::new(0);
@@ -67,6 +90,7 @@ impl AgentCore {
         let run_id = if req.run_id.is_empty() {
             new_run_id()
         } else {
+            check_run_id(&req.run_id)?;
             req.run_id
         };
         let plan = plan(self, &run_id, &spec)?;

@@ -8,7 +8,7 @@ use crate::env::check_override;
 use crate::error::AgentError;
 use crate::isolation::protocol::WorkerJob;
 use crate::power::run_energy::{RunPower, plan_power};
-use gpufleet_kernels::{Problem, RunDefaults};
+use gpufleet_kernels::{Problem, RunDefaults, quote};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -61,8 +61,8 @@ pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, 
         return Err(invalid(
             "device_id",
             format!(
-                "unknown device `{}` (devices: {})",
-                spec.device_id,
+                "unknown device {} (devices: {})",
+                quote(&spec.device_id),
                 device_list(core)
             ),
         ));

@@ -17,6 +17,7 @@ pub mod status;
 
 use crate::power::wire::sample_pb;
 use crate::run::AgentCore;
+use gpufleet_kernels::quote;
 use gpufleet_proto::v1 as pb;
 use pb::agent_server::{Agent, AgentServer};
 use std::future::Future;
@@ -61,9 +62,9 @@ impl Agent for AgentService {
         let id = req.into_inner().run_id;
         let found = self.core.cancel(&id);
         let message = if found {
-            format!("cancelling run {id}")
+            format!("cancelling run {}", quote(&id))
         } else {
-            format!("no queued or running run with id {id}")
+            format!("no queued or running run with id {}", quote(&id))
         };
         Ok(Response::new(pb::CancelReply { found, message }))
     }

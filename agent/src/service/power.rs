@@ -3,6 +3,7 @@
 use crate::error::AgentError;
 use crate::power::{Unavailable, normalize_pci};
 use crate::run::AgentCore;
+use gpufleet_kernels::quote;
 use gpufleet_proto::v1 as pb;
 
 /// Describe's list: one entry per channel, then the unavailable sources.
@@ -80,8 +81,8 @@ pub fn select_channels(core: &AgentCore, req: &pb::PowerRequest) -> Result<Vec<u
         return Err(AgentError::InvalidArgument {
             field: "device_id",
             message: format!(
-                "`{}` is neither a device of this agent nor a PCI bus id",
-                req.device_id
+                "{} is neither a device of this agent nor a PCI bus id",
+                quote(&req.device_id)
             ),
         });
     };

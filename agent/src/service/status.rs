@@ -4,9 +4,21 @@
 
 use crate::error::AgentError;
 
+/// Most bytes of a status message: far below what gRPC metadata allows, so an error is always
+/// delivered as itself (inputs are quoted short at their source; this is the backstop).
+pub const MAX_STATUS_MESSAGE_BYTES: usize = 2048;
+
 impl From<AgentError> for tonic::Status {
     fn from(e: AgentError) -> tonic::Status {
-        let msg = e.to_string();
+        let mut msg = e.to_string();
+        if msg.len() > MAX_STATUS_MESSAGE_BYTES {
+            let mut end = MAX_STATUS_MESSAGE_BYTES;
+            while !msg.is_char_boundary(end) {
+                end -= 1;
+            }
+            msg.truncate(end);
+            msg.push('…');
+        }
         match e {
             AgentError::InvalidArgument { .. } | AgentError::Spec { .. } | AgentError::Env(_) => {
                 tonic::Status::invalid_argument(msg)
@@ -41,5 +53,12 @@ mod tests {
         let s: tonic::Status = AgentError::Env(EnvError::NotAllowed { key: "PATH".into() }).into();
         assert_eq!(s.code(), tonic::Code::InvalidArgument);
         assert!(s.message().contains("PATH"));
+    }
+
+    #[test]
+    fn long_messages_are_cut_to_the_bound() {
+        let s: tonic::Status = AgentError::Internal("é".repeat(5000)).into();
+        assert!(s.message().len() <= MAX_STATUS_MESSAGE_BYTES + '…'.len_utf8());
+        assert!(s.message().ends_with('…'));
     }
 }
