@@ -71,12 +71,8 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
         return Ok(());
     }
 
-    if !cli.listen.ip().is_loopback() && config.token.is_none() {
-        anyhow::bail!(
-            "--listen {} is not a loopback address: set --token (or GPUFLEET_AGENT_TOKEN) so only your coordinator can run kernels here",
-            cli.listen
-        );
-    }
+    gpufleet_agent::service::auth::check_listen_token(cli.listen, config.token.as_deref())
+        .map_err(anyhow::Error::msg)?;
     let listener = tokio::net::TcpListener::bind(cli.listen)
         .await
         .with_context(|| format!("binding {}", cli.listen))?;

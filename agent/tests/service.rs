@@ -358,3 +358,20 @@ async fn health_service_reports_serving() {
         tonic_health::pb::health_check_response::ServingStatus::Serving
     );
 }
+
+#[test]
+fn serving_beyond_loopback_needs_a_real_token() {
+    let agent = env!("CARGO_BIN_EXE_gpufleet-agent");
+    for token in [None, Some(" "), Some("short")] {
+        let mut cmd = std::process::Command::new(agent);
+        cmd.args(["--listen", "0.0.0.0:0"])
+            .env_remove("GPUFLEET_AGENT_TOKEN");
+        if let Some(t) = token {
+            cmd.args(["--token", t]);
+        }
+        let out = cmd.output().expect("running gpufleet-agent");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{token:?} served: {err}");
+        assert!(err.contains("--token"), "{token:?}: {err}");
+    }
+}

@@ -5,11 +5,13 @@
 //! answered from the agent's inventory and power sampler.
 //!
 //! # Layout
+//! - [`auth`]: who may listen where (a real token beyond loopback).
 //! - [`convert`]: agent domain types to their wire form.
 //! - [`describe`]: the Describe answer.
 //! - [`power`]: Describe's power-source list and StreamPower's filter.
 //! - [`status`]: request errors to gRPC status codes.
 
+pub mod auth;
 pub mod convert;
 pub mod describe;
 pub mod power;

@@ -1,0 +1,73 @@
+//! Who may listen where: beyond loopback the agent serves only with a bearer token that is not
+//! trivially guessable, so a request from the network cannot run kernels on this host unless it
+//! carries the coordinator's secret.
+
+use std::net::SocketAddr;
+
+/// Fewest characters of a token accepted beyond loopback.
+pub const MIN_TOKEN_CHARS: usize = 16;
+
+/// Checks that serving on `listen` with `token` is allowed: any token (or none) on loopback;
+/// beyond loopback a token of at least [`MIN_TOKEN_CHARS`] printable ASCII characters, none of
+/// them whitespace (it travels in an `authorization` header).
+///
+/// # Errors
+/// A message naming `--token` and the bound, never quoting the token itself.
+pub fn check_listen_token(listen: SocketAddr, token: Option<&str>) -> Result<(), String> {
+    if listen.ip().is_loopback() {
+        return Ok(());
+    }
+    let Some(token) = token else {
+        return Err(format!(
+            "--listen {listen} is not a loopback address: set --token (or GPUFLEET_AGENT_TOKEN) so only your coordinator can run kernels here"
+        ));
+    };
+    let printable = token.bytes().all(|b| b.is_ascii_graphic());
+    if !printable || token.len() < MIN_TOKEN_CHARS {
+        return Err(format!(
+            "--token must be at least {MIN_TOKEN_CHARS} printable ASCII characters without whitespace to serve beyond loopback (--listen {listen}); got {} characters{}",
+            token.chars().count(),
+            if printable {
+                ""
+            } else {
+                ", some of them whitespace or not printable"
+            }
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn addr(s: &str) -> SocketAddr {
+        s.parse().unwrap()
+    }
+
+    #[test]
+    fn loopback_needs_nothing() {
+        assert!(check_listen_token(addr("127.0.0.1:1"), None).is_ok());
+        assert!(check_listen_token(addr("[::1]:1"), Some(" ")).is_ok());
+    }
+
+    #[test]
+    fn beyond_loopback_a_real_token_is_required() {
+        let any = addr("0.0.0.0:50051");
+        let e = check_listen_token(any, None).unwrap_err();
+        assert!(e.contains("--token") && e.contains("loopback"), "{e}");
+        for weak in [
+            " ",
+            "",
+            "short-token",
+            "                    ",
+            "sixteen chars!! ",
+        ] {
+            let e = check_listen_token(any, Some(weak)).unwrap_err();
+            assert!(e.contains("at least 16"), "{weak:?}: {e}");
+            assert!(weak.trim().is_empty() || !e.contains(weak.trim()), "{e}");
+        }
+        assert!(check_listen_token(any, Some("0123456789abcdef")).is_ok());
+        assert!(check_listen_token(addr("10.0.0.5:1"), Some("tab\there-0123456789")).is_err());
+    }
+}
