@@ -12,6 +12,9 @@ fn main() {
         std::process::exit(gpufleet_agent::isolation::child::main(&args[2..]));
     }
     let cli = Cli::parse_from(&args);
+    gpufleet_coordinator::link::grpc::set_connect_timeout(std::time::Duration::from_secs_f64(
+        cli.connect_timeout_s,
+    ));
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),

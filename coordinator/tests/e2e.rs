@@ -484,3 +484,37 @@ fn a_hung_worker_dies_with_its_agent() {
         rows[0].record.message
     );
 }
+
+/// A peer that accepts TCP and never speaks is unreachable after the connect timeout, not after a
+/// request deadline (a probe once waited 30 s).
+#[test]
+fn a_silent_peer_is_unreachable_within_the_connect_timeout() {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // Accept and hold every connection, answering nothing.
+    std::thread::spawn(move || {
+        let mut held = Vec::new();
+        for conn in listener.incoming().flatten() {
+            held.push(conn);
+        }
+    });
+    let (_dir, db) = tmp_db();
+    let url = format!("http://127.0.0.1:{port}");
+    ok_stdout(&gpufleet(&db, &["agents", "add", "silent", &url]));
+    let started = std::time::Instant::now();
+    let out = gpufleet(&db, &["--connect-timeout-s", "1", "describe", "silent"]);
+    let took = started.elapsed();
+    assert!(!out.status.success(), "describe of a silent peer succeeded");
+    let err = stderr(&out);
+    assert!(
+        err.contains("silent") && err.contains("connect timeout"),
+        "{err}"
+    );
+    assert!(took < Duration::from_secs(10), "took {took:?}");
+    let out = gpufleet(&db, &["--connect-timeout-s", "0", "describe", "silent"]);
+    assert!(
+        stderr(&out).contains("connect-timeout-s"),
+        "{}",
+        stderr(&out)
+    );
+}

@@ -1,6 +1,7 @@
 //! The command line of `gpufleet`: clap types only. The handlers in the sibling modules parse
 //! these into domain types, call the library and print.
 
+use crate::link::grpc::DEFAULT_CONNECT_TIMEOUT;
 use crate::table::Format;
 use clap::{Args, Parser, Subcommand};
 use gpufleet_kernels::{Dtype, Mode, RunDefaults};
@@ -22,8 +23,31 @@ pub struct Cli {
         env = "GPUFLEET_DB"
     )]
     pub db: PathBuf,
+    /// Seconds to reach an agent (TCP connection, HTTP/2 handshake and its first answer) before it
+    /// counts as unreachable.
+    #[arg(
+        long,
+        global = true,
+        env = "GPUFLEET_CONNECT_TIMEOUT_S",
+        default_value_t = DEFAULT_CONNECT_TIMEOUT.as_secs_f64(),
+        value_parser = positive_seconds
+    )]
+    pub connect_timeout_s: f64,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// A number of seconds above 0 (and at most a day), for clap.
+fn positive_seconds(s: &str) -> Result<f64, String> {
+    let v: f64 = s
+        .trim()
+        .parse()
+        .map_err(|_| format!("`{s}` is not a number of seconds"))?;
+    if v > 0.0 && v <= 86_400.0 {
+        Ok(v)
+    } else {
+        Err(format!("{v} is outside (0, 86400] seconds"))
+    }
 }
 
 #[derive(Debug, Subcommand)]

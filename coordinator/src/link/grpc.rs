@@ -7,14 +7,30 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use gpufleet_proto::v1 as pb;
 use pb::agent_client::AgentClient;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
 use tonic::transport::{Channel, Endpoint};
 
-/// How long to wait for a TCP connection to an agent.
-pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+/// Default time to reach an agent: the TCP connection, the HTTP/2 handshake and its Describe
+/// answer. A peer that accepts TCP but never speaks costs this much, not a request deadline.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+static CONNECT_TIMEOUT: OnceLock<Duration> = OnceLock::new();
+
+/// Sets this process's connect timeout (`gpufleet --connect-timeout-s`); the first call wins.
+pub fn set_connect_timeout(timeout: Duration) {
+    let _ = CONNECT_TIMEOUT.set(timeout);
+}
+
+/// The connect timeout in force: [`set_connect_timeout`]'s, else [`DEFAULT_CONNECT_TIMEOUT`].
+pub fn connect_timeout() -> Duration {
+    CONNECT_TIMEOUT
+        .get()
+        .copied()
+        .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
+}
 
 /// Why talking to an agent failed.
 #[derive(Debug, thiserror::Error)]
@@ -94,7 +110,7 @@ impl From<&AgentRow> for AgentAddr {
 }
 
 impl AgentAddr {
-    /// Connects (with [`CONNECT_TIMEOUT`]).
+    /// Connects within [`connect_timeout`].
     ///
     /// # Errors
     /// `BadUrl` or `Unreachable`, naming the agent.
@@ -106,7 +122,7 @@ impl AgentAddr {
         };
         let endpoint = Endpoint::from_shared(self.url.clone())
             .map_err(|e| bad(e.to_string()))?
-            .connect_timeout(CONNECT_TIMEOUT)
+            .connect_timeout(connect_timeout())
             .tcp_nodelay(true);
         let token = match &self.token {
             Some(t) => Some(
@@ -116,14 +132,20 @@ impl AgentAddr {
             ),
             None => None,
         };
-        let channel = endpoint
-            .connect()
+        let unreachable = |message: String| ClientError::Unreachable {
+            agent: self.name.clone(),
+            url: self.url.clone(),
+            message,
+        };
+        let channel = tokio::time::timeout(connect_timeout(), endpoint.connect())
             .await
-            .map_err(|e| ClientError::Unreachable {
-                agent: self.name.clone(),
-                url: self.url.clone(),
-                message: error_chain(&e),
-            })?;
+            .map_err(|_| {
+                unreachable(format!(
+                    "no connection within the connect timeout ({:?})",
+                    connect_timeout()
+                ))
+            })?
+            .map_err(|e| unreachable(error_chain(&e)))?;
         Ok(AgentClient::with_interceptor(channel, Token(token)))
     }
 
@@ -134,11 +156,25 @@ impl AgentAddr {
     pub async fn describe(&self) -> Result<pb::AgentInfo, ClientError> {
         let mut c = self.connect().await?;
         let mut req = tonic::Request::new(pb::DescribeRequest {});
-        req.set_timeout(Duration::from_secs(30));
-        c.describe(req)
-            .await
-            .map(|r| r.into_inner())
-            .map_err(|s| self.refused(s))
+        // Describe is answered from memory: a peer silent for the connect timeout is not an agent.
+        req.set_timeout(connect_timeout());
+        c.describe(req).await.map(|r| r.into_inner()).map_err(|s| {
+            if matches!(
+                s.code(),
+                tonic::Code::DeadlineExceeded | tonic::Code::Cancelled
+            ) {
+                ClientError::Unreachable {
+                    agent: self.name.clone(),
+                    url: self.url.clone(),
+                    message: format!(
+                        "no answer to Describe within the connect timeout ({:?})",
+                        connect_timeout()
+                    ),
+                }
+            } else {
+                self.refused(s)
+            }
+        })
     }
 
     /// Wraps a status from this agent.
