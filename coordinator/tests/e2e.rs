@@ -518,3 +518,39 @@ fn a_silent_peer_is_unreachable_within_the_connect_timeout() {
         stderr(&out)
     );
 }
+
+/// `agents add` refuses a malformed URL, a port out of range and a bad token at once, each naming
+/// its own field, and stores nothing.
+#[test]
+fn agents_add_checks_url_port_and_token_at_once() {
+    let (_dir, db) = tmp_db();
+    let cases: [(&[&str], &str); 3] = [
+        (&["agents", "add", "a", "http://[::1:50051"], "url"),
+        (
+            &["agents", "add", "a", "http://127.0.0.1:99999"],
+            "1..=65535",
+        ),
+        (
+            &[
+                "agents",
+                "add",
+                "a",
+                "http://127.0.0.1:50051",
+                "--token",
+                "bad token",
+            ],
+            "token",
+        ),
+    ];
+    for (args, needle) in cases {
+        let out = gpufleet(&db, args);
+        let err = stderr(&out);
+        assert!(!out.status.success(), "{args:?} was accepted");
+        assert!(err.contains(needle), "{args:?}: {err}");
+        if needle == "token" {
+            assert!(!err.contains("url"), "a bad token blamed on the url: {err}");
+        }
+    }
+    let listed = ok_stdout(&gpufleet(&db, &["agents", "list", "--json"]));
+    assert_eq!(listed.trim(), "[]", "nothing stored: {listed}");
+}

@@ -41,6 +41,8 @@ pub enum ClientError {
         url: String,
         message: String,
     },
+    #[error("agent {agent}: its token has characters not allowed in an HTTP header")]
+    BadToken { agent: String },
     #[error("cannot reach agent {agent} at {url}: {message}")]
     Unreachable {
         agent: String,
@@ -66,7 +68,7 @@ impl ClientError {
                     tonic::Code::Unavailable | tonic::Code::Unknown
                 )
             }
-            ClientError::BadUrl { .. } => false,
+            ClientError::BadUrl { .. } | ClientError::BadToken { .. } => false,
         }
     }
 }
@@ -128,7 +130,9 @@ impl AgentAddr {
             Some(t) => Some(
                 format!("Bearer {t}")
                     .parse()
-                    .map_err(|_| bad("token has characters not allowed in a header".into()))?,
+                    .map_err(|_| ClientError::BadToken {
+                        agent: self.name.clone(),
+                    })?,
             ),
             None => None,
         };

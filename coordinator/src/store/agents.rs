@@ -32,7 +32,7 @@ impl Store {
         url: &str,
         token: Option<&str>,
     ) -> Result<AgentRow, StoreError> {
-        validate_agent(name, url)?;
+        validate_agent(name, url, token)?;
         let now = self.now();
         let context = "adding an agent";
         let tx = self
@@ -99,7 +99,7 @@ impl Store {
         url: &str,
         token: Option<&str>,
     ) -> Result<AgentRow, StoreError> {
-        validate_agent(name, url)?;
+        validate_agent(name, url, token)?;
         let now = self.now();
         self.conn
             .query_row(
@@ -288,7 +288,7 @@ pub(super) fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
-fn validate_agent(name: &str, url: &str) -> Result<(), StoreError> {
+fn validate_agent(name: &str, url: &str, token: Option<&str>) -> Result<(), StoreError> {
     if !is_valid_name(name) {
         return Err(StoreError::invalid(
             "name",
@@ -297,30 +297,91 @@ fn validate_agent(name: &str, url: &str) -> Result<(), StoreError> {
             ),
         ));
     }
-    let rest = url
-        .strip_prefix("http://")
-        .or_else(|| url.strip_prefix("https://"));
-    match rest {
-        None => Err(StoreError::invalid(
-            "url",
-            format!("agent url {url:?} must start with http:// or https://"),
-        )),
-        Some("") => Err(StoreError::invalid(
-            "url",
-            format!("agent url {url:?} has no host after the scheme"),
-        )),
-        Some(_) if url.len() > MAX_AGENT_URL => Err(StoreError::invalid(
-            "url",
-            format!(
-                "agent url is {} bytes, longer than the maximum {MAX_AGENT_URL}",
-                url.len()
-            ),
-        )),
-        Some(_) if url.chars().any(|c| c.is_whitespace() || c.is_control()) => Err(
-            StoreError::invalid("url", format!("agent url {url:?} contains whitespace")),
-        ),
-        Some(_) => Ok(()),
+    validate_url(url)?;
+    if let Some(token) = token {
+        validate_token(token)?;
     }
+    Ok(())
+}
+
+/// An agent URL: `http://` or `https://`, a host, a port in 1..=65535 when given, nothing after
+/// the authority but an optional `/`; checked when it is stored so a typo fails at `agents add`,
+/// not at the first run.
+fn validate_url(url: &str) -> Result<(), StoreError> {
+    let invalid = |why: String| StoreError::invalid("url", why);
+    let shown = gpufleet_kernels::quote(url);
+    if url.len() > MAX_AGENT_URL {
+        return Err(invalid(format!(
+            "agent url is {} bytes, longer than the maximum {MAX_AGENT_URL}",
+            url.len()
+        )));
+    }
+    let Some(rest) = url
+        .strip_prefix("http://")
+        .or_else(|| url.strip_prefix("https://"))
+    else {
+        return Err(invalid(format!(
+            "agent url {shown} must start with http:// or https://"
+        )));
+    };
+    if rest.is_empty() {
+        return Err(invalid(format!(
+            "agent url {shown} has no host after the scheme"
+        )));
+    }
+    if url.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Err(invalid(format!("agent url {shown} contains whitespace")));
+    }
+    let uri: tonic::transport::Uri = url
+        .parse()
+        .map_err(|e| invalid(format!("agent url {shown} is not a valid URL: {e}")))?;
+    let Some(authority) = uri.authority() else {
+        return Err(invalid(format!("agent url {shown} has no host")));
+    };
+    if authority.host().is_empty() || authority.as_str().contains('@') {
+        return Err(invalid(format!(
+            "agent url {shown} must be scheme://host[:port] (no user or password: use --token)"
+        )));
+    }
+    // The port as written (the URI parser drops one that does not fit a u16).
+    let after_host = authority
+        .as_str()
+        .rsplit_once(']')
+        .map_or(authority.as_str(), |(_, rest)| rest);
+    if let Some((_, port)) = after_host.rsplit_once(':')
+        && !matches!(port.parse::<u32>(), Ok(1..=65535))
+    {
+        return Err(invalid(format!(
+            "agent url {shown}: port {} is outside 1..=65535",
+            gpufleet_kernels::quote(port)
+        )));
+    }
+    if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
+        return Err(invalid(format!(
+            "agent url {shown} must be scheme://host[:port] without a path or query"
+        )));
+    }
+    Ok(())
+}
+
+/// Longest bearer token stored.
+const MAX_TOKEN_BYTES: usize = 4096;
+
+/// A bearer token travels in an `authorization` header: printable ASCII without whitespace.
+/// The message never quotes the token.
+fn validate_token(token: &str) -> Result<(), StoreError> {
+    if token.is_empty()
+        || token.len() > MAX_TOKEN_BYTES
+        || !token.bytes().all(|b| b.is_ascii_graphic())
+    {
+        return Err(StoreError::invalid(
+            "token",
+            format!(
+                "the token must be 1 to {MAX_TOKEN_BYTES} printable ASCII characters without whitespace (it is sent in an HTTP header)"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -389,7 +450,19 @@ mod tests {
         let ok = "x".repeat(MAX_AGENT_NAME);
         store.add_agent(&ok, "http://h:1", None).unwrap();
         store.add_agent("a.b_c-9", "https://h", None).unwrap();
-        for bad in ["h:1", "ftp://h", "http://", "https://a b", "HTTP//x"] {
+        let bad_urls = [
+            "h:1",
+            "ftp://h",
+            "http://",
+            "https://a b",
+            "HTTP//x",
+            "http://[::1:50051",
+            "http://127.0.0.1:99999",
+            "http://127.0.0.1:0",
+            "http://user:pw@h:1",
+            "http://h:1/path",
+        ];
+        for bad in bad_urls {
             let err = store.add_agent("u", bad, None).unwrap_err();
             assert!(
                 matches!(err, StoreError::InvalidInput { field: "url", .. }),
@@ -398,11 +471,20 @@ mod tests {
             let err = store.upsert_agent("u", bad, None).unwrap_err();
             assert_invalid(&err, "url");
         }
+        store.add_agent("v6", "http://[::1]:50051", None).unwrap();
+        store.add_agent("slash", "http://h:2/", None).unwrap();
+        let err = store.add_agent("p", "http://h:99999", None).unwrap_err();
+        assert!(err.to_string().contains("1..=65535"), "{err}");
+        for bad in ["has space", "", "tab\there", "ünï"] {
+            let err = store.add_agent("t", "http://h:1", Some(bad)).unwrap_err();
+            assert_invalid(&err, "token");
+            assert!(!err.to_string().contains("url"), "{err}");
+        }
         let err = store.add_agent("bad name", "x", None).unwrap_err();
         assert!(err.to_string().contains("1 to 64"), "{err}");
         assert_eq!(
             store.agents().unwrap().len(),
-            2,
+            4,
             "nothing invalid was stored"
         );
     }
