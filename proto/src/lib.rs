@@ -7,6 +7,9 @@
 //! - [`v1`]: the generated code.
 //! - [`convert`]: string names of the enums (`ok`, `compute_only`, ...) used by
 //!   the CLI, the store and the JSON outputs, so every part spells them alike.
+//! - [`display`]: the text of an `AgentInfo`, shared by `gpufleet-agent
+//!   describe` and `gpufleet describe`.
+//! - [`FILE_DESCRIPTOR_SET`]: the encoded descriptors, for server reflection.
 //!
 //! This crate holds no logic: validation lives in `gpufleet-kernels`, the
 //! service in `gpufleet-agent`.
