@@ -124,11 +124,16 @@ pub fn quote(s: &str) -> String {
     if s.len() <= QUOTE_MAX_BYTES {
         return format!("`{s}`");
     }
-    let mut end = QUOTE_MAX_BYTES;
+    format!("`{}…` ({} bytes)", prefix(s, QUOTE_MAX_BYTES), s.len())
+}
+
+/// The longest prefix of `s` of at most `max_bytes` that ends at a character boundary.
+pub fn prefix(s: &str, max_bytes: usize) -> &str {
+    let mut end = max_bytes.min(s.len());
     while !s.is_char_boundary(end) {
         end -= 1;
     }
-    format!("`{}…` ({} bytes)", &s[..end], s.len())
+    &s[..end]
 }
 
 fn list(items: &[String]) -> String {

@@ -13,12 +13,6 @@ use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-/// Longest deadline a run may ask for.
-pub const MAX_TIMEOUT_S: f64 = RunDefaults::MAX_TIMEOUT_S;
-
-/// Most timed iterations a run may ask for.
-pub const MAX_ITERATIONS: u32 = RunDefaults::MAX_ITERATIONS;
-
 /// A request that passed every check.
 #[derive(Debug, Clone)]
 pub struct Plan {
@@ -100,10 +94,14 @@ pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, 
     } else {
         spec.timeout_s
     };
-    if !(timeout_s > 0.0 && timeout_s <= MAX_TIMEOUT_S) {
+    if !(timeout_s > 0.0 && timeout_s <= RunDefaults::MAX_TIMEOUT_S) {
         return Err(invalid(
             "timeout_s",
-            format!("{} is outside (0, {MAX_TIMEOUT_S}] seconds", spec.timeout_s),
+            format!(
+                "{} is outside (0, {}] seconds",
+                spec.timeout_s,
+                RunDefaults::MAX_TIMEOUT_S
+            ),
         ));
     }
     if !(spec.min_seconds >= 0.0 && spec.min_seconds <= 3600.0) {
@@ -117,10 +115,10 @@ pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, 
     let max_iterations = or(spec.max_iterations, d.max_iterations).max(min_iterations);
     // Every timed iteration travels back as a raw sample; keep results
     // well under gRPC's default 4 MiB message size.
-    if max_iterations > MAX_ITERATIONS {
+    if max_iterations > RunDefaults::MAX_ITERATIONS {
         return Err(invalid(
             "max_iterations",
-            format!("{max_iterations} exceeds {MAX_ITERATIONS}"),
+            format!("{max_iterations} exceeds {}", RunDefaults::MAX_ITERATIONS),
         ));
     }
     let mode = match pb::RunMode::try_from(spec.mode) {

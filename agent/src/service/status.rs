@@ -12,12 +12,10 @@ impl From<AgentError> for tonic::Status {
     fn from(e: AgentError) -> tonic::Status {
         let mut msg = e.to_string();
         if msg.len() > MAX_STATUS_MESSAGE_BYTES {
-            let mut end = MAX_STATUS_MESSAGE_BYTES;
-            while !msg.is_char_boundary(end) {
-                end -= 1;
-            }
-            msg.truncate(end);
-            msg.push('…');
+            msg = format!(
+                "{}…",
+                gpufleet_kernels::prefix(&msg, MAX_STATUS_MESSAGE_BYTES)
+            );
         }
         match e {
             AgentError::InvalidArgument { .. } | AgentError::Spec { .. } | AgentError::Env(_) => {
