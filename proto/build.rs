@@ -5,7 +5,7 @@ use prost::Message;
 use std::path::PathBuf;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let files = ["gpufleet/v1/agent.proto"];
+    let files = ["gpufleet/v1/agent.proto", "gpufleet/v1/fleet.proto"];
     for f in &files {
         println!("cargo:rerun-if-changed={f}");
     }

@@ -13,12 +13,46 @@ use std::net::SocketAddr;
 #[derive(Debug, Parser)]
 #[command(name = "gpufleet-agent", version)]
 pub struct Cli {
-    /// Address to listen on. Anything other than loopback requires --token.
-    #[arg(long, default_value = "127.0.0.1:50051", env = "GPUFLEET_AGENT_LISTEN")]
-    pub listen: SocketAddr,
-    /// Bearer token clients must send (`authorization: Bearer <token>`).
-    #[arg(long, env = "GPUFLEET_AGENT_TOKEN", hide_env_values = true)]
+    /// Serve the `Agent` gRPC service here (direct mode: the coordinator
+    /// dials this address). Anything other than loopback requires --token.
+    /// Default: 127.0.0.1:50051 unless --connect is given; both may be on.
+    #[arg(long, env = "GPUFLEET_LISTEN")]
+    pub listen: Option<SocketAddr>,
+    /// The agent's secret. Direct mode: clients must send it
+    /// (`authorization: Bearer <token>`). Dial-in: the enrolment token
+    /// `gpufleet agents add NAME --dial-in` printed.
+    #[arg(long, env = "GPUFLEET_TOKEN", hide_env_values = true)]
     pub token: Option<String>,
+    /// Read the token from this file (first line; for secrets mounted into
+    /// containers).
+    #[arg(long, env = "GPUFLEET_TOKEN_FILE", conflicts_with = "token")]
+    pub token_file: Option<std::path::PathBuf>,
+    /// Dial in to a coordinator's fleet listener (`gpufleet serve
+    /// --fleet-listen`), e.g. https://coordinator.example:7443, and take runs
+    /// from it over one long-lived stream. For hosts that accept no inbound
+    /// connections (Runpod pods, NAT). http:// only to a loopback address.
+    #[arg(long, env = "GPUFLEET_CONNECT")]
+    pub connect: Option<String>,
+    /// The name this agent was enrolled under (default: $RUNPOD_POD_ID,
+    /// else the host name).
+    #[arg(long, env = "GPUFLEET_NAME")]
+    pub name: Option<String>,
+    /// Verify an https coordinator by this CA certificate (PEM).
+    #[arg(long, env = "GPUFLEET_CA_CERT")]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Verify an https coordinator by the SHA-256 of its certificate (hex,
+    /// as `gpufleet serve --tls-self-signed` prints it).
+    #[arg(long, env = "GPUFLEET_PIN_SHA256", conflicts_with = "ca_cert")]
+    pub pin_sha256: Option<String>,
+    /// Where the outbox of finished runs not yet acknowledged by the
+    /// coordinator is kept (default: $XDG_STATE_HOME/gpufleet or
+    /// ~/.local/state/gpufleet).
+    #[arg(long, env = "GPUFLEET_STATE_DIR")]
+    pub state_dir: Option<std::path::PathBuf>,
+    /// Longest wait between redials, seconds (waits start at 0.5 s and
+    /// double, with jitter).
+    #[arg(long, default_value_t = 30.0)]
+    pub max_backoff_s: f64,
     /// Serve the debug kernels debug_crash, debug_hang and debug_wrong.
     #[arg(long)]
     pub enable_debug_kernels: bool,

@@ -19,6 +19,8 @@
 //! - `run/`: the run core, whichever way a request arrives: [`AgentConfig`], [`AgentCore`], run
 //!   planning (`plan.rs`), the per-device queues (`queue.rs`), a run's lifecycle (`lifecycle.rs`)
 //!   and its RunResult (`result.rs`). Speaks protobuf messages, knows nothing of tonic.
+//! - `dial/`: dialing in to a coordinator (`--connect`): the reconnect loop, the on-disk outbox of
+//!   finished runs kept until acknowledged, TLS verification by CA or pinned SHA-256.
 //! - `service/`: the `gpufleet.v1.Agent` gRPC service over the run core (plus health and
 //!   reflection): [`serve`], conversions to the wire, Describe, StreamPower's filter, the one
 //!   mapping of [`error::AgentError`] to status codes.
@@ -48,6 +50,7 @@
 
 pub mod backend;
 pub mod cache;
+pub mod dial;
 pub mod env;
 pub mod error;
 pub mod host;

@@ -6,6 +6,7 @@ use anyhow::Context;
 use clap::Parser;
 use gpufleet_agent::isolation::{WorkerCommand, child};
 use gpufleet_agent::{AgentConfig, AgentCore};
+use std::net::SocketAddr;
 use std::time::Duration;
 
 fn main() {
@@ -42,7 +43,19 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
     let mut config = AgentConfig::new(worker);
     config.enable_debug_kernels = cli.enable_debug_kernels;
     config.queue_capacity = cli.queue_capacity;
-    config.token = cli.token.filter(|t| !t.is_empty());
+    config.token = match &cli.token_file {
+        Some(path) => Some(
+            std::fs::read_to_string(path)
+                .with_context(|| format!("--token-file {}", path.display()))?
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string(),
+        ),
+        None => cli.token.clone(),
+    }
+    .filter(|t| !t.is_empty());
     config.discovery_timeout = Duration::from_secs_f64(cli.discovery_timeout_s.max(0.1));
     config.power = cli.power.config();
 
@@ -71,11 +84,28 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
         return Ok(());
     }
 
-    gpufleet_agent::service::auth::check_listen_token(cli.listen, config.token.as_deref())
-        .map_err(anyhow::Error::msg)?;
-    let listener = tokio::net::TcpListener::bind(cli.listen)
-        .await
-        .with_context(|| format!("binding {}", cli.listen))?;
+    let dial = match &cli.connect {
+        Some(url) => Some(dial_config(&cli, url.clone(), config.token.clone())?),
+        None => None,
+    };
+    // Direct mode stays the default; with --connect it is on only when asked for.
+    let listen = match (cli.listen, &dial) {
+        (Some(addr), _) => Some(addr),
+        (None, None) => Some(SocketAddr::from(([127, 0, 0, 1], 50051))),
+        (None, Some(_)) => None,
+    };
+    let listener = match listen {
+        Some(addr) => {
+            gpufleet_agent::service::auth::check_listen_token(addr, config.token.as_deref())
+                .map_err(anyhow::Error::msg)?;
+            Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .with_context(|| format!("binding {addr}"))?,
+            )
+        }
+        None => None,
+    };
     let core = AgentCore::start(config).await;
     for b in &core.inventory.backends {
         if b.available {
@@ -84,10 +114,81 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
             tracing::warn!(backend = %b.name, reason = %b.reason, "backend unavailable");
         }
     }
-    tracing::info!("gpufleet-agent listening on {}", listener.local_addr()?);
-    gpufleet_agent::serve(listener, shutdown_signal(), core).await?;
+    let direct = async {
+        match listener {
+            Some(l) => {
+                tracing::info!("gpufleet-agent listening on {}", l.local_addr()?);
+                gpufleet_agent::serve(l, shutdown_signal(), core.clone()).await?;
+            }
+            None => shutdown_signal().await,
+        }
+        anyhow::Ok(())
+    };
+    let dialing = async {
+        match dial {
+            Some(cfg) => {
+                tracing::info!(name = %cfg.name, "dialing in to {}", cfg.url);
+                gpufleet_agent::dial::dial_in(core.clone(), cfg, shutdown_signal()).await
+            }
+            None => std::future::pending().await,
+        }
+    };
+    // Either ends the agent: a signal stops both, a refused dial-in is an error.
+    tokio::select! {
+        r = direct => r?,
+        r = dialing => r?,
+    }
     tracing::info!("gpufleet-agent stopped");
     Ok(())
+}
+
+/// The dial-in settings from the command line: name, token (from --token or --token-file), trust
+/// and state directory.
+fn dial_config(
+    cli: &cli::Cli,
+    url: String,
+    token: Option<String>,
+) -> anyhow::Result<gpufleet_agent::dial::DialConfig> {
+    use gpufleet_agent::dial::{DialConfig, tls::Trust};
+    let name = cli
+        .name
+        .clone()
+        .or_else(|| std::env::var("RUNPOD_POD_ID").ok())
+        .filter(|n| !n.is_empty())
+        .or_else(gpufleet_agent::host::hostname)
+        .context("--name is required (no $RUNPOD_POD_ID and no host name)")?;
+    let token = token.context(
+        "--connect needs the enrolment token: --token, --token-file or GPUFLEET_TOKEN (from `gpufleet agents add NAME --dial-in`)",
+    )?;
+    let trust = match (&cli.ca_cert, &cli.pin_sha256) {
+        (Some(ca), _) => Some(Trust::Ca(ca.clone())),
+        (None, Some(pin)) => Some(Trust::Pin(pin.clone())),
+        (None, None) => None,
+    };
+    let state_dir = cli.state_dir.clone().unwrap_or_else(default_state_dir);
+    if !(cli.max_backoff_s.is_finite() && cli.max_backoff_s >= 0.5) {
+        anyhow::bail!("--max-backoff-s must be at least 0.5");
+    }
+    Ok(DialConfig {
+        url,
+        name,
+        token,
+        state_dir,
+        trust,
+        backoff_min: Duration::from_millis(500),
+        backoff_max: Duration::from_secs_f64(cli.max_backoff_s),
+    })
+}
+
+/// `$XDG_STATE_HOME/gpufleet`, else `~/.local/state/gpufleet`.
+fn default_state_dir() -> std::path::PathBuf {
+    if let Some(d) = std::env::var_os("XDG_STATE_HOME").filter(|d| !d.is_empty()) {
+        return std::path::PathBuf::from(d).join("gpufleet");
+    }
+    match std::env::var_os("HOME") {
+        Some(h) => std::path::PathBuf::from(h).join(".local/state/gpufleet"),
+        None => std::env::temp_dir().join("gpufleet-state"),
+    }
 }
 
 async fn shutdown_signal() {

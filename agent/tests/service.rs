@@ -365,7 +365,7 @@ fn serving_beyond_loopback_needs_a_real_token() {
     for token in [None, Some(" "), Some("short")] {
         let mut cmd = std::process::Command::new(agent);
         cmd.args(["--listen", "0.0.0.0:0"])
-            .env_remove("GPUFLEET_AGENT_TOKEN");
+            .env_remove("GPUFLEET_TOKEN");
         if let Some(t) = token {
             cmd.args(["--token", t]);
         }

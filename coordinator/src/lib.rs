@@ -10,6 +10,9 @@
 //! - `link/`: how an agent is reached: the [`AgentLink`](link::AgentLink) trait with typed
 //!   [`LinkError`](link::LinkError)s (`mod.rs`) and its gRPC implementation (`grpc.rs`: token,
 //!   deadlines, errors naming the agent).
+//! - `fleet/`: agents that dial in: the `Fleet` service of `gpufleet serve --fleet-listen`, the
+//!   hub of attached agents that stores and acknowledges their finished runs, and their
+//!   [`AgentLink`](link::AgentLink) (`link.rs`, with `links()` choosing by the agent's kind).
 //! - `campaign/`: a suite × agents × devices: the request and its stored form (`request.rs`), the
 //!   validation of runs and the pure planner (`plan.rs`), describing and storing jobs (`prepare.rs`), executing them with
 //!   retries, lost agents and a typed [`JobFailure`](campaign::JobFailure) (`execute.rs`), the
@@ -56,6 +59,7 @@ pub mod convert;
 pub mod db;
 #[cfg(feature = "local-agent")]
 pub mod demo;
+pub mod fleet;
 pub mod http;
 pub mod link;
 pub mod regression;

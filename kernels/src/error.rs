@@ -136,6 +136,22 @@ pub fn prefix(s: &str, max_bytes: usize) -> &str {
     &s[..end]
 }
 
+/// `outer: inner: innermost` for an error and its sources, each source's text added once (many
+/// errors repeat their source's text in their own).
+pub fn error_chain(e: &dyn std::error::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = inner.source();
+    }
+    s
+}
+
 fn list(items: &[String]) -> String {
     if items.is_empty() {
         "none".to_string()

@@ -45,7 +45,7 @@ mod types;
 
 pub use catalog::{KernelDef, KernelId, ParamDef, catalog, find_kernel};
 pub use check::Validation;
-pub use error::{QUOTE_MAX_BYTES, SpecError, prefix, quote};
+pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};
 pub use problem::{ConvShape, MAX_FOOTPRINT_BYTES, NORM_EPS, Problem, TRIAD_SCALAR};
 pub use run::{Mode, RunDefaults};
 pub use suite::{BUILTIN_SUITES, Suite, SuiteError, SuiteRun};

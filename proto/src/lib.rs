@@ -4,6 +4,8 @@
 //! # Layout
 //! - `gpufleet/v1/agent.proto`: the `Agent` service (Describe, Run, Cancel,
 //!   StreamPower) and its messages; the source of truth.
+//! - `gpufleet/v1/fleet.proto`: the `Fleet` service (Attach) that agents
+//!   dialing in to `gpufleet serve` hold open, and its messages.
 //! - [`v1`]: the generated code.
 //! - [`convert`]: string names of the enums (`ok`, `compute_only`, ...) used by
 //!   the CLI, the store and the JSON outputs, so every part spells them alike.

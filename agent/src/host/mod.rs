@@ -24,6 +24,11 @@ fn read(path: &str) -> String {
     std::fs::read_to_string(path).unwrap_or_default()
 }
 
+/// The kernel's host name, if it has one.
+pub fn hostname() -> Option<String> {
+    Some(read("/proc/sys/kernel/hostname").trim().to_string()).filter(|h| !h.is_empty())
+}
+
 impl HostFacts {
     /// Reads the running host.
     pub fn read() -> HostFacts {
@@ -33,7 +38,7 @@ impl HostFacts {
             .unwrap_or(1);
         let env_has = |k: &str| std::env::var_os(k).is_some();
         HostFacts {
-            hostname: read("/proc/sys/kernel/hostname").trim().to_string(),
+            hostname: hostname().unwrap_or_default(),
             os: os_pretty_name(&read("/etc/os-release")),
             kernel_version: read("/proc/sys/kernel/osrelease").trim().to_string(),
             cpu_model: cpu_model(&cpuinfo),

@@ -19,7 +19,7 @@ pub fn check_listen_token(listen: SocketAddr, token: Option<&str>) -> Result<(),
     }
     let Some(token) = token else {
         return Err(format!(
-            "--listen {listen} is not a loopback address: set --token (or GPUFLEET_AGENT_TOKEN) so only your coordinator can run kernels here"
+            "--listen {listen} is not a loopback address: set --token (or GPUFLEET_TOKEN) so only your coordinator can run kernels here"
         ));
     };
     let printable = token.bytes().all(|b| b.is_ascii_graphic());

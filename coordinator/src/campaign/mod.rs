@@ -9,6 +9,7 @@
 //! | `execute.rs` | run stored jobs over [`AgentLink`](crate::link::AgentLink)s: attempts, retries, lost agents, typed failures |
 //! | `owner.rs` | which process owns a campaign, its heartbeat |
 //! | `run.rs` | the whole campaign in one call ([`run_campaign`]) |
+//! | `handoff.rs` | a campaign with dial-in agents handed to the running serve and followed |
 //! | `progress.rs` | campaign events to the terminal or the log |
 //!
 //! Failure handling: a job whose agent cannot be reached is retried a bounded number of times with
@@ -18,6 +19,7 @@
 //! campaign's state.
 
 pub mod execute;
+pub mod handoff;
 pub mod owner;
 pub mod plan;
 pub mod prepare;

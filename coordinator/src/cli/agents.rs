@@ -3,14 +3,24 @@
 use super::args::AgentsCommand;
 use crate::db::Db;
 use crate::link::grpc::AgentAddr;
-use crate::store::AgentRow;
+use crate::store::{AgentRow, token_hash};
 use crate::table::{Format, Table};
 use anyhow::bail;
 
 /// `agents add|list|rm`.
 pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<()> {
     match cmd {
-        AgentsCommand::Add { name, url, token } => {
+        AgentsCommand::Add {
+            name,
+            url,
+            token,
+            dial_in,
+            json,
+        } => {
+            if dial_in {
+                return enrol(db, &name, json);
+            }
+            let url = url.unwrap_or_default();
             let row = db.with(|s| s.add_agent(&name, &url, token.as_deref()))?;
             println!("added agent {} at {}", row.name, row.url);
         }
@@ -67,6 +77,30 @@ pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<()> {
                 bail!("no agent named {name}");
             }
         }
+    }
+    Ok(())
+}
+
+/// `agents add NAME --dial-in`: a fresh 256-bit token, printed once; the store keeps its hash.
+fn enrol(db: &Db, name: &str, json: bool) -> anyhow::Result<()> {
+    use rand::RngCore;
+    let mut bytes = [0u8; 32];
+    rand::rng().fill_bytes(&mut bytes);
+    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let hash = token_hash(&token);
+    let row = db.with(|s| s.enrol_agent(name, &hash))?;
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"name": row.name, "token": token, "kind": row.kind.name()})
+        );
+    } else {
+        println!("enrolled dial-in agent {}", row.name);
+        println!("token (shown once; only its hash is stored): {token}");
+        println!(
+            "start it with: gpufleet-agent --connect https://COORDINATOR:PORT --name {} --token {token}",
+            row.name
+        );
     }
     Ok(())
 }

@@ -124,6 +124,15 @@ pub struct ServeArgs {
     /// Robust spreads a change must exceed on a noisy baseline.
     #[arg(long, default_value_t = 3.0)]
     pub k: f64,
+    /// Address of the Fleet gRPC service that dial-in agents attach to
+    /// (`gpufleet-agent --connect`). Not served unless given. Prints
+    /// `fleet listening on ADDR` once bound.
+    #[arg(long, env = "GPUFLEET_FLEET_LISTEN")]
+    pub fleet_listen: Option<std::net::SocketAddr>,
+    /// Seconds a run waits for its dial-in agent to come back after the link
+    /// dropped before the campaign's retry rule applies.
+    #[arg(long, default_value_t = 600.0, env = "GPUFLEET_GRACE_S")]
+    pub grace_s: f64,
 }
 
 #[derive(Debug, Subcommand)]
@@ -221,15 +230,27 @@ pub enum FailOn {
 
 #[derive(Debug, Subcommand)]
 pub enum AgentsCommand {
-    /// Register an agent under a name.
+    /// Register an agent under a name: a direct agent by its URL, or (with
+    /// --dial-in) an agent that dials in to `gpufleet serve --fleet-listen`,
+    /// for which a one-time enrolment token is printed (only its hash is
+    /// stored: copy it now).
     Add {
         /// Short name ([A-Za-z0-9_.-], up to 64 characters).
         name: String,
-        /// The agent's gRPC address, e.g. http://127.0.0.1:50051.
-        url: String,
-        /// Bearer token the agent was started with.
-        #[arg(long)]
+        /// The agent's gRPC address, e.g. http://127.0.0.1:50051 (direct
+        /// agents only).
+        #[arg(required_unless_present = "dial_in", conflicts_with = "dial_in")]
+        url: Option<String>,
+        /// Bearer token the agent was started with (direct agents only).
+        #[arg(long, conflicts_with = "dial_in")]
         token: Option<String>,
+        /// The agent dials in: print its enrolment token for
+        /// `gpufleet-agent --connect URL --name NAME --token TOKEN`.
+        #[arg(long)]
+        dial_in: bool,
+        /// With --dial-in: print `{"name":…,"token":…}`.
+        #[arg(long, requires = "dial_in")]
+        json: bool,
     },
     /// List registered agents.
     List {

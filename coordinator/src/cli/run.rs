@@ -4,6 +4,7 @@ use super::agents::lookup_agent;
 use super::args::RunArgs;
 use super::parse::{env_overrides, parse_kv};
 use super::results::print_outcome;
+use crate::campaign::handoff::{hand_off, needs_handoff};
 use crate::campaign::plan::Selection;
 use crate::campaign::progress::CliReporter;
 use crate::campaign::request::{CampaignRequest, RetryPolicy};
@@ -95,7 +96,11 @@ pub async fn run(db: &Db, args: RunArgs) -> anyhow::Result<i32> {
         selection,
         retry: RetryPolicy::default(),
     };
-    let outcome = run_campaign(db, req, reporter.clone()).await;
+    let outcome = if needs_handoff(&req) {
+        hand_off(db, req, reporter.as_ref()).await
+    } else {
+        run_campaign(db, req, reporter.clone()).await
+    };
     reporter.finish();
     let outcome = outcome?;
     print_outcome(db, &outcome, args.json)

@@ -4,6 +4,9 @@
 use super::args::ServeArgs;
 use crate::campaign::progress::LogReporter;
 use crate::db::Db;
+use crate::fleet::Hub;
+use crate::fleet::link::links;
+use crate::fleet::service::serve_fleet;
 use crate::regression::detect::DetectConfig;
 use crate::schedule::{Daemon, DaemonConfig, run_until_stopped};
 use anyhow::{Context, bail};
@@ -32,11 +35,31 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
         detect,
         ..Default::default()
     };
+    if !(args.grace_s.is_finite() && args.grace_s >= 0.0) {
+        bail!("--grace-s must be a non-negative number of seconds");
+    }
     let daemon = Daemon::new(db.clone(), cfg, Arc::new(LogReporter));
+    let hub = Hub::new(
+        db.clone(),
+        daemon.owner().to_string(),
+        std::time::Duration::from_secs_f64(args.grace_s),
+    );
+    let daemon = daemon.with_connect(links(hub.clone()));
+    let fleet_listener = match args.fleet_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("--fleet-listen {addr}: cannot bind"))?,
+        ),
+        None => None,
+    };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("--listen {}: cannot bind", args.listen))?;
     println!("listening on {}", listener.local_addr()?);
+    if let Some(l) = &fleet_listener {
+        println!("fleet listening on {}", l.local_addr()?);
+    }
     std::io::stdout().flush()?;
     eprintln!(
         "gpufleet serve: owner {}, {} schedule(s), database {}",
@@ -45,6 +68,18 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
         db.with(|s| s.path().display().to_string())
     );
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let fleet = fleet_listener.map(|listener| {
+        let mut rx = stop_rx.clone();
+        let (hub, seen) = (hub.clone(), tokio::spawn(hub.clone().keep_seen()));
+        tokio::spawn(async move {
+            let stop = async move {
+                let _ = rx.wait_for(|s| *s).await;
+            };
+            let r = serve_fleet(listener, None, hub, stop).await;
+            seen.abort();
+            r
+        })
+    });
     let http = {
         let mut rx = stop_rx.clone();
         let app = crate::http::router(daemon.clone());
@@ -72,5 +107,10 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
     }
     signals.abort();
     let _ = http.await;
+    if let Some(fleet) = fleet
+        && let Ok(Err(e)) = fleet.await
+    {
+        eprintln!("fleet listener: {e}");
+    }
     Ok(0)
 }

@@ -5,6 +5,7 @@ use super::{AgentLink, Connect, LinkError, RunEvents};
 use crate::store::AgentRow;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
+use gpufleet_kernels::error_chain;
 use gpufleet_proto::v1 as pb;
 use pb::agent_client::AgentClient;
 use std::sync::{Arc, OnceLock};
@@ -251,19 +252,4 @@ impl AgentLink for AgentAddr {
         }
         .boxed()
     }
-}
-
-/// `outer: inner: innermost` for an error and its sources.
-pub fn error_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(inner) = src {
-        let t = inner.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
-        }
-        src = inner.source();
-    }
-    s
 }

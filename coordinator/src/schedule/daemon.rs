@@ -78,6 +78,12 @@ impl Daemon {
         }
     }
 
+    /// Reaches agents through `connect` instead of gRPC only (a serve with dial-in agents).
+    pub fn with_connect(mut self, connect: crate::link::Connect) -> Daemon {
+        self.ex.connect = connect;
+        self
+    }
+
     /// This process's owner id.
     pub fn owner(&self) -> &str {
         &self.ex.owner

@@ -35,6 +35,6 @@ pub mod spec;
 
 pub use self::cron::Cron;
 pub use self::daemon::{CampaignReport, Daemon};
-pub use self::serve::run_until_stopped;
+pub use self::serve::{HANDOFF_POLL, run_until_stopped};
 pub use self::slots::{DaemonConfig, Due, due, fmt_time, next_slot, now};
 pub use self::spec::{ScheduleSpec, request_of};

@@ -8,6 +8,9 @@ use crate::store::StoreError;
 use std::time::Duration;
 use tokio::sync::watch;
 
+/// How often a serve looks for campaigns handed to it (see `campaign::handoff`).
+pub const HANDOFF_POLL: Duration = Duration::from_millis(500);
+
 /// Ticks `daemon` every `tick` until `stop` turns true, logging to stderr, then stops it. Returns
 /// the campaigns that were interrupted by the stop.
 ///
@@ -18,8 +21,16 @@ pub async fn run_until_stopped(
     tick: Duration,
     mut stop: watch::Receiver<bool>,
 ) -> Result<Vec<i64>, StoreError> {
+    let mut next_tick = tokio::time::Instant::now();
     loop {
-        match daemon.tick(now()).await {
+        let result = if tokio::time::Instant::now() >= next_tick {
+            next_tick += tick;
+            daemon.tick(now()).await
+        } else {
+            // Between ticks: campaigns handed over by `gpufleet run` (ownerless) start promptly.
+            daemon.resume_orphans(now()).await
+        };
+        match result {
             Ok(ids) if !ids.is_empty() => eprintln!("started campaigns {ids:?}"),
             Ok(_) => {}
             Err(e) => eprintln!("schedule check failed: {e}"),
@@ -28,7 +39,7 @@ pub async fn run_until_stopped(
             eprintln!("{r}");
         }
         tokio::select! {
-            _ = tokio::time::sleep(tick) => {}
+            _ = tokio::time::sleep(tick.min(HANDOFF_POLL)) => {}
             _ = stop.wait_for(|s| *s) => break,
         }
     }

@@ -8,7 +8,7 @@ use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
 use super::error::StoreError;
 use super::error::{is_unique_violation, sql};
 use super::open::Store;
-use super::rows::{AgentRow, DeviceRecord, DeviceRow};
+use super::rows::{AgentKind, AgentRow, DeviceRecord, DeviceRow};
 use super::values::{json_column, parse_json, require_non_empty};
 
 /// Longest accepted agent name.
@@ -16,7 +16,8 @@ pub const MAX_AGENT_NAME: usize = 64;
 /// Longest accepted agent URL.
 pub const MAX_AGENT_URL: usize = 2048;
 
-const AGENT_COLUMNS: &str = "id, name, url, token, added_at";
+pub(super) const AGENT_COLUMNS: &str =
+    "id, name, kind, url, token, added_at, connected_since, last_seen, remote_addr, agent_version";
 
 impl Store {
     /// Adds an agent, or revives a removed agent of the same name (keeping its row, so its history
@@ -55,7 +56,8 @@ impl Store {
             }
             Some(Some(_removed)) => {
                 tx.execute(
-                    "UPDATE agents SET url = ?2, token = ?3, added_at = ?4, removed_at = NULL
+                    "UPDATE agents SET url = ?2, token = ?3, added_at = ?4, removed_at = NULL,
+                        kind = 'direct', token_hash = NULL, connected_since = NULL
                      WHERE name = ?1",
                     rusqlite::params![name, url, token, now],
                 )
@@ -108,6 +110,8 @@ impl Store {
                      ON CONFLICT (name) DO UPDATE SET
                         url = excluded.url,
                         token = excluded.token,
+                        kind = 'direct',
+                        token_hash = NULL,
                         added_at = CASE WHEN removed_at IS NULL THEN added_at ELSE excluded.added_at END,
                         removed_at = NULL
                      RETURNING {AGENT_COLUMNS}"
@@ -267,13 +271,23 @@ impl Store {
     }
 }
 
-fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
+pub(super) fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
+    let kind: String = r.get("kind")?;
     Ok(AgentRow {
         id: r.get("id")?,
         name: r.get("name")?,
+        kind: if kind == "dial-in" {
+            AgentKind::DialIn
+        } else {
+            AgentKind::Direct
+        },
         url: r.get("url")?,
         token: r.get("token")?,
         added_at: r.get("added_at")?,
+        connected_since: r.get("connected_since")?,
+        last_seen: r.get("last_seen")?,
+        remote_addr: r.get("remote_addr")?,
+        agent_version: r.get("agent_version")?,
     })
 }
 

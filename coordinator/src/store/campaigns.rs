@@ -278,6 +278,25 @@ impl Store {
             .collect::<Result<_, _>>()
             .map_err(sql(context))
     }
+
+    /// The job whose current run id is `run_id`, if any.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the query fails.
+    pub fn job_by_run_id(&self, run_id: &str) -> Result<Option<JobRow>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT j.id, j.campaign_id, j.agent_id, a.name AS agent, j.device_row_id,
+                        j.spec_key, j.spec_json, j.run_id, j.state, j.attempts, j.error,
+                        j.updated_at, j.confirms_result_id
+                 FROM jobs j JOIN agents a ON a.id = j.agent_id
+                 WHERE j.run_id = ?1",
+                [run_id],
+                job_from_row,
+            )
+            .optional()
+            .map_err(sql("looking up a job by run id"))
+    }
 }
 
 fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobRow> {

@@ -45,6 +45,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "0003_service",
         sql: include_str!("migrations/0003_service.sql"),
     },
+    Migration {
+        version: 4,
+        name: "0004_fleet",
+        sql: include_str!("migrations/0004_fleet.sql"),
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.

@@ -5,7 +5,7 @@
 //!
 //! | table | one row per | notes |
 //! | --- | --- | --- |
-//! | `agents` | agent the user added | `name` unique; `removed_at` hides it instead of deleting it |
+//! | `agents` | agent the user added | `name` unique; `removed_at` hides it instead of deleting it; `kind` direct or dial-in (see `fleet.rs`) |
 //! | `devices` | (agent, device id) | refreshed on every describe; `info_json` is the agent's full description |
 //! | `campaigns` | suite run over a set of agents | `running` → `done` / `failed` / `interrupted` |
 //! | `jobs` | (campaign, spec, device) | `queued` → `running` → `done` / `failed` / `interrupted`; `run_id` unique |
@@ -55,6 +55,7 @@ mod agents;
 mod campaigns;
 mod checks;
 mod error;
+mod fleet;
 mod guard;
 mod migrations;
 mod open;
@@ -68,12 +69,13 @@ mod values;
 pub use self::agents::{MAX_AGENT_NAME, MAX_AGENT_URL};
 pub use self::checks::{AlertRow, CheckCandidate, CheckRow, NewAlert, PendingConfirmation};
 pub use self::error::StoreError;
+pub use self::fleet::{AttachRefusal, token_hash};
 pub use self::migrations::LATEST_VERSION;
 pub use self::open::{BUSY_TIMEOUT, Clock, Store, system_now};
 pub use self::results::{SEGMENT_FIELDS, segment_of};
 pub use self::rows::{
-    AgentRow, CampaignRow, CampaignState, DeviceRecord, DeviceRow, JobCounts, JobRow, JobState,
-    NewJob, PowerPoint, ResultFilter, ResultRecord, ResultRow,
+    AgentKind, AgentRow, CampaignRow, CampaignState, DeviceRecord, DeviceRow, JobCounts, JobRow,
+    JobState, NewJob, PowerPoint, ResultFilter, ResultRecord, ResultRow,
 };
 pub use self::schedules::{OwnedCampaign, ScheduleRow};
 

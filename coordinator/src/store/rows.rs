@@ -16,13 +16,45 @@ pub struct AgentRow {
     pub id: i64,
     /// Unique short name the user picked (`[A-Za-z0-9_.-]{1,64}`).
     pub name: String,
-    /// gRPC endpoint, `http://` or `https://`.
+    /// How the coordinator reaches it.
+    pub kind: AgentKind,
+    /// gRPC endpoint, `http://` or `https://`; empty for a dial-in agent. Never carries
+    /// credentials (`agents add` refuses them).
     pub url: String,
     /// Bearer token for agents listening beyond loopback; kept out of JSON output.
     #[serde(skip_serializing)]
     pub token: Option<String>,
     /// When it was added (or last revived after a removal), unix seconds.
     pub added_at: f64,
+    /// Dial-in: since when a serve holds its stream; `None` while it is not connected.
+    pub connected_since: Option<f64>,
+    /// Dial-in: when a serve last saw its stream alive.
+    pub last_seen: Option<f64>,
+    /// Dial-in: the address its stream came from.
+    pub remote_addr: Option<String>,
+    /// Dial-in: the version its Hello gave.
+    pub agent_version: Option<String>,
+}
+
+/// How the coordinator reaches an agent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub enum AgentKind {
+    /// The coordinator dials the agent's `--listen` address.
+    #[serde(rename = "direct")]
+    Direct,
+    /// The agent dials `gpufleet serve --fleet-listen` and holds a stream.
+    #[serde(rename = "dial-in")]
+    DialIn,
+}
+
+impl AgentKind {
+    /// The name stored and shown (`direct`, `dial-in`).
+    pub fn name(self) -> &'static str {
+        match self {
+            AgentKind::Direct => "direct",
+            AgentKind::DialIn => "dial-in",
+        }
+    }
 }
 
 /// A device as an agent describes it; the input of [`Store::upsert_device`](super::open::Store::upsert_device).
@@ -476,6 +508,11 @@ mod tests {
             url: "http://10.0.0.2:50051".into(),
             token: Some("s3cret".into()),
             added_at: 1.5,
+            kind: AgentKind::Direct,
+            connected_since: None,
+            last_seen: None,
+            remote_addr: None,
+            agent_version: None,
         };
         let text = serde_json::to_string(&a).unwrap();
         assert!(!text.contains("s3cret"), "{text}");

@@ -1,0 +1,224 @@
+//! TLS for an agent dialing its coordinator: the server is verified by a CA certificate
+//! (`--ca-cert`) or by the SHA-256 of its certificate (`--pin-sha256`, for the self-signed
+//! certificate `gpufleet serve --tls-self-signed` prints), and a token is never sent in plaintext
+//! beyond loopback.
+//!
+//! The connection is made here (TCP, then rustls with ALPN `h2`) and handed to tonic as a custom
+//! connector, so both ways of verifying share one path.
+
+use hyper_util::rt::TokioIo;
+use rustls::DigitallySignedStruct;
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
+use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
+use sha2::{Digest, Sha256};
+use std::path::Path;
+use std::sync::Arc;
+
+/// How the coordinator's certificate is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Trust {
+    /// Certificates signed by the CA in this PEM file.
+    Ca(std::path::PathBuf),
+    /// Exactly the certificate with this SHA-256 (64 hex digits, `:` allowed between bytes).
+    Pin(String),
+}
+
+/// Lowercase hex SHA-256 of a DER certificate: the fingerprint `--pin-sha256` compares.
+pub fn fingerprint(der: &[u8]) -> String {
+    Sha256::digest(der)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+/// A pin as the user wrote it (`AB:CD:…` or `abcd…`) in the form [`fingerprint`] gives.
+///
+/// # Errors
+/// When it is not 32 bytes of hex.
+pub fn normalize_pin(pin: &str) -> Result<String, String> {
+    let hex: String = pin
+        .chars()
+        .filter(|c| *c != ':')
+        .collect::<String>()
+        .to_ascii_lowercase();
+    if hex.len() == 64 && hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+        Ok(hex)
+    } else {
+        Err(format!(
+            "--pin-sha256 must be 64 hex digits (the SHA-256 `gpufleet serve --tls-self-signed` prints); got {} characters",
+            pin.chars().count()
+        ))
+    }
+}
+
+/// True when a URL's host is a loopback name or address.
+pub fn is_loopback_host(host: &str) -> bool {
+    let h = host.trim_start_matches('[').trim_end_matches(']');
+    h.eq_ignore_ascii_case("localhost")
+        || h.parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback())
+}
+
+#[derive(Debug)]
+struct PinVerifier {
+    pin: String,
+    provider: Arc<CryptoProvider>,
+}
+
+impl ServerCertVerifier for PinVerifier {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let got = fingerprint(end_entity);
+        if got == self.pin {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::General(format!(
+                "pin mismatch: the coordinator's certificate has SHA-256 {got}, --pin-sha256 expects {}",
+                self.pin
+            )))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.provider.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.provider
+            .signature_verification_algorithms
+            .supported_schemes()
+    }
+}
+
+/// The rustls client configuration for `trust`.
+///
+/// # Errors
+/// An unreadable or empty CA file, a malformed pin.
+pub fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, String> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?;
+    let mut config = match trust {
+        Trust::Ca(path) => {
+            let mut roots = rustls::RootCertStore::empty();
+            for cert in read_certs(path)? {
+                roots
+                    .add(cert)
+                    .map_err(|e| format!("--ca-cert {}: {e}", path.display()))?;
+            }
+            builder.with_root_certificates(roots).with_no_client_auth()
+        }
+        Trust::Pin(pin) => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinVerifier {
+                pin: normalize_pin(pin)?,
+                provider,
+            }))
+            .with_no_client_auth(),
+    };
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(config)
+}
+
+fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
+        .map_err(|e| format!("--ca-cert {}: {e}", path.display()))?
+        .collect::<Result<_, _>>()
+        .map_err(|e| format!("--ca-cert {}: {e}", path.display()))?;
+    if certs.is_empty() {
+        return Err(format!(
+            "--ca-cert {}: no PEM certificate in it",
+            path.display()
+        ));
+    }
+    Ok(certs)
+}
+
+/// A tonic channel to `host:port` over TLS with `config`, verifying the name `host`.
+///
+/// # Errors
+/// A host that is not a valid server name; connection errors come from the returned channel.
+pub async fn connect(
+    endpoint: tonic::transport::Endpoint,
+    host: &str,
+    port: u16,
+    config: Arc<rustls::ClientConfig>,
+) -> Result<tonic::transport::Channel, String> {
+    let name = ServerName::try_from(
+        host.trim_start_matches('[')
+            .trim_end_matches(']')
+            .to_string(),
+    )
+    .map_err(|e| format!("host {host}: {e}"))?;
+    let addr = format!("{host}:{port}");
+    let connector = tower::service_fn(move |_uri: http::Uri| {
+        let (config, name, addr) = (config.clone(), name.clone(), addr.clone());
+        async move {
+            let tcp = tokio::net::TcpStream::connect(&addr).await?;
+            tcp.set_nodelay(true)?;
+            let tls = tokio_rustls::TlsConnector::from(config)
+                .connect(name, tcp)
+                .await?;
+            Ok::<_, std::io::Error>(TokioIo::new(tls))
+        }
+    });
+    endpoint
+        .connect_with_connector(connector)
+        .await
+        .map_err(|e| gpufleet_kernels::error_chain(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pins_are_normalized_and_checked() {
+        let hex = "AB:".repeat(31) + "AB";
+        assert_eq!(normalize_pin(&hex).unwrap(), "ab".repeat(32));
+        assert!(normalize_pin("abc").unwrap_err().contains("64 hex digits"));
+        assert!(normalize_pin(&"zz".repeat(32)).is_err());
+    }
+
+    #[test]
+    fn loopback_hosts() {
+        for h in ["localhost", "127.0.0.1", "[::1]", "127.9.9.9"] {
+            assert!(is_loopback_host(h), "{h}");
+        }
+        for h in ["10.0.0.1", "example.org", "[2001:db8::1]"] {
+            assert!(!is_loopback_host(h), "{h}");
+        }
+    }
+}

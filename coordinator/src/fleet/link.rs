@@ -1,0 +1,65 @@
+//! The [`AgentLink`] of an agent that dials in: describe answers from its last Hello, a run goes
+//! down its stream and its events come back through the [`Hub`]. [`links`] picks this link or the
+//! gRPC one by the agent's kind, so the executor treats both alike.
+
+use super::Hub;
+use crate::link::grpc::{AgentAddr, connect_timeout};
+use crate::link::{AgentLink, Connect, LinkError, RunEvents};
+use crate::store::{AgentKind, AgentRow};
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use gpufleet_proto::v1 as pb;
+use std::sync::Arc;
+use tokio_stream::wrappers::ReceiverStream;
+
+/// A dial-in agent as the executor sees it.
+pub struct DialInLink {
+    hub: Arc<Hub>,
+    name: String,
+}
+
+/// Links for every agent of a serve: dial-in agents through `hub`, direct ones over gRPC.
+pub fn links(hub: Arc<Hub>) -> Connect {
+    Arc::new(move |a: &AgentRow| match a.kind {
+        AgentKind::DialIn => Arc::new(DialInLink {
+            hub: hub.clone(),
+            name: a.name.clone(),
+        }) as Arc<dyn AgentLink>,
+        AgentKind::Direct => Arc::new(AgentAddr::from(a)) as Arc<dyn AgentLink>,
+    })
+}
+
+impl AgentLink for DialInLink {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// The agent's last Hello; an agent not attached gets the connect timeout to attach (a serve
+    /// that just started gives its agents a moment to reconnect).
+    fn describe(&self) -> BoxFuture<'_, Result<pb::AgentInfo, LinkError>> {
+        async move {
+            let deadline = tokio::time::Instant::now() + connect_timeout();
+            loop {
+                if let Some(info) = self.hub.info(&self.name) {
+                    return Ok(info);
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(LinkError::Unreachable(format!(
+                        "dial-in agent {} is not attached to this serve",
+                        self.name
+                    )));
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
+        .boxed()
+    }
+
+    fn run(&self, request: pb::RunRequest) -> BoxFuture<'_, Result<RunEvents, LinkError>> {
+        async move {
+            let events = self.hub.start_run(&self.name, request).await?;
+            Ok(ReceiverStream::new(events).boxed())
+        }
+        .boxed()
+    }
+}

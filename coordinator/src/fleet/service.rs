@@ -1,0 +1,244 @@
+//! The `Fleet` gRPC service: an agent attaches with its enrolment token and a Hello, then the
+//! stream carries runs one way and progress and finished runs the other (see the
+//! [module docs](super)).
+
+use super::{Hub, KEEPALIVE, ToAgent};
+use crate::convert::{Origin, to_record};
+use crate::store::{AgentRow, StoreError};
+use gpufleet_kernels::quote;
+use gpufleet_proto::v1 as pb;
+use pb::agent_message::Message as FromAgent;
+use pb::coordinator_message::Message as ToAgentMsg;
+use pb::fleet_server::{Fleet, FleetServer};
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status, Streaming};
+
+/// How long an attaching agent has to send its Hello.
+pub const HELLO_TIMEOUT: Duration = Duration::from_secs(10);
+/// Largest message an agent may send (a RunDone with a long power trace fits easily).
+pub const MAX_MESSAGE_BYTES: usize = 16 << 20;
+
+/// The tonic service around a [`Hub`].
+#[derive(Clone)]
+pub struct FleetService {
+    hub: Arc<Hub>,
+}
+
+impl FleetService {
+    pub fn new(hub: Arc<Hub>) -> FleetService {
+        FleetService { hub }
+    }
+}
+
+fn bearer(req: &Request<Streaming<pb::AgentMessage>>) -> Result<String, Status> {
+    req.metadata()
+        .get("authorization")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::to_string)
+        .ok_or_else(|| {
+            Status::unauthenticated(
+                "attach needs `authorization: Bearer <enrolment token>` (gpufleet-agent --token)",
+            )
+        })
+}
+
+fn internal(e: StoreError) -> Status {
+    tracing::error!("fleet store error: {e}");
+    Status::internal("the coordinator's store failed; try again")
+}
+
+#[tonic::async_trait]
+impl Fleet for FleetService {
+    type AttachStream = ReceiverStream<Result<pb::CoordinatorMessage, Status>>;
+
+    async fn attach(
+        &self,
+        req: Request<Streaming<pb::AgentMessage>>,
+    ) -> Result<Response<Self::AttachStream>, Status> {
+        let remote = req.remote_addr().map(|a| a.to_string()).unwrap_or_default();
+        let token = bearer(&req)?;
+        let mut inbound = req.into_inner();
+        let first = tokio::time::timeout(HELLO_TIMEOUT, inbound.message())
+            .await
+            .map_err(|_| {
+                Status::deadline_exceeded(format!(
+                    "no Hello within {} s of attaching",
+                    HELLO_TIMEOUT.as_secs()
+                ))
+            })??;
+        let Some(pb::AgentMessage {
+            message: Some(FromAgent::Hello(hello)),
+        }) = first
+        else {
+            return Err(Status::invalid_argument(
+                "hello: the first message of an attach must be a Hello",
+            ));
+        };
+        let name = hello.name.clone();
+        let row = self
+            .hub
+            .db
+            .call(move |s| s.check_attach(&name, &token))
+            .await
+            .map_err(internal)?
+            .map_err(|refusal| {
+                tracing::warn!(%remote, "attach refused: {refusal}");
+                Status::unauthenticated(refusal.to_string())
+            })?;
+        let info_json = serde_json::to_string(&hello.info.clone().unwrap_or_default())
+            .map_err(|e| Status::invalid_argument(format!("hello.info: {e}")))?;
+        let (id, version, addr) = (
+            row.id,
+            gpufleet_kernels::prefix(&hello.agent_version, 64).to_string(),
+            remote.clone(),
+        );
+        self.hub
+            .db
+            .call(move |s| s.agent_attached(id, &addr, &version, &info_json))
+            .await
+            .map_err(internal)?;
+        let (tx, rx) = mpsc::channel(64);
+        let welcome = pb::CoordinatorMessage {
+            message: Some(ToAgentMsg::Welcome(pb::Welcome {
+                coordinator_version: env!("CARGO_PKG_VERSION").to_string(),
+                coordinator: self.hub.owner.clone(),
+            })),
+        };
+        let _ = tx.send(Ok(welcome)).await;
+        let session = self.hub.attach(&row, tx.clone(), &hello);
+        tracing::info!(agent = %row.name, %remote, running = hello.running.len(), unacknowledged = hello.unacknowledged.len(), "agent attached");
+        tokio::spawn(read_agent(self.hub.clone(), row, session, inbound, tx));
+        Ok(Response::new(ReceiverStream::new(rx)))
+    }
+}
+
+/// The agent's side of the stream until it ends; then the agent is detached.
+async fn read_agent(
+    hub: Arc<Hub>,
+    row: AgentRow,
+    session: u64,
+    mut inbound: Streaming<pb::AgentMessage>,
+    tx: ToAgent,
+) {
+    loop {
+        let msg = match inbound.message().await {
+            Ok(Some(m)) => m,
+            Ok(None) => break,
+            Err(status) => {
+                tracing::info!(agent = %row.name, "stream ended: {}", status.message());
+                break;
+            }
+        };
+        match msg.message {
+            Some(FromAgent::Update(u)) => hub.progress(&row.name, u),
+            Some(FromAgent::Done(done)) => {
+                if let Some(run_id) = store_done(&hub, &row, &done).await {
+                    let ack = pb::CoordinatorMessage {
+                        message: Some(ToAgentMsg::Ack(pb::Ack { run_id })),
+                    };
+                    if tx.send(Ok(ack)).await.is_err() {
+                        break;
+                    }
+                    hub.deliver(&row.name, done).await;
+                }
+            }
+            Some(FromAgent::Refused(r)) => hub.refused(&row.name, r),
+            Some(FromAgent::CancelReply(c)) => {
+                tracing::info!(agent = %row.name, found = c.found, "{}", quote(&c.message));
+            }
+            Some(FromAgent::Hello(_)) => {
+                tracing::warn!(agent = %row.name, "a second Hello on one stream is ignored");
+            }
+            Some(FromAgent::Power(_)) | None => {}
+        }
+    }
+    hub.detach(&row.name, session);
+    if hub.info(&row.name).is_none() {
+        let id = row.id;
+        let _ = hub.db.call(move |s| s.agent_detached(id)).await;
+    }
+    tracing::info!(agent = %row.name, "agent detached");
+}
+
+/// Stores a finished run against its job. Returns the run id to acknowledge: the result is
+/// stored now or was already, or it can never be stored (no such job, another agent's job, a
+/// malformed result) and keeping it in the agent's outbox would only resend it forever. `None`
+/// when the store failed: the agent resends it after its next attach.
+async fn store_done(hub: &Hub, row: &AgentRow, done: &pb::RunDone) -> Option<String> {
+    let run_id = done.run_id.clone();
+    let Some(result) = done.result.clone() else {
+        tracing::warn!(agent = %row.name, run_id = %quote(&run_id), "RunDone without a result dropped");
+        return Some(run_id);
+    };
+    if result.run_id != run_id {
+        tracing::warn!(agent = %row.name, run_id = %quote(&run_id), "RunDone whose result names another run dropped");
+        return Some(run_id);
+    }
+    let (agent_id, power, id) = (row.id, done.power.clone(), run_id.clone());
+    let stored = hub
+        .db
+        .call(move |s| -> Result<Option<bool>, StoreError> {
+            let Some(job) = s.job_by_run_id(&id)? else {
+                return Ok(None);
+            };
+            if job.agent_id != agent_id {
+                return Ok(None);
+            }
+            let origin = Origin {
+                agent_id,
+                device_row_id: job.device_row_id,
+                campaign_id: Some(job.campaign_id),
+                job_id: Some(job.id),
+            };
+            let record = to_record(&result, &power, &job.spec_key, origin);
+            s.insert_result(&record).map(Some)
+        })
+        .await;
+    match stored {
+        Ok(Some(new)) => {
+            tracing::info!(agent = %row.name, %run_id, new, "result stored");
+            Some(run_id)
+        }
+        Ok(None) => {
+            tracing::warn!(agent = %row.name, run_id = %quote(&run_id), "result for no job of this agent dropped");
+            Some(run_id)
+        }
+        Err(e) => {
+            tracing::error!(agent = %row.name, %run_id, "storing a result failed (the agent will resend it): {e}");
+            None
+        }
+    }
+}
+
+/// Serves the `Fleet` service on `listener` until `shutdown`, with HTTP/2 keepalive pings every
+/// [`KEEPALIVE`] so NAT tables and proxies keep idle streams.
+///
+/// # Errors
+/// Transport errors from tonic.
+pub async fn serve_fleet(
+    listener: tokio::net::TcpListener,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    hub: Arc<Hub>,
+    shutdown: impl Future<Output = ()> + Send,
+) -> Result<(), tonic::transport::Error> {
+    let service =
+        FleetServer::new(FleetService::new(hub)).max_decoding_message_size(MAX_MESSAGE_BYTES);
+    let mut builder = tonic::transport::Server::builder()
+        .http2_keepalive_interval(Some(KEEPALIVE))
+        .http2_keepalive_timeout(Some(KEEPALIVE));
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    builder
+        .add_service(service)
+        .serve_with_incoming_shutdown(
+            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            shutdown,
+        )
+        .await
+}

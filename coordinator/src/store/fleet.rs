@@ -1,0 +1,303 @@
+//! Agents that dial in: enrolment (only a SHA-256 of the token is kept), the check of an agent's
+//! credentials when it attaches, and the connection state a serve records so that other processes
+//! (`agents list`, `gpufleet run`) can see it.
+
+use rusqlite::{OptionalExtension, TransactionBehavior};
+use sha2::{Digest, Sha256};
+
+use super::agents::{AGENT_COLUMNS, agent_from_row, is_valid_name};
+use super::error::{StoreError, sql};
+use super::open::Store;
+use super::rows::{AgentKind, AgentRow};
+use super::values::parse_json;
+
+/// Lowercase hex SHA-256 of a token: what the store keeps instead of the token. Enrolment tokens
+/// are 256 random bits, so an unsalted hash cannot be reversed by guessing.
+pub fn token_hash(token: &str) -> String {
+    let digest = Sha256::digest(token.as_bytes());
+    digest.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Why an attaching agent was turned away. The text is safe to send back to the agent.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum AttachRefusal {
+    #[error(
+        "no dial-in agent named {0} is enrolled (enrol it with `gpufleet agents add {0} --dial-in`)"
+    )]
+    NotEnrolled(String),
+    #[error("agent {0} is registered as a direct agent; the coordinator dials it")]
+    Direct(String),
+    #[error("wrong token for agent {0}")]
+    WrongToken(String),
+}
+
+impl Store {
+    /// Enrols a dial-in agent `name` whose token hashes to `token_hash`, or revives a removed agent
+    /// of that name as a dial-in agent (its history continues).
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidInput`] for a bad name (`field: "name"`) or a hash that is not 64 hex
+    /// characters; [`StoreError::AgentExists`] if an active agent has the name.
+    pub fn enrol_agent(&mut self, name: &str, token_hash: &str) -> Result<AgentRow, StoreError> {
+        if !is_valid_name(name) {
+            return Err(StoreError::invalid(
+                "name",
+                format!(
+                    "agent name {} must be 1 to {} characters of A-Z a-z 0-9 _ . -",
+                    gpufleet_kernels::quote(name),
+                    super::MAX_AGENT_NAME
+                ),
+            ));
+        }
+        if token_hash.len() != 64 || !token_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
+            return Err(StoreError::invalid(
+                "token_hash",
+                "must be 64 hex characters",
+            ));
+        }
+        let now = self.now();
+        let context = "enrolling an agent";
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(sql(context))?;
+        let active: Option<bool> = tx
+            .query_row(
+                "SELECT removed_at IS NULL FROM agents WHERE name = ?1",
+                [name],
+                |r| r.get(0),
+            )
+            .optional()
+            .map_err(sql(context))?;
+        if active == Some(true) {
+            return Err(StoreError::AgentExists {
+                name: name.to_owned(),
+            });
+        }
+        tx.execute(
+            "INSERT INTO agents (name, url, token, added_at, kind, token_hash)
+             VALUES (?1, '', NULL, ?2, 'dial-in', ?3)
+             ON CONFLICT (name) DO UPDATE SET
+                url = '', token = NULL, added_at = excluded.added_at, removed_at = NULL,
+                kind = 'dial-in', token_hash = excluded.token_hash, connected_since = NULL,
+                remote_addr = NULL, agent_version = NULL, info_json = NULL",
+            rusqlite::params![name, now, token_hash],
+        )
+        .map_err(sql(context))?;
+        let row = tx
+            .query_row(
+                &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE name = ?1"),
+                [name],
+                agent_from_row,
+            )
+            .map_err(sql(context))?;
+        tx.commit().map_err(sql(context))?;
+        Ok(row)
+    }
+
+    /// Checks an attaching agent's name and token against its enrolment.
+    ///
+    /// # Errors
+    /// `Ok(Err(refusal))` when the agent is unknown, removed, direct or brings the wrong token;
+    /// [`StoreError`] when the store cannot be read.
+    pub fn check_attach(
+        &self,
+        name: &str,
+        token: &str,
+    ) -> Result<Result<AgentRow, AttachRefusal>, StoreError> {
+        let shown = gpufleet_kernels::prefix(name, super::MAX_AGENT_NAME).to_string();
+        let found: Option<(AgentRow, Option<String>)> = self
+            .conn
+            .query_row(
+                &format!(
+                    "SELECT {AGENT_COLUMNS}, token_hash FROM agents
+                     WHERE name = ?1 AND removed_at IS NULL"
+                ),
+                [name],
+                |r| Ok((agent_from_row(r)?, r.get("token_hash")?)),
+            )
+            .optional()
+            .map_err(sql("checking an attaching agent"))?;
+        let Some((row, hash)) = found else {
+            return Ok(Err(AttachRefusal::NotEnrolled(shown)));
+        };
+        if row.kind != AgentKind::DialIn {
+            return Ok(Err(AttachRefusal::Direct(shown)));
+        }
+        // Compare every byte so the time taken does not say how much of the hash matched.
+        let want = hash.unwrap_or_default();
+        let got = token_hash(token);
+        let same = want.len() == got.len()
+            && want
+                .bytes()
+                .zip(got.bytes())
+                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+                == 0;
+        if !same {
+            return Ok(Err(AttachRefusal::WrongToken(shown)));
+        }
+        Ok(Ok(row))
+    }
+
+    /// Records that a serve now holds agent `agent_id`'s stream, with what its Hello said.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidInput`] when `info_json` is not JSON; [`StoreError::Sqlite`].
+    pub fn agent_attached(
+        &mut self,
+        agent_id: i64,
+        remote_addr: &str,
+        agent_version: &str,
+        info_json: &str,
+    ) -> Result<(), StoreError> {
+        parse_json("info_json", info_json)?;
+        let now = self.now();
+        self.conn
+            .execute(
+                "UPDATE agents SET connected_since = ?2, last_seen = ?2, remote_addr = ?3,
+                    agent_version = ?4, info_json = ?5
+                 WHERE id = ?1",
+                rusqlite::params![agent_id, now, remote_addr, agent_version, info_json],
+            )
+            .map_err(sql("recording an attached agent"))?;
+        Ok(())
+    }
+
+    /// Refreshes `last_seen` of the agents whose streams this serve holds.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`].
+    pub fn agents_seen(&mut self, agent_ids: &[i64]) -> Result<(), StoreError> {
+        let now = self.now();
+        let context = "refreshing attached agents";
+        let tx = self.conn.transaction().map_err(sql(context))?;
+        for id in agent_ids {
+            tx.execute(
+                "UPDATE agents SET last_seen = ?2 WHERE id = ?1",
+                rusqlite::params![id, now],
+            )
+            .map_err(sql(context))?;
+        }
+        tx.commit().map_err(sql(context))
+    }
+
+    /// Records that agent `agent_id`'s stream ended.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`].
+    pub fn agent_detached(&mut self, agent_id: i64) -> Result<(), StoreError> {
+        let now = self.now();
+        self.conn
+            .execute(
+                "UPDATE agents SET connected_since = NULL, last_seen = ?2 WHERE id = ?1",
+                rusqlite::params![agent_id, now],
+            )
+            .map_err(sql("recording a detached agent"))?;
+        Ok(())
+    }
+
+    /// The AgentInfo (as JSON) a dial-in agent last sent in its Hello, if any.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`].
+    pub fn agent_info(&self, agent_id: i64) -> Result<Option<String>, StoreError> {
+        self.conn
+            .query_row(
+                "SELECT info_json FROM agents WHERE id = ?1",
+                [agent_id],
+                |r| r.get(0),
+            )
+            .optional()
+            .map(Option::flatten)
+            .map_err(sql("reading an agent's description"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::temp_store;
+    use super::*;
+
+    #[test]
+    fn enrolment_keeps_only_the_hash_and_checks_the_token() {
+        let (_dir, mut store) = temp_store();
+        let token = "0123456789abcdef0123456789abcdef";
+        let row = store.enrol_agent("pod1", &token_hash(token)).unwrap();
+        assert_eq!(row.kind, AgentKind::DialIn);
+        assert_eq!(row.url, "");
+        assert_eq!(row.token, None);
+        let stored: String = store
+            .conn
+            .query_row(
+                "SELECT token_hash FROM agents WHERE name = 'pod1'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_ne!(stored, token);
+        assert_eq!(stored.len(), 64);
+        assert!(store.check_attach("pod1", token).unwrap().is_ok());
+        assert_eq!(
+            store.check_attach("pod1", "wrong").unwrap(),
+            Err(AttachRefusal::WrongToken("pod1".into()))
+        );
+        assert_eq!(
+            store.check_attach("pod2", token).unwrap(),
+            Err(AttachRefusal::NotEnrolled("pod2".into()))
+        );
+        // A second enrolment of an active name is refused; a removed agent is refused at attach
+        // and can be enrolled again with a new token.
+        assert!(matches!(
+            store.enrol_agent("pod1", &token_hash("x")),
+            Err(StoreError::AgentExists { .. })
+        ));
+        store.remove_agent("pod1").unwrap();
+        assert_eq!(
+            store.check_attach("pod1", token).unwrap(),
+            Err(AttachRefusal::NotEnrolled("pod1".into()))
+        );
+        let again = store.enrol_agent("pod1", &token_hash("new")).unwrap();
+        assert_eq!(again.id, row.id);
+        assert!(store.check_attach("pod1", token).unwrap().is_err());
+        assert!(store.check_attach("pod1", "new").unwrap().is_ok());
+    }
+
+    #[test]
+    fn a_direct_agent_cannot_attach_and_connection_state_is_recorded() {
+        let (_dir, mut store) = temp_store();
+        store
+            .add_agent("rig", "http://127.0.0.1:50051", None)
+            .unwrap();
+        assert_eq!(
+            store.check_attach("rig", "anything").unwrap(),
+            Err(AttachRefusal::Direct("rig".into()))
+        );
+        let pod = store.enrol_agent("pod", &token_hash("t")).unwrap();
+        assert!(matches!(
+            store.agent_attached(pod.id, "10.0.0.2:4000", "0.1.0", "{oops"),
+            Err(StoreError::InvalidInput {
+                field: "info_json",
+                ..
+            })
+        ));
+        store
+            .agent_attached(pod.id, "10.0.0.2:4000", "0.1.0", r#"{"name":"pod"}"#)
+            .unwrap();
+        let row = store.agent("pod").unwrap().unwrap();
+        assert!(row.connected_since.is_some());
+        assert_eq!(row.remote_addr.as_deref(), Some("10.0.0.2:4000"));
+        assert_eq!(row.agent_version.as_deref(), Some("0.1.0"));
+        assert_eq!(
+            store.agent_info(pod.id).unwrap().as_deref(),
+            Some(r#"{"name":"pod"}"#)
+        );
+        store.agent_detached(pod.id).unwrap();
+        let row = store.agent("pod").unwrap().unwrap();
+        assert_eq!(row.connected_since, None);
+        assert!(row.last_seen.is_some());
+        // The token hash never appears in the row's JSON.
+        let json = serde_json::to_string(&row).unwrap();
+        assert!(!json.contains(&token_hash("t")), "{json}");
+        assert!(json.contains("\"kind\":\"dial-in\""), "{json}");
+    }
+}
