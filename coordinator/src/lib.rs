@@ -27,6 +27,7 @@
 //! - `store/`: the SQLite store (migrations, guard, WAL, idempotent results; one file per table
 //!   group, row types in `rows.rs`); `db.rs`: its async handle.
 //! - `convert.rs`: wire results to store records, stored rows to comparison rows.
+//! - `tls.rs`: the serve's certificate (files, or a CA and certificate made once) for both listeners.
 //! - `compare.rs`, `table.rs`: comparison rows ranked and rendered as tables, CSV, JSON, Markdown.
 //! - `demo.rs` (feature `local-agent`): the in-process agent for `gpufleet demo`. This is the only
 //!   place the agent crate is used, and only by the binary's features: the coordinator library
@@ -66,3 +67,4 @@ pub mod regression;
 pub mod schedule;
 pub mod store;
 pub mod table;
+pub mod tls;

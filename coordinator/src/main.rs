@@ -46,7 +46,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     let db = Db::open(&cli.db)?;
     match cli.command {
         Command::Demo(args) => demo(&db, &cli.db, args).await,
-        Command::Agents(cmd) => cli::agents::agents(&db, cmd).await.map(|_| 0),
+        Command::Agents(cmd) => cli::agents::agents(&db, cmd).await,
         Command::Describe { agent, json } => {
             cli::agents::describe(&db, &agent, json).await.map(|_| 0)
         }

@@ -196,7 +196,7 @@ pub async fn dial_in(
         };
         d.detach();
         match ended {
-            Ended::Refused(m) => anyhow::bail!("the coordinator refused this agent: {m}"),
+            Ended::Refused(m) => anyhow::bail!("cannot attach to {}: {m}", d.cfg.url),
             Ended::Retry(m) => {
                 let wait = backoff.delay();
                 tracing::warn!(
@@ -241,25 +241,32 @@ impl Dialer {
         }
     }
 
-    async fn channel(&self) -> Result<tonic::transport::Channel, String> {
+    /// Dials the coordinator. A certificate that fails verification (wrong pin, unknown CA)
+    /// ends the agent: redialing cannot fix it.
+    async fn channel(&self) -> Result<tonic::transport::Channel, Ended> {
         let t = &self.target;
         // The connector below does the TLS itself, so tonic sees a plain http URI.
         let endpoint =
             tonic::transport::Endpoint::from_shared(format!("http://{}:{}", t.host, t.port))
-                .map_err(|e| e.to_string())?
+                .map_err(|e| Ended::Refused(e.to_string()))?
                 .connect_timeout(Duration::from_secs(10))
                 .tcp_nodelay(true)
                 .tcp_keepalive(Some(KEEPALIVE))
                 .http2_keep_alive_interval(KEEPALIVE)
                 .keep_alive_timeout(KEEPALIVE)
                 .keep_alive_while_idle(true);
-        match &self.tls {
+        let result = match &self.tls {
             Some(config) => tls::connect(endpoint, &t.host, t.port, config.clone()).await,
-            None => endpoint
-                .connect()
-                .await
-                .map_err(|e| gpufleet_kernels::error_chain(&e)),
-        }
+            None => endpoint.connect().await,
+        };
+        result.map_err(|e| {
+            let text = gpufleet_kernels::error_chain(&e);
+            if tls::is_certificate_error(&e) {
+                Ended::Refused(format!("TLS: {text}"))
+            } else {
+                Ended::Retry(text)
+            }
+        })
     }
 
     fn hello(&self) -> pb::AgentMessage {
@@ -278,7 +285,7 @@ impl Dialer {
     async fn session(self: &Arc<Self>, backoff: &mut Backoff) -> Ended {
         let channel = match self.channel().await {
             Ok(c) => c,
-            Err(e) => return Ended::Retry(e),
+            Err(e) => return e,
         };
         let mut client = FleetClient::new(channel).max_decoding_message_size(MAX_MESSAGE_BYTES);
         let (tx, rx) = mpsc::channel(256);

@@ -166,26 +166,29 @@ fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     Ok(certs)
 }
 
-/// A tonic channel to `host:port` over TLS with `config`, verifying the name `host`.
+/// A tonic channel to `host:port` over TLS with `config`, verifying the name `host` (a host that
+/// is not a valid server name fails each connection).
 ///
 /// # Errors
-/// A host that is not a valid server name; connection errors come from the returned channel.
+/// Connection and handshake errors.
 pub async fn connect(
     endpoint: tonic::transport::Endpoint,
     host: &str,
     port: u16,
     config: Arc<rustls::ClientConfig>,
-) -> Result<tonic::transport::Channel, String> {
+) -> Result<tonic::transport::Channel, tonic::transport::Error> {
     let name = ServerName::try_from(
         host.trim_start_matches('[')
             .trim_end_matches(']')
             .to_string(),
     )
-    .map_err(|e| format!("host {host}: {e}"))?;
+    .map_err(|e| format!("host {host}: {e}"));
     let addr = format!("{host}:{port}");
     let connector = tower::service_fn(move |_uri: http::Uri| {
         let (config, name, addr) = (config.clone(), name.clone(), addr.clone());
         async move {
+            let name =
+                name.map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidInput, e))?;
             let tcp = tokio::net::TcpStream::connect(&addr).await?;
             tcp.set_nodelay(true)?;
             let tls = tokio_rustls::TlsConnector::from(config)
@@ -194,10 +197,31 @@ pub async fn connect(
             Ok::<_, std::io::Error>(TokioIo::new(tls))
         }
     });
-    endpoint
-        .connect_with_connector(connector)
-        .await
-        .map_err(|e| gpufleet_kernels::error_chain(&e))
+    endpoint.connect_with_connector(connector).await
+}
+
+/// Whether a connection failed because the server's certificate did not verify (as opposed to
+/// the network): found among the error's sources as the rustls error inside an I/O error.
+pub fn is_certificate_error(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(err) = src {
+        if let Some(io) = err.downcast_ref::<std::io::Error>()
+            && let Some(tls) = io.get_ref().and_then(|i| i.downcast_ref::<rustls::Error>())
+        {
+            return matches!(
+                tls,
+                rustls::Error::InvalidCertificate(_) | rustls::Error::General(_)
+            );
+        }
+        if let Some(tls) = err.downcast_ref::<rustls::Error>() {
+            return matches!(
+                tls,
+                rustls::Error::InvalidCertificate(_) | rustls::Error::General(_)
+            );
+        }
+        src = err.source();
+    }
+    false
 }
 
 #[cfg(test)]

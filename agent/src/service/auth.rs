@@ -4,11 +4,8 @@
 
 use std::net::SocketAddr;
 
-/// Fewest characters of a token accepted beyond loopback.
-pub const MIN_TOKEN_CHARS: usize = 16;
-
 /// Checks that serving on `listen` with `token` is allowed: any token (or none) on loopback;
-/// beyond loopback a token of at least [`MIN_TOKEN_CHARS`] printable ASCII characters, none of
+/// beyond loopback a token of at least [`gpufleet_kernels::MIN_SECRET_CHARS`] printable ASCII characters, none of
 /// them whitespace (it travels in an `authorization` header).
 ///
 /// # Errors
@@ -22,16 +19,9 @@ pub fn check_listen_token(listen: SocketAddr, token: Option<&str>) -> Result<(),
             "--listen {listen} is not a loopback address: set --token (or GPUFLEET_TOKEN) so only your coordinator can run kernels here"
         ));
     };
-    let printable = token.bytes().all(|b| b.is_ascii_graphic());
-    if !printable || token.len() < MIN_TOKEN_CHARS {
+    if let Some(why) = gpufleet_kernels::weak_secret(token) {
         return Err(format!(
-            "--token must be at least {MIN_TOKEN_CHARS} printable ASCII characters without whitespace to serve beyond loopback (--listen {listen}); got {} characters{}",
-            token.chars().count(),
-            if printable {
-                ""
-            } else {
-                ", some of them whitespace or not printable"
-            }
+            "--token {why} to serve beyond loopback (--listen {listen})"
         ));
     }
     Ok(())

@@ -1,14 +1,15 @@
 //! `agents add|list|rm` and `describe`.
 
 use super::args::AgentsCommand;
+use crate::campaign::handoff::attached;
 use crate::db::Db;
 use crate::link::grpc::AgentAddr;
-use crate::store::{AgentRow, token_hash};
+use crate::store::{AgentKind, AgentRow, system_now, token_hash};
 use crate::table::{Format, Table};
 use anyhow::bail;
 
-/// `agents add|list|rm`.
-pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<()> {
+/// `agents add|list|rm`. Returns the exit code: 1 when `list --check` found an agent unreachable.
+pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<i32> {
     match cmd {
         AgentsCommand::Add {
             name,
@@ -18,67 +19,128 @@ pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<()> {
             json,
         } => {
             if dial_in {
-                return enrol(db, &name, json);
+                enrol(db, &name, json)?;
+                return Ok(0);
             }
             let url = url.unwrap_or_default();
             let row = db.with(|s| s.add_agent(&name, &url, token.as_deref()))?;
             println!("added agent {} at {}", row.name, row.url);
         }
-        AgentsCommand::List { check, json } => {
-            let rows = db.with(|s| s.agents())?;
-            // Per agent: the device count when it answered, else why not; decided by the
-            // result, the text is only for people.
-            let reach: Vec<Option<Result<usize, String>>> = if check {
-                futures::future::join_all(rows.iter().map(|a| async move {
-                    Some(match AgentAddr::from(a).describe().await {
-                        Ok(i) => Ok(i.devices.len()),
-                        Err(e) => Err(e.to_string()),
-                    })
-                }))
-                .await
-            } else {
-                vec![None; rows.len()]
-            };
-            let check_text = |r: &Result<usize, String>| match r {
-                Ok(devices) => format!("ok ({devices} devices)"),
-                Err(e) => format!("unreachable: {e}"),
-            };
-            if json {
-                let v: Vec<serde_json::Value> = rows
-                    .iter()
-                    .zip(&reach)
-                    .map(|(a, r)| {
-                        let mut v = serde_json::to_value(a).unwrap_or_default();
-                        if let Some(r) = r {
-                            v["reachable"] = serde_json::Value::from(r.is_ok());
-                            v["check"] = serde_json::Value::from(check_text(r));
-                        }
-                        v
-                    })
-                    .collect();
-                println!("{}", serde_json::to_string_pretty(&v)?);
-            } else {
-                let mut t = Table::new(&["name", "url", "token", "check"]);
-                for (a, r) in rows.iter().zip(reach) {
-                    t.push(vec![
-                        a.name.clone(),
-                        a.url.clone(),
-                        if a.token.is_some() { "yes" } else { "no" }.into(),
-                        r.as_ref().map_or_else(|| "-".into(), check_text),
-                    ]);
-                }
-                print!("{}", t.render(Format::Table));
-            }
-        }
+        AgentsCommand::List { check, json } => return list(db, check, json).await,
         AgentsCommand::Rm { name } => {
             if db.with(|s| s.remove_agent(&name))? {
-                println!("removed agent {name} (its results are kept)");
+                println!(
+                    "removed agent {name} (its results are kept; a dial-in agent's token no longer attaches)"
+                );
             } else {
                 bail!("no agent named {name}");
             }
         }
     }
-    Ok(())
+    Ok(0)
+}
+
+/// Whether an agent can be reached now: a direct agent answers Describe (its device count), a
+/// dial-in agent is attached to a live serve. The error says why not.
+async fn reach(a: &AgentRow, now: f64) -> Result<String, String> {
+    match a.kind {
+        AgentKind::Direct => AgentAddr::from(a)
+            .describe()
+            .await
+            .map(|i| format!("ok ({} devices)", i.devices.len()))
+            .map_err(|e| e.to_string()),
+        AgentKind::DialIn if attached(a, now) => Ok("ok (attached)".to_string()),
+        AgentKind::DialIn => Err(format!("not attached ({})", seen_text(a, now))),
+    }
+}
+
+/// A dial-in agent's connection state for people: `connected 5m`, `last seen 2h ago`, `never`.
+fn seen_text(a: &AgentRow, now: f64) -> String {
+    match (a.kind, a.connected_since, a.last_seen) {
+        (AgentKind::Direct, ..) => "-".to_string(),
+        (_, Some(since), _) if attached(a, now) => format!("connected {}", ago(now - since)),
+        (_, _, Some(seen)) => format!("last seen {} ago", ago(now - seen)),
+        _ => "never attached".to_string(),
+    }
+}
+
+fn ago(s: f64) -> String {
+    let s = s.max(0.0);
+    if s < 120.0 {
+        format!("{s:.0}s")
+    } else if s < 7200.0 {
+        format!("{:.0}m", s / 60.0)
+    } else if s < 172_800.0 {
+        format!("{:.0}h", s / 3600.0)
+    } else {
+        format!("{:.0}d", s / 86_400.0)
+    }
+}
+
+/// `agents list [--check] [--json]`.
+async fn list(db: &Db, check: bool, json: bool) -> anyhow::Result<i32> {
+    let rows = db.with(|s| s.agents())?;
+    let now = system_now();
+    let reach: Vec<Option<Result<String, String>>> = if check {
+        futures::future::join_all(
+            rows.iter()
+                .map(|a| async move { Some(reach(a, now).await) }),
+        )
+        .await
+    } else {
+        vec![None; rows.len()]
+    };
+    if json {
+        let v: Vec<serde_json::Value> = rows
+            .iter()
+            .zip(&reach)
+            .map(|(a, r)| {
+                let mut v = serde_json::to_value(a).unwrap_or_default();
+                v["attached"] = serde_json::Value::from(attached(a, now));
+                if let Some(r) = r {
+                    v["reachable"] = serde_json::Value::from(r.is_ok());
+                    v["check"] = serde_json::Value::from(r.clone().unwrap_or_else(|e| e));
+                }
+                v
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        let mut t = Table::new(&[
+            "name", "kind", "address", "state", "version", "token", "check",
+        ]);
+        for (a, r) in rows.iter().zip(&reach) {
+            let address = match a.kind {
+                AgentKind::Direct => a.url.clone(),
+                AgentKind::DialIn => a.remote_addr.clone().unwrap_or_else(|| "-".into()),
+            };
+            t.push(vec![
+                a.name.clone(),
+                a.kind.name().to_string(),
+                address,
+                seen_text(a, now),
+                a.agent_version.clone().unwrap_or_else(|| "-".into()),
+                match a.kind {
+                    AgentKind::DialIn => "enrolled",
+                    AgentKind::Direct if a.token.is_some() => "yes",
+                    AgentKind::Direct => "no",
+                }
+                .into(),
+                match r {
+                    None => "-".into(),
+                    Some(Ok(t)) => t.clone(),
+                    Some(Err(e)) => format!("unreachable: {e}"),
+                },
+            ]);
+        }
+        print!("{}", t.render(Format::Table));
+    }
+    let unreachable = reach.iter().flatten().filter(|r| r.is_err()).count();
+    if unreachable > 0 {
+        eprintln!("{unreachable} of {} agents unreachable", rows.len());
+        return Ok(1);
+    }
+    Ok(0)
 }
 
 /// `agents add NAME --dial-in`: a fresh 256-bit token, printed once; the store keeps its hash.
@@ -130,6 +192,30 @@ pub fn lookup_agent(db: &Db, name: &str) -> anyhow::Result<AgentRow> {
     }
 }
 
+/// `describe` of a dial-in agent: what its last Hello said (only the serve holds its stream).
+fn describe_dial_in(db: &Db, row: &AgentRow, json: bool) -> anyhow::Result<()> {
+    let id = row.id;
+    let Some(text) = db.with(|s| s.agent_info(id))? else {
+        bail!(
+            "dial-in agent {} has never attached; start it with `gpufleet-agent --connect URL --name {} --token TOKEN`",
+            row.name,
+            row.name
+        );
+    };
+    let info: gpufleet_proto::v1::AgentInfo = serde_json::from_str(&text)?;
+    if json {
+        println!("{}", serde_json::to_string_pretty(&info)?);
+    } else {
+        eprintln!(
+            "dial-in agent {}: {} (as its last Hello said)",
+            row.name,
+            seen_text(row, system_now())
+        );
+        print!("{}", gpufleet_proto::display::agent_info_text(&info));
+    }
+    Ok(())
+}
+
 /// `describe AGENT`.
 pub async fn describe(db: &Db, agent: &str, json: bool) -> anyhow::Result<()> {
     let a = if agent.starts_with("http://") || agent.starts_with("https://") {
@@ -139,7 +225,11 @@ pub async fn describe(db: &Db, agent: &str, json: bool) -> anyhow::Result<()> {
             token: None,
         }
     } else {
-        AgentAddr::from(&lookup_agent(db, agent)?)
+        let row = lookup_agent(db, agent)?;
+        if row.kind == AgentKind::DialIn {
+            return describe_dial_in(db, &row, json);
+        }
+        AgentAddr::from(&row)
     };
     let info = a.describe().await?;
     if json {

@@ -133,6 +133,36 @@ pub struct ServeArgs {
     /// dropped before the campaign's retry rule applies.
     #[arg(long, default_value_t = 600.0, env = "GPUFLEET_GRACE_S")]
     pub grace_s: f64,
+    /// TLS certificate (PEM, chain) for both listeners. Required beyond
+    /// loopback (or --tls-self-signed).
+    #[arg(
+        long,
+        env = "GPUFLEET_TLS_CERT",
+        requires = "tls_key",
+        conflicts_with = "tls_self_signed"
+    )]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// TLS private key (PEM) for --tls-cert.
+    #[arg(long, env = "GPUFLEET_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
+    /// Make a CA and a server certificate in DIR the first time (kept and
+    /// reused after), serve TLS with them and print the certificate's
+    /// SHA-256 for agents' --pin-sha256 (or give them DIR/ca.crt as
+    /// --ca-cert).
+    #[arg(long, env = "GPUFLEET_TLS_SELF_SIGNED", value_name = "DIR")]
+    pub tls_self_signed: Option<std::path::PathBuf>,
+    /// Extra host name or IP address the self-signed certificate is valid
+    /// for (repeatable; localhost, 127.0.0.1, ::1, the host name and the
+    /// listen addresses are always in it).
+    #[arg(long = "tls-san", value_name = "NAME")]
+    pub tls_sans: Vec<String>,
+    /// Token for reading the HTTP API (GET). Required, with --admin-token,
+    /// when --listen is beyond loopback.
+    #[arg(long, env = "GPUFLEET_READ_TOKEN", hide_env_values = true)]
+    pub read_token: Option<String>,
+    /// Token for everything on the HTTP API (reads, campaigns, enrolment).
+    #[arg(long, env = "GPUFLEET_ADMIN_TOKEN", hide_env_values = true)]
+    pub admin_token: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

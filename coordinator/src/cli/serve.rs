@@ -1,5 +1,9 @@
-//! `gpufleet serve`: binds the HTTP API, runs the schedule daemon until SIGINT/SIGTERM, stops
-//! gracefully.
+//! `gpufleet serve`: binds the HTTP API (and, with `--fleet-listen`, the Fleet service dial-in
+//! agents attach to), runs the schedule daemon until SIGINT/SIGTERM, stops gracefully.
+//!
+//! Exposure rules, checked before anything is bound ([`check_exposure`]): beyond loopback every
+//! listener needs TLS, and the HTTP API needs a read and an admin token; tokens travel only inside
+//! TLS there.
 
 use super::args::ServeArgs;
 use crate::campaign::progress::LogReporter;
@@ -7,13 +11,86 @@ use crate::db::Db;
 use crate::fleet::Hub;
 use crate::fleet::link::links;
 use crate::fleet::service::serve_fleet;
+use crate::http::{ApiAuth, router_with_auth};
 use crate::regression::detect::DetectConfig;
 use crate::schedule::{Daemon, DaemonConfig, run_until_stopped};
+use crate::tls::{ServeTls, TlsListener};
 use anyhow::{Context, bail};
 use std::io::Write;
+use std::net::SocketAddr;
 use std::sync::Arc;
+use tokio::sync::watch;
 
-/// `serve`: the daemon loop, HTTP endpoints, graceful stop.
+/// Refuses listeners beyond loopback without TLS, and an HTTP API beyond loopback without a read
+/// and an admin token (each a real secret).
+///
+/// # Errors
+/// A message naming the option to add.
+pub fn check_exposure(args: &ServeArgs, tls: bool) -> anyhow::Result<()> {
+    let beyond = |a: &SocketAddr| !a.ip().is_loopback();
+    for (name, addr) in [
+        ("--listen", Some(args.listen)),
+        ("--fleet-listen", args.fleet_listen),
+    ] {
+        if let Some(addr) = addr
+            && beyond(&addr)
+            && !tls
+        {
+            bail!(
+                "{name} {addr} is not a loopback address: serve TLS there (--tls-cert/--tls-key, or --tls-self-signed DIR) so tokens never cross the network in plaintext"
+            );
+        }
+    }
+    if beyond(&args.listen) {
+        for (name, token) in [
+            ("--read-token", &args.read_token),
+            ("--admin-token", &args.admin_token),
+        ] {
+            let Some(token) = token else {
+                bail!(
+                    "--listen {} is not a loopback address: set {name} (and the other of --read-token/--admin-token) so the API is not open to the network",
+                    args.listen
+                );
+            };
+            if let Some(why) = gpufleet_kernels::weak_secret(token) {
+                bail!("{name} {why}");
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The serve's TLS from the arguments, if any.
+fn load_tls(args: &ServeArgs) -> anyhow::Result<Option<ServeTls>> {
+    let tls = match (&args.tls_cert, &args.tls_key, &args.tls_self_signed) {
+        (Some(cert), Some(key), _) => ServeTls::from_files(cert, key)?,
+        (_, _, Some(dir)) => {
+            let mut names = args.tls_sans.clone();
+            if let Ok(h) = std::fs::read_to_string("/proc/sys/kernel/hostname") {
+                names.push(h.trim().to_string());
+            }
+            for a in std::iter::once(args.listen).chain(args.fleet_listen) {
+                if !a.ip().is_unspecified() {
+                    names.push(a.ip().to_string());
+                }
+            }
+            names.retain(|n| !n.is_empty());
+            let (tls, made) = ServeTls::self_signed(dir, &names)?;
+            if made {
+                eprintln!(
+                    "made a CA and a server certificate in {} (valid for {})",
+                    dir.display(),
+                    names.join(", ")
+                );
+            }
+            tls
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(tls))
+}
+
+/// `serve`: the daemon loop, HTTP endpoints, the fleet listener, graceful stop.
 ///
 /// # Errors
 /// Bad arguments, a listen address that cannot be bound, a store that cannot be read.
@@ -30,14 +107,17 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
     if !(args.tick_s.is_finite() && args.tick_s > 0.0) {
         bail!("--tick-s must be a positive number of seconds");
     }
+    if !(args.grace_s.is_finite() && args.grace_s >= 0.0) {
+        bail!("--grace-s must be a non-negative number of seconds");
+    }
+    let tls_wanted = args.tls_cert.is_some() || args.tls_self_signed.is_some();
+    check_exposure(&args, tls_wanted)?;
+    let tls = load_tls(&args)?;
     let cfg = DaemonConfig {
         catch_up: !args.no_catch_up,
         detect,
         ..Default::default()
     };
-    if !(args.grace_s.is_finite() && args.grace_s >= 0.0) {
-        bail!("--grace-s must be a non-negative number of seconds");
-    }
     let daemon = Daemon::new(db.clone(), cfg, Arc::new(LogReporter));
     let hub = Hub::new(
         db.clone(),
@@ -60,6 +140,10 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
     if let Some(l) = &fleet_listener {
         println!("fleet listening on {}", l.local_addr()?);
     }
+    if let Some(tls) = &tls {
+        // What agents give as --pin-sha256.
+        println!("tls sha256 {}", tls.fingerprint()?);
+    }
     std::io::stdout().flush()?;
     eprintln!(
         "gpufleet serve: owner {}, {} schedule(s), database {}",
@@ -67,29 +151,47 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
         db.with(|s| s.schedules())?.len(),
         db.with(|s| s.path().display().to_string())
     );
-    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let stopped = |mut rx: watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|s| *s).await;
+    };
     let fleet = fleet_listener.map(|listener| {
-        let mut rx = stop_rx.clone();
-        let (hub, seen) = (hub.clone(), tokio::spawn(hub.clone().keep_seen()));
+        let (hub, tls) = (hub.clone(), tls.as_ref().map(ServeTls::tonic));
+        let seen = tokio::spawn(hub.clone().keep_seen());
+        let stop = stopped(stop_rx.clone());
         tokio::spawn(async move {
-            let stop = async move {
-                let _ = rx.wait_for(|s| *s).await;
-            };
-            let r = serve_fleet(listener, None, hub, stop).await;
+            let r = serve_fleet(listener, tls, hub, stop).await;
             seen.abort();
             r
         })
     });
+    let app = router_with_auth(
+        daemon.clone(),
+        ApiAuth {
+            read: args.read_token.clone(),
+            admin: args.admin_token.clone(),
+        },
+    );
     let http = {
-        let mut rx = stop_rx.clone();
-        let app = crate::http::router(daemon.clone());
-        tokio::spawn(async move {
-            axum::serve(listener, app)
-                .with_graceful_shutdown(async move {
-                    let _ = rx.wait_for(|s| *s).await;
+        let stop = stopped(stop_rx.clone());
+        match &tls {
+            Some(tls) => {
+                let listener = TlsListener {
+                    tcp: listener,
+                    acceptor: tls.acceptor()?,
+                };
+                tokio::spawn(async move {
+                    axum::serve(listener, app)
+                        .with_graceful_shutdown(stop)
+                        .await
                 })
-                .await
-        })
+            }
+            None => tokio::spawn(async move {
+                axum::serve(listener, app)
+                    .with_graceful_shutdown(stop)
+                    .await
+            }),
+        }
     };
     let signals = tokio::spawn(async move {
         let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
@@ -113,4 +215,64 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
         eprintln!("fleet listener: {e}");
     }
     Ok(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    fn args(extra: &[&str]) -> ServeArgs {
+        #[derive(Parser)]
+        struct P {
+            #[command(flatten)]
+            a: ServeArgs,
+        }
+        let mut v = vec!["serve"];
+        v.extend_from_slice(extra);
+        P::try_parse_from(v).unwrap().a
+    }
+
+    #[test]
+    fn loopback_needs_nothing() {
+        check_exposure(&args(&["--fleet-listen", "127.0.0.1:7443"]), false).unwrap();
+    }
+
+    #[test]
+    fn beyond_loopback_needs_tls_and_both_tokens() {
+        let strong = "0123456789abcdef";
+        let e = check_exposure(&args(&["--fleet-listen", "0.0.0.0:7443"]), false).unwrap_err();
+        assert!(e.to_string().contains("--fleet-listen 0.0.0.0:7443"), "{e}");
+        assert!(e.to_string().contains("TLS"), "{e}");
+        check_exposure(&args(&["--fleet-listen", "0.0.0.0:7443"]), true).unwrap();
+        let open = args(&["--listen", "0.0.0.0:8787"]);
+        let e = check_exposure(&open, true).unwrap_err();
+        assert!(e.to_string().contains("--read-token"), "{e}");
+        let weak = args(&[
+            "--listen",
+            "0.0.0.0:8787",
+            "--read-token",
+            "x",
+            "--admin-token",
+            strong,
+        ]);
+        let e = check_exposure(&weak, true).unwrap_err();
+        assert!(
+            e.to_string().contains("--read-token must be at least 16"),
+            "{e}"
+        );
+        let ok = args(&[
+            "--listen",
+            "0.0.0.0:8787",
+            "--read-token",
+            strong,
+            "--admin-token",
+            strong,
+        ]);
+        check_exposure(&ok, true).unwrap();
+        assert!(
+            check_exposure(&ok, false).is_err(),
+            "tokens never in plaintext"
+        );
+    }
 }

@@ -12,6 +12,11 @@
 //! | `GET /api/schedules` | schedules with their next slot |
 //! | `GET /api/alerts?since=` | confirmed regressions and improvements |
 //! | `GET /api/checks?since=` | every verdict |
+//!
+//! Access: with a read or admin token configured ([`ApiAuth`]; `gpufleet serve` requires both
+//! beyond loopback) every path but `/healthz` needs `Authorization: Bearer <token>`: the read or
+//! the admin token for `GET`, the admin token for anything else. A bad query string is a JSON
+//! error like any other.
 
 use crate::db::Db;
 use crate::regression::check::parse_since;
@@ -42,8 +47,91 @@ impl From<StoreError> for ApiError {
 
 type ApiResult = Result<Json<Value>, ApiError>;
 
-/// The router over `daemon`.
+/// Who may use the API: `None` for both means open (loopback only; serve checks that).
+#[derive(Debug, Clone, Default)]
+pub struct ApiAuth {
+    /// Reads (`GET`).
+    pub read: Option<String>,
+    /// Everything (reads, and writes such as enrolment and campaigns).
+    pub admin: Option<String>,
+}
+
+impl ApiAuth {
+    fn open(&self) -> bool {
+        self.read.is_none() && self.admin.is_none()
+    }
+
+    /// Whether `token` may make a request of `method`.
+    fn allows(&self, method: &axum::http::Method, token: Option<&str>) -> bool {
+        let Some(token) = token else { return false };
+        let is = |want: &Option<String>| want.as_deref().is_some_and(|w| same(w, token));
+        is(&self.admin) || (method == axum::http::Method::GET && is(&self.read))
+    }
+}
+
+/// Compares without stopping at the first difference.
+fn same(a: &str, b: &str) -> bool {
+    a.len() == b.len()
+        && a.bytes()
+            .zip(b.bytes())
+            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
+            == 0
+}
+
+async fn check_token(
+    State(auth): State<std::sync::Arc<ApiAuth>>,
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    if auth.open() || req.uri().path() == "/healthz" {
+        return next.run(req).await;
+    }
+    let token = req
+        .headers()
+        .get(axum::http::header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if auth.allows(req.method(), token) {
+        return next.run(req).await;
+    }
+    let why = if token.is_none() {
+        "this endpoint needs `Authorization: Bearer <token>` (the serve's read or admin token)"
+    } else if req.method() == axum::http::Method::GET {
+        "the token is neither the read nor the admin token"
+    } else {
+        "this request needs the admin token"
+    };
+    ApiError(StatusCode::UNAUTHORIZED, why.into()).into_response()
+}
+
+/// `Query` whose rejection is a JSON error naming the parameter, like every other error.
+struct JsonQuery<T>(T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for JsonQuery<T>
+where
+    T: serde::de::DeserializeOwned,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut axum::http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|Query(q)| JsonQuery(q))
+            .map_err(|e| ApiError(StatusCode::BAD_REQUEST, e.body_text()))
+    }
+}
+
+/// The open router over `daemon` (tests and loopback).
 pub fn router(daemon: Daemon) -> Router {
+    router_with_auth(daemon, ApiAuth::default())
+}
+
+/// The router over `daemon`, checking `auth` on every request.
+pub fn router_with_auth(daemon: Daemon, auth: ApiAuth) -> Router {
     Router::new()
         .route("/healthz", get(healthz))
         .route("/api/agents", get(agents))
@@ -60,6 +148,10 @@ pub fn router(daemon: Daemon) -> Router {
             )
         })
         .with_state(daemon)
+        .layer(axum::middleware::from_fn_with_state(
+            std::sync::Arc::new(auth),
+            check_token,
+        ))
 }
 
 fn db(s: &Daemon) -> Db {
@@ -131,7 +223,7 @@ struct ResultsQuery {
     limit: Option<usize>,
 }
 
-async fn results(State(s): State<Daemon>, Query(q): Query<ResultsQuery>) -> ApiResult {
+async fn results(State(s): State<Daemon>, JsonQuery(q): JsonQuery<ResultsQuery>) -> ApiResult {
     let filter = ResultFilter {
         campaign_id: q.campaign,
         kernel: q.kernel,
@@ -184,13 +276,13 @@ fn since(q: &SinceQuery) -> Result<f64, ApiError> {
     }
 }
 
-async fn alerts(State(s): State<Daemon>, Query(q): Query<SinceQuery>) -> ApiResult {
+async fn alerts(State(s): State<Daemon>, JsonQuery(q): JsonQuery<SinceQuery>) -> ApiResult {
     let since = since(&q)?;
     let rows = db(&s).call(move |st| st.alerts(since)).await?;
     Ok(Json(serde_json::to_value(rows).unwrap_or_default()))
 }
 
-async fn checks(State(s): State<Daemon>, Query(q): Query<SinceQuery>) -> ApiResult {
+async fn checks(State(s): State<Daemon>, JsonQuery(q): JsonQuery<SinceQuery>) -> ApiResult {
     let since = since(&q)?;
     let rows = db(&s).call(move |st| st.checks(since)).await?;
     Ok(Json(serde_json::to_value(rows).unwrap_or_default()))

@@ -1,0 +1,502 @@
+//! Agents that dial in, with real processes on real sockets: `gpufleet serve --fleet-listen` with a
+//! self-signed certificate, `gpufleet-agent --connect` pinned to it, a TCP relay that cuts one
+//! agent's link, SIGKILL of the other, and the refusals (wrong pin, plaintext beyond loopback,
+//! unenrolled or removed agent, serve beyond loopback without TLS or tokens).
+
+use gpufleet_coordinator::store::{ResultFilter, Store};
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+mod common;
+use common::{BIN, gpufleet, ok_stdout as ok};
+
+/// The agent binary, built next to `gpufleet` by `cargo test --workspace`.
+fn agent_bin() -> PathBuf {
+    let p = Path::new(BIN).with_file_name("gpufleet-agent");
+    assert!(
+        p.exists(),
+        "{} is missing: run the workspace's tests (`cargo test --workspace`) or `cargo build -p gpufleet-agent` first",
+        p.display()
+    );
+    p
+}
+
+/// `gpufleet serve` with a fleet listener and TLS made in `dir/tls`.
+struct Serve {
+    child: Child,
+    fleet: String,
+    pin: String,
+}
+
+impl Serve {
+    fn start(db: &Path, dir: &Path) -> Serve {
+        let mut child = Command::new(BIN)
+            .arg("--db")
+            .arg(db)
+            .args([
+                "serve",
+                "--listen",
+                "127.0.0.1:0",
+                "--fleet-listen",
+                "127.0.0.1:0",
+            ])
+            .args(["--tick-s", "0.5", "--grace-s", "60", "--tls-self-signed"])
+            .arg(dir.join("tls"))
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let mut fleet = String::new();
+        let mut pin = String::new();
+        for _ in 0..3 {
+            let mut line = String::new();
+            out.read_line(&mut line).unwrap();
+            if let Some(a) = line.trim().strip_prefix("fleet listening on ") {
+                fleet = a.to_string();
+            }
+            if let Some(p) = line.trim().strip_prefix("tls sha256 ") {
+                pin = p.to_string();
+            }
+        }
+        assert!(!fleet.is_empty() && pin.len() == 64, "{fleet} {pin}");
+        Serve { child, fleet, pin }
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Enrols `name` and returns its token.
+fn enrol(db: &Path, name: &str) -> String {
+    let out = ok(&gpufleet(
+        db,
+        &["agents", "add", name, "--dial-in", "--json"],
+    ));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["name"], name);
+    v["token"].as_str().unwrap().to_string()
+}
+
+fn dial(addr: &str, name: &str, token: &str, pin: &str, state: &Path) -> Command {
+    dial_url(&format!("https://{addr}"), name, token, pin, state)
+}
+
+fn dial_url(url: &str, name: &str, token: &str, pin: &str, state: &Path) -> Command {
+    let mut cmd = Command::new(agent_bin());
+    cmd.args(["--connect", url, "--name", name])
+        .args(["--max-backoff-s", "1", "--state-dir"])
+        .arg(state)
+        .env("GPUFLEET_TOKEN", token)
+        .env(
+            "GPUFLEET_CACHE_DIR",
+            std::env::temp_dir().join("gpufleet-test-cache"),
+        )
+        .env_remove("GPUFLEET_LISTEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if !pin.is_empty() {
+        cmd.args(["--pin-sha256", pin]);
+    }
+    cmd
+}
+
+/// A TCP relay whose connections can be cut (both sides shut down, new ones refused) and
+/// restored: a link that drops without either end exiting.
+struct Relay {
+    addr: String,
+    cut: Arc<AtomicBool>,
+    open: Arc<Mutex<Vec<TcpStream>>>,
+    /// Connections relayed so far.
+    relayed: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl Relay {
+    fn start(upstream: String) -> Relay {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap().to_string();
+        let cut = Arc::new(AtomicBool::new(false));
+        let open = Arc::new(Mutex::new(Vec::<TcpStream>::new()));
+        let relayed = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (c, o, n) = (cut.clone(), open.clone(), relayed.clone());
+        std::thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(down) = conn else { continue };
+                let up = match TcpStream::connect(&upstream) {
+                    Ok(up) if !c.load(Ordering::SeqCst) => up,
+                    _ => continue,
+                };
+                n.fetch_add(1, Ordering::SeqCst);
+                let mut o = o.lock().unwrap();
+                o.push(down.try_clone().unwrap());
+                o.push(up.try_clone().unwrap());
+                for (mut from, mut to) in [
+                    (down.try_clone().unwrap(), up.try_clone().unwrap()),
+                    (up, down),
+                ] {
+                    std::thread::spawn(move || {
+                        let _ = std::io::copy(&mut from, &mut to);
+                        let _ = to.shutdown(Shutdown::Both);
+                    });
+                }
+            }
+        });
+        Relay {
+            addr,
+            cut,
+            open,
+            relayed,
+        }
+    }
+
+    fn cut(&self) {
+        self.cut.store(true, Ordering::SeqCst);
+        for s in self.open.lock().unwrap().drain(..) {
+            let _ = s.shutdown(Shutdown::Both);
+        }
+    }
+
+    fn restore(&self) {
+        self.cut.store(false, Ordering::SeqCst);
+    }
+}
+
+fn attached(db: &Path) -> BTreeSet<String> {
+    let out = ok(&gpufleet(db, &["agents", "list", "--json"]));
+    let v: Vec<serde_json::Value> = serde_json::from_str(&out).unwrap();
+    v.iter()
+        .filter(|a| a["attached"] == true)
+        .map(|a| a["name"].as_str().unwrap().to_string())
+        .collect()
+}
+
+fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn stored(db: &Path) -> usize {
+    Store::open(db)
+        .unwrap()
+        .results(&ResultFilter::default())
+        .unwrap()
+        .len()
+}
+
+#[test]
+fn dial_in_over_tls_loses_nothing_when_a_link_is_cut_and_an_agent_is_killed() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    let (t1, t2) = (enrol(&db, "pod1"), enrol(&db, "pod2"));
+    let serve = Serve::start(&db, dir.path());
+    let relay = Relay::start(serve.fleet.clone());
+    let (s1, s2) = (dir.path().join("state1"), dir.path().join("state2"));
+    let mut a1 = dial(&relay.addr, "pod1", &t1, &serve.pin, &s1)
+        .spawn()
+        .unwrap();
+    let mut a2 = dial(&serve.fleet, "pod2", &t2, &serve.pin, &s2)
+        .spawn()
+        .unwrap();
+    wait_for("both agents to attach", 60, || attached(&db).len() == 2);
+    assert_eq!(
+        ok(&gpufleet(&db, &["agents", "list", "--check"]))
+            .lines()
+            .count(),
+        4
+    );
+
+    let mut text = String::from(
+        "name = \"quick\"\n[defaults]\nwarmup = 0\nmin_iterations = 2\nmin_seconds = 0.4\ntimeout_s = 60\n",
+    );
+    for i in 0..6 {
+        text.push_str(&format!(
+            "[[run]]\nkernel = \"vec_add\"\nparams = {{ n = {} }}\n",
+            4096 + 1024 * i
+        ));
+    }
+    let suite = dir.path().join("quick.toml");
+    std::fs::write(&suite, text).unwrap();
+    let run = Command::new(BIN)
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "run",
+            "--agent",
+            "pod1",
+            "--agent",
+            "pod2",
+            "--backend",
+            "cpu",
+            "--suite",
+        ])
+        .arg(&suite)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+
+    wait_for("the first results", 90, || stored(&db) >= 2);
+    relay.cut();
+    a2.kill().unwrap(); // SIGKILL, maybe mid-run
+    a2.wait().unwrap();
+    std::thread::sleep(Duration::from_secs(3));
+    relay.restore();
+    let mut a2 = dial(&serve.fleet, "pod2", &t2, &serve.pin, &s2)
+        .spawn()
+        .unwrap();
+
+    let out = run.wait_with_output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let store = Store::open(&db).unwrap();
+    let jobs = store.jobs(1).unwrap();
+    let results = store.results(&ResultFilter::default()).unwrap();
+    assert_eq!(jobs.len(), 12, "6 runs x 2 agents");
+    assert_eq!(results.len(), jobs.len(), "one result per planned job");
+    let run_ids: BTreeSet<_> = results.iter().map(|r| r.record.run_id.clone()).collect();
+    assert_eq!(run_ids.len(), results.len(), "no result stored twice");
+    for r in &results {
+        assert!(
+            r.record.status == "ok" || !r.record.message.is_empty(),
+            "a non-ok row says why: {:?}",
+            r.record
+        );
+    }
+    assert!(results.iter().all(|r| r.record.status == "ok"), "{stdout}");
+    // Every acknowledged result left the outboxes.
+    wait_for("empty outboxes", 10, || {
+        [&s1, &s2]
+            .iter()
+            .all(|s| std::fs::read_dir(s.join("outbox")).unwrap().count() == 0)
+    });
+    assert!(
+        relay.relayed.load(Ordering::SeqCst) >= 2,
+        "pod1 attached again after the cut"
+    );
+    let _ = a1.kill();
+    let _ = a2.kill();
+    let _ = (a1.wait(), a2.wait());
+}
+
+#[test]
+fn a_vanished_agent_gets_the_grace_period_then_its_jobs_fail_saying_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    let token = enrol(&db, "pod1");
+    let mut child = Command::new(BIN)
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--fleet-listen",
+            "127.0.0.1:0",
+        ])
+        .args(["--tick-s", "0.5", "--grace-s", "2"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut fleet = String::new();
+    while !fleet.starts_with("fleet listening on ") {
+        fleet.clear();
+        out.read_line(&mut fleet).unwrap();
+    }
+    let fleet = fleet
+        .trim()
+        .trim_start_matches("fleet listening on ")
+        .to_string();
+    let state = dir.path().join("state");
+    let mut agent = dial_url(&format!("http://{fleet}"), "pod1", &token, "", &state)
+        .spawn()
+        .unwrap();
+    wait_for("the agent to attach", 60, || attached(&db).len() == 1);
+    // A run long enough to kill the agent in the middle of it.
+    let run = Command::new(BIN)
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "run",
+            "--agent",
+            "pod1",
+            "--backend",
+            "cpu",
+            "--kernel",
+            "vec_add",
+        ])
+        .args(["--min-seconds", "3"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the job to start", 60, || {
+        let s = Store::open(&db).unwrap();
+        s.jobs(1).is_ok_and(|j| j.iter().any(|j| j.attempts > 0))
+    });
+    agent.kill().unwrap();
+    agent.wait().unwrap();
+    let started = Instant::now();
+    let out = run.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        started.elapsed() >= Duration::from_secs(2),
+        "the grace period was kept"
+    );
+    let results = Store::open(&db)
+        .unwrap()
+        .results(&ResultFilter::default())
+        .unwrap();
+    assert_eq!(results.len(), 1, "{results:?}");
+    let m = &results[0].record.message;
+    assert!(m.contains("grace period") && m.contains("pod1"), "{m}");
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+fn refused(mut cmd: Command) -> String {
+    let out = cmd
+        .stderr(Stdio::piped())
+        .env_remove("RUST_LOG")
+        .output()
+        .unwrap();
+    assert!(!out.status.success(), "{out:?}");
+    String::from_utf8_lossy(&out.stderr).to_string()
+}
+
+#[test]
+fn wrong_pins_plaintext_and_unknown_agents_are_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    let token = enrol(&db, "pod1");
+    let serve = Serve::start(&db, dir.path());
+    let state = dir.path().join("state");
+
+    let wrong = "ab".repeat(32);
+    let e = refused(dial(&serve.fleet, "pod1", &token, &wrong, &state));
+    assert!(e.contains("pin mismatch") && e.contains(&serve.pin), "{e}");
+
+    let e = refused(dial_url(
+        "http://10.255.0.1:7443",
+        "pod1",
+        &token,
+        &serve.pin,
+        &state,
+    ));
+    assert!(e.contains("plaintext"), "{e}");
+
+    let e = refused(dial(&serve.fleet, "ghost", &token, &serve.pin, &state));
+    assert!(e.contains("no dial-in agent named ghost"), "{e}");
+    let e = refused(dial(
+        &serve.fleet,
+        "pod1",
+        "wrong-token",
+        &serve.pin,
+        &state,
+    ));
+    assert!(e.contains("wrong token"), "{e}");
+
+    ok(&gpufleet(&db, &["agents", "rm", "pod1"]));
+    let e = refused(dial(&serve.fleet, "pod1", &token, &serve.pin, &state));
+    assert!(e.contains("no dial-in agent named pod1"), "{e}");
+    // Only a hash was ever stored.
+    let conn = rusqlite::Connection::open(&db).unwrap();
+    let hashes: Vec<String> = conn
+        .prepare("SELECT quote(token) || quote(token_hash) FROM agents")
+        .unwrap()
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(hashes.iter().all(|h| !h.contains(&token)), "{hashes:?}");
+}
+
+#[test]
+fn serve_beyond_loopback_needs_tls_and_tokens() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    for (args, why) in [
+        (vec!["--listen", "0.0.0.0:0"], "TLS"),
+        (
+            vec!["--listen", "127.0.0.1:0", "--fleet-listen", "0.0.0.0:0"],
+            "TLS",
+        ),
+    ] {
+        let out = gpufleet(&db, &[&["serve"][..], &args].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(why),
+            "{args:?}: {err}"
+        );
+    }
+    let tls = dir.path().join("tls").display().to_string();
+    let out = gpufleet(
+        &db,
+        &["serve", "--listen", "0.0.0.0:0", "--tls-self-signed", &tls],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("--read-token"),
+        "{err}"
+    );
+
+    // With TLS and both tokens the API answers only with a token, and only over TLS.
+    let strong = "0123456789abcdef-read";
+    let admin = "0123456789abcdef-admin";
+    let mut child = Command::new(BIN)
+        .arg("--db")
+        .arg(&db)
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--tls-self-signed",
+            &tls,
+        ])
+        .args(["--read-token", strong, "--admin-token", admin])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("listening on ")
+        .unwrap()
+        .to_string();
+    let plain = {
+        let mut s = TcpStream::connect(&addr).unwrap();
+        let _ = write!(
+            s,
+            "GET /healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+        );
+        let mut out = Vec::new();
+        let _ = s.read_to_end(&mut out);
+        String::from_utf8_lossy(&out).to_string()
+    };
+    assert!(
+        !plain.contains("\"status\""),
+        "plaintext HTTP answered: {plain}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+}
