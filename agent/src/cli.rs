@@ -49,6 +49,12 @@ pub struct Cli {
     /// ~/.local/state/gpufleet).
     #[arg(long, env = "GPUFLEET_STATE_DIR")]
     pub state_dir: Option<std::path::PathBuf>,
+    /// TLS certificate (PEM) for --listen; required beyond loopback.
+    #[arg(long, env = "GPUFLEET_TLS_CERT", requires = "tls_key")]
+    pub tls_cert: Option<std::path::PathBuf>,
+    /// TLS private key (PEM) for --tls-cert.
+    #[arg(long, env = "GPUFLEET_TLS_KEY", requires = "tls_cert")]
+    pub tls_key: Option<std::path::PathBuf>,
     /// Longest wait between redials, seconds (waits start at 0.5 s and
     /// double, with jitter).
     #[arg(long, default_value_t = 30.0)]

@@ -62,4 +62,4 @@ pub mod service;
 pub mod stats;
 
 pub use run::{AgentConfig, AgentCore};
-pub use service::serve;
+pub use service::{serve, serve_with};

@@ -98,6 +98,8 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
         Some(addr) => {
             gpufleet_agent::service::auth::check_listen_token(addr, config.token.as_deref())
                 .map_err(anyhow::Error::msg)?;
+            gpufleet_agent::service::auth::check_listen_tls(addr, cli.tls_cert.is_some())
+                .map_err(anyhow::Error::msg)?;
             Some(
                 tokio::net::TcpListener::bind(addr)
                     .await
@@ -105,6 +107,20 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
             )
         }
         None => None,
+    };
+    let tls = match (&cli.tls_cert, &cli.tls_key) {
+        (Some(cert), Some(key)) => {
+            let read = |p: &std::path::Path, what: &str| {
+                std::fs::read(p).with_context(|| format!("{what} {}", p.display()))
+            };
+            Some(tonic::transport::ServerTlsConfig::new().identity(
+                tonic::transport::Identity::from_pem(
+                    read(cert, "--tls-cert")?,
+                    read(key, "--tls-key")?,
+                ),
+            ))
+        }
+        _ => None,
     };
     let core = AgentCore::start(config).await;
     for b in &core.inventory.backends {
@@ -118,7 +134,7 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
         match listener {
             Some(l) => {
                 tracing::info!("gpufleet-agent listening on {}", l.local_addr()?);
-                gpufleet_agent::serve(l, shutdown_signal(), core.clone()).await?;
+                gpufleet_agent::serve_with(l, tls, shutdown_signal(), core.clone()).await?;
             }
             None => shutdown_signal().await,
         }
@@ -149,7 +165,8 @@ fn dial_config(
     url: String,
     token: Option<String>,
 ) -> anyhow::Result<gpufleet_agent::dial::DialConfig> {
-    use gpufleet_agent::dial::{DialConfig, tls::Trust};
+    use gpufleet_agent::dial::DialConfig;
+    use gpufleet_proto::tls::Trust;
     let name = cli
         .name
         .clone()

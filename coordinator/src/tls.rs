@@ -9,7 +9,6 @@
 use anyhow::{Context, bail};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::pki_types::{CertificateDer, PrivateKeyDer, pem::PemObject};
-use sha2::{Digest, Sha256};
 use std::path::Path;
 use std::sync::Arc;
 
@@ -26,14 +25,6 @@ impl std::fmt::Debug for ServeTls {
             .field("fingerprint", &self.fingerprint().ok())
             .finish_non_exhaustive()
     }
-}
-
-/// Lowercase hex SHA-256 of a DER certificate (what `--pin-sha256` compares).
-pub fn fingerprint_der(der: &[u8]) -> String {
-    Sha256::digest(der)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 impl ServeTls {
@@ -114,7 +105,7 @@ impl ServeTls {
     /// # Errors
     /// When the PEM holds no certificate.
     pub fn fingerprint(&self) -> anyhow::Result<String> {
-        Ok(fingerprint_der(&self.certs()?[0]))
+        Ok(gpufleet_proto::tls::fingerprint(&self.certs()?[0]))
     }
 
     /// For the fleet listener (tonic).

@@ -500,3 +500,92 @@ fn serve_beyond_loopback_needs_tls_and_tokens() {
     let _ = child.kill();
     let _ = child.wait();
 }
+
+#[test]
+fn direct_agents_over_tls_are_pinned_and_plaintext_tokens_stay_home() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    let (tls, _) =
+        gpufleet_coordinator::tls::ServeTls::self_signed(&dir.path().join("tls"), &[]).unwrap();
+    let pin = tls.fingerprint().unwrap();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let token = "0123456789abcdef-direct";
+    let mut agent = Command::new(agent_bin())
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--token", token])
+        .arg("--tls-cert")
+        .arg(dir.path().join("tls/server.crt"))
+        .arg("--tls-key")
+        .arg(dir.path().join("tls/server.key"))
+        .env(
+            "GPUFLEET_CACHE_DIR",
+            std::env::temp_dir().join("gpufleet-test-cache"),
+        )
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for("the agent to listen", 60, || {
+        TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let url = format!("https://127.0.0.1:{port}");
+    ok(&gpufleet(
+        &db,
+        &[
+            "agents",
+            "add",
+            "rig",
+            &url,
+            "--token",
+            token,
+            "--pin-sha256",
+            &pin,
+        ],
+    ));
+    let info = ok(&gpufleet(&db, &["describe", "rig", "--json"]));
+    assert!(info.contains("\"devices\""), "{info}");
+    let wrong = "cd".repeat(32);
+    ok(&gpufleet(
+        &db,
+        &[
+            "agents",
+            "add",
+            "mitm",
+            &url,
+            "--token",
+            token,
+            "--pin-sha256",
+            &wrong,
+        ],
+    ));
+    let out = gpufleet(&db, &["describe", "mitm"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("pin mismatch"),
+        "{err}"
+    );
+    ok(&gpufleet(
+        &db,
+        &[
+            "agents",
+            "add",
+            "far",
+            "http://10.255.0.1:50051",
+            "--token",
+            token,
+        ],
+    ));
+    let out = gpufleet(&db, &["describe", "far"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && err.contains("plaintext"), "{err}");
+    // The check says which agents are unreachable and exits 1.
+    let out = gpufleet(&db, &["agents", "list", "--check"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("ok ("), "{text}");
+    let _ = agent.kill();
+    let _ = agent.wait();
+}

@@ -13,11 +13,16 @@
 //!   describe` and `gpufleet describe`.
 //! - [`FILE_DESCRIPTOR_SET`]: the encoded descriptors, for server reflection.
 //!
-//! This crate holds no logic: validation lives in `gpufleet-kernels`, the
-//! service in `gpufleet-agent`.
+//! - [`tls`]: how a client verifies a gpufleet server (a CA, or the pinned
+//!   SHA-256 of its certificate) and the TLS connector for tonic, shared by
+//!   the agent dialing in and the coordinator dialing a direct agent.
+//!
+//! Beyond the transport this crate holds no logic: validation lives in
+//! `gpufleet-kernels`, the service in `gpufleet-agent`.
 
 pub mod convert;
 pub mod display;
+pub mod tls;
 
 /// Generated code of package `gpufleet.v1`.
 #[allow(clippy::all, missing_docs)]

@@ -17,12 +17,12 @@
 //! # Layout
 //! - this file: [`DialConfig`], the reconnect loop and one session's message handling.
 //! - [`outbox`]: the on-disk outbox.
-//! - [`tls`]: verifying the coordinator by CA or pinned SHA-256.
+//! - `gpufleet_proto::tls`: verifying the coordinator by CA or pinned SHA-256.
 
 pub mod outbox;
-pub mod tls;
 
 use crate::run::AgentCore;
+use gpufleet_proto::tls;
 use gpufleet_proto::v1 as pb;
 use outbox::Outbox;
 use pb::agent_message::Message as Up;

@@ -14,6 +14,7 @@ pub fn check_listen_token(listen: SocketAddr, token: Option<&str>) -> Result<(),
     if listen.ip().is_loopback() {
         return Ok(());
     }
+
     let Some(token) = token else {
         return Err(format!(
             "--listen {listen} is not a loopback address: set --token (or GPUFLEET_TOKEN) so only your coordinator can run kernels here"
@@ -25,6 +26,20 @@ pub fn check_listen_token(listen: SocketAddr, token: Option<&str>) -> Result<(),
         ));
     }
     Ok(())
+}
+
+/// Beyond loopback the agent serves only TLS, so its token never crosses the network in
+/// plaintext.
+///
+/// # Errors
+/// A message naming `--tls-cert`.
+pub fn check_listen_tls(listen: SocketAddr, tls: bool) -> Result<(), String> {
+    if listen.ip().is_loopback() || tls {
+        return Ok(());
+    }
+    Err(format!(
+        "--listen {listen} is not a loopback address: serve TLS there (--tls-cert and --tls-key) so the token never crosses the network in plaintext, or dial in to the coordinator instead (--connect)"
+    ))
 }
 
 #[cfg(test)]
@@ -59,5 +74,13 @@ mod tests {
         }
         assert!(check_listen_token(any, Some("0123456789abcdef")).is_ok());
         assert!(check_listen_token(addr("10.0.0.5:1"), Some("tab\there-0123456789")).is_err());
+    }
+
+    #[test]
+    fn beyond_loopback_tls_is_required() {
+        assert!(check_listen_tls(addr("127.0.0.1:1"), false).is_ok());
+        assert!(check_listen_tls(addr("0.0.0.0:1"), true).is_ok());
+        let e = check_listen_tls(addr("0.0.0.0:1"), false).unwrap_err();
+        assert!(e.contains("--tls-cert"), "{e}");
     }
 }

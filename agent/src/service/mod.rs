@@ -143,6 +143,19 @@ pub async fn serve(
     shutdown: impl Future<Output = ()> + Send,
     core: Arc<AgentCore>,
 ) -> Result<(), tonic::transport::Error> {
+    serve_with(listener, None, shutdown, core).await
+}
+
+/// [`serve`] over TLS when `tls` is given (`gpufleet-agent --tls-cert/--tls-key`).
+///
+/// # Errors
+/// Transport errors from tonic, a certificate tonic does not accept.
+pub async fn serve_with(
+    listener: tokio::net::TcpListener,
+    tls: Option<tonic::transport::ServerTlsConfig>,
+    shutdown: impl Future<Output = ()> + Send,
+    core: Arc<AgentCore>,
+) -> Result<(), tonic::transport::Error> {
     let (health_reporter, health_service) = tonic_health::server::health_reporter();
     health_reporter
         .set_serving::<AgentServer<AgentService>>()
@@ -156,7 +169,11 @@ pub async fn serve(
         expected: core.config.token.clone(),
     };
     let agent = AgentServer::with_interceptor(AgentService { core }, check);
-    tonic::transport::Server::builder()
+    let mut builder = tonic::transport::Server::builder();
+    if let Some(tls) = tls {
+        builder = builder.tls_config(tls)?;
+    }
+    builder
         .add_service(health_service)
         .add_service(reflection)
         .add_service(agent)

@@ -17,13 +17,20 @@ pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<i32> {
             token,
             dial_in,
             json,
+            pin_sha256,
+            ca_cert,
         } => {
             if dial_in {
                 enrol(db, &name, json)?;
                 return Ok(0);
             }
             let url = url.unwrap_or_default();
-            let row = db.with(|s| s.add_agent(&name, &url, token.as_deref()))?;
+            let trust = trust_of(&url, pin_sha256, ca_cert)?;
+            let row = db.with(|s| -> Result<_, crate::store::StoreError> {
+                let row = s.add_agent(&name, &url, token.as_deref())?;
+                s.set_agent_tls(row.id, trust.0.as_deref(), trust.1.as_deref())?;
+                Ok(row)
+            })?;
             println!("added agent {} at {}", row.name, row.url);
         }
         AgentsCommand::List { check, json } => return list(db, check, json).await,
@@ -38,6 +45,32 @@ pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<i32> {
         }
     }
     Ok(0)
+}
+
+/// The pin (normalised) or CA (PEM, checked) of an https agent; refused for http.
+fn trust_of(
+    url: &str,
+    pin: Option<String>,
+    ca: Option<std::path::PathBuf>,
+) -> anyhow::Result<(Option<String>, Option<String>)> {
+    if (pin.is_some() || ca.is_some()) && !url.starts_with("https://") {
+        bail!("--pin-sha256 and --ca-cert are for https:// agents");
+    }
+    let pin = pin
+        .map(|p| gpufleet_proto::tls::normalize_pin(&p))
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    let ca = match ca {
+        Some(path) => {
+            let pem = std::fs::read_to_string(&path)
+                .map_err(|e| anyhow::anyhow!("--ca-cert {}: {e}", path.display()))?;
+            gpufleet_proto::tls::roots(pem.as_bytes())
+                .map_err(|e| anyhow::anyhow!("--ca-cert {}: {e}", path.display()))?;
+            Some(pem)
+        }
+        None => None,
+    };
+    Ok((pin, ca))
 }
 
 /// Whether an agent can be reached now: a direct agent answers Describe (its device count), a
@@ -223,6 +256,7 @@ pub async fn describe(db: &Db, agent: &str, json: bool) -> anyhow::Result<()> {
             name: agent.to_string(),
             url: agent.to_string(),
             token: None,
+            trust: None,
         }
     } else {
         let row = lookup_agent(db, agent)?;

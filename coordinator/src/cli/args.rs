@@ -274,6 +274,13 @@ pub enum AgentsCommand {
         /// Bearer token the agent was started with (direct agents only).
         #[arg(long, conflicts_with = "dial_in")]
         token: Option<String>,
+        /// An https agent's certificate SHA-256 (hex), as the agent's
+        /// certificate tool prints it.
+        #[arg(long, conflicts_with_all = ["dial_in", "ca_cert"])]
+        pin_sha256: Option<String>,
+        /// CA certificate (PEM file) an https agent's certificate chains to.
+        #[arg(long, conflicts_with = "dial_in")]
+        ca_cert: Option<std::path::PathBuf>,
         /// The agent dials in: print its enrolment token for
         /// `gpufleet-agent --connect URL --name NAME --token TOKEN`.
         #[arg(long)]

@@ -6,6 +6,9 @@ use crate::store::AgentRow;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use gpufleet_kernels::error_chain;
+use gpufleet_proto::tls::{
+    Trust, client_config, connect as tls_connect, is_certificate_error, is_loopback_host,
+};
 use gpufleet_proto::v1 as pb;
 use pb::agent_client::AgentClient;
 use std::sync::{Arc, OnceLock};
@@ -95,6 +98,8 @@ pub struct AgentAddr {
     pub name: String,
     pub url: String,
     pub token: Option<String>,
+    /// How an `https://` agent is verified (its pinned certificate or a CA).
+    pub trust: Option<Trust>,
 }
 
 /// Links that dial each agent's gRPC service at its registered URL, with its token.
@@ -104,10 +109,16 @@ pub fn grpc_links() -> Connect {
 
 impl From<&AgentRow> for AgentAddr {
     fn from(a: &AgentRow) -> AgentAddr {
+        let trust = match (&a.tls_pin, &a.tls_ca) {
+            (Some(pin), _) => Some(Trust::Pin(pin.clone())),
+            (None, Some(pem)) => Some(Trust::CaPem(pem.clone())),
+            (None, None) => None,
+        };
         AgentAddr {
             name: a.name.clone(),
             url: a.url.clone(),
             token: a.token.clone(),
+            trust,
         }
     }
 }
@@ -123,7 +134,17 @@ impl AgentAddr {
             url: self.url.clone(),
             message,
         };
-        let endpoint = Endpoint::from_shared(self.url.clone())
+        let uri: tonic::codegen::http::Uri = self.url.parse().map_err(|e| bad(format!("{e}")))?;
+        let host = uri.host().ok_or_else(|| bad("no host".into()))?.to_string();
+        let https = uri.scheme_str() == Some("https");
+        if !https && self.token.is_some() && !is_loopback_host(&host) {
+            return Err(bad(format!(
+                "refusing to send the agent's token in plaintext to {host}, which is not a loopback address; serve the agent with --tls-cert/--tls-key and add it as https:// with --pin-sha256 or --ca-cert (or let it dial in)"
+            )));
+        }
+        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
+        // Over https the connector below does the TLS, so tonic sees a plain http URI.
+        let endpoint = Endpoint::from_shared(format!("http://{}:{port}", uri.host().unwrap_or("")))
             .map_err(|e| bad(e.to_string()))?
             .connect_timeout(connect_timeout())
             .tcp_nodelay(true);
@@ -142,15 +163,37 @@ impl AgentAddr {
             url: self.url.clone(),
             message,
         };
-        let channel = tokio::time::timeout(connect_timeout(), endpoint.connect())
+        let connecting = async {
+            if !https {
+                return endpoint
+                    .connect()
+                    .await
+                    .map_err(|e| unreachable(error_chain(&e)));
+            }
+            let Some(trust) = &self.trust else {
+                return Err(bad(
+                    "an https agent needs --pin-sha256 or --ca-cert (gpufleet agents add)".into(),
+                ));
+            };
+            let config = client_config(trust).map_err(bad)?;
+            tls_connect(endpoint, &host, port, std::sync::Arc::new(config))
+                .await
+                .map_err(|e| {
+                    if is_certificate_error(&e) {
+                        bad(format!("TLS: {}", error_chain(&e)))
+                    } else {
+                        unreachable(error_chain(&e))
+                    }
+                })
+        };
+        let channel = tokio::time::timeout(connect_timeout(), connecting)
             .await
             .map_err(|_| {
                 unreachable(format!(
                     "no connection within the connect timeout ({:?})",
                     connect_timeout()
                 ))
-            })?
-            .map_err(|e| unreachable(error_chain(&e)))?;
+            })??;
         Ok(AgentClient::with_interceptor(channel, Token(token)))
     }
 
@@ -229,11 +272,9 @@ impl AgentLink for AgentAddr {
 
     fn run(&self, request: pb::RunRequest) -> BoxFuture<'_, Result<RunEvents, LinkError>> {
         async move {
-            // Any failure to connect (a bad URL included) counts as the agent being unreachable.
-            let mut client = self
-                .connect()
-                .await
-                .map_err(|e| LinkError::Unreachable(e.to_string()))?;
+            // Unreachable is worth a retry; a refusal to connect (plaintext token beyond
+            // loopback, a certificate that does not verify) is final.
+            let mut client = self.connect().await.map_err(ClientError::into_link_error)?;
             let stream = client
                 .run(request)
                 .await

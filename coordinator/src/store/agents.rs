@@ -16,8 +16,8 @@ pub const MAX_AGENT_NAME: usize = 64;
 /// Longest accepted agent URL.
 pub const MAX_AGENT_URL: usize = 2048;
 
-pub(super) const AGENT_COLUMNS: &str =
-    "id, name, kind, url, token, added_at, connected_since, last_seen, remote_addr, agent_version";
+pub(super) const AGENT_COLUMNS: &str = "id, name, kind, url, token, added_at, connected_since, last_seen, remote_addr, agent_version, \
+     tls_pin, tls_ca";
 
 impl Store {
     /// Adds an agent, or revives a removed agent of the same name (keeping its row, so its history
@@ -288,6 +288,8 @@ pub(super) fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
         last_seen: r.get("last_seen")?,
         remote_addr: r.get("remote_addr")?,
         agent_version: r.get("agent_version")?,
+        tls_pin: r.get("tls_pin")?,
+        tls_ca: r.get("tls_ca")?,
     })
 }
 

@@ -196,6 +196,25 @@ impl Store {
         Ok(())
     }
 
+    /// Sets how an https direct agent is verified: its certificate's SHA-256 or a CA (PEM).
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`].
+    pub fn set_agent_tls(
+        &mut self,
+        agent_id: i64,
+        pin: Option<&str>,
+        ca_pem: Option<&str>,
+    ) -> Result<(), StoreError> {
+        self.conn
+            .execute(
+                "UPDATE agents SET tls_pin = ?2, tls_ca = ?3 WHERE id = ?1",
+                rusqlite::params![agent_id, pin, ca_pem],
+            )
+            .map_err(sql("storing an agent's TLS trust"))?;
+        Ok(())
+    }
+
     /// The AgentInfo (as JSON) a dial-in agent last sent in its Hello, if any.
     ///
     /// # Errors

@@ -18,8 +18,9 @@ pub struct AgentRow {
     pub name: String,
     /// How the coordinator reaches it.
     pub kind: AgentKind,
-    /// gRPC endpoint, `http://` or `https://`; empty for a dial-in agent. Never carries
-    /// credentials (`agents add` refuses them).
+    /// gRPC endpoint, `http://` or `https://`; empty for a dial-in agent. `agents add` refuses
+    /// credentials in it; one stored by an older gpufleet is shown without them.
+    #[serde(serialize_with = "url_without_credentials")]
     pub url: String,
     /// Bearer token for agents listening beyond loopback; kept out of JSON output.
     #[serde(skip_serializing)]
@@ -34,6 +35,26 @@ pub struct AgentRow {
     pub remote_addr: Option<String>,
     /// Dial-in: the version its Hello gave.
     pub agent_version: Option<String>,
+    /// Direct over https: the SHA-256 its certificate must have.
+    pub tls_pin: Option<String>,
+    /// Direct over https: the CA (PEM) its certificate must chain to; not in JSON output.
+    #[serde(skip_serializing)]
+    pub tls_ca: Option<String>,
+}
+
+/// Serialises a URL with any `user:password@` removed, so credentials never reach JSON output.
+fn url_without_credentials<S: serde::Serializer>(url: &str, s: S) -> Result<S::Ok, S::Error> {
+    let shown = match url.split_once("://") {
+        Some((scheme, rest)) => {
+            let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+            match rest[..end].rfind('@') {
+                Some(at) => format!("{scheme}://{}", &rest[at + 1..]),
+                None => url.to_string(),
+            }
+        }
+        None => url.to_string(),
+    };
+    s.serialize_str(&shown)
 }
 
 /// How the coordinator reaches an agent.
@@ -513,9 +534,18 @@ mod tests {
             last_seen: None,
             remote_addr: None,
             agent_version: None,
+            tls_pin: None,
+            tls_ca: None,
         };
         let text = serde_json::to_string(&a).unwrap();
         assert!(!text.contains("s3cret"), "{text}");
+        let old = AgentRow {
+            url: "http://user:pw@10.0.0.2:50051/x".into(),
+            ..a.clone()
+        };
+        let text = serde_json::to_string(&old).unwrap();
+        assert!(text.contains("\"http://10.0.0.2:50051/x\""), "{text}");
+        assert!(!text.contains("pw"), "{text}");
         assert!(!text.contains("token"), "{text}");
         assert!(text.contains("rx580"), "{text}");
     }

@@ -7,6 +7,8 @@
 -- is refreshed while it does (a stale `last_seen` with a `connected_since` means the serve holding
 -- it died), and `remote_addr`, `agent_version` and `info_json` (its last Hello's AgentInfo, so a
 -- process other than the serve can plan a campaign for it) are what it last said.
+-- A direct agent at an https:// URL is verified by `tls_pin` (SHA-256 of its certificate, hex)
+-- or `tls_ca` (a CA certificate, PEM).
 ALTER TABLE agents ADD COLUMN kind TEXT NOT NULL DEFAULT 'direct' CHECK (kind IN ('direct', 'dial-in'));
 ALTER TABLE agents ADD COLUMN token_hash TEXT;
 ALTER TABLE agents ADD COLUMN connected_since REAL;
@@ -14,3 +16,5 @@ ALTER TABLE agents ADD COLUMN last_seen REAL;
 ALTER TABLE agents ADD COLUMN remote_addr TEXT;
 ALTER TABLE agents ADD COLUMN agent_version TEXT;
 ALTER TABLE agents ADD COLUMN info_json TEXT;
+ALTER TABLE agents ADD COLUMN tls_pin TEXT;
+ALTER TABLE agents ADD COLUMN tls_ca TEXT;

@@ -1,7 +1,7 @@
-//! TLS for an agent dialing its coordinator: the server is verified by a CA certificate
-//! (`--ca-cert`) or by the SHA-256 of its certificate (`--pin-sha256`, for the self-signed
-//! certificate `gpufleet serve --tls-self-signed` prints), and a token is never sent in plaintext
-//! beyond loopback.
+//! TLS for a gpufleet client (an agent dialing its coordinator, the coordinator dialing a direct
+//! agent): the server is verified by a CA certificate (`--ca-cert`) or by the SHA-256 of its
+//! certificate (`--pin-sha256`, for the self-signed certificate `gpufleet serve --tls-self-signed`
+//! prints), and a token is never sent in plaintext beyond loopback ([`is_loopback_host`]).
 //!
 //! The connection is made here (TCP, then rustls with ALPN `h2`) and handed to tonic as a custom
 //! connector, so both ways of verifying share one path.
@@ -12,7 +12,6 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
 use sha2::{Digest, Sha256};
-use std::path::Path;
 use std::sync::Arc;
 
 /// How the coordinator's certificate is checked.
@@ -20,6 +19,8 @@ use std::sync::Arc;
 pub enum Trust {
     /// Certificates signed by the CA in this PEM file.
     Ca(std::path::PathBuf),
+    /// Certificates signed by the CA in this PEM text.
+    CaPem(String),
     /// Exactly the certificate with this SHA-256 (64 hex digits, `:` allowed between bytes).
     Pin(String),
 }
@@ -132,14 +133,16 @@ pub fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, String> {
         .map_err(|e| e.to_string())?;
     let mut config = match trust {
         Trust::Ca(path) => {
-            let mut roots = rustls::RootCertStore::empty();
-            for cert in read_certs(path)? {
-                roots
-                    .add(cert)
-                    .map_err(|e| format!("--ca-cert {}: {e}", path.display()))?;
-            }
+            let pem =
+                std::fs::read(path).map_err(|e| format!("--ca-cert {}: {e}", path.display()))?;
+            let roots = roots(&pem).map_err(|e| format!("--ca-cert {}: {e}", path.display()))?;
             builder.with_root_certificates(roots).with_no_client_auth()
         }
+        Trust::CaPem(pem) => builder
+            .with_root_certificates(
+                roots(pem.as_bytes()).map_err(|e| format!("CA certificate: {e}"))?,
+            )
+            .with_no_client_auth(),
         Trust::Pin(pin) => builder
             .dangerous()
             .with_custom_certificate_verifier(Arc::new(PinVerifier {
@@ -152,18 +155,22 @@ pub fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, String> {
     Ok(config)
 }
 
-fn read_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
-    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_file_iter(path)
-        .map_err(|e| format!("--ca-cert {}: {e}", path.display()))?
+/// A root store of the PEM certificates in `pem`.
+///
+/// # Errors
+/// Malformed PEM, no certificate, a certificate rustls refuses.
+pub fn roots(pem: &[u8]) -> Result<rustls::RootCertStore, String> {
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(pem)
         .collect::<Result<_, _>>()
-        .map_err(|e| format!("--ca-cert {}: {e}", path.display()))?;
+        .map_err(|e| e.to_string())?;
     if certs.is_empty() {
-        return Err(format!(
-            "--ca-cert {}: no PEM certificate in it",
-            path.display()
-        ));
+        return Err("no PEM certificate in it".into());
     }
-    Ok(certs)
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in certs {
+        roots.add(cert).map_err(|e| e.to_string())?;
+    }
+    Ok(roots)
 }
 
 /// A tonic channel to `host:port` over TLS with `config`, verifying the name `host` (a host that
