@@ -375,3 +375,18 @@ fn serving_beyond_loopback_needs_a_real_token() {
         assert!(err.contains("--token"), "{token:?}: {err}");
     }
 }
+
+#[test]
+fn runpod_ids_are_in_the_host_description() {
+    let agent = env!("CARGO_BIN_EXE_gpufleet-agent");
+    let out = std::process::Command::new(agent)
+        .args(["--discovery-timeout-s", "20", "describe", "--json"])
+        .env("RUNPOD_POD_ID", "pod-4x7q")
+        .env("RUNPOD_DC_ID", "EU-RO-1")
+        .output()
+        .expect("running gpufleet-agent describe");
+    assert!(out.status.success(), "{out:?}");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(v["host"]["platform"]["runpod_pod_id"], "pod-4x7q", "{}", v["host"]);
+    assert_eq!(v["host"]["platform"]["runpod_dc_id"], "EU-RO-1");
+}

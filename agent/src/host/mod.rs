@@ -18,6 +18,30 @@ pub struct HostFacts {
     pub memory_bytes: u64,
     pub container_hints: Vec<String>,
     pub arch: String,
+    /// See [`platform`].
+    pub platform: std::collections::BTreeMap<String, String>,
+}
+
+/// Environment variables that say where a host runs, and the key each is reported under.
+const PLATFORM_VARS: [(&str, &str); 4] = [
+    ("RUNPOD_POD_ID", "runpod_pod_id"),
+    ("RUNPOD_DC_ID", "runpod_dc_id"),
+    ("RUNPOD_GPU_COUNT", "runpod_gpu_count"),
+    ("RUNPOD_PUBLIC_IP", "runpod_public_ip"),
+];
+
+/// Where the host runs (a Runpod pod's id, data centre, GPU count and public IP), from `var`
+/// (the process environment in the agent); values are cut to 128 bytes.
+pub fn platform(
+    var: impl Fn(&str) -> Option<String>,
+) -> std::collections::BTreeMap<String, String> {
+    PLATFORM_VARS
+        .iter()
+        .filter_map(|(name, key)| {
+            let v = var(name).filter(|v| !v.is_empty())?;
+            Some((key.to_string(), gpufleet_kernels::prefix(&v, 128).to_string()))
+        })
+        .collect()
 }
 
 fn read(path: &str) -> String {
@@ -53,6 +77,7 @@ impl HostFacts {
                 env_has("RUNPOD_POD_ID"),
             ),
             arch: std::env::consts::ARCH.to_string(),
+            platform: platform(|k| std::env::var(k).ok()),
         }
     }
 }
@@ -178,6 +203,21 @@ mod tests {
         flags\t\t: fpu sse avx2 fma f16c\ncpu MHz\t\t: 3800.000\nphysical id\t: 0\ncore id\t\t: 0\n\n\
         processor\t: 1\nvendor_id\t: AuthenticAMD\nmodel name\t: AMD Ryzen 5 8600G\ncpu MHz\t\t: 4350.5\n\
         physical id\t: 0\ncore id\t\t: 0\n\nprocessor\t: 2\nphysical id\t: 0\ncore id\t\t: 1\n";
+
+    #[test]
+    fn runpod_ids_come_from_the_environment() {
+        let env = |k: &str| match k {
+            "RUNPOD_POD_ID" => Some("abc123xyz".to_string()),
+            "RUNPOD_DC_ID" => Some("EU-RO-1".to_string()),
+            "RUNPOD_PUBLIC_IP" => Some(String::new()),
+            _ => None,
+        };
+        let p = platform(env);
+        assert_eq!(p.get("runpod_pod_id").map(String::as_str), Some("abc123xyz"));
+        assert_eq!(p.get("runpod_dc_id").map(String::as_str), Some("EU-RO-1"));
+        assert_eq!(p.len(), 2, "empty values are left out: {p:?}");
+        assert!(platform(|_| None).is_empty());
+    }
 
     #[test]
     fn parses_cpuinfo() {

@@ -17,6 +17,7 @@ pub fn host(h: &HostFacts) -> pb::HostInfo {
         memory_bytes: h.memory_bytes,
         container_hints: h.container_hints.clone(),
         arch: h.arch.clone(),
+        platform: h.platform.clone().into_iter().collect(),
     }
 }
 
