@@ -387,6 +387,10 @@ fn runpod_ids_are_in_the_host_description() {
         .expect("running gpufleet-agent describe");
     assert!(out.status.success(), "{out:?}");
     let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
-    assert_eq!(v["host"]["platform"]["runpod_pod_id"], "pod-4x7q", "{}", v["host"]);
+    assert_eq!(
+        v["host"]["platform"]["runpod_pod_id"], "pod-4x7q",
+        "{}",
+        v["host"]
+    );
     assert_eq!(v["host"]["platform"]["runpod_dc_id"], "EU-RO-1");
 }

@@ -22,6 +22,26 @@ impl Db {
         })
     }
 
+    /// A private in-memory database (commands that need no file, such as `describe URL`).
+    ///
+    /// # Errors
+    /// As [`Store::open_in_memory`].
+    pub fn in_memory() -> Result<Db, StoreError> {
+        Ok(Db {
+            inner: Arc::new(Mutex::new(Store::open_in_memory()?)),
+        })
+    }
+
+    /// Opens an existing database for reading only ([`Store::open_read_only`]).
+    ///
+    /// # Errors
+    /// As [`Store::open_read_only`]: no file, not a gpufleet database, unreadable.
+    pub fn open_read_only(path: &Path) -> Result<Db, StoreError> {
+        Ok(Db {
+            inner: Arc::new(Mutex::new(Store::open_read_only(path)?)),
+        })
+    }
+
     /// Runs `f` with the store on the blocking pool.
     pub async fn call<R: Send + 'static>(
         &self,

@@ -43,7 +43,27 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     {
         return serve_agent(listen, enable_debug_kernels, queue_capacity).await;
     }
-    let db = Db::open(&cli.db)?;
+    // Listings and comparisons only read: they work on a database the user cannot write and
+    // never create one at a mistyped path.
+    let read_only = matches!(
+        cli.command,
+        Command::Compare(_)
+            | Command::Results(_)
+            | Command::Campaigns { .. }
+            | Command::Regressions(_)
+            | Command::Describe { .. }
+            | Command::Agents(cli::AgentsCommand::List { .. })
+            | Command::Schedule(cli::ScheduleCommand::List { .. })
+    );
+    let db = if let Command::Describe { agent, .. } = &cli.command
+        && (agent.starts_with("http://") || agent.starts_with("https://"))
+    {
+        Db::in_memory()?
+    } else if read_only {
+        Db::open_read_only(&cli.db)?
+    } else {
+        Db::open(&cli.db)?
+    };
     match cli.command {
         Command::Demo(args) => demo(&db, &cli.db, args).await,
         Command::Agents(cmd) => cli::agents::agents(&db, cmd).await,

@@ -39,7 +39,10 @@ pub fn platform(
         .iter()
         .filter_map(|(name, key)| {
             let v = var(name).filter(|v| !v.is_empty())?;
-            Some((key.to_string(), gpufleet_kernels::prefix(&v, 128).to_string()))
+            Some((
+                key.to_string(),
+                gpufleet_kernels::prefix(&v, 128).to_string(),
+            ))
         })
         .collect()
 }
@@ -213,7 +216,10 @@ mod tests {
             _ => None,
         };
         let p = platform(env);
-        assert_eq!(p.get("runpod_pod_id").map(String::as_str), Some("abc123xyz"));
+        assert_eq!(
+            p.get("runpod_pod_id").map(String::as_str),
+            Some("abc123xyz")
+        );
         assert_eq!(p.get("runpod_dc_id").map(String::as_str), Some("EU-RO-1"));
         assert_eq!(p.len(), 2, "empty values are left out: {p:?}");
         assert!(platform(|_| None).is_empty());

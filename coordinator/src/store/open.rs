@@ -14,6 +14,20 @@ use super::{guard, migrations};
 /// How long a call waits for another process's write lock before failing with `SQLITE_BUSY`.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// `path` as the path part of an SQLite URI: every byte but unreserved ones and `/` escaped.
+fn percent_encode(path: &Path) -> String {
+    use std::os::unix::ffi::OsStrExt;
+    let mut out = String::new();
+    for &b in path.as_os_str().as_bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
 /// Source of "now" for timestamps, in unix seconds.
 pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
 
@@ -61,6 +75,65 @@ impl Store {
             | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let conn = Connection::open_with_flags(path, flags).map_err(open_err("opening"))?;
         Store::configure(conn, path.to_path_buf())
+    }
+
+    /// Opens an existing database for reading only (listings, comparisons, exports): works on a
+    /// file or directory the user cannot write, never creates a file and never migrates.
+    ///
+    /// # Errors
+    /// [`StoreError::Io`] when there is no file at `path` (a mistyped `--db` must not look like an
+    /// empty database); the guard's refusals as for [`Store::open`]; [`StoreError::Open`] when
+    /// the file cannot be read, or its schema is older than this gpufleet's (a writing command
+    /// upgrades it).
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        if !path.is_file() {
+            return Err(StoreError::Io {
+                path: path.to_path_buf(),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no gpufleet database here (a command that stores results creates one)",
+                ),
+            });
+        }
+        if guard::check_header(path)? == guard::Existing::Sqlite {
+            guard::check_schema(path)?;
+        }
+        let open_err = |context: &'static str| {
+            move |source| StoreError::Open {
+                path: path.to_path_buf(),
+                context,
+                source,
+            }
+        };
+        let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+        let mut conn = Connection::open_with_flags(path, flags).map_err(open_err("opening"))?;
+        // A WAL database whose directory is read-only and has no -shm file cannot take the
+        // shared-memory lock: read it as immutable (nobody can be writing it from here anyway).
+        if conn
+            .query_row("SELECT count(*) FROM sqlite_master", [], |_| Ok(()))
+            .is_err()
+        {
+            let uri = format!("file:{}?immutable=1", percent_encode(path));
+            conn = Connection::open_with_flags(uri, flags | OpenFlags::SQLITE_OPEN_URI)
+                .map_err(open_err("opening read-only"))?;
+        }
+        conn.busy_timeout(BUSY_TIMEOUT)
+            .map_err(open_err("setting busy_timeout"))?;
+        let version: i64 = conn
+            .pragma_query_value(None, "user_version", |r| r.get(0))
+            .map_err(open_err("reading the schema version"))?;
+        if version < migrations::LATEST_VERSION {
+            return Err(StoreError::Open {
+                path: path.to_path_buf(),
+                context: "reading an older schema (run a command that writes, such as `gpufleet agents add`, to upgrade it)",
+                source: rusqlite::Error::QueryReturnedNoRows,
+            });
+        }
+        Ok(Store {
+            conn,
+            path: path.to_path_buf(),
+            clock: Arc::new(system_now),
+        })
     }
 
     /// Opens a private in-memory database with the full schema (tests, dry runs).
