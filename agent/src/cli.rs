@@ -59,9 +59,15 @@ pub struct Cli {
     /// double, with jitter).
     #[arg(long, default_value_t = 30.0)]
     pub max_backoff_s: f64,
-    /// Serve the debug kernels debug_crash, debug_hang and debug_wrong.
+    /// Serve the debug kernels debug_crash, debug_hang, debug_wrong and
+    /// debug_alloc.
     #[arg(long)]
     pub enable_debug_kernels: bool,
+    /// Run workers without a memory limit (RLIMIT_DATA of their admitted
+    /// size); for a driver that maps large private memory it never touches.
+    /// Admission against the host's available memory still applies.
+    #[arg(long)]
+    pub no_worker_memory_limit: bool,
     /// Runs allowed to wait per device before new ones get RESOURCE_EXHAUSTED.
     #[arg(long, default_value_t = 16)]
     pub queue_capacity: usize,

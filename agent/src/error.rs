@@ -3,6 +3,7 @@
 //! one place (`service/status.rs`).
 
 use crate::env::EnvError;
+use crate::run::host_peak::HostMemoryShortage;
 use gpufleet_kernels::SpecError;
 
 /// Why the agent refused a request. Runs that start and then fail are not
@@ -21,6 +22,9 @@ pub enum AgentError {
     },
     #[error("field env: {0}")]
     Env(#[from] EnvError),
+    /// The run's estimated host-memory peak does not fit what the host can give a worker now.
+    #[error("field params: {0}")]
+    HostMemory(#[from] HostMemoryShortage),
     #[error("device {device} has {capacity} runs waiting already (the queue limit); retry later")]
     QueueFull { device: String, capacity: usize },
     #[error("run id {run_id} is already queued or running")]

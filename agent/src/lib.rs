@@ -10,8 +10,10 @@
 //! - `backend/`: the [`backend::Backend`] trait and one folder per backend (`cpu/`, `opencl/`,
 //!   `vulkan/`, `hip/`), with shared planning parameters, peaks, storage and tuning.
 //! - `isolation/`: worker processes: the JSON-lines protocol (`protocol.rs`), the child entry point
-//!   (`child.rs`), the parent's supervisor with its watchdog (`parent.rs`), the clocks.
-//! - `host/`: facts about the host (CPU, memory, OS, container hints) read from /proc and /sys.
+//!   (`child.rs`), the parent's supervisor with its watchdog (`parent.rs`), the worker's memory
+//!   limit and how an out-of-memory end is recognised (`memory_limit.rs`), the clocks.
+//! - `host/`: facts about the host (CPU, memory, OS, container hints) read from /proc and /sys,
+//!   and what a new worker may take of its memory now (`host/memory.rs`).
 //! - `inventory/`: the host's facts and per-backend discovery, run in workers with a deadline.
 //! - `power/`: power sources behind [`power::PowerSource`] (hwmon, NVML, RAPL, rocm-smi/amd-smi,
 //!   ipmitool), the sampler, energy integration, the agent's [`power::state::PowerState`], a run's
@@ -33,15 +35,20 @@
 //! 1. At start [`AgentCore::start`] discovers the inventory (one discovery worker per backend) and
 //!    probes the power sources into a sampler.
 //! 2. A request arrives (today through [`serve`]'s Run) and goes to [`AgentCore::submit`].
-//! 3. [`run::plan::plan`] checks the spec (kernel, params, dtype, mode, device, env, memory,
-//!    timeout, iterations, power window) into a plan, or refuses naming the field.
+//! 3. [`run::plan::plan`] checks the spec (kernel, params, dtype, mode, device, env, device
+//!    memory, timeout, iterations, power window) into a plan, and admits the worker's estimated
+//!    host-memory peak ([`run::host_peak`]) against `MemAvailable` and the agent's cgroup, or
+//!    refuses naming the field.
 //! 4. The device's queue ([`run::queue::DeviceQueues`]) admits it, or refuses with
 //!    RESOURCE_EXHAUSTED or a duplicate run id; the caller gets the receiver of its events.
-//! 5. When the device is free a worker process is started with the env overrides; it generates
+//! 5. When the device is free the host's memory is checked again (a run that no longer fits ends
+//!    `out_of_memory`) and a worker process is started with the env overrides under a memory
+//!    limit (RLIMIT_DATA, [`isolation::memory_limit`]); it generates
 //!    seeded inputs, prepares the kernel, warms up, measures (sending the kernel-window markers on
 //!    CLOCK_MONOTONIC), repeats past the timed part when the power sensor needs a longer window,
 //!    and validates against the f64 reference.
-//! 6. The parent turns the worker's outcome or death into one RunResult ([`run::result`]) with
+//! 6. The parent turns the worker's outcome or death (an allocation failure under the limit is
+//!    `out_of_memory`) into one RunResult ([`run::result`]) with
 //!    statistics, metric, % of peak and fingerprint; [`power::run_energy`] cuts the device's power
 //!    trace to the kernel window and adds the energy figures.
 //! 7. Progress, the power samples and exactly one RunResult are sent to the receiver; a receiver

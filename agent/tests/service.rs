@@ -4,10 +4,9 @@
 
 mod common;
 
-use common::{client, describe, refused, run, spec, start};
+use common::{cancel, client, describe, last_result, refused, run, spec, start};
 use gpufleet_proto::v1 as pb;
 use std::time::{Duration, Instant};
-use tokio_stream::StreamExt;
 use tonic::transport::Channel;
 
 #[tokio::test]
@@ -280,41 +279,11 @@ async fn queue_is_bounded_and_runs_can_be_cancelled() {
         .expect_err("duplicate");
     assert_eq!(dup.code(), tonic::Code::AlreadyExists);
 
-    assert!(
-        c.cancel(pb::CancelRequest {
-            run_id: "h2".into()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .found
-    );
-    assert!(
-        c.cancel(pb::CancelRequest {
-            run_id: "h1".into()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .found
-    );
-    assert!(
-        !c.cancel(pb::CancelRequest {
-            run_id: "nope".into()
-        })
-        .await
-        .unwrap()
-        .into_inner()
-        .found
-    );
+    assert!(cancel(&mut c, "h2").await);
+    assert!(cancel(&mut c, "h1").await);
+    assert!(!cancel(&mut c, "nope").await);
     for (mut s, why) in [(first, "running"), (second, "queued")] {
-        let mut last = None;
-        while let Some(ev) = s.next().await {
-            if let Some(pb::run_event::Event::Result(r)) = ev.unwrap().event {
-                last = Some(r);
-            }
-        }
-        let r = last.expect("a result");
+        let r = last_result(&mut s).await;
         assert_eq!(r.status(), pb::RunStatus::Cancelled, "{why}: {}", r.message);
         assert!(r.message.contains(why), "{}", r.message);
     }

@@ -45,6 +45,8 @@ pub enum KernelId {
     DebugHang,
     /// `debug_wrong`: vec_add whose backend returns a wrong answer.
     DebugWrong,
+    /// `debug_alloc`: the worker allocates and touches `gib` GiB of host memory.
+    DebugAlloc,
 }
 
 /// One integer parameter of a kernel, with its default and inclusive bounds.
@@ -147,6 +149,13 @@ const MEMLAT_PARAMS: &[ParamDef] = &[
 ];
 const CRASH_PARAMS: &[ParamDef] = &[p("mode", 0, 0, 1, "0 = SIGSEGV, 1 = abort")];
 const DEBUG_WRONG_PARAMS: &[ParamDef] = &[p("n", 1024, 1, 1 << 30, "elements per vector")];
+const DEBUG_ALLOC_PARAMS: &[ParamDef] = &[p(
+    "gib",
+    1,
+    1,
+    1024,
+    "GiB of host memory the worker allocates and touches",
+)];
 
 const fn elementwise(
     id: KernelId,
@@ -183,7 +192,7 @@ const fn default_variant_def(
     }
 }
 
-static CATALOG: [KernelDef; 18] = [
+static CATALOG: [KernelDef; 19] = [
     KernelDef {
         id: KernelId::Gemm,
         name: "gemm",
@@ -302,6 +311,17 @@ static CATALOG: [KernelDef; 18] = [
             MetricKind::Gbps,
         )
     },
+    KernelDef {
+        debug: true,
+        ..default_variant_def(
+            KernelId::DebugAlloc,
+            "debug_alloc",
+            "allocates and touches `gib` GiB of host memory in the worker (claiming a tiny \
+             footprint), to exercise the worker's memory limit",
+            DEBUG_ALLOC_PARAMS,
+            MetricKind::Micros,
+        )
+    },
 ];
 
 /// Every kernel, debug ones included, in display order.
@@ -374,6 +394,9 @@ mod tests {
             .filter(|k| k.debug)
             .map(|k| k.name)
             .collect();
-        assert_eq!(debug, ["debug_crash", "debug_hang", "debug_wrong"]);
+        assert_eq!(
+            debug,
+            ["debug_crash", "debug_hang", "debug_wrong", "debug_alloc"]
+        );
     }
 }

@@ -261,7 +261,8 @@ impl Problem {
             | KernelId::Noop
             | KernelId::MemlatCpu
             | KernelId::DebugCrash
-            | KernelId::DebugHang => 0.0,
+            | KernelId::DebugHang
+            | KernelId::DebugAlloc => 0.0,
         }
     }
 
@@ -292,7 +293,9 @@ impl Problem {
                 4.0 * (c.input_len() + c.weights_len() + c.output_len()) as f64
             }
             KernelId::MemlatCpu => 64.0 * self.fparam("hops"),
-            KernelId::Noop | KernelId::DebugCrash | KernelId::DebugHang => 0.0,
+            KernelId::Noop | KernelId::DebugCrash | KernelId::DebugHang | KernelId::DebugAlloc => {
+                0.0
+            }
         }
     }
 
@@ -307,7 +310,10 @@ impl Problem {
             | KernelId::Sigmoid
             | KernelId::Tanh
             | KernelId::MembwCpu => vec![p("n")],
-            KernelId::Noop | KernelId::DebugCrash | KernelId::DebugHang => vec![1],
+            // debug_alloc's `gib` is deliberately not part of its footprint (see the catalog).
+            KernelId::Noop | KernelId::DebugCrash | KernelId::DebugHang | KernelId::DebugAlloc => {
+                vec![1]
+            }
             KernelId::Softmax => vec![p("rows") * p("cols")],
             KernelId::LayerNorm => vec![p("rows") * p("cols"), p("cols"), p("cols")],
             KernelId::RmsNorm => vec![p("rows") * p("cols"), p("cols")],
@@ -336,6 +342,7 @@ impl Problem {
             KernelId::Noop
             | KernelId::DebugCrash
             | KernelId::DebugHang
+            | KernelId::DebugAlloc
             | KernelId::MembwCpu
             | KernelId::MemlatCpu => 1,
             KernelId::Softmax

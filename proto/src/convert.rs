@@ -15,6 +15,7 @@ impl RunStatus {
             RunStatus::TimedOut => "timed_out",
             RunStatus::Cancelled => "cancelled",
             RunStatus::Error => "error",
+            RunStatus::OutOfMemory => "out_of_memory",
         }
     }
 
@@ -23,8 +24,20 @@ impl RunStatus {
         Self::ALL.into_iter().find(|v| v.name() == s)
     }
 
+    /// Parses a status name given at an edge (a results filter), naming the known ones when it is
+    /// none of them.
+    ///
+    /// # Errors
+    /// `unknown status "x" (known: ok, invalid, ...)`.
+    pub fn parse(s: &str) -> Result<Self, String> {
+        Self::from_name(s).ok_or_else(|| {
+            let known: Vec<&str> = Self::ALL.iter().map(|v| v.name()).collect();
+            format!("unknown status {s:?} (known: {})", known.join(", "))
+        })
+    }
+
     /// Every status but `Unspecified`.
-    pub const ALL: [RunStatus; 8] = [
+    pub const ALL: [RunStatus; 9] = [
         RunStatus::Ok,
         RunStatus::Invalid,
         RunStatus::CompileError,
@@ -33,6 +46,7 @@ impl RunStatus {
         RunStatus::TimedOut,
         RunStatus::Cancelled,
         RunStatus::Error,
+        RunStatus::OutOfMemory,
     ];
 }
 
@@ -57,6 +71,14 @@ mod tests {
             assert_eq!(RunStatus::from_name(s.name()), Some(s));
         }
         assert_eq!(RunStatus::from_name("nope"), None);
+        assert_eq!(
+            RunStatus::from_name("out_of_memory"),
+            Some(RunStatus::OutOfMemory)
+        );
+        let err = RunStatus::parse("oom").unwrap_err();
+        assert!(
+            err.contains("\"oom\"") && err.contains("timed_out, cancelled, error, out_of_memory")
+        );
     }
 
     #[test]

@@ -239,8 +239,8 @@ pub fn check_listed(
             KernelId::MembwCpu | KernelId::MemlatCpu => {
                 "it measures host memory, so only the cpu backend runs it"
             }
-            KernelId::DebugCrash | KernelId::DebugHang => {
-                "it crashes or hangs its worker on purpose, which the cpu backend covers"
+            KernelId::DebugCrash | KernelId::DebugHang | KernelId::DebugAlloc => {
+                "it crashes, hangs or exhausts its worker on purpose, which the cpu backend covers"
             }
             _ => no_kernel,
         };

@@ -2,6 +2,13 @@
 //! text so tests feed them fixtures. A module of its own (not inside
 //! `inventory/`) because the cpu backend reads the CPU's facts too, and the
 //! inventory depends on the backends.
+//!
+//! # Layout
+//! - this file: [`HostFacts`] for Describe (CPU, memory, OS, container hints).
+//! - [`memory`]: what a new worker may take now (`MemAvailable`, the agent's cgroup limit) and
+//!   the kernel's OOM-kill counter.
+
+pub mod memory;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
@@ -161,14 +168,9 @@ pub fn cpu_max_mhz(cpuinfo: &str) -> u32 {
         .round() as u32
 }
 
-/// `MemTotal` from /proc/meminfo, in bytes.
+/// `MemTotal` from /proc/meminfo, in bytes (0 if absent).
 pub fn mem_total_bytes(meminfo: &str) -> u64 {
-    meminfo
-        .lines()
-        .find_map(|l| l.strip_prefix("MemTotal:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        .map(|kb| kb * 1024)
-        .unwrap_or(0)
+    memory::meminfo_bytes(meminfo, "MemTotal").unwrap_or(0)
 }
 
 /// Signs that the agent runs in a container, and which kind.

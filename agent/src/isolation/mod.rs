@@ -12,8 +12,11 @@
 //! run status. A segfault, an abort or a hang in a driver therefore becomes a
 //! `crashed` or `timed_out` result; the agent keeps serving. Discovery uses
 //! the same mechanism (`worker discover <backend>`) with its own timeout.
+//! A run's worker also gets a memory limit ([`memory_limit`]); one that runs out
+//! of memory under it ends `out_of_memory`, never taking the host down.
 
 pub mod child;
+pub mod memory_limit;
 pub mod parent;
 pub mod protocol;
 

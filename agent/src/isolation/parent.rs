@@ -1,6 +1,7 @@
 //! The agent side: start a worker, feed it, watch it, and explain its end.
 
 use super::WorkerCommand;
+use super::memory_limit::{self, OutOfMemory};
 use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome};
 use crate::backend::{BackendError, DeviceInfo};
 use std::collections::BTreeMap;
@@ -24,6 +25,8 @@ pub enum Ending {
         signal: Option<i32>,
         code: Option<i32>,
     },
+    /// The worker died of an allocation failure or by the OOM killer.
+    OutOfMemory(OutOfMemory),
     /// The deadline passed; the process group was killed.
     TimedOut,
     /// The run was cancelled; the process group was killed.
@@ -62,6 +65,7 @@ fn spawn(
     cmd: &WorkerCommand,
     extra: &[&str],
     env: &BTreeMap<String, String>,
+    data_limit: Option<u64>,
 ) -> Result<Child, SpawnError> {
     let mut command = Command::new(&cmd.program);
     command
@@ -78,12 +82,16 @@ fn spawn(
         .kill_on_drop(true);
     #[cfg(target_os = "linux")]
     // SAFETY: the closure runs in the forked child before exec and only
-    // calls prctl, which is async-signal-safe. It makes the kernel kill the
-    // worker if the agent dies, so a hung worker never outlives its agent.
+    // calls prctl and setrlimit, which are async-signal-safe. The first makes
+    // the kernel kill the worker if the agent dies, so a hung worker never
+    // outlives its agent; the second is the worker's memory limit.
     unsafe {
-        command.pre_exec(|| {
+        command.pre_exec(move || {
             if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
                 return Err(std::io::Error::last_os_error());
+            }
+            if let Some(bytes) = data_limit {
+                memory_limit::limit_data(bytes)?;
             }
             Ok(())
         });
@@ -105,29 +113,63 @@ fn kill_group(child: &Child) {
     }
 }
 
-async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize) -> String {
+/// What the parent keeps of a worker's stderr.
+#[derive(Debug, Default)]
+struct Stderr {
+    /// The last `keep` bytes.
+    tail: String,
+    /// The first Rust allocation failure (`memory allocation of N bytes failed`), wherever it
+    /// was: a backtrace printed after it can push it out of the tail.
+    alloc_failure: Option<u64>,
+}
+
+/// Longest line examined for an allocation failure.
+const MAX_SCANNED_LINE: usize = 256;
+
+async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize) -> Stderr {
     let mut tail: Vec<u8> = Vec::new();
+    let mut line: Vec<u8> = Vec::new();
+    let mut alloc_failure = None;
+    let mut scan = |line: &mut Vec<u8>| {
+        if alloc_failure.is_none() {
+            alloc_failure = memory_limit::alloc_failure_bytes(&String::from_utf8_lossy(line));
+        }
+        line.clear();
+    };
     let mut buf = [0u8; 4096];
     while let Ok(n) = r.read(&mut buf).await {
         if n == 0 {
             break;
+        }
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                scan(&mut line);
+            } else if line.len() < MAX_SCANNED_LINE {
+                line.push(b);
+            }
         }
         tail.extend_from_slice(&buf[..n]);
         if tail.len() > 2 * keep {
             tail.drain(..tail.len() - keep);
         }
     }
+    scan(&mut line);
     if tail.len() > keep {
         tail.drain(..tail.len() - keep);
     }
-    String::from_utf8_lossy(&tail).into_owned()
+    Stderr {
+        tail: String::from_utf8_lossy(&tail).into_owned(),
+        alloc_failure,
+    }
 }
 
-/// Runs `job` in a worker with `env` applied to the worker only.
+/// Runs `job` in a worker with `env` applied to the worker only, under a
+/// memory limit of `data_limit` bytes (RLIMIT_DATA, see [`memory_limit`]) if any.
 ///
 /// Progress goes to `progress` (dropped if the receiver is gone). The run
 /// ends at `timeout` (process group killed, [`Ending::TimedOut`]) or when
-/// `cancel` turns true ([`Ending::Cancelled`]).
+/// `cancel` turns true ([`Ending::Cancelled`]); a worker that runs out of
+/// memory ends as [`Ending::OutOfMemory`].
 ///
 /// # Errors
 /// [`SpawnError`] when the worker cannot be started at all.
@@ -136,11 +178,14 @@ pub async fn run_worker(
     job: &WorkerJob,
     env: &BTreeMap<String, String>,
     timeout: Duration,
+    data_limit: Option<u64>,
     mut cancel: watch::Receiver<bool>,
     progress: mpsc::Sender<ProgressEvent>,
 ) -> Result<WorkerRun, SpawnError> {
     let started = Instant::now();
-    let mut child = spawn(cmd, &["run"], env)?;
+    let oom_kills = || crate::host::memory::oom_kills(std::path::Path::new("/"));
+    let oom_kills_before = oom_kills();
+    let mut child = spawn(cmd, &["run"], env, data_limit)?;
     let job_json = serde_json::to_vec(job).expect("WorkerJob serializes");
     if let Some(mut stdin) = child.stdin.take() {
         // A worker that dies before reading its job shows up as a crash.
@@ -200,14 +245,21 @@ pub async fn run_worker(
     };
     // Anything else in the group (driver helpers) goes with the worker.
     kill_group(&child);
-    let stderr_tail = stderr_task.await.unwrap_or_default();
+    let stderr = stderr_task.await.unwrap_or_default();
     let ending = match (forced, outcome, status) {
         (Some(f), _, _) => f,
         (None, Some(o), Some(s)) if s.success() => Ending::Finished(o),
-        (None, _, Some(s)) => Ending::Crashed {
-            signal: s.signal(),
-            code: s.code(),
-        },
+        (None, _, Some(s)) => {
+            let rose = || matches!((oom_kills_before, oom_kills()), (Some(a), Some(b)) if b > a);
+            let kill = s.signal() == Some(libc::SIGKILL);
+            match memory_limit::out_of_memory(s.signal(), stderr.alloc_failure, kill && rose()) {
+                Some(oom) => Ending::OutOfMemory(oom),
+                None => Ending::Crashed {
+                    signal: s.signal(),
+                    code: s.code(),
+                },
+            }
+        }
         (None, _, None) => Ending::Crashed {
             signal: None,
             code: None,
@@ -217,7 +269,7 @@ pub async fn run_worker(
         ending,
         window_begin_ns: begin,
         window_end_ns: end,
-        stderr_tail,
+        stderr_tail: stderr.tail,
         wall: started.elapsed(),
     })
 }
@@ -235,7 +287,7 @@ pub async fn discover(
         backend: backend.to_string(),
         reason,
     };
-    let mut child = spawn(cmd, &["discover", backend], &BTreeMap::new())
+    let mut child = spawn(cmd, &["discover", backend], &BTreeMap::new(), None)
         .map_err(|e| unavailable(e.to_string()))?;
     drop(child.stdin.take());
     let stderr_task = tokio::spawn(read_tail(child.stderr.take().expect("piped"), 1024));
@@ -271,7 +323,7 @@ pub async fn discover(
             };
             Err(unavailable(format!(
                 "device discovery crashed ({how}); stderr: {}",
-                stderr.trim()
+                stderr.tail.trim()
             )))
         }
     }

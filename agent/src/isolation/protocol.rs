@@ -40,6 +40,8 @@ pub enum WorkerStatus {
     CompileError,
     Unsupported,
     Error,
+    /// A backend or driver allocation failed (host or device memory).
+    OutOfMemory,
 }
 
 /// The worker's last message for a run.
@@ -76,9 +78,8 @@ impl WorkerOutcome {
         let status = match e {
             BackendError::Unsupported { .. } => WorkerStatus::Unsupported,
             BackendError::Compile { .. } => WorkerStatus::CompileError,
-            BackendError::Unavailable { .. }
-            | BackendError::Driver { .. }
-            | BackendError::OutOfMemory { .. } => WorkerStatus::Error,
+            BackendError::OutOfMemory { .. } => WorkerStatus::OutOfMemory,
+            BackendError::Unavailable { .. } | BackendError::Driver { .. } => WorkerStatus::Error,
         };
         Self::failed(status, e.to_string())
     }
@@ -152,6 +153,14 @@ mod tests {
         assert_eq!(
             WorkerOutcome::from_backend_error(&e).status,
             WorkerStatus::Unsupported
+        );
+        let e = BackendError::OutOfMemory {
+            backend: "cpu".into(),
+            message: "output of 9 f32".into(),
+        };
+        assert_eq!(
+            WorkerOutcome::from_backend_error(&e).status,
+            WorkerStatus::OutOfMemory
         );
     }
 }

@@ -1,14 +1,16 @@
 //! A run from request to its one RunResult: plan, admit to the device's
-//! queue, wait for the device, run the worker with a watchdog, forward its
-//! progress, cut the power trace to the kernel window, send the result. If
-//! the receiver of the events goes away mid-run the run is cancelled: nobody
-//! would receive its result.
+//! queue, wait for the device, check the host's memory again (another run
+//! may have taken it meanwhile), run the worker with a watchdog and a memory
+//! limit, forward its progress, cut the power trace to the kernel window,
+//! send the result. If the receiver of the events goes away mid-run the run
+//! is cancelled: nobody would receive its result.
 
 use super::AgentCore;
 use super::plan::{Plan, plan};
 use super::queue::{Ticket, queue_key};
 use super::result::{bare_result, finish};
 use crate::error::AgentError;
+use crate::host::memory::HostMemory;
 use crate::isolation::{monotonic_ns, parent, unix_now_s};
 use crate::power::run_energy::{Window, energy, wait_for_sample_after};
 use gpufleet_kernels::quote;
@@ -77,6 +79,7 @@ impl AgentCore {
     ///
     /// # Errors
     /// [`AgentError::InvalidArgument`] naming the field of a bad request,
+    /// [`AgentError::HostMemory`] for a run the host's memory cannot hold now,
     /// [`AgentError::QueueFull`] or [`AgentError::DuplicateRun`] from the
     /// device's queue.
     pub fn submit(
@@ -93,7 +96,8 @@ impl AgentCore {
             check_run_id(&req.run_id)?;
             req.run_id
         };
-        let plan = plan(self, &run_id, &spec)?;
+        let host = HostMemory::read(&self.config.host_root);
+        let plan = plan(self, &run_id, &spec, &host)?;
         // One run at a time per physical device (see queue_key).
         let ticket = self.queues.admit(&queue_key(&plan.device), &run_id)?;
         let (tx, rx) = mpsc::channel::<pb::RunEvent>(EVENT_BUFFER);
@@ -110,7 +114,7 @@ impl AgentCore {
     /// The admitted run, from waiting for the device to its result.
     async fn execute(
         self: Arc<Self>,
-        plan: Plan,
+        mut plan: Plan,
         mut ticket: Ticket,
         tx: mpsc::Sender<pb::RunEvent>,
     ) {
@@ -144,6 +148,19 @@ impl AgentCore {
             let _ = tx.send(result_event(r)).await;
             return;
         };
+        let host = HostMemory::read(&self.config.host_root);
+        match plan.admit_memory(&host, self.config.limit_worker_memory) {
+            Ok(memory) => plan.memory = memory,
+            Err(e) => {
+                let r = bare_result(
+                    &plan,
+                    pb::RunStatus::OutOfMemory,
+                    format!("not started when its device became free: {e}"),
+                );
+                let _ = tx.send(result_event(r)).await;
+                return;
+            }
+        }
         let _ = tx.send(progress_event("starting", String::new(), 0)).await;
         let worker_start_ns = monotonic_ns();
         if plan.power.is_some() {
@@ -173,6 +190,7 @@ impl AgentCore {
             &plan.job,
             &plan.env,
             plan.timeout,
+            plan.memory.limit,
             ticket.cancel.clone(),
             ptx,
         )

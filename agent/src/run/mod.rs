@@ -12,6 +12,8 @@
 //! - [`lifecycle`]: a run from admission to its one RunResult: wait for the
 //!   device, run the worker, forward progress, account the energy.
 //! - [`result`]: a worker's end turned into the RunResult.
+//! - [`host_peak`]: the model of a worker's host-memory peak, the admission
+//!   against what the host can give now, and the worker's limit.
 //!
 //! # Lifecycle
 //! [`AgentCore::start`] discovers the inventory (in workers) and probes the
@@ -22,6 +24,7 @@
 //! next to the wire conversions it uses, so this module never imports the
 //! service.
 
+pub mod host_peak;
 pub mod lifecycle;
 pub mod plan;
 pub mod queue;
@@ -33,6 +36,7 @@ use crate::power::PowerConfig;
 use crate::power::state::PowerState;
 use gpufleet_kernels::RunDefaults;
 use queue::DeviceQueues;
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -41,7 +45,7 @@ use std::time::Duration;
 pub struct AgentConfig {
     /// How to start worker processes.
     pub worker: WorkerCommand,
-    /// Serve `debug_crash`, `debug_hang`, `debug_wrong`.
+    /// Serve `debug_crash`, `debug_hang`, `debug_wrong`, `debug_alloc`.
     pub enable_debug_kernels: bool,
     /// Runs allowed to wait per device (past it: RESOURCE_EXHAUSTED).
     pub queue_capacity: usize,
@@ -52,6 +56,11 @@ pub struct AgentConfig {
     pub defaults: RunDefaults,
     /// Where to look for power sensors and how often to read them.
     pub power: PowerConfig,
+    /// Where /proc and /sys are read for the host's memory (`/`; tests give a fixture root).
+    pub host_root: PathBuf,
+    /// Run each worker under a memory limit (RLIMIT_DATA) of its admitted size; off only for a
+    /// driver that maps large private writable regions it never touches.
+    pub limit_worker_memory: bool,
 }
 
 impl AgentConfig {
@@ -65,6 +74,8 @@ impl AgentConfig {
             discovery_timeout: Duration::from_secs(30),
             defaults: RunDefaults::default(),
             power: PowerConfig::default(),
+            host_root: PathBuf::from("/"),
+            limit_worker_memory: true,
         }
     }
 }

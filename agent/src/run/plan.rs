@@ -1,11 +1,14 @@
 //! From a RunSpec to a checked plan: kernel, parameters, device, mode,
-//! environment, memory, timeout, iterations and the power window, each
-//! refused naming its field. Pure: reads only the agent's state.
+//! environment, device and host memory, timeout, iterations and the power
+//! window, each refused naming its field. Pure: reads only the agent's state
+//! and the host-memory reading it is given.
 
 use super::AgentCore;
+use super::host_peak::{HostMemoryShortage, WorkerMemory, admit, host_peak_bytes};
 use crate::backend::{self, DeviceInfo, Mode};
 use crate::env::check_override;
 use crate::error::AgentError;
+use crate::host::memory::{HostMemory, gib};
 use crate::isolation::protocol::WorkerJob;
 use crate::power::run_energy::{RunPower, plan_power};
 use gpufleet_kernels::{Problem, RunDefaults, quote};
@@ -29,21 +32,47 @@ pub struct Plan {
     pub supported: bool,
     /// The power channel the run is measured on, if the device has one.
     pub power: Option<RunPower>,
+    /// The host memory admitted for the worker (checked again when the device is free).
+    pub memory: WorkerMemory,
+}
+
+impl Plan {
+    /// Admits the run against `host` now: its estimated peak must fit, and the worker's limit
+    /// follows from it.
+    ///
+    /// # Errors
+    /// [`HostMemoryShortage`] naming needed and available.
+    pub fn admit_memory(
+        &self,
+        host: &HostMemory,
+        limited: bool,
+    ) -> Result<WorkerMemory, HostMemoryShortage> {
+        let what = || {
+            format!(
+                "{} with {} on {}",
+                self.problem.kernel.name,
+                self.problem.params_string(),
+                self.device.id
+            )
+        };
+        admit(what, self.memory.estimate, host, limited)
+    }
 }
 
 fn invalid(field: &'static str, message: String) -> AgentError {
     AgentError::InvalidArgument { field, message }
 }
 
-fn gib(bytes: u64) -> String {
-    format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
-}
-
-/// Checks a request against the inventory, the catalog and the allowlist.
+/// Checks a request against the inventory, the catalog, the allowlist and `host`'s memory.
 ///
 /// # Errors
 /// [`AgentError`] naming the offending field.
-pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, AgentError> {
+pub fn plan(
+    core: &AgentCore,
+    run_id: &str,
+    spec: &pb::RunSpec,
+    host: &HostMemory,
+) -> Result<Plan, AgentError> {
     let inv = &core.inventory;
     if spec.device_id.is_empty() {
         return Err(invalid(
@@ -170,9 +199,13 @@ pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, 
         allow_debug: core.config.enable_debug_kernels,
         power_window_s: power.as_ref().map_or(0.0, |p| p.window_s),
     };
-    Ok(Plan {
+    let mut plan = Plan {
         run_id: run_id.to_string(),
         spec: spec.clone(),
+        memory: WorkerMemory {
+            estimate: host_peak_bytes(&problem, device, mode),
+            limit: None,
+        },
         problem,
         device: device.clone(),
         mode,
@@ -181,7 +214,12 @@ pub fn plan(core: &AgentCore, run_id: &str, spec: &pb::RunSpec) -> Result<Plan, 
         job,
         supported,
         power,
-    })
+    };
+    // An unsupported run starts no worker, so it needs no memory.
+    if supported {
+        plan.memory = plan.admit_memory(host, core.config.limit_worker_memory)?;
+    }
+    Ok(plan)
 }
 
 fn device_list(core: &AgentCore) -> String {

@@ -4,6 +4,7 @@
 
 use super::plan::Plan;
 use crate::backend::DeviceInfo;
+use crate::isolation::memory_limit::OutOfMemory;
 use crate::isolation::parent::{Ending, WorkerRun, signal_name};
 use crate::isolation::protocol::WorkerStatus;
 use crate::stats::Summary;
@@ -87,8 +88,13 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                 WorkerStatus::CompileError => pb::RunStatus::CompileError,
                 WorkerStatus::Unsupported => pb::RunStatus::Unsupported,
                 WorkerStatus::Error => pb::RunStatus::Error,
+                WorkerStatus::OutOfMemory => pb::RunStatus::OutOfMemory,
             } as i32;
-            r.message = o.message;
+            r.message = if o.status == WorkerStatus::OutOfMemory {
+                format!("{}; the worker had {}", o.message, plan.memory.describe())
+            } else {
+                o.message
+            };
             r.config = o.config.into_iter().collect();
             r.warmup_done = o.warmup_done;
             if let Some(v) = &o.validation {
@@ -132,12 +138,26 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
         Ending::Crashed { signal, code } => {
             r.status = pb::RunStatus::Crashed as i32;
             r.signal = signal.unwrap_or(0);
-            r.message = match (signal, code) {
+            let how = match (signal, code) {
                 (Some(s), _) => format!("worker killed by {} (signal {s})", signal_name(s)),
                 (None, Some(0)) => "worker exited without a result".to_string(),
                 (None, Some(c)) => format!("worker exited with code {c} without a result"),
                 (None, None) => "worker ended in an unknown way".to_string(),
             };
+            // A driver that aborts on a failed allocation looks like this too.
+            r.message = format!("{how}; it ran with {}", plan.memory.describe());
+            r.stderr_tail = run.stderr_tail.clone();
+        }
+        Ending::OutOfMemory(oom) => {
+            r.status = pb::RunStatus::OutOfMemory as i32;
+            r.signal = match oom {
+                OutOfMemory::AllocationFailed { .. } => libc::SIGABRT,
+                OutOfMemory::Killed => libc::SIGKILL,
+            };
+            r.message = format!(
+                "the worker ran out of memory: {oom}; it had {}",
+                plan.memory.describe()
+            );
             r.stderr_tail = run.stderr_tail.clone();
         }
         Ending::TimedOut => {

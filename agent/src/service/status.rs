@@ -1,6 +1,7 @@
 //! The one mapping from [`AgentError`] to gRPC status codes:
-//! `InvalidArgument` for bad input, `ResourceExhausted` for a full queue,
-//! `AlreadyExists` for a run id in use.
+//! `InvalidArgument` for bad input (a run too large for the host's memory
+//! included: retrying it soon would not help, unlike a full queue),
+//! `ResourceExhausted` for a full queue, `AlreadyExists` for a run id in use.
 
 use crate::error::AgentError;
 
@@ -18,9 +19,10 @@ impl From<AgentError> for tonic::Status {
             );
         }
         match e {
-            AgentError::InvalidArgument { .. } | AgentError::Spec { .. } | AgentError::Env(_) => {
-                tonic::Status::invalid_argument(msg)
-            }
+            AgentError::InvalidArgument { .. }
+            | AgentError::Spec { .. }
+            | AgentError::Env(_)
+            | AgentError::HostMemory(_) => tonic::Status::invalid_argument(msg),
             AgentError::QueueFull { .. } => tonic::Status::resource_exhausted(msg),
             AgentError::DuplicateRun { .. } => tonic::Status::already_exists(msg),
             AgentError::Internal(_) => tonic::Status::internal(msg),
@@ -51,6 +53,18 @@ mod tests {
         let s: tonic::Status = AgentError::Env(EnvError::NotAllowed { key: "PATH".into() }).into();
         assert_eq!(s.code(), tonic::Code::InvalidArgument);
         assert!(s.message().contains("PATH"));
+        let s: tonic::Status = AgentError::HostMemory(crate::run::host_peak::HostMemoryShortage {
+            what: "vec_add".into(),
+            needed: 24 << 30,
+            available: 20 << 30,
+            why: "MemAvailable".into(),
+        })
+        .into();
+        assert_eq!(s.code(), tonic::Code::InvalidArgument);
+        assert!(
+            s.message()
+                .starts_with("field params: vec_add needs about 24.0 GiB")
+        );
     }
 
     #[test]

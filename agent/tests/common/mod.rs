@@ -101,6 +101,28 @@ pub async fn run(
     (phases, results.pop().unwrap())
 }
 
+/// Reads a run's event stream to its end and returns its one result.
+pub async fn last_result(events: &mut tonic::Streaming<pb::RunEvent>) -> pb::RunResult {
+    let mut last = None;
+    while let Some(ev) = events.next().await {
+        if let Some(pb::run_event::Event::Result(r)) = ev.expect("stream item").event {
+            last = Some(r);
+        }
+    }
+    last.expect("a result")
+}
+
+/// Cancels `run_id`; whether the agent found it queued or running.
+pub async fn cancel(c: &mut AgentClient<Channel>, run_id: &str) -> bool {
+    c.cancel(pb::CancelRequest {
+        run_id: run_id.into(),
+    })
+    .await
+    .expect("cancel answered")
+    .into_inner()
+    .found
+}
+
 pub async fn refused(c: &mut AgentClient<Channel>, s: pb::RunSpec) -> tonic::Status {
     match c
         .run(pb::RunRequest {

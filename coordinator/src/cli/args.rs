@@ -383,8 +383,8 @@ pub struct CompareArgs {
 pub struct ResultsArgs {
     #[command(flatten)]
     pub scope: ResultScope,
-    /// Only this status (ok, invalid, crashed, timed_out, error, ...).
-    #[arg(long)]
+    /// Only this status (ok, invalid, crashed, timed_out, out_of_memory, error, ...).
+    #[arg(long, value_parser = parse_status)]
     pub status: Option<String>,
     /// Include the raw per-iteration times (JSON only).
     #[arg(long)]
@@ -402,6 +402,11 @@ pub struct DemoArgs {
     /// Print the comparison as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// `--status`: a status that exists (an unknown one would match nothing).
+fn parse_status(text: &str) -> Result<String, String> {
+    gpufleet_proto::v1::RunStatus::parse(text).map(|s| s.name().to_string())
 }
 
 /// `--dtype`: a known dtype name, case-insensitive.

@@ -224,11 +224,16 @@ struct ResultsQuery {
 }
 
 async fn results(State(s): State<Daemon>, JsonQuery(q): JsonQuery<ResultsQuery>) -> ApiResult {
+    let status = q
+        .status
+        .map(|st| gpufleet_proto::v1::RunStatus::parse(&st).map(|v| v.name().to_string()))
+        .transpose()
+        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("status: {e}")))?;
     let filter = ResultFilter {
         campaign_id: q.campaign,
         kernel: q.kernel,
         agent: q.agent,
-        status: q.status,
+        status,
         ..Default::default()
     };
     let limit = q.limit.unwrap_or(500).min(10_000);

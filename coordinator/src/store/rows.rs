@@ -359,7 +359,8 @@ pub struct ResultRecord {
     pub dtype: String,
     /// `compute` or with host transfers.
     pub mode: String,
-    /// `ok`, `invalid`, `compile_error`, `unsupported`, `crashed`, `timed_out`, `cancelled`, `error`.
+    /// `ok`, `invalid`, `compile_error`, `unsupported`, `crashed`, `timed_out`, `cancelled`, `error`,
+    /// `out_of_memory`.
     pub status: String,
     /// Human explanation of the status; empty for `ok`.
     pub message: String,

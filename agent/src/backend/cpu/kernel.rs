@@ -183,6 +183,10 @@ impl CpuKernel {
             (KernelId::DebugHang, _) => loop {
                 std::thread::sleep(Duration::from_secs(3600));
             },
+            (KernelId::DebugAlloc, Some(o)) => {
+                hoard(dim(p, "gib"));
+                ops::memory::pool_roundtrip(f32s(&ins[0]), o)
+            }
             (id, _) => return Err(unsupported(format!("kernel {id:?} with this output kind"))),
         }
         Ok(())
@@ -212,6 +216,16 @@ fn crash(mode: usize) -> ! {
         }
     }
     std::process::abort()
+}
+
+/// Allocates and touches `gib` GiB in 64 MiB chunks, holds them all, then frees them. It uses the
+/// ordinary (aborting) allocator as the kernels' buffers do, so past the worker's memory limit it
+/// ends the worker the way a real over-allocation does: `memory allocation of N bytes failed`
+/// and SIGABRT.
+fn hoard(gib: usize) {
+    const CHUNK: usize = 64 << 20;
+    let chunks: Vec<Vec<u8>> = (0..gib * 16).map(|i| vec![(i as u8) | 1; CHUNK]).collect();
+    std::hint::black_box(&chunks);
 }
 
 fn copy_into(dst: &mut Buffer, src: &Buffer) {

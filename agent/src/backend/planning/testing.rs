@@ -70,6 +70,7 @@ pub fn assert_common_refusals<P: std::fmt::Debug>(
         ("memlat_cpu", "host memory"),
         ("debug_crash", "on purpose"),
         ("debug_hang", "on purpose"),
+        ("debug_alloc", "on purpose"),
     ] {
         let err = plan(&problem(kernel, "", &[], "f32")).unwrap_err();
         assert!(err.0.contains(kernel) && err.0.contains(word), "{err}");
