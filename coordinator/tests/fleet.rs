@@ -27,47 +27,90 @@ fn agent_bin() -> PathBuf {
     p
 }
 
-/// `gpufleet serve` with a fleet listener and TLS made in `dir/tls`.
+/// `gpufleet serve` and what it printed at start. Its stdout stays open (read to the end by a
+/// thread), so its later lines never meet a closed pipe.
 struct Serve {
     child: Child,
+    /// The HTTP API's address.
+    http: String,
+    /// The fleet listener's address, when it has one.
     fleet: String,
+    /// The certificate's SHA-256, when it serves TLS.
     pin: String,
 }
 
 impl Serve {
-    fn start(db: &Path, dir: &Path) -> Serve {
+    /// `gpufleet --db DB serve --listen 127.0.0.1:0 ARGS`.
+    fn with_args(db: &Path, args: &[&str]) -> Serve {
         let mut child = Command::new(BIN)
             .arg("--db")
             .arg(db)
-            .args([
-                "serve",
-                "--listen",
-                "127.0.0.1:0",
-                "--fleet-listen",
-                "127.0.0.1:0",
-            ])
-            .args(["--tick-s", "0.5", "--grace-s", "60", "--tls-self-signed"])
-            .arg(dir.join("tls"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
             .spawn()
             .unwrap();
         let mut out = BufReader::new(child.stdout.take().unwrap());
-        let mut fleet = String::new();
-        let mut pin = String::new();
-        for _ in 0..3 {
+        let (mut http, mut fleet, mut pin) = (String::new(), String::new(), String::new());
+        let wants_fleet = args.contains(&"--fleet-listen");
+        let wants_pin = args.iter().any(|a| a.starts_with("--tls"));
+        while http.is_empty() || (wants_fleet && fleet.is_empty()) || (wants_pin && pin.is_empty())
+        {
             let mut line = String::new();
-            out.read_line(&mut line).unwrap();
-            if let Some(a) = line.trim().strip_prefix("fleet listening on ") {
-                fleet = a.to_string();
-            }
-            if let Some(p) = line.trim().strip_prefix("tls sha256 ") {
-                pin = p.to_string();
+            assert!(out.read_line(&mut line).unwrap() > 0, "serve exited");
+            let line = line.trim();
+            for (prefix, slot) in [
+                ("listening on ", &mut http),
+                ("fleet listening on ", &mut fleet),
+                ("tls sha256 ", &mut pin),
+            ] {
+                if let Some(v) = line.strip_prefix(prefix) {
+                    *slot = v.to_string();
+                }
             }
         }
-        assert!(!fleet.is_empty() && pin.len() == 64, "{fleet} {pin}");
-        Serve { child, fleet, pin }
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        Serve {
+            child,
+            http,
+            fleet,
+            pin,
+        }
     }
+
+    /// With a fleet listener, TLS made in `dir/tls` and a 60 s grace period.
+    fn start(db: &Path, dir: &Path) -> Serve {
+        let tls = dir.join("tls").display().to_string();
+        let serve = Serve::with_args(
+            db,
+            &[
+                "--fleet-listen",
+                "127.0.0.1:0",
+                "--tick-s",
+                "0.5",
+                "--grace-s",
+                "60",
+                "--tls-self-signed",
+                &tls,
+            ],
+        );
+        assert_eq!(serve.pin.len(), 64, "{}", serve.pin);
+        serve
+    }
+}
+
+/// `gpufleet --db DB run ARGS`, output captured, not waited for.
+fn spawn_run(db: &Path, args: &[&str]) -> Child {
+    Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .arg("run")
+        .args(args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 impl Drop for Serve {
@@ -229,11 +272,10 @@ fn dial_in_over_tls_loses_nothing_when_a_link_is_cut_and_an_agent_is_killed() {
     }
     let suite = dir.path().join("quick.toml");
     std::fs::write(&suite, text).unwrap();
-    let run = Command::new(BIN)
-        .arg("--db")
-        .arg(&db)
-        .args([
-            "run",
+    let suite = suite.display().to_string();
+    let run = spawn_run(
+        &db,
+        &[
             "--agent",
             "pod1",
             "--agent",
@@ -241,12 +283,9 @@ fn dial_in_over_tls_loses_nothing_when_a_link_is_cut_and_an_agent_is_killed() {
             "--backend",
             "cpu",
             "--suite",
-        ])
-        .arg(&suite)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+            &suite,
+        ],
+    );
 
     wait_for("the first results", 90, || stored(&db) >= 2);
     relay.cut();
@@ -297,54 +336,37 @@ fn a_vanished_agent_gets_the_grace_period_then_its_jobs_fail_saying_why() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("fleet.db");
     let token = enrol(&db, "pod1");
-    let mut child = Command::new(BIN)
-        .arg("--db")
-        .arg(&db)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
+    let serve = Serve::with_args(
+        &db,
+        &[
             "--fleet-listen",
             "127.0.0.1:0",
-        ])
-        .args(["--tick-s", "0.5", "--grace-s", "2"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut fleet = String::new();
-    while !fleet.starts_with("fleet listening on ") {
-        fleet.clear();
-        out.read_line(&mut fleet).unwrap();
-    }
-    let fleet = fleet
-        .trim()
-        .trim_start_matches("fleet listening on ")
-        .to_string();
+            "--tick-s",
+            "0.5",
+            "--grace-s",
+            "2",
+        ],
+    );
+    let fleet = serve.fleet.clone();
     let state = dir.path().join("state");
     let mut agent = dial_url(&format!("http://{fleet}"), "pod1", &token, "", &state)
         .spawn()
         .unwrap();
     wait_for("the agent to attach", 60, || attached(&db).len() == 1);
     // A run long enough to kill the agent in the middle of it.
-    let run = Command::new(BIN)
-        .arg("--db")
-        .arg(&db)
-        .args([
-            "run",
+    let run = spawn_run(
+        &db,
+        &[
             "--agent",
             "pod1",
             "--backend",
             "cpu",
             "--kernel",
             "vec_add",
-        ])
-        .args(["--min-seconds", "3"])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+            "--min-seconds",
+            "3",
+        ],
+    );
     wait_for("the job to start", 60, || {
         let s = Store::open(&db).unwrap();
         s.jobs(1).is_ok_and(|j| j.iter().any(|j| j.attempts > 0))
@@ -366,8 +388,6 @@ fn a_vanished_agent_gets_the_grace_period_then_its_jobs_fail_saying_why() {
     assert_eq!(results.len(), 1, "{results:?}");
     let m = &results[0].record.message;
     assert!(m.contains("grace period") && m.contains("pod1"), "{m}");
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 fn refused(mut cmd: Command) -> String {
@@ -459,30 +479,18 @@ fn serve_beyond_loopback_needs_tls_and_tokens() {
     // With TLS and both tokens the API answers only with a token, and only over TLS.
     let strong = "0123456789abcdef-read";
     let admin = "0123456789abcdef-admin";
-    let mut child = Command::new(BIN)
-        .arg("--db")
-        .arg(&db)
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
+    let serve = Serve::with_args(
+        &db,
+        &[
             "--tls-self-signed",
             &tls,
-        ])
-        .args(["--read-token", strong, "--admin-token", admin])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("listening on ")
-        .unwrap()
-        .to_string();
+            "--read-token",
+            strong,
+            "--admin-token",
+            admin,
+        ],
+    );
+    let addr = serve.http.clone();
     let plain = {
         let mut s = TcpStream::connect(&addr).unwrap();
         let _ = write!(
@@ -497,8 +505,6 @@ fn serve_beyond_loopback_needs_tls_and_tokens() {
         !plain.contains("\"status\""),
         "plaintext HTTP answered: {plain}"
     );
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 #[test]

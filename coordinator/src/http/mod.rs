@@ -292,3 +292,62 @@ async fn checks(State(s): State<Daemon>, JsonQuery(q): JsonQuery<SinceQuery>) ->
     let rows = db(&s).call(move |st| st.checks(since)).await?;
     Ok(Json(serde_json::to_value(rows).unwrap_or_default()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::progress::LogReporter;
+    use crate::schedule::DaemonConfig;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    async fn call(app: &Router, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
+        let mut req = Request::builder().method(method).uri(path);
+        if let Some(t) = token {
+            req = req.header("authorization", format!("Bearer {t}"));
+        }
+        let res = app
+            .clone()
+            .oneshot(req.body(Body::empty()).unwrap())
+            .await
+            .unwrap();
+        let status = res.status().as_u16();
+        let body = axum::body::to_bytes(res.into_body(), 1 << 20)
+            .await
+            .unwrap();
+        (status, String::from_utf8_lossy(&body).to_string())
+    }
+
+    #[tokio::test]
+    async fn tokens_guard_every_path_but_health_and_query_errors_are_json() {
+        let db = Db::in_memory().unwrap();
+        let daemon = Daemon::new(
+            db,
+            DaemonConfig::default(),
+            std::sync::Arc::new(LogReporter),
+        );
+        let (read, admin) = ("read-token-0123456789", "admin-token-0123456789");
+        let app = router_with_auth(
+            daemon,
+            ApiAuth {
+                read: Some(read.into()),
+                admin: Some(admin.into()),
+            },
+        );
+        assert_eq!(call(&app, "GET", "/healthz", None).await.0, 200);
+        let (status, body) = call(&app, "GET", "/api/agents", None).await;
+        assert_eq!(status, 401, "{body}");
+        assert!(body.contains("\"error\""), "{body}");
+        assert_eq!(call(&app, "GET", "/api/agents", Some("wrong")).await.0, 401);
+        assert_eq!(call(&app, "GET", "/api/agents", Some(read)).await.0, 200);
+        assert_eq!(call(&app, "GET", "/api/agents", Some(admin)).await.0, 200);
+        // Writes need the admin token: the read token is refused before routing.
+        assert_eq!(call(&app, "POST", "/api/agents", Some(read)).await.0, 401);
+        assert_ne!(call(&app, "POST", "/api/agents", Some(admin)).await.0, 401);
+        let (status, body) = call(&app, "GET", "/api/results?limit=-1", Some(read)).await;
+        assert_eq!(status, 400);
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert!(v["error"].as_str().unwrap().contains("limit"), "{body}");
+    }
+}

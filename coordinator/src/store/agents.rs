@@ -79,13 +79,7 @@ impl Store {
                 })?;
             }
         }
-        let row = tx
-            .query_row(
-                &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE name = ?1"),
-                [name],
-                agent_from_row,
-            )
-            .map_err(sql(context))?;
+        let row = agent_named(&tx, name).map_err(sql(context))?;
         tx.commit().map_err(sql(context))?;
         Ok(row)
     }
@@ -269,6 +263,15 @@ impl Store {
         .collect::<Result<_, _>>()
         .map_err(sql(context))
     }
+}
+
+/// The row of agent `name` (active or removed), inside a transaction that just wrote it.
+pub(super) fn agent_named(conn: &rusqlite::Connection, name: &str) -> rusqlite::Result<AgentRow> {
+    conn.query_row(
+        &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE name = ?1"),
+        [name],
+        agent_from_row,
+    )
 }
 
 pub(super) fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {

@@ -5,7 +5,7 @@
 use rusqlite::{OptionalExtension, TransactionBehavior};
 use sha2::{Digest, Sha256};
 
-use super::agents::{AGENT_COLUMNS, agent_from_row, is_valid_name};
+use super::agents::{AGENT_COLUMNS, agent_from_row, agent_named, is_valid_name};
 use super::error::{StoreError, sql};
 use super::open::Store;
 use super::rows::{AgentKind, AgentRow};
@@ -84,13 +84,7 @@ impl Store {
             rusqlite::params![name, now, token_hash],
         )
         .map_err(sql(context))?;
-        let row = tx
-            .query_row(
-                &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE name = ?1"),
-                [name],
-                agent_from_row,
-            )
-            .map_err(sql(context))?;
+        let row = agent_named(&tx, name).map_err(sql(context))?;
         tx.commit().map_err(sql(context))?;
         Ok(row)
     }

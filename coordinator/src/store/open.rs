@@ -14,6 +14,24 @@ use super::{guard, migrations};
 /// How long a call waits for another process's write lock before failing with `SQLITE_BUSY`.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// The guard's refusals for an existing file (not SQLite, another application's, newer schema).
+fn guard_existing(path: &Path) -> Result<(), StoreError> {
+    if guard::check_header(path)? == guard::Existing::Sqlite {
+        guard::check_schema(path)?;
+    }
+    Ok(())
+}
+
+/// `StoreError::Open` for `path` at the step `context`, for `map_err`.
+fn open_error(path: &Path, context: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+    let path = path.to_path_buf();
+    move |source| StoreError::Open {
+        path,
+        context,
+        source,
+    }
+}
+
 /// `path` as the path part of an SQLite URI: every byte but unreserved ones and `/` escaped.
 fn percent_encode(path: &Path) -> String {
     use std::os::unix::ffi::OsStrExt;
@@ -59,16 +77,8 @@ impl Store {
     /// [`StoreError::Io`] / [`StoreError::Open`] when the file cannot be read, created or migrated
     /// (a failed migration leaves the previous schema).
     pub fn open(path: &Path) -> Result<Store, StoreError> {
-        if guard::check_header(path)? == guard::Existing::Sqlite {
-            guard::check_schema(path)?;
-        }
-        let open_err = |context: &'static str| {
-            move |source| StoreError::Open {
-                path: path.to_path_buf(),
-                context,
-                source,
-            }
-        };
+        guard_existing(path)?;
+        let open_err = |context| open_error(path, context);
         // No SQLITE_OPEN_URI: a file really named `file:x.db` must not be parsed as a URI.
         let flags = OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
@@ -95,16 +105,8 @@ impl Store {
                 ),
             });
         }
-        if guard::check_header(path)? == guard::Existing::Sqlite {
-            guard::check_schema(path)?;
-        }
-        let open_err = |context: &'static str| {
-            move |source| StoreError::Open {
-                path: path.to_path_buf(),
-                context,
-                source,
-            }
-        };
+        guard_existing(path)?;
+        let open_err = |context| open_error(path, context);
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(path, flags).map_err(open_err("opening"))?;
         // A WAL database whose directory is read-only and has no -shm file cannot take the
@@ -151,14 +153,7 @@ impl Store {
     }
 
     fn configure(mut conn: Connection, path: PathBuf) -> Result<Store, StoreError> {
-        let open_err = |context: &'static str| {
-            let path = path.clone();
-            move |source| StoreError::Open {
-                path,
-                context,
-                source,
-            }
-        };
+        let open_err = |context| open_error(&path, context);
         conn.busy_timeout(BUSY_TIMEOUT)
             .map_err(open_err("setting busy_timeout"))?;
         // Returns the mode now in force: `wal` for files, `memory` for in-memory databases.
