@@ -34,7 +34,8 @@
 //! # Lifecycle of a run
 //! 1. At start [`AgentCore::start`] discovers the inventory (one discovery worker per backend) and
 //!    probes the power sources into a sampler.
-//! 2. A request arrives (today through [`serve`]'s Run) and goes to [`AgentCore::submit`].
+//! 2. A request arrives (through [`serve`]'s Run, or down the dial-in stream of [`dial`]) and
+//!    goes to [`AgentCore::submit`].
 //! 3. [`run::plan::plan`] checks the spec (kernel, params, dtype, mode, device, env, device
 //!    memory, timeout, iterations, power window) into a plan, and admits the worker's estimated
 //!    host-memory peak ([`run::host_peak`]) against `MemAvailable` and the agent's cgroup, or

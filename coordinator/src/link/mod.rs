@@ -1,9 +1,10 @@
 //! How the coordinator reaches an agent: one small object-safe [`AgentLink`] trait that campaign
 //! planning and execution use, whatever the transport.
 //!
-//! Today the only implementation is [`grpc::AgentAddr`], which dials the agent's gRPC service. An
-//! agent that dials in to the coordinator is a second implementation of the same trait; the
-//! executor does not change. Tests stand in an in-memory link.
+//! Two implementations: [`grpc::AgentAddr`] dials a direct agent's gRPC service;
+//! `crate::fleet::link::DialInLink` reaches an agent that dialed in to `gpufleet serve` through the
+//! serve's hub (`crate::fleet::link::links` picks one by the agent's kind). Tests stand in an
+//! in-memory link.
 //!
 //! A link's failures are typed ([`LinkError`]): whether a job is retried, failed or its agent
 //! marked lost follows from the variant, never from the message text.
