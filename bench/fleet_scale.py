@@ -60,7 +60,8 @@ def main():
         tokens = []
         for i in range(n):
             tokens.append(json.loads(g("agents", "add", f"pod{i}", "--dial-in", "--json").stdout)["token"])
-            g("agents", "add", f"d{i}", f"http://127.0.0.1:{args.base_port + i}")
+            # The same agent process, reached directly (its token guards the listener too).
+            g("agents", "add", f"d{i}", f"http://127.0.0.1:{args.base_port + i}", "--token", tokens[i])
         serve = subprocess.Popen(
             [gpufleet, "--db", db, "serve", "--listen", "127.0.0.1:0", "--fleet-listen", "127.0.0.1:0",
              "--tls-self-signed", os.path.join(work, "tls"), "--tick-s", "5"],

@@ -124,7 +124,7 @@ impl Hub {
         let mut st = self.state();
         st.next_session += 1;
         let id = st.next_session;
-        st.sessions.insert(
+        let previous = st.sessions.insert(
             row.name.clone(),
             Session {
                 id,
@@ -133,6 +133,13 @@ impl Hub {
                 info: hello.info.clone().unwrap_or_default(),
             },
         );
+        if let Some(old) = previous {
+            // A newer stream of the same agent wins (the old one is usually a dead connection the
+            // agent has given up on); close the old one so it stops being read.
+            let _ = old.tx.try_send(Err(tonic::Status::aborted(
+                "a newer connection of this agent replaced this one",
+            )));
+        }
         st.offline_since.remove(&row.name);
         let lost: Vec<String> = st
             .waiters
