@@ -12,7 +12,7 @@ use super::progress::Reporter;
 use super::request::RetryPolicy;
 use crate::convert::{Origin, error_result, to_record};
 use crate::db::Db;
-use crate::link::grpc::grpc_links;
+use crate::fleet::link::direct_links;
 use crate::link::{AgentLink, Connect, LinkError};
 use crate::store::{AgentRow, CampaignState, JobRow, JobState, Store, StoreError};
 use futures::StreamExt;
@@ -35,14 +35,15 @@ pub struct Executor {
 }
 
 impl Executor {
-    /// An executor owned by this process, reaching agents over gRPC.
+    /// An executor owned by this process, reaching direct agents over gRPC (a serve adds its
+    /// dial-in agents with `Daemon::with_connect`).
     pub fn new(retry: RetryPolicy, reporter: Arc<dyn Reporter>) -> Executor {
         Executor {
             owner: owner_id(),
             retry,
             max_attempts: 3,
             reporter,
-            connect: grpc_links(),
+            connect: direct_links(),
         }
     }
 }

@@ -29,6 +29,43 @@ pub fn links(hub: Arc<Hub>) -> Connect {
     })
 }
 
+/// Links for a process that holds no dial-in streams (a CLI command executing a campaign
+/// itself): direct agents over gRPC; a dial-in agent refuses, saying where it can be reached.
+pub fn direct_links() -> Connect {
+    Arc::new(|a: &AgentRow| match a.kind {
+        AgentKind::DialIn => Arc::new(NotHere(a.name.clone())) as Arc<dyn AgentLink>,
+        AgentKind::Direct => Arc::new(AgentAddr::from(a)) as Arc<dyn AgentLink>,
+    })
+}
+
+/// A dial-in agent seen from a process that is not its serve.
+struct NotHere(String);
+
+impl NotHere {
+    fn why(&self) -> LinkError {
+        LinkError::Refused(format!(
+            "dial-in agent {} is reached only through the `gpufleet serve --fleet-listen` it attaches to; `gpufleet run` hands campaigns to that serve, and the serve runs the schedules",
+            self.0
+        ))
+    }
+}
+
+impl AgentLink for NotHere {
+    fn name(&self) -> &str {
+        &self.0
+    }
+
+    fn describe(&self) -> BoxFuture<'_, Result<pb::AgentInfo, LinkError>> {
+        let e = self.why();
+        async move { Err(e) }.boxed()
+    }
+
+    fn run(&self, _request: pb::RunRequest) -> BoxFuture<'_, Result<RunEvents, LinkError>> {
+        let e = self.why();
+        async move { Err(e) }.boxed()
+    }
+}
+
 impl AgentLink for DialInLink {
     fn name(&self) -> &str {
         &self.name

@@ -1,7 +1,7 @@
 //! The gRPC [`AgentLink`]: the coordinator dials the agent's `Agent` service over a channel with
 //! the agent's bearer token, connect and request deadlines, and errors that say which agent failed.
 
-use super::{AgentLink, Connect, LinkError, RunEvents};
+use super::{AgentLink, LinkError, RunEvents};
 use crate::store::AgentRow;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
@@ -11,7 +11,7 @@ use gpufleet_proto::tls::{
 };
 use gpufleet_proto::v1 as pb;
 use pb::agent_client::AgentClient;
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
@@ -100,11 +100,6 @@ pub struct AgentAddr {
     pub token: Option<String>,
     /// How an `https://` agent is verified (its pinned certificate or a CA).
     pub trust: Option<Trust>,
-}
-
-/// Links that dial each agent's gRPC service at its registered URL, with its token.
-pub fn grpc_links() -> Connect {
-    Arc::new(|a: &AgentRow| Arc::new(AgentAddr::from(a)) as Arc<dyn AgentLink>)
 }
 
 impl From<&AgentRow> for AgentAddr {
