@@ -353,6 +353,30 @@ fn a_vanished_agent_gets_the_grace_period_then_its_jobs_fail_saying_why() {
         .spawn()
         .unwrap();
     wait_for("the agent to attach", 60, || attached(&db).len() == 1);
+    // A schedule's run-now reaches a dial-in agent through the serve, like `run`.
+    let suite = dir.path().join("one.toml");
+    std::fs::write(&suite, "name = \"one\"\n[[run]]\nkernel = \"noop\"\n").unwrap();
+    let suite = suite.display().to_string();
+    let add = [
+        "schedule",
+        "add",
+        "nightly",
+        "--cron",
+        "0 3 * * *",
+        "--suite",
+        &suite,
+    ];
+    ok(&gpufleet(
+        &db,
+        &[&add[..], &["--agent", "pod1", "--backend", "cpu"]].concat(),
+    ));
+    let report = ok(&gpufleet(
+        &db,
+        &["schedule", "run-now", "nightly", "--json"],
+    ));
+    let v: serde_json::Value = serde_json::from_str(&report).unwrap();
+    assert_eq!(v["report"]["results"], 1, "{report}");
+    assert!(v["report"]["error"].is_null(), "{report}");
     // A run long enough to kill the agent in the middle of it.
     let run = spawn_run(
         &db,
@@ -369,7 +393,7 @@ fn a_vanished_agent_gets_the_grace_period_then_its_jobs_fail_saying_why() {
     );
     wait_for("the job to start", 60, || {
         let s = Store::open(&db).unwrap();
-        s.jobs(1).is_ok_and(|j| j.iter().any(|j| j.attempts > 0))
+        s.jobs(2).is_ok_and(|j| j.iter().any(|j| j.attempts > 0))
     });
     agent.kill().unwrap();
     agent.wait().unwrap();
@@ -385,8 +409,8 @@ fn a_vanished_agent_gets_the_grace_period_then_its_jobs_fail_saying_why() {
         .unwrap()
         .results(&ResultFilter::default())
         .unwrap();
-    assert_eq!(results.len(), 1, "{results:?}");
-    let m = &results[0].record.message;
+    assert_eq!(results.len(), 2, "{results:?}");
+    let m = &results[1].record.message;
     assert!(m.contains("grace period") && m.contains("pod1"), "{m}");
 }
 

@@ -15,7 +15,7 @@ use super::request::{CampaignRequest, StoredRequest};
 use super::run::CampaignOutcome;
 use crate::db::Db;
 use crate::fleet::SEEN_EVERY;
-use crate::store::{AgentKind, AgentRow, CampaignState, system_now};
+use crate::store::{AgentKind, AgentRow, CampaignRow, CampaignState, system_now};
 use std::time::Duration;
 
 /// How recent a dial-in agent's `last_seen` must be for it to count as attached.
@@ -35,6 +35,30 @@ pub fn needs_handoff(req: &CampaignRequest) -> bool {
     req.agents.iter().any(|a| a.kind == AgentKind::DialIn)
 }
 
+/// Refuses a request whose dial-in agents are not attached to a live serve.
+///
+/// # Errors
+/// [`CampaignError::NoAgent`] naming each such agent and when it was last seen.
+pub fn check_attached(req: &CampaignRequest) -> Result<(), CampaignError> {
+    let now = system_now();
+    let detached: Vec<String> = req
+        .agents
+        .iter()
+        .filter(|a| a.kind == AgentKind::DialIn && !attached(a, now))
+        .map(|a| match a.last_seen {
+            Some(t) => format!("{} (last seen {:.0} s ago)", a.name, now - t),
+            None => format!("{} (never attached)", a.name),
+        })
+        .collect();
+    if detached.is_empty() {
+        return Ok(());
+    }
+    Err(CampaignError::NoAgent(format!(
+        "dial-in agents are reached only through the `gpufleet serve --fleet-listen` they attach to, and these are not attached to a running serve on this database: {}",
+        detached.join(", ")
+    )))
+}
+
 /// Stores the campaign for the serve to run and follows it to its end.
 ///
 /// # Errors
@@ -47,33 +71,41 @@ pub async fn hand_off(
     reporter: &dyn Reporter,
 ) -> Result<CampaignOutcome, CampaignError> {
     resolve_runs(&req.runs)?;
-    let now = system_now();
-    let detached: Vec<String> = req
-        .agents
-        .iter()
-        .filter(|a| a.kind == AgentKind::DialIn && !attached(a, now))
-        .map(|a| match a.last_seen {
-            Some(t) => format!("{} (last seen {:.0} s ago)", a.name, now - t),
-            None => format!("{} (never attached)", a.name),
-        })
-        .collect();
-    if !detached.is_empty() {
-        return Err(CampaignError::NoAgent(format!(
-            "dial-in agents are reached only through the `gpufleet serve --fleet-listen` they attach to, and these are not attached to a running serve on this database: {}",
-            detached.join(", ")
-        )));
-    }
+    check_attached(&req)?;
     let spec_json = StoredRequest::of(&req).to_json();
     let (suite, description) = (req.suite.clone(), req.description.clone());
     let id = db
         .call(move |s| s.create_campaign(&suite, &description, &spec_json))
         .await?;
+    let row = follow(db, id, reporter).await?;
+    // print_outcome reads the results from the store.
+    Ok(CampaignOutcome {
+        campaign_id: row.id,
+        results: Vec::new(),
+        planned: Planned {
+            jobs: row.jobs.total() as usize,
+            ..Default::default()
+        },
+    })
+}
+
+/// Follows ownerless campaign `id` while a serve claims and runs it, reporting progress, until it
+/// is finished.
+///
+/// # Errors
+/// [`CampaignError::NoAgent`] when no serve claims it within [`CLAIM_TIMEOUT`] (it is then marked
+/// `failed`); [`CampaignError::Store`].
+pub async fn follow(
+    db: &Db,
+    id: i64,
+    reporter: &dyn Reporter,
+) -> Result<CampaignRow, CampaignError> {
     reporter.note(&format!(
         "campaign {id} handed to the serve holding the dial-in agents; following it"
     ));
     let started = tokio::time::Instant::now();
     let mut last = -1;
-    let row = loop {
+    loop {
         let row = db
             .call(move |s| s.campaign(id))
             .await?
@@ -84,8 +116,9 @@ pub async fn hand_off(
             reporter.note(&format!("campaign {id}: {done}/{planned} jobs finished"));
             last = done;
         }
-        if row.state.is_terminal() {
-            break row;
+        // `interrupted` is not the end here: the campaign waits for a serve to claim it.
+        if matches!(row.state, CampaignState::Done | CampaignState::Failed) {
+            return Ok(row);
         }
         // Planning stores the jobs at once; none after the timeout means no serve took it.
         if planned == 0 && started.elapsed() > CLAIM_TIMEOUT {
@@ -97,14 +130,5 @@ pub async fn hand_off(
             )));
         }
         tokio::time::sleep(Duration::from_millis(250)).await;
-    };
-    // print_outcome reads the results from the store.
-    Ok(CampaignOutcome {
-        campaign_id: row.id,
-        results: Vec::new(),
-        planned: Planned {
-            jobs: row.jobs.total() as usize,
-            ..Default::default()
-        },
-    })
+    }
 }

@@ -6,6 +6,7 @@ use super::cron::Cron;
 use super::slots::{DaemonConfig, Due, due, fmt_time};
 use super::spec::{ScheduleSpec, request_of};
 use crate::campaign::execute::{Executor, execute_campaign, finish_campaign};
+use crate::campaign::handoff::{check_attached, follow, needs_handoff};
 use crate::campaign::owner::owner_is_dead;
 use crate::campaign::prepare::resolve_and_plan_into;
 use crate::campaign::progress::Reporter;
@@ -175,7 +176,50 @@ impl Daemon {
             .create(row, None)
             .await?
             .expect("a manual run always gets a campaign");
+        if let Ok(r) = &req
+            && needs_handoff(r)
+        {
+            return self.hand_over(id, row, r).await;
+        }
         Ok(self.execute(id, Some(row.name.clone()), req, true).await)
+    }
+
+    /// `run_now` of a schedule with dial-in agents, which only the serve holding their streams
+    /// reaches: the campaign is released to that serve (which also checks it for regressions) and
+    /// followed to its end.
+    async fn hand_over(
+        &self,
+        id: i64,
+        row: &ScheduleRow,
+        req: &CampaignRequest,
+    ) -> Result<CampaignReport, StoreError> {
+        let mut report = CampaignReport {
+            campaign_id: id,
+            schedule: Some(row.name.clone()),
+            results: 0,
+            error: None,
+            assess: Default::default(),
+            resolve: Default::default(),
+        };
+        if let Err(e) = check_attached(req) {
+            self.db
+                .call(move |s| s.set_campaign_state(id, CampaignState::Failed))
+                .await?;
+            report.error = Some(e.to_string());
+            return Ok(report);
+        }
+        let owner = self.ex.owner.clone();
+        self.db.call(move |s| s.release_campaigns(&owner)).await?;
+        match follow(&self.db, id, self.ex.reporter.as_ref()).await {
+            Ok(c) => {
+                report.results = c.results.values().sum::<i64>() as usize;
+                if c.state == CampaignState::Failed {
+                    report.error = Some("the campaign failed (see `gpufleet campaigns`)".into());
+                }
+            }
+            Err(e) => report.error = Some(e.to_string()),
+        }
+        Ok(report)
     }
 
     async fn create(
