@@ -346,10 +346,17 @@ fn serving_beyond_loopback_needs_a_real_token() {
 }
 
 #[test]
-fn runpod_ids_are_in_the_host_description() {
+fn runpod_ids_and_the_host_probe_are_in_the_host_description() {
     let agent = env!("CARGO_BIN_EXE_gpufleet-agent");
+    // A fixture sysfs with an amdgpu module parameter: the probe reads under --sysfs-root.
+    let root = tempfile::tempdir().unwrap();
+    let params = root.path().join("sys/module/amdgpu/parameters");
+    std::fs::create_dir_all(&params).unwrap();
+    std::fs::write(params.join("noretry"), "0\n").unwrap();
     let out = std::process::Command::new(agent)
-        .args(["--discovery-timeout-s", "20", "describe", "--json"])
+        .args(["--discovery-timeout-s", "20", "--sysfs-root"])
+        .arg(root.path())
+        .args(["describe", "--json"])
         .env("RUNPOD_POD_ID", "pod-4x7q")
         .env("RUNPOD_DC_ID", "EU-RO-1")
         .output()
@@ -362,4 +369,9 @@ fn runpod_ids_are_in_the_host_description() {
         v["host"]
     );
     assert_eq!(v["host"]["platform"]["runpod_dc_id"], "EU-RO-1");
+    assert_eq!(
+        v["host"]["platform"]["amdgpu.noretry"], "0",
+        "{}",
+        v["host"]
+    );
 }

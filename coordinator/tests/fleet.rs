@@ -248,6 +248,7 @@ fn dial_in_over_tls_loses_nothing_when_a_link_is_cut_and_an_agent_is_killed() {
     let relay = Relay::start(serve.fleet.clone());
     let (s1, s2) = (dir.path().join("state1"), dir.path().join("state2"));
     let mut a1 = dial(&relay.addr, "pod1", &t1, &serve.pin, &s1)
+        .env("RUNPOD_POD_ID", "rp-pod1")
         .spawn()
         .unwrap();
     let mut a2 = dial(&serve.fleet, "pod2", &t2, &serve.pin, &s2)
@@ -316,6 +317,16 @@ fn dial_in_over_tls_loses_nothing_when_a_link_is_cut_and_an_agent_is_killed() {
         );
     }
     assert!(results.iter().all(|r| r.record.status == "ok"), "{stdout}");
+    // The pod's id travels in the fingerprint of each of its results.
+    let pods: BTreeSet<_> = results
+        .iter()
+        .map(|r| r.record.fingerprint["platform"]["runpod_pod_id"].to_string())
+        .collect();
+    assert_eq!(
+        pods.len(),
+        2,
+        "pod1's results name its pod, pod2's none: {pods:?}"
+    );
     // Every acknowledged result left the outboxes.
     wait_for("empty outboxes", 10, || {
         [&s1, &s2]

@@ -9,6 +9,7 @@
 //!   the kernel's OOM-kill counter.
 
 pub mod memory;
+pub mod probe;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;

@@ -92,10 +92,15 @@ impl AgentCore {
     /// Discovers the inventory (in workers), probes the power sources and
     /// builds the agent.
     pub async fn start(config: AgentConfig) -> Arc<AgentCore> {
-        let (inventory, power) = tokio::join!(
+        let (mut inventory, power) = tokio::join!(
             Inventory::discover(&config.worker, config.discovery_timeout),
             PowerState::start(&config.power)
         );
+        // The driver stack's facts, read under the same root as the power sensors.
+        inventory
+            .host
+            .platform
+            .extend(crate::host::probe::probe(&config.power.sysfs_root));
         Self::with_parts(config, inventory, power)
     }
 

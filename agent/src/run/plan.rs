@@ -34,6 +34,8 @@ pub struct Plan {
     pub power: Option<RunPower>,
     /// The host memory admitted for the worker (checked again when the device is free).
     pub memory: WorkerMemory,
+    /// The host's platform facts (Runpod ids, driver stack), for the fingerprint.
+    pub platform: BTreeMap<String, String>,
 }
 
 impl Plan {
@@ -214,6 +216,7 @@ pub fn plan(
         job,
         supported,
         power,
+        platform: core.inventory.host.platform.clone(),
     };
     // An unsupported run starts no worker, so it needs no memory.
     if supported {

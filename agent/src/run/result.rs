@@ -50,8 +50,10 @@ fn fingerprint(plan: &Plan) -> pb::Fingerprint {
             .collect(),
         clock_mhz: plan.device.clock_mhz,
         power_cap_w: plan.power.as_ref().map_or(0.0, |p| p.power_cap_w),
-        platform: crate::host::platform(|k| std::env::var(k).ok())
-            .into_iter()
+        platform: plan
+            .platform
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
     }
 }
