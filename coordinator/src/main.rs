@@ -55,6 +55,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             | Command::Agents(cli::AgentsCommand::List { .. })
             | Command::Schedule(cli::ScheduleCommand::List { .. })
     );
+    if let Command::Healthz { addr, tls_dir } = &cli.command {
+        return cli::serve::healthz(*addr, tls_dir.as_deref()).await;
+    }
     let db = if let Command::Describe { agent, .. } = &cli.command
         && (agent.starts_with("http://") || agent.starts_with("https://"))
     {
@@ -73,7 +76,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(args) => cli::run::run(&db, args).await,
         Command::Compare(args) => cli::results::compare(&db, args).map(|_| 0),
         Command::Results(args) => cli::results::results(&db, args).map(|_| 0),
-        Command::ServeAgent { .. } => unreachable!("handled above"),
+        Command::ServeAgent { .. } | Command::Healthz { .. } => unreachable!("handled above"),
         Command::Campaigns { json } => cli::results::campaigns(&db, json).map(|_| 0),
         Command::Serve(args) => cli::serve::serve(&db, args).await,
         Command::Schedule(cmd) => cli::schedule::schedule(&db, cmd).await,

@@ -21,7 +21,7 @@ pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<i32> {
             ca_cert,
         } => {
             if dial_in {
-                enrol(db, &name, json)?;
+                enrol(db, &name, token, json)?;
                 return Ok(0);
             }
             let url = url.unwrap_or_default();
@@ -176,12 +176,23 @@ async fn list(db: &Db, check: bool, json: bool) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `agents add NAME --dial-in`: a fresh 256-bit token, printed once; the store keeps its hash.
-fn enrol(db: &Db, name: &str, json: bool) -> anyhow::Result<()> {
+/// `agents add NAME --dial-in`: a fresh 256-bit token (or the one given), printed once; the
+/// store keeps its hash.
+fn enrol(db: &Db, name: &str, given: Option<String>, json: bool) -> anyhow::Result<()> {
     use rand::RngCore;
-    let mut bytes = [0u8; 32];
-    rand::rng().fill_bytes(&mut bytes);
-    let token: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
+    let token = match given {
+        Some(t) => {
+            if let Some(why) = gpufleet_kernels::weak_secret(&t) {
+                bail!("--token {why}");
+            }
+            t
+        }
+        None => {
+            let mut bytes = [0u8; 32];
+            rand::rng().fill_bytes(&mut bytes);
+            bytes.iter().map(|b| format!("{b:02x}")).collect()
+        }
+    };
     let hash = token_hash(&token);
     let row = db.with(|s| s.enrol_agent(name, &hash))?;
     if json {

@@ -101,6 +101,17 @@ pub enum Command {
     /// Confirmed regressions and improvements (and, with --all, every
     /// verdict). With --fail-on, exits 1 when there is one: for CI.
     Regressions(RegressionsArgs),
+    /// Ask a running `gpufleet serve` for /healthz and exit 0 when it answers
+    /// ok (a container HEALTHCHECK). Over TLS when DIR/ca.crt exists (the
+    /// CA `serve --tls-self-signed DIR` made).
+    Healthz {
+        /// The serve's HTTP address.
+        #[arg(long, env = "GPUFLEET_LISTEN", default_value = "127.0.0.1:8787")]
+        addr: std::net::SocketAddr,
+        /// The serve's --tls-self-signed directory.
+        #[arg(long)]
+        tls_dir: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Debug, Args)]
@@ -271,8 +282,10 @@ pub enum AgentsCommand {
         /// agents only).
         #[arg(required_unless_present = "dial_in", conflicts_with = "dial_in")]
         url: Option<String>,
-        /// Bearer token the agent was started with (direct agents only).
-        #[arg(long, conflicts_with = "dial_in")]
+        /// Bearer token the agent was started with. With --dial-in: the
+        /// enrolment token to use instead of a fresh random one (16+ printable
+        /// characters; for provisioning, e.g. docker/compose.yaml).
+        #[arg(long)]
         token: Option<String>,
         /// An https agent's certificate SHA-256 (hex), as the agent's
         /// certificate tool prints it.

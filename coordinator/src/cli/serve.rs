@@ -217,6 +217,66 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
+/// `healthz`: GET /healthz of the serve at `addr` (its wildcard address means this host), over TLS
+/// verified by `tls_dir/ca.crt` when that exists. Exit 0 when it answers 200.
+///
+/// # Errors
+/// No connection, a failed handshake, or an answer that is not 200, within 5 s.
+pub async fn healthz(addr: SocketAddr, tls_dir: Option<&std::path::Path>) -> anyhow::Result<i32> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut addr = addr;
+    if addr.ip().is_unspecified() {
+        addr.set_ip(std::net::Ipv4Addr::LOCALHOST.into());
+    }
+    let ca = tls_dir.map(|d| d.join("ca.crt")).filter(|p| p.exists());
+    let ask = async {
+        let tcp = tokio::net::TcpStream::connect(addr).await?;
+        let request = format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+        let mut answer = Vec::new();
+        match &ca {
+            Some(ca) => {
+                let pem = std::fs::read(ca)?;
+                let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
+                    rustls::crypto::ring::default_provider(),
+                ))
+                .with_safe_default_protocol_versions()?
+                .with_root_certificates(
+                    gpufleet_proto::tls::roots(&pem).map_err(anyhow::Error::msg)?,
+                )
+                .with_no_client_auth();
+                config.alpn_protocols = vec![b"http/1.1".to_vec()];
+                let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
+                let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))
+                    .connect(name, tcp)
+                    .await?;
+                tls.write_all(request.as_bytes()).await?;
+                tls.read_to_end(&mut answer).await?;
+            }
+            None => {
+                let mut tcp = tcp;
+                tcp.write_all(request.as_bytes()).await?;
+                tcp.read_to_end(&mut answer).await?;
+            }
+        }
+        anyhow::Ok(String::from_utf8_lossy(&answer).to_string())
+    };
+    let answer = tokio::time::timeout(std::time::Duration::from_secs(5), ask)
+        .await
+        .map_err(|_| anyhow::anyhow!("no answer from {addr} within 5 s"))??;
+    let status = answer.lines().next().unwrap_or("");
+    if status.split_whitespace().nth(1) == Some("200") {
+        println!("{}", answer.rsplit("\r\n\r\n").next().unwrap_or("").trim());
+        Ok(0)
+    } else {
+        if status.is_empty() {
+            eprintln!("{addr}: no HTTP answer (a TLS serve needs --tls-dir)");
+        } else {
+            eprintln!("{addr}: {status}");
+        }
+        Ok(1)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

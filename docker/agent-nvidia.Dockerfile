@@ -1,0 +1,45 @@
+# gpufleet agent for NVIDIA hosts: OpenCL and Vulkan through the NVIDIA driver the container toolkit
+# mounts, power from NVML.
+#   docker build -f docker/agent-nvidia.Dockerfile -t gpufleet/agent-nvidia .
+#   docker run --gpus all -e GPUFLEET_CONNECT=… -e GPUFLEET_TOKEN=… -e GPUFLEET_PIN_SHA256=… gpufleet/agent-nvidia
+# `graphics` in NVIDIA_DRIVER_CAPABILITIES is what brings the Vulkan driver (libGLX_nvidia and its ICD
+# file) into the container; the Vulkan loader then needs GLVND (libGLdispatch), installed here.
+# Base images are build args (docker/base-images.sh makes local ones).
+ARG RUST_IMAGE=rust:1-bookworm
+ARG RUNTIME_IMAGE=ubuntu:24.04
+
+FROM ${RUST_IMAGE} AS build
+WORKDIR /src
+COPY . .
+# One build stage, word for word the same in agent-mesa, agent-nvidia and coordinator, so the image
+# builder compiles once for all three (the coordinator without the embedded agent of `gpufleet demo`).
+RUN cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features \
+    && install -D -s target/release/gpufleet-agent /out/gpufleet-agent \
+    && install -D -s target/release/gpufleet /out/gpufleet
+
+FROM ${RUNTIME_IMAGE}
+ARG VERSION=0.1.0
+LABEL org.opencontainers.image.title="gpufleet/agent-nvidia" \
+      org.opencontainers.image.description="gpufleet agent: NVIDIA OpenCL and Vulkan, NVML power" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.source="https://example.invalid/gpufleet"
+RUN apt-get update \
+    && apt-get install -y --no-install-recommends ca-certificates ocl-icd-libopencl1 libvulkan1 \
+       libglvnd0 libglx0 libegl1 libopengl0 libgl1 libgles2 \
+    && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* \
+    && mkdir -p /etc/OpenCL/vendors /etc/vulkan/icd.d \
+    && echo libnvidia-opencl.so.1 >/etc/OpenCL/vendors/nvidia.icd \
+    && printf '{"file_format_version":"1.0.0","ICD":{"library_path":"libGLX_nvidia.so.0","api_version":"1.3"}}\n' \
+       >/etc/vulkan/icd.d/nvidia_icd.json \
+    && useradd --system --uid 10001 --user-group --groups video \
+       --home-dir /var/lib/gpufleet --create-home gpufleet
+COPY --from=build /out/gpufleet-agent /usr/local/bin/gpufleet-agent
+COPY docker/agent-entrypoint.sh /usr/local/bin/agent-entrypoint.sh
+USER gpufleet
+ENV NVIDIA_VISIBLE_DEVICES=all \
+    NVIDIA_DRIVER_CAPABILITIES=compute,utility,graphics \
+    GPUFLEET_STATE_DIR=/var/lib/gpufleet/state \
+    GPUFLEET_CACHE_DIR=/var/lib/gpufleet/cache \
+    XDG_RUNTIME_DIR=/tmp
+VOLUME /var/lib/gpufleet
+ENTRYPOINT ["/usr/local/bin/agent-entrypoint.sh"]

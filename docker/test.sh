@@ -1,0 +1,130 @@
+#!/usr/bin/env bash
+# Builds the gpufleet images from the Dockerfiles users build (only the base images are substituted,
+# by build args, with the local ones docker/base-images.sh makes) and tests them on the Docker engine:
+#   1. each agent image describes itself without GPUs, every backend saying why it is unavailable;
+#   2. a fleet on a private network: the coordinator and two agent-mesa containers (PoCL, lavapipe)
+#      dialing in over TLS pinned to the coordinator's self-signed certificate; a `smoke` campaign on
+#      both while one agent is `docker kill`ed (and started again) and the other's network is
+#      disconnected for CUT_S seconds: every planned job has exactly one result.
+# Exits non-zero on any failure. Usage: docker/test.sh   Env: CUT_S (30), SUITE (smoke), SKIP_ROCM.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+CUT_S="${CUT_S:-30}"
+SUITE="${SUITE:-smoke}"
+if ! docker info >/dev/null 2>&1; then
+    echo "docker/test.sh: no Docker engine answers (docker info failed); start dockerd first" >&2
+    exit 1
+fi
+log() { echo "[docker $(date +%T)] $*"; }
+fail() {
+    echo "FAIL: $*" >&2
+    for c in gf-coord gf-a1 gf-a2; do
+        docker logs --tail 30 "$c" 2>&1 | sed "s/^/$c: /" >&2 || true
+    done
+    exit 1
+}
+
+bash docker/base-images.sh >/dev/null
+BASES=(--build-arg RUST_IMAGE=gpufleet-base/rust:local --build-arg RUNTIME_IMAGE=gpufleet-base/bookworm:local)
+build() { # NAME [build args...]
+    local name=$1
+    shift
+    log "building gpufleet/$name:test"
+    docker build -q -f "docker/$name.Dockerfile" "$@" -t "gpufleet/$name:test" . >/dev/null
+}
+build coordinator "${BASES[@]}"
+build agent-mesa "${BASES[@]}"
+build agent-nvidia "${BASES[@]}"
+if [ -z "${SKIP_ROCM:-}" ]; then
+    build agent-rocm --build-arg RUST_IMAGE=gpufleet-base/rust:local \
+        --build-arg ROCM_IMAGE=gpufleet-base/rocm:local --build-arg HIP_PATH=/usr \
+        --build-arg GPUFLEET_HIP_CLANG=clang-19 --build-arg GPUFLEET_HIP_TARGETS=gfx803,gfx1010,gfx942
+fi
+docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' 'gpufleet/*' | sort
+
+log "describe without GPUs"
+for img in agent-mesa agent-nvidia ${SKIP_ROCM:+} $( [ -z "${SKIP_ROCM:-}" ] && echo agent-rocm ); do
+    out="$(docker run --rm "gpufleet/$img:test" gpufleet-agent describe --json)" || fail "$img describe"
+    python3 - "$img" "$out" <<'EOF' || fail "$img describe output"
+import json, sys
+img, info = sys.argv[1], json.loads(sys.argv[2])
+backends = {b["name"]: b for b in info["backends"]}
+assert backends["cpu"]["available"], backends["cpu"]
+for name, b in backends.items():
+    assert b["available"] or b["reason"], f"{img}: {name} unavailable without a reason"
+    print(f"  {img}: {name}: {'available' if b['available'] else 'unavailable: ' + b['reason']}")
+if img == "agent-rocm":
+    assert "no HIP device" in backends["hip"]["reason"], backends["hip"]
+if img == "agent-mesa":
+    assert backends["opencl"]["available"] and backends["vulkan"]["available"], backends
+EOF
+done
+
+log "fleet on a private network"
+cleanup() {
+    docker rm -f gf-coord gf-a1 gf-a2 >/dev/null 2>&1 || true
+    docker network rm gf-net >/dev/null 2>&1 || true
+    docker volume rm gf-coord gf-a1 gf-a2 >/dev/null 2>&1 || true
+}
+trap cleanup EXIT
+cleanup
+docker network create gf-net >/dev/null
+READ=read-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+ADMIN=admin-$(head -c 12 /dev/urandom | od -An -tx1 | tr -d ' \n')
+coord() { docker run --rm -v gf-coord:/var/lib/gpufleet gpufleet/coordinator:test "$@"; }
+token() { coord agents add "$1" --dial-in --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'; }
+T1="$(token a1)"
+T2="$(token a2)"
+docker run -d --name gf-coord --network gf-net -v gf-coord:/var/lib/gpufleet \
+    -e GPUFLEET_READ_TOKEN="$READ" -e GPUFLEET_ADMIN_TOKEN="$ADMIN" \
+    gpufleet/coordinator:test serve --tls-san gf-coord --tick-s 2 --grace-s 120 >/dev/null
+for _ in $(seq 100); do docker logs gf-coord 2>/dev/null | grep -q "^tls sha256" && break; sleep 0.2; done
+PIN="$(docker logs gf-coord 2>/dev/null | sed -n 's/^tls sha256 //p')"
+[ -n "$PIN" ] || fail "the coordinator printed no certificate fingerprint"
+agent() { # NAME TOKEN
+    docker run -d --name "gf-$1" --network gf-net -v "gf-$1:/var/lib/gpufleet" \
+        -e GPUFLEET_CONNECT=https://gf-coord:7443 -e GPUFLEET_NAME="$1" -e GPUFLEET_TOKEN="$2" \
+        -e GPUFLEET_PIN_SHA256="$PIN" gpufleet/agent-mesa:test --max-backoff-s 2 >/dev/null
+}
+agent a1 "$T1"
+agent a2 "$T2"
+attached() { docker exec gf-coord gpufleet agents list --json | python3 -c 'import json,sys; print(sum(a["attached"] for a in json.load(sys.stdin)))'; }
+for _ in $(seq 120); do [ "$(attached)" = 2 ] && break; sleep 1; done
+[ "$(attached)" = 2 ] || fail "the agents did not attach"
+docker exec gf-coord gpufleet agents list
+
+stored() { docker exec gf-coord gpufleet results --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+log "campaign: $SUITE on a1 and a2"
+docker exec gf-coord gpufleet run --agent a1 --agent a2 --suite "$SUITE" >/tmp/gf-docker-run.log 2>&1 &
+RUN=$!
+for _ in $(seq 300); do [ "$(stored)" -ge 4 ] && break; sleep 1; done
+[ "$(stored)" -ge 4 ] || fail "no results"
+log "docker kill a1; a2 off the network for $CUT_S s"
+docker kill gf-a1 >/dev/null
+docker network disconnect gf-net gf-a2
+sleep 2
+docker start gf-a1 >/dev/null
+sleep "$CUT_S"
+docker network connect gf-net gf-a2
+set +e
+wait "$RUN"
+rc=$?
+set -e
+tail -3 /tmp/gf-docker-run.log
+[ "$rc" -le 1 ] || fail "gpufleet run exited $rc"
+docker exec gf-coord gpufleet campaigns --json >/tmp/gf-docker-campaigns.json
+docker exec gf-coord gpufleet results --json >/tmp/gf-docker-results.json
+python3 - <<'EOF' || fail "accounting"
+import json
+campaigns = json.load(open("/tmp/gf-docker-campaigns.json"))
+results = json.load(open("/tmp/gf-docker-results.json"))
+c = campaigns[-1]
+jobs = sum(c["jobs"].values()) if isinstance(c["jobs"], dict) else c["jobs"]["total"]
+run_ids = [r["run_id"] for r in results]
+print(f"campaign {c['id']}: {c['state']}, jobs {jobs}, results {len(results)}")
+assert len(set(run_ids)) == len(run_ids), "a result stored twice"
+assert len(results) == jobs, f"{len(results)} results for {jobs} planned jobs"
+silent = [r for r in results if r["status"] != "ok" and not r["message"]]
+assert not silent, f"non-ok rows without a reason: {silent[:3]}"
+EOF
+log "ok: images build, describe, and a dial-in fleet loses nothing"
