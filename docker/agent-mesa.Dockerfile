@@ -25,7 +25,7 @@ LABEL org.opencontainers.image.title="gpufleet/agent-mesa" \
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates libvulkan1 mesa-vulkan-drivers \
        ocl-icd-libopencl1 mesa-opencl-icd pocl-opencl-icd \
-    && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* \
+    && apt-get clean && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /usr/share/locale/* \
     && groupadd --force render && groupadd --force video \
     && useradd --system --uid 10001 --user-group --groups render,video \
        --home-dir /var/lib/gpufleet --create-home gpufleet

@@ -26,7 +26,7 @@ LABEL org.opencontainers.image.title="gpufleet/agent-nvidia" \
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates ocl-icd-libopencl1 libvulkan1 \
        libglvnd0 libglx0 libegl1 libopengl0 libgl1 libgles2 \
-    && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* \
+    && apt-get clean && rm -rf /var/lib/apt/lists/* /usr/share/doc/* /usr/share/man/* /usr/share/locale/* \
     && mkdir -p /etc/OpenCL/vendors /etc/vulkan/icd.d \
     && echo libnvidia-opencl.so.1 >/etc/OpenCL/vendors/nvidia.icd \
     && printf '{"file_format_version":"1.0.0","ICD":{"library_path":"libGLX_nvidia.so.0","api_version":"1.3"}}\n' \

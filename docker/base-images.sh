@@ -18,6 +18,21 @@ if ! have gpufleet-base/bookworm:local; then
     echo "== debootstrap bookworm (minbase)"
     debootstrap --variant=minbase --include=ca-certificates bookworm "$work/rootfs" "$MIRROR" >"$work/debootstrap.log" 2>&1 \
         || { tail -20 "$work/debootstrap.log"; exit 1; }
+    # Slim like debian:bookworm-slim: no documentation, manuals or translations, now or from any
+    # package installed later (copyright files stay).
+    cat >"$work/rootfs/etc/dpkg/dpkg.cfg.d/gpufleet-slim" <<'DPKG'
+path-exclude /usr/share/doc/*
+path-include /usr/share/doc/*/copyright
+path-exclude /usr/share/man/*
+path-exclude /usr/share/info/*
+path-exclude /usr/share/locale/*
+path-include /usr/share/locale/locale.alias
+path-exclude /usr/share/lintian/*
+DPKG
+    find "$work/rootfs/usr/share/doc" -mindepth 2 ! -name copyright -delete 2>/dev/null || true
+    rm -rf "$work/rootfs/usr/share/man/"* "$work/rootfs/usr/share/info/"* \
+        "$work/rootfs/usr/share/lintian" "$work/rootfs/var/cache/apt/"*.bin
+    find "$work/rootfs/usr/share/locale" -mindepth 1 -maxdepth 1 ! -name locale.alias -exec rm -rf {} +
     rm -rf "$work/rootfs/var/cache/apt/archives/"*.deb "$work/rootfs/var/lib/apt/lists/"*
     tar -C "$work/rootfs" -c . | docker import \
         --change 'ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin' \
