@@ -3,7 +3,7 @@
 //! comparison row.
 
 use crate::compare::CompareRow;
-use crate::store::{PowerPoint, ResultRecord, ResultRow};
+use crate::store::{JobRow, PowerPoint, ResultRecord, ResultRow};
 use gpufleet_proto::v1 as pb;
 use serde_json::{Value, json};
 
@@ -14,6 +14,18 @@ pub struct Origin {
     pub device_row_id: Option<i64>,
     pub campaign_id: Option<i64>,
     pub job_id: Option<i64>,
+}
+
+impl Origin {
+    /// The origin of a stored job's result.
+    pub fn of_job(job: &JobRow) -> Origin {
+        Origin {
+            agent_id: job.agent_id,
+            device_row_id: job.device_row_id,
+            campaign_id: Some(job.campaign_id),
+            job_id: Some(job.id),
+        }
+    }
 }
 
 fn map_value<V: serde::Serialize>(m: &std::collections::HashMap<String, V>) -> Value {

@@ -24,6 +24,17 @@ pub fn weak_secret(secret: &str) -> Option<String> {
     ))
 }
 
+/// Whether a presented secret equals the expected one, comparing every byte so the time taken
+/// does not say how much of it matched.
+pub fn secrets_equal(expected: &str, presented: &str) -> bool {
+    expected.len() == presented.len()
+        && expected
+            .bytes()
+            .zip(presented.bytes())
+            .fold(0u8, |acc, (a, b)| acc | (a ^ b))
+            == 0
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -35,5 +46,13 @@ mod tests {
             assert!(why.contains("at least 16"), "{weak:?}: {why}");
         }
         assert_eq!(weak_secret("0123456789abcdef"), None);
+    }
+
+    #[test]
+    fn equality() {
+        assert!(secrets_equal("0123456789abcdef", "0123456789abcdef"));
+        assert!(!secrets_equal("0123456789abcdef", "0123456789abcdeF"));
+        assert!(!secrets_equal("0123456789abcdef", "0123456789abcde"));
+        assert!(!secrets_equal("x", ""));
     }
 }

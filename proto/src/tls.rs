@@ -25,15 +25,16 @@ pub enum Trust {
     Pin(String),
 }
 
-/// Lowercase hex SHA-256 of a DER certificate: the fingerprint `--pin-sha256` compares.
-pub fn fingerprint(der: &[u8]) -> String {
-    Sha256::digest(der)
+/// Lowercase hex SHA-256 of `bytes`: of a DER certificate, the fingerprint `--pin-sha256`
+/// compares; of a token, what the coordinator stores instead of it.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    Sha256::digest(bytes)
         .iter()
         .map(|b| format!("{b:02x}"))
         .collect()
 }
 
-/// A pin as the user wrote it (`AB:CD:…` or `abcd…`) in the form [`fingerprint`] gives.
+/// A pin as the user wrote it (`AB:CD:…` or `abcd…`) in the form [`sha256_hex`] gives.
 ///
 /// # Errors
 /// When it is not 32 bytes of hex.
@@ -76,7 +77,7 @@ impl ServerCertVerifier for PinVerifier {
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let got = fingerprint(end_entity);
+        let got = sha256_hex(end_entity);
         if got == self.pin {
             Ok(ServerCertVerified::assertion())
         } else {
@@ -173,24 +174,69 @@ pub fn roots(pem: &[u8]) -> Result<rustls::RootCertStore, String> {
     Ok(roots)
 }
 
-/// A tonic channel to `host:port` over TLS with `config`, verifying the name `host` (a host that
-/// is not a valid server name fails each connection).
+/// Where a gpufleet server is: whether it speaks TLS, its host and port (the scheme's default when
+/// the URL has none).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    pub tls: bool,
+    pub host: String,
+    pub port: u16,
+}
+
+impl Target {
+    /// Splits an `http://` or `https://` URL.
+    ///
+    /// # Errors
+    /// A URL that does not parse, has another scheme or no host.
+    pub fn parse(url: &str) -> Result<Target, String> {
+        let uri: http::Uri = url.parse().map_err(|e| format!("{e}"))?;
+        let tls = match uri.scheme_str() {
+            Some("https") => true,
+            Some("http") => false,
+            _ => return Err("must start with https:// or http://".into()),
+        };
+        let host = uri.host().ok_or("no host")?.to_string();
+        let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
+        Ok(Target { tls, host, port })
+    }
+
+    /// The tonic endpoint of the target, always with an `http://` URI: over TLS [`connect`]'s own
+    /// connector does the handshake (tonic would refuse `https://` without its own TLS config).
+    ///
+    /// # Errors
+    /// A host tonic does not accept.
+    pub fn endpoint(&self) -> Result<tonic::transport::Endpoint, tonic::transport::Error> {
+        tonic::transport::Endpoint::from_shared(format!("http://{}:{}", self.host, self.port))
+    }
+
+    /// Whether sending a token here would cross the network in plaintext.
+    pub fn plaintext_beyond_loopback(&self) -> bool {
+        !self.tls && !is_loopback_host(&self.host)
+    }
+}
+
+/// A tonic channel to `target` through `endpoint` (made by [`Target::endpoint`], with the
+/// caller's timeouts): over TLS with `config` (verifying the name `target.host`; a host that is
+/// not a valid server name fails each connection) when it is given, else plain.
 ///
 /// # Errors
 /// Connection and handshake errors.
 pub async fn connect(
     endpoint: tonic::transport::Endpoint,
-    host: &str,
-    port: u16,
-    config: Arc<rustls::ClientConfig>,
+    target: &Target,
+    config: Option<Arc<rustls::ClientConfig>>,
 ) -> Result<tonic::transport::Channel, tonic::transport::Error> {
+    let Some(config) = config else {
+        return endpoint.connect().await;
+    };
+    let host = &target.host;
     let name = ServerName::try_from(
         host.trim_start_matches('[')
             .trim_end_matches(']')
             .to_string(),
     )
     .map_err(|e| format!("host {host}: {e}"));
-    let addr = format!("{host}:{port}");
+    let addr = format!("{host}:{}", target.port);
     let connector = tower::service_fn(move |_uri: http::Uri| {
         let (config, name, addr) = (config.clone(), name.clone(), addr.clone());
         async move {
@@ -241,6 +287,25 @@ mod tests {
         assert_eq!(normalize_pin(&hex).unwrap(), "ab".repeat(32));
         assert!(normalize_pin("abc").unwrap_err().contains("64 hex digits"));
         assert!(normalize_pin(&"zz".repeat(32)).is_err());
+    }
+
+    #[test]
+    fn targets_take_the_scheme_default_port() {
+        let t = Target::parse("https://fleet.example").unwrap();
+        assert_eq!(
+            (t.tls, t.host.as_str(), t.port),
+            (true, "fleet.example", 443)
+        );
+        let t = Target::parse("http://127.0.0.1:7443").unwrap();
+        assert_eq!((t.tls, t.port), (false, 7443));
+        assert!(!t.plaintext_beyond_loopback());
+        assert!(
+            Target::parse("http://10.0.0.1:1")
+                .unwrap()
+                .plaintext_beyond_loopback()
+        );
+        assert!(Target::parse("ftp://x").unwrap_err().contains("https://"));
+        assert_eq!(sha256_hex(b"abc").len(), 64);
     }
 
     #[test]

@@ -22,7 +22,7 @@
 pub mod outbox;
 
 use crate::run::AgentCore;
-use gpufleet_proto::tls;
+use gpufleet_proto::tls::{self, Target};
 use gpufleet_proto::v1 as pb;
 use outbox::Outbox;
 use pb::agent_message::Message as Up;
@@ -61,14 +61,6 @@ pub struct DialConfig {
     pub backoff_max: Duration,
 }
 
-/// The parts of a checked coordinator URL.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Target {
-    pub tls: bool,
-    pub host: String,
-    pub port: u16,
-}
-
 /// Checks `--connect` and the trust options together: `https://` needs `--ca-cert` or
 /// `--pin-sha256`; `http://` is allowed only to a loopback address, because the token would
 /// cross the network in plaintext.
@@ -76,35 +68,20 @@ pub struct Target {
 /// # Errors
 /// A message naming the option and the reason.
 pub fn check_url(url: &str, trust: Option<&tls::Trust>) -> Result<Target, String> {
-    let uri: http::Uri = url
-        .parse()
+    let target = Target::parse(url)
         .map_err(|e| format!("--connect {}: {e}", gpufleet_kernels::quote(url)))?;
-    let tls = match uri.scheme_str() {
-        Some("https") => true,
-        Some("http") => false,
-        _ => {
-            return Err(format!(
-                "--connect {} must start with https:// (or http:// on loopback)",
-                gpufleet_kernels::quote(url)
-            ));
-        }
-    };
-    let host = uri
-        .host()
-        .ok_or_else(|| format!("--connect {}: no host", gpufleet_kernels::quote(url)))?
-        .to_string();
-    let port = uri.port_u16().unwrap_or(if tls { 443 } else { 80 });
-    if !tls && !tls::is_loopback_host(&host) {
+    if target.plaintext_beyond_loopback() {
         return Err(format!(
-            "--connect {url}: refusing to send the agent's token in plaintext to {host}, which is not a loopback address; use https:// with --ca-cert or --pin-sha256"
+            "--connect {url}: refusing to send the agent's token in plaintext to {}, which is not a loopback address; use https:// with --ca-cert or --pin-sha256",
+            target.host
         ));
     }
-    if tls && trust.is_none() {
+    if target.tls && trust.is_none() {
         return Err(format!(
             "--connect {url}: https needs --ca-cert FILE or --pin-sha256 HEX to verify the coordinator"
         ));
     }
-    Ok(Target { tls, host, port })
+    Ok(target)
 }
 
 /// Capped exponential backoff with jitter: each delay is drawn from [d/2, d], d doubling from the
@@ -244,21 +221,17 @@ impl Dialer {
     /// Dials the coordinator. A certificate that fails verification (wrong pin, unknown CA)
     /// ends the agent: redialing cannot fix it.
     async fn channel(&self) -> Result<tonic::transport::Channel, Ended> {
-        let t = &self.target;
-        // The connector below does the TLS itself, so tonic sees a plain http URI.
-        let endpoint =
-            tonic::transport::Endpoint::from_shared(format!("http://{}:{}", t.host, t.port))
-                .map_err(|e| Ended::Refused(e.to_string()))?
-                .connect_timeout(Duration::from_secs(10))
-                .tcp_nodelay(true)
-                .tcp_keepalive(Some(KEEPALIVE))
-                .http2_keep_alive_interval(KEEPALIVE)
-                .keep_alive_timeout(KEEPALIVE)
-                .keep_alive_while_idle(true);
-        let result = match &self.tls {
-            Some(config) => tls::connect(endpoint, &t.host, t.port, config.clone()).await,
-            None => endpoint.connect().await,
-        };
+        let endpoint = self
+            .target
+            .endpoint()
+            .map_err(|e| Ended::Refused(e.to_string()))?
+            .connect_timeout(Duration::from_secs(10))
+            .tcp_nodelay(true)
+            .tcp_keepalive(Some(KEEPALIVE))
+            .http2_keep_alive_interval(KEEPALIVE)
+            .keep_alive_timeout(KEEPALIVE)
+            .keep_alive_while_idle(true);
+        let result = tls::connect(endpoint, &self.target, self.tls.clone()).await;
         result.map_err(|e| {
             let text = gpufleet_kernels::error_chain(&e);
             if tls::is_certificate_error(&e) {

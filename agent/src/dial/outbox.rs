@@ -3,9 +3,10 @@
 //! restart of the agent.
 //!
 //! One file per run, `<dir>/<run id>.done`, written to a temporary name, synced and renamed, so a
-//! crash leaves either the whole entry or none. Run ids are checked by the run core (at most 128
-//! characters of `A-Za-z0-9-_.:`), so they are safe file names.
+//! crash leaves either the whole entry or none. Run ids follow the run core's rule
+//! ([`run_id_chars_ok`]: at most 128 characters of `A-Za-z0-9-_.:`), so they are safe file names.
 
+use crate::run::lifecycle::run_id_chars_ok;
 use gpufleet_proto::v1 as pb;
 use prost::Message;
 use std::io::Write;
@@ -32,12 +33,8 @@ impl Outbox {
     }
 
     fn path(&self, run_id: &str) -> Option<PathBuf> {
-        let safe = !run_id.is_empty()
-            && run_id.len() <= 128
-            && !run_id.starts_with('.')
-            && run_id
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
+        // The run core's rule, and not empty or hidden, as a file name must be.
+        let safe = !run_id.is_empty() && !run_id.starts_with('.') && run_id_chars_ok(run_id);
         safe.then(|| self.dir.join(format!("{run_id}{SUFFIX}")))
     }
 

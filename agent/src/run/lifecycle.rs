@@ -42,14 +42,18 @@ fn result_event(r: pb::RunResult) -> pb::RunEvent {
 /// Longest run id a client may choose (a UUID is 36 characters).
 pub const MAX_RUN_ID_BYTES: usize = 128;
 
+/// At most [`MAX_RUN_ID_BYTES`] of `A-Za-z0-9-_.:` (the rule `submit` enforces).
+pub fn run_id_chars_ok(id: &str) -> bool {
+    id.len() <= MAX_RUN_ID_BYTES
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'))
+}
+
 /// A client-chosen run id travels in every event, log line and stored row: short, printable, no
 /// separators a shell or a path would trip on.
 fn check_run_id(id: &str) -> Result<(), AgentError> {
-    let ok = id.len() <= MAX_RUN_ID_BYTES
-        && id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b':'));
-    if ok {
+    if run_id_chars_ok(id) {
         return Ok(());
     }
     Err(AgentError::InvalidArgument {

@@ -125,7 +125,7 @@ impl tonic::service::Interceptor for TokenCheck {
             .get("authorization")
             .and_then(|v| v.to_str().ok());
         match got.and_then(|v| v.strip_prefix("Bearer ")) {
-            Some(t) if t == expected => Ok(req),
+            Some(t) if gpufleet_kernels::secrets_equal(expected, t) => Ok(req),
             _ => Err(Status::unauthenticated(
                 "a valid `authorization: Bearer <token>` is required",
             )),

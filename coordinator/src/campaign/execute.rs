@@ -216,15 +216,7 @@ fn load_jobs(
             None
         };
         if let Some((failure, message)) = failure {
-            exhausted.push(fail_job(
-                s,
-                campaign_id,
-                &row,
-                &spec,
-                &device,
-                failure,
-                message,
-            )?);
+            exhausted.push(fail_job(s, &row, &spec, &device, failure, message)?);
             continue;
         }
         let mut run_id = row.run_id.clone();
@@ -252,7 +244,6 @@ fn load_jobs(
 /// Stores an error result for a job that will not run again and marks it `failed`.
 fn fail_job(
     s: &mut Store,
-    campaign_id: i64,
     row: &JobRow,
     spec: &pb::RunSpec,
     device: &pb::Device,
@@ -260,13 +251,7 @@ fn fail_job(
     message: String,
 ) -> Result<JobOutcome, StoreError> {
     let result = error_result(&row.run_id, spec, &device.backend, message);
-    let origin = Origin {
-        agent_id: row.agent_id,
-        device_row_id: row.device_row_id,
-        campaign_id: Some(campaign_id),
-        job_id: Some(row.id),
-    };
-    let record = to_record(&result, &[], &row.spec_key, origin);
+    let record = to_record(&result, &[], &row.spec_key, Origin::of_job(row));
     s.insert_result(&record)?;
     s.set_job_state(row.id, JobState::Failed, Some(&record.message))?;
     Ok(JobOutcome {

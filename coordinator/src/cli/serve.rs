@@ -235,15 +235,10 @@ pub async fn healthz(addr: SocketAddr, tls_dir: Option<&std::path::Path>) -> any
         let mut answer = Vec::new();
         match &ca {
             Some(ca) => {
-                let pem = std::fs::read(ca)?;
-                let mut config = rustls::ClientConfig::builder_with_provider(Arc::new(
-                    rustls::crypto::ring::default_provider(),
-                ))
-                .with_safe_default_protocol_versions()?
-                .with_root_certificates(
-                    gpufleet_proto::tls::roots(&pem).map_err(anyhow::Error::msg)?,
-                )
-                .with_no_client_auth();
+                let mut config =
+                    gpufleet_proto::tls::client_config(&gpufleet_proto::tls::Trust::Ca(ca.clone()))
+                        .map_err(anyhow::Error::msg)?;
+                // The API speaks HTTP/1.1, not the gRPC listeners' h2.
                 config.alpn_protocols = vec![b"http/1.1".to_vec()];
                 let name = rustls::pki_types::ServerName::IpAddress(addr.ip().into());
                 let mut tls = tokio_rustls::TlsConnector::from(Arc::new(config))

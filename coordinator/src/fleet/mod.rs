@@ -65,6 +65,23 @@ struct State {
     next_session: u64,
 }
 
+impl State {
+    /// Ends, with an unreachable error saying `why(run)`, the waits on `agent` whose run `lost`.
+    fn fail_waiters(
+        &mut self,
+        agent: &str,
+        lost: impl Fn(&str) -> bool,
+        why: impl Fn(&str) -> String,
+    ) {
+        for (run, w) in self
+            .waiters
+            .extract_if(|run, w| w.agent == agent && lost(run))
+        {
+            let _ = w.tx.try_send(Err(LinkError::Unreachable(why(&run))));
+        }
+    }
+}
+
 /// The attached agents of one serve and the runs waiting on them. Cheap to share (`Arc`).
 pub struct Hub {
     db: Db,
@@ -87,10 +104,6 @@ impl Hub {
         })
     }
 
-    pub fn grace(&self) -> Duration {
-        self.grace
-    }
-
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -102,13 +115,6 @@ impl Hub {
     /// The attached agent's description, if it is attached.
     pub fn info(&self, agent: &str) -> Option<pb::AgentInfo> {
         self.state().sessions.get(agent).map(|s| s.info.clone())
-    }
-
-    /// Names of the attached agents.
-    pub fn attached(&self) -> Vec<String> {
-        let mut v: Vec<String> = self.state().sessions.keys().cloned().collect();
-        v.sort();
-        v
     }
 
     /// Registers a new stream of `agent` (replacing an older one, whose reader then ends) and
@@ -141,20 +147,16 @@ impl Hub {
             )));
         }
         st.offline_since.remove(&row.name);
-        let lost: Vec<String> = st
-            .waiters
-            .iter()
-            .filter(|(run, w)| w.agent == row.name && !known.contains(run.as_str()))
-            .map(|(run, _)| run.clone())
-            .collect();
-        for run in lost {
-            if let Some(w) = st.waiters.remove(&run) {
-                let _ = w.tx.try_send(Err(LinkError::Unreachable(format!(
+        st.fail_waiters(
+            &row.name,
+            |run| !known.contains(run),
+            |run| {
+                format!(
                     "agent {} came back without run {run} (it restarted before finishing it)",
                     row.name
-                ))));
-            }
-        }
+                )
+            },
+        );
         drop(st);
         self.bump();
         id
@@ -190,21 +192,12 @@ impl Hub {
                 tokio::time::sleep(self.grace - away).await;
                 continue;
             }
-            let mut st = self.state();
-            let runs: Vec<String> = st
-                .waiters
-                .iter()
-                .filter(|(_, w)| w.agent == agent)
-                .map(|(r, _)| r.clone())
-                .collect();
-            for run in runs {
-                if let Some(w) = st.waiters.remove(&run) {
-                    let _ = w.tx.try_send(Err(LinkError::Unreachable(format!(
-                        "agent {agent} lost its link during run {run} and did not come back within the grace period ({} s)",
-                        self.grace.as_secs()
-                    ))));
-                }
-            }
+            self.state().fail_waiters(agent, |_| true, |run| {
+                format!(
+                    "agent {agent} lost its link during run {run} and did not come back within the grace period ({} s)",
+                    self.grace.as_secs()
+                )
+            });
             return;
         }
     }

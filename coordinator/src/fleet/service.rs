@@ -189,13 +189,7 @@ async fn store_done(hub: &Hub, row: &AgentRow, done: &pb::RunDone) -> Option<Str
             if job.agent_id != agent_id {
                 return Ok(None);
             }
-            let origin = Origin {
-                agent_id,
-                device_row_id: job.device_row_id,
-                campaign_id: Some(job.campaign_id),
-                job_id: Some(job.id),
-            };
-            let record = to_record(&result, &power, &job.spec_key, origin);
+            let record = to_record(&result, &power, &job.spec_key, Origin::of_job(&job));
             s.insert_result(&record).map(Some)
         })
         .await;

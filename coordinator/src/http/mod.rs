@@ -64,18 +64,12 @@ impl ApiAuth {
     /// Whether `token` may make a request of `method`.
     fn allows(&self, method: &axum::http::Method, token: Option<&str>) -> bool {
         let Some(token) = token else { return false };
-        let is = |want: &Option<String>| want.as_deref().is_some_and(|w| same(w, token));
+        let is = |want: &Option<String>| {
+            want.as_deref()
+                .is_some_and(|w| gpufleet_kernels::secrets_equal(w, token))
+        };
         is(&self.admin) || (method == axum::http::Method::GET && is(&self.read))
     }
-}
-
-/// Compares without stopping at the first difference.
-fn same(a: &str, b: &str) -> bool {
-    a.len() == b.len()
-        && a.bytes()
-            .zip(b.bytes())
-            .fold(0u8, |acc, (x, y)| acc | (x ^ y))
-            == 0
 }
 
 async fn check_token(

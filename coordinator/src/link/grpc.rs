@@ -7,7 +7,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use gpufleet_kernels::error_chain;
 use gpufleet_proto::tls::{
-    Trust, client_config, connect as tls_connect, is_certificate_error, is_loopback_host,
+    Target, Trust, client_config, connect as tls_connect, is_certificate_error,
 };
 use gpufleet_proto::v1 as pb;
 use pb::agent_client::AgentClient;
@@ -15,7 +15,7 @@ use std::sync::OnceLock;
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
 /// Default time to reach an agent: the TCP connection, the HTTP/2 handshake and its Describe
 /// answer. A peer that accepts TCP but never speaks costs this much, not a request deadline.
@@ -129,17 +129,15 @@ impl AgentAddr {
             url: self.url.clone(),
             message,
         };
-        let uri: tonic::codegen::http::Uri = self.url.parse().map_err(|e| bad(format!("{e}")))?;
-        let host = uri.host().ok_or_else(|| bad("no host".into()))?.to_string();
-        let https = uri.scheme_str() == Some("https");
-        if !https && self.token.is_some() && !is_loopback_host(&host) {
+        let target = Target::parse(&self.url).map_err(bad)?;
+        if self.token.is_some() && target.plaintext_beyond_loopback() {
             return Err(bad(format!(
-                "refusing to send the agent's token in plaintext to {host}, which is not a loopback address; serve the agent with --tls-cert/--tls-key and add it as https:// with --pin-sha256 or --ca-cert (or let it dial in)"
+                "refusing to send the agent's token in plaintext to {}, which is not a loopback address; serve the agent with --tls-cert/--tls-key and add it as https:// with --pin-sha256 or --ca-cert (or let it dial in)",
+                target.host
             )));
         }
-        let port = uri.port_u16().unwrap_or(if https { 443 } else { 80 });
-        // Over https the connector below does the TLS, so tonic sees a plain http URI.
-        let endpoint = Endpoint::from_shared(format!("http://{}:{port}", uri.host().unwrap_or("")))
+        let endpoint = target
+            .endpoint()
             .map_err(|e| bad(e.to_string()))?
             .connect_timeout(connect_timeout())
             .tcp_nodelay(true);
@@ -159,27 +157,25 @@ impl AgentAddr {
             message,
         };
         let connecting = async {
-            if !https {
-                return endpoint
-                    .connect()
-                    .await
-                    .map_err(|e| unreachable(error_chain(&e)));
-            }
-            let Some(trust) = &self.trust else {
-                return Err(bad(
-                    "an https agent needs --pin-sha256 or --ca-cert (gpufleet agents add)".into(),
-                ));
+            let config = match (&self.trust, target.tls) {
+                (_, false) => None,
+                (Some(trust), true) => {
+                    Some(std::sync::Arc::new(client_config(trust).map_err(bad)?))
+                }
+                (None, true) => {
+                    return Err(bad(
+                        "an https agent needs --pin-sha256 or --ca-cert (gpufleet agents add)"
+                            .into(),
+                    ));
+                }
             };
-            let config = client_config(trust).map_err(bad)?;
-            tls_connect(endpoint, &host, port, std::sync::Arc::new(config))
-                .await
-                .map_err(|e| {
-                    if is_certificate_error(&e) {
-                        bad(format!("TLS: {}", error_chain(&e)))
-                    } else {
-                        unreachable(error_chain(&e))
-                    }
-                })
+            tls_connect(endpoint, &target, config).await.map_err(|e| {
+                if is_certificate_error(&e) {
+                    bad(format!("TLS: {}", error_chain(&e)))
+                } else {
+                    unreachable(error_chain(&e))
+                }
+            })
         };
         let channel = tokio::time::timeout(connect_timeout(), connecting)
             .await

@@ -307,15 +307,22 @@ pub(super) fn is_valid_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'_' | b'.' | b'-'))
 }
 
-fn validate_agent(name: &str, url: &str, token: Option<&str>) -> Result<(), StoreError> {
-    if !is_valid_name(name) {
-        return Err(StoreError::invalid(
-            "name",
-            format!(
-                "agent name {name:?} must be 1 to {MAX_AGENT_NAME} characters of A-Z a-z 0-9 _ . -"
-            ),
-        ));
+/// An agent's name, checked before anything is written (`field: "name"`, the input quoted short).
+pub(super) fn check_agent_name(name: &str) -> Result<(), StoreError> {
+    if is_valid_name(name) {
+        return Ok(());
     }
+    Err(StoreError::invalid(
+        "name",
+        format!(
+            "agent name {} must be 1 to {MAX_AGENT_NAME} characters of A-Z a-z 0-9 _ . -",
+            gpufleet_kernels::quote(name)
+        ),
+    ))
+}
+
+fn validate_agent(name: &str, url: &str, token: Option<&str>) -> Result<(), StoreError> {
+    check_agent_name(name)?;
     validate_url(url)?;
     if let Some(token) = token {
         validate_token(token)?;

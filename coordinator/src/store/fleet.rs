@@ -3,9 +3,8 @@
 //! (`agents list`, `gpufleet run`) can see it.
 
 use rusqlite::{OptionalExtension, TransactionBehavior};
-use sha2::{Digest, Sha256};
 
-use super::agents::{AGENT_COLUMNS, agent_from_row, agent_named, is_valid_name};
+use super::agents::{AGENT_COLUMNS, agent_from_row, agent_named, check_agent_name};
 use super::error::{StoreError, sql};
 use super::open::Store;
 use super::rows::{AgentKind, AgentRow};
@@ -14,8 +13,7 @@ use super::values::parse_json;
 /// Lowercase hex SHA-256 of a token: what the store keeps instead of the token. Enrolment tokens
 /// are 256 random bits, so an unsalted hash cannot be reversed by guessing.
 pub fn token_hash(token: &str) -> String {
-    let digest = Sha256::digest(token.as_bytes());
-    digest.iter().map(|b| format!("{b:02x}")).collect()
+    gpufleet_proto::tls::sha256_hex(token.as_bytes())
 }
 
 /// Why an attaching agent was turned away. The text is safe to send back to the agent.
@@ -39,16 +37,7 @@ impl Store {
     /// [`StoreError::InvalidInput`] for a bad name (`field: "name"`) or a hash that is not 64 hex
     /// characters; [`StoreError::AgentExists`] if an active agent has the name.
     pub fn enrol_agent(&mut self, name: &str, token_hash: &str) -> Result<AgentRow, StoreError> {
-        if !is_valid_name(name) {
-            return Err(StoreError::invalid(
-                "name",
-                format!(
-                    "agent name {} must be 1 to {} characters of A-Z a-z 0-9 _ . -",
-                    gpufleet_kernels::quote(name),
-                    super::MAX_AGENT_NAME
-                ),
-            ));
-        }
+        check_agent_name(name)?;
         if token_hash.len() != 64 || !token_hash.bytes().all(|b| b.is_ascii_hexdigit()) {
             return Err(StoreError::invalid(
                 "token_hash",
@@ -118,15 +107,7 @@ impl Store {
         if row.kind != AgentKind::DialIn {
             return Ok(Err(AttachRefusal::Direct(shown)));
         }
-        // Compare every byte so the time taken does not say how much of the hash matched.
-        let want = hash.unwrap_or_default();
-        let got = token_hash(token);
-        let same = want.len() == got.len()
-            && want
-                .bytes()
-                .zip(got.bytes())
-                .fold(0u8, |acc, (a, b)| acc | (a ^ b))
-                == 0;
+        let same = gpufleet_kernels::secrets_equal(&hash.unwrap_or_default(), &token_hash(token));
         if !same {
             return Ok(Err(AttachRefusal::WrongToken(shown)));
         }
