@@ -10,7 +10,12 @@ ARG RUNTIME_IMAGE=ubuntu:24.04
 
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
-COPY . .
+# The sources only, so editing docs or the image scripts keeps the compiled layer.
+COPY Cargo.toml Cargo.lock ./
+COPY proto proto
+COPY kernels kernels
+COPY agent agent
+COPY coordinator coordinator
 # One build stage, word for word the same in agent-mesa, agent-nvidia and coordinator, so the image
 # builder compiles once for all three (the coordinator without the embedded agent of `gpufleet demo`).
 RUN cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features \

@@ -25,7 +25,12 @@ ARG HIP_PATH=/opt/rocm
 ARG GPUFLEET_HIP_CLANG=/opt/rocm/llvm/bin/clang
 ARG GPUFLEET_HIP_TARGETS=gfx803,gfx900,gfx906,gfx908,gfx90a,gfx1010,gfx1030,gfx1100,gfx942
 WORKDIR /src
-COPY . .
+# The sources only, so editing docs or the image scripts keeps the compiled layer.
+COPY Cargo.toml Cargo.lock ./
+COPY proto proto
+COPY kernels kernels
+COPY agent agent
+COPY coordinator coordinator
 RUN HIP_PATH=${HIP_PATH} GPUFLEET_HIP_CLANG=${GPUFLEET_HIP_CLANG} GPUFLEET_HIP_TARGETS=${GPUFLEET_HIP_TARGETS} \
     cargo build --release --locked -p gpufleet-agent --features hip \
     && install -D -s target/release/gpufleet-agent /out/gpufleet-agent

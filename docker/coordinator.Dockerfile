@@ -9,25 +9,39 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
-COPY . .
+# The sources only, so editing docs or the image scripts keeps the compiled layer.
+COPY Cargo.toml Cargo.lock ./
+COPY proto proto
+COPY kernels kernels
+COPY agent agent
+COPY coordinator coordinator
 # One build stage, word for word the same in agent-mesa, agent-nvidia and coordinator, so the image
 # builder compiles once for all three (the coordinator without the embedded agent of `gpufleet demo`).
 RUN cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features \
     && install -D -s target/release/gpufleet-agent /out/gpufleet-agent \
     && install -D -s target/release/gpufleet /out/gpufleet
 
-FROM ${RUNTIME_IMAGE}
+FROM ${RUNTIME_IMAGE} AS runtime
+COPY docker/slim-runtime.sh /tmp/slim-runtime.sh
+# serve needs only libc (rustls for TLS, SQLite built in, UTC clocks) and a shell with sed and grep for
+# the entry point; account, login, systemd and disk tooling go.
+RUN useradd --system --uid 10001 --user-group --home-dir /var/lib/gpufleet --create-home gpufleet \
+    && sh /tmp/slim-runtime.sh 'passwd|login|libsemanage.*|libsepol.*|libaudit.*|libcap-ng0|libpam.*|libgnutls30|libgcrypt20|libgpg-error0|libp11-kit0|libunistring2|libidn2-0|libtasn1-6|libnettle8|libhogweed6|libffi8|libdb5.3|libsqlite3-0|libsystemd0|libudev1|liblz4-1|libzstd1|libxxhash0|libseccomp2|util-linux.*|mount|libmount1|libblkid1|libsmartcols1|libuuid1|libfdisk1|bsdutils|tzdata|ncurses-bin|init-system-helpers|adduser|procps|libproc2-0|libkmod2' \
+    && rm -rf /usr/lib/x86_64-linux-gnu/gconv /usr/share/common-licenses
+
+# One layer: the slimmed runtime, without the files the base's layers would still carry.
+FROM scratch
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="gpufleet/coordinator" \
       org.opencontainers.image.description="gpufleet serve: API, schedules, fleet listener, SQLite store" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.source="https://example.invalid/gpufleet"
-RUN rm -rf /usr/share/doc/* /usr/share/man/* /var/cache/debconf/*-old \
-    && useradd --system --uid 10001 --user-group --home-dir /var/lib/gpufleet --create-home gpufleet
+COPY --from=runtime / /
 COPY --from=build /out/gpufleet /usr/local/bin/gpufleet
 COPY docker/coordinator-entrypoint.sh /usr/local/bin/coordinator-entrypoint.sh
 USER gpufleet
-ENV GPUFLEET_DB=/var/lib/gpufleet/gpufleet.db \
+ENV PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
+    GPUFLEET_DB=/var/lib/gpufleet/gpufleet.db \
     GPUFLEET_LISTEN=0.0.0.0:8787 \
     GPUFLEET_FLEET_LISTEN=0.0.0.0:7443 \
     GPUFLEET_TLS_SELF_SIGNED=/var/lib/gpufleet/tls
