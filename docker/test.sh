@@ -6,6 +6,7 @@
 #      dialing in over TLS pinned to the coordinator's self-signed certificate; a `smoke` campaign on
 #      both while one agent is `docker kill`ed (and started again) and the other's network is
 #      disconnected for CUT_S seconds: every planned job has exactly one result.
+#   3. `compose --profile cpu up -d` (docker/compose.yaml, with these images): both agents attach.
 # Exits non-zero on any failure. Usage: docker/test.sh   Env: CUT_S (30), SUITE (smoke), SKIP_ROCM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -130,4 +131,24 @@ assert not silent, f"non-ok rows without a reason: {silent[:3]}"
 ok = {r["backend"] for r in results if r["status"] == "ok"}
 assert {"cpu", "opencl", "vulkan"} <= ok, f"ok results only on {sorted(ok)}"
 EOF
-log "ok: images build, describe, and a dial-in fleet loses nothing"
+cleanup
+
+log "compose: --profile cpu up -d gives a coordinator and two attached agents"
+if docker compose version >/dev/null 2>&1; then COMPOSE=(docker compose); else COMPOSE=(docker-compose); fi
+# The images just built, under the names compose.yaml uses (--no-build: no base image to pull here).
+for img in coordinator agent-mesa; do docker tag "gpufleet/$img:test" "gpufleet/$img:latest"; done
+PROJECT=(-p gpufleet-test -f docker/compose.yaml)
+compose_down() { "${COMPOSE[@]}" "${PROJECT[@]}" --profile cpu down -v >/dev/null 2>&1 || true; }
+trap 'cleanup; compose_down' EXIT
+compose_down
+"${COMPOSE[@]}" "${PROJECT[@]}" --profile cpu up -d --no-build >/dev/null 2>&1 || fail "compose up"
+in_compose() { "${COMPOSE[@]}" "${PROJECT[@]}" exec -T coordinator gpufleet "$@"; }
+for _ in $(seq 120); do
+    n="$(in_compose agents list --json 2>/dev/null | python3 -c 'import json,sys; print(sum(a["attached"] for a in json.load(sys.stdin) if a["name"] in ("cpu1", "cpu2")))' 2>/dev/null || echo 0)"
+    [ "$n" = 2 ] && break
+    sleep 1
+done
+in_compose agents list
+[ "$n" = 2 ] || fail "compose: cpu1 and cpu2 did not both attach"
+compose_down
+log "ok: images build, describe, a dial-in fleet loses nothing, compose --profile cpu attaches both agents"
