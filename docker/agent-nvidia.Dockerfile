@@ -16,6 +16,7 @@ COPY proto proto
 COPY kernels kernels
 COPY agent agent
 COPY coordinator coordinator
+COPY dashboards dashboards
 # One build stage, word for word the same in agent-mesa, agent-nvidia and coordinator, so the image
 # builder compiles once for all three (the coordinator without the embedded agent of `gpufleet demo`).
 RUN cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features \

@@ -31,6 +31,7 @@ COPY proto proto
 COPY kernels kernels
 COPY agent agent
 COPY coordinator coordinator
+COPY dashboards dashboards
 RUN HIP_PATH=${HIP_PATH} GPUFLEET_HIP_CLANG=${GPUFLEET_HIP_CLANG} GPUFLEET_HIP_TARGETS=${GPUFLEET_HIP_TARGETS} \
     cargo build --release --locked -p gpufleet-agent --features hip \
     && install -D -s target/release/gpufleet-agent /out/gpufleet-agent

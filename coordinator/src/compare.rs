@@ -42,12 +42,33 @@ pub struct CompareRow {
     pub run_id: String,
 }
 
-/// Fills `relative` per spec key and orders rows by kernel, spec key, then
-/// best first.
+/// A result whose coefficient of variation is above this is noisy: it is marked in every view and
+/// never the best of its spec key.
+pub const NOISY_CV: f64 = 0.10;
+
+/// Whether a result with this CV is noisy (no CV: not known to be).
+pub fn is_noisy(cv: Option<f64>) -> bool {
+    cv.is_some_and(|c| c > NOISY_CV)
+}
+
+/// `value` relative to `reference`, oriented so that above 1 is better whichever way the metric
+/// improves; `None` unless both are positive.
+pub fn ratio(value: f64, reference: f64, higher_is_better: bool) -> Option<f64> {
+    (value > 0.0 && reference > 0.0).then(|| {
+        if higher_is_better {
+            value / reference
+        } else {
+            reference / value
+        }
+    })
+}
+
+/// Fills `relative` per spec key against its best `ok`, non-noisy row (noisy rows get a relative
+/// figure but never set the best) and orders rows by kernel, spec key, then best first.
 pub fn rank(rows: &mut [CompareRow]) {
     let mut best: BTreeMap<String, f64> = BTreeMap::new();
     for r in rows.iter() {
-        if let (Some(v), "ok") = (r.metric, r.status.as_str()) {
+        if let (Some(v), "ok", false) = (r.metric, r.status.as_str(), is_noisy(r.cv)) {
             let e = best.entry(r.spec_key.clone()).or_insert(v);
             *e = if r.higher_is_better {
                 e.max(v)
@@ -58,9 +79,7 @@ pub fn rank(rows: &mut [CompareRow]) {
     }
     for r in rows.iter_mut() {
         r.relative = match (r.metric, best.get(&r.spec_key), r.status.as_str()) {
-            (Some(v), Some(&b), "ok") if v > 0.0 && b > 0.0 => {
-                Some(if r.higher_is_better { v / b } else { b / v })
-            }
+            (Some(v), Some(&b), "ok") => ratio(v, b, r.higher_is_better),
             _ => None,
         };
     }

@@ -121,7 +121,17 @@ pub fn to_record(
         wall_s: r.wall_s,
         created_at: None,
         times: r.times_s.clone(),
-        energy: r.energy.as_ref().map(|e| json!(e)).unwrap_or(Value::Null),
+        // With the kernel window on the agent's monotonic clock, so the power trace can show it.
+        energy: r
+            .energy
+            .as_ref()
+            .map(|e| {
+                let mut v = json!(e);
+                v["window_begin_ns"] = json!(r.window_begin_ns);
+                v["window_end_ns"] = json!(r.window_end_ns);
+                v
+            })
+            .unwrap_or(Value::Null),
         energy_j: energy.map(|e| e.joules).filter(|j| *j > 0.0),
         avg_watts: energy.map(|e| e.avg_watts).filter(|w| *w > 0.0),
         metric_per_watt: energy.map(|e| e.metric_per_watt).filter(|v| *v > 0.0),

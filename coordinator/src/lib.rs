@@ -68,3 +68,4 @@ pub mod schedule;
 pub mod store;
 pub mod table;
 pub mod tls;
+pub mod web;

@@ -51,6 +51,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             | Command::Results(_)
             | Command::Campaigns { .. }
             | Command::Regressions(_)
+            | Command::Report(_)
             | Command::Describe { .. }
             | Command::Agents(cli::AgentsCommand::List { .. })
             | Command::Schedule(cli::ScheduleCommand::List { .. })
@@ -81,6 +82,24 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(args) => cli::serve::serve(&db, args).await,
         Command::Schedule(cmd) => cli::schedule::schedule(&db, cmd).await,
         Command::Regressions(args) => cli::schedule::regressions(&db, args),
+        Command::Report(args) => cli::results::report(&db, args).map(|_| 0),
+        Command::SeedHistory {
+            agents,
+            nights,
+            specs,
+            backends,
+        } => {
+            let cfg = gpufleet_coordinator::web::seed::SeedConfig {
+                agents,
+                nights,
+                specs,
+                backends,
+                ..Default::default()
+            };
+            let summary = db.with(|s| gpufleet_coordinator::web::seed::seed_history(s, &cfg))?;
+            println!("{}", serde_json::to_string(&summary)?);
+            Ok(0)
+        }
     }
 }
 

@@ -115,8 +115,16 @@ pub async fn plan_into(
         .iter()
         .flat_map(|(a, t)| t.info.devices.iter().map(move |d| (a.id, device_record(d))))
         .collect();
+    // What each agent said about itself, for the fleet page.
+    let infos: Vec<(i64, String)> = targets
+        .iter()
+        .map(|(a, t)| (a.id, serde_json::to_string(&t.info).unwrap_or_default()))
+        .collect();
     let count = jobs.len();
     db.call(move |s| -> Result<(), StoreError> {
+        for (agent_id, info) in &infos {
+            s.set_agent_info(*agent_id, info)?;
+        }
         let mut rows = BTreeMap::new();
         for (agent_id, d) in &devices {
             rows.insert(

@@ -97,7 +97,8 @@ fn seen_text(a: &AgentRow, now: f64) -> String {
     }
 }
 
-fn ago(s: f64) -> String {
+/// A duration for people: `42s`, `5m`, `3h`, `2d`.
+pub(crate) fn ago(s: f64) -> String {
     let s = s.max(0.0);
     if s < 120.0 {
         format!("{s:.0}s")

@@ -101,6 +101,23 @@ pub enum Command {
     /// Confirmed regressions and improvements (and, with --all, every
     /// verdict). With --fail-on, exits 1 when there is one: for CI.
     Regressions(RegressionsArgs),
+    /// Write the dashboard's pages as a static HTML report (relative links; opens from disk, no
+    /// server): fleet, compare (with CSV and JSON), campaigns, alerts, and every result and history
+    /// page they link to.
+    Report(ReportArgs),
+    /// Generate a fleet history (agents, nightly campaigns, a driver update, a confirmed
+    /// regression, a power trace) for the dashboard's tests and benchmark.
+    #[command(hide = true)]
+    SeedHistory {
+        #[arg(long, default_value_t = 2)]
+        agents: usize,
+        #[arg(long, default_value_t = 30)]
+        nights: usize,
+        #[arg(long, default_value_t = 3)]
+        specs: usize,
+        #[arg(long, value_delimiter = ',', default_value = "cpu,opencl,vulkan")]
+        backends: Vec<String>,
+    },
     /// Ask a running `gpufleet serve` for /healthz and exit 0 when it answers
     /// ok (a container HEALTHCHECK). Over TLS when DIR/ca.crt exists (the
     /// CA `serve --tls-self-signed DIR` made).
@@ -112,6 +129,22 @@ pub enum Command {
         #[arg(long)]
         tls_dir: Option<std::path::PathBuf>,
     },
+}
+
+#[derive(Debug, Args)]
+pub struct ReportArgs {
+    /// Folder to write the report into (created if missing; index.html is the entry page).
+    #[arg(long, value_name = "DIR")]
+    pub html: std::path::PathBuf,
+    /// Only this campaign (its results, alerts and the history of each of its series).
+    #[arg(long, conflicts_with = "since")]
+    pub campaign: Option<i64>,
+    /// Only what was stored in this window: `7d`, `24h`, `90m`, or unix seconds.
+    #[arg(long)]
+    pub since: Option<String>,
+    /// Print what was written as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, Args)]

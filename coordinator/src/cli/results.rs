@@ -171,3 +171,34 @@ pub fn campaigns(db: &Db, json: bool) -> anyhow::Result<()> {
     print!("{}", t.render(Format::Table));
     Ok(())
 }
+
+/// `gpufleet report --html DIR`.
+pub fn report(db: &Db, a: super::args::ReportArgs) -> anyhow::Result<()> {
+    let since = a
+        .since
+        .as_deref()
+        .map(|t| crate::regression::check::parse_since(t, crate::schedule::now()))
+        .transpose()
+        .map_err(|e| anyhow::anyhow!("--since: {e}"))?;
+    let scope = crate::web::Scope {
+        campaign: a.campaign,
+        since,
+    };
+    let summary = db
+        .with(|s| crate::web::report::write_report(s, &a.html, &scope))
+        .map_err(|e| anyhow::anyhow!("report: {e}"))?;
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&summary)?);
+    } else {
+        println!(
+            "wrote {} pages to {} ({} results, {} histories, {} campaigns); open {}",
+            summary.pages,
+            a.html.display(),
+            summary.runs,
+            summary.histories,
+            summary.campaigns,
+            a.html.join("index.html").display()
+        );
+    }
+    Ok(())
+}

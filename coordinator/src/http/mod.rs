@@ -1,5 +1,5 @@
-//! The HTTP API of `gpufleet serve --listen`: health and a read-only JSON API for
-//! scripts and the dashboard. Every handler reads the store on the blocking pool; errors are JSON
+//! The HTTP API of `gpufleet serve --listen`: health, a read-only JSON API for scripts, and the
+//! dashboard's pages ([`crate::web`]). Every handler reads the store on the blocking pool; errors are JSON
 //! `{"error": "..."}` with a 4xx/5xx status.
 //!
 //! | path | answer |
@@ -14,8 +14,10 @@
 //! | `GET /api/checks?since=` | every verdict |
 //!
 //! Access: with a read or admin token configured ([`ApiAuth`]; `gpufleet serve` requires both
-//! beyond loopback) every path but `/healthz` needs `Authorization: Bearer <token>`: the read or
-//! the admin token for `GET`, the admin token for anything else. A bad query string is a JSON
+//! beyond loopback) every path but `/healthz` and `/static/` needs a token, as
+//! `Authorization: Bearer <token>` or (browsers) HTTP Basic with the token as password: the read or
+//! the admin token for `GET`, the admin token for anything else. Writes from another site are
+//! refused (`Sec-Fetch-Site`/`Origin`). A bad query string is a JSON
 //! error like any other.
 
 use crate::db::Db;
@@ -72,20 +74,54 @@ impl ApiAuth {
     }
 }
 
+/// The token a request carries: `Authorization: Bearer <token>` (scripts), or HTTP Basic with the
+/// token as the password and any user name (browsers on the dashboard, which prompt for it).
+fn request_token(headers: &axum::http::HeaderMap) -> Option<String> {
+    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    if let Some(t) = value.strip_prefix("Bearer ") {
+        return Some(t.to_string());
+    }
+    let encoded = value.strip_prefix("Basic ")?;
+    use base64::Engine as _;
+    let decoded = base64::engine::general_purpose::STANDARD
+        .decode(encoded.trim())
+        .ok()?;
+    let text = String::from_utf8(decoded).ok()?;
+    text.split_once(':').map(|(_, password)| password.to_string())
+}
+
+/// A browser's write from another site (a form on a page elsewhere posting here with the
+/// credentials the browser remembers): refused whatever the token.
+fn cross_site(req: &axum::extract::Request) -> bool {
+    let h = req.headers();
+    if let Some(site) = h.get("sec-fetch-site").and_then(|v| v.to_str().ok()) {
+        return site == "cross-site";
+    }
+    match (
+        h.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok()),
+        h.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()),
+    ) {
+        (Some(origin), Some(host)) => origin
+            .split_once("://")
+            .is_none_or(|(_, rest)| rest.trim_end_matches('/') != host),
+        _ => false,
+    }
+}
+
 async fn check_token(
     State(auth): State<std::sync::Arc<ApiAuth>>,
     req: axum::extract::Request,
     next: axum::middleware::Next,
 ) -> Response {
-    if auth.open() || req.uri().path() == "/healthz" {
+    let path = req.uri().path();
+    if req.method() != axum::http::Method::GET && cross_site(&req) {
+        return ApiError(StatusCode::FORBIDDEN, "cross-site request refused".into()).into_response();
+    }
+    if auth.open() || path == "/healthz" || path.starts_with("/static/") {
         return next.run(req).await;
     }
-    let token = req
-        .headers()
-        .get(axum::http::header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if auth.allows(req.method(), token) {
+    let token = request_token(req.headers());
+    if auth.allows(req.method(), token.as_deref()) {
         return next.run(req).await;
     }
     let why = if token.is_none() {
@@ -95,7 +131,17 @@ async fn check_token(
     } else {
         "this request needs the admin token"
     };
-    ApiError(StatusCode::UNAUTHORIZED, why.into()).into_response()
+    let mut res = ApiError(StatusCode::UNAUTHORIZED, why.into()).into_response();
+    if !path.starts_with("/api/") && path != "/metrics" {
+        // Dashboard pages: the browser asks for the token (as the password).
+        res.headers_mut().insert(
+            axum::http::header::WWW_AUTHENTICATE,
+            axum::http::HeaderValue::from_static(
+                "Basic realm=\"gpufleet: the read token as password (the admin token to acknowledge)\", charset=\"UTF-8\"",
+            ),
+        );
+    }
+    res
 }
 
 /// `Query` whose rejection is a JSON error naming the parameter, like every other error.
@@ -127,6 +173,7 @@ pub fn router(daemon: Daemon) -> Router {
 /// The router over `daemon`, checking `auth` on every request.
 pub fn router_with_auth(daemon: Daemon, auth: ApiAuth) -> Router {
     Router::new()
+        .merge(crate::web::pages_router())
         .route("/healthz", get(healthz))
         .route("/api/agents", get(agents))
         .route("/api/campaigns", get(campaigns))
@@ -138,7 +185,7 @@ pub fn router_with_auth(daemon: Daemon, auth: ApiAuth) -> Router {
         .fallback(|| async {
             ApiError(
                 StatusCode::NOT_FOUND,
-                "no such endpoint; see /healthz and /api/{agents,campaigns,results,schedules,alerts,checks}".into(),
+                "no such endpoint; see / (the dashboard), /healthz and /api/{agents,campaigns,results,schedules,alerts,checks}".into(),
             )
         })
         .with_state(daemon)

@@ -64,6 +64,8 @@ pub struct AlertRow {
     pub bound_pct: f64,
     pub baseline_points: i64,
     pub created_at: f64,
+    /// When someone acknowledged it (unix seconds); `None` while it is open.
+    pub acknowledged_at: Option<f64>,
 }
 
 /// A new alert.
@@ -396,7 +398,7 @@ impl Store {
                 "SELECT a.id, a.result_id, a.confirmation_result_id, a.campaign_id,
                         a.device_row_id, a.device_id, ag.name, a.spec_key, a.segment, a.direction,
                         a.metric_unit, a.before_value, a.after_value, a.change_pct, a.bound_pct,
-                        a.baseline_points, a.created_at
+                        a.baseline_points, a.created_at, a.acknowledged_at
                  FROM alerts a LEFT JOIN devices d ON d.id = a.device_row_id
                  LEFT JOIN agents ag ON ag.id = d.agent_id
                  WHERE a.created_at >= ?1 ORDER BY a.created_at DESC, a.id DESC",
@@ -421,11 +423,29 @@ impl Store {
                 bound_pct: r.get(14)?,
                 baseline_points: r.get(15)?,
                 created_at: r.get(16)?,
+                acknowledged_at: r.get(17)?,
             })
         })
         .map_err(sql(context))?
         .collect::<Result<_, _>>()
         .map_err(sql(context))
+    }
+
+    /// Marks alert `id` acknowledged now; `false` if there is no such alert. Acknowledging twice
+    /// keeps the first time.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the update fails.
+    pub fn acknowledge_alert(&mut self, id: i64) -> Result<bool, StoreError> {
+        let now = self.now();
+        let n = self
+            .conn
+            .execute(
+                "UPDATE alerts SET acknowledged_at = coalesce(acknowledged_at, ?2) WHERE id = ?1",
+                rusqlite::params![id, now],
+            )
+            .map_err(sql("acknowledging an alert"))?;
+        Ok(n == 1)
     }
 
     /// Verdicts stored at or after `since`, newest first.

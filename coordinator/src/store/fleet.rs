@@ -190,6 +190,40 @@ impl Store {
         Ok(())
     }
 
+    /// Stores what `agent_id` last said about itself (its AgentInfo as JSON): the fleet page
+    /// shows it, and a process other than the serve can plan with it.
+    ///
+    /// # Errors
+    /// [`StoreError::InvalidInput`] when `info_json` is not JSON; [`StoreError::Sqlite`].
+    pub fn set_agent_info(&mut self, agent_id: i64, info_json: &str) -> Result<(), StoreError> {
+        parse_json("info_json", info_json)?;
+        self.conn
+            .execute(
+                "UPDATE agents SET info_json = ?2 WHERE id = ?1",
+                rusqlite::params![agent_id, info_json],
+            )
+            .map_err(sql("storing an agent's description"))?;
+        Ok(())
+    }
+
+    /// The newest campaign with a job on each agent: agent id to campaign id.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the query fails.
+    pub fn latest_campaign_per_agent(
+        &self,
+    ) -> Result<std::collections::HashMap<i64, i64>, StoreError> {
+        let context = "finding each agent's latest campaign";
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT agent_id, max(campaign_id) FROM jobs GROUP BY agent_id")
+            .map_err(sql(context))?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))
+    }
+
     /// The AgentInfo (as JSON) a dial-in agent last sent in its Hello, if any.
     ///
     /// # Errors

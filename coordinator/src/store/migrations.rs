@@ -50,6 +50,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "0004_fleet",
         sql: include_str!("migrations/0004_fleet.sql"),
     },
+    Migration {
+        version: 5,
+        name: "0005_dashboard",
+        sql: include_str!("migrations/0005_dashboard.sql"),
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.

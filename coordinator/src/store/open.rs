@@ -178,6 +178,11 @@ impl Store {
         self
     }
 
+    /// Replaces the clock in place (seeding a history night by night).
+    pub fn set_clock(&mut self, clock: impl Fn() -> f64 + Send + Sync + 'static) {
+        self.clock = Arc::new(clock);
+    }
+
     /// The file this store was opened on (`:memory:` for an in-memory one).
     pub fn path(&self) -> &Path {
         &self.path

@@ -242,15 +242,19 @@ impl Store {
         let context = "listing results";
         let mut conditions: Vec<&str> = Vec::new();
         let mut args: Vec<SqlValue> = Vec::new();
-        if let Some(id) = f.campaign_id {
-            conditions.push("r.campaign_id = ?");
-            args.push(SqlValue::Integer(id));
+        for (condition, value) in [("r.id = ?", f.id), ("r.campaign_id = ?", f.campaign_id)] {
+            if let Some(v) = value {
+                conditions.push(condition);
+                args.push(SqlValue::Integer(v));
+            }
         }
         let text_filters = [
             ("r.kernel = ?", &f.kernel),
             ("c.suite = ?", &f.suite),
             ("a.name = ?", &f.agent),
             ("r.status = ?", &f.status),
+            ("r.spec_key = ?", &f.spec_key),
+            ("r.device_id = ?", &f.device_id),
         ];
         for (condition, value) in text_filters {
             if let Some(v) = value {

@@ -470,6 +470,8 @@ pub struct ResultRow {
 /// Which results [`Store::results`](super::open::Store::results) returns; every `Some` must match.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ResultFilter {
+    /// Only the result with this row id.
+    pub id: Option<i64>,
     /// Only this campaign's results.
     pub campaign_id: Option<i64>,
     /// Only this kernel.
@@ -480,6 +482,10 @@ pub struct ResultFilter {
     pub agent: Option<String>,
     /// Only this status.
     pub status: Option<String>,
+    /// Only this spec key (one series, with `agent` and `device_id`).
+    pub spec_key: Option<String>,
+    /// Only this device id (the agent's, e.g. `opencl:0.0`).
+    pub device_id: Option<String>,
     /// Among the results matching the other fields, keep only the newest per (agent, device,
     /// spec key).
     pub latest_per_device_and_key: bool,

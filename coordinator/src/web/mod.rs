@@ -1,0 +1,97 @@
+//! The web dashboard of `gpufleet serve` and of `gpufleet report --html`: pages rendered on the
+//! server from the templates in `dashboards/templates` (compiled into the binary), charts drawn as
+//! SVG on the server ([`svg`]), one stylesheet and one small optional script. Every page works with
+//! JavaScript disabled and without any network beyond the serve.
+//!
+//! | page | what |
+//! | --- | --- |
+//! | `/` | the fleet: agents, their state, backends, devices, latest campaign, open alerts |
+//! | `/compare` | the matrix: one row per spec, one column per device; `.csv`/`.json` of what is shown |
+//! | `/history?spec=&agent=&device=` | one series over time: median with the p10–p90 band, segments, alerts |
+//! | `/runs/{id}` | one result: every field, iteration times, the power trace with the kernel window |
+//! | `/campaigns`, `/campaigns/{id}` | progress of campaigns and their jobs |
+//! | `/alerts` | regressions and improvements; acknowledge with the admin token |
+
+mod pages;
+pub mod report;
+mod routes;
+pub mod seed;
+pub mod svg;
+
+pub use pages::{CompareQuery, HistoryQuery, Links, Scope};
+pub use routes::pages_router;
+
+use minijinja::Environment;
+use std::sync::OnceLock;
+
+/// The dashboard's stylesheet.
+pub const CSS: &str = include_str!("../../../dashboards/static/gpufleet.css");
+/// The dashboard's one script (table sorting); pages work without it.
+pub const JS: &str = include_str!("../../../dashboards/static/gpufleet.js");
+
+const TEMPLATES: &[(&str, &str)] = &[
+    ("base.html", include_str!("../../../dashboards/templates/base.html")),
+    ("alert_table.html", include_str!("../../../dashboards/templates/alert_table.html")),
+    ("fleet.html", include_str!("../../../dashboards/templates/fleet.html")),
+    ("compare.html", include_str!("../../../dashboards/templates/compare.html")),
+    ("history.html", include_str!("../../../dashboards/templates/history.html")),
+    ("run.html", include_str!("../../../dashboards/templates/run.html")),
+    ("campaigns.html", include_str!("../../../dashboards/templates/campaigns.html")),
+    ("campaign.html", include_str!("../../../dashboards/templates/campaign.html")),
+    ("alerts.html", include_str!("../../../dashboards/templates/alerts.html")),
+    ("error.html", include_str!("../../../dashboards/templates/error.html")),
+];
+
+fn templates() -> &'static Environment<'static> {
+    static ENV: OnceLock<Environment<'static>> = OnceLock::new();
+    ENV.get_or_init(|| {
+        let mut env = Environment::new();
+        for (name, source) in TEMPLATES {
+            // The templates are part of the binary and checked by a test: a syntax error is a bug.
+            env.add_template(name, source)
+                .unwrap_or_else(|e| panic!("dashboard template {name}: {e}"));
+        }
+        env
+    })
+}
+
+/// Why a page could not be shown.
+#[derive(Debug, thiserror::Error)]
+pub enum WebError {
+    /// Nothing has that id or key (404).
+    #[error("{0}")]
+    NotFound(String),
+    /// A query parameter is wrong (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The store failed (500).
+    #[error(transparent)]
+    Store(#[from] crate::store::StoreError),
+    /// A template failed to render (500; a bug).
+    #[error("rendering {0}: {1}")]
+    Render(String, String),
+}
+
+/// A page ready to render: its template and context.
+#[derive(Debug)]
+pub struct Page {
+    pub template: &'static str,
+    pub context: serde_json::Value,
+}
+
+impl Page {
+    /// The HTML of the page.
+    ///
+    /// # Errors
+    /// [`WebError::Render`] if the template fails (a bug, caught by the tests).
+    pub fn render(&self) -> Result<String, WebError> {
+        let t = templates()
+            .get_template(self.template)
+            .map_err(|e| WebError::Render(self.template.into(), e.to_string()))?;
+        t.render(minijinja::Value::from_serialize(&self.context))
+            .map_err(|e| WebError::Render(self.template.into(), format!("{e:#}")))
+    }
+}
+
+#[cfg(test)]
+mod tests;

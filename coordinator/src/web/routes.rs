@@ -1,0 +1,179 @@
+//! The dashboard's routes on `gpufleet serve`: each page is rendered on the blocking pool from the
+//! store; a page error is an HTML page with the right status.
+
+use super::pages::{self, CompareQuery, HistoryQuery, Links, Scope};
+use super::{CSS, JS, Page, WebError};
+use crate::db::Db;
+use crate::schedule::Daemon;
+use axum::extract::{Path, Query, State};
+use axum::http::{StatusCode, header};
+use axum::response::{IntoResponse, Redirect, Response};
+use axum::routing::{get, post};
+use axum::Router;
+
+/// At most this much of a user's input is quoted back in an error.
+pub fn clip(s: &str) -> String {
+    if s.chars().count() > 40 {
+        format!("{}…", s.chars().take(40).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
+impl IntoResponse for WebError {
+    fn into_response(self) -> Response {
+        let status = match &self {
+            WebError::NotFound(_) => StatusCode::NOT_FOUND,
+            WebError::BadRequest(_) => StatusCode::BAD_REQUEST,
+            WebError::Store(_) | WebError::Render(..) => StatusCode::INTERNAL_SERVER_ERROR,
+        };
+        let message = self.to_string();
+        // The error page itself needs no store: render it over an empty in-memory one only if the
+        // template works, else plain text.
+        let html = crate::store::Store::open_in_memory()
+            .ok()
+            .and_then(|s| pages::error_page(&Links::default(), &s, &message).ok())
+            .and_then(|p| p.render().ok());
+        match html {
+            Some(h) => (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], h).into_response(),
+            None => (status, message).into_response(),
+        }
+    }
+}
+
+type PageResult = Result<Response, WebError>;
+
+/// Renders a page built from the store on the blocking pool.
+async fn render(
+    db: Db,
+    build: impl FnOnce(&crate::store::Store, &Links) -> Result<Page, WebError> + Send + 'static,
+) -> PageResult {
+    let html = db
+        .call(move |s| build(s, &Links::default()).and_then(|p| p.render()))
+        .await?;
+    Ok(([(header::CONTENT_TYPE, "text/html; charset=utf-8")], html).into_response())
+}
+
+/// A query string parsed into `T`, the error naming the parameter.
+fn parse_query<T: serde::de::DeserializeOwned + Default>(
+    q: Result<Query<T>, axum::extract::rejection::QueryRejection>,
+) -> Result<T, WebError> {
+    q.map(|Query(v)| v)
+        .map_err(|e| WebError::BadRequest(clip(&e.body_text()).replace("Failed to deserialize query string: ", "")))
+}
+
+fn db(s: &Daemon) -> Db {
+    s.db().clone()
+}
+
+async fn fleet(State(s): State<Daemon>) -> PageResult {
+    render(db(&s), |st, l| pages::fleet(st, l)).await
+}
+
+async fn compare(State(s): State<Daemon>, q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>) -> PageResult {
+    let q = parse_query(q)?;
+    render(db(&s), move |st, l| pages::compare_page(st, l, &q, &Scope::default())).await
+}
+
+async fn compare_csv(State(s): State<Daemon>, q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>) -> PageResult {
+    compare_download(s, parse_query(q)?, false).await
+}
+
+async fn compare_json(State(s): State<Daemon>, q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>) -> PageResult {
+    compare_download(s, parse_query(q)?, true).await
+}
+
+/// Exactly the cells `/compare` shows with the same filters, as CSV or JSON.
+async fn compare_download(s: Daemon, q: CompareQuery, json: bool) -> PageResult {
+    let body = db(&s)
+        .call(move |st| -> Result<String, WebError> {
+            let m = pages::matrix(st, &q, &Scope::default())?;
+            Ok(if json {
+                serde_json::to_string_pretty(&m.cells()).unwrap_or_default()
+            } else {
+                pages::matrix_csv(&m)
+            })
+        })
+        .await?;
+    let (kind, name) = if json { ("application/json", "compare.json") } else { ("text/csv; charset=utf-8", "compare.csv") };
+    Ok((
+        [(header::CONTENT_TYPE, kind.to_string()), (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}\""))],
+        body,
+    )
+        .into_response())
+}
+
+async fn history(State(s): State<Daemon>, q: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>) -> PageResult {
+    let q = parse_query(q)?;
+    render(db(&s), move |st, l| pages::history(st, l, &q)).await
+}
+
+async fn history_csv(State(s): State<Daemon>, q: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>) -> PageResult {
+    let q = parse_query(q)?;
+    let body = db(&s).call(move |st| pages::history_csv(st, &q)).await?;
+    Ok((
+        [(header::CONTENT_TYPE, "text/csv; charset=utf-8"), (header::CONTENT_DISPOSITION, "attachment; filename=\"history.csv\"")],
+        body,
+    )
+        .into_response())
+}
+
+fn parse_id(what: &str, id: &str) -> Result<i64, WebError> {
+    id.parse()
+        .map_err(|_| WebError::BadRequest(format!("{what} id {:?} is not an integer", clip(id))))
+}
+
+async fn run(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
+    let id = parse_id("result", &id)?;
+    render(db(&s), move |st, l| pages::run(st, l, id)).await
+}
+
+async fn campaigns(State(s): State<Daemon>) -> PageResult {
+    render(db(&s), |st, l| pages::campaigns(st, l, &Scope::default())).await
+}
+
+async fn campaign(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
+    let id = parse_id("campaign", &id)?;
+    render(db(&s), move |st, l| pages::campaign(st, l, id)).await
+}
+
+async fn alerts(State(s): State<Daemon>) -> PageResult {
+    render(db(&s), |st, l| pages::alerts(st, l, &Scope::default())).await
+}
+
+/// `POST /alerts/{id}/ack` (the admin token; checked by the API's token layer): marks the alert
+/// acknowledged and goes back to /alerts.
+async fn acknowledge(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
+    let id = parse_id("alert", &id)?;
+    let found = db(&s).call(move |st| st.acknowledge_alert(id)).await?;
+    if !found {
+        return Err(WebError::NotFound(format!("no alert {id}")));
+    }
+    Ok(Redirect::to("/alerts").into_response())
+}
+
+async fn static_file(Path(name): Path<String>) -> Response {
+    let (body, kind) = match name.as_str() {
+        "gpufleet.css" => (CSS, "text/css; charset=utf-8"),
+        "gpufleet.js" => (JS, "text/javascript; charset=utf-8"),
+        _ => return WebError::NotFound(format!("no static file {}", clip(&name))).into_response(),
+    };
+    ([(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "public, max-age=3600")], body).into_response()
+}
+
+/// The dashboard's pages (the API's router adds them, behind the same tokens).
+pub fn pages_router() -> Router<Daemon> {
+    Router::new()
+        .route("/", get(fleet))
+        .route("/compare", get(compare))
+        .route("/compare.csv", get(compare_csv))
+        .route("/compare.json", get(compare_json))
+        .route("/history", get(history))
+        .route("/history.csv", get(history_csv))
+        .route("/runs/{id}", get(run))
+        .route("/campaigns", get(campaigns))
+        .route("/campaigns/{id}", get(campaign))
+        .route("/alerts", get(alerts))
+        .route("/alerts/{id}/ack", post(acknowledge))
+        .route("/static/{name}", get(static_file))
+}

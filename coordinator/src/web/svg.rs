@@ -1,0 +1,463 @@
+//! A small SVG writer for the dashboard's charts: drawn on the server, so every chart shows with
+//! JavaScript disabled, and each mark carries a `<title>` tooltip. Three charts: a series over time
+//! with a band ([`series_chart`]), a histogram of iteration times ([`histogram`]) and a power trace
+//! with the kernel window ([`power_chart`]).
+
+use std::fmt::Write;
+
+const W: f64 = 760.0;
+const H: f64 = 300.0;
+const LEFT: f64 = 64.0;
+const RIGHT: f64 = 16.0;
+const TOP: f64 = 18.0;
+const BOTTOM: f64 = 42.0;
+
+/// Escapes text for SVG/HTML content and attribute values.
+pub fn esc(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A value axis: linear or log10, mapping data to pixels.
+#[derive(Debug, Clone, Copy)]
+struct Axis {
+    lo: f64,
+    hi: f64,
+    log: bool,
+    px_lo: f64,
+    px_hi: f64,
+}
+
+impl Axis {
+    /// An axis covering `values` (with a little headroom); `log` needs positive values and falls
+    /// back to linear without them.
+    fn fit(values: impl Iterator<Item = f64>, log: bool, px_lo: f64, px_hi: f64) -> Axis {
+        let (mut lo, mut hi) = (f64::INFINITY, f64::NEG_INFINITY);
+        for v in values.filter(|v| v.is_finite() && (!log || *v > 0.0)) {
+            lo = lo.min(v);
+            hi = hi.max(v);
+        }
+        if !lo.is_finite() {
+            (lo, hi) = (0.0, 1.0);
+        }
+        if log {
+            let (l, h) = (lo.log10(), hi.log10());
+            let pad = ((h - l) * 0.08).max(0.05);
+            return Axis { lo: l - pad, hi: h + pad, log, px_lo, px_hi };
+        }
+        if hi - lo < f64::EPSILON * hi.abs().max(1.0) {
+            let d = if hi == 0.0 { 1.0 } else { hi.abs() * 0.1 };
+            (lo, hi) = (lo - d, hi + d);
+        }
+        let pad = (hi - lo) * 0.08;
+        let lo = if lo >= 0.0 && lo - pad < 0.0 { 0.0 } else { lo - pad };
+        Axis { lo, hi: hi + pad, log, px_lo, px_hi }
+    }
+
+    fn px(&self, v: f64) -> f64 {
+        let v = if self.log { v.max(f64::MIN_POSITIVE).log10() } else { v };
+        let t = (v - self.lo) / (self.hi - self.lo);
+        self.px_lo + t * (self.px_hi - self.px_lo)
+    }
+
+    /// About `n` round tick values inside the axis.
+    fn ticks(&self, n: usize) -> Vec<f64> {
+        if self.log {
+            let (a, b) = (self.lo.floor() as i32, self.hi.ceil() as i32);
+            let mut out = Vec::new();
+            for e in a..=b {
+                for m in [1.0, 2.0, 5.0] {
+                    let v = m * 10f64.powi(e);
+                    let l = v.log10();
+                    if l >= self.lo && l <= self.hi {
+                        out.push(v);
+                    }
+                }
+            }
+            if out.len() > n * 2 {
+                out.retain(|v| (v.log10().fract()).abs() < 1e-9);
+            }
+            return out;
+        }
+        let span = self.hi - self.lo;
+        let raw = span / n.max(1) as f64;
+        let mag = 10f64.powf(raw.log10().floor());
+        let step = [1.0, 2.0, 2.5, 5.0, 10.0]
+            .iter()
+            .map(|m| m * mag)
+            .find(|s| span / s <= n as f64 + 0.5)
+            .unwrap_or(mag * 10.0);
+        let mut v = (self.lo / step).ceil() * step;
+        let mut out = Vec::new();
+        while v <= self.hi + step * 1e-9 && out.len() < 50 {
+            out.push(if v.abs() < step * 1e-9 { 0.0 } else { v });
+            v += step;
+        }
+        out
+    }
+}
+
+/// Short number for a tick label.
+pub fn short(v: f64) -> String {
+    let a = v.abs();
+    if a == 0.0 {
+        "0".into()
+    } else if a >= 1e6 || a < 1e-3 {
+        format!("{v:.1e}")
+    } else if a >= 100.0 {
+        format!("{v:.0}")
+    } else if a >= 10.0 {
+        format!("{v:.1}")
+    } else if a >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+/// An SVG document under construction.
+struct Svg {
+    out: String,
+}
+
+impl Svg {
+    fn new(class: &str, label: &str) -> Svg {
+        let mut out = String::new();
+        let _ = write!(
+            out,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" class="{}" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{}" font-family="system-ui, sans-serif" font-size="11">"#,
+            esc(class),
+            esc(label)
+        );
+        Svg { out }
+    }
+
+    fn raw(&mut self, s: &str) {
+        self.out.push_str(s);
+    }
+
+    fn text(&mut self, x: f64, y: f64, anchor: &str, class: &str, s: &str) {
+        let _ = write!(
+            self.out,
+            r##"<text x="{x:.1}" y="{y:.1}" text-anchor="{anchor}" class="{class}" fill="#4a5260">{}</text>"##,
+            esc(s)
+        );
+    }
+
+    fn line(&mut self, (x1, y1): (f64, f64), (x2, y2): (f64, f64), style: &str) {
+        let _ = write!(
+            self.out,
+            r#"<line x1="{x1:.1}" y1="{y1:.1}" x2="{x2:.1}" y2="{y2:.1}" {style}/>"#
+        );
+    }
+
+    /// Grid lines and labels of a y axis, and the frame.
+    fn y_axis(&mut self, y: &Axis, unit: &str) {
+        for t in y.ticks(5) {
+            let py = y.px(t);
+            self.line((LEFT, py), (W - RIGHT, py), r##"stroke="#e6e9ee""##);
+            self.text(LEFT - 6.0, py + 4.0, "end", "tick", &short(t));
+        }
+        self.line((LEFT, TOP), (LEFT, H - BOTTOM), r##"stroke="#9aa1ab""##);
+        self.line((LEFT, H - BOTTOM), (W - RIGHT, H - BOTTOM), r##"stroke="#9aa1ab""##);
+        let _ = write!(
+            self.out,
+            r##"<text x="14" y="{:.1}" transform="rotate(-90 14 {:.1})" text-anchor="middle" fill="#4a5260">{}</text>"##,
+            (TOP + H - BOTTOM) / 2.0,
+            (TOP + H - BOTTOM) / 2.0,
+            esc(unit)
+        );
+    }
+
+    fn x_ticks(&mut self, x: &Axis, label: impl Fn(f64) -> String, caption: &str) {
+        for t in x.ticks(6) {
+            let px = x.px(t);
+            self.line((px, H - BOTTOM), (px, H - BOTTOM + 4.0), r##"stroke="#9aa1ab""##);
+            self.text(px, H - BOTTOM + 16.0, "middle", "tick", &label(t));
+        }
+        self.text((LEFT + W - RIGHT) / 2.0, H - 6.0, "middle", "caption", caption);
+    }
+
+    fn finish(mut self) -> String {
+        self.out.push_str("</svg>");
+        self.out
+    }
+}
+
+/// One point of a series: when, the value, its band and how to show it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SeriesPoint {
+    /// Unix seconds.
+    pub t: f64,
+    pub value: f64,
+    /// The p10–p90 band in the metric's unit, when known.
+    pub band: Option<(f64, f64)>,
+    /// `alert-regression`, `alert-improvement`, `confirm`, `noisy` or empty: a CSS class and a
+    /// distinct mark.
+    pub mark: String,
+    /// Tooltip.
+    pub title: String,
+    /// Where a click goes (the result page).
+    pub href: String,
+}
+
+/// A labelled vertical line: where the fingerprint changed.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Boundary {
+    pub t: f64,
+    pub label: String,
+}
+
+/// A series over time with its band, marks and segment boundaries. `unit` labels the y axis;
+/// `log` draws it on a log10 scale.
+pub fn series_chart(points: &[SeriesPoint], boundaries: &[Boundary], unit: &str, log: bool) -> String {
+    let mut svg = Svg::new("series", &format!("{} points", points.len()));
+    let x = Axis::fit(points.iter().map(|p| p.t).chain(boundaries.iter().map(|b| b.t)), false, LEFT, W - RIGHT);
+    let y = Axis::fit(
+        points.iter().flat_map(|p| {
+            let (lo, hi) = p.band.unwrap_or((p.value, p.value));
+            [p.value, lo, hi]
+        }),
+        log,
+        H - BOTTOM,
+        TOP,
+    );
+    svg.y_axis(&y, &format!("{unit}{}", if log { " (log)" } else { "" }));
+    let span = x.hi - x.lo;
+    svg.x_ticks(&x, |t| date_label(t, span), "time (UTC)");
+    // The band as one polygon: p90 forwards, p10 backwards.
+    let banded: Vec<&SeriesPoint> = points.iter().filter(|p| p.band.is_some()).collect();
+    if banded.len() > 1 {
+        let mut pts = String::new();
+        for p in &banded {
+            let _ = write!(pts, "{:.1},{:.1} ", x.px(p.t), y.px(p.band.unwrap_or_default().1));
+        }
+        for p in banded.iter().rev() {
+            let _ = write!(pts, "{:.1},{:.1} ", x.px(p.t), y.px(p.band.unwrap_or_default().0));
+        }
+        svg.raw(&format!(r##"<polygon class="band" points="{}" fill="#2458b3" fill-opacity="0.13" stroke="none"/>"##, pts.trim_end()));
+    }
+    if points.len() > 1 {
+        let line: Vec<String> = points.iter().map(|p| format!("{:.1},{:.1}", x.px(p.t), y.px(p.value))).collect();
+        svg.raw(&format!(r##"<polyline class="median" points="{}" fill="none" stroke="#2458b3" stroke-width="1.5"/>"##, line.join(" ")));
+    }
+    for b in boundaries {
+        let px = x.px(b.t);
+        svg.line((px, TOP), (px, H - BOTTOM), r##"class="boundary" stroke="#b26a00" stroke-dasharray="4 3""##);
+        svg.text(px + 3.0, TOP + 10.0, "start", "boundary-label", &b.label);
+    }
+    for p in points {
+        let (px, py) = (x.px(p.t), y.px(p.value));
+        let title = format!("<title>{}</title>", esc(&p.title));
+        let mark = match p.mark.as_str() {
+            "alert-regression" | "alert-improvement" => {
+                let color = if p.mark == "alert-regression" { "#c62828" } else { "#1a7f37" };
+                format!(
+                    r##"<path class="pt alert {m}" d="M{:.1},{:.1} l6,10 h-12 z" fill="{color}" stroke="#fff">{title}</path>"##,
+                    px,
+                    py - 6.0,
+                    m = p.mark
+                )
+            }
+            "confirm" => format!(r##"<circle class="pt confirm" cx="{px:.1}" cy="{py:.1}" r="4" fill="#fff" stroke="#2458b3" stroke-width="1.5">{title}</circle>"##),
+            "noisy" => format!(r##"<circle class="pt noisy" cx="{px:.1}" cy="{py:.1}" r="3.5" fill="#fff" stroke="#b26a00" stroke-dasharray="2 1">{title}</circle>"##),
+            _ => format!(r##"<circle class="pt" cx="{px:.1}" cy="{py:.1}" r="3" fill="#2458b3">{title}</circle>"##),
+        };
+        if p.href.is_empty() {
+            svg.raw(&mark);
+        } else {
+            svg.raw(&format!(r#"<a href="{}">{mark}</a>"#, esc(&p.href)));
+        }
+    }
+    svg.finish()
+}
+
+/// A date label for a tick, coarser when the axis spans more.
+fn date_label(t: f64, span_s: f64) -> String {
+    let secs = t.max(0.0) as i64;
+    let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
+    let (y, m, d) = crate::schedule::cron::civil_from_days(days);
+    if span_s > 3.0 * 86_400.0 {
+        format!("{y:04}-{m:02}-{d:02}")
+    } else {
+        format!("{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
+    }
+}
+
+/// A histogram of per-iteration times (microseconds on the x axis) with the median marked, and
+/// each iteration as a tick on a strip under it.
+pub fn histogram(times_s: &[f64], median_s: Option<f64>) -> String {
+    let us: Vec<f64> = times_s.iter().map(|t| t * 1e6).filter(|t| t.is_finite()).collect();
+    let mut svg = Svg::new("histogram", &format!("{} iterations", us.len()));
+    if us.is_empty() {
+        return svg.finish();
+    }
+    let x = Axis::fit(us.iter().copied(), false, LEFT, W - RIGHT);
+    let bins = ((us.len() as f64).sqrt().ceil() as usize).clamp(5, 40);
+    let width = (x.hi - x.lo) / bins as f64;
+    let mut counts = vec![0usize; bins];
+    for v in &us {
+        let i = (((v - x.lo) / width) as usize).min(bins - 1);
+        counts[i] += 1;
+    }
+    let max = counts.iter().copied().max().unwrap_or(1) as f64;
+    let y = Axis::fit([0.0, max].into_iter(), false, H - BOTTOM - 14.0, TOP);
+    svg.y_axis(&y, "iterations");
+    svg.x_ticks(&x, short, "time per iteration (µs)");
+    for (i, c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
+        let (x0, x1) = (x.px(x.lo + i as f64 * width), x.px(x.lo + (i + 1) as f64 * width));
+        let top = y.px(*c as f64);
+        svg.raw(&format!(
+            r##"<rect class="bin" x="{:.1}" y="{top:.1}" width="{:.1}" height="{:.1}" fill="#2458b3" fill-opacity="0.7"><title>{} iterations in {}–{} µs</title></rect>"##,
+            x0 + 0.5,
+            (x1 - x0 - 1.0).max(0.5),
+            (H - BOTTOM - 14.0 - top).max(0.0),
+            c,
+            short(x.lo + i as f64 * width),
+            short(x.lo + (i + 1) as f64 * width)
+        ));
+    }
+    for v in &us {
+        let px = x.px(*v);
+        svg.line((px, H - BOTTOM - 10.0), (px, H - BOTTOM - 2.0), r##"class="strip" stroke="#4a5260" stroke-opacity="0.35""##);
+    }
+    if let Some(m) = median_s {
+        let px = x.px(m * 1e6);
+        svg.line((px, TOP), (px, H - BOTTOM), r##"class="median" stroke="#c62828" stroke-dasharray="4 3""##);
+        svg.text(px + 3.0, TOP + 10.0, "start", "median-label", &format!("median {} µs", short(m * 1e6)));
+    }
+    svg.finish()
+}
+
+/// One power reading on the agent's monotonic clock.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct PowerReading {
+    pub monotonic_ns: u64,
+    pub watts: f64,
+}
+
+/// The power trace in seconds from its first sample, with the kernel window shaded and the idle
+/// baseline drawn where known.
+pub fn power_chart(readings: &[PowerReading], window_ns: Option<(u64, u64)>, idle_watts: Option<f64>) -> String {
+    let mut svg = Svg::new("power", &format!("{} power samples", readings.len()));
+    let Some(t0) = readings.iter().map(|r| r.monotonic_ns).chain(window_ns.map(|w| w.0)).min() else {
+        return svg.finish();
+    };
+    let sec = |ns: u64| ns.saturating_sub(t0) as f64 / 1e9;
+    let x = Axis::fit(
+        readings.iter().map(|r| sec(r.monotonic_ns)).chain(window_ns.into_iter().flat_map(|(a, b)| [sec(a), sec(b)])),
+        false,
+        LEFT,
+        W - RIGHT,
+    );
+    let y = Axis::fit(
+        readings.iter().map(|r| r.watts).chain(idle_watts).chain(std::iter::once(0.0)),
+        false,
+        H - BOTTOM,
+        TOP,
+    );
+    svg.y_axis(&y, "W");
+    svg.x_ticks(&x, short, "seconds");
+    if let Some((a, b)) = window_ns {
+        let (xa, xb) = (x.px(sec(a)), x.px(sec(b)));
+        svg.raw(&format!(
+            r##"<rect class="window" x="{xa:.1}" y="{TOP}" width="{:.1}" height="{:.1}" fill="#1a7f37" fill-opacity="0.12"><title>kernel window {:.3} s</title></rect>"##,
+            (xb - xa).max(1.0),
+            H - BOTTOM - TOP,
+            (b.saturating_sub(a)) as f64 / 1e9
+        ));
+        svg.text(xa + 3.0, TOP + 10.0, "start", "window-label", "kernel window");
+    }
+    if let Some(idle) = idle_watts {
+        let py = y.px(idle);
+        svg.line((LEFT, py), (W - RIGHT, py), r##"class="idle" stroke="#6b7380" stroke-dasharray="5 4""##);
+        svg.text(W - RIGHT - 4.0, py - 4.0, "end", "idle-label", &format!("idle {} W", short(idle)));
+    }
+    if !readings.is_empty() {
+        let pts: Vec<String> = readings.iter().map(|r| format!("{:.1},{:.1}", x.px(sec(r.monotonic_ns)), y.px(r.watts))).collect();
+        svg.raw(&format!(r##"<polyline class="trace" points="{}" fill="none" stroke="#c62828" stroke-width="1.5"/>"##, pts.join(" ")));
+    }
+    svg.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pt(t: f64, v: f64, mark: &str) -> SeriesPoint {
+        SeriesPoint { t, value: v, band: Some((v * 0.9, v * 1.1)), mark: mark.into(), title: format!("v={v}"), href: format!("/runs/{t}") }
+    }
+
+    #[test]
+    fn a_series_has_one_mark_per_point_and_its_alerts() {
+        let pts: Vec<_> = (0..30).map(|i| pt(1.7e9 + f64::from(i) * 86_400.0, 100.0 + f64::from(i), if i == 20 { "alert-regression" } else { "" })).collect();
+        let svg = series_chart(&pts, &[Boundary { t: 1.7e9 + 10.0 * 86_400.0, label: "driver 550→560".into() }], "GFLOP/s", false);
+        assert_eq!(svg.matches(r#"class="pt"#).count(), 30, "{svg}");
+        assert_eq!(svg.matches("alert-regression").count(), 1);
+        assert!(svg.contains(r#"class="band""#) && svg.contains(r#"class="boundary""#));
+        assert!(svg.contains("driver 550→560"));
+        assert!(svg.starts_with("<svg") && svg.ends_with("</svg>"));
+    }
+
+    #[test]
+    fn text_is_escaped() {
+        let mut p = pt(1.0, 2.0, "");
+        p.title = "<script>alert(1)</script> & \"x\"".into();
+        let svg = series_chart(&[p], &[Boundary { t: 1.0, label: "<b>".into() }], "<u>", false);
+        assert!(!svg.contains("<script>") && !svg.contains("<b>") && !svg.contains("<u>"), "{svg}");
+        assert!(svg.contains("&lt;script&gt;"));
+    }
+
+    #[test]
+    fn log_scale_maps_decades_evenly_and_skips_nonpositive_values() {
+        let a = Axis::fit([1.0, 10.0, 100.0, 0.0, -5.0].into_iter(), true, 100.0, 0.0);
+        let (p1, p10, p100) = (a.px(1.0), a.px(10.0), a.px(100.0));
+        assert!(((p1 - p10) - (p10 - p100)).abs() < 1e-9);
+        assert!(a.ticks(5).iter().all(|t| *t > 0.0));
+        let lin = Axis::fit([0.0, 7.3].into_iter(), false, 0.0, 100.0);
+        let t = lin.ticks(5);
+        assert!(t.len() >= 3 && t[0] == 0.0, "{t:?}");
+    }
+
+    #[test]
+    fn flat_and_empty_series_still_draw() {
+        let flat: Vec<_> = (0..3).map(|i| pt(f64::from(i), 5.0, "")).collect();
+        assert!(series_chart(&flat, &[], "us", true).contains("class=\"pt\""));
+        assert!(series_chart(&[], &[], "us", false).ends_with("</svg>"));
+        assert!(histogram(&[], None).ends_with("</svg>"));
+        assert!(power_chart(&[], None, None).ends_with("</svg>"));
+    }
+
+    #[test]
+    fn histogram_counts_every_iteration() {
+        let times: Vec<f64> = (0..100).map(|i| 1e-5 + f64::from(i % 10) * 1e-7).collect();
+        let svg = histogram(&times, Some(1.04e-5));
+        assert_eq!(svg.matches(r#"class="strip""#).count(), 100);
+        let total: usize = svg
+            .split("<title>")
+            .skip(1)
+            .filter_map(|s| s.split(' ').next()?.parse::<usize>().ok())
+            .sum();
+        assert_eq!(total, 100, "{svg}");
+        assert!(svg.contains("median 10.4 µs"), "{svg}");
+    }
+
+    #[test]
+    fn power_chart_marks_the_window_and_idle_line() {
+        let r: Vec<_> = (0..50).map(|i| PowerReading { monotonic_ns: 1_000_000_000 + i * 20_000_000, watts: if (10..40).contains(&i) { 250.0 } else { 60.0 } }).collect();
+        let svg = power_chart(&r, Some((1_200_000_000, 1_800_000_000)), Some(58.0));
+        assert!(svg.contains(r#"class="window""#) && svg.contains("kernel window 0.600 s"));
+        assert!(svg.contains(r#"class="idle""#) && svg.contains("idle 58.0 W"));
+        assert!(svg.contains(r#"class="trace""#));
+    }
+}
