@@ -18,6 +18,11 @@ pub struct Cli {
     /// Default: 127.0.0.1:50051 unless --connect is given; both may be on.
     #[arg(long, env = "GPUFLEET_LISTEN")]
     pub listen: Option<SocketAddr>,
+    /// Serve Prometheus metrics (`GET /metrics`, plain HTTP, no secrets: power, temperature and
+    /// clock per sensor channel, runs by status, worker crashes, queue depth) here, e.g.
+    /// 127.0.0.1:9464.
+    #[arg(long, env = "GPUFLEET_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
     /// The agent's secret. Direct mode: clients must send it
     /// (`authorization: Bearer <token>`). Dial-in: the enrolment token
     /// `gpufleet agents add NAME --dial-in` printed.

@@ -64,6 +64,7 @@ pub mod error;
 pub mod host;
 pub mod inventory;
 pub mod isolation;
+pub mod metrics;
 pub mod power;
 pub mod run;
 pub mod service;

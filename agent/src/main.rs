@@ -123,7 +123,19 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
         }
         _ => None,
     };
+    let metrics = match cli.metrics_listen {
+        Some(addr) => Some(
+            tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("binding --metrics-listen {addr}"))?,
+        ),
+        None => None,
+    };
     let core = AgentCore::start(config).await;
+    if let Some(l) = metrics {
+        tracing::info!("metrics on http://{}/metrics", l.local_addr()?);
+        tokio::spawn(gpufleet_agent::metrics::serve(l, core.clone()));
+    }
     for b in &core.inventory.backends {
         if b.available {
             tracing::info!(backend = %b.name, devices = b.devices.len(), "backend available");

@@ -33,6 +33,7 @@ fn progress_event(phase: &str, message: String, iterations: u32) -> pb::RunEvent
 }
 
 fn result_event(r: pb::RunResult) -> pb::RunEvent {
+    crate::metrics::record_run(r.status().name());
     pb::RunEvent {
         event: Some(pb::run_event::Event::Result(r)),
     }

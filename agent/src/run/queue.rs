@@ -56,6 +56,22 @@ impl DeviceQueues {
         })
     }
 
+    /// Runs waiting per device queue (not counting the running one), by queue key.
+    pub fn depths(&self) -> Vec<(String, usize)> {
+        let queues = self.queues.lock().unwrap_or_else(|p| p.into_inner());
+        let mut out: Vec<(String, usize)> = queues
+            .iter()
+            .map(|(k, q)| {
+                (
+                    k.clone(),
+                    q.waiting.load(std::sync::atomic::Ordering::Relaxed),
+                )
+            })
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Admits `run_id` to `device`'s queue.
     ///
     /// # Errors

@@ -4,6 +4,7 @@
 //!
 //! | path | answer |
 //! | --- | --- |
+//! | `GET /metrics` | Prometheus text: agents, campaigns, results, open alerts, request latencies |
 //! | `GET /healthz` | `{"status":"ok","version","schema_version","owner","busy"}` |
 //! | `GET /api/agents` | agents with their devices |
 //! | `GET /api/campaigns` | campaigns with job and result counts |
@@ -19,6 +20,8 @@
 //! the admin token for `GET`, the admin token for anything else. Writes from another site are
 //! refused (`Sec-Fetch-Site`/`Origin`). A bad query string is a JSON
 //! error like any other.
+
+mod metrics;
 
 use crate::db::Db;
 use crate::regression::check::parse_since;
@@ -77,7 +80,10 @@ impl ApiAuth {
 /// The token a request carries: `Authorization: Bearer <token>` (scripts), or HTTP Basic with the
 /// token as the password and any user name (browsers on the dashboard, which prompt for it).
 fn request_token(headers: &axum::http::HeaderMap) -> Option<String> {
-    let value = headers.get(axum::http::header::AUTHORIZATION)?.to_str().ok()?;
+    let value = headers
+        .get(axum::http::header::AUTHORIZATION)?
+        .to_str()
+        .ok()?;
     if let Some(t) = value.strip_prefix("Bearer ") {
         return Some(t.to_string());
     }
@@ -87,7 +93,8 @@ fn request_token(headers: &axum::http::HeaderMap) -> Option<String> {
         .decode(encoded.trim())
         .ok()?;
     let text = String::from_utf8(decoded).ok()?;
-    text.split_once(':').map(|(_, password)| password.to_string())
+    text.split_once(':')
+        .map(|(_, password)| password.to_string())
 }
 
 /// A browser's write from another site (a form on a page elsewhere posting here with the
@@ -98,8 +105,10 @@ fn cross_site(req: &axum::extract::Request) -> bool {
         return site == "cross-site";
     }
     match (
-        h.get(axum::http::header::ORIGIN).and_then(|v| v.to_str().ok()),
-        h.get(axum::http::header::HOST).and_then(|v| v.to_str().ok()),
+        h.get(axum::http::header::ORIGIN)
+            .and_then(|v| v.to_str().ok()),
+        h.get(axum::http::header::HOST)
+            .and_then(|v| v.to_str().ok()),
     ) {
         (Some(origin), Some(host)) => origin
             .split_once("://")
@@ -115,7 +124,8 @@ async fn check_token(
 ) -> Response {
     let path = req.uri().path();
     if req.method() != axum::http::Method::GET && cross_site(&req) {
-        return ApiError(StatusCode::FORBIDDEN, "cross-site request refused".into()).into_response();
+        return ApiError(StatusCode::FORBIDDEN, "cross-site request refused".into())
+            .into_response();
     }
     if auth.open() || path == "/healthz" || path.starts_with("/static/") {
         return next.run(req).await;
@@ -175,6 +185,7 @@ pub fn router_with_auth(daemon: Daemon, auth: ApiAuth) -> Router {
     Router::new()
         .merge(crate::web::pages_router())
         .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics::metrics))
         .route("/api/agents", get(agents))
         .route("/api/campaigns", get(campaigns))
         .route("/api/campaigns/{id}", get(campaign))
@@ -189,6 +200,7 @@ pub fn router_with_auth(daemon: Daemon, auth: ApiAuth) -> Router {
             )
         })
         .with_state(daemon)
+        .route_layer(axum::middleware::from_fn(metrics::track))
         .layer(axum::middleware::from_fn_with_state(
             std::sync::Arc::new(auth),
             check_token,
@@ -390,5 +402,136 @@ mod tests {
         assert_eq!(status, 400);
         let v: Value = serde_json::from_str(&body).unwrap();
         assert!(v["error"].as_str().unwrap().contains("limit"), "{body}");
+    }
+
+    #[tokio::test]
+    async fn browsers_log_in_with_basic_auth_and_cross_site_writes_are_refused() {
+        use base64::Engine as _;
+        let db = Db::in_memory().unwrap();
+        let daemon = Daemon::new(
+            db,
+            DaemonConfig::default(),
+            std::sync::Arc::new(LogReporter),
+        );
+        let (read, admin) = ("read-token-0123456789", "admin-token-0123456789");
+        let app = router_with_auth(
+            daemon,
+            ApiAuth {
+                read: Some(read.into()),
+                admin: Some(admin.into()),
+            },
+        );
+        let send = |method: &str, path: &str, headers: &[(&str, String)]| {
+            let mut req = Request::builder().method(method).uri(path);
+            for (k, v) in headers {
+                req = req.header(*k, v);
+            }
+            let app = app.clone();
+            let req = req.body(Body::empty()).unwrap();
+            async move { app.oneshot(req).await.unwrap() }
+        };
+        let basic = |t: &str| {
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(format!("me:{t}"))
+            )
+        };
+        // A page without credentials: 401 with a Basic challenge, so the browser asks.
+        let res = send("GET", "/compare", &[]).await;
+        assert_eq!(res.status(), 401);
+        let challenge = res.headers()["www-authenticate"].to_str().unwrap();
+        assert!(challenge.starts_with("Basic realm="), "{challenge}");
+        // The API keeps answering JSON errors without a challenge.
+        let res = send("GET", "/api/agents", &[]).await;
+        assert_eq!(res.status(), 401);
+        assert!(res.headers().get("www-authenticate").is_none());
+        // The read token as the password opens the pages; a wrong one does not.
+        let ok = send("GET", "/", &[("authorization", basic(read))]).await;
+        assert_eq!(ok.status(), 200);
+        let bad = send("GET", "/", &[("authorization", basic("nope-nope-nope"))]).await;
+        assert_eq!(bad.status(), 401);
+        // The stylesheet needs no token (the login prompt page uses it).
+        assert_eq!(send("GET", "/static/gpufleet.css", &[]).await.status(), 200);
+        // Acknowledging needs the admin token, and not from another site.
+        let read_ack = send("POST", "/alerts/1/ack", &[("authorization", basic(read))]).await;
+        assert_eq!(read_ack.status(), 401);
+        let cross = send(
+            "POST",
+            "/alerts/1/ack",
+            &[
+                ("authorization", basic(admin)),
+                ("sec-fetch-site", "cross-site".into()),
+            ],
+        )
+        .await;
+        assert_eq!(cross.status(), 403);
+        let origin = send(
+            "POST",
+            "/alerts/1/ack",
+            &[
+                ("authorization", basic(admin)),
+                ("origin", "https://evil.example".into()),
+                ("host", "127.0.0.1:8787".into()),
+            ],
+        )
+        .await;
+        assert_eq!(origin.status(), 403);
+        // Same site, admin token: reaches the handler (no alert 1 here: 404).
+        let same = send(
+            "POST",
+            "/alerts/1/ack",
+            &[
+                ("authorization", basic(admin)),
+                ("sec-fetch-site", "same-origin".into()),
+            ],
+        )
+        .await;
+        assert_eq!(same.status(), 404);
+        // Metrics need the read token too.
+        assert_eq!(send("GET", "/metrics", &[]).await.status(), 401);
+        let m = send(
+            "GET",
+            "/metrics",
+            &[("authorization", format!("Bearer {read}"))],
+        )
+        .await;
+        assert_eq!(m.status(), 200);
+        let body = axum::body::to_bytes(m.into_body(), 1 << 20).await.unwrap();
+        let text = String::from_utf8_lossy(&body);
+        assert!(text.contains("gpufleet_alerts_open 0"), "{text}");
+        assert!(
+            text.contains("gpufleet_http_request_duration_seconds"),
+            "{text}"
+        );
+    }
+
+    #[tokio::test]
+    async fn page_errors_are_pages_with_the_status_and_a_short_quote() {
+        let db = Db::in_memory().unwrap();
+        let daemon = Daemon::new(
+            db,
+            DaemonConfig::default(),
+            std::sync::Arc::new(LogReporter),
+        );
+        let app = router(daemon);
+        let long = "x".repeat(5000);
+        for (path, status) in [
+            (format!("/runs/{long}"), 400),
+            ("/runs/12".to_string(), 404),
+            ("/campaigns/-1".to_string(), 404),
+            (format!("/compare?baseline={long}"), 400),
+            ("/compare?bogus=1".to_string(), 400),
+            ("/history?spec=a".to_string(), 400),
+            (format!("/history?spec={long}&agent=a&device=d"), 404),
+        ] {
+            let (code, body) = call(&app, "GET", &path, None).await;
+            assert_eq!(code, status, "{path}: {body}");
+            assert!(body.contains("<html"), "{path}: an HTML page");
+            assert!(
+                body.len() < 4000,
+                "{path}: the input is not echoed whole ({} bytes)",
+                body.len()
+            );
+        }
     }
 }

@@ -308,6 +308,22 @@ impl Store {
         Ok(rows)
     }
 
+    /// How many results have each status.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the query fails.
+    pub fn result_status_counts(&self) -> Result<Vec<(String, i64)>, StoreError> {
+        let context = "counting results";
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT status, count(*) FROM results GROUP BY status ORDER BY status")
+            .map_err(sql(context))?;
+        stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))
+    }
+
     /// The power trace stored with the result `run_id` (empty if it has none).
     ///
     /// # Errors

@@ -30,16 +30,46 @@ pub const CSS: &str = include_str!("../../../dashboards/static/gpufleet.css");
 pub const JS: &str = include_str!("../../../dashboards/static/gpufleet.js");
 
 const TEMPLATES: &[(&str, &str)] = &[
-    ("base.html", include_str!("../../../dashboards/templates/base.html")),
-    ("alert_table.html", include_str!("../../../dashboards/templates/alert_table.html")),
-    ("fleet.html", include_str!("../../../dashboards/templates/fleet.html")),
-    ("compare.html", include_str!("../../../dashboards/templates/compare.html")),
-    ("history.html", include_str!("../../../dashboards/templates/history.html")),
-    ("run.html", include_str!("../../../dashboards/templates/run.html")),
-    ("campaigns.html", include_str!("../../../dashboards/templates/campaigns.html")),
-    ("campaign.html", include_str!("../../../dashboards/templates/campaign.html")),
-    ("alerts.html", include_str!("../../../dashboards/templates/alerts.html")),
-    ("error.html", include_str!("../../../dashboards/templates/error.html")),
+    (
+        "base.html",
+        include_str!("../../../dashboards/templates/base.html"),
+    ),
+    (
+        "alert_table.html",
+        include_str!("../../../dashboards/templates/alert_table.html"),
+    ),
+    (
+        "fleet.html",
+        include_str!("../../../dashboards/templates/fleet.html"),
+    ),
+    (
+        "compare.html",
+        include_str!("../../../dashboards/templates/compare.html"),
+    ),
+    (
+        "history.html",
+        include_str!("../../../dashboards/templates/history.html"),
+    ),
+    (
+        "run.html",
+        include_str!("../../../dashboards/templates/run.html"),
+    ),
+    (
+        "campaigns.html",
+        include_str!("../../../dashboards/templates/campaigns.html"),
+    ),
+    (
+        "campaign.html",
+        include_str!("../../../dashboards/templates/campaign.html"),
+    ),
+    (
+        "alerts.html",
+        include_str!("../../../dashboards/templates/alerts.html"),
+    ),
+    (
+        "error.html",
+        include_str!("../../../dashboards/templates/error.html"),
+    ),
 ];
 
 fn templates() -> &'static Environment<'static> {

@@ -8,7 +8,9 @@ use crate::campaign::handoff::attached;
 use crate::compare::{self, CompareRow, fmt_metric};
 use crate::convert::to_compare_row;
 use crate::schedule::slots::fmt_time;
-use crate::store::{AgentKind, AlertRow, ResultFilter, ResultRow, SEGMENT_FIELDS, Store, segment_of};
+use crate::store::{
+    AgentKind, AlertRow, ResultFilter, ResultRow, SEGMENT_FIELDS, Store, segment_of,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -24,8 +26,11 @@ pub struct Scope {
 
 impl Scope {
     fn has_result(&self, r: &ResultRow) -> bool {
-        self.campaign.is_none_or(|c| r.record.campaign_id == Some(c))
-            && self.since.is_none_or(|t| r.record.created_at.unwrap_or(0.0) >= t)
+        self.campaign
+            .is_none_or(|c| r.record.campaign_id == Some(c))
+            && self
+                .since
+                .is_none_or(|t| r.record.created_at.unwrap_or(0.0) >= t)
     }
 }
 
@@ -47,12 +52,11 @@ pub struct Links {
     campaigns: Option<BTreeSet<i64>>,
 }
 
-fn query_string(pairs: &[(&str, &str)]) -> String {
-    let kept: Vec<(&str, &str)> = pairs.iter().filter(|(_, v)| !v.is_empty()).copied().collect();
-    if kept.is_empty() {
-        String::new()
-    } else {
-        format!("?{}", serde_urlencoded::to_string(kept).unwrap_or_default())
+/// `?a=1&b=2` of a query struct (empty fields are left out; they skip serialising), or nothing.
+fn query_string<T: Serialize>(q: &T) -> String {
+    match serde_urlencoded::to_string(q) {
+        Ok(text) if !text.is_empty() => format!("?{text}"),
+        _ => String::new(),
     }
 }
 
@@ -78,7 +82,11 @@ impl Links {
     pub fn take_refs(&self) -> Vec<Ref> {
         self.report
             .as_ref()
-            .map(|(_, r)| std::mem::take(&mut *r.lock().unwrap_or_else(|p| p.into_inner())).into_iter().collect())
+            .map(|(_, r)| {
+                std::mem::take(&mut *r.lock().unwrap_or_else(|p| p.into_inner()))
+                    .into_iter()
+                    .collect()
+            })
             .unwrap_or_default()
     }
 
@@ -108,10 +116,13 @@ impl Links {
     }
     /// The compare page's CSV or JSON download with the same filters.
     pub fn compare_download(&self, q: &CompareQuery, ext: &str) -> String {
-        self.pick(format!("/compare.{ext}{}", q.query_string()), &format!("compare.{ext}"))
+        self.pick(
+            format!("/compare.{ext}{}", query_string(q)),
+            &format!("compare.{ext}"),
+        )
     }
     pub fn compare_with(&self, q: &CompareQuery) -> String {
-        self.pick(format!("/compare{}", q.query_string()), "compare.html")
+        self.pick(format!("/compare{}", query_string(q)), "compare.html")
     }
     pub fn campaigns(&self) -> String {
         self.pick("/campaigns".into(), "campaigns.html")
@@ -132,20 +143,32 @@ impl Links {
         self.pick(format!("/runs/{id}"), &format!("runs/{id}.html"))
     }
     pub fn history(&self, q: &HistoryQuery) -> String {
-        self.note(Ref::History(HistoryQuery { scale: String::new(), ..q.clone() }));
-        self.pick(format!("/history{}", q.query_string()), &format!("history/{}.html", q.file_key()))
+        self.note(Ref::History(HistoryQuery {
+            scale: String::new(),
+            ..q.clone()
+        }));
+        self.pick(
+            format!("/history{}", query_string(q)),
+            &format!("history/{}.html", q.file_key()),
+        )
     }
     /// The history's CSV (server only: a report writes it next to the page).
     fn history_csv(&self, q: &HistoryQuery) -> String {
-        self.pick(format!("/history.csv{}", q.query_string()), &format!("history/{}.csv", q.file_key()))
+        self.pick(
+            format!("/history.csv{}", query_string(q)),
+            &format!("history/{}.csv", q.file_key()),
+        )
     }
     /// The other scale of a history (server only; a report has the linear page).
     fn history_scale(&self, q: &HistoryQuery, log: bool) -> String {
-        let q = HistoryQuery { scale: if log { "log".into() } else { String::new() }, ..q.clone() };
+        let q = HistoryQuery {
+            scale: if log { "log".into() } else { String::new() },
+            ..q.clone()
+        };
         if self.is_static() {
             return String::new();
         }
-        format!("/history{}", q.query_string())
+        format!("/history{}", query_string(&q))
     }
     fn static_file(&self, name: &str) -> String {
         self.pick(format!("/static/{name}"), &format!("static/{name}"))
@@ -153,8 +176,17 @@ impl Links {
 }
 
 /// What every page's layout needs.
-fn base(links: &Links, store: &Store, title: &str, page: &str) -> Result<Map<String, Value>, WebError> {
-    let open_alerts = store.alerts(0.0)?.iter().filter(|a| a.acknowledged_at.is_none()).count();
+fn base(
+    links: &Links,
+    store: &Store,
+    title: &str,
+    page: &str,
+) -> Result<Map<String, Value>, WebError> {
+    let open_alerts = store
+        .alerts(0.0)?
+        .iter()
+        .filter(|a| a.acknowledged_at.is_none())
+        .count();
     let mut m = Map::new();
     m.insert("title".into(), json!(title));
     m.insert("page".into(), json!(page));
@@ -176,7 +208,10 @@ fn page(template: &'static str, mut m: Map<String, Value>, extra: Value) -> Page
     if let Value::Object(e) = extra {
         m.extend(e);
     }
-    Page { template, context: Value::Object(m) }
+    Page {
+        template,
+        context: Value::Object(m),
+    }
 }
 
 /// An error page.
@@ -199,7 +234,11 @@ fn si(v: f64, unit: &str) -> String {
 }
 
 fn power_text(sensors: String) -> String {
-    if sensors.is_empty() { "none".into() } else { sensors }
+    if sensors.is_empty() {
+        "none".into()
+    } else {
+        sensors
+    }
 }
 
 /// `/`: agents, their state, backends, devices, latest campaign; open alerts.
@@ -227,12 +266,20 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
             .filter(|s| !s.is_empty())
             .collect::<Vec<_>>()
             .join(" · ");
-        let power: Vec<&Value> = info["power_sources"].as_array().map(|v| v.iter().collect()).unwrap_or_default();
+        let power: Vec<&Value> = info["power_sources"]
+            .as_array()
+            .map(|v| v.iter().collect())
+            .unwrap_or_default();
         let sensor_of = |pci: &str| -> String {
             power
                 .iter()
                 .filter(|p| p["available"].as_bool() == Some(true))
-                .filter(|p| pci.is_empty() || p["pci_bus_id"].as_str().is_none_or(|b| b.is_empty() || b == pci))
+                .filter(|p| {
+                    pci.is_empty()
+                        || p["pci_bus_id"]
+                            .as_str()
+                            .is_none_or(|b| b.is_empty() || b == pci)
+                })
                 .filter_map(|p| {
                     let name = p["name"].as_str()?;
                     Some(format!("{name} ({})", p["scope"].as_str().unwrap_or("")))
@@ -265,7 +312,9 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
             })
             .unwrap_or_default();
         let last_seen = match a.kind {
-            AgentKind::DialIn => a.last_seen.map(|t| format!("{} ({} ago)", fmt_time(t), crate::cli::agents::ago(now - t))),
+            AgentKind::DialIn => a
+                .last_seen
+                .map(|t| format!("{} ({} ago)", fmt_time(t), crate::cli::agents::ago(now - t))),
             AgentKind::Direct => devices
                 .iter()
                 .filter(|d| d.agent_id == a.id)
@@ -284,9 +333,17 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
             "backends": backends, "devices": devs, "latest_campaign": latest_campaign,
         }));
     }
-    let alerts: Vec<AlertRow> = store.alerts(0.0)?.into_iter().filter(|a| a.acknowledged_at.is_none()).collect();
+    let alerts: Vec<AlertRow> = store
+        .alerts(0.0)?
+        .into_iter()
+        .filter(|a| a.acknowledged_at.is_none())
+        .collect();
     let m = base(links, store, "Fleet", "fleet")?;
-    Ok(page("fleet.html", m, json!({ "agents": out, "alerts": alert_rows(&alerts, links), "with_ack": false })))
+    Ok(page(
+        "fleet.html",
+        m,
+        json!({ "agents": out, "alerts": alert_rows(&alerts, links), "with_ack": false }),
+    ))
 }
 
 fn alert_rows(alerts: &[AlertRow], links: &Links) -> Vec<Value> {
@@ -294,7 +351,12 @@ fn alert_rows(alerts: &[AlertRow], links: &Links) -> Vec<Value> {
         .iter()
         .map(|a| {
             let agent = a.agent.clone().unwrap_or_default();
-            let hq = HistoryQuery { spec: a.spec_key.clone(), agent: agent.clone(), device: a.device_id.clone(), scale: String::new() };
+            let hq = HistoryQuery {
+                spec: a.spec_key.clone(),
+                agent: agent.clone(),
+                device: a.device_id.clone(),
+                scale: String::new(),
+            };
             let worse = a.direction == "regression";
             json!({
                 "id": a.id, "when": fmt_time(a.created_at), "direction": a.direction,
@@ -332,25 +394,18 @@ pub fn alerts(store: &Store, links: &Links, scope: &Scope) -> Result<Page, WebEr
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CompareQuery {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub suite: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub kernel: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub dtype: String,
     /// The environment set of an env-matrix campaign (`@name` of the spec key); `-` for none.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub env: String,
     /// The column relative figures are against (`agent:device_id`); empty: the best of each row.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub baseline: String,
-}
-
-impl CompareQuery {
-    fn query_string(&self) -> String {
-        query_string(&[
-            ("suite", &self.suite),
-            ("kernel", &self.kernel),
-            ("dtype", &self.dtype),
-            ("env", &self.env),
-            ("baseline", &self.baseline),
-        ])
-    }
 }
 
 /// One column of the matrix.
@@ -406,23 +461,35 @@ pub struct Matrix {
 impl Matrix {
     /// Every shown cell, row by row (the CSV/JSON download).
     pub fn cells(&self) -> Vec<&MatrixCell> {
-        self.rows.iter().flat_map(|(_, cells)| cells.iter().flatten()).collect()
+        self.rows
+            .iter()
+            .flat_map(|(_, cells)| cells.iter().flatten())
+            .collect()
     }
 }
+
+/// A matrix row's sort key: kernel, parameters as numbers, spec key.
+type RowKey = (String, Vec<i64>, String);
 
 /// Builds the matrix from the latest result of each spec on each device.
 ///
 /// # Errors
 /// [`WebError::BadRequest`] for a baseline that names no column; store errors.
 pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, WebError> {
-    let all = store.results(&ResultFilter { latest_per_device_and_key: true, ..Default::default() })?;
+    let all = store.results(&ResultFilter {
+        latest_per_device_and_key: true,
+        ..Default::default()
+    })?;
     let all: Vec<ResultRow> = all.into_iter().filter(|r| scope.has_result(r)).collect();
     let mut options: [BTreeSet<String>; 4] = Default::default();
     for r in &all {
         options[0].extend(r.suite.clone());
         options[1].insert(r.record.kernel.clone());
         options[2].insert(r.record.dtype.clone());
-        options[3].insert(match env_set(&r.record.spec_key) { "" => "-".to_string(), e => e.to_string() });
+        options[3].insert(match env_set(&r.record.spec_key) {
+            "" => "-".to_string(),
+            e => e.to_string(),
+        });
     }
     let keep = |want: &str, have: &str| want.is_empty() || want == have;
     let shown: Vec<ResultRow> = all
@@ -431,7 +498,9 @@ pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, 
             keep(&q.suite, r.suite.as_deref().unwrap_or(""))
                 && keep(&q.kernel, &r.record.kernel)
                 && keep(&q.dtype, &r.record.dtype)
-                && (q.env.is_empty() || q.env == env_set(&r.record.spec_key) || (q.env == "-" && env_set(&r.record.spec_key).is_empty()))
+                && (q.env.is_empty()
+                    || q.env == env_set(&r.record.spec_key)
+                    || (q.env == "-" && env_set(&r.record.spec_key).is_empty()))
         })
         .collect();
     let column_of = |r: &ResultRow| Column {
@@ -439,21 +508,39 @@ pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, 
         agent: r.agent.clone(),
         device_id: r.record.device_id.clone(),
         backend: r.record.backend.clone(),
-        device: r.device_name.clone().unwrap_or_else(|| r.record.device_id.clone()),
+        device: r
+            .device_name
+            .clone()
+            .unwrap_or_else(|| r.record.device_id.clone()),
     };
-    let columns: Vec<Column> = shown.iter().map(column_of).collect::<BTreeSet<_>>().into_iter().collect();
+    let columns: Vec<Column> = shown
+        .iter()
+        .map(column_of)
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
     if !q.baseline.is_empty() && !columns.iter().any(|c| c.key == q.baseline) {
         return Err(WebError::BadRequest(format!(
             "baseline {:?} is not a column of this view (columns are agent:device)",
             crate::web::routes::clip(&q.baseline)
         )));
     }
-    let index: HashMap<&str, usize> = columns.iter().enumerate().map(|(i, c)| (c.key.as_str(), i)).collect();
-    let mut by_spec: BTreeMap<(String, Vec<i64>, String), (ResultRow, Vec<Option<ResultRow>>)> = BTreeMap::new();
+    let index: HashMap<&str, usize> = columns
+        .iter()
+        .enumerate()
+        .map(|(i, c)| (c.key.as_str(), i))
+        .collect();
+    let mut by_spec: BTreeMap<RowKey, (ResultRow, Vec<Option<ResultRow>>)> = BTreeMap::new();
     for r in shown {
-        let sort = (r.record.kernel.clone(), r.record.params.values().copied().collect::<Vec<_>>(), r.record.spec_key.clone());
+        let sort = (
+            r.record.kernel.clone(),
+            r.record.params.values().copied().collect::<Vec<_>>(),
+            r.record.spec_key.clone(),
+        );
         let col = index[column_of(&r).key.as_str()];
-        let entry = by_spec.entry(sort).or_insert_with(|| (r.clone(), vec![None; columns.len()]));
+        let entry = by_spec
+            .entry(sort)
+            .or_insert_with(|| (r.clone(), vec![None; columns.len()]));
         entry.1[col] = Some(r);
     }
     let mut rows = Vec::new();
@@ -466,7 +553,11 @@ pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, 
         let mut plain: Vec<CompareRow> = compare_rows.iter().map(|(_, c, _)| c.clone()).collect();
         compare::rank(&mut plain);
         let base_metric = (!q.baseline.is_empty())
-            .then(|| compare_rows.iter().find(|(i, _, _)| columns[*i].key == q.baseline))
+            .then(|| {
+                compare_rows
+                    .iter()
+                    .find(|(i, _, _)| columns[*i].key == q.baseline)
+            })
             .flatten()
             .and_then(|(_, c, _)| c.metric.filter(|_| c.status == "ok"));
         let mut out: Vec<Option<MatrixCell>> = vec![None; columns.len()];
@@ -476,7 +567,9 @@ pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, 
                 ranked.and_then(|p| p.relative)
             } else {
                 match (c.metric, base_metric) {
-                    (Some(v), Some(b)) if c.status == "ok" => compare::ratio(v, b, c.higher_is_better),
+                    (Some(v), Some(b)) if c.status == "ok" => {
+                        compare::ratio(v, b, c.higher_is_better)
+                    }
                     _ => None,
                 }
             };
@@ -508,18 +601,31 @@ pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, 
         }
         rows.push((first, out));
     }
-    Ok(Matrix { columns, rows, options })
+    Ok(Matrix {
+        columns,
+        rows,
+        options,
+    })
 }
 
 /// `/compare`.
-pub fn compare_page(store: &Store, links: &Links, q: &CompareQuery, scope: &Scope) -> Result<Page, WebError> {
+pub fn compare_page(
+    store: &Store,
+    links: &Links,
+    q: &CompareQuery,
+    scope: &Scope,
+) -> Result<Page, WebError> {
     let m = matrix(store, q, scope)?;
     let columns: Vec<Value> = m
         .columns
         .iter()
         .map(|c| json!({"key": c.key, "label": format!("{} ({}:{})", c.device, c.agent, c.device_id), "device": c.device, "agent": c.agent, "backend": c.backend}))
         .collect();
-    let baseline_label = m.columns.iter().find(|c| c.key == q.baseline).map(|c| format!("{} ({})", c.device, c.key));
+    let baseline_label = m
+        .columns
+        .iter()
+        .find(|c| c.key == q.baseline)
+        .map(|c| format!("{} ({})", c.device, c.key));
     let rows: Vec<Value> = m
         .rows
         .iter()
@@ -571,7 +677,12 @@ pub fn compare_page(store: &Store, links: &Links, q: &CompareQuery, scope: &Scop
                    "mode": rec.mode, "env_set": env_set(&rec.spec_key), "cells": cells})
         })
         .collect();
-    let names = [("suite", "Suite", &q.suite), ("kernel", "Kernel", &q.kernel), ("dtype", "Dtype", &q.dtype), ("env", "Env set", &q.env)];
+    let names = [
+        ("suite", "Suite", &q.suite),
+        ("kernel", "Kernel", &q.kernel),
+        ("dtype", "Dtype", &q.dtype),
+        ("env", "Env set", &q.env),
+    ];
     let filters: Vec<Value> = names
         .iter()
         .zip(&m.options)
@@ -605,17 +716,48 @@ fn csv_field(s: &str) -> String {
 
 /// The matrix as CSV: one line per cell, numbers unformatted.
 pub fn matrix_csv(m: &Matrix) -> String {
-    let mut out = String::from("kernel,variant,params,dtype,mode,env_set,agent,device_id,device,backend,status,value,unit,higher_is_better,relative,pct_of_peak,cv,noisy,metric_per_watt,joules_per_unit,result_id,run_id,message\n");
+    let mut out = String::from(
+        "kernel,variant,params,dtype,mode,env_set,agent,device_id,device,backend,status,value,unit,higher_is_better,relative,pct_of_peak,cv,noisy,metric_per_watt,joules_per_unit,result_id,run_id,message\n",
+    );
     for c in m.cells() {
-        let params = c.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(";");
+        let params = c
+            .params
+            .iter()
+            .map(|(k, v)| format!("{k}={v}"))
+            .collect::<Vec<_>>()
+            .join(";");
         let fields = [
-            c.kernel.clone(), c.variant.clone(), params, c.dtype.clone(), c.mode.clone(), c.env_set.clone(),
-            c.agent.clone(), c.device_id.clone(), c.device.clone(), c.backend.clone(), c.status.clone(),
-            opt_num(c.value), c.unit.clone(), c.higher_is_better.to_string(), opt_num(c.relative),
-            opt_num(c.pct_of_peak), opt_num(c.cv), c.noisy.to_string(), opt_num(c.metric_per_watt),
-            opt_num(c.joules_per_unit), c.result_id.to_string(), c.run_id.clone(), c.message.clone(),
+            c.kernel.clone(),
+            c.variant.clone(),
+            params,
+            c.dtype.clone(),
+            c.mode.clone(),
+            c.env_set.clone(),
+            c.agent.clone(),
+            c.device_id.clone(),
+            c.device.clone(),
+            c.backend.clone(),
+            c.status.clone(),
+            opt_num(c.value),
+            c.unit.clone(),
+            c.higher_is_better.to_string(),
+            opt_num(c.relative),
+            opt_num(c.pct_of_peak),
+            opt_num(c.cv),
+            c.noisy.to_string(),
+            opt_num(c.metric_per_watt),
+            opt_num(c.joules_per_unit),
+            c.result_id.to_string(),
+            c.run_id.clone(),
+            c.message.clone(),
         ];
-        out.push_str(&fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
+        out.push_str(
+            &fields
+                .iter()
+                .map(|f| csv_field(f))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
         out.push('\n');
     }
     out
@@ -625,18 +767,18 @@ pub fn matrix_csv(m: &Matrix) -> String {
 #[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct HistoryQuery {
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub spec: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub agent: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub device: String,
     /// `log` for a log10 y axis.
+    #[serde(skip_serializing_if = "String::is_empty")]
     pub scale: String,
 }
 
 impl HistoryQuery {
-    fn query_string(&self) -> String {
-        query_string(&[("spec", &self.spec), ("agent", &self.agent), ("device", &self.device), ("scale", &self.scale)])
-    }
-
     /// A file name for a report: 16 hex digits of the series' SHA-256.
     pub fn file_key(&self) -> String {
         let text = format!("{}\n{}\n{}", self.spec, self.agent, self.device);
@@ -647,10 +789,15 @@ impl HistoryQuery {
 /// A series' results, oldest first.
 fn series(store: &Store, q: &HistoryQuery) -> Result<Vec<ResultRow>, WebError> {
     if q.spec.is_empty() || q.agent.is_empty() || q.device.is_empty() {
-        return Err(WebError::BadRequest("history needs spec, agent and device (e.g. from a cell of /compare)".into()));
+        return Err(WebError::BadRequest(
+            "history needs spec, agent and device (e.g. from a cell of /compare)".into(),
+        ));
     }
     if !q.scale.is_empty() && q.scale != "log" && q.scale != "linear" {
-        return Err(WebError::BadRequest(format!("scale {:?}: use log or linear", crate::web::routes::clip(&q.scale))));
+        return Err(WebError::BadRequest(format!(
+            "scale {:?}: use log or linear",
+            crate::web::routes::clip(&q.scale)
+        )));
     }
     let rows = store.results(&ResultFilter {
         spec_key: Some(q.spec.clone()),
@@ -700,7 +847,10 @@ pub fn fingerprint_changes(before: &Value, after: &Value) -> String {
         if let (Some(ma), Some(mb)) = (a.as_object(), b.as_object()) {
             let keys: BTreeSet<&String> = ma.keys().chain(mb.keys()).collect();
             for k in keys {
-                let (x, y) = (ma.get(k).unwrap_or(&Value::Null), mb.get(k).unwrap_or(&Value::Null));
+                let (x, y) = (
+                    ma.get(k).unwrap_or(&Value::Null),
+                    mb.get(k).unwrap_or(&Value::Null),
+                );
                 if x != y {
                     out.push(format!("{field}.{k} {} → {}", text(x), text(y)));
                 }
@@ -709,13 +859,24 @@ pub fn fingerprint_changes(before: &Value, after: &Value) -> String {
             out.push(format!("{field} {} → {}", text(a), text(b)));
         }
     }
-    if out.is_empty() { "fingerprint changed".into() } else { out.join(", ") }
+    if out.is_empty() {
+        "fingerprint changed".into()
+    } else {
+        out.join(", ")
+    }
 }
 
 /// Marks of a series' results: alerts and their confirmation reruns.
-fn marks(store: &Store, rows: &[ResultRow]) -> Result<(HashMap<i64, String>, Vec<AlertRow>), WebError> {
+fn marks(
+    store: &Store,
+    rows: &[ResultRow],
+) -> Result<(HashMap<i64, String>, Vec<AlertRow>), WebError> {
     let ids: BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
-    let alerts: Vec<AlertRow> = store.alerts(0.0)?.into_iter().filter(|a| ids.contains(&a.result_id)).collect();
+    let alerts: Vec<AlertRow> = store
+        .alerts(0.0)?
+        .into_iter()
+        .filter(|a| ids.contains(&a.result_id))
+        .collect();
     let mut m = HashMap::new();
     for r in rows {
         if store.confirms(r.id)?.is_some() {
@@ -736,7 +897,10 @@ pub fn history(store: &Store, links: &Links, q: &HistoryQuery) -> Result<Page, W
     let rows = series(store, q)?;
     let (marks, alerts) = marks(store, &rows)?;
     let log = q.scale == "log";
-    let unit = rows.iter().find_map(|r| r.record.metric_unit.clone()).unwrap_or_default();
+    let unit = rows
+        .iter()
+        .find_map(|r| r.record.metric_unit.clone())
+        .unwrap_or_default();
     let mut points = Vec::new();
     let mut boundaries = Vec::new();
     let mut changes = Vec::new();
@@ -751,7 +915,10 @@ pub fn history(store: &Store, links: &Links, q: &HistoryQuery) -> Result<Page, W
             segments += 1;
             if let Some(p) = prev {
                 let what = fingerprint_changes(&p.record.fingerprint, &rec.fingerprint);
-                boundaries.push(Boundary { t, label: clip_label(&what) });
+                boundaries.push(Boundary {
+                    t,
+                    label: clip_label(&what),
+                });
                 changes.push(json!({"result_id": r.id, "when": fmt_time(t), "what": what, "run_href": links.run(r.id)}));
             }
         }
@@ -763,7 +930,18 @@ pub fn history(store: &Store, links: &Links, q: &HistoryQuery) -> Result<Page, W
                 t,
                 value: v,
                 band: b,
-                title: format!("#{} {} {} {}{}", r.id, fmt_time(t), fmt_metric(v), unit, if mark.is_empty() { String::new() } else { format!(" ({mark})") }),
+                title: format!(
+                    "#{} {} {} {}{}",
+                    r.id,
+                    fmt_time(t),
+                    fmt_metric(v),
+                    unit,
+                    if mark.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" ({mark})")
+                    }
+                ),
                 mark: mark.clone(),
                 href: links.run(r.id),
             });
@@ -777,7 +955,15 @@ pub fn history(store: &Store, links: &Links, q: &HistoryQuery) -> Result<Page, W
     }
     table.reverse();
     let chart = (!points.is_empty()).then(|| svg::series_chart(&points, &boundaries, &unit, log));
-    let device = format!("{}:{}{}", q.agent, q.device, rows.last().and_then(|r| r.device_name.as_ref()).map(|n| format!(" ({n})")).unwrap_or_default());
+    let device = format!(
+        "{}:{}{}",
+        q.agent,
+        q.device,
+        rows.last()
+            .and_then(|r| r.device_name.as_ref())
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default()
+    );
     let m = base(links, store, &format!("History of {}", q.spec), "history")?;
     Ok(page(
         "history.html",
@@ -792,24 +978,43 @@ pub fn history(store: &Store, links: &Links, q: &HistoryQuery) -> Result<Page, W
 }
 
 fn clip_label(s: &str) -> String {
-    if s.chars().count() > 48 { format!("{}…", s.chars().take(47).collect::<String>()) } else { s.to_string() }
+    if s.chars().count() > 48 {
+        format!("{}…", s.chars().take(47).collect::<String>())
+    } else {
+        s.to_string()
+    }
 }
 
 /// The history as CSV: one line per result, numbers unformatted.
 pub fn history_csv(store: &Store, q: &HistoryQuery) -> Result<String, WebError> {
     let rows = series(store, q)?;
     let (marks, _) = marks(store, &rows)?;
-    let mut out = String::from("result_id,created_at,status,value,unit,p10_value,p90_value,cv,segment,mark,run_id\n");
+    let mut out = String::from(
+        "result_id,created_at,status,value,unit,p10_value,p90_value,cv,segment,mark,run_id\n",
+    );
     for r in &rows {
         let rec = &r.record;
         let b = band(r);
         let fields = [
-            r.id.to_string(), opt_num(rec.created_at), rec.status.clone(),
-            opt_num(rec.metric_value.filter(|_| rec.status == "ok")), rec.metric_unit.clone().unwrap_or_default(),
-            opt_num(b.map(|b| b.0)), opt_num(b.map(|b| b.1)), opt_num(rec.cv), segment_of(&rec.fingerprint),
-            marks.get(&r.id).cloned().unwrap_or_default(), rec.run_id.clone(),
+            r.id.to_string(),
+            opt_num(rec.created_at),
+            rec.status.clone(),
+            opt_num(rec.metric_value.filter(|_| rec.status == "ok")),
+            rec.metric_unit.clone().unwrap_or_default(),
+            opt_num(b.map(|b| b.0)),
+            opt_num(b.map(|b| b.1)),
+            opt_num(rec.cv),
+            segment_of(&rec.fingerprint),
+            marks.get(&r.id).cloned().unwrap_or_default(),
+            rec.run_id.clone(),
         ];
-        out.push_str(&fields.iter().map(|f| csv_field(f)).collect::<Vec<_>>().join(","));
+        out.push_str(
+            &fields
+                .iter()
+                .map(|f| csv_field(f))
+                .collect::<Vec<_>>()
+                .join(","),
+        );
         out.push('\n');
     }
     Ok(out)
@@ -818,33 +1023,132 @@ pub fn history_csv(store: &Store, q: &HistoryQuery) -> Result<String, WebError> 
 /// `/runs/{id}`.
 pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
     let row = store
-        .results(&ResultFilter { id: Some(id), with_samples: true, ..Default::default() })?
+        .results(&ResultFilter {
+            id: Some(id),
+            with_samples: true,
+            ..Default::default()
+        })?
         .pop()
         .ok_or_else(|| WebError::NotFound(format!("no result {id}")))?;
     let rec = &row.record;
-    let hq = HistoryQuery { spec: rec.spec_key.clone(), agent: row.agent.clone(), device: rec.device_id.clone(), scale: String::new() };
+    let hq = HistoryQuery {
+        spec: rec.spec_key.clone(),
+        agent: row.agent.clone(),
+        device: rec.device_id.clone(),
+        scale: String::new(),
+    };
     let unit = rec.metric_unit.clone().unwrap_or_default();
-    let num = |v: Option<f64>, u: &str| v.map(|v| format!("{} {u}", fmt_metric(v))).unwrap_or_else(|| "-".into());
-    let us = |v: Option<f64>| v.map(|v| format!("{:.3} µs", v * 1e6)).unwrap_or_else(|| "-".into());
-    let params = rec.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ");
-    let campaign = rec.campaign_id.map(|c| (format!("#{c}{}", row.suite.as_ref().map(|s| format!(" ({s})")).unwrap_or_default()), links.campaign(c)));
+    let num = |v: Option<f64>, u: &str| {
+        v.map(|v| format!("{} {u}", fmt_metric(v)))
+            .unwrap_or_else(|| "-".into())
+    };
+    let us = |v: Option<f64>| {
+        v.map(|v| format!("{:.3} µs", v * 1e6))
+            .unwrap_or_else(|| "-".into())
+    };
+    let params = rec
+        .params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let campaign = rec.campaign_id.map(|c| {
+        (
+            format!(
+                "#{c}{}",
+                row.suite
+                    .as_ref()
+                    .map(|s| format!(" ({s})"))
+                    .unwrap_or_default()
+            ),
+            links.campaign(c),
+        )
+    });
     let mut fields: Vec<(String, String, String)> = vec![
         ("Run id".into(), rec.run_id.clone(), String::new()),
-        ("Kernel".into(), format!("{}/{}", rec.kernel, rec.variant), links.history(&hq)),
+        (
+            "Kernel".into(),
+            format!("{}/{}", rec.kernel, rec.variant),
+            links.history(&hq),
+        ),
         ("Parameters".into(), params, String::new()),
-        ("Dtype · mode".into(), format!("{} · {}", rec.dtype, rec.mode), String::new()),
+        (
+            "Dtype · mode".into(),
+            format!("{} · {}", rec.dtype, rec.mode),
+            String::new(),
+        ),
         ("Agent".into(), row.agent.clone(), String::new()),
-        ("Device".into(), format!("{} ({})", row.device_name.clone().unwrap_or_default(), rec.device_id), String::new()),
+        (
+            "Device".into(),
+            format!(
+                "{} ({})",
+                row.device_name.clone().unwrap_or_default(),
+                rec.device_id
+            ),
+            String::new(),
+        ),
         ("Backend".into(), rec.backend.clone(), String::new()),
-        ("Metric".into(), num(rec.metric_value.filter(|_| rec.status == "ok"), &unit), String::new()),
-        ("% of peak".into(), rec.pct_of_peak.filter(|p| *p > 0.0).map(|p| format!("{p:.1}%")).unwrap_or("-".into()), String::new()),
-        ("Median · p10 · p90".into(), format!("{} · {} · {}", us(rec.median_s), us(rec.p10_s), us(rec.p90_s)), String::new()),
-        ("Min · max · mean".into(), format!("{} · {} · {}", us(rec.min_s), us(rec.max_s), us(rec.mean_s)), String::new()),
-        ("CV".into(), rec.cv.map(|c| format!("{:.2}%{}", c * 100.0, if compare::is_noisy(Some(c)) { " (noisy)" } else { "" })).unwrap_or("-".into()), String::new()),
-        ("Iterations".into(), rec.iterations.to_string(), String::new()),
+        (
+            "Metric".into(),
+            num(rec.metric_value.filter(|_| rec.status == "ok"), &unit),
+            String::new(),
+        ),
+        (
+            "% of peak".into(),
+            rec.pct_of_peak
+                .filter(|p| *p > 0.0)
+                .map(|p| format!("{p:.1}%"))
+                .unwrap_or("-".into()),
+            String::new(),
+        ),
+        (
+            "Median · p10 · p90".into(),
+            format!(
+                "{} · {} · {}",
+                us(rec.median_s),
+                us(rec.p10_s),
+                us(rec.p90_s)
+            ),
+            String::new(),
+        ),
+        (
+            "Min · max · mean".into(),
+            format!("{} · {} · {}", us(rec.min_s), us(rec.max_s), us(rec.mean_s)),
+            String::new(),
+        ),
+        (
+            "CV".into(),
+            rec.cv
+                .map(|c| {
+                    format!(
+                        "{:.2}%{}",
+                        c * 100.0,
+                        if compare::is_noisy(Some(c)) {
+                            " (noisy)"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .unwrap_or("-".into()),
+            String::new(),
+        ),
+        (
+            "Iterations".into(),
+            rec.iterations.to_string(),
+            String::new(),
+        ),
         ("Started".into(), fmt_time(rec.started_at), String::new()),
-        ("Wall time".into(), format!("{:.2} s", rec.wall_s), String::new()),
-        ("Stored".into(), rec.created_at.map(fmt_time).unwrap_or_default(), String::new()),
+        (
+            "Wall time".into(),
+            format!("{:.2} s", rec.wall_s),
+            String::new(),
+        ),
+        (
+            "Stored".into(),
+            rec.created_at.map(fmt_time).unwrap_or_default(),
+            String::new(),
+        ),
     ];
     if let Some((text, href)) = campaign {
         fields.push(("Campaign".into(), text, href));
@@ -855,19 +1159,66 @@ pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
     if let Some(sig) = rec.signal {
         fields.push(("Signal".into(), sig.to_string(), String::new()));
     }
-    let fields: Vec<Value> = fields.into_iter().map(|(a, b, c)| json!([a, b, c])).collect();
+    let fields: Vec<Value> = fields
+        .into_iter()
+        .map(|(a, b, c)| json!([a, b, c]))
+        .collect();
     let e = &rec.energy;
     let energy: Vec<Value> = if e.is_object() {
         [
             ("Energy", rec.energy_j.map(|j| format!("{j:.3} J"))),
             ("Average power", rec.avg_watts.map(|w| format!("{w:.1} W"))),
-            ("Peak power", e["peak_watts"].as_f64().filter(|w| *w > 0.0).map(|w| format!("{w:.1} W"))),
-            ("Idle power", e["idle_watts"].as_f64().filter(|w| *w > 0.0).map(|w| format!("{w:.1} W"))),
-            ("Window", e["window_s"].as_f64().map(|w| format!("{w:.3} s, {} samples", e["samples"]))),
-            ("Source", e["source"].as_str().map(|s| format!("{s} ({}, {})", e["scope"].as_str().unwrap_or(""), e["method"].as_str().unwrap_or("")))),
-            ("Per watt", rec.metric_per_watt.map(|v| format!("{} {unit}/W", fmt_metric(v)))),
-            ("Per unit of work", rec.joules_per_unit.map(|v| format!("{v:.4e} {}", e["joules_per_unit_unit"].as_str().unwrap_or("J/unit")))),
-            ("Note", e["message"].as_str().filter(|s| !s.is_empty()).map(String::from)),
+            (
+                "Peak power",
+                e["peak_watts"]
+                    .as_f64()
+                    .filter(|w| *w > 0.0)
+                    .map(|w| format!("{w:.1} W")),
+            ),
+            (
+                "Idle power",
+                e["idle_watts"]
+                    .as_f64()
+                    .filter(|w| *w > 0.0)
+                    .map(|w| format!("{w:.1} W")),
+            ),
+            (
+                "Window",
+                e["window_s"]
+                    .as_f64()
+                    .map(|w| format!("{w:.3} s, {} samples", e["samples"])),
+            ),
+            (
+                "Source",
+                e["source"].as_str().map(|s| {
+                    format!(
+                        "{s} ({}, {})",
+                        e["scope"].as_str().unwrap_or(""),
+                        e["method"].as_str().unwrap_or("")
+                    )
+                }),
+            ),
+            (
+                "Per watt",
+                rec.metric_per_watt
+                    .map(|v| format!("{} {unit}/W", fmt_metric(v))),
+            ),
+            (
+                "Per unit of work",
+                rec.joules_per_unit.map(|v| {
+                    format!(
+                        "{v:.4e} {}",
+                        e["joules_per_unit_unit"].as_str().unwrap_or("J/unit")
+                    )
+                }),
+            ),
+            (
+                "Note",
+                e["message"]
+                    .as_str()
+                    .filter(|s| !s.is_empty())
+                    .map(String::from),
+            ),
         ]
         .into_iter()
         .filter_map(|(k, v)| v.map(|v| json!([k, v])))
@@ -881,22 +1232,48 @@ pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
     let readings: Vec<PowerReading> = rec
         .power
         .iter()
-        .filter(|p| (source.is_empty() || p.source == source) && (pci.is_empty() || p.pci_bus_id == pci))
-        .filter_map(|p| Some(PowerReading { monotonic_ns: p.monotonic_ns, watts: p.watts? }))
+        .filter(|p| {
+            (source.is_empty() || p.source == source) && (pci.is_empty() || p.pci_bus_id == pci)
+        })
+        .filter_map(|p| {
+            Some(PowerReading {
+                monotonic_ns: p.monotonic_ns,
+                watts: p.watts?,
+            })
+        })
         .collect();
     let window = match (e["window_begin_ns"].as_u64(), e["window_end_ns"].as_u64()) {
         (Some(a), Some(b)) if b > a => Some((a, b)),
         _ => None,
     };
-    let power_chart = (!readings.is_empty()).then(|| svg::power_chart(&readings, window, e["idle_watts"].as_f64().filter(|w| *w > 0.0)));
+    let power_chart = (!readings.is_empty()).then(|| {
+        svg::power_chart(
+            &readings,
+            window,
+            e["idle_watts"].as_f64().filter(|w| *w > 0.0),
+        )
+    });
     let pretty = |v: &Value| serde_json::to_string_pretty(v).unwrap_or_default();
-    let json_fields: Vec<Value> = [("Validation", &rec.validation), ("Tuned configuration", &rec.config), ("Fingerprint", &rec.fingerprint)]
-        .into_iter()
-        .filter(|(_, v)| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty()))
-        .map(|(k, v)| json!([k, pretty(v)]))
-        .collect();
+    let json_fields: Vec<Value> = [
+        ("Validation", &rec.validation),
+        ("Tuned configuration", &rec.config),
+        ("Fingerprint", &rec.fingerprint),
+    ]
+    .into_iter()
+    .filter(|(_, v)| !v.is_null() && v.as_object().is_none_or(|o| !o.is_empty()))
+    .map(|(k, v)| json!([k, pretty(v)]))
+    .collect();
     let status_class = rec.status.clone();
-    let m = base(links, store, &format!("Result #{id}: {} on {}", rec.kernel, row.device_name.clone().unwrap_or(rec.device_id.clone())), "run")?;
+    let m = base(
+        links,
+        store,
+        &format!(
+            "Result #{id}: {} on {}",
+            rec.kernel,
+            row.device_name.clone().unwrap_or(rec.device_id.clone())
+        ),
+        "run",
+    )?;
     Ok(page(
         "run.html",
         m,
@@ -931,14 +1308,23 @@ pub fn campaigns(store: &Store, links: &Links, scope: &Scope) -> Result<Page, We
 
 /// `/campaigns/{id}`; refreshes every 5 s on the serve while the campaign runs.
 pub fn campaign(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
-    let c = store.campaign(id)?.ok_or_else(|| WebError::NotFound(format!("no campaign {id}")))?;
+    let c = store
+        .campaign(id)?
+        .ok_or_else(|| WebError::NotFound(format!("no campaign {id}")))?;
     let jobs = store.jobs(id)?;
     let results: HashMap<String, (i64, String)> = store
-        .results(&ResultFilter { campaign_id: Some(id), ..Default::default() })?
+        .results(&ResultFilter {
+            campaign_id: Some(id),
+            ..Default::default()
+        })?
         .into_iter()
         .map(|r| (r.record.run_id.clone(), (r.id, r.record.status.clone())))
         .collect();
-    let devices: HashMap<i64, String> = store.devices()?.into_iter().map(|d| (d.id, format!("{} ({})", d.name, d.device_id))).collect();
+    let devices: HashMap<i64, String> = store
+        .devices()?
+        .into_iter()
+        .map(|d| (d.id, format!("{} ({})", d.name, d.device_id)))
+        .collect();
     let jobs: Vec<Value> = jobs
         .iter()
         .map(|j| {
@@ -953,7 +1339,9 @@ pub fn campaign(store: &Store, links: &Links, id: i64) -> Result<Page, WebError>
             })
         })
         .collect();
-    let finished = c.jobs.total() - c.jobs.get(crate::store::JobState::Queued) - c.jobs.get(crate::store::JobState::Running);
+    let finished = c.jobs.total()
+        - c.jobs.get(crate::store::JobState::Queued)
+        - c.jobs.get(crate::store::JobState::Running);
     let mut m = base(links, store, &format!("Campaign #{id}"), "campaigns")?;
     if !c.state.is_terminal() && !links.is_static() {
         m.insert("refresh".into(), json!(5));

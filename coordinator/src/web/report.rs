@@ -24,9 +24,11 @@ const MAX_PAGES: usize = 20_000;
 fn write(dir: &Path, name: &str, body: &str) -> Result<(), WebError> {
     let path = dir.join(name);
     if let Some(parent) = path.parent() {
-        std::fs::create_dir_all(parent).map_err(|e| WebError::Render(path.display().to_string(), e.to_string()))?;
+        std::fs::create_dir_all(parent)
+            .map_err(|e| WebError::Render(path.display().to_string(), e.to_string()))?;
     }
-    std::fs::write(&path, body).map_err(|e| WebError::Render(path.display().to_string(), e.to_string()))
+    std::fs::write(&path, body)
+        .map_err(|e| WebError::Render(path.display().to_string(), e.to_string()))
 }
 
 /// Writes the report of `scope` into `dir` (created if missing).
@@ -37,7 +39,10 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
     let campaigns: BTreeSet<i64> = store
         .campaigns()?
         .iter()
-        .filter(|c| scope.campaign.is_none_or(|id| id == c.id) && scope.since.is_none_or(|t| c.created_at >= t))
+        .filter(|c| {
+            scope.campaign.is_none_or(|id| id == c.id)
+                && scope.since.is_none_or(|t| c.created_at >= t)
+        })
         .map(|c| c.id)
         .collect();
     if let Some(id) = scope.campaign
@@ -52,10 +57,17 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
     let q = CompareQuery::default();
     let matrix = pages::matrix(store, &q, scope)?;
     write(dir, "compare.csv", &pages::matrix_csv(&matrix))?;
-    write(dir, "compare.json", &serde_json::to_string_pretty(&matrix.cells()).unwrap_or_default())?;
+    write(
+        dir,
+        "compare.json",
+        &serde_json::to_string_pretty(&matrix.cells()).unwrap_or_default(),
+    )?;
     for (name, page) in [
         ("index.html", pages::fleet(store, &root)?),
-        ("compare.html", pages::compare_page(store, &root, &q, scope)?),
+        (
+            "compare.html",
+            pages::compare_page(store, &root, &q, scope)?,
+        ),
         ("campaigns.html", pages::campaigns(store, &root, scope)?),
         ("alerts.html", pages::alerts(store, &root, scope)?),
     ] {
@@ -67,19 +79,31 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
     let nested = root.at_depth(1);
     let mut done: BTreeSet<Ref> = BTreeSet::new();
     loop {
-        let pending: Vec<Ref> = root.take_refs().into_iter().filter(|r| !done.contains(r)).collect();
+        let pending: Vec<Ref> = root
+            .take_refs()
+            .into_iter()
+            .filter(|r| !done.contains(r))
+            .collect();
         if pending.is_empty() || summary.pages >= MAX_PAGES {
             break;
         }
         for r in pending {
             match &r {
                 Ref::Run(id) => {
-                    write(dir, &format!("runs/{id}.html"), &pages::run(store, &nested, *id)?.render()?)?;
+                    write(
+                        dir,
+                        &format!("runs/{id}.html"),
+                        &pages::run(store, &nested, *id)?.render()?,
+                    )?;
                     summary.runs += 1;
                 }
                 Ref::History(hq) => write_history(store, dir, &nested, hq, &mut summary)?,
                 Ref::Campaign(id) => {
-                    write(dir, &format!("campaigns/{id}.html"), &pages::campaign(store, &nested, *id)?.render()?)?;
+                    write(
+                        dir,
+                        &format!("campaigns/{id}.html"),
+                        &pages::campaign(store, &nested, *id)?.render()?,
+                    )?;
                     summary.campaigns += 1;
                 }
             }
@@ -90,10 +114,24 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
     Ok(summary)
 }
 
-fn write_history(store: &Store, dir: &Path, links: &Links, hq: &HistoryQuery, summary: &mut ReportSummary) -> Result<(), WebError> {
+fn write_history(
+    store: &Store,
+    dir: &Path,
+    links: &Links,
+    hq: &HistoryQuery,
+    summary: &mut ReportSummary,
+) -> Result<(), WebError> {
     let key = hq.file_key();
-    write(dir, &format!("history/{key}.html"), &pages::history(store, links, hq)?.render()?)?;
-    write(dir, &format!("history/{key}.csv"), &pages::history_csv(store, hq)?)?;
+    write(
+        dir,
+        &format!("history/{key}.html"),
+        &pages::history(store, links, hq)?.render()?,
+    )?;
+    write(
+        dir,
+        &format!("history/{key}.csv"),
+        &pages::history_csv(store, hq)?,
+    )?;
     summary.histories += 1;
     Ok(())
 }

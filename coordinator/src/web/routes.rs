@@ -5,11 +5,11 @@ use super::pages::{self, CompareQuery, HistoryQuery, Links, Scope};
 use super::{CSS, JS, Page, WebError};
 use crate::db::Db;
 use crate::schedule::Daemon;
+use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-use axum::Router;
 
 /// At most this much of a user's input is quoted back in an error.
 pub fn clip(s: &str) -> String {
@@ -35,7 +35,12 @@ impl IntoResponse for WebError {
             .and_then(|s| pages::error_page(&Links::default(), &s, &message).ok())
             .and_then(|p| p.render().ok());
         match html {
-            Some(h) => (status, [(header::CONTENT_TYPE, "text/html; charset=utf-8")], h).into_response(),
+            Some(h) => (
+                status,
+                [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+                h,
+            )
+                .into_response(),
             None => (status, message).into_response(),
         }
     }
@@ -58,8 +63,11 @@ async fn render(
 fn parse_query<T: serde::de::DeserializeOwned + Default>(
     q: Result<Query<T>, axum::extract::rejection::QueryRejection>,
 ) -> Result<T, WebError> {
-    q.map(|Query(v)| v)
-        .map_err(|e| WebError::BadRequest(clip(&e.body_text()).replace("Failed to deserialize query string: ", "")))
+    q.map(|Query(v)| v).map_err(|e| {
+        WebError::BadRequest(
+            clip(&e.body_text()).replace("Failed to deserialize query string: ", ""),
+        )
+    })
 }
 
 fn db(s: &Daemon) -> Db {
@@ -67,19 +75,31 @@ fn db(s: &Daemon) -> Db {
 }
 
 async fn fleet(State(s): State<Daemon>) -> PageResult {
-    render(db(&s), |st, l| pages::fleet(st, l)).await
+    render(db(&s), pages::fleet).await
 }
 
-async fn compare(State(s): State<Daemon>, q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>) -> PageResult {
+async fn compare(
+    State(s): State<Daemon>,
+    q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>,
+) -> PageResult {
     let q = parse_query(q)?;
-    render(db(&s), move |st, l| pages::compare_page(st, l, &q, &Scope::default())).await
+    render(db(&s), move |st, l| {
+        pages::compare_page(st, l, &q, &Scope::default())
+    })
+    .await
 }
 
-async fn compare_csv(State(s): State<Daemon>, q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>) -> PageResult {
+async fn compare_csv(
+    State(s): State<Daemon>,
+    q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>,
+) -> PageResult {
     compare_download(s, parse_query(q)?, false).await
 }
 
-async fn compare_json(State(s): State<Daemon>, q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>) -> PageResult {
+async fn compare_json(
+    State(s): State<Daemon>,
+    q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>,
+) -> PageResult {
     compare_download(s, parse_query(q)?, true).await
 }
 
@@ -95,24 +115,46 @@ async fn compare_download(s: Daemon, q: CompareQuery, json: bool) -> PageResult 
             })
         })
         .await?;
-    let (kind, name) = if json { ("application/json", "compare.json") } else { ("text/csv; charset=utf-8", "compare.csv") };
+    let (kind, name) = if json {
+        ("application/json", "compare.json")
+    } else {
+        ("text/csv; charset=utf-8", "compare.csv")
+    };
     Ok((
-        [(header::CONTENT_TYPE, kind.to_string()), (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}\""))],
+        [
+            (header::CONTENT_TYPE, kind.to_string()),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
+        ],
         body,
     )
         .into_response())
 }
 
-async fn history(State(s): State<Daemon>, q: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>) -> PageResult {
+async fn history(
+    State(s): State<Daemon>,
+    q: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
+) -> PageResult {
     let q = parse_query(q)?;
     render(db(&s), move |st, l| pages::history(st, l, &q)).await
 }
 
-async fn history_csv(State(s): State<Daemon>, q: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>) -> PageResult {
+async fn history_csv(
+    State(s): State<Daemon>,
+    q: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
+) -> PageResult {
     let q = parse_query(q)?;
     let body = db(&s).call(move |st| pages::history_csv(st, &q)).await?;
     Ok((
-        [(header::CONTENT_TYPE, "text/csv; charset=utf-8"), (header::CONTENT_DISPOSITION, "attachment; filename=\"history.csv\"")],
+        [
+            (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
+            (
+                header::CONTENT_DISPOSITION,
+                "attachment; filename=\"history.csv\"",
+            ),
+        ],
         body,
     )
         .into_response())
@@ -158,7 +200,14 @@ async fn static_file(Path(name): Path<String>) -> Response {
         "gpufleet.js" => (JS, "text/javascript; charset=utf-8"),
         _ => return WebError::NotFound(format!("no static file {}", clip(&name))).into_response(),
     };
-    ([(header::CONTENT_TYPE, kind), (header::CACHE_CONTROL, "public, max-age=3600")], body).into_response()
+    (
+        [
+            (header::CONTENT_TYPE, kind),
+            (header::CACHE_CONTROL, "public, max-age=3600"),
+        ],
+        body,
+    )
+        .into_response()
 }
 
 /// The dashboard's pages (the API's router adds them, behind the same tokens).

@@ -110,7 +110,9 @@ fn record(run_id: String, n: i64, value: f64, backend: &str, driver: &str, t: f6
         started_at: t - 5.0,
         wall_s: 2.5,
         created_at: Some(t),
-        times: (0..20).map(|i| median * (0.98 + 0.004 * f64::from(i % 10))).collect(),
+        times: (0..20)
+            .map(|i| median * (0.98 + 0.004 * f64::from(i % 10)))
+            .collect(),
         energy: serde_json::Value::Null,
         energy_j: None,
         avg_watts: None,
@@ -180,16 +182,20 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
             None => store.add_agent(&name, &format!("http://10.0.0.{}:50051", a + 10), None)?,
         };
         for (b, backend) in cfg.backends.iter().enumerate() {
-            let peaks = json!({"peaks": {"fp32_flops": 1e12 * (b + 1) as f64, "memory_bytes_per_s": 4e11}});
-            let row = store.upsert_device(agent.id, &DeviceRecord {
-                device_id: format!("{backend}:0"),
-                backend: backend.clone(),
-                vendor: "Seed".into(),
-                name: format!("Seed {backend} device {a}"),
-                arch: format!("seed{b}"),
-                pci_bus_id: String::new(),
-                info_json: peaks.to_string(),
-            })?;
+            let peaks =
+                json!({"peaks": {"fp32_flops": 1e12 * (b + 1) as f64, "memory_bytes_per_s": 4e11}});
+            let row = store.upsert_device(
+                agent.id,
+                &DeviceRecord {
+                    device_id: format!("{backend}:0"),
+                    backend: backend.clone(),
+                    vendor: "Seed".into(),
+                    name: format!("Seed {backend} device {a}"),
+                    arch: format!("seed{b}"),
+                    pci_bus_id: String::new(),
+                    info_json: peaks.to_string(),
+                },
+            )?;
             devices.push((agent.id, a, b, backend.clone(), row));
         }
     }
@@ -206,11 +212,17 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
         summary.campaigns += 1;
         for (i, (agent_id, a, b, backend, row)) in devices.iter().enumerate() {
             // Agent 1 updates its driver halfway: a new baseline segment.
-            let driver = if *a == 1 && night >= cfg.nights / 2 { "2.0" } else { "1.0" };
+            let driver = if *a == 1 && night >= cfg.nights / 2 {
+                "2.0"
+            } else {
+                "1.0"
+            };
             for s in 0..cfg.specs {
                 let n = 256i64 << s;
-                let base = 100.0 * (*b + 1) as f64 * (1.0 + *a as f64 * 0.5) * (1.0 + s as f64 * 0.2);
-                let step = cfg.regression_at.is_some_and(|r| night >= r) && *a == 0 && *b == 1 && s == 0;
+                let base =
+                    100.0 * (*b + 1) as f64 * (1.0 + *a as f64 * 0.5) * (1.0 + s as f64 * 0.2);
+                let step =
+                    cfg.regression_at.is_some_and(|r| night >= r) && *a == 0 && *b == 1 && s == 0;
                 let value = base * (1.0 + 0.01 * jitter.next()) * if step { 0.8 } else { 1.0 };
                 let rid = next_id();
                 let spec_key = format!("gemm/tiled/k={n},m={n},n={n}/f32/compute_only");
@@ -222,7 +234,14 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
                     spec_json: "{}".into(),
                     run_id: rid.clone(),
                 })?;
-                let mut r = record(rid, n, value, backend, driver, t + (i * cfg.specs + s) as f64);
+                let mut r = record(
+                    rid,
+                    n,
+                    value,
+                    backend,
+                    driver,
+                    t + (i * cfg.specs + s) as f64,
+                );
                 r.campaign_id = Some(campaign);
                 r.job_id = Some(job);
                 r.agent_id = *agent_id;
@@ -242,7 +261,13 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
             let (Some(suspect), JobState::Queued) = (job.confirms_result_id, job.state) else {
                 continue;
             };
-            let Some(orig) = store.results(&crate::store::ResultFilter { id: Some(suspect), ..Default::default() })?.pop() else {
+            let Some(orig) = store
+                .results(&crate::store::ResultFilter {
+                    id: Some(suspect),
+                    ..Default::default()
+                })?
+                .pop()
+            else {
                 continue;
             };
             let mut r = orig.record.clone();
@@ -259,7 +284,10 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
     }
     if let (Some(run), Some(campaign)) = (power_run, last_campaign) {
         summary.power_result = store
-            .results(&crate::store::ResultFilter { campaign_id: Some(campaign), ..Default::default() })?
+            .results(&crate::store::ResultFilter {
+                campaign_id: Some(campaign),
+                ..Default::default()
+            })?
             .iter()
             .find(|r| r.record.run_id == run)
             .map(|r| r.id);

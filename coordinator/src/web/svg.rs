@@ -53,19 +53,39 @@ impl Axis {
         if log {
             let (l, h) = (lo.log10(), hi.log10());
             let pad = ((h - l) * 0.08).max(0.05);
-            return Axis { lo: l - pad, hi: h + pad, log, px_lo, px_hi };
+            return Axis {
+                lo: l - pad,
+                hi: h + pad,
+                log,
+                px_lo,
+                px_hi,
+            };
         }
         if hi - lo < f64::EPSILON * hi.abs().max(1.0) {
             let d = if hi == 0.0 { 1.0 } else { hi.abs() * 0.1 };
             (lo, hi) = (lo - d, hi + d);
         }
         let pad = (hi - lo) * 0.08;
-        let lo = if lo >= 0.0 && lo - pad < 0.0 { 0.0 } else { lo - pad };
-        Axis { lo, hi: hi + pad, log, px_lo, px_hi }
+        let lo = if lo >= 0.0 && lo - pad < 0.0 {
+            0.0
+        } else {
+            lo - pad
+        };
+        Axis {
+            lo,
+            hi: hi + pad,
+            log,
+            px_lo,
+            px_hi,
+        }
     }
 
     fn px(&self, v: f64) -> f64 {
-        let v = if self.log { v.max(f64::MIN_POSITIVE).log10() } else { v };
+        let v = if self.log {
+            v.max(f64::MIN_POSITIVE).log10()
+        } else {
+            v
+        };
         let t = (v - self.lo) / (self.hi - self.lo);
         self.px_lo + t * (self.px_hi - self.px_lo)
     }
@@ -112,7 +132,7 @@ pub fn short(v: f64) -> String {
     let a = v.abs();
     if a == 0.0 {
         "0".into()
-    } else if a >= 1e6 || a < 1e-3 {
+    } else if !(1e-3..1e6).contains(&a) {
         format!("{v:.1e}")
     } else if a >= 100.0 {
         format!("{v:.0}")
@@ -169,7 +189,11 @@ impl Svg {
             self.text(LEFT - 6.0, py + 4.0, "end", "tick", &short(t));
         }
         self.line((LEFT, TOP), (LEFT, H - BOTTOM), r##"stroke="#9aa1ab""##);
-        self.line((LEFT, H - BOTTOM), (W - RIGHT, H - BOTTOM), r##"stroke="#9aa1ab""##);
+        self.line(
+            (LEFT, H - BOTTOM),
+            (W - RIGHT, H - BOTTOM),
+            r##"stroke="#9aa1ab""##,
+        );
         let _ = write!(
             self.out,
             r##"<text x="14" y="{:.1}" transform="rotate(-90 14 {:.1})" text-anchor="middle" fill="#4a5260">{}</text>"##,
@@ -182,10 +206,23 @@ impl Svg {
     fn x_ticks(&mut self, x: &Axis, label: impl Fn(f64) -> String, caption: &str) {
         for t in x.ticks(6) {
             let px = x.px(t);
-            self.line((px, H - BOTTOM), (px, H - BOTTOM + 4.0), r##"stroke="#9aa1ab""##);
-            self.text(px, H - BOTTOM + 16.0, "middle", "tick", &label(t));
+            self.line(
+                (px, H - BOTTOM),
+                (px, H - BOTTOM + 4.0),
+                r##"stroke="#9aa1ab""##,
+            );
+            // A label that would run past the right edge is left out.
+            if px + 3.5 * label(t).len() as f64 <= W {
+                self.text(px, H - BOTTOM + 16.0, "middle", "tick", &label(t));
+            }
         }
-        self.text((LEFT + W - RIGHT) / 2.0, H - 6.0, "middle", "caption", caption);
+        self.text(
+            (LEFT + W - RIGHT) / 2.0,
+            H - 6.0,
+            "middle",
+            "caption",
+            caption,
+        );
     }
 
     fn finish(mut self) -> String {
@@ -220,9 +257,22 @@ pub struct Boundary {
 
 /// A series over time with its band, marks and segment boundaries. `unit` labels the y axis;
 /// `log` draws it on a log10 scale.
-pub fn series_chart(points: &[SeriesPoint], boundaries: &[Boundary], unit: &str, log: bool) -> String {
+pub fn series_chart(
+    points: &[SeriesPoint],
+    boundaries: &[Boundary],
+    unit: &str,
+    log: bool,
+) -> String {
     let mut svg = Svg::new("series", &format!("{} points", points.len()));
-    let x = Axis::fit(points.iter().map(|p| p.t).chain(boundaries.iter().map(|b| b.t)), false, LEFT, W - RIGHT);
+    let x = Axis::fit(
+        points
+            .iter()
+            .map(|p| p.t)
+            .chain(boundaries.iter().map(|b| b.t)),
+        false,
+        LEFT,
+        W - RIGHT,
+    );
     let y = Axis::fit(
         points.iter().flat_map(|p| {
             let (lo, hi) = p.band.unwrap_or((p.value, p.value));
@@ -240,28 +290,52 @@ pub fn series_chart(points: &[SeriesPoint], boundaries: &[Boundary], unit: &str,
     if banded.len() > 1 {
         let mut pts = String::new();
         for p in &banded {
-            let _ = write!(pts, "{:.1},{:.1} ", x.px(p.t), y.px(p.band.unwrap_or_default().1));
+            let _ = write!(
+                pts,
+                "{:.1},{:.1} ",
+                x.px(p.t),
+                y.px(p.band.unwrap_or_default().1)
+            );
         }
         for p in banded.iter().rev() {
-            let _ = write!(pts, "{:.1},{:.1} ", x.px(p.t), y.px(p.band.unwrap_or_default().0));
+            let _ = write!(
+                pts,
+                "{:.1},{:.1} ",
+                x.px(p.t),
+                y.px(p.band.unwrap_or_default().0)
+            );
         }
         svg.raw(&format!(r##"<polygon class="band" points="{}" fill="#2458b3" fill-opacity="0.13" stroke="none"/>"##, pts.trim_end()));
     }
     if points.len() > 1 {
-        let line: Vec<String> = points.iter().map(|p| format!("{:.1},{:.1}", x.px(p.t), y.px(p.value))).collect();
+        let line: Vec<String> = points
+            .iter()
+            .map(|p| format!("{:.1},{:.1}", x.px(p.t), y.px(p.value)))
+            .collect();
         svg.raw(&format!(r##"<polyline class="median" points="{}" fill="none" stroke="#2458b3" stroke-width="1.5"/>"##, line.join(" ")));
     }
     for b in boundaries {
         let px = x.px(b.t);
-        svg.line((px, TOP), (px, H - BOTTOM), r##"class="boundary" stroke="#b26a00" stroke-dasharray="4 3""##);
+        svg.line(
+            (px, TOP),
+            (px, H - BOTTOM),
+            r##"class="boundary" stroke="#b26a00" stroke-dasharray="4 3""##,
+        );
         svg.text(px + 3.0, TOP + 10.0, "start", "boundary-label", &b.label);
     }
-    for p in points {
+    // Alerts last, so no other mark covers them.
+    let (alerts, rest): (Vec<&SeriesPoint>, Vec<&SeriesPoint>) =
+        points.iter().partition(|p| p.mark.starts_with("alert"));
+    for p in rest.into_iter().chain(alerts) {
         let (px, py) = (x.px(p.t), y.px(p.value));
         let title = format!("<title>{}</title>", esc(&p.title));
         let mark = match p.mark.as_str() {
             "alert-regression" | "alert-improvement" => {
-                let color = if p.mark == "alert-regression" { "#c62828" } else { "#1a7f37" };
+                let color = if p.mark == "alert-regression" {
+                    "#c62828"
+                } else {
+                    "#1a7f37"
+                };
                 format!(
                     r##"<path class="pt alert {m}" d="M{:.1},{:.1} l6,10 h-12 z" fill="{color}" stroke="#fff">{title}</path>"##,
                     px,
@@ -269,9 +343,15 @@ pub fn series_chart(points: &[SeriesPoint], boundaries: &[Boundary], unit: &str,
                     m = p.mark
                 )
             }
-            "confirm" => format!(r##"<circle class="pt confirm" cx="{px:.1}" cy="{py:.1}" r="4" fill="#fff" stroke="#2458b3" stroke-width="1.5">{title}</circle>"##),
-            "noisy" => format!(r##"<circle class="pt noisy" cx="{px:.1}" cy="{py:.1}" r="3.5" fill="#fff" stroke="#b26a00" stroke-dasharray="2 1">{title}</circle>"##),
-            _ => format!(r##"<circle class="pt" cx="{px:.1}" cy="{py:.1}" r="3" fill="#2458b3">{title}</circle>"##),
+            "confirm" => format!(
+                r##"<circle class="pt confirm" cx="{px:.1}" cy="{py:.1}" r="4" fill="#fff" stroke="#2458b3" stroke-width="1.5">{title}</circle>"##
+            ),
+            "noisy" => format!(
+                r##"<circle class="pt noisy" cx="{px:.1}" cy="{py:.1}" r="3.5" fill="#fff" stroke="#b26a00" stroke-dasharray="2 1">{title}</circle>"##
+            ),
+            _ => format!(
+                r##"<circle class="pt" cx="{px:.1}" cy="{py:.1}" r="3" fill="#2458b3">{title}</circle>"##
+            ),
         };
         if p.href.is_empty() {
             svg.raw(&mark);
@@ -297,7 +377,11 @@ fn date_label(t: f64, span_s: f64) -> String {
 /// A histogram of per-iteration times (microseconds on the x axis) with the median marked, and
 /// each iteration as a tick on a strip under it.
 pub fn histogram(times_s: &[f64], median_s: Option<f64>) -> String {
-    let us: Vec<f64> = times_s.iter().map(|t| t * 1e6).filter(|t| t.is_finite()).collect();
+    let us: Vec<f64> = times_s
+        .iter()
+        .map(|t| t * 1e6)
+        .filter(|t| t.is_finite())
+        .collect();
     let mut svg = Svg::new("histogram", &format!("{} iterations", us.len()));
     if us.is_empty() {
         return svg.finish();
@@ -315,7 +399,10 @@ pub fn histogram(times_s: &[f64], median_s: Option<f64>) -> String {
     svg.y_axis(&y, "iterations");
     svg.x_ticks(&x, short, "time per iteration (µs)");
     for (i, c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
-        let (x0, x1) = (x.px(x.lo + i as f64 * width), x.px(x.lo + (i + 1) as f64 * width));
+        let (x0, x1) = (
+            x.px(x.lo + i as f64 * width),
+            x.px(x.lo + (i + 1) as f64 * width),
+        );
         let top = y.px(*c as f64);
         svg.raw(&format!(
             r##"<rect class="bin" x="{:.1}" y="{top:.1}" width="{:.1}" height="{:.1}" fill="#2458b3" fill-opacity="0.7"><title>{} iterations in {}–{} µs</title></rect>"##,
@@ -329,12 +416,26 @@ pub fn histogram(times_s: &[f64], median_s: Option<f64>) -> String {
     }
     for v in &us {
         let px = x.px(*v);
-        svg.line((px, H - BOTTOM - 10.0), (px, H - BOTTOM - 2.0), r##"class="strip" stroke="#4a5260" stroke-opacity="0.35""##);
+        svg.line(
+            (px, H - BOTTOM - 10.0),
+            (px, H - BOTTOM - 2.0),
+            r##"class="strip" stroke="#4a5260" stroke-opacity="0.35""##,
+        );
     }
     if let Some(m) = median_s {
         let px = x.px(m * 1e6);
-        svg.line((px, TOP), (px, H - BOTTOM), r##"class="median" stroke="#c62828" stroke-dasharray="4 3""##);
-        svg.text(px + 3.0, TOP + 10.0, "start", "median-label", &format!("median {} µs", short(m * 1e6)));
+        svg.line(
+            (px, TOP),
+            (px, H - BOTTOM),
+            r##"class="median" stroke="#c62828" stroke-dasharray="4 3""##,
+        );
+        svg.text(
+            px + 3.0,
+            TOP + 10.0,
+            "start",
+            "median-label",
+            &format!("median {} µs", short(m * 1e6)),
+        );
     }
     svg.finish()
 }
@@ -348,20 +449,36 @@ pub struct PowerReading {
 
 /// The power trace in seconds from its first sample, with the kernel window shaded and the idle
 /// baseline drawn where known.
-pub fn power_chart(readings: &[PowerReading], window_ns: Option<(u64, u64)>, idle_watts: Option<f64>) -> String {
+pub fn power_chart(
+    readings: &[PowerReading],
+    window_ns: Option<(u64, u64)>,
+    idle_watts: Option<f64>,
+) -> String {
     let mut svg = Svg::new("power", &format!("{} power samples", readings.len()));
-    let Some(t0) = readings.iter().map(|r| r.monotonic_ns).chain(window_ns.map(|w| w.0)).min() else {
+    let Some(t0) = readings
+        .iter()
+        .map(|r| r.monotonic_ns)
+        .chain(window_ns.map(|w| w.0))
+        .min()
+    else {
         return svg.finish();
     };
     let sec = |ns: u64| ns.saturating_sub(t0) as f64 / 1e9;
     let x = Axis::fit(
-        readings.iter().map(|r| sec(r.monotonic_ns)).chain(window_ns.into_iter().flat_map(|(a, b)| [sec(a), sec(b)])),
+        readings
+            .iter()
+            .map(|r| sec(r.monotonic_ns))
+            .chain(window_ns.into_iter().flat_map(|(a, b)| [sec(a), sec(b)])),
         false,
         LEFT,
         W - RIGHT,
     );
     let y = Axis::fit(
-        readings.iter().map(|r| r.watts).chain(idle_watts).chain(std::iter::once(0.0)),
+        readings
+            .iter()
+            .map(|r| r.watts)
+            .chain(idle_watts)
+            .chain(std::iter::once(0.0)),
         false,
         H - BOTTOM,
         TOP,
@@ -376,15 +493,34 @@ pub fn power_chart(readings: &[PowerReading], window_ns: Option<(u64, u64)>, idl
             H - BOTTOM - TOP,
             (b.saturating_sub(a)) as f64 / 1e9
         ));
-        svg.text(xa + 3.0, TOP + 10.0, "start", "window-label", "kernel window");
+        svg.text(
+            xa + 3.0,
+            TOP + 10.0,
+            "start",
+            "window-label",
+            "kernel window",
+        );
     }
     if let Some(idle) = idle_watts {
         let py = y.px(idle);
-        svg.line((LEFT, py), (W - RIGHT, py), r##"class="idle" stroke="#6b7380" stroke-dasharray="5 4""##);
-        svg.text(W - RIGHT - 4.0, py - 4.0, "end", "idle-label", &format!("idle {} W", short(idle)));
+        svg.line(
+            (LEFT, py),
+            (W - RIGHT, py),
+            r##"class="idle" stroke="#6b7380" stroke-dasharray="5 4""##,
+        );
+        svg.text(
+            W - RIGHT - 4.0,
+            py - 4.0,
+            "end",
+            "idle-label",
+            &format!("idle {} W", short(idle)),
+        );
     }
     if !readings.is_empty() {
-        let pts: Vec<String> = readings.iter().map(|r| format!("{:.1},{:.1}", x.px(sec(r.monotonic_ns)), y.px(r.watts))).collect();
+        let pts: Vec<String> = readings
+            .iter()
+            .map(|r| format!("{:.1},{:.1}", x.px(sec(r.monotonic_ns)), y.px(r.watts)))
+            .collect();
         svg.raw(&format!(r##"<polyline class="trace" points="{}" fill="none" stroke="#c62828" stroke-width="1.5"/>"##, pts.join(" ")));
     }
     svg.finish()
@@ -395,13 +531,36 @@ mod tests {
     use super::*;
 
     fn pt(t: f64, v: f64, mark: &str) -> SeriesPoint {
-        SeriesPoint { t, value: v, band: Some((v * 0.9, v * 1.1)), mark: mark.into(), title: format!("v={v}"), href: format!("/runs/{t}") }
+        SeriesPoint {
+            t,
+            value: v,
+            band: Some((v * 0.9, v * 1.1)),
+            mark: mark.into(),
+            title: format!("v={v}"),
+            href: format!("/runs/{t}"),
+        }
     }
 
     #[test]
     fn a_series_has_one_mark_per_point_and_its_alerts() {
-        let pts: Vec<_> = (0..30).map(|i| pt(1.7e9 + f64::from(i) * 86_400.0, 100.0 + f64::from(i), if i == 20 { "alert-regression" } else { "" })).collect();
-        let svg = series_chart(&pts, &[Boundary { t: 1.7e9 + 10.0 * 86_400.0, label: "driver 550→560".into() }], "GFLOP/s", false);
+        let pts: Vec<_> = (0..30)
+            .map(|i| {
+                pt(
+                    1.7e9 + f64::from(i) * 86_400.0,
+                    100.0 + f64::from(i),
+                    if i == 20 { "alert-regression" } else { "" },
+                )
+            })
+            .collect();
+        let svg = series_chart(
+            &pts,
+            &[Boundary {
+                t: 1.7e9 + 10.0 * 86_400.0,
+                label: "driver 550→560".into(),
+            }],
+            "GFLOP/s",
+            false,
+        );
         assert_eq!(svg.matches(r#"class="pt"#).count(), 30, "{svg}");
         assert_eq!(svg.matches("alert-regression").count(), 1);
         assert!(svg.contains(r#"class="band""#) && svg.contains(r#"class="boundary""#));
@@ -413,8 +572,19 @@ mod tests {
     fn text_is_escaped() {
         let mut p = pt(1.0, 2.0, "");
         p.title = "<script>alert(1)</script> & \"x\"".into();
-        let svg = series_chart(&[p], &[Boundary { t: 1.0, label: "<b>".into() }], "<u>", false);
-        assert!(!svg.contains("<script>") && !svg.contains("<b>") && !svg.contains("<u>"), "{svg}");
+        let svg = series_chart(
+            &[p],
+            &[Boundary {
+                t: 1.0,
+                label: "<b>".into(),
+            }],
+            "<u>",
+            false,
+        );
+        assert!(
+            !svg.contains("<script>") && !svg.contains("<b>") && !svg.contains("<u>"),
+            "{svg}"
+        );
         assert!(svg.contains("&lt;script&gt;"));
     }
 
@@ -454,7 +624,12 @@ mod tests {
 
     #[test]
     fn power_chart_marks_the_window_and_idle_line() {
-        let r: Vec<_> = (0..50).map(|i| PowerReading { monotonic_ns: 1_000_000_000 + i * 20_000_000, watts: if (10..40).contains(&i) { 250.0 } else { 60.0 } }).collect();
+        let r: Vec<_> = (0..50)
+            .map(|i| PowerReading {
+                monotonic_ns: 1_000_000_000 + i * 20_000_000,
+                watts: if (10..40).contains(&i) { 250.0 } else { 60.0 },
+            })
+            .collect();
         let svg = power_chart(&r, Some((1_200_000_000, 1_800_000_000)), Some(58.0));
         assert!(svg.contains(r#"class="window""#) && svg.contains("kernel window 0.600 s"));
         assert!(svg.contains(r#"class="idle""#) && svg.contains("idle 58.0 W"));

@@ -18,11 +18,25 @@ fn every_page_renders_on_an_empty_store() {
     let store = Store::open_in_memory().unwrap();
     let l = Links::default();
     assert!(render(pages::fleet(&store, &l)).contains("No agents yet"));
-    assert!(render(pages::compare_page(&store, &l, &CompareQuery::default(), &Scope::default())).contains("No results match"));
+    assert!(
+        render(pages::compare_page(
+            &store,
+            &l,
+            &CompareQuery::default(),
+            &Scope::default()
+        ))
+        .contains("No results match")
+    );
     assert!(render(pages::campaigns(&store, &l, &Scope::default())).contains("No campaigns yet"));
     assert!(render(pages::alerts(&store, &l, &Scope::default())).contains("No confirmed"));
-    assert!(matches!(pages::run(&store, &l, 1), Err(WebError::NotFound(_))));
-    assert!(matches!(pages::campaign(&store, &l, 1), Err(WebError::NotFound(_))));
+    assert!(matches!(
+        pages::run(&store, &l, 1),
+        Err(WebError::NotFound(_))
+    ));
+    assert!(matches!(
+        pages::campaign(&store, &l, 1),
+        Err(WebError::NotFound(_))
+    ));
 }
 
 #[test]
@@ -41,24 +55,53 @@ fn history_shows_every_night_the_alert_and_what_changed() {
     let (store, _) = seeded();
     let l = Links::default();
     let a = &store.alerts(0.0).unwrap()[0];
-    let q = HistoryQuery { spec: a.spec_key.clone(), agent: a.agent.clone().unwrap(), device: a.device_id.clone(), scale: String::new() };
+    let q = HistoryQuery {
+        spec: a.spec_key.clone(),
+        agent: a.agent.clone().unwrap(),
+        device: a.device_id.clone(),
+        scale: String::new(),
+    };
     let html = render(pages::history(&store, &l, &q));
     let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
     // 30 nights plus the confirmation rerun.
     assert_eq!(svg.matches("class=\"pt").count(), 31, "{svg}");
-    assert_eq!(svg.matches("class=\"pt alert alert-regression\"").count(), 1);
+    assert_eq!(
+        svg.matches("class=\"pt alert alert-regression\"").count(),
+        1
+    );
     assert_eq!(svg.matches("class=\"pt confirm\"").count(), 1);
     assert!(svg.contains("class=\"band\""));
-    let log = render(pages::history(&store, &l, &HistoryQuery { scale: "log".into(), ..q.clone() }));
+    let log = render(pages::history(
+        &store,
+        &l,
+        &HistoryQuery {
+            scale: "log".into(),
+            ..q.clone()
+        },
+    ));
     assert!(log.contains("GFLOP/s (log)"));
     // Agent 1's driver update is a labelled segment boundary.
-    let q1 = HistoryQuery { agent: "seed-a1".into(), device: "cpu:0".into(), ..q.clone() };
+    let q1 = HistoryQuery {
+        agent: "seed-a1".into(),
+        device: "cpu:0".into(),
+        ..q.clone()
+    };
     let html = render(pages::history(&store, &l, &q1));
     assert!(html.contains("driver_version 1.0 → 2.0"), "{html}");
     assert_eq!(html.matches("class=\"boundary\"").count(), 1);
     let csv = pages::history_csv(&store, &q).unwrap();
     assert_eq!(csv.lines().count(), 32, "{csv}");
-    assert!(csv.lines().nth(1).unwrap().split(',').nth(3).unwrap().parse::<f64>().is_ok(), "{csv}");
+    assert!(
+        csv.lines()
+            .nth(1)
+            .unwrap()
+            .split(',')
+            .nth(3)
+            .unwrap()
+            .parse::<f64>()
+            .is_ok(),
+        "{csv}"
+    );
 }
 
 #[test]
@@ -67,8 +110,15 @@ fn compare_has_device_columns_a_baseline_and_a_numeric_csv() {
     let l = Links::default();
     let q = CompareQuery::default();
     let html = render(pages::compare_page(&store, &l, &q, &Scope::default()));
-    for device in ["Seed cpu device 0", "Seed opencl device 1", "Seed vulkan device 1"] {
-        assert!(html.contains(&format!("<th class=\"num\">{device}<br>")), "{device} is no column");
+    for device in [
+        "Seed cpu device 0",
+        "Seed opencl device 1",
+        "Seed vulkan device 1",
+    ] {
+        assert!(
+            html.contains(&format!("<th class=\"num\">{device}<br>")),
+            "{device} is no column"
+        );
     }
     assert!(html.contains("×1.00"), "the best cell is ×1.00");
     let m = pages::matrix(&store, &q, &Scope::default()).unwrap();
@@ -80,26 +130,56 @@ fn compare_has_device_columns_a_baseline_and_a_numeric_csv() {
     for line in csv.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
         assert!(f[col("value")].parse::<f64>().is_ok(), "{line}");
-        assert!(f[col("relative")].parse::<f64>().unwrap() <= 1.0 + 1e-9, "{line}");
+        assert!(
+            f[col("relative")].parse::<f64>().unwrap() <= 1.0 + 1e-9,
+            "{line}"
+        );
     }
     // Against a baseline column: that column is ×1.00 everywhere.
-    let base = CompareQuery { baseline: "seed-a0:cpu:0".into(), ..Default::default() };
+    let base = CompareQuery {
+        baseline: "seed-a0:cpu:0".into(),
+        ..Default::default()
+    };
     let m = pages::matrix(&store, &base, &Scope::default()).unwrap();
-    for c in m.cells().iter().filter(|c| c.agent == "seed-a0" && c.device_id == "cpu:0") {
+    for c in m
+        .cells()
+        .iter()
+        .filter(|c| c.agent == "seed-a0" && c.device_id == "cpu:0")
+    {
         assert!((c.relative.unwrap() - 1.0).abs() < 1e-12);
     }
     assert!(m.cells().iter().any(|c| c.relative.unwrap() > 1.0));
-    let bad = CompareQuery { baseline: "nobody:gpu".into(), ..Default::default() };
-    assert!(matches!(pages::matrix(&store, &bad, &Scope::default()), Err(WebError::BadRequest(m)) if m.contains("baseline")));
-    let filtered = CompareQuery { kernel: "nothing".into(), ..Default::default() };
-    assert!(pages::matrix(&store, &filtered, &Scope::default()).unwrap().cells().is_empty());
+    let bad = CompareQuery {
+        baseline: "nobody:gpu".into(),
+        ..Default::default()
+    };
+    assert!(
+        matches!(pages::matrix(&store, &bad, &Scope::default()), Err(WebError::BadRequest(m)) if m.contains("baseline"))
+    );
+    let filtered = CompareQuery {
+        kernel: "nothing".into(),
+        ..Default::default()
+    };
+    assert!(
+        pages::matrix(&store, &filtered, &Scope::default())
+            .unwrap()
+            .cells()
+            .is_empty()
+    );
 }
 
 #[test]
 fn a_run_page_draws_the_power_trace_with_the_window_and_idle_line() {
     let (store, s) = seeded();
-    let html = render(pages::run(&store, &Links::default(), s.power_result.unwrap()));
-    assert!(html.contains("class=\"trace\"") && html.contains("class=\"window\""), "{html}");
+    let html = render(pages::run(
+        &store,
+        &Links::default(),
+        s.power_result.unwrap(),
+    ));
+    assert!(
+        html.contains("class=\"trace\"") && html.contains("class=\"window\""),
+        "{html}"
+    );
     assert!(html.contains("idle 60.0 W"));
     assert!(html.contains("class=\"histogram\""));
     assert!(html.contains("150.000 J"));
@@ -110,24 +190,55 @@ fn history_queries_are_checked() {
     let (store, _) = seeded();
     let l = Links::default();
     let err = pages::history(&store, &l, &HistoryQuery::default()).unwrap_err();
-    assert!(matches!(err, WebError::BadRequest(ref m) if m.contains("spec")), "{err}");
-    let q = HistoryQuery { spec: "x".repeat(500), agent: "a".into(), device: "d".into(), scale: String::new() };
+    assert!(
+        matches!(err, WebError::BadRequest(ref m) if m.contains("spec")),
+        "{err}"
+    );
+    let q = HistoryQuery {
+        spec: "x".repeat(500),
+        agent: "a".into(),
+        device: "d".into(),
+        scale: String::new(),
+    };
     let err = pages::history(&store, &l, &q).unwrap_err().to_string();
-    assert!(matches!(pages::history(&store, &l, &q), Err(WebError::NotFound(_))));
+    assert!(matches!(
+        pages::history(&store, &l, &q),
+        Err(WebError::NotFound(_))
+    ));
     assert!(err.len() < 200, "the input is quoted short: {err}");
-    let q = HistoryQuery { scale: "cubic".into(), spec: "s".into(), agent: "a".into(), device: "d".into() };
-    assert!(matches!(pages::history(&store, &l, &q), Err(WebError::BadRequest(_))));
+    let q = HistoryQuery {
+        scale: "cubic".into(),
+        spec: "s".into(),
+        agent: "a".into(),
+        device: "d".into(),
+    };
+    assert!(matches!(
+        pages::history(&store, &l, &q),
+        Err(WebError::BadRequest(_))
+    ));
 }
 
 #[test]
 fn text_from_the_store_is_escaped() {
     let mut store = Store::open_in_memory().unwrap();
     store.add_agent("evil", "http://127.0.0.1:1", None).unwrap();
-    let mut cfg = SeedConfig { agents: 1, nights: 1, specs: 1, backends: vec!["cpu".into()], ..Default::default() };
+    let mut cfg = SeedConfig {
+        agents: 1,
+        nights: 1,
+        specs: 1,
+        backends: vec!["cpu".into()],
+        ..Default::default()
+    };
     cfg.regression_at = None;
     seed_history(&mut store, &cfg).unwrap();
-    store.create_campaign("<script>alert(1)</script>", "", "{}").unwrap();
-    let html = render(pages::campaigns(&store, &Links::default(), &Scope::default()));
+    store
+        .create_campaign("<script>alert(1)</script>", "", "{}")
+        .unwrap();
+    let html = render(pages::campaigns(
+        &store,
+        &Links::default(),
+        &Scope::default(),
+    ));
     assert!(!html.contains("<script>alert(1)"), "{html}");
     assert!(html.contains("&lt;script&gt;"));
 }
@@ -138,29 +249,74 @@ fn a_report_is_self_contained() {
     let (store, s) = seeded();
     let dir = tempfile::tempdir().unwrap();
     let summary = report::write_report(&store, dir.path(), &Scope::default()).unwrap();
-    assert!(summary.runs > 100 && summary.histories == 18 && summary.campaigns == 30, "{summary:?}");
+    assert!(
+        summary.runs > 100 && summary.histories == 18 && summary.campaigns == 30,
+        "{summary:?}"
+    );
     let mut checked = 0;
     for entry in walk(dir.path()) {
         if entry.extension().is_none_or(|e| e != "html") {
             continue;
         }
         let html = std::fs::read_to_string(&entry).unwrap();
-        for part in html.split("href=\"").skip(1).chain(html.split("src=\"").skip(1)) {
-            let link = part.split('"').next().unwrap().replace("&#x2f;", "/").replace("&amp;", "&");
-            assert!(!link.starts_with('/') && !link.starts_with("http"), "{} links {link}", entry.display());
+        for part in html
+            .split("href=\"")
+            .skip(1)
+            .chain(html.split("src=\"").skip(1))
+        {
+            let link = part
+                .split('"')
+                .next()
+                .unwrap()
+                .replace("&#x2f;", "/")
+                .replace("&amp;", "&");
+            if link.starts_with("data:") {
+                continue;
+            }
+            assert!(
+                !link.starts_with('/') && !link.starts_with("http"),
+                "{} links {link}",
+                entry.display()
+            );
             let target = entry.parent().unwrap().join(&link);
-            assert!(target.is_file(), "{} links {link}, which is not there", entry.display());
+            assert!(
+                target.is_file(),
+                "{} links {link}, which is not there",
+                entry.display()
+            );
             checked += 1;
         }
     }
     assert!(checked > 1000, "{checked}");
-    assert!(dir.path().join(format!("runs/{}.html", s.power_result.unwrap())).is_file());
+    assert!(
+        dir.path()
+            .join(format!("runs/{}.html", s.power_result.unwrap()))
+            .is_file()
+    );
     // One campaign: its pages only, but its series' whole histories.
     let one = tempfile::tempdir().unwrap();
-    let summary = report::write_report(&store, one.path(), &Scope { campaign: Some(30), since: None }).unwrap();
+    let summary = report::write_report(
+        &store,
+        one.path(),
+        &Scope {
+            campaign: Some(30),
+            since: None,
+        },
+    )
+    .unwrap();
     assert_eq!(summary.campaigns, 1, "{summary:?}");
     assert!(summary.histories == 18 && summary.runs > 30, "{summary:?}");
-    assert!(matches!(report::write_report(&store, one.path(), &Scope { campaign: Some(99), since: None }), Err(WebError::NotFound(_))));
+    assert!(matches!(
+        report::write_report(
+            &store,
+            one.path(),
+            &Scope {
+                campaign: Some(99),
+                since: None
+            }
+        ),
+        Err(WebError::NotFound(_))
+    ));
 }
 
 fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {

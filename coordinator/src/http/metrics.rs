@@ -1,0 +1,145 @@
+//! `GET /metrics` of `gpufleet serve`: Prometheus text format. Agents (by kind, and dial-in agents
+//! attached now), campaigns by state, results by status and open alerts are read from the store at
+//! each scrape; request latencies per route are a histogram kept since the serve started.
+
+use crate::schedule::Daemon;
+use axum::extract::{MatchedPath, State};
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+use std::sync::OnceLock;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabels {
+    method: String,
+    route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct Label {
+    value: String,
+}
+
+type Latency = Family<RouteLabels, Histogram, fn() -> Histogram>;
+
+fn latency() -> &'static Latency {
+    static L: OnceLock<Latency> = OnceLock::new();
+    // 0.5 ms to about 8 s.
+    L.get_or_init(|| {
+        Family::new_with_constructor(|| Histogram::new(exponential_buckets(0.0005, 2.0, 15)))
+    })
+}
+
+/// Middleware: times every request by its route template (never the raw path, so the label set
+/// stays small whatever clients send).
+pub async fn track(req: axum::extract::Request, next: axum::middleware::Next) -> Response {
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map_or_else(|| "unmatched".to_string(), |p| p.as_str().to_string());
+    let method = req.method().to_string();
+    let start = std::time::Instant::now();
+    let res = next.run(req).await;
+    latency()
+        .get_or_create(&RouteLabels { method, route })
+        .observe(start.elapsed().as_secs_f64());
+    res
+}
+
+fn gauge_family(pairs: impl IntoIterator<Item = (String, i64)>) -> Family<Label, Gauge> {
+    let f = Family::<Label, Gauge>::default();
+    for (value, n) in pairs {
+        f.get_or_create(&Label { value }).set(n);
+    }
+    f
+}
+
+/// `GET /metrics`.
+pub async fn metrics(State(s): State<Daemon>) -> Response {
+    let now = crate::schedule::now();
+    let read = s
+        .db()
+        .call(move |st| -> Result<_, crate::store::StoreError> {
+            let agents = st.agents()?;
+            let campaigns = st.campaigns()?;
+            let results = st.result_status_counts()?;
+            let open = st
+                .alerts(0.0)?
+                .iter()
+                .filter(|a| a.acknowledged_at.is_none())
+                .count();
+            Ok((agents, campaigns, results, open))
+        })
+        .await;
+    let (agents, campaigns, results, open) = match read {
+        Ok(v) => v,
+        Err(e) => {
+            return (
+                axum::http::StatusCode::INTERNAL_SERVER_ERROR,
+                format!("# store: {e}\n"),
+            )
+                .into_response();
+        }
+    };
+    let mut registry = Registry::with_prefix("gpufleet");
+    let mut by_kind = std::collections::BTreeMap::<String, i64>::new();
+    for a in &agents {
+        *by_kind.entry(a.kind.name().to_string()).or_default() += 1;
+    }
+    registry.register(
+        "agents",
+        "Registered agents by kind (label value)",
+        gauge_family(by_kind),
+    );
+    let connected = Gauge::<i64>::default();
+    connected.set(
+        agents
+            .iter()
+            .filter(|a| crate::campaign::handoff::attached(a, now))
+            .count() as i64,
+    );
+    registry.register(
+        "agents_connected",
+        "Dial-in agents attached to a serve now",
+        connected,
+    );
+    let mut by_state = std::collections::BTreeMap::<String, i64>::new();
+    for c in &campaigns {
+        *by_state.entry(c.state.name().to_string()).or_default() += 1;
+    }
+    registry.register(
+        "campaigns",
+        "Campaigns by state (label value)",
+        gauge_family(by_state),
+    );
+    registry.register(
+        "results",
+        "Stored results by status (label value)",
+        gauge_family(results),
+    );
+    let alerts = Gauge::<i64>::default();
+    alerts.set(open as i64);
+    registry.register(
+        "alerts_open",
+        "Confirmed regressions and improvements not acknowledged",
+        alerts,
+    );
+    registry.register(
+        "http_request_duration_seconds",
+        "Time to answer HTTP requests, by route",
+        latency().clone(),
+    );
+    let mut out = String::new();
+    let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
+    (
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        out,
+    )
+        .into_response()
+}

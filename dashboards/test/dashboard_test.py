@@ -1,0 +1,272 @@
+#!/usr/bin/env python3
+"""The dashboard in a real browser, the static report from disk, and metrics scraped by a real
+Prometheus.
+
+1. Seeds a database through real runs (`gpufleet demo`: cpu, PoCL, lavapipe) and a generated history
+   (`gpufleet seed-history`: 2 agents x 3 backends, 30 nights, one confirmed regression, a power
+   trace), starts `gpufleet serve`, and loads every page in headless Chromium (Debian's, through
+   Debian's chromedriver): asserts content, no console errors, a screenshot per page; then the same
+   pages with JavaScript disabled.
+2. `gpufleet report --html`: opens index.html from disk and follows links in Chromium; every relative
+   link of every page must exist.
+3. Prometheus (Debian's binary) scrapes `gpufleet-agent --metrics-listen` (on an RX 580 sysfs fixture,
+   so there is a power channel) and serve's /metrics; its HTTP API must return the power and results
+   series. The Grafana dashboard must be valid JSON naming only metrics that exist.
+
+Usage: dashboard_test.py BIN_DIR [OUT_DIR]   (screenshots and logs go to OUT_DIR,
+default target/dashboard-test). Exits non-zero on any failure.
+"""
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.parse
+import urllib.request
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+BIN = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "target/debug").resolve()
+OUT = Path(sys.argv[2] if len(sys.argv) > 2 else ROOT / "target/dashboard-test").resolve()
+PROCS = []
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start(args, log, env=None):
+    p = subprocess.Popen(args, stdout=open(OUT / log, "w"), stderr=subprocess.STDOUT, env=env)
+    PROCS.append(p)
+    return p
+
+
+def wait_http(url, timeout=60):
+    end = time.time() + timeout
+    while time.time() < end:
+        try:
+            with urllib.request.urlopen(url, timeout=2) as r:
+                return r.read().decode()
+        except Exception:
+            time.sleep(0.2)
+    raise SystemExit(f"FAIL: {url} did not answer in {timeout} s")
+
+
+def check(cond, what):
+    if not cond:
+        raise SystemExit(f"FAIL: {what}")
+    print(f"  ok: {what}")
+
+
+def rx580_fixture(root: Path):
+    """An RX 580's amdgpu sysfs: card0 -> PCI device with an hwmon power1_input."""
+    dev = root / "sys/devices/pci0000:00/0000:03:00.0"
+    card = root / "sys/class/drm/card0"
+    card.mkdir(parents=True)
+    files = {"device": "0x67df\n", "vendor": "0x1002\n", "uevent": "DRIVER=amdgpu\nPCI_SLOT_NAME=0000:03:00.0\n",
+             "gpu_busy_percent": "37\n", "hwmon/hwmon2/name": "amdgpu\n",
+             "hwmon/hwmon2/power1_input": "8123000\n", "hwmon/hwmon2/power1_cap": "145000000\n",
+             "hwmon/hwmon2/temp1_input": "41000\n", "hwmon/hwmon2/temp1_label": "edge\n",
+             "hwmon/hwmon2/freq1_input": "300000000\n"}
+    for rel, text in files.items():
+        (dev / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dev / rel).write_text(text)
+    os.symlink(dev, card / "device")
+
+
+def browser(js=True):
+    from selenium import webdriver
+    from selenium.webdriver.chrome.service import Service
+    opts = webdriver.ChromeOptions()
+    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
+    for a in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+              "--disable-component-update", "--no-first-run", "--window-size=1400,1000",
+              f"--user-data-dir={tempfile.mkdtemp(prefix='gpufleet-chromium-')}"]:
+        opts.add_argument(a)
+    if not js:
+        opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
+    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    # Debian's chromedriver, never one Selenium Manager would download.
+    return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=opts)
+
+
+def console_errors(d):
+    return [e for e in d.get_log("browser") if e.get("level") == "SEVERE"]
+
+
+def main():
+    OUT.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="gpufleet-dash-"))
+    db = work / "fleet.db"
+    env = dict(os.environ)
+    gpufleet, agent = str(BIN / "gpufleet"), str(BIN / "gpufleet-agent")
+    print("== seeding: real runs and a generated history")
+    subprocess.run([gpufleet, "demo", "--db", str(db)], check=True, stdout=open(OUT / "demo.log", "w"), stderr=subprocess.STDOUT, env=env)
+    seed = json.loads(subprocess.run([gpufleet, "seed-history", "--db", str(db)], check=True, capture_output=True, text=True).stdout)
+    print(f"  {seed}")
+    check(seed["alerts"] == 1 and seed["power_result"], "the history has one confirmed regression and a power trace")
+
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    start([gpufleet, "serve", "--db", str(db), "--listen", f"127.0.0.1:{port}", "--tick-s", "3600"], "serve.log", env)
+    wait_http(base + "/healthz")
+    alerts = json.loads(wait_http(base + "/api/alerts"))
+    a = alerts[0]
+    history = "/history?" + urllib.parse.urlencode({"spec": a["spec_key"], "agent": a["agent"], "device": a["device_id"]})
+    pages = {
+        "fleet": ("/", ["seed-a0", "seed-a1", "local", "Seed cpu device 0"]),
+        "compare": ("/compare", ["Seed cpu device 0", "Seed opencl device 1", "Seed vulkan device 0"]),
+        "history": (history, ["Alerts", "regression", "p10–p90 band"]),
+        "run": (f"/runs/{seed['power_result']}", ["Power trace", "kernel window", "Energy"]),
+        "campaigns": ("/campaigns", ["nightly", "smoke"]),
+        "campaign": ("/campaigns/1", ["smoke", "done"]),
+        "alerts": ("/alerts", ["regression", "Acknowledge"]),
+    }
+    print("== pages in headless Chromium")
+    from selenium.webdriver.common.by import By
+    d = browser(js=True)
+    try:
+        for name, (path, texts) in pages.items():
+            d.get(base + path)
+            body = d.find_element(By.TAG_NAME, "body").text
+            for t in texts:
+                check(t in body or t in d.page_source, f"{name}: shows {t!r}")
+            errors = console_errors(d)
+            check(not errors, f"{name}: no console errors {errors[:2]}")
+            d.save_screenshot(str(OUT / f"{name}.png"))
+        d.get(base + "/compare")
+        heads = [h.text.split("\n")[0] for h in d.find_elements(By.CSS_SELECTOR, "table.matrix thead th")]
+        check({"Seed cpu device 0", "Seed cpu device 1", "Seed opencl device 0"} <= set(heads), f"device names are the matrix columns: {heads[:8]}")
+        d.get(base + history)
+        pts = d.find_elements(By.CSS_SELECTOR, "svg.series .pt")
+        check(len(pts) >= 30, f"the history SVG has {len(pts)} points (30 nights and the rerun)")
+        check(len(d.find_elements(By.CSS_SELECTOR, "svg.series .alert")) == 1, "one alert is marked on it")
+        check(d.find_elements(By.CSS_SELECTOR, "svg.series .band"), "with the p10-p90 band")
+        d.get(base + f"/runs/{seed['power_result']}")
+        check(d.find_elements(By.CSS_SELECTOR, "svg.power rect.window"), "the power trace marks the kernel window")
+        check(d.find_elements(By.CSS_SELECTOR, "svg.power line.idle"), "and the idle baseline")
+        # The script sorts tables: a click on a header orders the rows.
+        d.get(base + "/campaigns")
+        d.find_elements(By.CSS_SELECTOR, "table.sortable thead th")[0].click()
+        ids = [int(r.text) for r in d.find_elements(By.CSS_SELECTOR, "table.sortable tbody tr td:first-child")]
+        check(ids == sorted(ids), "a header click sorts the campaigns")
+        check(not console_errors(d), "no console errors after sorting")
+    finally:
+        d.quit()
+
+    print("== the same pages with JavaScript disabled")
+    d = browser(js=False)
+    try:
+        for name, (path, texts) in pages.items():
+            d.get(base + path)
+            check(all(t in d.page_source for t in texts), f"{name}: complete without JavaScript")
+            d.save_screenshot(str(OUT / f"{name}-nojs.png"))
+        d.get(base + history)
+        check(len(d.find_elements(By.CSS_SELECTOR, "svg.series .pt")) >= 30, "history chart without JavaScript")
+    finally:
+        d.quit()
+
+    print("== static report from disk")
+    report = work / "report"
+    subprocess.run([gpufleet, "--db", str(db), "report", "--html", str(report)], check=True)
+    broken = []
+    htmls = list(report.rglob("*.html"))
+    for page in htmls:
+        for link in re.findall(r'(?:href|src)="([^"]*)"', page.read_text()):
+            link = link.replace("&#x2f;", "/").replace("&amp;", "&")
+            if link.startswith("data:"):
+                continue
+            if link.startswith(("http:", "https:", "/")) or not (page.parent / link).exists():
+                broken.append(f"{page.relative_to(report)} -> {link}")
+    check(not broken, f"{len(htmls)} report pages, every link resolves {broken[:3]}")
+    d = browser(js=True)
+    try:
+        d.get((report / "index.html").as_uri())
+        check("seed-a0" in d.page_source, "the report's index opens from disk")
+        d.find_element(By.LINK_TEXT, "Compare").click()
+        check("Seed cpu device 0" in d.page_source and d.current_url.endswith("compare.html"), "its Compare link works")
+        d.find_element(By.CSS_SELECTOR, "table.matrix td.cell a").click()
+        check("/runs/" in d.current_url and "Result #" in d.page_source, f"a matrix cell opens its result ({d.current_url})")
+        d.find_element(By.PARTIAL_LINK_TEXT, "Alerts").click()
+        d.find_element(By.CSS_SELECTOR, "table td a").click()
+        check("/history/" in d.current_url and d.find_elements(By.CSS_SELECTOR, "svg.series .alert"), "an alert opens its history")
+        check(not console_errors(d), "no console errors in the report")
+        d.save_screenshot(str(OUT / "report-history.png"))
+    finally:
+        d.quit()
+
+    print("== Prometheus scrapes an agent and serve")
+    sysfs = work / "sysfs"
+    rx580_fixture(sysfs)
+    aport, mport, pport = free_port(), free_port(), free_port()
+    aenv = dict(env, GPUFLEET_SYSFS_ROOT=str(sysfs))
+    start([agent, "--listen", f"127.0.0.1:{aport}", "--metrics-listen", f"127.0.0.1:{mport}"], "agent.log", aenv)
+    agent_text = wait_http(f"http://127.0.0.1:{mport}/metrics")
+    serve_text = wait_http(base + "/metrics")
+    check("gpufleet_agent_power_watts{" in agent_text, "the agent exports its power channel")
+    (work / "prometheus.yml").write_text(json.dumps({
+        "global": {"scrape_interval": "1s"},
+        "scrape_configs": [
+            {"job_name": "agent", "static_configs": [{"targets": [f"127.0.0.1:{mport}"]}]},
+            {"job_name": "serve", "static_configs": [{"targets": [f"127.0.0.1:{port}"]}]},
+        ]}))
+    prom = shutil.which("prometheus") or "/usr/bin/prometheus"
+    start([prom, f"--config.file={work / 'prometheus.yml'}", f"--storage.tsdb.path={work / 'tsdb'}",
+           f"--web.listen-address=127.0.0.1:{pport}"], "prometheus.log")
+    wait_http(f"http://127.0.0.1:{pport}/-/ready", 60)
+
+    def query(q):
+        url = f"http://127.0.0.1:{pport}/api/v1/query?" + urllib.parse.urlencode({"query": q})
+        return json.loads(urllib.request.urlopen(url, timeout=5).read())["data"]["result"]
+
+    series = {}
+    end = time.time() + 60
+    while time.time() < end:
+        series = {q: query(q) for q in ["gpufleet_agent_power_watts", "gpufleet_results", "gpufleet_http_request_duration_seconds_count"]}
+        if all(series.values()):
+            break
+        time.sleep(1)
+    for q, r in series.items():
+        check(r, f"Prometheus returns {q} ({len(r)} series)")
+    watts = float(series["gpufleet_agent_power_watts"][0]["value"][1])
+    check(abs(watts - 8.123) < 1e-6, f"the power series is the fixture's 8.123 W ({watts})")
+    ok = [r for r in series["gpufleet_results"] if r["metric"].get("value") == "ok"]
+    check(ok and float(ok[0]["value"][1]) > 500, "the results series counts the stored results")
+
+    print("== Grafana dashboard")
+    names = set()
+    for text in (agent_text, serve_text):
+        for m in re.finditer(r"^# TYPE (\S+) (\S+)", text, re.M):
+            name, kind = m.groups()
+            names.add(name)
+            if kind == "counter":
+                names.add(name + "_total")
+            if kind == "histogram":
+                names.update({name + "_bucket", name + "_sum", name + "_count"})
+    dash = json.loads((ROOT / "dashboards/grafana/gpufleet.json").read_text())
+    exprs = [t["expr"] for p in dash["panels"] for t in p.get("targets", [])]
+    used = {m for e in exprs for m in re.findall(r"\bgpufleet_[a-z_]+", e)}
+    check(exprs and used, f"the dashboard has {len(exprs)} queries")
+    check(used <= names, f"it names only metrics that exist (unknown: {sorted(used - names)})")
+    prov = (ROOT / "dashboards/grafana/provisioning/dashboards.yaml").read_text()
+    check("gpufleet" in prov and "path:" in prov, "a provisioning file points at it")
+    print("dashboard test: ok")
+
+
+if __name__ == "__main__":
+    try:
+        main()
+    finally:
+        for p in PROCS:
+            p.terminate()
+        for p in PROCS:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                p.kill()
