@@ -10,6 +10,7 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 fn main() {
+    gpufleet_kernels::quiet_broken_pipes();
     if let Err(e) = real_main() {
         eprintln!("error: {e:#}");
         std::process::exit(2);
@@ -28,6 +29,8 @@ fn real_main() -> anyhow::Result<()> {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log written to a file or a pipe stays plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
     runtime.block_on(run(cli))

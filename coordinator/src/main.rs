@@ -5,6 +5,7 @@ use gpufleet_coordinator::cli::{self, Cli, Command};
 use gpufleet_coordinator::db::Db;
 
 fn main() {
+    gpufleet_kernels::quiet_broken_pipes();
     let args: Vec<String> = std::env::args().collect();
     // Worker processes of the demo's in-process agent re-enter here.
     #[cfg(feature = "local-agent")]
@@ -20,6 +21,8 @@ fn main() {
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
         )
         .with_writer(std::io::stderr)
+        // Colours only on a terminal: a log written to a file or a pipe stays plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let code = match tokio::runtime::Runtime::new() {
         Ok(rt) => rt.block_on(run(cli)),
@@ -75,7 +78,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             cli::agents::describe(&db, &agent, json).await.map(|_| 0)
         }
         Command::Run(args) => cli::run::run(&db, args).await,
-        Command::Compare(args) => cli::results::compare(&db, args).map(|_| 0),
+        Command::Compare(args) => cli::results::compare(&db, args),
         Command::Results(args) => cli::results::results(&db, args).map(|_| 0),
         Command::ServeAgent { .. } | Command::Healthz { .. } => unreachable!("handled above"),
         Command::Campaigns { json } => cli::results::campaigns(&db, json).map(|_| 0),

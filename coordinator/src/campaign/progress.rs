@@ -134,9 +134,17 @@ impl Reporter for CliReporter {
 #[derive(Debug, Default, Clone, Copy)]
 pub struct LogReporter;
 
+/// A log line of the serve: UTC timestamp first, like its tracing lines.
+fn log_line(text: &str) {
+    eprintln!(
+        "{} {text}",
+        crate::schedule::slots::fmt_timestamp(crate::schedule::now())
+    );
+}
+
 impl Reporter for LogReporter {
     fn planned(&self, campaign_id: i64, jobs: usize) {
-        eprintln!("campaign {campaign_id}: {jobs} jobs planned");
+        log_line(&format!("campaign {campaign_id}: {jobs} jobs planned"));
     }
 
     fn started(&self, _job: &PlannedJob) {}
@@ -144,10 +152,10 @@ impl Reporter for LogReporter {
     fn progress(&self, _job: &PlannedJob, _phase: &str, _message: &str) {}
 
     fn finished(&self, job: &PlannedJob, r: &pb::RunResult) {
-        eprintln!("{}", result_line(job, r));
+        log_line(&result_line(job, r));
     }
 
     fn note(&self, message: &str) {
-        eprintln!("note: {message}");
+        log_line(&format!("note: {message}"));
     }
 }

@@ -67,8 +67,15 @@ fn result_json(r: &ResultRow) -> serde_json::Value {
     v
 }
 
-/// `compare`.
-pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<()> {
+/// `compare`: exit status 1 when nothing matches (an unknown campaign, a filter that selects
+/// nothing), with the reason on stderr.
+pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
+    if let Some(id) = a.scope.campaign
+        && db.with(|s| s.campaign(id))?.is_none()
+    {
+        eprintln!("no campaign {id} (gpufleet campaigns lists them)");
+        return Ok(1);
+    }
     let filter = ResultFilter {
         campaign_id: a.scope.campaign,
         kernel: a.scope.kernel,
@@ -80,11 +87,11 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<()> {
     let rows = db.with(|s| s.results(&filter))?;
     let mut cmp: Vec<_> = rows.iter().map(to_compare_row).collect();
     compare::rank(&mut cmp);
-    if cmp.is_empty() && a.scope.format != Format::Json {
+    if cmp.is_empty() {
         eprintln!("no results match; run a suite first (gpufleet run --suite smoke --agent NAME)");
     }
     print!("{}", compare::render(&cmp, a.scope.format));
-    Ok(())
+    Ok(if cmp.is_empty() { 1 } else { 0 })
 }
 
 /// `results`.

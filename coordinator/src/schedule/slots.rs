@@ -82,6 +82,19 @@ pub fn fmt_time(t: f64) -> String {
     )
 }
 
+/// `YYYY-MM-DDTHH:MM:SSZ` of unix seconds (log lines).
+pub fn fmt_timestamp(t: f64) -> String {
+    let secs = t.floor() as i64;
+    let rem = secs.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
 /// Wall clock, unix seconds (the store's clock).
 pub fn now() -> f64 {
     crate::store::system_now()

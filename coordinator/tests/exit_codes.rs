@@ -1,0 +1,78 @@
+//! What scripts see: exit statuses, broken pipes, plain logs.
+
+use std::io::{BufRead, BufReader};
+use std::os::unix::process::ExitStatusExt;
+use std::process::{Command, Stdio};
+
+mod common;
+use common::{BIN, gpufleet, ok_stdout as ok};
+
+fn seeded() -> (tempfile::TempDir, std::path::PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok(&gpufleet(
+        &db,
+        &["seed-history", "--nights", "10", "--specs", "4"],
+    ));
+    (dir, db)
+}
+
+/// `gpufleet results | head -1`: the reader goes away after one line; gpufleet ends quietly
+/// (SIGPIPE, or 0 if it had written everything), never with a panic (101).
+#[test]
+fn a_closed_pipe_ends_the_listing_quietly() {
+    let (_dir, db) = seeded();
+    for args in [&["results"][..], &["results", "--json"], &["compare"]] {
+        let mut child = Command::new(BIN)
+            .arg("--db")
+            .arg(&db)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut first = String::new();
+        BufReader::new(child.stdout.take().unwrap())
+            .read_line(&mut first)
+            .unwrap();
+        assert!(!first.is_empty(), "{args:?} printed nothing");
+        // The read end is dropped here, like `head -1` exiting.
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+            "{args:?}: {:?} {stderr}",
+            out.status
+        );
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
+#[test]
+fn compare_of_nothing_exits_1_with_the_reason() {
+    let (_dir, db) = seeded();
+    let out = gpufleet(&db, &["compare", "--campaign", "99"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no campaign 99"));
+    let out = gpufleet(&db, &["compare", "--kernel", "sofmax"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("no results match"));
+    let out = gpufleet(&db, &["compare", "--campaign", "3"]);
+    assert_eq!(out.status.code(), Some(0), "{out:?}");
+}
+
+/// Logs written to a pipe or a file carry no terminal colour codes.
+#[test]
+fn logs_to_a_pipe_are_plain_text() {
+    let out = Command::new(BIN)
+        .args(["describe", "http://127.0.0.1:1", "--json"])
+        .env("RUST_LOG", "debug")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!stderr.is_empty(), "debug logging printed nothing");
+    assert!(
+        !stderr.contains('\u{1b}'),
+        "ANSI codes in a piped log: {stderr:?}"
+    );
+}
