@@ -81,7 +81,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Compare(args) => cli::results::compare(&db, args),
         Command::Results(args) => cli::results::results(&db, args).map(|_| 0),
         Command::ServeAgent { .. } | Command::Healthz { .. } => unreachable!("handled above"),
-        Command::Campaigns { json } => cli::results::campaigns(&db, json).map(|_| 0),
+        Command::Campaigns { output } => cli::results::campaigns(&db, output).map(|_| 0),
         Command::Serve(args) => cli::serve::serve(&db, args).await,
         Command::Schedule(cmd) => cli::schedule::schedule(&db, cmd).await,
         Command::Regressions(args) => cli::schedule::regressions(&db, args),

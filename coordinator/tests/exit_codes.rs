@@ -76,3 +76,32 @@ fn logs_to_a_pipe_are_plain_text() {
         "ANSI codes in a piped log: {stderr:?}"
     );
 }
+
+/// README: every listing command takes `--json` and `--format table|md|csv|json`.
+#[test]
+fn every_listing_takes_json_and_every_format() {
+    let (_dir, db) = seeded();
+    let listings: [&[&str]; 6] = [
+        &["results"],
+        &["compare"],
+        &["campaigns"],
+        &["agents", "list"],
+        &["schedule", "list"],
+        &["regressions", "--all"],
+    ];
+    for listing in listings {
+        let json = ok(&gpufleet(&db, &[listing, &["--json"]].concat()));
+        let same = ok(&gpufleet(&db, &[listing, &["--format", "json"]].concat()));
+        assert_eq!(json, same, "{listing:?}");
+        serde_json::from_str::<serde_json::Value>(&json)
+            .unwrap_or_else(|e| panic!("{listing:?} --json: {e}: {json}"));
+        let md = ok(&gpufleet(&db, &[listing, &["--format", "md"]].concat()));
+        assert!(
+            md.lines().nth(1).is_some_and(|l| l.starts_with("|")),
+            "{listing:?} md: {md}"
+        );
+        let csv = ok(&gpufleet(&db, &[listing, &["--format", "csv"]].concat()));
+        let header = csv.lines().next().unwrap_or_default();
+        assert!(header.contains(','), "{listing:?} csv: {csv}");
+    }
+}

@@ -33,7 +33,7 @@ pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<i32> {
             })?;
             println!("added agent {} at {}", row.name, row.url);
         }
-        AgentsCommand::List { check, json } => return list(db, check, json).await,
+        AgentsCommand::List { check, output } => return list(db, check, output).await,
         AgentsCommand::Rm { name } => {
             if db.with(|s| s.remove_agent(&name))? {
                 println!(
@@ -112,7 +112,8 @@ pub(crate) fn ago(s: f64) -> String {
 }
 
 /// `agents list [--check] [--json]`.
-async fn list(db: &Db, check: bool, json: bool) -> anyhow::Result<i32> {
+async fn list(db: &Db, check: bool, output: super::Output) -> anyhow::Result<i32> {
+    let format = output.format();
     let rows = db.with(|s| s.agents())?;
     let now = system_now();
     let reach: Vec<Option<Result<String, String>>> = if check {
@@ -124,7 +125,7 @@ async fn list(db: &Db, check: bool, json: bool) -> anyhow::Result<i32> {
     } else {
         vec![None; rows.len()]
     };
-    if json {
+    if format == Format::Json {
         let v: Vec<serde_json::Value> = rows
             .iter()
             .zip(&reach)
@@ -167,7 +168,7 @@ async fn list(db: &Db, check: bool, json: bool) -> anyhow::Result<i32> {
                 },
             ]);
         }
-        print!("{}", t.render(Format::Table));
+        print!("{}", t.render(format));
     }
     let unreachable = reach.iter().flatten().filter(|r| r.is_err()).count();
     if unreachable > 0 {

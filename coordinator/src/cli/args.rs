@@ -86,9 +86,8 @@ pub enum Command {
     },
     /// List campaigns with their job and result counts.
     Campaigns {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: Output,
     },
     /// Run the coordinator daemon: fire schedules, resume campaigns a
     /// stopped or killed coordinator left, check every scheduled result for
@@ -215,9 +214,8 @@ pub enum ScheduleCommand {
     Add(ScheduleAddArgs),
     /// List schedules with their last and next slots.
     List {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: Output,
     },
     /// Remove a schedule (its campaigns and results stay).
     Rm { name: String },
@@ -289,9 +287,8 @@ pub struct RegressionsArgs {
     /// List every verdict, not only alerts.
     #[arg(long)]
     pub all: bool,
-    /// Print JSON.
-    #[arg(long)]
-    pub json: bool,
+    #[command(flatten)]
+    pub output: Output,
 }
 
 /// Which alerts fail `gpufleet regressions --fail-on`.
@@ -340,9 +337,8 @@ pub enum AgentsCommand {
         /// Also ask each agent whether it is reachable.
         #[arg(long)]
         check: bool,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
+        #[command(flatten)]
+        output: Output,
     },
     /// Forget an agent (its results are kept).
     Rm { name: String },
@@ -400,6 +396,24 @@ pub struct RunArgs {
     pub json: bool,
 }
 
+/// How a listing prints: every listing command takes both `--json` and `--format`.
+#[derive(Debug, Args, Clone, Copy)]
+pub struct Output {
+    /// Print JSON (the same as --format json).
+    #[arg(long)]
+    pub json: bool,
+    /// table (aligned columns), md (Markdown), csv, or json.
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: Format,
+}
+
+impl Output {
+    /// The format asked for (`--json` wins).
+    pub fn format(&self) -> Format {
+        if self.json { Format::Json } else { self.format }
+    }
+}
+
 /// Which stored results a listing shows, and how (shared by `compare` and `results`).
 #[derive(Debug, Args)]
 pub struct ResultScope {
@@ -412,8 +426,8 @@ pub struct ResultScope {
     /// Only this agent.
     #[arg(long)]
     pub agent: Option<String>,
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
+    #[command(flatten)]
+    pub output: Output,
 }
 
 #[derive(Debug, Args)]
@@ -435,9 +449,6 @@ pub struct ResultsArgs {
     /// Include the raw per-iteration times (JSON only).
     #[arg(long)]
     pub samples: bool,
-    /// Same as --format json.
-    #[arg(long)]
-    pub json: bool,
 }
 
 #[derive(Debug, Args)]

@@ -20,6 +20,6 @@ pub mod schedule;
 pub mod serve;
 
 pub use self::args::{
-    AgentsCommand, Cli, Command, CompareArgs, DemoArgs, FailOn, RegressionsArgs, ResultScope,
-    ResultsArgs, RunArgs, RunOverrides, ScheduleAddArgs, ScheduleCommand, ServeArgs,
+    AgentsCommand, Cli, Command, CompareArgs, DemoArgs, FailOn, Output, RegressionsArgs,
+    ResultScope, ResultsArgs, RunArgs, RunOverrides, ScheduleAddArgs, ScheduleCommand, ServeArgs,
 };

@@ -90,13 +90,13 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
     if cmp.is_empty() {
         eprintln!("no results match; run a suite first (gpufleet run --suite smoke --agent NAME)");
     }
-    print!("{}", compare::render(&cmp, a.scope.format));
+    print!("{}", compare::render(&cmp, a.scope.output.format()));
     Ok(if cmp.is_empty() { 1 } else { 0 })
 }
 
 /// `results`.
 pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
-    let format = if a.json { Format::Json } else { a.scope.format };
+    let format = a.scope.output.format();
     let filter = ResultFilter {
         campaign_id: a.scope.campaign,
         kernel: a.scope.kernel,
@@ -159,9 +159,10 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
 }
 
 /// `campaigns`.
-pub fn campaigns(db: &Db, json: bool) -> anyhow::Result<()> {
+pub fn campaigns(db: &Db, output: super::Output) -> anyhow::Result<()> {
     let rows = db.with(|s| s.campaigns())?;
-    if json {
+    let format = output.format();
+    if format == Format::Json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());
     }
@@ -175,7 +176,7 @@ pub fn campaigns(db: &Db, json: bool) -> anyhow::Result<()> {
             c.description.clone(),
         ]);
     }
-    print!("{}", t.render(Format::Table));
+    print!("{}", t.render(format));
     Ok(())
 }
 

@@ -57,11 +57,12 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
             );
             Ok(0)
         }
-        ScheduleCommand::List { json } => {
+        ScheduleCommand::List { output } => {
             let rows = db.with(|s| s.schedules())?;
             let now = now();
             let next = |r: &ScheduleRow| next_slot(r, now);
-            if json {
+            let format = output.format();
+            if format == Format::Json {
                 let v: Vec<serde_json::Value> = rows
                     .iter()
                     .map(|r| {
@@ -100,7 +101,7 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                         if r.catch_up { "yes" } else { "no" }.into(),
                     ]);
                 }
-                print!("{}", t.render(Format::Table));
+                print!("{}", t.render(format));
             }
             Ok(0)
         }
@@ -139,15 +140,15 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                 );
             } else {
                 eprintln!("{report}");
-                print_alerts(&alerts);
+                print_alerts(&alerts, Format::Table);
             }
             Ok(if report.error.is_some() { 1 } else { 0 })
         }
     }
 }
 
-fn print_alerts(alerts: &[AlertRow]) {
-    if alerts.is_empty() {
+fn print_alerts(alerts: &[AlertRow], format: Format) {
+    if alerts.is_empty() && format == Format::Table {
         println!("no confirmed regressions or improvements");
         return;
     }
@@ -167,7 +168,7 @@ fn print_alerts(alerts: &[AlertRow]) {
             format!("±{:.1}%", a.bound_pct),
         ]);
     }
-    print!("{}", t.render(Format::Table));
+    print!("{}", t.render(format));
 }
 
 /// `regressions`: alerts (and verdicts), exit 1 with --fail-on when one matches.
@@ -182,14 +183,15 @@ pub fn regressions(db: &Db, a: RegressionsArgs) -> anyhow::Result<i32> {
     } else {
         Vec::new()
     };
-    if a.json {
+    let format = a.output.format();
+    if format == Format::Json {
         let mut v = serde_json::json!({ "since": since, "alerts": alerts });
         if a.all {
             v["checks"] = serde_json::to_value(&checks)?;
         }
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print_alerts(&alerts);
+        print_alerts(&alerts, format);
         if a.all {
             let mut t = Table::new(&["result", "verdict", "direction", "reason"]);
             for c in &checks {
@@ -200,7 +202,7 @@ pub fn regressions(db: &Db, a: RegressionsArgs) -> anyhow::Result<i32> {
                     c.reason.clone(),
                 ]);
             }
-            print!("{}", t.render(Format::Table));
+            print!("{}", t.render(format));
         }
     }
     let failing = alerts
