@@ -5,7 +5,7 @@ use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{BIN, gpufleet, ok_stdout as ok};
+use common::{BIN, Proc, gpufleet, ok_stdout as ok};
 
 fn seeded() -> (tempfile::TempDir, std::path::PathBuf) {
     let dir = tempfile::tempdir().unwrap();
@@ -104,4 +104,43 @@ fn every_listing_takes_json_and_every_format() {
         let header = csv.lines().next().unwrap_or_default();
         assert!(header.contains(','), "{listing:?} csv: {csv}");
     }
+}
+
+/// `run --agent ok --agent down`: the reachable agent's results are stored, and the exit status
+/// is 1 with the unreachable agent named, so CI does not read it as a pass.
+#[test]
+fn a_run_with_an_unreachable_agent_exits_1() {
+    let agent = Proc::agent(false);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok(&gpufleet(&db, &["agents", "add", "up", &agent.url]));
+    ok(&gpufleet(
+        &db,
+        &["agents", "add", "down", "http://127.0.0.1:1"],
+    ));
+    let out = gpufleet(
+        &db,
+        &[
+            "run",
+            "--agent",
+            "up",
+            "--agent",
+            "down",
+            "--kernel",
+            "noop",
+            "--backend",
+            "cpu",
+        ],
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("unreachable") && stderr.contains("down"),
+        "{stderr}"
+    );
+    let stored = ok(&gpufleet(&db, &["results", "--json"]));
+    assert!(
+        stored.contains("\"status\": \"ok\""),
+        "the reachable agent's run is stored: {stored}"
+    );
 }

@@ -45,11 +45,18 @@ pub fn print_outcome(db: &Db, o: &CampaignOutcome, json: bool) -> anyhow::Result
             }
         );
     }
-    Ok(if rows.iter().all(|r| r.record.status == "ok") {
-        0
-    } else {
-        1
-    })
+    // An agent that could not be reached when the campaign was planned ran nothing: that is a
+    // failure for CI as much as a failed result.
+    for u in &o.planned.unreachable {
+        eprintln!("unreachable: {u}");
+    }
+    Ok(
+        if rows.iter().all(|r| r.record.status == "ok") && o.planned.unreachable.is_empty() {
+            0
+        } else {
+            1
+        },
+    )
 }
 
 /// A result for scripts: the stored row plus a `metric` object and the
