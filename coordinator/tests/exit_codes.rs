@@ -144,3 +144,46 @@ fn a_run_with_an_unreachable_agent_exits_1() {
         "the reachable agent's run is stored: {stored}"
     );
 }
+
+/// Mistakes in `run`'s arguments are refused before any agent is contacted or anything stored,
+/// each said once.
+#[test]
+fn run_arguments_are_checked_up_front() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok(&gpufleet(
+        &db,
+        &["agents", "add", "far", "http://127.0.0.1:1"],
+    ));
+    let cases: [(&[&str], &str); 3] = [
+        (
+            &["--kernel", "noop", "--backend", "cuda"],
+            "invalid value 'cuda' for '--backend",
+        ),
+        (
+            &["--suite", "smoke", "--variant", "naive"],
+            "cannot be used with",
+        ),
+        (
+            &["--suite", "smoke", "--param", "n=4"],
+            "cannot be used with",
+        ),
+    ];
+    for (args, want) in cases {
+        let out = gpufleet(&db, &[&["run", "--agent", "far"][..], args].concat());
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+        assert!(
+            !err.contains("cannot reach"),
+            "{args:?} checked only after dialing: {err}"
+        );
+    }
+    let out = gpufleet(&db, &["run", "--agent", "far", "--kernel", "sofmax"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert_eq!(err.matches("unknown kernel").count(), 1, "said once: {err}");
+    assert!(err.contains("softmax") && !err.contains("debug_"), "{err}");
+    let campaigns = ok(&gpufleet(&db, &["campaigns", "--json"]));
+    assert_eq!(campaigns.trim(), "[]", "nothing stored");
+}

@@ -245,8 +245,8 @@ pub struct ScheduleAddArgs {
     /// Every agent registered when the slot fires.
     #[arg(long, conflicts_with = "agents")]
     pub all: bool,
-    /// Only these backends. Repeatable.
-    #[arg(long = "backend")]
+    /// Only these backends (cpu, opencl, vulkan, hip). Repeatable.
+    #[arg(long = "backend", value_parser = BACKENDS)]
     pub backends: Vec<String>,
     /// Only these kernels. Repeatable.
     #[arg(long = "kernel")]
@@ -344,6 +344,9 @@ pub enum AgentsCommand {
     Rm { name: String },
 }
 
+/// The backends an agent can have.
+const BACKENDS: [&str; 4] = ["cpu", "opencl", "vulkan", "hip"];
+
 #[derive(Debug, Args)]
 pub struct RunArgs {
     /// Suite to run: smoke, standard, perf, or a path to a suite TOML file.
@@ -354,7 +357,7 @@ pub struct RunArgs {
     #[arg(long = "agent", required = true)]
     pub agents: Vec<String>,
     /// Only devices of these backends (cpu, opencl, vulkan, hip). Repeatable.
-    #[arg(long = "backend")]
+    #[arg(long = "backend", value_parser = BACKENDS)]
     pub backends: Vec<String>,
     /// Only these device ids (e.g. cpu:0). Repeatable.
     #[arg(long = "device")]
@@ -362,11 +365,12 @@ pub struct RunArgs {
     /// With --suite: only these kernels. Without: the kernel to run.
     #[arg(long = "kernel")]
     pub kernels: Vec<String>,
-    /// Ad-hoc: kernel variant (default: the kernel's default variant).
-    #[arg(long)]
+    /// Ad-hoc: kernel variant (default: the kernel's default variant). Not with --suite (a
+    /// suite names its variants).
+    #[arg(long, conflicts_with = "suite")]
     pub variant: Option<String>,
-    /// Ad-hoc: a parameter, NAME=INTEGER. Repeatable.
-    #[arg(long = "param", value_name = "NAME=VALUE")]
+    /// Ad-hoc: a parameter, NAME=INTEGER. Repeatable. Not with --suite.
+    #[arg(long = "param", value_name = "NAME=VALUE", conflicts_with = "suite")]
     pub params: Vec<String>,
     /// Ad-hoc: data type (f32, or f16 where a backend has it).
     #[arg(long, default_value = "f32", value_parser = parse_dtype)]
