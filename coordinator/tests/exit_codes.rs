@@ -187,3 +187,42 @@ fn run_arguments_are_checked_up_front() {
     let campaigns = ok(&gpufleet(&db, &["campaigns", "--json"]));
     assert_eq!(campaigns.trim(), "[]", "nothing stored");
 }
+
+/// A schedule of a suite file works from any directory, and says "never" before its first slot.
+#[test]
+fn schedules_keep_the_suite_file_absolute_and_list_never_before_the_first_slot() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    std::fs::write(
+        dir.path().join("mine.toml"),
+        "name = \"mine\"\n[[run]]\nkernel = \"noop\"\n",
+    )
+    .unwrap();
+    ok(&gpufleet(
+        &db,
+        &["agents", "add", "rig", "http://127.0.0.1:1"],
+    ));
+    let out = Command::new(BIN)
+        .current_dir(dir.path())
+        .args(["--db", db.to_str().unwrap(), "schedule", "add", "nightly"])
+        .args([
+            "--cron",
+            "0 3 * * *",
+            "--suite",
+            "mine.toml",
+            "--agent",
+            "rig",
+        ])
+        .output()
+        .unwrap();
+    ok(&out);
+    let listed = ok(&gpufleet(&db, &["schedule", "list", "--json"]));
+    let abs = dir.path().canonicalize().unwrap().join("mine.toml");
+    assert!(
+        listed.contains(&format!("\"{}\"", abs.display())),
+        "{listed}"
+    );
+    let table = ok(&gpufleet(&db, &["schedule", "list"]));
+    let row = table.lines().find(|l| l.starts_with("nightly")).unwrap();
+    assert!(row.contains("never"), "{table}");
+}

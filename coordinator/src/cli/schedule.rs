@@ -26,8 +26,17 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                 bail!("give --agent NAME (repeatable) or --all");
             }
             let (env, env_sets) = env_overrides(&a.overrides)?;
+            // A suite file is kept by its absolute path: the serve that fires the schedule runs
+            // from another directory.
+            let suite = match std::fs::canonicalize(&a.suite) {
+                Ok(path) if !gpufleet_kernels::BUILTIN_SUITES.contains(&a.suite.as_str()) => {
+                    path.display().to_string()
+                }
+                // A built-in name, or no such file (which request_of below explains).
+                _ => a.suite.clone(),
+            };
             let spec = ScheduleSpec {
-                suite: a.suite.clone(),
+                suite,
                 agents: a.agents.clone(),
                 all_agents: a.all,
                 backends: a.backends.clone(),
@@ -94,7 +103,11 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                         } else {
                             spec.agents.join(",")
                         },
-                        r.last_slot.map(fmt_time).unwrap_or_else(|| "-".into()),
+                        // A new schedule starts from its creation time, which is not a slot.
+                        r.last_slot
+                            .filter(|t| *t > r.created_at)
+                            .map(fmt_time)
+                            .unwrap_or_else(|| "never".into()),
                         next(r)
                             .map(|t| fmt_time(t as f64))
                             .unwrap_or_else(|| "never".into()),
