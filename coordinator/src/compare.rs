@@ -119,10 +119,82 @@ fn power_units(unit: &str) -> (&'static str, &'static str) {
     }
 }
 
+/// A number for CSV: full precision, empty when missing.
+pub fn csv_number(v: Option<f64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// Ranked rows as CSV for scripts: every numeric column a plain number (empty when missing) with
+/// its unit in the header or in `unit`, the full run id, and the reason of non-ok rows.
+pub fn csv(rows: &[CompareRow]) -> String {
+    let mut t = Table::new(&[
+        "kernel",
+        "variant",
+        "params",
+        "dtype",
+        "mode",
+        "env_set",
+        "agent",
+        "device",
+        "device_name",
+        "backend",
+        "status",
+        "metric",
+        "unit",
+        "higher_is_better",
+        "pct_of_peak",
+        "cv_pct",
+        "noisy",
+        "relative",
+        "avg_w",
+        "metric_per_w",
+        "j_per_unit",
+        "iterations",
+        "run_id",
+        "message",
+    ]);
+    for r in rows {
+        t.push(vec![
+            r.kernel.clone(),
+            r.variant.clone(),
+            r.params.clone(),
+            r.dtype.clone(),
+            r.mode.clone(),
+            r.spec_key
+                .rsplit_once('@')
+                .map(|(_, n)| n.to_string())
+                .unwrap_or_default(),
+            r.agent.clone(),
+            r.device_id.clone(),
+            r.device_name.clone(),
+            r.backend.clone(),
+            r.status.clone(),
+            csv_number(r.metric),
+            r.unit.clone(),
+            r.higher_is_better.to_string(),
+            csv_number(r.pct_of_peak.filter(|p| *p > 0.0)),
+            csv_number(r.cv.map(|c| c * 100.0)),
+            is_noisy(r.cv).to_string(),
+            csv_number(r.relative),
+            csv_number(r.avg_watts),
+            csv_number(r.metric_per_watt),
+            csv_number(r.joules_per_unit),
+            r.iterations.to_string(),
+            r.run_id.clone(),
+            r.message.clone(),
+        ]);
+    }
+    t.render(Format::Csv)
+}
+
 /// Renders ranked rows in `format`.
 pub fn render(rows: &[CompareRow], format: Format) -> String {
-    if format == Format::Json {
-        return serde_json::to_string_pretty(rows).unwrap_or_else(|_| "[]".into()) + "\n";
+    match format {
+        Format::Json => {
+            return serde_json::to_string_pretty(rows).unwrap_or_else(|_| "[]".into()) + "\n";
+        }
+        Format::Csv => return csv(rows),
+        Format::Table | Format::Md => {}
     }
     // Energy columns only when some device had a power sensor.
     let power = rows.iter().any(|r| r.avg_watts.is_some());

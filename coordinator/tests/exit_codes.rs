@@ -226,3 +226,59 @@ fn schedules_keep_the_suite_file_absolute_and_list_never_before_the_first_slot()
     let row = table.lines().find(|l| l.starts_with("nightly")).unwrap();
     assert!(row.contains("never"), "{table}");
 }
+
+/// `compare --format csv` and `results --format csv` (with and without `--samples`) load with
+/// Python's `csv` module and `float()` on every numeric column (empty allowed).
+#[test]
+fn csv_exports_are_numbers() {
+    if Command::new("python3").arg("--version").output().is_err() {
+        eprintln!("skipped: no python3");
+        return;
+    }
+    let (_dir, db) = seeded();
+    let check = r#"
+import csv, sys
+numeric = set(sys.argv[1].split(","))
+rows = list(csv.DictReader(sys.stdin))
+assert rows, "no rows"
+missing = numeric - set(rows[0])
+assert not missing, f"columns missing: {missing}"
+for r in rows:
+    for k in numeric:
+        if r[k] != "":
+            float(r[k])
+print(len(rows))
+"#;
+    for (args, numeric) in [
+        (
+            &["compare", "--format", "csv"][..],
+            "metric,pct_of_peak,cv_pct,relative,avg_w,metric_per_w,j_per_unit,iterations",
+        ),
+        (
+            &["results", "--format", "csv"],
+            "result_id,campaign,metric,pct_of_peak,median_ms,p10_ms,p90_ms,cv_pct,iterations,created_at",
+        ),
+        (
+            &["results", "--format", "csv", "--samples"],
+            "iteration,seconds",
+        ),
+    ] {
+        let text = ok(&gpufleet(&db, args));
+        let mut py = Command::new("python3")
+            .args(["-c", check, numeric])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        use std::io::Write;
+        py.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+        let out = py.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "{args:?}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            text.lines().take(3).collect::<Vec<_>>().join("\n")
+        );
+    }
+}

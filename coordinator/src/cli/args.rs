@@ -450,7 +450,8 @@ pub struct ResultsArgs {
     /// Only this status (ok, invalid, crashed, timed_out, out_of_memory, error, ...).
     #[arg(long, value_parser = parse_status)]
     pub status: Option<String>,
-    /// Include the raw per-iteration times (JSON only).
+    /// Include the raw per-iteration times: in each result with JSON, one line per iteration
+    /// (run_id, iteration, seconds) with CSV.
     #[arg(long)]
     pub samples: bool,
 }

@@ -118,6 +118,10 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(());
     }
+    if format == Format::Csv {
+        print!("{}", results_csv(&rows, a.samples, db)?);
+        return Ok(());
+    }
     let mut t = Table::new(&[
         "run",
         "campaign",
@@ -163,6 +167,90 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
     }
     print!("{}", t.render(format));
     Ok(())
+}
+
+/// Results as CSV: numbers plain (empty when missing), units in the headers, the full run id;
+/// with `samples`, one line per iteration instead (long format).
+fn results_csv(rows: &[ResultRow], samples: bool, db: &Db) -> anyhow::Result<String> {
+    use crate::compare::csv_number;
+    if samples {
+        let mut t = Table::new(&["run_id", "iteration", "seconds"]);
+        for r in rows {
+            let run = r.record.run_id.clone();
+            for (i, s) in db.with(|st| st.result_samples(&run))?.iter().enumerate() {
+                t.push(vec![run.clone(), i.to_string(), s.to_string()]);
+            }
+        }
+        return Ok(t.render(Format::Csv));
+    }
+    let mut t = Table::new(&[
+        "result_id",
+        "run_id",
+        "campaign",
+        "kernel",
+        "variant",
+        "params",
+        "dtype",
+        "mode",
+        "env_set",
+        "agent",
+        "device",
+        "backend",
+        "status",
+        "metric",
+        "unit",
+        "pct_of_peak",
+        "median_ms",
+        "p10_ms",
+        "p90_ms",
+        "cv_pct",
+        "noisy",
+        "iterations",
+        "avg_w",
+        "energy_j",
+        "created_at",
+        "message",
+    ]);
+    let ms = |v: Option<f64>| csv_number(v.map(|s| s * 1e3));
+    for r in rows {
+        let rec = &r.record;
+        t.push(vec![
+            r.id.to_string(),
+            rec.run_id.clone(),
+            rec.campaign_id.map(|c| c.to_string()).unwrap_or_default(),
+            rec.kernel.clone(),
+            rec.variant.clone(),
+            rec.params
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>()
+                .join(";"),
+            rec.dtype.clone(),
+            rec.mode.clone(),
+            rec.spec_key
+                .rsplit_once('@')
+                .map(|(_, n)| n.to_string())
+                .unwrap_or_default(),
+            r.agent.clone(),
+            rec.device_id.clone(),
+            rec.backend.clone(),
+            rec.status.clone(),
+            csv_number(rec.metric_value.filter(|_| rec.status == "ok")),
+            rec.metric_unit.clone().unwrap_or_default(),
+            csv_number(rec.pct_of_peak.filter(|p| *p > 0.0)),
+            ms(rec.median_s),
+            ms(rec.p10_s),
+            ms(rec.p90_s),
+            csv_number(rec.cv.map(|c| c * 100.0)),
+            crate::compare::is_noisy(rec.cv).to_string(),
+            rec.iterations.to_string(),
+            csv_number(rec.avg_watts),
+            csv_number(rec.energy_j),
+            csv_number(rec.created_at),
+            rec.message.clone(),
+        ]);
+    }
+    Ok(t.render(Format::Csv))
 }
 
 /// `campaigns`.

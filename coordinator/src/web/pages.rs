@@ -5,12 +5,13 @@
 use super::svg::{self, Boundary, PowerReading, SeriesPoint};
 use super::{Page, WebError};
 use crate::campaign::handoff::attached;
-use crate::compare::{self, CompareRow, fmt_metric};
+use crate::compare::{self, CompareRow, csv_number, fmt_metric};
 use crate::convert::to_compare_row;
 use crate::schedule::slots::fmt_time;
 use crate::store::{
     AgentKind, AlertRow, ResultFilter, ResultRow, SEGMENT_FIELDS, Store, segment_of,
 };
+use crate::table::{Format, Table};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -701,24 +702,33 @@ pub fn compare_page(
     ))
 }
 
-fn opt_num(v: Option<f64>) -> String {
-    v.map(|v| format!("{v}")).unwrap_or_default()
-}
-
-/// A CSV field, quoted when it needs to be.
-fn csv_field(s: &str) -> String {
-    if s.contains([',', '"', '\n', '\r']) {
-        format!("\"{}\"", s.replace('"', "\"\""))
-    } else {
-        s.to_string()
-    }
-}
-
 /// The matrix as CSV: one line per cell, numbers unformatted.
 pub fn matrix_csv(m: &Matrix) -> String {
-    let mut out = String::from(
-        "kernel,variant,params,dtype,mode,env_set,agent,device_id,device,backend,status,value,unit,higher_is_better,relative,pct_of_peak,cv,noisy,metric_per_watt,joules_per_unit,result_id,run_id,message\n",
-    );
+    let mut t = Table::new(&[
+        "kernel",
+        "variant",
+        "params",
+        "dtype",
+        "mode",
+        "env_set",
+        "agent",
+        "device_id",
+        "device",
+        "backend",
+        "status",
+        "value",
+        "unit",
+        "higher_is_better",
+        "relative",
+        "pct_of_peak",
+        "cv",
+        "noisy",
+        "metric_per_watt",
+        "joules_per_unit",
+        "result_id",
+        "run_id",
+        "message",
+    ]);
     for c in m.cells() {
         let params = c
             .params
@@ -726,7 +736,7 @@ pub fn matrix_csv(m: &Matrix) -> String {
             .map(|(k, v)| format!("{k}={v}"))
             .collect::<Vec<_>>()
             .join(";");
-        let fields = [
+        t.push(vec![
             c.kernel.clone(),
             c.variant.clone(),
             params,
@@ -738,29 +748,21 @@ pub fn matrix_csv(m: &Matrix) -> String {
             c.device.clone(),
             c.backend.clone(),
             c.status.clone(),
-            opt_num(c.value),
+            csv_number(c.value),
             c.unit.clone(),
             c.higher_is_better.to_string(),
-            opt_num(c.relative),
-            opt_num(c.pct_of_peak),
-            opt_num(c.cv),
+            csv_number(c.relative),
+            csv_number(c.pct_of_peak),
+            csv_number(c.cv),
             c.noisy.to_string(),
-            opt_num(c.metric_per_watt),
-            opt_num(c.joules_per_unit),
+            csv_number(c.metric_per_watt),
+            csv_number(c.joules_per_unit),
             c.result_id.to_string(),
             c.run_id.clone(),
             c.message.clone(),
-        ];
-        out.push_str(
-            &fields
-                .iter()
-                .map(|f| csv_field(f))
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        out.push('\n');
+        ]);
     }
-    out
+    t.render(Format::Csv)
 }
 
 /// One series: a spec on one device of one agent.
@@ -989,35 +991,37 @@ fn clip_label(s: &str) -> String {
 pub fn history_csv(store: &Store, q: &HistoryQuery) -> Result<String, WebError> {
     let rows = series(store, q)?;
     let (marks, _) = marks(store, &rows)?;
-    let mut out = String::from(
-        "result_id,created_at,status,value,unit,p10_value,p90_value,cv,segment,mark,run_id\n",
-    );
+    let mut t = Table::new(&[
+        "result_id",
+        "created_at",
+        "status",
+        "value",
+        "unit",
+        "p10_value",
+        "p90_value",
+        "cv",
+        "segment",
+        "mark",
+        "run_id",
+    ]);
     for r in &rows {
         let rec = &r.record;
         let b = band(r);
-        let fields = [
+        t.push(vec![
             r.id.to_string(),
-            opt_num(rec.created_at),
+            csv_number(rec.created_at),
             rec.status.clone(),
-            opt_num(rec.metric_value.filter(|_| rec.status == "ok")),
+            csv_number(rec.metric_value.filter(|_| rec.status == "ok")),
             rec.metric_unit.clone().unwrap_or_default(),
-            opt_num(b.map(|b| b.0)),
-            opt_num(b.map(|b| b.1)),
-            opt_num(rec.cv),
+            csv_number(b.map(|b| b.0)),
+            csv_number(b.map(|b| b.1)),
+            csv_number(rec.cv),
             segment_of(&rec.fingerprint),
             marks.get(&r.id).cloned().unwrap_or_default(),
             rec.run_id.clone(),
-        ];
-        out.push_str(
-            &fields
-                .iter()
-                .map(|f| csv_field(f))
-                .collect::<Vec<_>>()
-                .join(","),
-        );
-        out.push('\n');
+        ]);
     }
-    Ok(out)
+    Ok(t.render(Format::Csv))
 }
 
 /// `/runs/{id}`.
