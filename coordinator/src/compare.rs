@@ -337,14 +337,25 @@ mod tests {
         a.joules_per_unit = Some(0.5);
         let mut rows = vec![a, row("gemm/x", "d2", "ok", Some(100.0), true)];
         rank(&mut rows);
-        let t = render(&rows, Format::Csv);
+        let t = render(&rows, Format::Table);
         let lines: Vec<&str> = t.lines().collect();
-        assert!(lines[0].ends_with("avg W,metric/W,J/unit"), "{t}");
+        assert!(lines[0].ends_with("avg W  metric/W        J/unit"), "{t}");
         assert!(
-            lines[1].ends_with("250.0,2.00 GFLOP/s/W,5.000e-1 J/GFLOP"),
+            lines[2].ends_with("250.0  2.00 GFLOP/s/W  5.000e-1 J/GFLOP"),
             "{t}"
         );
-        assert!(lines[2].ends_with(",-,-,-"), "{t}");
+        assert!(lines[3].ends_with("-      -               -"), "{t}");
+        // CSV: the same figures as plain numbers, units in the header or the unit column.
+        let csv = render(&rows, Format::Csv);
+        assert!(
+            csv.lines()
+                .next()
+                .unwrap()
+                .contains(",avg_w,metric_per_w,j_per_unit,"),
+            "{csv}"
+        );
+        assert!(csv.lines().nth(1).unwrap().contains(",250,2,0.5,"), "{csv}");
+        assert!(csv.lines().nth(2).unwrap().contains(",,,,"), "{csv}");
     }
 
     #[test]
@@ -356,14 +367,17 @@ mod tests {
         rank(&mut rows);
         // Each set is ranked on its own key: both are the best of their row.
         assert!(rows.iter().all(|r| r.relative == Some(1.0)));
-        let t = render(&rows, Format::Csv);
-        let lines: Vec<&str> = t.lines().collect();
+        let t = render(&rows, Format::Table);
         assert!(
-            lines[0].starts_with("kernel,variant,params,dtype,mode,env set,agent"),
+            t.lines().next().unwrap().contains("mode          env set"),
             "{t}"
         );
-        assert!(t.contains(",gfx1030,") && t.contains(",stock,"), "{t}");
-        let plain = render(&[row("gemm/x", "d1", "ok", Some(1.0), true)], Format::Csv);
+        let csv = render(&rows, Format::Csv);
+        assert!(
+            csv.contains(",gfx1030,") && csv.contains(",stock,"),
+            "{csv}"
+        );
+        let plain = render(&[row("gemm/x", "d1", "ok", Some(1.0), true)], Format::Table);
         assert!(!plain.contains("env set"), "{plain}");
     }
 }
