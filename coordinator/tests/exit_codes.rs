@@ -282,3 +282,21 @@ print(len(rows))
         );
     }
 }
+
+/// `regressions --all` says which spec on which device of which agent each verdict is about.
+#[test]
+fn every_verdict_names_its_spec_device_and_agent() {
+    let (_dir, db) = seeded();
+    let table = ok(&gpufleet(&db, &["regressions", "--all"]));
+    let verdicts: Vec<&str> = table
+        .lines()
+        .filter(|l| l.contains(" stable ") || l.contains(" no_verdict "))
+        .collect();
+    assert!(!verdicts.is_empty(), "{table}");
+    for line in verdicts {
+        assert!(
+            line.contains("seed-a") && line.contains("gemm/tiled/"),
+            "{line}"
+        );
+    }
+}

@@ -206,10 +206,21 @@ pub fn regressions(db: &Db, a: RegressionsArgs) -> anyhow::Result<i32> {
     } else {
         print_alerts(&alerts, format);
         if a.all {
-            let mut t = Table::new(&["result", "verdict", "direction", "reason"]);
+            let mut t = Table::new(&[
+                "result",
+                "agent",
+                "device",
+                "spec",
+                "verdict",
+                "direction",
+                "reason",
+            ]);
             for c in &checks {
                 t.push(vec![
                     c.result_id.to_string(),
+                    c.agent.clone(),
+                    c.device_id.clone(),
+                    c.spec_key.clone(),
                     c.verdict.clone(),
                     c.direction.clone().unwrap_or_default(),
                     c.reason.clone(),

@@ -127,6 +127,10 @@ pub struct Assessment {
 /// Scales the MAD to estimate the standard deviation of normal noise.
 const MAD_TO_SIGMA: f64 = 1.4826;
 
+/// A bound wider than this (percent) says the baseline is too noisy for a "stable" verdict: such a
+/// result gets no verdict, with the reason, unless it moved beyond even that bound.
+pub const NOISY_BOUND_PCT: f64 = 25.0;
+
 /// Assesses `value` against `baseline`: the values of the last ok results,
 /// oldest first. Values that are not positive and finite are left out first;
 /// of the rest, only the last `cfg.baseline_n` are used.
@@ -206,6 +210,11 @@ pub fn assess(
             Direction::Improvement
         };
         Verdict::Suspect { direction }
+    } else if bound_pct > NOISY_BOUND_PCT {
+        // Within a bound that wide, "stable" would claim more than the baseline can tell.
+        no_verdict(format!(
+            "too noisy to judge: the baseline's spread allows ±{bound_pct:.1}% (change {change_pct:+.1}%)"
+        ))
     } else {
         Verdict::Stable
     };

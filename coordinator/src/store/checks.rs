@@ -85,6 +85,10 @@ pub struct NewAlert {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct CheckRow {
     pub result_id: i64,
+    /// The checked result's spec key, device id and agent name.
+    pub spec_key: String,
+    pub device_id: String,
+    pub agent: String,
     pub verdict: String,
     pub direction: Option<String>,
     pub reason: String,
@@ -457,9 +461,11 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT result_id, verdict, direction, reason, assessment_json,
-                        confirmation_result_id, created_at
-                 FROM checks WHERE updated_at >= ?1 ORDER BY updated_at DESC, result_id DESC",
+                "SELECT c.result_id, c.verdict, c.direction, c.reason, c.assessment_json,
+                        c.confirmation_result_id, c.created_at, r.spec_key, r.device_id, a.name
+                 FROM checks c JOIN results r ON r.id = c.result_id
+                 JOIN agents a ON a.id = r.agent_id
+                 WHERE c.updated_at >= ?1 ORDER BY c.updated_at DESC, c.result_id DESC",
             )
             .map_err(sql(context))?;
         stmt.query_map([since], |r| {
@@ -471,6 +477,9 @@ impl Store {
                 assessment: json_column(r, "assessment_json")?,
                 confirmation_result_id: r.get(5)?,
                 created_at: r.get(6)?,
+                spec_key: r.get(7)?,
+                device_id: r.get(8)?,
+                agent: r.get(9)?,
             })
         })
         .map_err(sql(context))?

@@ -352,3 +352,17 @@ fn extreme_ratios_stay_finite() {
     assert!(reason(&a).contains("too large to express"));
     assert!(a.change_pct.is_finite() && a.spread_pct.is_finite() && a.bound_pct.is_finite());
 }
+
+/// A baseline so noisy that its bound is ±hundreds of percent cannot call anything "stable".
+#[test]
+fn a_very_noisy_baseline_is_too_noisy_to_judge_not_stable() {
+    let cfg = DetectConfig::default();
+    let baseline = [10.0, 80.0, 5.0, 120.0, 30.0, 2.0, 60.0, 15.0, 90.0, 40.0];
+    let a = assess(&baseline, 40.0, true, &cfg);
+    assert!(a.bound_pct > NOISY_BOUND_PCT, "{a:?}");
+    assert!(matches!(a.verdict, Verdict::NoVerdict { .. }), "{a:?}");
+    assert!(reason(&a).contains("too noisy to judge"), "{}", reason(&a));
+    // A quiet baseline still says stable.
+    let quiet = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8];
+    assert_eq!(assess(&quiet, 100.3, true, &cfg).verdict, Verdict::Stable);
+}
