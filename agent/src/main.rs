@@ -12,7 +12,7 @@ use std::time::Duration;
 fn main() {
     gpufleet_kernels::quiet_broken_pipes();
     if let Err(e) = real_main() {
-        eprintln!("error: {e:#}");
+        eprintln!("error: {}", gpufleet_kernels::error_chain(e.as_ref()));
         std::process::exit(2);
     }
 }

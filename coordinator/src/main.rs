@@ -31,7 +31,8 @@ fn main() {
     match code {
         Ok(c) => std::process::exit(c),
         Err(e) => {
-            eprintln!("error: {e:#}");
+            // Each cause once, even where an outer message already quotes the inner one.
+            eprintln!("error: {}", gpufleet_kernels::error_chain(e.as_ref()));
             std::process::exit(2);
         }
     }

@@ -300,3 +300,47 @@ fn every_verdict_names_its_spec_device_and_agent() {
         );
     }
 }
+
+/// A suite's mistakes are said once, with file, line and field, and a refused environment
+/// override is refused before any campaign is made.
+#[test]
+fn suite_errors_are_said_once_and_before_any_campaign() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok(&gpufleet(
+        &db,
+        &["agents", "add", "far", "http://127.0.0.1:1"],
+    ));
+    let cases = [
+        (
+            "name = \"a\"\n[[run]]\nkernel = \"sofmax\"\n",
+            "a.toml:3: field `kernel`: unknown kernel `sofmax`",
+        ),
+        (
+            "name = \"b\"\n[[run]]\nkernel = \"gemm\"\nmin_iterations = \"ten\"\n",
+            "b.toml:4: field `min_iterations`: invalid type",
+        ),
+        (
+            "name = \"c\"\n[[run]]\nkernel = \"noop\"\nenv = { LD_PRELOAD = \"/x.so\" }\n",
+            "env key `LD_PRELOAD` is not allowed",
+        ),
+    ];
+    for (i, (text, want)) in cases.iter().enumerate() {
+        let file = dir.path().join(format!("{}.toml", ["a", "b", "c"][i]));
+        std::fs::write(&file, text).unwrap();
+        let out = gpufleet(
+            &db,
+            &["run", "--agent", "far", "--suite", file.to_str().unwrap()],
+        );
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{err}");
+        assert!(err.contains(want), "{err}");
+        let first = want.rsplit(':').next().unwrap().trim();
+        assert_eq!(err.matches(first).count(), 1, "said once: {err}");
+        assert!(
+            !err.contains("cannot reach"),
+            "checked only after dialing: {err}"
+        );
+    }
+    assert_eq!(ok(&gpufleet(&db, &["campaigns", "--json"])).trim(), "[]");
+}

@@ -35,6 +35,7 @@
 
 mod catalog;
 mod check;
+pub mod env;
 mod error;
 mod inputs;
 mod problem;

@@ -6,6 +6,7 @@
 //! combinations the backend does not implement are skipped and counted, not
 //! run, so a suite written for GPUs still runs on a CPU-only agent.
 
+use super::prepare::CampaignError;
 use gpufleet_kernels::{Mode, Problem, SpecError, SuiteRun, find_kernel};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
@@ -127,9 +128,21 @@ pub struct ResolvedRun {
 /// agent is contacted or anything is stored.
 ///
 /// # Errors
-/// The [`SpecError`] of the first run whose kernel, or a variant it names, cannot become a problem
-/// (unknown kernel, variant or parameter, a bound crossed, a dtype the kernel lacks).
-pub fn resolve_runs(runs: &[SuiteRun]) -> Result<Vec<ResolvedRun>, SpecError> {
+/// [`CampaignError::Env`] for an environment override the agents would refuse (checked here so
+/// no campaign is made for it); [`CampaignError::Spec`] of the first run whose kernel, or a variant
+/// it names, cannot become a problem (unknown kernel, variant or parameter, a bound crossed, a
+/// dtype the kernel lacks).
+pub fn resolve_runs(runs: &[SuiteRun]) -> Result<Vec<ResolvedRun>, CampaignError> {
+    for run in runs {
+        for (key, value) in &run.env {
+            gpufleet_kernels::env::check_override(key, value)
+                .map_err(|e| CampaignError::Env(format!("{}: {e}", run.kernel)))?;
+        }
+    }
+    Ok(resolve_specs(runs)?)
+}
+
+fn resolve_specs(runs: &[SuiteRun]) -> Result<Vec<ResolvedRun>, SpecError> {
     runs.iter()
         .map(|run| {
             let problem = |variant: &str| {
@@ -413,7 +426,10 @@ mod tests {
         assert_eq!(vs, vec!["naive", "tiled", "blocked"]);
         assert_eq!(open[0].problems[0].params["n"], 256, "defaults filled in");
         // Named variants, unknown kernels and bad parameters are errors naming the field.
-        let field = |r: SuiteRun| resolve_runs(&[r]).unwrap_err().field();
+        let field = |r: SuiteRun| match resolve_runs(&[r]).unwrap_err() {
+            CampaignError::Spec(e) => e.field(),
+            e => panic!("{e}"),
+        };
         assert_eq!(field(run("gemm", Some(vec!["fast"]), &[])), "variant");
         assert_eq!(field(run("gemmm", None, &[])), "kernel");
         assert_eq!(field(run("gemmm", Some(vec![""]), &[])), "kernel");

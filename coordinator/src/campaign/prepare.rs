@@ -19,6 +19,9 @@ pub enum CampaignError {
     /// A run's spec is invalid (see [`resolve_runs`]).
     #[error(transparent)]
     Spec(#[from] gpufleet_kernels::SpecError),
+    /// An environment override no agent would accept (`LD_PRELOAD`, `PATH`...).
+    #[error("env: {0}")]
+    Env(String),
     #[error("no agent could be reached: {0}")]
     NoAgent(String),
     #[error("nothing to run: {0}")]

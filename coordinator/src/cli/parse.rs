@@ -40,5 +40,16 @@ pub fn parse_env_sets(values: &[String]) -> anyhow::Result<Vec<EnvSet>> {
 /// # Errors
 /// The first bad value, naming its option.
 pub fn env_overrides(o: &RunOverrides) -> anyhow::Result<(BTreeMap<String, String>, Vec<EnvSet>)> {
-    Ok((parse_kv(&o.env, "env")?, parse_env_sets(&o.env_sets)?))
+    let env = parse_kv(&o.env, "env")?;
+    let sets = parse_env_sets(&o.env_sets)?;
+    // Refused here, before a campaign is made, by the allowlist every agent applies.
+    for (option, map) in
+        std::iter::once(("--env", &env)).chain(sets.iter().map(|s| ("--env-set", &s.env)))
+    {
+        for (key, value) in map {
+            gpufleet_kernels::env::check_override(key, value)
+                .map_err(|e| anyhow::anyhow!("{option}: {e}"))?;
+        }
+    }
+    Ok((env, sets))
 }

@@ -364,13 +364,37 @@ fn expand(
     Ok(out)
 }
 
+/// The key a TOML line assigns (`min_iterations = "ten"` → `min_iterations`), if it is one.
+fn assigned_key(line: &str) -> Option<&str> {
+    let (key, _) = line.split_once('=')?;
+    let key = key.trim();
+    (!key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-' || c == '.'))
+    .then_some(key)
+}
+
 /// See [`Suite::parse`].
 pub(super) fn parse(text: &str, origin: &str) -> Result<Suite, SuiteError> {
     let ctx = Ctx { text, origin };
-    let doc: FileDoc = toml::from_str(text).map_err(|e| SuiteError::Parse {
-        origin: origin.to_string(),
-        line: e.span().map_or(0, |s| ctx.line(&s)),
-        message: e.message().trim().to_string(),
+    let doc: FileDoc = toml::from_str(text).map_err(|e| {
+        let line = e.span().map_or(0, |s| ctx.line(&s));
+        let mut message = e.message().trim().to_string();
+        // A wrong type names no field: take the key the line assigns.
+        if !message.contains('`')
+            && let Some(key) = text
+                .lines()
+                .nth(line.wrapping_sub(1))
+                .and_then(assigned_key)
+        {
+            message = format!("field `{key}`: {message}");
+        }
+        SuiteError::Parse {
+            origin: origin.to_string(),
+            line,
+            message,
+        }
     })?;
     let mut runs = Vec::new();
     for run in &doc.run {
@@ -487,6 +511,15 @@ kernel = "noop"
         assert!(msg.contains("`nme`"), "{msg}");
         let msg = err_starting("[defaults]\nwarmpu = 1\n", "bad.toml:2: ");
         assert!(msg.contains("`warmpu`"), "{msg}");
+    }
+
+    #[test]
+    fn a_value_of_the_wrong_type_names_its_field() {
+        let msg = err_starting(
+            "name = \"e2\"\n[[run]]\nkernel = \"gemm\"\nmin_iterations = \"ten\"\n",
+            "bad.toml:4: field `min_iterations`: invalid type: string \"ten\"",
+        );
+        assert_eq!(msg.matches("min_iterations").count(), 1, "{msg}");
     }
 
     #[test]
