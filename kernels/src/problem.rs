@@ -91,11 +91,9 @@ impl Problem {
     ) -> Result<Problem, SpecError> {
         let def = find_kernel(kernel).ok_or_else(|| SpecError::UnknownKernel {
             name: kernel.to_string(),
-            // The debug kernels are for testing the harness, not a user's spelling mistake: never
-            // offered here (they are documented with --enable-debug-kernels).
             known: catalog()
                 .iter()
-                .filter(|k| !k.debug)
+                .filter(|k| allow_debug || !k.debug)
                 .map(|k| k.name.to_string())
                 .collect(),
         })?;

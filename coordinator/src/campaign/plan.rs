@@ -147,6 +147,7 @@ fn resolve_specs(runs: &[SuiteRun]) -> Result<Vec<ResolvedRun>, SpecError> {
         .map(|run| {
             let problem = |variant: &str| {
                 Problem::new(&run.kernel, variant, &run.params, run.dtype.name(), true)
+                    .map_err(SpecError::without_debug_kernels)
             };
             let problems = match (&run.variants, find_kernel(&run.kernel)) {
                 (Some(variants), _) => variants

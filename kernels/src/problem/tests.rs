@@ -218,3 +218,15 @@ fn metrics_follow_the_kind() {
     assert_eq!(json["kind"], "ns_per_hop");
     assert_eq!(json["value"].as_f64(), Some(v.value));
 }
+
+#[test]
+fn a_user_who_did_not_enable_debug_kernels_is_never_offered_them() {
+    let e = Problem::new("gemmm", "", &params(&[]), "", true)
+        .unwrap_err()
+        .without_debug_kernels();
+    let msg = e.to_string();
+    assert!(msg.contains("softmax") && !msg.contains("debug_"), "{msg}");
+    // Other errors pass through unchanged.
+    let e = Problem::new("gemm", "fast", &params(&[]), "", true).unwrap_err();
+    assert_eq!(e.clone().without_debug_kernels(), e);
+}

@@ -343,8 +343,10 @@ fn expand(
     for params in points {
         let mut resolved = None;
         for variant in &check_variants {
-            let problem = Problem::new(kernel, variant, &params, &dtype, true)
-                .map_err(|e| spec_error(ctx, run, variant_span.clone(), dtype_span.clone(), e))?;
+            let problem = Problem::new(kernel, variant, &params, &dtype, true).map_err(|e| {
+                let e = e.without_debug_kernels();
+                spec_error(ctx, run, variant_span.clone(), dtype_span.clone(), e)
+            })?;
             resolved = Some(problem.dtype);
         }
         out.push(SuiteRun {
