@@ -119,6 +119,11 @@ fn power_units(unit: &str) -> (&'static str, &'static str) {
     }
 }
 
+/// The environment set of a spec key (`…@NAME` of an env-matrix campaign); empty when none.
+pub fn env_set(spec_key: &str) -> &str {
+    spec_key.rsplit_once('@').map_or("", |(_, n)| n)
+}
+
 /// A number for CSV: full precision, empty when missing.
 pub fn csv_number(v: Option<f64>) -> String {
     v.map(|v| v.to_string()).unwrap_or_default()
@@ -160,10 +165,7 @@ pub fn csv(rows: &[CompareRow]) -> String {
             r.params.clone(),
             r.dtype.clone(),
             r.mode.clone(),
-            r.spec_key
-                .rsplit_once('@')
-                .map(|(_, n)| n.to_string())
-                .unwrap_or_default(),
+            env_set(&r.spec_key).to_string(),
             r.agent.clone(),
             r.device_id.clone(),
             r.device_name.clone(),
@@ -199,8 +201,7 @@ pub fn render(rows: &[CompareRow], format: Format) -> String {
     // Energy columns only when some device had a power sensor.
     let power = rows.iter().any(|r| r.avg_watts.is_some());
     // The env-set column only when a campaign ran an environment matrix.
-    let env_set = |r: &CompareRow| r.spec_key.rsplit_once('@').map(|(_, n)| n.to_string());
-    let matrix = rows.iter().any(|r| env_set(r).is_some());
+    let matrix = rows.iter().any(|r| !env_set(&r.spec_key).is_empty());
     let mut header = vec!["kernel", "variant", "params", "dtype", "mode"];
     if matrix {
         header.push("env set");
@@ -221,7 +222,10 @@ pub fn render(rows: &[CompareRow], format: Format) -> String {
             r.mode.clone(),
         ];
         if matrix {
-            cells.push(env_set(r).unwrap_or_else(|| "-".into()));
+            cells.push(match env_set(&r.spec_key) {
+                "" => "-".to_string(),
+                name => name.to_string(),
+            });
         }
         cells.extend([
             r.agent.clone(),

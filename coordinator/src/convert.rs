@@ -163,6 +163,15 @@ pub fn error_result(
     }
 }
 
+/// Parameters as `k=1,m=64` (with `sep` between them), in key order.
+pub fn params_text(params: &std::collections::BTreeMap<String, i64>, sep: &str) -> String {
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
 /// A stored row as a comparison row.
 pub fn to_compare_row(row: &ResultRow) -> CompareRow {
     let r = &row.record;
@@ -170,12 +179,7 @@ pub fn to_compare_row(row: &ResultRow) -> CompareRow {
         spec_key: r.spec_key.clone(),
         kernel: r.kernel.clone(),
         variant: r.variant.clone(),
-        params: r
-            .params
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(","),
+        params: params_text(&r.params, ","),
         dtype: r.dtype.clone(),
         mode: r.mode.clone(),
         agent: row.agent.clone(),

@@ -144,11 +144,7 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
             rec.campaign_id.map(|c| c.to_string()).unwrap_or_default(),
             rec.kernel.clone(),
             rec.variant.clone(),
-            rec.params
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(","),
+            crate::convert::params_text(&rec.params, ","),
             r.agent.clone(),
             rec.device_id.clone(),
             rec.status.clone(),
@@ -220,17 +216,10 @@ fn results_csv(rows: &[ResultRow], samples: bool, db: &Db) -> anyhow::Result<Str
             rec.campaign_id.map(|c| c.to_string()).unwrap_or_default(),
             rec.kernel.clone(),
             rec.variant.clone(),
-            rec.params
-                .iter()
-                .map(|(k, v)| format!("{k}={v}"))
-                .collect::<Vec<_>>()
-                .join(";"),
+            crate::convert::params_text(&rec.params, ";"),
             rec.dtype.clone(),
             rec.mode.clone(),
-            rec.spec_key
-                .rsplit_once('@')
-                .map(|(_, n)| n.to_string())
-                .unwrap_or_default(),
+            crate::compare::env_set(&rec.spec_key).to_string(),
             r.agent.clone(),
             rec.device_id.clone(),
             rec.backend.clone(),

@@ -355,6 +355,26 @@ mod tests {
     use axum::http::Request;
     use tower::ServiceExt;
 
+    const READ: &str = "read-token-0123456789";
+    const ADMIN: &str = "admin-token-0123456789";
+
+    /// A daemon over an empty in-memory store.
+    fn daemon() -> Daemon {
+        Daemon::new(
+            Db::in_memory().unwrap(),
+            DaemonConfig::default(),
+            std::sync::Arc::new(LogReporter),
+        )
+    }
+
+    /// Both tokens set, as serve beyond loopback has them.
+    fn tokens() -> ApiAuth {
+        ApiAuth {
+            read: Some(READ.into()),
+            admin: Some(ADMIN.into()),
+        }
+    }
+
     async fn call(app: &Router, method: &str, path: &str, token: Option<&str>) -> (u16, String) {
         let mut req = Request::builder().method(method).uri(path);
         if let Some(t) = token {
@@ -374,20 +394,8 @@ mod tests {
 
     #[tokio::test]
     async fn tokens_guard_every_path_but_health_and_query_errors_are_json() {
-        let db = Db::in_memory().unwrap();
-        let daemon = Daemon::new(
-            db,
-            DaemonConfig::default(),
-            std::sync::Arc::new(LogReporter),
-        );
-        let (read, admin) = ("read-token-0123456789", "admin-token-0123456789");
-        let app = router_with_auth(
-            daemon,
-            ApiAuth {
-                read: Some(read.into()),
-                admin: Some(admin.into()),
-            },
-        );
+        let (read, admin) = (READ, ADMIN);
+        let app = router_with_auth(daemon(), tokens());
         assert_eq!(call(&app, "GET", "/healthz", None).await.0, 200);
         let (status, body) = call(&app, "GET", "/api/agents", None).await;
         assert_eq!(status, 401, "{body}");
@@ -407,20 +415,8 @@ mod tests {
     #[tokio::test]
     async fn browsers_log_in_with_basic_auth_and_cross_site_writes_are_refused() {
         use base64::Engine as _;
-        let db = Db::in_memory().unwrap();
-        let daemon = Daemon::new(
-            db,
-            DaemonConfig::default(),
-            std::sync::Arc::new(LogReporter),
-        );
-        let (read, admin) = ("read-token-0123456789", "admin-token-0123456789");
-        let app = router_with_auth(
-            daemon,
-            ApiAuth {
-                read: Some(read.into()),
-                admin: Some(admin.into()),
-            },
-        );
+        let (read, admin) = (READ, ADMIN);
+        let app = router_with_auth(daemon(), tokens());
         let send = |method: &str, path: &str, headers: &[(&str, String)]| {
             let mut req = Request::builder().method(method).uri(path);
             for (k, v) in headers {
@@ -507,13 +503,7 @@ mod tests {
 
     #[tokio::test]
     async fn page_errors_are_pages_with_the_status_and_a_short_quote() {
-        let db = Db::in_memory().unwrap();
-        let daemon = Daemon::new(
-            db,
-            DaemonConfig::default(),
-            std::sync::Arc::new(LogReporter),
-        );
-        let app = router(daemon);
+        let app = router(daemon());
         let long = "x".repeat(5000);
         for (path, status) in [
             (format!("/runs/{long}"), 400),

@@ -5,8 +5,8 @@
 use super::svg::{self, Boundary, PowerReading, SeriesPoint};
 use super::{Page, WebError};
 use crate::campaign::handoff::attached;
-use crate::compare::{self, CompareRow, csv_number, fmt_metric};
-use crate::convert::to_compare_row;
+use crate::compare::{self, CompareRow, csv_number, env_set, fmt_metric};
+use crate::convert::{params_text, to_compare_row};
 use crate::schedule::slots::fmt_time;
 use crate::store::{
     AgentKind, AlertRow, ResultFilter, ResultRow, SEGMENT_FIELDS, Store, segment_of,
@@ -419,10 +419,6 @@ struct Column {
     device: String,
 }
 
-fn env_set(spec_key: &str) -> &str {
-    spec_key.rsplit_once('@').map_or("", |(_, n)| n)
-}
-
 /// The matrix as data: what the page shows and what its CSV/JSON downloads contain.
 #[derive(Debug, Clone, Serialize)]
 pub struct MatrixCell {
@@ -673,7 +669,7 @@ pub fn compare_page(
                     })
                 })
                 .collect();
-            let params = rec.params.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(",");
+            let params = params_text(&rec.params, ",");
             json!({"kernel": rec.kernel, "variant": rec.variant, "params": params, "dtype": rec.dtype,
                    "mode": rec.mode, "env_set": env_set(&rec.spec_key), "cells": cells})
         })
@@ -730,12 +726,7 @@ pub fn matrix_csv(m: &Matrix) -> String {
         "message",
     ]);
     for c in m.cells() {
-        let params = c
-            .params
-            .iter()
-            .map(|(k, v)| format!("{k}={v}"))
-            .collect::<Vec<_>>()
-            .join(";");
+        let params = params_text(&c.params, ";");
         t.push(vec![
             c.kernel.clone(),
             c.variant.clone(),
@@ -1050,12 +1041,7 @@ pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
         v.map(|v| format!("{:.3} µs", v * 1e6))
             .unwrap_or_else(|| "-".into())
     };
-    let params = rec
-        .params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(", ");
+    let params = params_text(&rec.params, ", ");
     let campaign = rec.campaign_id.map(|c| {
         (
             format!(
