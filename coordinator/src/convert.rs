@@ -91,6 +91,7 @@ pub fn to_record(
         metric_value: metric.map(|m| m.value),
         higher_is_better: metric.map(|m| m.higher_is_better),
         pct_of_peak: metric.map(|_| r.pct_of_peak),
+        peak_source: r.peak_source.clone(),
         median_s: stats.map(|s| s.median_s),
         p10_s: stats.map(|s| s.p10_s),
         p90_s: stats.map(|s| s.p90_s),
@@ -99,6 +100,11 @@ pub fn to_record(
         mean_s: stats.map(|s| s.mean_s),
         stddev_s: stats.map(|s| s.stddev_s),
         cv: stats.map(|s| s.cv),
+        // Agents before the interval send zeros: no interval then.
+        ci_low_s: stats.and_then(|s| (s.median_ci_high_s > 0.0).then_some(s.median_ci_low_s)),
+        ci_high_s: stats.and_then(|s| (s.median_ci_high_s > 0.0).then_some(s.median_ci_high_s)),
+        target_ci_pct: stats.map(|s| s.target_ci_pct),
+        noisy: false,
         iterations: stats.map(|s| s.count as u64).unwrap_or(0),
         validation: r
             .validation
@@ -148,10 +154,21 @@ pub fn error_result(
     backend: &str,
     message: String,
 ) -> pb::RunResult {
+    status_result(run_id, spec, backend, pb::RunStatus::Error, message)
+}
+
+/// A result the coordinator makes for a run that produced none: `status` with `message`.
+pub fn status_result(
+    run_id: &str,
+    spec: &pb::RunSpec,
+    backend: &str,
+    status: pb::RunStatus,
+    message: String,
+) -> pb::RunResult {
     pb::RunResult {
         run_id: run_id.to_string(),
         spec: Some(spec.clone()),
-        status: pb::RunStatus::Error as i32,
+        status: status as i32,
         message,
         device_id: spec.device_id.clone(),
         backend: backend.to_string(),
@@ -179,9 +196,10 @@ pub fn to_compare_row(row: &ResultRow) -> CompareRow {
         spec_key: r.spec_key.clone(),
         kernel: r.kernel.clone(),
         variant: r.variant.clone(),
-        params: params_text(&r.params, ","),
+        params: r.params.clone(),
         dtype: r.dtype.clone(),
         mode: r.mode.clone(),
+        env_set: crate::compare::env_set(&r.spec_key).to_string(),
         agent: row.agent.clone(),
         device_id: r.device_id.clone(),
         device_name: row.device_name.clone().unwrap_or_default(),
@@ -196,12 +214,19 @@ pub fn to_compare_row(row: &ResultRow) -> CompareRow {
         unit: r.metric_unit.clone().unwrap_or_default(),
         higher_is_better: r.higher_is_better.unwrap_or(true),
         pct_of_peak: r.pct_of_peak,
+        peak_source: r.peak_source.clone(),
         cv: r.cv,
+        ci_pct: r.ci_pct(),
+        noisy: r.noisy,
         iterations: r.iterations as u32,
         avg_watts: r.avg_watts,
         metric_per_watt: r.metric_per_watt,
         joules_per_unit: r.joules_per_unit,
         relative: None,
+        baseline: None,
+        change_pct: None,
+        better: None,
         run_id: r.run_id.clone(),
+        result_id: row.id,
     }
 }

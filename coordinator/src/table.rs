@@ -43,7 +43,11 @@ impl Table {
     }
 
     fn widths(&self) -> Vec<usize> {
-        let mut w: Vec<usize> = self.headers.iter().map(|h| h.chars().count()).collect();
+        let mut w: Vec<usize> = self
+            .headers
+            .iter()
+            .map(|h| h.lines().map(|l| l.chars().count()).max().unwrap_or(0))
+            .collect();
         for r in &self.rows {
             for (i, c) in r.iter().enumerate() {
                 if i < w.len() {
@@ -71,7 +75,28 @@ impl Table {
             }
             s.trim_end().to_string() + "\n"
         };
-        let mut out = line(&self.headers);
+        // A header with a line break takes two (or more) lines, bottom-aligned.
+        let depth = self
+            .headers
+            .iter()
+            .map(|h| h.lines().count())
+            .max()
+            .unwrap_or(1);
+        let mut out = String::new();
+        for i in 0..depth.max(1) {
+            let cells: Vec<String> = self
+                .headers
+                .iter()
+                .map(|h| {
+                    let lines: Vec<&str> = h.lines().collect();
+                    let skip = depth - lines.len().max(1);
+                    i.checked_sub(skip)
+                        .and_then(|j| lines.get(j))
+                        .map_or(String::new(), |l| l.to_string())
+                })
+                .collect();
+            out.push_str(&line(&cells));
+        }
         out.push_str(&line(&w.iter().map(|n| "-".repeat(*n)).collect::<Vec<_>>()));
         for r in &self.rows {
             out.push_str(&line(r));
@@ -80,7 +105,7 @@ impl Table {
     }
 
     fn markdown(&self) -> String {
-        let esc = |c: &String| c.replace('|', "\\|");
+        let esc = |c: &String| c.replace('|', "\\|").replace('\n', "<br>");
         let mut out = format!(
             "| {} |\n",
             self.headers.iter().map(esc).collect::<Vec<_>>().join(" | ")
@@ -104,7 +129,8 @@ impl Table {
             }
         };
         let row = |cells: &[String]| cells.iter().map(field).collect::<Vec<_>>().join(",") + "\n";
-        let mut out = row(&self.headers);
+        let headers: Vec<String> = self.headers.iter().map(|h| h.replace('\n', " ")).collect();
+        let mut out = row(&headers);
         for r in &self.rows {
             out.push_str(&row(r));
         }

@@ -324,6 +324,9 @@ async fn an_agent_dying_mid_campaign_loses_only_its_jobs() {
             min_seconds: 0.6,
             max_iterations: 100_000,
             timeout_s: 30.0,
+            // A fixed length: the test kills an agent while these run.
+            target_ci_pct: 0.0,
+            max_seconds: 0.6,
             env: BTreeMap::new(),
         })
         .collect();
@@ -363,11 +366,11 @@ async fn an_agent_dying_mid_campaign_loses_only_its_jobs() {
     );
     let lost: Vec<_> = rows
         .iter()
-        .filter(|r| r.agent == "doomed" && r.record.status == "error")
+        .filter(|r| r.agent == "doomed" && r.record.status == "unreachable")
         .collect();
     assert!(
         !lost.is_empty(),
-        "the killed agent's remaining jobs are errors"
+        "the killed agent's remaining jobs are unreachable"
     );
     assert!(
         lost.iter()
@@ -490,7 +493,7 @@ fn a_hung_worker_dies_with_its_agent() {
         .unwrap()
         .results(&ResultFilter::default())
         .unwrap();
-    assert_eq!(rows[0].record.status, "error");
+    assert_eq!(rows[0].record.status, "unreachable");
     assert!(
         rows[0].record.message.contains("agent unreachable"),
         "{}",

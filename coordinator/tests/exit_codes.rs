@@ -106,11 +106,13 @@ fn every_listing_takes_json_and_every_format() {
     }
 }
 
-/// `run --agent ok --agent down`: the reachable agent's results are stored, and the exit status
-/// is 1 with the unreachable agent named, so CI does not read it as a pass.
+/// `run --agent ok --agent down`: the reachable agent's results are stored, the unreachable
+/// agent gets an `unreachable` row, and the exit status is 1 with the unreachable agent named, so
+/// CI does not read it as a pass. An agent that was reached before and is down now gets a row
+/// for every run it would have had.
 #[test]
 fn a_run_with_an_unreachable_agent_exits_1() {
-    let agent = Proc::agent(false);
+    let mut agent = Proc::agent(false);
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("fleet.db");
     ok(&gpufleet(&db, &["agents", "add", "up", &agent.url]));
@@ -139,10 +141,132 @@ fn a_run_with_an_unreachable_agent_exits_1() {
         "{stderr}"
     );
     let stored = ok(&gpufleet(&db, &["results", "--json"]));
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&stored).unwrap();
+    let status_of = |agent: &str| -> Vec<String> {
+        rows.iter()
+            .filter(|r| r["agent"] == agent)
+            .map(|r| r["status"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert_eq!(status_of("up"), ["ok"], "{stored}");
+    assert_eq!(status_of("down"), ["unreachable"], "{stored}");
+    let down = rows.iter().find(|r| r["agent"] == "down").unwrap();
     assert!(
-        stored.contains("\"status\": \"ok\""),
-        "the reachable agent's run is stored: {stored}"
+        down["message"]
+            .as_str()
+            .unwrap()
+            .contains("never described its devices"),
+        "{down}"
     );
+    let only = ok(&gpufleet(&db, &["results", "--status", "unreachable"]));
+    assert!(only.contains("down") && !only.contains(" up "), "{only}");
+
+    // Known devices, agent gone: one unreachable row per run it would have had.
+    agent.kill();
+    let out = gpufleet(
+        &db,
+        &[
+            "run",
+            "--agent",
+            "up",
+            "--kernel",
+            "noop",
+            "--backend",
+            "cpu",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let rows: Vec<serde_json::Value> = serde_json::from_str(&ok(&gpufleet(
+        &db,
+        &["results", "--campaign", "2", "--json"],
+    )))
+    .unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert_eq!(
+        (
+            &rows[0]["status"],
+            &rows[0]["kernel"],
+            &rows[0]["device_id"]
+        ),
+        (&"unreachable".into(), &"noop".into(), &"cpu:0".into())
+    );
+}
+
+/// Two agents on loopback: `compare --by device` is one row per spec and one column per device,
+/// narrow enough for a terminal; `--baseline` gives % changes; `--by backend|agent` pivot the
+/// other ways; a baseline that names nothing is a usage error.
+#[test]
+fn compare_is_a_matrix_that_fits_a_terminal() {
+    let (a, b) = (Proc::agent(false), Proc::agent(false));
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok(&gpufleet(&db, &["agents", "add", "rig1", &a.url]));
+    ok(&gpufleet(&db, &["agents", "add", "rig2", &b.url]));
+    // cpu and, where PoCL is installed, OpenCL: up to four device columns.
+    let opencl = std::path::Path::new("/etc/OpenCL/vendors").exists();
+    let mut args = vec![
+        "run",
+        "--agent",
+        "rig1",
+        "--agent",
+        "rig2",
+        "--suite",
+        "smoke",
+        "--backend",
+        "cpu",
+    ];
+    if opencl {
+        args.extend(["--backend", "opencl"]);
+    }
+    let out = gpufleet(&db, &args);
+    assert!(
+        out.status.code().is_some_and(|c| c <= 1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let table = ok(&gpufleet(&db, &["compare", "--by", "device"]));
+    let header = table.lines().next().unwrap();
+    let columns: Vec<&str> = header
+        .split_whitespace()
+        .filter(|h| h.starts_with("rig"))
+        .collect();
+    assert_eq!(columns.len(), if opencl { 4 } else { 2 }, "{table}");
+    let widest = table.lines().map(|l| l.chars().count()).max().unwrap();
+    assert!(widest <= 120, "{widest} columns wide:\n{table}");
+    // One row per spec: gemm's three variants at one size are three rows, not six.
+    assert_eq!(
+        table.lines().filter(|l| l.starts_with("gemm/")).count(),
+        3,
+        "{table}"
+    );
+    let base = ok(&gpufleet(&db, &["compare", "--baseline", "rig1:cpu:0"]));
+    assert!(base.contains("% change against rig1:cpu:0"), "{base}");
+    assert!(
+        base.lines().any(|l| l.contains('%') && (l.contains('▲') || l.contains('▼') || l.contains("±0.0%"))),
+        "{base}"
+    );
+    let by_backend = ok(&gpufleet(&db, &["compare", "--by", "backend"]));
+    assert!(
+        by_backend.lines().next().unwrap().contains("agent"),
+        "{by_backend}"
+    );
+    let by_agent = ok(&gpufleet(&db, &["compare", "--by", "agent"]));
+    assert!(
+        by_agent.lines().next().unwrap().contains("rig2"),
+        "{by_agent}"
+    );
+    // Against an earlier campaign of the same devices.
+    let campaign = ok(&gpufleet(
+        &db,
+        &["compare", "--baseline", "1", "--format", "csv"],
+    ));
+    assert!(
+        campaign.lines().next().unwrap().contains("change_pct"),
+        "{campaign}"
+    );
+    let out = gpufleet(&db, &["compare", "--baseline", "rig9:cuda:0"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("rig1:cpu:0"));
 }
 
 /// Mistakes in `run`'s arguments are refused before any agent is contacted or anything stored,
@@ -252,11 +376,11 @@ print(len(rows))
     for (args, numeric) in [
         (
             &["compare", "--format", "csv"][..],
-            "metric,pct_of_peak,cv_pct,relative,avg_w,metric_per_w,j_per_unit,iterations",
+            "metric,pct_of_peak,cv_pct,ci_pct,relative,baseline,change_pct,avg_w,metric_per_w,j_per_unit,iterations,result_id",
         ),
         (
             &["results", "--format", "csv"],
-            "result_id,campaign,metric,pct_of_peak,median_ms,p10_ms,p90_ms,cv_pct,iterations,created_at",
+            "result_id,campaign,metric,pct_of_peak,median_ms,p10_ms,p90_ms,ci_low_ms,ci_high_ms,ci_pct,target_ci_pct,cv_pct,iterations,created_at",
         ),
         (
             &["results", "--format", "csv", "--samples"],

@@ -263,7 +263,7 @@ fn dial_in_over_tls_loses_nothing_when_a_link_is_cut_and_an_agent_is_killed() {
     );
 
     let mut text = String::from(
-        "name = \"quick\"\n[defaults]\nwarmup = 0\nmin_iterations = 2\nmin_seconds = 0.4\ntimeout_s = 60\n",
+        "name = \"quick\"\n[defaults]\nwarmup = 0\nmin_iterations = 2\nmin_seconds = 0.4\ntimeout_s = 60\ntarget_ci_pct = 0\n",
     );
     for i in 0..6 {
         text.push_str(&format!(

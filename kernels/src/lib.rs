@@ -51,7 +51,7 @@ pub use check::Validation;
 pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};
 pub use problem::{ConvShape, MAX_FOOTPRINT_BYTES, NORM_EPS, Problem, TRIAD_SCALAR};
 pub use process::quiet_broken_pipes;
-pub use run::{Mode, RunDefaults};
+pub use run::{Mode, NOISY_CV, RunDefaults, ci_pct, is_noisy, median_ci};
 pub use secret::{MIN_SECRET_CHARS, secrets_equal, weak_secret};
 pub use suite::{BUILTIN_SUITES, Suite, SuiteError, SuiteRun};
 pub use types::{Buffer, BufferKind, Dtype, MetricKind, MetricValue};

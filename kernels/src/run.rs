@@ -81,6 +81,9 @@ pub struct RunDefaults {
     pub max_iterations: u32,
     /// Wall-clock limit of the whole run, after which the worker is killed.
     pub timeout_s: f64,
+    /// Half-width of the 95% confidence interval of the median, in percent of the median, that
+    /// ends measuring early (after the minimums); 0 turns the target off (the minimums decide).
+    pub target_ci_pct: f64,
 }
 
 impl RunDefaults {
@@ -91,13 +94,60 @@ impl RunDefaults {
         min_seconds: 0.5,
         max_iterations: 10_000,
         timeout_s: 120.0,
+        target_ci_pct: 1.0,
     };
+
+    /// The measuring budget where a run names none: [`RunDefaults::BUDGET_FACTOR`] times its
+    /// `min_seconds`, so a suite that measures briefly (smoke) stays brief and one that measures
+    /// long gets room to narrow its interval.
+    pub fn budget(min_seconds: f64) -> f64 {
+        min_seconds * Self::BUDGET_FACTOR
+    }
+
+    /// See [`RunDefaults::budget`].
+    pub const BUDGET_FACTOR: f64 = 5.0;
 
     /// Longest deadline a run may ask for.
     pub const MAX_TIMEOUT_S: f64 = 24.0 * 3600.0;
 
     /// Most timed iterations a run may ask for.
     pub const MAX_ITERATIONS: u32 = 100_000;
+}
+
+/// A result whose coefficient of variation (stddev / mean) is above this is noisy.
+pub const NOISY_CV: f64 = 0.10;
+
+/// Whether a result is noisy: its CV is above [`NOISY_CV`], or the 95% interval of its median
+/// (`ci_pct`, half-width in percent of the median) is wider than the target it was measured
+/// to (`target_ci_pct`; 0 or missing: no target). A noisy result is marked in every view, never
+/// the best of its row and not part of a regression baseline. Unknown figures count as quiet.
+pub fn is_noisy(cv: Option<f64>, ci_pct: Option<f64>, target_ci_pct: Option<f64>) -> bool {
+    let wide = match (ci_pct, target_ci_pct) {
+        (Some(ci), Some(target)) if target > 0.0 => ci > target,
+        _ => false,
+    };
+    wide || cv.is_some_and(|c| c > NOISY_CV)
+}
+
+/// The 95% confidence interval of the median of ascending `sorted` samples, distribution-free:
+/// the order statistics at ranks n/2 ∓ 1.96·√n/2 (the binomial's normal approximation), clamped to
+/// the samples. `None` for an empty slice.
+pub fn median_ci(sorted: &[f64]) -> Option<(f64, f64)> {
+    let n = sorted.len();
+    if n == 0 {
+        return None;
+    }
+    let half = 1.96 * (n as f64).sqrt() / 2.0;
+    let centre = n as f64 / 2.0;
+    // 1-based ranks j = floor(n/2 − half), k = ceil(n/2 + 1 + half), as 0-based indices.
+    let lo = ((centre - half).floor() as isize - 1).clamp(0, n as isize - 1) as usize;
+    let hi = ((centre + 1.0 + half).ceil() as isize - 1).clamp(0, n as isize - 1) as usize;
+    Some((sorted[lo], sorted[hi]))
+}
+
+/// Half-width of `(low, high)` in percent of `median`; `None` unless the median is positive.
+pub fn ci_pct(low: f64, high: f64, median: f64) -> Option<f64> {
+    (median > 0.0 && high >= low).then(|| (high - low) / 2.0 / median * 100.0)
 }
 
 impl Default for RunDefaults {
@@ -142,5 +192,33 @@ mod tests {
         assert!(d.timeout_s > 0.0 && d.timeout_s <= RunDefaults::MAX_TIMEOUT_S);
         assert!(d.min_iterations <= d.max_iterations);
         assert!(d.max_iterations <= RunDefaults::MAX_ITERATIONS);
+        assert!(RunDefaults::budget(d.min_seconds) < d.timeout_s);
+        assert!(d.target_ci_pct > 0.0);
+    }
+
+    #[test]
+    fn median_interval_brackets_the_median_and_narrows_with_n() {
+        assert_eq!(median_ci(&[]), None);
+        assert_eq!(median_ci(&[3.0]), Some((3.0, 3.0)));
+        let few: Vec<f64> = (1..=5).map(f64::from).collect();
+        // Five samples cannot give a 95% interval narrower than the whole range.
+        assert_eq!(median_ci(&few), Some((1.0, 5.0)));
+        // n = 100: ranks 40 and 61 (1-based), the textbook table's values.
+        let many: Vec<f64> = (1..=100).map(f64::from).collect();
+        assert_eq!(median_ci(&many), Some((40.0, 61.0)));
+        let (lo, hi) = median_ci(&many).unwrap();
+        assert_eq!(ci_pct(lo, hi, 50.5), Some(10.5 / 50.5 * 100.0));
+        assert_eq!(ci_pct(1.0, 2.0, 0.0), None);
+    }
+
+    #[test]
+    fn noisy_by_cv_or_by_an_interval_wider_than_the_target() {
+        assert!(!is_noisy(None, None, None));
+        assert!(!is_noisy(Some(0.05), Some(0.8), Some(1.0)));
+        assert!(is_noisy(Some(0.11), Some(0.8), Some(1.0)));
+        assert!(is_noisy(Some(0.05), Some(1.2), Some(1.0)));
+        // No target: only the CV decides.
+        assert!(!is_noisy(Some(0.05), Some(5.0), Some(0.0)));
+        assert!(!is_noisy(Some(0.05), Some(5.0), None));
     }
 }

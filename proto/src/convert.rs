@@ -16,6 +16,7 @@ impl RunStatus {
             RunStatus::Cancelled => "cancelled",
             RunStatus::Error => "error",
             RunStatus::OutOfMemory => "out_of_memory",
+            RunStatus::Unreachable => "unreachable",
         }
     }
 
@@ -37,7 +38,7 @@ impl RunStatus {
     }
 
     /// Every status but `Unspecified`.
-    pub const ALL: [RunStatus; 9] = [
+    pub const ALL: [RunStatus; 10] = [
         RunStatus::Ok,
         RunStatus::Invalid,
         RunStatus::CompileError,
@@ -47,6 +48,7 @@ impl RunStatus {
         RunStatus::Cancelled,
         RunStatus::Error,
         RunStatus::OutOfMemory,
+        RunStatus::Unreachable,
     ];
 }
 

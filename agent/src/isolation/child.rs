@@ -3,7 +3,7 @@
 use super::monotonic_ns;
 use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome, WorkerStatus};
 use crate::backend::{self, BackendError, PreparedKernel};
-use crate::stats::StopRule;
+use crate::stats::{StopRule, interval_pct};
 use gpufleet_kernels::Problem;
 use std::fs::File;
 use std::io::{BufWriter, Read, Write};
@@ -204,7 +204,10 @@ fn measure(
         min_iterations: job.min_iterations.max(1) as usize,
         min_seconds: job.min_seconds.max(0.0),
         max_iterations: job.max_iterations.max(job.min_iterations).max(1) as usize,
+        target_ci_pct: job.target_ci_pct,
+        max_seconds: job.max_seconds.max(job.min_seconds),
     };
+    let mut checked = 0;
     let mut times = Vec::with_capacity(rule.min_iterations);
     chan.send(&WorkerEvent::WindowBegin {
         monotonic_ns: monotonic_ns(),
@@ -214,12 +217,23 @@ fn measure(
     loop {
         times.push(kernel.run()?.as_secs_f64());
         let elapsed = start.elapsed().as_secs_f64();
-        if rule.done(times.len(), elapsed) {
+        if rule.done(&times, elapsed, &mut checked) {
             break;
         }
         if elapsed - last_report >= PROGRESS_EVERY_S {
             last_report = elapsed;
-            chan.progress("measuring", format!("{:.1} s", elapsed), times.len() as u32);
+            let interval = match interval_pct(&times) {
+                Some(ci) if rule.target_ci_pct > 0.0 => format!(
+                    ", median ±{ci:.1}% (target ±{}%, budget {:.1} s)",
+                    rule.target_ci_pct, rule.max_seconds
+                ),
+                _ => String::new(),
+            };
+            chan.progress(
+                "measuring",
+                format!("{elapsed:.1} s{interval}"),
+                times.len() as u32,
+            );
         }
     }
     let mut power_iterations = 0u64;

@@ -19,6 +19,13 @@ pub struct WorkerJob {
     pub min_iterations: u32,
     pub min_seconds: f64,
     pub max_iterations: u32,
+    /// Interval target (half-width of the median's 95% interval, percent of the median) that
+    /// ends measuring after the minimums; 0: none.
+    #[serde(default)]
+    pub target_ci_pct: f64,
+    /// Seconds of measuring after which the loop stops without reaching the target.
+    #[serde(default)]
+    pub max_seconds: f64,
     pub skip_validation: bool,
     pub seed: u64,
     /// Whether debug kernels may run (the agent's --enable-debug-kernels).

@@ -141,6 +141,41 @@ pub fn plan(
             format!("{} is outside [0, 3600] seconds", spec.min_seconds),
         ));
     }
+    if !(spec.max_seconds >= 0.0 && spec.max_seconds <= RunDefaults::MAX_TIMEOUT_S) {
+        return Err(invalid(
+            "max_seconds",
+            format!(
+                "{} is outside [0, {}] seconds",
+                spec.max_seconds,
+                RunDefaults::MAX_TIMEOUT_S
+            ),
+        ));
+    }
+    if !(spec.target_ci_pct.is_finite() && spec.target_ci_pct <= 100.0) {
+        return Err(invalid(
+            "target_ci_pct",
+            format!(
+                "{} is not a percentage (0: the default {}%, negative: no target)",
+                spec.target_ci_pct, d.target_ci_pct
+            ),
+        ));
+    }
+    let min_seconds = if spec.min_seconds == 0.0 {
+        d.min_seconds
+    } else {
+        spec.min_seconds
+    };
+    let max_seconds = if spec.max_seconds == 0.0 {
+        RunDefaults::budget(min_seconds)
+    } else {
+        spec.max_seconds
+    }
+    .max(min_seconds);
+    let target_ci_pct = match spec.target_ci_pct {
+        0.0 => d.target_ci_pct,
+        t if t < 0.0 => 0.0,
+        t => t,
+    };
     let or = |v: u32, default: u32| if v == 0 { default } else { v };
     let min_iterations = or(spec.min_iterations, d.min_iterations);
     let max_iterations = or(spec.max_iterations, d.max_iterations).max(min_iterations);
@@ -190,12 +225,10 @@ pub fn plan(
         mode,
         warmup: or(spec.warmup, d.warmup),
         min_iterations,
-        min_seconds: if spec.min_seconds == 0.0 {
-            d.min_seconds
-        } else {
-            spec.min_seconds
-        },
+        min_seconds,
         max_iterations,
+        target_ci_pct,
+        max_seconds,
         skip_validation: spec.skip_validation,
         seed: spec.seed,
         allow_debug: core.config.enable_debug_kernels,

@@ -58,19 +58,25 @@ fn fingerprint(plan: &Plan) -> pb::Fingerprint {
     }
 }
 
-/// Percentage of the device's theoretical peak for this metric, 0 if the
-/// peak is unknown or the metric has none (latency).
-pub fn pct_of_peak(kind: MetricKind, value: f64, dtype: Dtype, device: &DeviceInfo) -> f64 {
-    let peak = match kind {
-        MetricKind::Gflops if dtype == Dtype::F16 => device.peaks.fp16_flops,
-        MetricKind::Gflops => device.peaks.fp32_flops,
-        MetricKind::Gbps => device.peaks.memory_bytes_per_s,
-        MetricKind::Micros | MetricKind::NsPerHop => 0.0,
+/// Percentage of the device's theoretical peak for this metric and where that peak came from;
+/// (0, "") if the peak is unknown or the metric has none (latency).
+pub fn pct_of_peak(
+    kind: MetricKind,
+    value: f64,
+    dtype: Dtype,
+    device: &DeviceInfo,
+) -> (f64, String) {
+    let p = &device.peaks;
+    let (peak, source) = match kind {
+        MetricKind::Gflops if dtype == Dtype::F16 => (p.fp16_flops, &p.fp16_source),
+        MetricKind::Gflops => (p.fp32_flops, &p.fp32_source),
+        MetricKind::Gbps => (p.memory_bytes_per_s, &p.memory_source),
+        MetricKind::Micros | MetricKind::NsPerHop => return (0.0, String::new()),
     };
     if peak > 0.0 {
-        value * 1e9 / peak * 100.0
+        (value * 1e9 / peak * 100.0, source.clone())
     } else {
-        0.0
+        (0.0, String::new())
     }
 }
 
@@ -112,6 +118,12 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                 });
             }
             if let Some(s) = Summary::of(&o.times_s) {
+                let mut sorted = o.times_s.clone();
+                sorted.sort_by(f64::total_cmp);
+                let (ci_low, ci_high) =
+                    gpufleet_kernels::median_ci(&sorted).unwrap_or((s.median, s.median));
+                let ci_pct = gpufleet_kernels::ci_pct(ci_low, ci_high, s.median);
+                let target = plan.job.target_ci_pct;
                 r.stats = Some(pb::Stats {
                     count: s.count as u32,
                     median_s: s.median,
@@ -122,11 +134,17 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                     mean_s: s.mean,
                     stddev_s: s.stddev,
                     cv: s.cv,
+                    median_ci_low_s: ci_low,
+                    median_ci_high_s: ci_high,
+                    ci_pct: ci_pct.unwrap_or(0.0),
+                    target_ci_pct: target,
+                    noisy: gpufleet_kernels::is_noisy(Some(s.cv), ci_pct, Some(target)),
                 });
                 // The metric exists only for results that count.
                 if o.status == WorkerStatus::Ok {
                     let m = plan.problem.metric(s.median);
-                    r.pct_of_peak = pct_of_peak(m.kind, m.value, plan.problem.dtype, &plan.device);
+                    (r.pct_of_peak, r.peak_source) =
+                        pct_of_peak(m.kind, m.value, plan.problem.dtype, &plan.device);
                     r.metric = Some(pb::Metric {
                         kind: m.kind.name().to_string(),
                         unit: m.kind.unit().to_string(),

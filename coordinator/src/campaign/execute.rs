@@ -10,7 +10,7 @@ use super::owner::{HEARTBEAT, owner_id};
 use super::plan::PlannedJob;
 use super::progress::Reporter;
 use super::request::RetryPolicy;
-use crate::convert::{Origin, error_result, to_record};
+use crate::convert::{Origin, error_result, status_result, to_record};
 use crate::db::Db;
 use crate::fleet::link::direct_links;
 use crate::link::{AgentLink, Connect, LinkError};
@@ -94,6 +94,16 @@ impl Job {
             &self.run_id,
             &self.planned.spec,
             &self.planned.device.backend,
+            message,
+        )
+    }
+
+    fn unreachable(&self, message: String) -> pb::RunResult {
+        status_result(
+            &self.run_id,
+            &self.planned.spec,
+            &self.planned.device.backend,
+            pb::RunStatus::Unreachable,
             message,
         )
     }
@@ -250,7 +260,11 @@ fn fail_job(
     failure: JobFailure,
     message: String,
 ) -> Result<JobOutcome, StoreError> {
-    let result = error_result(&row.run_id, spec, &device.backend, message);
+    let status = match failure {
+        JobFailure::AgentUnreachable => pb::RunStatus::Unreachable,
+        _ => pb::RunStatus::Error,
+    };
+    let result = status_result(&row.run_id, spec, &device.backend, status, message);
     let record = to_record(&result, &[], &row.spec_key, Origin::of_job(row));
     s.insert_result(&record)?;
     s.set_job_state(row.id, JobState::Failed, Some(&record.message))?;
@@ -325,7 +339,7 @@ async fn attempts(
                 job.link.name()
             );
             return (
-                job.error(message),
+                job.unreachable(message),
                 Vec::new(),
                 Some(JobFailure::AgentUnreachable),
             );
@@ -349,7 +363,7 @@ async fn attempts(
                 lost.store(true, Ordering::SeqCst);
                 let message = format!("agent unreachable: {m}");
                 return (
-                    job.error(message),
+                    job.unreachable(message),
                     Vec::new(),
                     Some(JobFailure::AgentUnreachable),
                 );

@@ -37,6 +37,10 @@ pub struct Selection {
     pub env_sets: Vec<EnvSet>,
     /// Replaces every run's timeout when set.
     pub timeout_s: Option<f64>,
+    /// Replaces every run's interval target (percent; 0: none) when set.
+    pub target_ci_pct: Option<f64>,
+    /// Replaces every run's measuring budget (seconds) when set.
+    pub max_seconds: Option<f64>,
     /// Minimum kernel window for energy figures (see RunSpec.power_window_s);
     /// `None`: the agent decides.
     pub power_window_s: Option<f64>,
@@ -261,6 +265,14 @@ pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> J
                                 timeout_s: sel.timeout_s.unwrap_or(run.timeout_s),
                                 env: env.into_iter().collect(),
                                 power_window_s: sel.power_window_s.unwrap_or(0.0),
+                                // The suite's 0 (no target) is negative on the wire, where 0
+                                // means the agent's default.
+                                target_ci_pct: match sel.target_ci_pct.unwrap_or(run.target_ci_pct)
+                                {
+                                    t if t > 0.0 => t,
+                                    _ => -1.0,
+                                },
+                                max_seconds: sel.max_seconds.unwrap_or(run.max_seconds),
                             },
                         });
                     }
@@ -329,6 +341,8 @@ mod tests {
             min_seconds: 0.0,
             max_iterations: 10,
             timeout_s: 30.0,
+            target_ci_pct: 1.0,
+            max_seconds: 1.0,
             env: BTreeMap::new(),
         }
     }

@@ -2,11 +2,12 @@
 //! the queued jobs in one transaction.
 
 use super::execute::Executor;
-use super::plan::{JobPlan, ResolvedRun, Target, plan_jobs, resolve_runs};
+use super::plan::{JobPlan, ResolvedRun, Selection, Target, plan_jobs, resolve_runs};
 use super::request::CampaignRequest;
+use crate::convert::{Origin, status_result, to_record};
 use crate::db::Db;
 use crate::link::AgentLink;
-use crate::store::{DeviceRecord, NewJob, StoreError};
+use crate::store::{AgentRow, DeviceRecord, NewJob, Store, StoreError};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -69,6 +70,7 @@ pub async fn plan_into(
     let infos = futures::future::join_all(links.iter().map(|l| l.describe())).await;
     let mut targets = Vec::new();
     let mut unreachable = Vec::new();
+    let mut down = Vec::new();
     for (a, info) in req.agents.iter().zip(infos) {
         match info {
             Ok(info) => targets.push((
@@ -81,8 +83,14 @@ pub async fn plan_into(
             Err(e) => {
                 reporter.note(&e.to_string());
                 unreachable.push(e.to_string());
+                down.push((a.clone(), e.to_string()));
             }
         }
+    }
+    if !down.is_empty() {
+        let (runs, sel) = (runs.to_vec(), req.selection.clone());
+        db.call(move |s| store_unreachable(s, campaign_id, &runs, &sel, &down))
+            .await?;
     }
     if targets.is_empty() {
         return Err(CampaignError::NoAgent(if unreachable.is_empty() {
@@ -160,6 +168,81 @@ pub async fn plan_into(
         skipped: skipped.len(),
         unreachable,
     })
+}
+
+/// Stores an `unreachable` result for every run an agent that could not be reached at planning
+/// would have had: planned from the description it gave last time, or, for an agent that never
+/// described itself, one row that names it. So the campaign's results say what is missing.
+fn store_unreachable(
+    s: &mut Store,
+    campaign_id: i64,
+    runs: &[ResolvedRun],
+    sel: &Selection,
+    down: &[(AgentRow, String)],
+) -> Result<(), StoreError> {
+    for (agent, error) in down {
+        let message = format!("agent unreachable when the campaign was planned: {error}");
+        let info: Option<pb::AgentInfo> = s
+            .agent_info(agent.id)?
+            .and_then(|text| serde_json::from_str(&text).ok());
+        let target = Target {
+            agent: agent.name.clone(),
+            info: info.unwrap_or_default(),
+        };
+        let jobs = plan_jobs(runs, std::slice::from_ref(&target), sel).jobs;
+        let mut records = Vec::new();
+        for job in &jobs {
+            let device_row_id = Some(s.upsert_device(agent.id, &device_record(&job.device))?);
+            let result = status_result(
+                &uuid::Uuid::new_v4().to_string(),
+                &job.spec,
+                &job.device.backend,
+                pb::RunStatus::Unreachable,
+                message.clone(),
+            );
+            records.push(to_record(
+                &result,
+                &[],
+                &job.spec_key,
+                Origin {
+                    agent_id: agent.id,
+                    device_row_id,
+                    campaign_id: Some(campaign_id),
+                    job_id: None,
+                },
+            ));
+        }
+        if records.is_empty() {
+            // Nothing known about its devices: one row for the agent.
+            let spec = pb::RunSpec {
+                kernel: "*".into(),
+                device_id: "*".into(),
+                ..Default::default()
+            };
+            let result = status_result(
+                &uuid::Uuid::new_v4().to_string(),
+                &spec,
+                "*",
+                pb::RunStatus::Unreachable,
+                format!("{message} (it has never described its devices, so its runs are unknown)"),
+            );
+            records.push(to_record(
+                &result,
+                &[],
+                "*",
+                Origin {
+                    agent_id: agent.id,
+                    device_row_id: None,
+                    campaign_id: Some(campaign_id),
+                    job_id: None,
+                },
+            ));
+        }
+        for r in &records {
+            s.insert_result(r)?;
+        }
+    }
+    Ok(())
 }
 
 /// The store's view of a device.

@@ -208,6 +208,8 @@ fn request(f: &Fleet, n: usize) -> CampaignRequest {
             min_seconds: 0.0,
             max_iterations: 1,
             timeout_s: 10.0,
+            target_ci_pct: 0.0,
+            max_seconds: 1.0,
             env: BTreeMap::new(),
         })
         .collect();
@@ -311,7 +313,7 @@ async fn an_unreachable_agent_is_retried_up_to_the_bound_then_fails_the_campaign
     assert!(
         out.results
             .iter()
-            .all(|r| r.status() == pb::RunStatus::Error)
+            .all(|r| r.status() == pb::RunStatus::Unreachable)
     );
     assert_eq!(
         job_states(&f, out.campaign_id),

@@ -1,7 +1,9 @@
 //! The command line of `gpufleet`: clap types only. The handlers in the sibling modules parse
 //! these into domain types, call the library and print.
 
+use crate::compare::By;
 use crate::link::grpc::DEFAULT_CONNECT_TIMEOUT;
+use crate::regression::detect::DetectConfig;
 use crate::table::Format;
 use clap::{Args, Parser, Subcommand};
 use gpufleet_kernels::{Dtype, Mode, RunDefaults};
@@ -158,15 +160,21 @@ pub struct ServeArgs {
     /// latest missed slot of each schedule runs once at start).
     #[arg(long)]
     pub no_catch_up: bool,
-    /// Regression baseline: the last N ok results.
-    #[arg(long, default_value_t = 10)]
+    /// Regression baseline: the last N ok, non-noisy results. The defaults of these knobs were
+    /// chosen by simulation (docs/architecture.md): at ±4% night-to-night jitter about 0.5% of
+    /// 100-night series get a false alert and 98% of 10% steps are confirmed within two nights.
+    #[arg(long, default_value_t = DetectConfig::DEFAULT.baseline_n)]
     pub baseline: usize,
     /// Smallest change flagged, percent.
-    #[arg(long, default_value_t = 5.0)]
+    #[arg(long, default_value_t = DetectConfig::DEFAULT.threshold_pct)]
     pub threshold_pct: f64,
     /// Robust spreads a change must exceed on a noisy baseline.
-    #[arg(long, default_value_t = 3.0)]
+    #[arg(long, default_value_t = DetectConfig::DEFAULT.k)]
     pub k: f64,
+    /// Let noisy results (CV above 10% or an interval wider than their target) into regression
+    /// baselines; by default they are left out.
+    #[arg(long)]
+    pub include_noisy: bool,
     /// Address of the Fleet gRPC service that dial-in agents attach to
     /// (`gpufleet-agent --connect`). Not served unless given. Prints
     /// `fleet listening on ADDR` once bound.
@@ -211,7 +219,7 @@ pub struct ServeArgs {
 #[derive(Debug, Subcommand)]
 pub enum ScheduleCommand {
     /// Add a schedule (times are UTC).
-    Add(ScheduleAddArgs),
+    Add(Box<ScheduleAddArgs>),
     /// List schedules with their last and next slots.
     List {
         #[command(flatten)]
@@ -274,6 +282,37 @@ pub struct RunOverrides {
     /// Per-run timeout in seconds (overrides the suite's; default 120).
     #[arg(long)]
     pub timeout_s: Option<f64>,
+    /// Measure until the 95% confidence interval of the median is within this many percent of
+    /// it (after the minimums), or the time budget ends; 0 turns the target off. Overrides the
+    /// suite's; default 1. A result that misses it (or has CV above 10%) is marked noisy.
+    #[arg(long, value_name = "PCT", value_parser = parse_target_ci_pct)]
+    pub target_ci_pct: Option<f64>,
+    /// Time budget of that adaptive loop: seconds of measuring per run, after which the run ends
+    /// even if its interval is wider than the target. Overrides the suite's; default 5 × the
+    /// run's min_seconds.
+    #[arg(long, value_name = "SECONDS", value_parser = parse_max_seconds)]
+    pub max_seconds: Option<f64>,
+}
+
+/// `--target-ci-pct`: a percentage in [0, 100].
+fn parse_target_ci_pct(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=100.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "`{text}` is not a percentage in [0, 100] (0: no target)"
+        )),
+    }
+}
+
+/// `--max-seconds`: a positive number of seconds, at most a day.
+fn parse_max_seconds(text: &str) -> Result<f64, String> {
+    match text.parse::<f64>() {
+        Ok(v) if v > 0.0 && v <= RunDefaults::MAX_TIMEOUT_S => Ok(v),
+        _ => Err(format!(
+            "`{text}` is not a number of seconds in (0, {}]",
+            RunDefaults::MAX_TIMEOUT_S
+        )),
+    }
 }
 
 #[derive(Debug, Args)]
@@ -439,6 +478,13 @@ pub struct CompareArgs {
     /// Only results of campaigns of this suite.
     #[arg(long)]
     pub suite: Option<String>,
+    /// One column per device (`agent:device`), per agent or per backend; one row per spec.
+    #[arg(long, value_enum, default_value_t = By::Device)]
+    pub by: By,
+    /// Show each cell's % change against a column (its key, a device id such as `opencl:0` or a
+    /// device name) or, given a number, against the same device's result in that campaign.
+    #[arg(long, value_name = "CAMPAIGN|DEVICE")]
+    pub baseline: Option<String>,
     #[command(flatten)]
     pub scope: ResultScope,
 }

@@ -3,7 +3,7 @@
 
 use super::args::{CompareArgs, ResultsArgs};
 use crate::campaign::run::CampaignOutcome;
-use crate::compare::{self, fmt_metric};
+use crate::compare::{Baseline, By, Pivot, fmt_metric};
 use crate::convert::to_compare_row;
 use crate::db::Db;
 use crate::store::{ResultFilter, ResultRow};
@@ -25,9 +25,8 @@ pub fn print_outcome(db: &Db, o: &CampaignOutcome, json: bool) -> anyhow::Result
         let v: Vec<serde_json::Value> = rows.iter().map(result_json).collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        let mut cmp: Vec<_> = rows.iter().map(to_compare_row).collect();
-        compare::rank(&mut cmp);
-        print!("{}", compare::render(&cmp, format));
+        let pivot = Pivot::new(rows.iter().map(to_compare_row).collect(), By::Device);
+        print!("{}", pivot.render(format));
         let bad = rows.iter().filter(|r| r.record.status != "ok").count();
         eprintln!(
             "campaign {}: {} results, {} ok, {} not ok{}",
@@ -75,13 +74,23 @@ fn result_json(r: &ResultRow) -> serde_json::Value {
 }
 
 /// `compare`: exit status 1 when nothing matches (an unknown campaign, a filter that selects
-/// nothing), with the reason on stderr.
+/// nothing), 2 for a baseline that names no column, with the reason on stderr.
 pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
-    if let Some(id) = a.scope.campaign
-        && db.with(|s| s.campaign(id))?.is_none()
+    let baseline = Baseline::parse(a.baseline.as_deref().unwrap_or(""));
+    for id in [
+        a.scope.campaign,
+        match baseline {
+            Baseline::Campaign(id) => Some(id),
+            _ => None,
+        },
+    ]
+    .into_iter()
+    .flatten()
     {
-        eprintln!("no campaign {id} (gpufleet campaigns lists them)");
-        return Ok(1);
+        if db.with(|s| s.campaign(id))?.is_none() {
+            eprintln!("no campaign {id} (gpufleet campaigns lists them)");
+            return Ok(1);
+        }
     }
     let filter = ResultFilter {
         campaign_id: a.scope.campaign,
@@ -92,13 +101,34 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
         ..Default::default()
     };
     let rows = db.with(|s| s.results(&filter))?;
-    let mut cmp: Vec<_> = rows.iter().map(to_compare_row).collect();
-    compare::rank(&mut cmp);
-    if cmp.is_empty() {
+    if rows.is_empty() {
         eprintln!("no results match; run a suite first (gpufleet run --suite smoke --agent NAME)");
+        return Ok(1);
     }
-    print!("{}", compare::render(&cmp, a.scope.output.format()));
-    Ok(if cmp.is_empty() { 1 } else { 0 })
+    let mut pivot = Pivot::new(rows.iter().map(to_compare_row).collect(), a.by);
+    match baseline {
+        Baseline::None => {}
+        Baseline::Column(name) => match pivot.column(&name) {
+            Ok(col) => pivot.against_column(col),
+            Err(e) => {
+                eprintln!("error: --baseline: {e}");
+                return Ok(2);
+            }
+        },
+        Baseline::Campaign(id) => {
+            let base = db.with(|s| {
+                s.results(&ResultFilter {
+                    campaign_id: Some(id),
+                    latest_per_device_and_key: true,
+                    ..Default::default()
+                })
+            })?;
+            let base: Vec<_> = base.iter().map(to_compare_row).collect();
+            pivot.against_campaign(id, &base);
+        }
+    }
+    print!("{}", pivot.render(a.scope.output.format()));
+    Ok(0)
 }
 
 /// `results`.
@@ -128,12 +158,16 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
         "kernel",
         "variant",
         "params",
+        "dtype",
+        "mode",
+        "env set",
         "agent",
         "device",
         "status",
         "metric",
         "unit",
         "median ms",
+        "±ci %",
         "cv %",
         "message",
     ]);
@@ -145,15 +179,26 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
             rec.kernel.clone(),
             rec.variant.clone(),
             crate::convert::params_text(&rec.params, ","),
+            rec.dtype.clone(),
+            rec.mode.clone(),
+            match crate::compare::env_set(&rec.spec_key) {
+                "" => "-".to_string(),
+                e => e.to_string(),
+            },
             r.agent.clone(),
             rec.device_id.clone(),
             rec.status.clone(),
-            rec.metric_value
-                .map(fmt_metric)
-                .unwrap_or_else(|| "-".into()),
+            match rec.metric_value.filter(|_| rec.status == "ok") {
+                Some(v) if rec.noisy => format!("{}~", fmt_metric(v)),
+                Some(v) => fmt_metric(v),
+                None => "-".into(),
+            },
             rec.metric_unit.clone().unwrap_or_else(|| "-".into()),
             rec.median_s
                 .map(|m| format!("{:.4}", m * 1e3))
+                .unwrap_or_else(|| "-".into()),
+            rec.ci_pct()
+                .map(|c| format!("{c:.2}"))
                 .unwrap_or_else(|| "-".into()),
             rec.cv
                 .map(|c| format!("{:.1}", c * 100.0))
@@ -162,6 +207,12 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
         ]);
     }
     print!("{}", t.render(format));
+    if rows.iter().any(|r| r.record.noisy) {
+        println!(
+            "\n~ noisy: CV above {:.0}% or the median's 95% interval (±ci) wider than its target",
+            gpufleet_kernels::NOISY_CV * 100.0
+        );
+    }
     Ok(())
 }
 
@@ -196,9 +247,15 @@ fn results_csv(rows: &[ResultRow], samples: bool, db: &Db) -> anyhow::Result<Str
         "metric",
         "unit",
         "pct_of_peak",
+        "peak_suspect",
+        "peak_source",
         "median_ms",
         "p10_ms",
         "p90_ms",
+        "ci_low_ms",
+        "ci_high_ms",
+        "ci_pct",
+        "target_ci_pct",
         "cv_pct",
         "noisy",
         "iterations",
@@ -227,11 +284,17 @@ fn results_csv(rows: &[ResultRow], samples: bool, db: &Db) -> anyhow::Result<Str
             csv_number(rec.metric_value.filter(|_| rec.status == "ok")),
             rec.metric_unit.clone().unwrap_or_default(),
             csv_number(rec.pct_of_peak.filter(|p| *p > 0.0)),
+            rec.pct_of_peak.is_some_and(|p| p > 100.0).to_string(),
+            rec.peak_source.clone(),
             ms(rec.median_s),
             ms(rec.p10_s),
             ms(rec.p90_s),
+            ms(rec.ci_low_s),
+            ms(rec.ci_high_s),
+            csv_number(rec.ci_pct()),
+            csv_number(rec.target_ci_pct),
             csv_number(rec.cv.map(|c| c * 100.0)),
-            crate::compare::is_noisy(rec.cv).to_string(),
+            rec.noisy.to_string(),
             rec.iterations.to_string(),
             csv_number(rec.avg_watts),
             csv_number(rec.energy_j),

@@ -6,6 +6,7 @@ use super::parse::{env_overrides, parse_kv};
 use super::results::print_outcome;
 use crate::campaign::handoff::{hand_off, needs_handoff};
 use crate::campaign::plan::Selection;
+use crate::campaign::prepare::CampaignError;
 use crate::campaign::progress::CliReporter;
 use crate::campaign::request::{CampaignRequest, RetryPolicy};
 use crate::campaign::run::run_campaign;
@@ -64,6 +65,8 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
             .overrides
             .timeout_s
             .unwrap_or(RunDefaults::STANDARD.timeout_s),
+        target_ci_pct: RunDefaults::STANDARD.target_ci_pct,
+        max_seconds: RunDefaults::budget(args.min_seconds),
         env: BTreeMap::new(),
     };
     Ok(("adhoc".to_string(), vec![run], Vec::new()))
@@ -85,6 +88,8 @@ pub async fn run(db: &Db, args: RunArgs) -> anyhow::Result<i32> {
         env,
         env_sets,
         timeout_s: args.overrides.timeout_s,
+        target_ci_pct: args.overrides.target_ci_pct,
+        max_seconds: args.overrides.max_seconds,
         power_window_s: args.power_window_s,
     };
     let reporter = Arc::new(CliReporter::new());
@@ -102,6 +107,14 @@ pub async fn run(db: &Db, args: RunArgs) -> anyhow::Result<i32> {
         run_campaign(db, req, reporter.clone()).await
     };
     reporter.finish();
-    let outcome = outcome?;
+    let outcome = match outcome {
+        // Every agent down is a failed run (1, like one agent down), not a usage error (2); the
+        // campaign holds an `unreachable` row for each.
+        Err(e @ CampaignError::NoAgent(_)) => {
+            eprintln!("error: {e}");
+            return Ok(1);
+        }
+        other => other?,
+    };
     print_outcome(db, &outcome, args.json)
 }

@@ -44,6 +44,8 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                 env,
                 env_sets,
                 timeout_s: a.overrides.timeout_s,
+                target_ci_pct: a.overrides.target_ci_pct,
+                max_seconds: a.overrides.max_seconds,
             };
             // Refuse now what would fail every night.
             let agents = db.with(|s| s.agents())?;
@@ -155,7 +157,13 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                 eprintln!("{report}");
                 print_alerts(&alerts, Format::Table);
             }
-            Ok(if report.error.is_some() { 1 } else { 0 })
+            // 0 only when every result is ok: a failed run or an unreachable agent is a failure
+            // for whatever gates on this (ci/nightly.yml).
+            Ok(if report.error.is_some() || report.not_ok > 0 {
+                1
+            } else {
+                0
+            })
         }
     }
 }

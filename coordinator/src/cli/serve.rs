@@ -99,6 +99,7 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
         baseline_n: args.baseline,
         threshold_pct: args.threshold_pct,
         k: args.k,
+        include_noisy: args.include_noisy,
         ..Default::default()
     };
     detect

@@ -13,7 +13,7 @@ use crate::campaign::progress::Reporter;
 use crate::campaign::request::{CampaignRequest, StoredRequest};
 use crate::db::Db;
 use crate::regression::check::{self, AssessSummary, ResolveSummary};
-use crate::store::{CampaignState, ScheduleRow, StoreError};
+use crate::store::{CampaignState, ResultFilter, ScheduleRow, StoreError};
 use serde::Serialize;
 use std::fmt;
 use std::sync::{Arc, Mutex};
@@ -24,6 +24,8 @@ pub struct CampaignReport {
     pub campaign_id: i64,
     pub schedule: Option<String>,
     pub results: usize,
+    /// Results of the campaign that are not `ok` (failed runs, agents unreachable).
+    pub not_ok: usize,
     pub error: Option<String>,
     pub assess: AssessSummary,
     pub resolve: ResolveSummary,
@@ -35,13 +37,14 @@ impl fmt::Display for CampaignReport {
         let r = self;
         write!(
             f,
-            "campaign {}{}: {} results, {} checked ({} stable, {} no verdict, {} suspect), {} confirmed, {} not confirmed{}",
+            "campaign {}{}: {} results ({} not ok), {} checked ({} stable, {} no verdict, {} suspect), {} confirmed, {} not confirmed{}",
             r.campaign_id,
             r.schedule
                 .as_deref()
                 .map(|s| format!(" (schedule {s})"))
                 .unwrap_or_default(),
             r.results,
+            r.not_ok,
             r.assess.checked,
             r.assess.stable,
             r.assess.no_verdict,
@@ -197,6 +200,7 @@ impl Daemon {
             campaign_id: id,
             schedule: Some(row.name.clone()),
             results: 0,
+            not_ok: 0,
             error: None,
             assess: Default::default(),
             resolve: Default::default(),
@@ -213,6 +217,7 @@ impl Daemon {
         match follow(&self.db, id, self.ex.reporter.as_ref()).await {
             Ok(c) => {
                 report.results = c.results.values().sum::<i64>() as usize;
+                report.not_ok = self.not_ok(id).await;
                 if c.state == CampaignState::Failed {
                     report.error = Some("the campaign failed (see `gpufleet campaigns`)".into());
                 }
@@ -268,6 +273,7 @@ impl Daemon {
             campaign_id: id,
             schedule,
             results: 0,
+            not_ok: 0,
             error: None,
             assess: Default::default(),
             resolve: Default::default(),
@@ -328,10 +334,24 @@ impl Daemon {
             }
         }
         report.results = results.len();
+        report.not_ok = self.not_ok(id).await;
         if let Err(e) = finish_campaign(&self.db, id, &results).await {
             report.error = Some(e.to_string());
         }
         report
+    }
+
+    /// How many stored results of campaign `id` are not `ok` (0 when they cannot be read).
+    async fn not_ok(&self, id: i64) -> usize {
+        let filter = ResultFilter {
+            campaign_id: Some(id),
+            ..Default::default()
+        };
+        self.db
+            .call(move |s| s.results(&filter))
+            .await
+            .map(|rows| rows.iter().filter(|r| r.record.status != "ok").count())
+            .unwrap_or(0)
     }
 
     /// Claims and resumes (in the background) every orphaned or interrupted campaign younger

@@ -25,6 +25,8 @@ pub struct ScheduleSpec {
     /// Environment matrix: each set its own comparison row and regression series.
     pub env_sets: Vec<EnvSet>,
     pub timeout_s: Option<f64>,
+    pub target_ci_pct: Option<f64>,
+    pub max_seconds: Option<f64>,
 }
 
 /// The campaign request a schedule stands for, with the agents registered now.
@@ -64,6 +66,8 @@ pub fn request_of(
             env: spec.env.clone(),
             env_sets: spec.env_sets.clone(),
             timeout_s: spec.timeout_s,
+            target_ci_pct: spec.target_ci_pct,
+            max_seconds: spec.max_seconds,
             power_window_s: None,
         },
         retry: RetryPolicy::default(),

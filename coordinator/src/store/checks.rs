@@ -150,11 +150,17 @@ impl Store {
     }
 
     /// The baseline of `c`: metric values of up to `n` earlier ok results of its series, oldest
-    /// first (see the module docs for which results count).
+    /// first (see the module docs for which results count); noisy results only with
+    /// `include_noisy`.
     ///
     /// # Errors
     /// [`StoreError::Sqlite`] if the query fails.
-    pub fn baseline(&self, c: &CheckCandidate, n: usize) -> Result<Vec<f64>, StoreError> {
+    pub fn baseline(
+        &self,
+        c: &CheckCandidate,
+        n: usize,
+        include_noisy: bool,
+    ) -> Result<Vec<f64>, StoreError> {
         let context = "reading a baseline";
         let mut stmt = self
             .conn
@@ -162,7 +168,7 @@ impl Store {
                 "SELECT r.metric_value FROM results r
                  WHERE r.device_row_id IS :device AND r.spec_key = :key AND r.segment = :segment
                    AND r.status = 'ok' AND r.metric_value IS NOT NULL AND r.id < :before
-                   AND NOT {IS_CONFIRMATION}
+                   AND NOT {IS_CONFIRMATION} AND (:noisy OR r.noisy = 0)
                    AND r.id >= coalesce((SELECT max(a.result_id) FROM alerts a
                                          WHERE a.device_row_id IS :device AND a.spec_key = :key
                                            AND a.segment = :segment AND a.result_id < :before), 0)
@@ -177,6 +183,7 @@ impl Store {
                     ":segment": c.segment,
                     ":before": c.result_id,
                     ":n": i64::try_from(n).unwrap_or(i64::MAX),
+                    ":noisy": include_noisy,
                 },
                 |r| r.get(0),
             )

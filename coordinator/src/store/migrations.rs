@@ -55,6 +55,11 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         name: "0005_dashboard",
         sql: include_str!("migrations/0005_dashboard.sql"),
     },
+    Migration {
+        version: 6,
+        name: "0006_noise",
+        sql: include_str!("migrations/0006_noise.sql"),
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.

@@ -18,8 +18,8 @@ use super::values::{json_column, require_non_empty};
 const RESULT_COLUMNS: &str = "r.id, r.run_id, r.campaign_id, r.job_id, r.agent_id, r.device_row_id,
     r.device_id, r.backend, r.spec_key, r.kernel, r.variant, r.params_json, r.dtype, r.mode,
     r.status, r.message, r.metric_kind, r.metric_unit, r.metric_value, r.higher_is_better,
-    r.pct_of_peak, r.median_s, r.p10_s, r.p90_s, r.min_s, r.max_s, r.mean_s, r.stddev_s, r.cv,
-    r.iterations, r.validation_json, r.config_json, r.fingerprint_json, r.stderr_tail, r.signal,
+    r.pct_of_peak, r.peak_source, r.median_s, r.p10_s, r.p90_s, r.min_s, r.max_s, r.mean_s, r.stddev_s, r.cv,
+    r.ci_low_s, r.ci_high_s, r.target_ci_pct, r.noisy, r.iterations, r.validation_json, r.config_json, r.fingerprint_json, r.stderr_tail, r.signal,
     r.started_at, r.wall_s, r.created_at, r.energy_json, r.energy_j, r.avg_watts,
     r.metric_per_watt, r.joules_per_unit";
 
@@ -117,15 +117,16 @@ impl Store {
                 "INSERT INTO results (run_id, campaign_id, job_id, agent_id, device_row_id,
                     device_id, backend, spec_key, kernel, variant, params_json, dtype, mode, status,
                     message, metric_kind, metric_unit, metric_value, higher_is_better, pct_of_peak,
-                    median_s, p10_s, p90_s, min_s, max_s, mean_s, stddev_s, cv, iterations,
-                    validation_json, config_json, fingerprint_json, stderr_tail, signal,
+                    peak_source, median_s, p10_s, p90_s, min_s, max_s, mean_s, stddev_s, cv, ci_low_s,
+                    ci_high_s, target_ci_pct, noisy, iterations, validation_json, config_json, fingerprint_json, stderr_tail, signal,
                     started_at, wall_s, created_at, energy_json, energy_j, avg_watts,
                     metric_per_watt, joules_per_unit, segment)
                  VALUES (:run_id, :campaign_id, :job_id, :agent_id, :device_row_id,
                     :device_id, :backend, :spec_key, :kernel, :variant, :params_json, :dtype, :mode,
                     :status, :message, :metric_kind, :metric_unit, :metric_value,
-                    :higher_is_better, :pct_of_peak, :median_s, :p10_s, :p90_s, :min_s, :max_s,
-                    :mean_s, :stddev_s, :cv, :iterations, :validation_json, :config_json,
+                    :higher_is_better, :pct_of_peak, :peak_source, :median_s, :p10_s, :p90_s, :min_s, :max_s,
+                    :mean_s, :stddev_s, :cv, :ci_low_s, :ci_high_s, :target_ci_pct, :noisy,
+                    :iterations, :validation_json, :config_json,
                     :fingerprint_json, :stderr_tail, :signal, :started_at, :wall_s, :created_at,
                     :energy_json, :energy_j, :avg_watts, :metric_per_watt, :joules_per_unit,
                     :segment)
@@ -152,6 +153,7 @@ impl Store {
                     ":metric_value": r.metric_value,
                     ":higher_is_better": r.higher_is_better,
                     ":pct_of_peak": r.pct_of_peak,
+                    ":peak_source": r.peak_source,
                     ":median_s": r.median_s,
                     ":p10_s": r.p10_s,
                     ":p90_s": r.p90_s,
@@ -160,6 +162,10 @@ impl Store {
                     ":mean_s": r.mean_s,
                     ":stddev_s": r.stddev_s,
                     ":cv": r.cv,
+                    ":ci_low_s": r.ci_low_s,
+                    ":ci_high_s": r.ci_high_s,
+                    ":target_ci_pct": r.target_ci_pct,
+                    ":noisy": r.computed_noisy(),
                     ":iterations": r.iterations,
                     ":validation_json": to_json_text(&r.validation),
                     ":config_json": to_json_text(&r.config),
@@ -436,6 +442,7 @@ fn result_from_row(row: &Row<'_>) -> rusqlite::Result<ResultRow> {
         metric_value: row.get("metric_value")?,
         higher_is_better: row.get("higher_is_better")?,
         pct_of_peak: row.get("pct_of_peak")?,
+        peak_source: row.get("peak_source")?,
         median_s: row.get("median_s")?,
         p10_s: row.get("p10_s")?,
         p90_s: row.get("p90_s")?,
@@ -444,6 +451,10 @@ fn result_from_row(row: &Row<'_>) -> rusqlite::Result<ResultRow> {
         mean_s: row.get("mean_s")?,
         stddev_s: row.get("stddev_s")?,
         cv: row.get("cv")?,
+        ci_low_s: row.get("ci_low_s")?,
+        ci_high_s: row.get("ci_high_s")?,
+        target_ci_pct: row.get("target_ci_pct")?,
+        noisy: row.get("noisy")?,
         iterations: row.get("iterations")?,
         validation: json_column(row, "validation_json")?,
         config: json_column(row, "config_json")?,
@@ -491,7 +502,7 @@ fn validate_result(r: &ResultRecord) -> Result<(), StoreError> {
     require_non_empty("device_id", &r.device_id)?;
     require_non_empty("backend", &r.backend)?;
     // SQLite stores NaN as NULL, which would turn a value into "missing" behind the caller's back.
-    let numbers: [(&'static str, Option<f64>); 17] = [
+    let numbers: [(&'static str, Option<f64>); 20] = [
         ("metric_value", r.metric_value),
         ("pct_of_peak", r.pct_of_peak),
         ("median_s", r.median_s),
@@ -502,6 +513,9 @@ fn validate_result(r: &ResultRecord) -> Result<(), StoreError> {
         ("mean_s", r.mean_s),
         ("stddev_s", r.stddev_s),
         ("cv", r.cv),
+        ("ci_low_s", r.ci_low_s),
+        ("ci_high_s", r.ci_high_s),
+        ("target_ci_pct", r.target_ci_pct),
         ("started_at", Some(r.started_at)),
         ("wall_s", Some(r.wall_s)),
         ("created_at", r.created_at),

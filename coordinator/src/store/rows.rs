@@ -374,6 +374,9 @@ pub struct ResultRecord {
     pub higher_is_better: Option<bool>,
     /// Metric as a percentage of the device's theoretical peak.
     pub pct_of_peak: Option<f64>,
+    /// Where that peak came from (`spec table`, `cpu table: …`); empty when unknown.
+    #[serde(default)]
+    pub peak_source: String,
     /// Median per-iteration device time, seconds.
     pub median_s: Option<f64>,
     /// 10th percentile, seconds.
@@ -390,6 +393,19 @@ pub struct ResultRecord {
     pub stddev_s: Option<f64>,
     /// Coefficient of variation (stddev / mean).
     pub cv: Option<f64>,
+    /// 95% confidence interval of the median, seconds: low end.
+    #[serde(default)]
+    pub ci_low_s: Option<f64>,
+    /// 95% confidence interval of the median, seconds: high end.
+    #[serde(default)]
+    pub ci_high_s: Option<f64>,
+    /// The interval target the run measured to, percent of the median; 0: none.
+    #[serde(default)]
+    pub target_ci_pct: Option<f64>,
+    /// CV above 10% or the interval wider than its target ([`gpufleet_kernels::is_noisy`]); set
+    /// by the store on insert from the figures above, whatever the caller says.
+    #[serde(default)]
+    pub noisy: bool,
     /// Timed iterations.
     pub iterations: u64,
     /// Validation outcome (max error, tolerance…); `null` when not validated.
@@ -424,6 +440,19 @@ pub struct ResultRecord {
     /// The run's power trace. Empty in listings unless samples were asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub power: Vec<PowerPoint>,
+}
+
+impl ResultRecord {
+    /// Half-width of the median's interval in percent of the median, where both are known.
+    pub fn ci_pct(&self) -> Option<f64> {
+        gpufleet_kernels::ci_pct(self.ci_low_s?, self.ci_high_s?, self.median_s?)
+    }
+
+    /// Whether this result is noisy by its figures ([`gpufleet_kernels::is_noisy`]); what the
+    /// store writes into `noisy`.
+    pub fn computed_noisy(&self) -> bool {
+        gpufleet_kernels::is_noisy(self.cv, self.ci_pct(), self.target_ci_pct)
+    }
 }
 
 /// One power sample of a run's trace.

@@ -5,7 +5,7 @@
 use super::svg::{self, Boundary, PowerReading, SeriesPoint};
 use super::{Page, WebError};
 use crate::campaign::handoff::attached;
-use crate::compare::{self, CompareRow, csv_number, env_set, fmt_metric};
+use crate::compare::{self, By, CompareRow, Pivot, csv_number, env_set, fmt_metric};
 use crate::convert::{params_text, to_compare_row};
 use crate::schedule::slots::fmt_time;
 use crate::store::{
@@ -14,7 +14,7 @@ use crate::store::{
 use crate::table::{Format, Table};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 
 /// Which stored work a page covers: everything (serve), or one campaign or a time window (report).
@@ -409,64 +409,18 @@ pub struct CompareQuery {
     pub baseline: String,
 }
 
-/// One column of the matrix.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Column {
-    key: String,
-    agent: String,
-    device_id: String,
-    backend: String,
-    device: String,
-}
-
-/// The matrix as data: what the page shows and what its CSV/JSON downloads contain.
-#[derive(Debug, Clone, Serialize)]
-pub struct MatrixCell {
-    pub kernel: String,
-    pub variant: String,
-    pub params: BTreeMap<String, i64>,
-    pub dtype: String,
-    pub mode: String,
-    pub env_set: String,
-    pub agent: String,
-    pub device_id: String,
-    pub device: String,
-    pub backend: String,
-    pub status: String,
-    pub message: String,
-    pub value: Option<f64>,
-    pub unit: String,
-    pub higher_is_better: bool,
-    /// Against the baseline column, or the best non-noisy cell of the row.
-    pub relative: Option<f64>,
-    pub pct_of_peak: Option<f64>,
-    pub cv: Option<f64>,
-    pub noisy: bool,
-    pub metric_per_watt: Option<f64>,
-    pub joules_per_unit: Option<f64>,
-    pub result_id: i64,
-    pub run_id: String,
-}
-
-/// The matrix for `q`: columns, rows of (spec, cells by column), and every cell for downloads.
+/// The matrix: the pivot by device of what the filters show, and the filters' options.
 pub struct Matrix {
-    columns: Vec<Column>,
-    rows: Vec<(ResultRow, Vec<Option<MatrixCell>>)>,
+    pivot: Pivot,
     options: [BTreeSet<String>; 4],
 }
 
 impl Matrix {
     /// Every shown cell, row by row (the CSV/JSON download).
-    pub fn cells(&self) -> Vec<&MatrixCell> {
-        self.rows
-            .iter()
-            .flat_map(|(_, cells)| cells.iter().flatten())
-            .collect()
+    pub fn cells(&self) -> Vec<&CompareRow> {
+        self.pivot.cells()
     }
 }
-
-/// A matrix row's sort key: kernel, parameters as numbers, spec key.
-type RowKey = (String, Vec<i64>, String);
 
 /// Builds the matrix from the latest result of each spec on each device.
 ///
@@ -489,8 +443,8 @@ pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, 
         });
     }
     let keep = |want: &str, have: &str| want.is_empty() || want == have;
-    let shown: Vec<ResultRow> = all
-        .into_iter()
+    let shown: Vec<CompareRow> = all
+        .iter()
         .filter(|r| {
             keep(&q.suite, r.suite.as_deref().unwrap_or(""))
                 && keep(&q.kernel, &r.record.kernel)
@@ -499,110 +453,55 @@ pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, 
                     || q.env == env_set(&r.record.spec_key)
                     || (q.env == "-" && env_set(&r.record.spec_key).is_empty()))
         })
+        .map(to_compare_row)
         .collect();
-    let column_of = |r: &ResultRow| Column {
-        key: format!("{}:{}", r.agent, r.record.device_id),
-        agent: r.agent.clone(),
-        device_id: r.record.device_id.clone(),
-        backend: r.record.backend.clone(),
-        device: r
-            .device_name
-            .clone()
-            .unwrap_or_else(|| r.record.device_id.clone()),
-    };
-    let columns: Vec<Column> = shown
-        .iter()
-        .map(column_of)
-        .collect::<BTreeSet<_>>()
-        .into_iter()
-        .collect();
-    if !q.baseline.is_empty() && !columns.iter().any(|c| c.key == q.baseline) {
-        return Err(WebError::BadRequest(format!(
-            "baseline {:?} is not a column of this view (columns are agent:device)",
-            crate::web::routes::clip(&q.baseline)
-        )));
+    let mut pivot = Pivot::new(shown, By::Device);
+    if !q.baseline.is_empty() {
+        let Some(col) = pivot.columns.iter().position(|c| c.key == q.baseline) else {
+            return Err(WebError::BadRequest(format!(
+                "baseline {:?} is not a column of this view (columns are agent:device)",
+                crate::web::routes::clip(&q.baseline)
+            )));
+        };
+        pivot.against_column(col);
     }
-    let index: HashMap<&str, usize> = columns
-        .iter()
-        .enumerate()
-        .map(|(i, c)| (c.key.as_str(), i))
-        .collect();
-    let mut by_spec: BTreeMap<RowKey, (ResultRow, Vec<Option<ResultRow>>)> = BTreeMap::new();
-    for r in shown {
-        let sort = (
-            r.record.kernel.clone(),
-            r.record.params.values().copied().collect::<Vec<_>>(),
-            r.record.spec_key.clone(),
-        );
-        let col = index[column_of(&r).key.as_str()];
-        let entry = by_spec
-            .entry(sort)
-            .or_insert_with(|| (r.clone(), vec![None; columns.len()]));
-        entry.1[col] = Some(r);
-    }
-    let mut rows = Vec::new();
-    for (_, (first, cells)) in by_spec {
-        let mut compare_rows: Vec<(usize, CompareRow, &ResultRow)> = cells
-            .iter()
-            .enumerate()
-            .filter_map(|(i, c)| c.as_ref().map(|r| (i, to_compare_row(r), r)))
-            .collect();
-        let mut plain: Vec<CompareRow> = compare_rows.iter().map(|(_, c, _)| c.clone()).collect();
-        compare::rank(&mut plain);
-        let base_metric = (!q.baseline.is_empty())
-            .then(|| {
-                compare_rows
-                    .iter()
-                    .find(|(i, _, _)| columns[*i].key == q.baseline)
-            })
-            .flatten()
-            .and_then(|(_, c, _)| c.metric.filter(|_| c.status == "ok"));
-        let mut out: Vec<Option<MatrixCell>> = vec![None; columns.len()];
-        for (i, c, r) in compare_rows.iter_mut() {
-            let ranked = plain.iter().find(|p| p.run_id == c.run_id);
-            let relative = if q.baseline.is_empty() {
-                ranked.and_then(|p| p.relative)
-            } else {
-                match (c.metric, base_metric) {
-                    (Some(v), Some(b)) if c.status == "ok" => {
-                        compare::ratio(v, b, c.higher_is_better)
-                    }
-                    _ => None,
-                }
-            };
-            out[*i] = Some(MatrixCell {
-                kernel: c.kernel.clone(),
-                variant: c.variant.clone(),
-                params: r.record.params.clone(),
-                dtype: c.dtype.clone(),
-                mode: c.mode.clone(),
-                env_set: env_set(&c.spec_key).to_string(),
-                agent: c.agent.clone(),
-                device_id: c.device_id.clone(),
-                device: columns[*i].device.clone(),
-                backend: c.backend.clone(),
-                status: c.status.clone(),
-                message: c.message.clone(),
-                value: c.metric,
-                unit: c.unit.clone(),
-                higher_is_better: c.higher_is_better,
-                relative,
-                pct_of_peak: c.pct_of_peak.filter(|p| *p > 0.0),
-                cv: c.cv,
-                noisy: compare::is_noisy(c.cv),
-                metric_per_watt: c.metric_per_watt,
-                joules_per_unit: c.joules_per_unit,
-                result_id: r.id,
-                run_id: c.run_id.clone(),
-            });
+    Ok(Matrix { pivot, options })
+}
+
+/// A matrix cell for the page: the relative figure (or % change against the baseline column)
+/// and the CSS classes that colour it.
+fn cell_view(p: &Pivot, col: usize, c: &CompareRow) -> (Option<String>, Vec<&'static str>) {
+    let mut class = Vec::new();
+    let relative = if c.status != "ok" {
+        class.push("failed");
+        None
+    } else if p.baseline_column == Some(col) {
+        class.push("base");
+        Some("baseline".to_string())
+    } else if p.baseline_column.is_some() {
+        match (c.change_pct, c.better) {
+            (Some(pct), Some(better)) => {
+                class.push(if better { "better" } else { "worse" });
+                Some(format!("{pct:+.1}%"))
+            }
+            _ => None,
         }
-        rows.push((first, out));
+    } else {
+        c.relative.map(|r| {
+            class.push(if (r - 1.0).abs() < 1e-9 {
+                "best"
+            } else if r > 1.0 {
+                "better"
+            } else {
+                "worse"
+            });
+            format!("×{r:.2}")
+        })
+    };
+    if c.noisy {
+        class.push("noisy");
     }
-    Ok(Matrix {
-        columns,
-        rows,
-        options,
-    })
+    (relative, class)
 }
 
 /// `/compare`.
@@ -613,41 +512,39 @@ pub fn compare_page(
     scope: &Scope,
 ) -> Result<Page, WebError> {
     let m = matrix(store, q, scope)?;
-    let columns: Vec<Value> = m
+    let p = &m.pivot;
+    let device_of = |c: &compare::PivotColumn| c.devices.iter().next().cloned().unwrap_or_default();
+    let columns: Vec<Value> = p
         .columns
         .iter()
-        .map(|c| json!({"key": c.key, "label": format!("{} ({}:{})", c.device, c.agent, c.device_id), "device": c.device, "agent": c.agent, "backend": c.backend}))
+        .map(|c| {
+            let (agent, device_id) = c.key.split_once(':').unwrap_or((&c.key, ""));
+            let backend = device_id.split(':').next().unwrap_or("");
+            json!({"key": c.key, "label": format!("{} ({})", device_of(c), c.key), "device": device_of(c), "agent": agent, "backend": backend})
+        })
         .collect();
-    let baseline_label = m
-        .columns
-        .iter()
-        .find(|c| c.key == q.baseline)
-        .map(|c| format!("{} ({})", c.device, c.key));
-    let rows: Vec<Value> = m
+    let baseline_label = p
+        .baseline_column
+        .map(|i| format!("{} ({})", device_of(&p.columns[i]), p.columns[i].key));
+    let rows: Vec<Value> = p
         .rows
         .iter()
-        .map(|(first, cells)| {
-            let rec = &first.record;
-            let cells: Vec<Value> = cells
+        .map(|row| {
+            let cells: Vec<Value> = row
+                .cells
                 .iter()
-                .map(|c| {
+                .enumerate()
+                .map(|(i, c)| {
                     let Some(c) = c else { return Value::Null };
-                    let hq = HistoryQuery { spec: rec.spec_key.clone(), agent: c.agent.clone(), device: c.device_id.clone(), scale: String::new() };
-                    let mut class = Vec::new();
-                    if c.status != "ok" {
-                        class.push("failed");
-                    } else if let Some(r) = c.relative {
-                        class.push(if (r - 1.0).abs() < 1e-9 { "best" } else if r > 1.0 { "better" } else { "worse" });
-                    }
-                    if c.noisy {
-                        class.push("noisy");
-                    }
-                    if !q.baseline.is_empty() && format!("{}:{}", c.agent, c.device_id) == q.baseline {
-                        class.push("base");
-                    }
+                    let hq = HistoryQuery { spec: row.spec_key.clone(), agent: c.agent.clone(), device: c.device_id.clone(), scale: String::new() };
+                    let (relative, class) = cell_view(p, i, c);
                     let mut extra = Vec::new();
-                    if let Some(p) = c.pct_of_peak {
-                        extra.push(format!("{p:.0}% of peak"));
+                    if let Some(pct) = c.pct_of_peak.filter(|p| *p > 0.0) {
+                        extra.push(if c.peak_suspect() {
+                            format!("peak? {pct:.0}% of a peak from {}", c.peak_source)
+                        } else {
+                            format!("{pct:.0}% of peak")
+                        });
                     }
                     if let Some(w) = c.metric_per_watt {
                         extra.push(format!("{} {}/W", fmt_metric(w), c.unit));
@@ -656,22 +553,23 @@ pub fn compare_page(
                         extra.push(format!("{j:.3e} J/{}", c.unit.split('/').next().unwrap_or("")));
                     }
                     let title = if c.status == "ok" {
-                        format!("cv {}{}", c.cv.map(|v| format!("{:.1}%", v * 100.0)).unwrap_or("-".into()), if c.noisy { " (noisy)" } else { "" })
+                        let ci = c.ci_pct.map(|v| format!(", median ±{v:.1}%")).unwrap_or_default();
+                        format!("cv {}{ci}{}", c.cv.map(|v| format!("{:.1}%", v * 100.0)).unwrap_or("-".into()), if c.noisy { " (noisy)" } else { "" })
                     } else {
                         format!("{}: {}", c.status, c.message)
                     };
                     json!({
-                        "value": c.value.map(fmt_metric), "unit": c.unit, "status": c.status,
-                        "relative": c.relative.map(|r| format!("×{r:.2}")),
+                        "value": c.metric.map(fmt_metric), "unit": c.unit, "status": c.status,
+                        "relative": relative,
                         "class": class.join(" "), "extra": extra.join(" · "), "title": title,
-                        "sort": c.value.map(|v| v.to_string()).unwrap_or_default(),
+                        "sort": c.metric.map(|v| v.to_string()).unwrap_or_default(),
                         "run_href": links.run(c.result_id), "history_href": links.history(&hq),
                     })
                 })
                 .collect();
-            let params = params_text(&rec.params, ",");
-            json!({"kernel": rec.kernel, "variant": rec.variant, "params": params, "dtype": rec.dtype,
-                   "mode": rec.mode, "env_set": env_set(&rec.spec_key), "cells": cells})
+            let params = params_text(&row.params, ",");
+            json!({"kernel": row.kernel, "variant": row.variant, "params": params, "dtype": row.dtype,
+                   "mode": row.mode, "env_set": row.env_set, "cells": cells})
         })
         .collect();
     let names = [
@@ -691,69 +589,17 @@ pub fn compare_page(
         base,
         json!({
             "columns": columns, "rows": rows, "filters": filters, "baseline": q.baseline,
-            "baseline_label": baseline_label, "noisy_cv_pct": compare::NOISY_CV * 100.0,
+            "baseline_label": baseline_label, "noisy_cv_pct": gpufleet_kernels::NOISY_CV * 100.0,
             "csv_href": links.compare_download(q, "csv"), "json_href": links.compare_download(q, "json"),
             "self_href": links.compare_with(q),
         }),
     ))
 }
 
-/// The matrix as CSV: one line per cell, numbers unformatted.
+/// The matrix as CSV: one line per cell, numbers unformatted (the same columns as
+/// `gpufleet compare --format csv`).
 pub fn matrix_csv(m: &Matrix) -> String {
-    let mut t = Table::new(&[
-        "kernel",
-        "variant",
-        "params",
-        "dtype",
-        "mode",
-        "env_set",
-        "agent",
-        "device_id",
-        "device",
-        "backend",
-        "status",
-        "value",
-        "unit",
-        "higher_is_better",
-        "relative",
-        "pct_of_peak",
-        "cv",
-        "noisy",
-        "metric_per_watt",
-        "joules_per_unit",
-        "result_id",
-        "run_id",
-        "message",
-    ]);
-    for c in m.cells() {
-        let params = params_text(&c.params, ";");
-        t.push(vec![
-            c.kernel.clone(),
-            c.variant.clone(),
-            params,
-            c.dtype.clone(),
-            c.mode.clone(),
-            c.env_set.clone(),
-            c.agent.clone(),
-            c.device_id.clone(),
-            c.device.clone(),
-            c.backend.clone(),
-            c.status.clone(),
-            csv_number(c.value),
-            c.unit.clone(),
-            c.higher_is_better.to_string(),
-            csv_number(c.relative),
-            csv_number(c.pct_of_peak),
-            csv_number(c.cv),
-            c.noisy.to_string(),
-            csv_number(c.metric_per_watt),
-            csv_number(c.joules_per_unit),
-            c.result_id.to_string(),
-            c.run_id.clone(),
-            c.message.clone(),
-        ]);
-    }
-    t.render(Format::Csv)
+    compare::csv(&m.cells())
 }
 
 /// One series: a spec on one device of one agent.
@@ -874,7 +720,7 @@ fn marks(
     for r in rows {
         if store.confirms(r.id)?.is_some() {
             m.insert(r.id, "confirm".to_string());
-        } else if compare::is_noisy(r.record.cv) {
+        } else if r.record.noisy {
             m.insert(r.id, "noisy".to_string());
         }
     }
@@ -1113,11 +959,7 @@ pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
                     format!(
                         "{:.2}%{}",
                         c * 100.0,
-                        if compare::is_noisy(Some(c)) {
-                            " (noisy)"
-                        } else {
-                            ""
-                        }
+                        if rec.noisy { " (noisy)" } else { "" }
                     )
                 })
                 .unwrap_or("-".into()),

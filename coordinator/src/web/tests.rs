@@ -129,26 +129,25 @@ fn compare_has_device_columns_a_baseline_and_a_numeric_csv() {
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
     for line in csv.lines().skip(1) {
         let f: Vec<&str> = line.split(',').collect();
-        assert!(f[col("value")].parse::<f64>().is_ok(), "{line}");
+        assert!(f[col("metric")].parse::<f64>().is_ok(), "{line}");
         assert!(
             f[col("relative")].parse::<f64>().unwrap() <= 1.0 + 1e-9,
             "{line}"
         );
     }
-    // Against a baseline column: that column is ×1.00 everywhere.
+    // Against a baseline column: every other ok cell has its % change, the column itself none.
     let base = CompareQuery {
         baseline: "seed-a0:cpu:0".into(),
         ..Default::default()
     };
     let m = pages::matrix(&store, &base, &Scope::default()).unwrap();
-    for c in m
-        .cells()
-        .iter()
-        .filter(|c| c.agent == "seed-a0" && c.device_id == "cpu:0")
-    {
-        assert!((c.relative.unwrap() - 1.0).abs() < 1e-12);
+    for c in m.cells() {
+        let is_base = c.agent == "seed-a0" && c.device_id == "cpu:0";
+        assert_eq!(c.change_pct.is_none(), is_base, "{c:?}");
     }
-    assert!(m.cells().iter().any(|c| c.relative.unwrap() > 1.0));
+    assert!(m.cells().iter().any(|c| c.better == Some(true)));
+    let html = render(pages::compare_page(&store, &l, &base, &Scope::default()));
+    assert!(html.contains("Changes are against"), "{html}");
     let bad = CompareQuery {
         baseline: "nobody:gpu".into(),
         ..Default::default()

@@ -59,6 +59,8 @@ macro_rules! with_options {
             min_seconds: Option<Spanned<f64>>,
             max_iterations: Option<Spanned<i64>>,
             timeout_s: Option<Spanned<f64>>,
+            target_ci_pct: Option<Spanned<f64>>,
+            max_seconds: Option<Spanned<f64>>,
             mode: Option<Spanned<String>>,
             dtype: Option<Spanned<String>>,
             #[serde(default)]
@@ -333,6 +335,37 @@ fn expand(
     let min_seconds = seconds(ctx, min_s, "min_seconds", d.min_seconds, true)?;
     let timeout = pick(&o.timeout_s, &defaults.timeout_s);
     let timeout_s = seconds(ctx, timeout, "timeout_s", d.timeout_s, false)?;
+    let target = pick(&o.target_ci_pct, &defaults.target_ci_pct);
+    let target_ci_pct = match target {
+        Some(t) if !(t.get_ref().is_finite() && (0.0..=100.0).contains(t.get_ref())) => {
+            return Err(ctx.invalid(
+                &t.span(),
+                "target_ci_pct",
+                format!(
+                    "{} must be a percentage in [0, 100] (0: no target)",
+                    t.get_ref()
+                ),
+            ));
+        }
+        Some(t) => *t.get_ref(),
+        None => d.target_ci_pct,
+    };
+    let budget = pick(&o.max_seconds, &defaults.max_seconds);
+    let max_seconds = seconds(
+        ctx,
+        budget,
+        "max_seconds",
+        RunDefaults::budget(min_seconds),
+        true,
+    )?;
+    if max_seconds < min_seconds {
+        let span = budget.or(min_s).map_or_else(|| run.span(), Spanned::span);
+        return Err(ctx.invalid(
+            &span,
+            "max_seconds",
+            format!("{max_seconds} is below min_seconds {min_seconds}"),
+        ));
+    }
     let mut env = defaults.env.clone();
     env.extend(o.env.iter().map(|(k, v)| (k.clone(), v.clone())));
 
@@ -360,6 +393,8 @@ fn expand(
             min_seconds,
             max_iterations,
             timeout_s,
+            target_ci_pct,
+            max_seconds,
             env: env.clone(),
         });
     }
@@ -495,6 +530,37 @@ kernel = "noop"
             (d.warmup, d.min_iterations, d.max_iterations)
         );
         assert_eq!((r.min_seconds, r.timeout_s), (d.min_seconds, d.timeout_s));
+        assert_eq!(
+            (r.target_ci_pct, r.max_seconds),
+            (d.target_ci_pct, 5.0 * d.min_seconds)
+        );
+    }
+
+    #[test]
+    fn the_interval_target_and_budget_are_checked() {
+        let s = parse(
+            "[defaults]\ntarget_ci_pct = 0.5\nmax_seconds = 2\n[[run]]\nkernel = \"copy\"\n[[run]]\nkernel = \"noop\"\ntarget_ci_pct = 0\n",
+            "x.toml",
+        )
+        .unwrap();
+        assert_eq!((s.runs[0].target_ci_pct, s.runs[0].max_seconds), (0.5, 2.0));
+        assert_eq!(s.runs[1].target_ci_pct, 0.0);
+        let msg = err_starting(
+            "[[run]]\nkernel = \"copy\"\ntarget_ci_pct = -1\n",
+            "bad.toml:3: ",
+        );
+        assert!(msg.contains("target_ci_pct"), "{msg}");
+        let msg = err_starting(
+            "[[run]]\nkernel = \"copy\"\nmin_seconds = 5\nmax_seconds = 1\n",
+            "bad.toml:4: ",
+        );
+        assert!(
+            msg.contains("max_seconds") && msg.contains("below min_seconds"),
+            "{msg}"
+        );
+        // The default budget scales with the minimum.
+        let s = parse("[[run]]\nkernel = \"copy\"\nmin_seconds = 0.1\n", "x.toml").unwrap();
+        assert_eq!(s.runs[0].max_seconds, 0.5);
     }
 
     #[test]

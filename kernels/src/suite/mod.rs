@@ -56,6 +56,10 @@ pub struct SuiteRun {
     pub max_iterations: u32,
     /// Wall-clock limit of the whole run, after which the worker is killed.
     pub timeout_s: f64,
+    /// Target half-width of the median's 95% interval, percent; 0: no target.
+    pub target_ci_pct: f64,
+    /// Measuring stops after this many seconds even if the target is not reached.
+    pub max_seconds: f64,
     /// Environment overrides for the worker (the agent checks them against its allowlist).
     pub env: BTreeMap<String, String>,
 }

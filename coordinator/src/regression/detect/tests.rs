@@ -27,6 +27,16 @@ fn series(rng: &mut Rng, n: usize, level: f64, jitter_pct: f64) -> Vec<f64> {
     (0..n).map(|_| rng.around(level, jitter_pct)).collect()
 }
 
+/// Round figures for tests of the mechanics (window, bound, spread): 10 points, 5%, k = 3.
+fn mechanics() -> DetectConfig {
+    DetectConfig {
+        baseline_n: 10,
+        threshold_pct: 5.0,
+        k: 3.0,
+        ..DetectConfig::default()
+    }
+}
+
 fn suspect(direction: Direction) -> Verdict {
     Verdict::Suspect { direction }
 }
@@ -41,8 +51,9 @@ fn reason(a: &Assessment) -> &str {
 #[test]
 fn defaults_and_validation() {
     let cfg = DetectConfig::default();
-    assert_eq!((cfg.baseline_n, cfg.min_baseline), (10, 5));
-    assert_eq!((cfg.threshold_pct, cfg.k), (5.0, 3.0));
+    assert_eq!((cfg.baseline_n, cfg.min_baseline), (20, 5));
+    assert_eq!((cfg.threshold_pct, cfg.k), (6.0, 2.0));
+    assert!(!cfg.include_noisy);
     assert_eq!(cfg.validate(), Ok(()));
     let bad = |f: fn(&mut DetectConfig)| {
         let mut c = DetectConfig::default();
@@ -85,7 +96,7 @@ fn assessment_json_shape() {
 
 #[test]
 fn ten_percent_step_down_is_a_confirmed_regression() {
-    let cfg = DetectConfig::default();
+    let cfg = mechanics();
     let mut rng = Rng(1);
     let history = series(&mut rng, 20, 1000.0, 1.0);
     let night = assess(&history, rng.around(900.0, 1.0), true, &cfg);
@@ -182,9 +193,8 @@ fn simulate_noise(seeds: std::ops::Range<u64>, jitter_pct: f64, cfg: &DetectConf
     run
 }
 
-/// The acceptance case: ±4% jitter, no step, 100 nights, no
-/// alert. It holds for these seeds, not for every seed: see
-/// `noise_false_alarm_rate` for how often it fails with the defaults.
+/// ±4% jitter, no step, 100 nights, no alert. It holds for these seeds, not for every seed: see
+/// `the_defaults_meet_both_goals` for how often it fails with the defaults.
 #[test]
 fn pure_noise_raises_no_alert() {
     let run = simulate_noise(0..8, 4.0, &DetectConfig::default());
@@ -196,33 +206,29 @@ fn pure_noise_raises_no_alert() {
     assert_eq!(run.nights_with_verdict, 8 * 95);
 }
 
-/// With the default 5% / k = 3 and ±4% uniform jitter, about 0.2% of
-/// nights raise a confirmed false alarm (about one 100-night series in
-/// six has one): the rerun and the suspect share the baseline, so a
-/// baseline median that is off by chance pushes both the same way, and
-/// 5% is close to 4% of jitter plus the median's own error. Measured on
-/// 2000 seeds: 368 alerts (330 series) at 5%, 41 (39 series) at 6%.
-/// This test pins that rate so a change of the rules shows here.
+/// The goals the defaults were chosen for, at ±4% uniform jitter: a confirmed false alert in at
+/// most 1% of 100-night series, and at least 90% of 10% steps confirmed within two nights.
+/// Measured on these 1000 seeds: 0.5% and 98% (the grid above has the neighbours: 5% gives 10%
+/// false alerts, k = 3 confirms only 72% of steps in time).
 #[test]
-fn noise_false_alarm_rate() {
+fn the_defaults_meet_both_goals() {
     let cfg = DetectConfig::default();
-    let run = simulate_noise(0..200, 4.0, &cfg);
-    let per_night = run.alerts as f64 / run.nights_with_verdict as f64;
-    assert!(per_night < 0.004, "{run:?}");
-    assert!(
-        run.suspects as f64 / (run.nights_with_verdict as f64) < 0.03,
-        "{run:?}"
-    );
-    let quieter = simulate_noise(
-        0..200,
-        4.0,
-        &DetectConfig {
-            threshold_pct: 7.0,
-            ..cfg
-        },
-    );
-    assert_eq!(quieter.alerts, 0, "{quieter:?}");
-    // ±1% jitter is far from the 5% threshold: not even a suspect.
+    let noise = simulate_noise(0..1000, 4.0, &cfg);
+    let false_alert_series = noise.series_with_an_alert as f64 / 1000.0;
+    assert!(false_alert_series <= 0.01, "{noise:?}");
+    let steps = simulate_steps(0..1000, 4.0, 10.0, &cfg);
+    let found = steps.within_two_nights as f64 / steps.steps as f64;
+    assert!(found >= 0.90, "{steps:?}");
+    // The old defaults (5%, k = 3, 10 points) fail both: the test can tell.
+    let old = DetectConfig {
+        baseline_n: 10,
+        threshold_pct: 5.0,
+        k: 3.0,
+        ..cfg
+    };
+    assert!(simulate_noise(0..1000, 4.0, &old).series_with_an_alert > 100);
+    assert!(simulate_steps(0..1000, 4.0, 10.0, &old).within_two_nights < 800);
+    // ±1% jitter is far from the 6% threshold: not even a suspect.
     let quiet = simulate_noise(0..50, 1.0, &cfg);
     assert_eq!(quiet.suspects, 0, "{quiet:?}");
 }
@@ -249,7 +255,7 @@ fn too_few_points_say_how_many() {
 
 #[test]
 fn only_the_last_baseline_n_points_count() {
-    let cfg = DetectConfig::default();
+    let cfg = mechanics();
     // An old level of 500 followed by ten nights at 1000.
     let mut history = vec![500.0; 30];
     history.extend([1000.0; 10]);
@@ -260,7 +266,7 @@ fn only_the_last_baseline_n_points_count() {
 
 #[test]
 fn noisy_baseline_widens_the_bound() {
-    let cfg = DetectConfig::default();
+    let cfg = mechanics();
     // ±10% jitter: spread about 7%, so k × spread (about 20%) rules.
     let mut rng = Rng(5);
     let history = series(&mut rng, 10, 1000.0, 10.0);
@@ -290,7 +296,7 @@ fn median_or_panic(values: &[f64]) -> f64 {
 
 #[test]
 fn bound_is_strict() {
-    let cfg = DetectConfig::default();
+    let cfg = mechanics();
     let flat = [100.0; 10];
     assert_eq!(assess(&flat, 95.0, true, &cfg).verdict, Verdict::Stable);
     assert_eq!(assess(&flat, 105.0, true, &cfg).verdict, Verdict::Stable);
@@ -302,7 +308,7 @@ fn bound_is_strict() {
 
 #[test]
 fn bad_values_are_refused_or_left_out() {
-    let cfg = DetectConfig::default();
+    let cfg = mechanics();
     let good = [100.0; 10];
     for v in [f64::NAN, f64::INFINITY, f64::NEG_INFINITY, 0.0, -5.0] {
         let a = assess(&good, v, true, &cfg);
@@ -365,4 +371,78 @@ fn a_very_noisy_baseline_is_too_noisy_to_judge_not_stable() {
     // A quiet baseline still says stable.
     let quiet = [100.0, 101.0, 99.0, 100.5, 99.5, 100.2, 99.8];
     assert_eq!(assess(&quiet, 100.3, true, &cfg).verdict, Verdict::Stable);
+}
+
+/// Totals of simulated 10% steps.
+#[derive(Debug, Default)]
+struct StepRun {
+    steps: usize,
+    /// Steps confirmed on the night of the step or the night after.
+    within_two_nights: usize,
+}
+
+/// Per seed: `nights_before` nights of 1000 ± `jitter_pct` uniform noise, then a step of
+/// `step_pct` (a regression for a higher-is-better metric). The step night and the next are
+/// assessed like nightly runs: a suspect gets one rerun from the new level, against the same
+/// baseline; an unconfirmed night joins the baseline, its rerun does not.
+fn simulate_steps(
+    seeds: std::ops::Range<u64>,
+    jitter_pct: f64,
+    step_pct: f64,
+    cfg: &DetectConfig,
+) -> StepRun {
+    let mut run = StepRun::default();
+    for seed in seeds {
+        let mut rng = Rng(0x5EED_0000 + seed);
+        // A random phase: the step comes after 10 to 40 quiet nights.
+        let nights_before = 10 + (rng.next_u64() % 31) as usize;
+        let mut history = series(&mut rng, nights_before, 1000.0, jitter_pct);
+        let level = 1000.0 * (1.0 - step_pct / 100.0);
+        run.steps += 1;
+        for _ in 0..2 {
+            let value = rng.around(level, jitter_pct);
+            let night = assess(&history, value, true, cfg);
+            if matches!(night.verdict, Verdict::Suspect { .. }) {
+                let rerun = assess(&history, rng.around(level, jitter_pct), true, cfg);
+                if confirmed(&night, &rerun) == Some(Direction::Regression) {
+                    run.within_two_nights += 1;
+                    break;
+                }
+            }
+            history.push(value);
+        }
+    }
+    run
+}
+
+/// The table in docs/architecture.md ("Choosing the regression defaults"): false alerts per
+/// 100-night series and 10% steps confirmed within two nights, at ±4% uniform jitter, over a
+/// grid of the knobs. `cargo test -p gpufleet-coordinator regression_defaults_grid -- --ignored
+/// --nocapture` prints it.
+#[test]
+#[ignore = "prints the table the defaults were chosen from (about 10 s)"]
+fn regression_defaults_grid() {
+    println!(
+        "| baseline_n | threshold_pct | k | series with a false alert | steps confirmed in 2 nights |"
+    );
+    println!("| --- | --- | --- | --- | --- |");
+    for baseline_n in [10, 20] {
+        for threshold_pct in [5.0, 6.0, 7.0, 8.0] {
+            for k in [0.0, 1.5, 2.0, 3.0] {
+                let cfg = DetectConfig {
+                    baseline_n,
+                    threshold_pct,
+                    k,
+                    ..DetectConfig::default()
+                };
+                let noise = simulate_noise(0..2000, 4.0, &cfg);
+                let steps = simulate_steps(0..2000, 4.0, 10.0, &cfg);
+                println!(
+                    "| {baseline_n} | {threshold_pct} | {k} | {:.2}% | {:.1}% |",
+                    noise.series_with_an_alert as f64 / 20.0,
+                    steps.within_two_nights as f64 / 20.0
+                );
+            }
+        }
+    }
 }

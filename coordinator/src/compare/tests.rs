@@ -1,0 +1,303 @@
+use super::*;
+
+fn row(key: &str, dev: &str, status: &str, metric: Option<f64>, higher: bool) -> CompareRow {
+    CompareRow {
+        spec_key: key.into(),
+        kernel: key.split('/').next().unwrap().into(),
+        variant: "v".into(),
+        params: BTreeMap::from([("n".to_string(), 1)]),
+        dtype: "f32".into(),
+        mode: "compute_only".into(),
+        env_set: env_set(key).into(),
+        agent: "a".into(),
+        device_id: dev.into(),
+        device_name: format!("{dev} name"),
+        backend: dev.split(':').next().unwrap().into(),
+        status: status.into(),
+        message: if status == "ok" {
+            String::new()
+        } else {
+            "worker killed by SIGSEGV".into()
+        },
+        metric,
+        unit: "GFLOP/s".into(),
+        higher_is_better: higher,
+        pct_of_peak: None,
+        peak_source: String::new(),
+        cv: Some(0.01),
+        ci_pct: Some(0.5),
+        noisy: false,
+        iterations: 10,
+        avg_watts: None,
+        metric_per_watt: None,
+        joules_per_unit: None,
+        relative: None,
+        baseline: None,
+        change_pct: None,
+        better: None,
+        run_id: format!("{key}-{dev}"),
+        result_id: 1,
+    }
+}
+
+fn cell<'a>(p: &'a Pivot, row: usize, col: &str) -> &'a CompareRow {
+    let i = p.columns.iter().position(|c| c.key == col).unwrap();
+    p.rows[row].cells[i].as_ref().unwrap()
+}
+
+#[test]
+fn relative_to_best_either_direction() {
+    let mut rows = vec![
+        row("gemm/x", "cpu:1", "ok", Some(50.0), true),
+        row("gemm/x", "cpu:2", "ok", Some(100.0), true),
+        row("noop/x", "cpu:1", "ok", Some(2.0), false),
+        row("noop/x", "cpu:2", "ok", Some(8.0), false),
+        row("gemm/x", "cpu:3", "crashed", None, true),
+    ];
+    rank(&mut rows);
+    assert_eq!(rows[0].device_id, "cpu:2");
+    assert_eq!(rows[0].relative, Some(1.0));
+    assert_eq!(rows[1].relative, Some(0.5));
+    assert_eq!(rows[2].status, "crashed");
+    assert_eq!(rows[2].relative, None);
+    assert_eq!(rows[3].device_id, "cpu:1");
+    assert_eq!(rows[4].relative, Some(0.25));
+}
+
+#[test]
+fn failed_and_noisy_rows_do_not_set_the_best() {
+    let mut noisy = row("k/x", "cpu:3", "ok", Some(500.0), true);
+    noisy.noisy = true;
+    let mut rows = vec![
+        row("k/x", "cpu:1", "invalid", Some(1000.0), true),
+        row("k/x", "cpu:2", "ok", Some(10.0), true),
+        noisy,
+    ];
+    rank(&mut rows);
+    let ok = rows.iter().find(|r| r.device_id == "cpu:2").unwrap();
+    assert_eq!(ok.relative, Some(1.0));
+    let noisy = rows.iter().find(|r| r.device_id == "cpu:3").unwrap();
+    assert_eq!(noisy.relative, Some(50.0));
+}
+
+#[test]
+fn one_row_per_spec_one_column_per_device_params_in_numeric_order() {
+    let mut rows = Vec::new();
+    for k in [1024, 512, 64] {
+        for (dev, v) in [("cpu:0", 10.0), ("opencl:0", 20.0)] {
+            let mut r = row(&format!("gemm/k{k}"), dev, "ok", Some(v * k as f64), true);
+            r.params = BTreeMap::from([("k".to_string(), k)]);
+            rows.push(r);
+        }
+    }
+    let p = Pivot::new(rows, By::Device);
+    assert_eq!(p.columns.len(), 2);
+    let ks: Vec<i64> = p.rows.iter().map(|r| r.params["k"]).collect();
+    assert_eq!(ks, [64, 512, 1024]);
+    let t = p.render(Format::Table);
+    let header = t.lines().next().unwrap();
+    // dtype, mode and variant are the same everywhere: not columns, one line under the table.
+    // Device columns: the agent over the device id, on two header lines.
+    assert_eq!(
+        header.split_whitespace().collect::<Vec<_>>(),
+        ["a", "a"],
+        "{t}"
+    );
+    let second = t.lines().nth(1).unwrap();
+    assert_eq!(
+        second.split_whitespace().collect::<Vec<_>>(),
+        ["kernel", "params", "unit", "cpu:0", "opencl:0"],
+        "{t}"
+    );
+    // dtype and mode are the same everywhere: not columns, one line under the table.
+    assert!(t.contains("all rows: dtype f32, mode compute_only"), "{t}");
+    assert!(t.contains("a:opencl:0: opencl:0 name"), "{t}");
+    let first = t.lines().nth(3).unwrap();
+    assert!(first.starts_with("gemm/v "), "{t}");
+    assert!(
+        first.contains("640.0 ×0.50") && first.contains("1280 ×1.00"),
+        "{t}"
+    );
+}
+
+#[test]
+fn by_backend_and_by_agent_split_rows_by_what_the_columns_leave_out() {
+    let mut rows = Vec::new();
+    for agent in ["a1", "a2"] {
+        for dev in ["cpu:0", "vulkan:0"] {
+            let mut r = row("gemm/x", dev, "ok", Some(1.0), true);
+            r.agent = agent.into();
+            r.run_id = format!("{agent}-{dev}");
+            rows.push(r);
+        }
+    }
+    let p = Pivot::new(rows.clone(), By::Backend);
+    let keys: Vec<&str> = p.columns.iter().map(|c| c.key.as_str()).collect();
+    assert_eq!(keys, ["cpu", "vulkan"]);
+    let within: Vec<&str> = p.rows.iter().map(|r| r.within.as_str()).collect();
+    assert_eq!(within, ["a1", "a2"]);
+    assert!(
+        p.render(Format::Table).starts_with("kernel  agent"),
+        "{}",
+        p.render(Format::Table)
+    );
+    let p = Pivot::new(rows, By::Agent);
+    let keys: Vec<&str> = p.columns.iter().map(|c| c.key.as_str()).collect();
+    assert_eq!(keys, ["a1", "a2"]);
+    let within: Vec<&str> = p.rows.iter().map(|r| r.within.as_str()).collect();
+    assert_eq!(within, ["cpu:0", "vulkan:0"]);
+}
+
+#[test]
+fn a_baseline_column_gives_percent_change_marked_by_direction() {
+    let rows = vec![
+        row("gemm/x", "cpu:0", "ok", Some(100.0), true),
+        row("gemm/x", "opencl:0", "ok", Some(110.0), true),
+        row("noop/x", "cpu:0", "ok", Some(10.0), false),
+        row("noop/x", "opencl:0", "ok", Some(12.0), false),
+        row("copy/x", "cpu:0", "ok", Some(5.0), true),
+        row("copy/x", "opencl:0", "crashed", None, true),
+    ];
+    let mut p = Pivot::new(rows, By::Device);
+    // By device id alone, or by the device name, when that names one column.
+    assert_eq!(p.column("cpu:0"), Ok(0));
+    assert_eq!(p.column("cpu:0 name"), Ok(0));
+    let err = p.column("cuda:0").unwrap_err();
+    assert!(err.contains("a:cpu:0, a:opencl:0"), "{err}");
+    p.against_column(0);
+    let gemm = p.rows.iter().position(|r| r.kernel == "gemm").unwrap();
+    let c = cell(&p, gemm, "a:opencl:0");
+    assert!((c.change_pct.unwrap() - 10.0).abs() < 1e-9);
+    assert_eq!(c.better, Some(true));
+    let noop = p.rows.iter().position(|r| r.kernel == "noop").unwrap();
+    assert_eq!(cell(&p, noop, "a:opencl:0").better, Some(false));
+    let t = p.render(Format::Table);
+    assert!(t.contains("100.0 =") && t.contains("110.0 +10%▲"), "{t}");
+    assert!(t.contains("12.00 +20%▼"), "{t}");
+    // A failed cell says what failed, with the reason in a footnote.
+    assert!(t.contains("crashed [1]"), "{t}");
+    assert!(
+        t.contains("[1] copy on a:opencl:0: worker killed by SIGSEGV"),
+        "{t}"
+    );
+    let csv = p.render(Format::Csv);
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .contains(",baseline,change_pct,")
+    );
+}
+
+#[test]
+fn a_baseline_campaign_matches_the_same_device_and_spec() {
+    let now = vec![
+        row("gemm/x", "cpu:0", "ok", Some(90.0), true),
+        row("gemm/x", "opencl:0", "ok", Some(200.0), true),
+    ];
+    let before = vec![row("gemm/x", "cpu:0", "ok", Some(100.0), true)];
+    let mut p = Pivot::new(now, By::Device);
+    p.against_campaign(7, &before);
+    let c = cell(&p, 0, "a:cpu:0");
+    assert_eq!((c.baseline, c.better), (Some(100.0), Some(false)));
+    assert!((c.change_pct.unwrap() + 10.0).abs() < 1e-9);
+    assert_eq!(cell(&p, 0, "a:opencl:0").change_pct, None);
+    let t = p.render(Format::Table);
+    assert!(t.contains("90.00 -10%▼"), "{t}");
+    assert!(t.contains("campaign 7"), "{t}");
+    assert_eq!(Baseline::parse("7"), Baseline::Campaign(7));
+    assert_eq!(
+        Baseline::parse("rig:cpu:0"),
+        Baseline::Column("rig:cpu:0".into())
+    );
+    assert_eq!(Baseline::parse(""), Baseline::None);
+}
+
+#[test]
+fn noisy_and_peak_suspect_cells_are_marked_and_explained() {
+    let mut a = row("gemm/x", "cpu:0", "ok", Some(50.0), true);
+    a.noisy = true;
+    a.cv = Some(0.4);
+    let mut b = row("gemm/x", "cpu:1", "ok", Some(40.0), true);
+    b.pct_of_peak = Some(130.0);
+    b.peak_source = "cpuinfo".into();
+    let p = Pivot::new(vec![a, b], By::Device);
+    let t = p.render(Format::Table);
+    assert!(t.contains("50.00~ ×1.25"), "{t}");
+    assert!(t.contains("40.00 peak? ×1.00"), "{t}");
+    assert_eq!(fmt_short(123_456.7), "123457");
+    assert_eq!(fmt_short(1.23456), "1.235");
+    assert_eq!(fmt_short(0.012345), "0.0123");
+    assert!(t.contains("~ noisy: CV above 10%"), "{t}");
+    assert!(t.contains("peak?: above 100%"), "{t}");
+    let csv = p.render(Format::Csv);
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let line: Vec<&str> = csv.lines().nth(1).unwrap().split(',').collect();
+    let at = |name: &str| line[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!((at("noisy"), at("cv_pct")), ("true", "40"));
+}
+
+#[test]
+fn long_params_are_abbreviated_with_a_legend_and_json_params_are_objects() {
+    let mut r = row("conv2d/x", "cpu:0", "ok", Some(1.0), true);
+    r.params = [
+        ("batch", 1),
+        ("channels", 8),
+        ("height", 32),
+        ("width", 32),
+        ("filters", 8),
+        ("ksize", 3),
+        ("stride", 1),
+        ("pad", 1),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let p = Pivot::new(vec![r], By::Device);
+    let t = p.render(Format::Table);
+    assert!(t.contains("b1 c8 f8 h32 k3 p1 s1 w32"), "{t}");
+    assert!(t.contains("conv2d params: b=batch c=channels"), "{t}");
+    let j: serde_json::Value = serde_json::from_str(&p.render(Format::Json)).unwrap();
+    assert_eq!(j[0]["params"]["channels"], 8);
+}
+
+#[test]
+fn energy_figures_are_plain_numbers_in_csv() {
+    let mut a = row("gemm/x", "cpu:0", "ok", Some(500.0), true);
+    a.avg_watts = Some(250.0);
+    a.metric_per_watt = Some(2.0);
+    a.joules_per_unit = Some(0.5);
+    let p = Pivot::new(
+        vec![a, row("gemm/x", "cpu:1", "ok", Some(100.0), true)],
+        By::Device,
+    );
+    let csv = p.render(Format::Csv);
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .contains(",avg_w,metric_per_w,j_per_unit,"),
+        "{csv}"
+    );
+    assert!(csv.lines().nth(1).unwrap().contains(",250,2,0.5,"), "{csv}");
+    assert!(csv.lines().nth(2).unwrap().contains(",,,,"), "{csv}");
+}
+
+#[test]
+fn env_sets_are_their_own_rows_with_their_name() {
+    let rows = vec![
+        row("gemm/x@stock", "cpu:0", "ok", Some(100.0), true),
+        row("gemm/x@gfx1030", "cpu:0", "ok", Some(120.0), true),
+    ];
+    let p = Pivot::new(rows, By::Device);
+    assert_eq!(p.rows.len(), 2);
+    // Each set is ranked on its own row: both are the best of their row.
+    assert!(p.cells().iter().all(|r| r.relative == Some(1.0)));
+    let t = p.render(Format::Table);
+    assert!(t.lines().nth(1).unwrap().contains("env set"), "{t}");
+    let csv = p.render(Format::Csv);
+    assert!(
+        csv.contains(",gfx1030,") && csv.contains(",stock,"),
+        "{csv}"
+    );
+}
