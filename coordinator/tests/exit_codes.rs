@@ -1,7 +1,6 @@
 //! What scripts see: exit statuses, broken pipes, plain logs.
 
 use std::io::{BufRead, BufReader};
-use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Stdio};
 
 mod common;
@@ -18,7 +17,8 @@ fn seeded() -> (tempfile::TempDir, std::path::PathBuf) {
 }
 
 /// `gpufleet results | head -1`: the reader goes away after one line; gpufleet ends quietly
-/// (SIGPIPE, or 0 if it had written everything), never with a panic (101).
+/// (141, as a shell reports SIGPIPE, or 0 if it had written everything), never with a panic
+/// (101).
 #[test]
 fn a_closed_pipe_ends_the_listing_quietly() {
     let (_dir, db) = seeded();
@@ -40,7 +40,7 @@ fn a_closed_pipe_ends_the_listing_quietly() {
         let out = child.wait_with_output().unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            out.status.success() || out.status.signal() == Some(libc::SIGPIPE),
+            out.status.success() || out.status.code() == Some(141),
             "{args:?}: {:?} {stderr}",
             out.status
         );
@@ -192,12 +192,56 @@ fn a_run_with_an_unreachable_agent_exits_1() {
     );
 }
 
+/// `schedule run-now` with its agent down: an `unreachable` row is stored and the exit status is
+/// 1, so a nightly job that gates on it fails; the results table names dtype, mode, env set and
+/// backend of every row.
+#[test]
+fn run_now_with_an_agent_down_exits_1_and_stores_why() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok(&gpufleet(
+        &db,
+        &["agents", "add", "down", "http://127.0.0.1:1"],
+    ));
+    ok(&gpufleet(
+        &db,
+        &[
+            "schedule",
+            "add",
+            "nightly",
+            "--cron",
+            "0 3 * * *",
+            "--suite",
+            "smoke",
+            "--agent",
+            "down",
+        ],
+    ));
+    let out = gpufleet(&db, &["schedule", "run-now", "nightly"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let table = ok(&gpufleet(&db, &["results", "--status", "unreachable"]));
+    assert!(
+        table.contains("down") && table.contains("unreachable"),
+        "{table}"
+    );
+    let header: Vec<&str> = table
+        .lines()
+        .next()
+        .unwrap()
+        .split("  ")
+        .map(str::trim)
+        .collect();
+    for column in ["dtype", "mode", "env set", "backend", "±ci %", "cv %"] {
+        assert!(header.contains(&column), "{column} missing: {header:?}");
+    }
+}
+
 /// Two agents on loopback: `compare --by device` is one row per spec and one column per device,
 /// narrow enough for a terminal; `--baseline` gives % changes; `--by backend|agent` pivot the
 /// other ways; a baseline that names nothing is a usage error.
 #[test]
 fn compare_is_a_matrix_that_fits_a_terminal() {
-    let (a, b) = (Proc::agent(false), Proc::agent(false));
+    let (mut a, mut b) = (Proc::agent(false), Proc::agent(false));
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("fleet.db");
     ok(&gpufleet(&db, &["agents", "add", "rig1", &a.url]));
@@ -224,7 +268,13 @@ fn compare_is_a_matrix_that_fits_a_terminal() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    // Agents whose stdout reader is gone and whose coordinator hangs up after each call keep
+    // serving (a write to a closed socket must not kill them with SIGPIPE).
+    for agent in [&mut a, &mut b] {
+        assert!(agent.child.try_wait().unwrap().is_none(), "an agent died");
+    }
     let table = ok(&gpufleet(&db, &["compare", "--by", "device"]));
+    assert!(!table.contains("unreachable"), "{table}");
     let header = table.lines().next().unwrap();
     let columns: Vec<&str> = header
         .split_whitespace()

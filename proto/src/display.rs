@@ -99,19 +99,22 @@ pub fn agent_info_text(info: &AgentInfo) -> String {
     }
     let _ = writeln!(out, "kernels:");
     for k in &info.kernels {
+        let _ = writeln!(
+            out,
+            "  {:<24} [{}]{}",
+            k.name,
+            k.variants.join(","),
+            if k.host_only { "  (cpu only)" } else { "" }
+        );
+        // Each parameter with its default and the bounds a run may ask for.
         let params: Vec<String> = k
             .params
             .iter()
-            .map(|p| format!("{}={}", p.name, p.default_value))
+            .map(|p| format!("{}={} [{}..{}]", p.name, p.default_value, p.min, p.max))
             .collect();
-        let _ = writeln!(
-            out,
-            "  {:<24} [{}] {}  {}",
-            k.name,
-            k.variants.join(","),
-            params.join(" "),
-            if k.host_only { "(cpu only)" } else { "" }
-        );
+        if !params.is_empty() {
+            let _ = writeln!(out, "  {:<24} {}", "", params.join("  "));
+        }
     }
     let _ = writeln!(out, "power sources:");
     if info.power_sources.is_empty() {
@@ -165,7 +168,7 @@ pub fn agent_info_text(info: &AgentInfo) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::v1::{BackendStatus, HostInfo};
+    use crate::v1::{BackendStatus, HostInfo, KernelInfo, ParamInfo};
 
     #[test]
     fn lists_unavailable_backends_with_reason() {
@@ -196,5 +199,30 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("devices:\n  none"));
+    }
+
+    #[test]
+    fn kernels_show_each_parameter_with_its_default_and_bounds() {
+        let info = AgentInfo {
+            kernels: vec![KernelInfo {
+                name: "gemm".into(),
+                variants: vec!["naive".into(), "tiled".into()],
+                params: vec![ParamInfo {
+                    name: "m".into(),
+                    default_value: 256,
+                    min: 1,
+                    max: 16384,
+                    description: String::new(),
+                }],
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        let t = agent_info_text(&info);
+        assert!(
+            t.contains("gemm                     [naive,tiled]\n"),
+            "{t}"
+        );
+        assert!(t.contains("m=256 [1..16384]"), "{t}");
     }
 }

@@ -102,8 +102,9 @@ pub async fn report(
             }))?
         )?;
     } else {
+        writeln!(out, "channels:")?;
         for c in &channels {
-            writeln!(out, "{c}")?;
+            writeln!(out, "{}", channel_text(c))?;
         }
         writeln!(
             out,
@@ -116,4 +117,63 @@ pub async fn report(
         )?;
     }
     Ok(())
+}
+
+/// One channel's summary for people: source, what it covers, samples and update period.
+fn channel_text(c: &serde_json::Value) -> String {
+    let text = |k: &str| c[k].as_str().unwrap_or("").to_string();
+    let target = match text("pci_bus_id") {
+        t if t.is_empty() => "host".to_string(),
+        t => t,
+    };
+    let ms = |k: &str| c[k].as_f64().map(|s| format!("{:.0} ms", s * 1e3));
+    let mut line = format!(
+        "  {:<13} {:<13} {:<8} {:>6} samples, update period {} (nominal {})",
+        text("source"),
+        target,
+        text("scope"),
+        c["samples"].as_u64().unwrap_or(0),
+        ms("measured_period_s").unwrap_or_else(|| "not measured".into()),
+        ms("nominal_period_s").unwrap_or_else(|| "-".into()),
+    );
+    if c["energy_counter"].as_bool() == Some(true) {
+        line.push_str(", energy counter");
+    }
+    if let Some(label) = Some(text("label")).filter(|l| !l.is_empty()) {
+        line.push_str(&format!(", {label}"));
+    }
+    if c["stopped"].as_bool() == Some(true) {
+        line.push_str(", stopped");
+    }
+    if let Some(e) = c["last_error"].as_str() {
+        line.push_str(&format!(", last error: {e}"));
+    }
+    line
+}
+
+#[cfg(test)]
+mod text_tests {
+    use super::*;
+
+    #[test]
+    fn a_channel_reads_as_text_not_json() {
+        let c = serde_json::json!({
+            "source": "amdgpu-hwmon", "pci_bus_id": "0000:03:00.0", "scope": "asic",
+            "label": "PPT", "energy_counter": false, "samples": 42,
+            "measured_period_s": 0.05, "nominal_period_s": 0.05,
+            "last_error": null, "stopped": false,
+        });
+        let t = channel_text(&c);
+        assert_eq!(
+            t,
+            "  amdgpu-hwmon  0000:03:00.0  asic         42 samples, update period 50 ms (nominal 50 ms), PPT"
+        );
+        assert!(!t.contains('{'));
+        let host = serde_json::json!({"source": "rapl", "pci_bus_id": "", "scope": "package",
+            "samples": 0, "measured_period_s": null, "nominal_period_s": 0.001,
+            "energy_counter": true, "last_error": "permission denied", "stopped": true});
+        let t = channel_text(&host);
+        assert!(t.contains("rapl          host"), "{t}");
+        assert!(t.contains("update period not measured (nominal 1 ms), energy counter, stopped, last error: permission denied"), "{t}");
+    }
 }

@@ -17,6 +17,22 @@ pub trait Reporter: Send + Sync {
     fn progress(&self, job: &PlannedJob, phase: &str, message: &str);
     fn finished(&self, job: &PlannedJob, result: &pb::RunResult);
     fn note(&self, message: &str);
+    /// `jobs` more were queued after planning (confirmation reruns), so the count grows.
+    fn more(&self, jobs: usize, why: &str) {
+        if jobs > 0 {
+            self.note(&format!("{jobs} more jobs: {why}"));
+        }
+    }
+}
+
+/// `[n/total, ETA m:ss]`: the remaining jobs at the average pace so far.
+fn counter(n: usize, total: usize, elapsed: std::time::Duration) -> String {
+    if n == 0 || n >= total {
+        return format!("[{n}/{total}]");
+    }
+    let left = elapsed.as_secs_f64() / n as f64 * (total - n) as f64;
+    let s = left.round() as u64;
+    format!("[{n}/{total}, ETA {}:{:02}]", s / 60, s % 60)
 }
 
 fn label(job: &PlannedJob) -> String {
@@ -51,6 +67,7 @@ pub struct CliReporter {
     bar: Option<ProgressBar>,
     total: AtomicUsize,
     done: AtomicUsize,
+    start: std::sync::Mutex<Option<std::time::Instant>>,
 }
 
 impl CliReporter {
@@ -59,7 +76,7 @@ impl CliReporter {
             let b = ProgressBar::new(0);
             b.set_style(
                 ProgressStyle::with_template(
-                    "{spinner} [{pos}/{len}] {elapsed_precise} {wide_msg}",
+                    "{spinner} [{pos}/{len}] {elapsed_precise} ETA {eta} {wide_msg}",
                 )
                 .expect("valid template"),
             );
@@ -70,6 +87,7 @@ impl CliReporter {
             bar,
             total: AtomicUsize::new(0),
             done: AtomicUsize::new(0),
+            start: std::sync::Mutex::new(None),
         }
     }
 
@@ -97,10 +115,24 @@ impl Default for CliReporter {
 impl Reporter for CliReporter {
     fn planned(&self, campaign_id: i64, jobs: usize) {
         self.total.store(jobs, Ordering::SeqCst);
+        if let Ok(mut s) = self.start.lock() {
+            s.get_or_insert_with(std::time::Instant::now);
+        }
         if let Some(b) = &self.bar {
             b.set_length(jobs as u64);
         }
         self.line(&format!("campaign {campaign_id}: {jobs} jobs"));
+    }
+
+    fn more(&self, jobs: usize, why: &str) {
+        if jobs == 0 {
+            return;
+        }
+        let total = self.total.fetch_add(jobs, Ordering::SeqCst) + jobs;
+        if let Some(b) = &self.bar {
+            b.set_length(total as u64);
+        }
+        self.line(&format!("{jobs} more jobs: {why}"));
     }
 
     fn started(&self, job: &PlannedJob) {
@@ -117,8 +149,25 @@ impl Reporter for CliReporter {
 
     fn finished(&self, job: &PlannedJob, r: &pb::RunResult) {
         let n = self.done.fetch_add(1, Ordering::SeqCst) + 1;
-        let total = self.total.load(Ordering::SeqCst);
-        self.line(&format!("[{n}/{total}] {}", result_line(job, r)));
+        // A job nobody announced (a resumed campaign's leftovers) still never shows [n/less].
+        let total = self.total.fetch_max(n, Ordering::SeqCst).max(n);
+        if let Some(b) = &self.bar
+            && b.length().unwrap_or(0) < total as u64
+        {
+            b.set_length(total as u64);
+        }
+        let elapsed = self
+            .start
+            .lock()
+            .ok()
+            .and_then(|s| *s)
+            .map(|s| s.elapsed())
+            .unwrap_or_default();
+        self.line(&format!(
+            "{} {}",
+            counter(n, total, elapsed),
+            result_line(job, r)
+        ));
         if let Some(b) = &self.bar {
             b.inc(1);
         }
@@ -157,5 +206,38 @@ impl Reporter for LogReporter {
 
     fn note(&self, message: &str) {
         log_line(&format!("note: {message}"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn the_counter_never_shows_more_done_than_planned_and_estimates_the_rest() {
+        assert_eq!(counter(0, 4, Duration::from_secs(3)), "[0/4]");
+        // 2 of 4 in 30 s: 30 s to go.
+        assert_eq!(counter(2, 4, Duration::from_secs(30)), "[2/4, ETA 0:30]");
+        assert_eq!(counter(1, 5, Duration::from_secs(40)), "[1/5, ETA 2:40]");
+        assert_eq!(counter(4, 4, Duration::from_secs(30)), "[4/4]");
+        let r = CliReporter::new();
+        r.planned(1, 2);
+        r.more(2, "confirmation reruns");
+        assert_eq!(r.total.load(Ordering::SeqCst), 4);
+        let job = PlannedJob {
+            agent: "a".into(),
+            device: pb::Device::default(),
+            spec: pb::RunSpec::default(),
+            spec_key: "k".into(),
+        };
+        for _ in 0..5 {
+            r.finished(&job, &pb::RunResult::default());
+        }
+        assert_eq!(
+            r.total.load(Ordering::SeqCst),
+            5,
+            "an unannounced job raises the total"
+        );
     }
 }

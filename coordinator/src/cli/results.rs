@@ -163,6 +163,7 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
         "env set",
         "agent",
         "device",
+        "backend",
         "status",
         "metric",
         "unit",
@@ -187,6 +188,7 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
             },
             r.agent.clone(),
             rec.device_id.clone(),
+            rec.backend.clone(),
             rec.status.clone(),
             match rec.metric_value.filter(|_| rec.status == "ok") {
                 Some(v) if rec.noisy => format!("{}~", fmt_metric(v)),

@@ -316,7 +316,12 @@ impl Daemon {
                 })
                 .await
             {
-                Ok(a) => report.assess = a,
+                Ok(a) => {
+                    self.ex
+                        .reporter
+                        .more(a.suspects, "confirmation reruns of suspect results");
+                    report.assess = a;
+                }
                 Err(e) => report.error = Some(format!("regression check: {e}")),
             }
             // Confirmation reruns (and anything a crash left queued).

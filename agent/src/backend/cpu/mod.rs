@@ -16,6 +16,7 @@
 pub mod device;
 pub mod kernel;
 pub mod ops;
+pub mod spec_table;
 
 use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel};
 use gpufleet_kernels::catalog;
