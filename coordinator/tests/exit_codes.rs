@@ -386,6 +386,12 @@ fn schedules_keep_the_suite_file_absolute_and_list_never_before_the_first_slot()
             "mine.toml",
             "--agent",
             "rig",
+            "--backend",
+            "vulkan",
+            "--env-set",
+            "stock:",
+            "--env-set",
+            "fast:RADV_PERFTEST=sam",
         ])
         .output()
         .unwrap();
@@ -399,6 +405,11 @@ fn schedules_keep_the_suite_file_absolute_and_list_never_before_the_first_slot()
     let table = ok(&gpufleet(&db, &["schedule", "list"]));
     let row = table.lines().find(|l| l.starts_with("nightly")).unwrap();
     assert!(row.contains("never"), "{table}");
+    // Its filters and env sets are shown, not only its suite.
+    assert!(
+        row.contains("backend vulkan; env sets stock,fast"),
+        "{table}"
+    );
 }
 
 /// `compare --format csv` and `results --format csv` (with and without `--samples`) load with

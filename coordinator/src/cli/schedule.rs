@@ -92,6 +92,7 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                     "last slot",
                     "next slot",
                     "catch-up",
+                    "filters",
                 ]);
                 for r in &rows {
                     let spec: ScheduleSpec =
@@ -114,6 +115,7 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                             .map(|t| fmt_time(t as f64))
                             .unwrap_or_else(|| "never".into()),
                         if r.catch_up { "yes" } else { "no" }.into(),
+                        filters_text(&spec),
                     ]);
                 }
                 print!("{}", t.render(format));
@@ -251,4 +253,38 @@ pub fn regressions(db: &Db, a: RegressionsArgs) -> anyhow::Result<i32> {
         return Ok(1);
     }
     Ok(0)
+}
+
+/// What a schedule narrows or overrides, for `schedule list`: backends, kernels, env overrides,
+/// env sets, timeout and measurement target; `-` for none.
+fn filters_text(spec: &ScheduleSpec) -> String {
+    let mut parts = Vec::new();
+    if !spec.backends.is_empty() {
+        parts.push(format!("backend {}", spec.backends.join(",")));
+    }
+    if !spec.kernels.is_empty() {
+        parts.push(format!("kernel {}", spec.kernels.join(",")));
+    }
+    if !spec.env.is_empty() {
+        let env: Vec<String> = spec.env.iter().map(|(k, v)| format!("{k}={v}")).collect();
+        parts.push(format!("env {}", env.join(",")));
+    }
+    if !spec.env_sets.is_empty() {
+        let sets: Vec<&str> = spec.env_sets.iter().map(|s| s.name.as_str()).collect();
+        parts.push(format!("env sets {}", sets.join(",")));
+    }
+    if let Some(t) = spec.timeout_s {
+        parts.push(format!("timeout {t} s"));
+    }
+    if let Some(t) = spec.target_ci_pct {
+        parts.push(format!("target ±{t}%"));
+    }
+    if let Some(t) = spec.max_seconds {
+        parts.push(format!("budget {t} s"));
+    }
+    if parts.is_empty() {
+        "-".to_string()
+    } else {
+        parts.join("; ")
+    }
 }
