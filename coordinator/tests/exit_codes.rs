@@ -402,6 +402,23 @@ fn schedules_keep_the_suite_file_absolute_and_list_never_before_the_first_slot()
         listed.contains(&format!("\"{}\"", abs.display())),
         "{listed}"
     );
+    // The content is stored: deleting the file changes nothing for the schedule.
+    let v: serde_json::Value = serde_json::from_str(&listed).unwrap();
+    assert!(
+        v[0]["spec"]["suite_toml"]
+            .as_str()
+            .unwrap()
+            .contains("kernel = \"noop\""),
+        "{listed}"
+    );
+    assert_eq!(v[0]["spec"]["suite_sha256"].as_str().unwrap().len(), 64);
+    std::fs::remove_file(dir.path().join("mine.toml")).unwrap();
+    let out = gpufleet(&db, &["schedule", "run-now", "nightly"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !stderr.contains("mine.toml") && stderr.contains("1 results (1 not ok)"),
+        "the stored suite ran (on an unreachable agent): {stderr}"
+    );
     let table = ok(&gpufleet(&db, &["schedule", "list"]));
     let row = table.lines().find(|l| l.starts_with("nightly")).unwrap();
     assert!(row.contains("never"), "{table}");

@@ -11,7 +11,7 @@ use crate::schedule::{
 };
 use crate::store::{AlertRow, ScheduleRow};
 use crate::table::{Format, Table};
-use anyhow::bail;
+use anyhow::{Context, bail};
 use std::sync::Arc;
 
 /// `schedule add|list|rm|run-now`.
@@ -26,17 +26,25 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                 bail!("give --agent NAME (repeatable) or --all");
             }
             let (env, env_sets) = env_overrides(&a.overrides)?;
-            // A suite file is kept by its absolute path: the serve that fires the schedule runs
-            // from another directory.
-            let suite = match std::fs::canonicalize(&a.suite) {
+            // A suite file is kept by its content (what every slot runs) and its absolute path
+            // (for people): the serve that fires the schedule runs from another directory, and
+            // a later edit of the file must not change what the nightly series measures.
+            let (suite, suite_toml) = match std::fs::canonicalize(&a.suite) {
                 Ok(path) if !gpufleet_kernels::BUILTIN_SUITES.contains(&a.suite.as_str()) => {
-                    path.display().to_string()
+                    let text = std::fs::read_to_string(&path)
+                        .with_context(|| format!("reading suite file {}", path.display()))?;
+                    (path.display().to_string(), Some(text))
                 }
                 // A built-in name, or no such file (which request_of below explains).
-                _ => a.suite.clone(),
+                _ => (a.suite.clone(), None),
             };
+            let suite_sha256 = suite_toml
+                .as_deref()
+                .map(|t| gpufleet_proto::tls::sha256_hex(t.as_bytes()));
             let spec = ScheduleSpec {
                 suite,
+                suite_toml,
+                suite_sha256,
                 agents: a.agents.clone(),
                 all_agents: a.all,
                 backends: a.backends.clone(),

@@ -291,6 +291,9 @@ impl Daemon {
                 Err(e) => Err(e.clone()),
             };
             if let Err(e) = planned {
+                // Agents that could not be reached have their `unreachable` rows even so.
+                report.not_ok = self.not_ok(id).await;
+                report.results = report.not_ok;
                 self.ex.reporter.note(&format!("campaign {id}: {e}"));
                 let _ = self
                     .db

@@ -12,8 +12,16 @@ use std::collections::BTreeMap;
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct ScheduleSpec {
-    /// Suite name or path (resolved when the slot fires).
+    /// Suite name, or the absolute path of the suite file it was added from (for people).
     pub suite: String,
+    /// The suite file's text as it was when the schedule was added: slots run this, so editing,
+    /// moving or deleting the file later changes nothing (re-add the schedule to take a new
+    /// version). `None` for a builtin suite, and for schedules stored before this field.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suite_toml: Option<String>,
+    /// SHA-256 of `suite_toml`, so `schedule list --json` can tell versions apart.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub suite_sha256: Option<String>,
     /// Agents by name; ignored when `all_agents`.
     pub agents: Vec<String>,
     /// Every agent registered when the slot fires.
@@ -38,7 +46,11 @@ pub fn request_of(
     spec: &ScheduleSpec,
     agents: &[AgentRow],
 ) -> Result<CampaignRequest, String> {
-    let suite = Suite::resolve(&spec.suite).map_err(|e| format!("schedule {name}: {e}"))?;
+    let suite = match &spec.suite_toml {
+        Some(text) => Suite::parse(text, &spec.suite),
+        None => Suite::resolve(&spec.suite),
+    }
+    .map_err(|e| format!("schedule {name}: {e}"))?;
     let chosen: Vec<_> = if spec.all_agents {
         agents.to_vec()
     } else {

@@ -76,13 +76,20 @@ impl VulkanKernel {
                     dev.cmd_push_constants(cb, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
                 }
                 dev.cmd_dispatch(cb, d.groups[0], d.groups[1], d.groups[2]);
-                barrier(
-                    cb,
-                    vk::AccessFlags::SHADER_WRITE,
-                    vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                );
+                // Between dispatches the next one reads what this one wrote. After the last one
+                // nothing in this command buffer does (the readback has its own barrier below, and
+                // the host waits on the fence before the next submission), so no barrier there: a
+                // compute-to-compute barrier drains the pipe, which an empty kernel's timestamps
+                // would otherwise include.
+                if i + 1 < plan.dispatches.len() {
+                    barrier(
+                        cb,
+                        vk::AccessFlags::SHADER_WRITE,
+                        vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                        vk::PipelineStageFlags::COMPUTE_SHADER,
+                    );
+                }
             }
             if mode == Mode::WithTransfers {
                 barrier(
