@@ -1,94 +1,146 @@
 #!/usr/bin/env python3
-"""fp32 GEMM through the gpufleet agent's cpu backend versus numpy (OpenBLAS),
-both measured in the same run on the same machine.
+"""fp32 GEMM through the gpufleet agent's cpu backend versus numpy (OpenBLAS), same run, same
+machine, same threads, for each instruction set the CPU has: AVX-512 and AVX2.
 
-Usage: python3 bench/cpu_gemm.py [--n 1024] [--rounds 3] [--write docs/PERFORMANCE.md]
+Usage: python3 bench/cpu_gemm.py [--n 1024 4096] [--isa avx512 avx2] [--rounds 3]
+       [--bin-dir target/release] [--write docs/PERFORMANCE.md]
 
-Builds the release binaries, starts a real gpufleet-agent on a loopback port,
-runs `gemm/blocked` through `gpufleet run --json` (so the figure is what a
-user gets: worker process, validation, median of device times), and times
-numpy's `a @ b` the same way (warm-up, then iterations until both 10 runs and
-1 s, median). Rounds alternate ours/numpy so drift hits both alike; the
-reported figure per side is the median over rounds.
+Starts a real gpufleet-agent on a loopback port and runs `gemm/blocked` through `gpufleet run
+--json` (so the figure is what a user gets: worker process, validation, median of device times).
+The AVX2 row caps both sides: ours with the run's `--env GPUFLEET_CPU_ISA=avx2`, OpenBLAS with
+`OPENBLAS_CORETYPE=Haswell` (its AVX2 kernels). numpy runs in a child process per round (the
+variable is read when OpenBLAS loads), times `a @ b` after a warm-up until both 10 runs and 1 s,
+and reports the median, the core OpenBLAS says it uses and its thread count. Rounds alternate
+ours/numpy so drift hits both alike; the reported figure per side is the median over rounds.
 """
-import argparse, json, os, statistics, subprocess, sys, tempfile, time, datetime, platform
+import argparse, json, os, statistics, subprocess, sys, tempfile, time, datetime
+
+from benchlib import cpu_model, emit
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
+NUMPY_CHILD = r"""
+import ctypes, json, statistics, sys, time
+import numpy as np
+n = int(sys.argv[1])
+rng = np.random.default_rng(1)
+a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
+for _ in range(3):
+    a @ b
+times, start = [], time.perf_counter()
+while len(times) < 10 or time.perf_counter() - start < 1.0:
+    t = time.perf_counter()
+    a @ b
+    times.append(time.perf_counter() - t)
+core, threads = "?", 0
+try:
+    from threadpoolctl import threadpool_info
+    for lib in threadpool_info():
+        if lib.get("internal_api") == "openblas":
+            core, threads = lib.get("architecture", "?"), lib.get("num_threads", 0)
+except Exception:
+    pass
+print(json.dumps({"gflops": 2 * n ** 3 / statistics.median(times) / 1e9, "core": core,
+                  "threads": threads, "numpy": np.__version__}))
+"""
 
-def numpy_gflops(n, min_iter=10, min_s=1.0, warmup=3):
-    import numpy as np
-    rng = np.random.default_rng(1)
-    a = rng.uniform(-1, 1, (n, n)).astype(np.float32)
-    b = rng.uniform(-1, 1, (n, n)).astype(np.float32)
-    for _ in range(warmup):
-        a @ b
-    times, start = [], time.perf_counter()
-    while len(times) < min_iter or time.perf_counter() - start < min_s:
-        t = time.perf_counter()
-        a @ b
-        times.append(time.perf_counter() - t)
-    return 2 * n ** 3 / statistics.median(times) / 1e9
+# OpenBLAS's names for its AVX2 kernels; AVX-512 is whatever it picks itself on this CPU.
+OPENBLAS_CORETYPE = {"avx512": None, "avx2": "Haswell"}
 
 
-def ours_gflops(bin_dir, db, n):
+def numpy_gflops(n, isa):
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    if OPENBLAS_CORETYPE[isa]:
+        env["OPENBLAS_CORETYPE"] = OPENBLAS_CORETYPE[isa]
+    out = subprocess.run([sys.executable, "-c", NUMPY_CHILD, str(n)], env=env, check=True,
+                         capture_output=True, text=True)
+    return json.loads(out.stdout)
+
+
+def ours_gflops(bin_dir, db, n, isa):
     out = subprocess.run(
-        [os.path.join(bin_dir, "gpufleet"), "--db", db, "run", "--agent", "bench",
+        [os.path.join(bin_dir, "gpufleet"), "--db", db, "run", "--agent", "bench", "--backend", "cpu",
          "--kernel", "gemm", "--variant", "blocked", "--param", f"m={n}", "--param", f"n={n}",
-         "--param", f"k={n}", "--min-iterations", "10", "--min-seconds", "1", "--json"],
+         "--param", f"k={n}", "--min-iterations", "10", "--min-seconds", "1",
+         "--env", f"GPUFLEET_CPU_ISA={isa}", "--json"],
         check=True, capture_output=True, text=True)
     r = json.loads(out.stdout)[0]
     assert r["status"] == "ok", r
     return r["metric"]["value"], r
 
 
+def cpu_flags():
+    for line in open("/proc/cpuinfo"):
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return set()
+
+
 def main():
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=1024)
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--n", type=int, nargs="+", default=[1024, 4096])
+    ap.add_argument("--isa", nargs="+", default=["avx512", "avx2"], choices=["avx512", "avx2"])
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--bin-dir", help="release binaries (default: build them)")
     ap.add_argument("--write", help="append the table to this Markdown file")
     args = ap.parse_args()
-    try:
-        import numpy  # noqa: F401
-    except ImportError:
-        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "numpy"], check=True)
-    subprocess.run(["cargo", "build", "--release", "--bins"], cwd=ROOT, check=True)
-    bin_dir = os.path.join(ROOT, "target", "release")
-    agent = subprocess.Popen([os.path.join(bin_dir, "gpufleet-agent"), "--listen", "127.0.0.1:50977"],
+    for mod in ("numpy", "threadpoolctl"):
+        try:
+            __import__(mod)
+        except ImportError:
+            # threadpoolctl only names OpenBLAS's core; a host without PyPI goes on without it.
+            subprocess.run([sys.executable, "-m", "pip", "install", "-q", mod], check=mod == "numpy")
+    if not args.bin_dir:
+        subprocess.run(["cargo", "build", "--release", "--bins"], cwd=ROOT, check=True)
+        args.bin_dir = os.path.join(ROOT, "target", "release")
+    isas = [i for i in args.isa if i != "avx512" or "avx512f" in cpu_flags()]
+    for i in set(args.isa) - set(isas):
+        print(f"skipped {i}: this CPU does not have it", file=sys.stderr)
+    agent = subprocess.Popen([os.path.join(args.bin_dir, "gpufleet-agent"), "--listen", "127.0.0.1:50977"],
                              stderr=subprocess.DEVNULL)
+    rows = []
     try:
         time.sleep(1.5)
         with tempfile.TemporaryDirectory() as d:
             db = os.path.join(d, "bench.db")
-            subprocess.run([os.path.join(bin_dir, "gpufleet"), "--db", db, "agents", "add", "bench",
+            subprocess.run([os.path.join(args.bin_dir, "gpufleet"), "--db", db, "agents", "add", "bench",
                             "http://127.0.0.1:50977"], check=True, capture_output=True)
-            ours, theirs, last = [], [], None
-            for i in range(args.rounds):
-                g, last = ours_gflops(bin_dir, db, args.n)
-                ours.append(g)
-                theirs.append(numpy_gflops(args.n))
-                print(f"round {i + 1}: gpufleet cpu gemm/blocked {ours[-1]:.1f} GFLOP/s, "
-                      f"numpy {theirs[-1]:.1f} GFLOP/s", file=sys.stderr)
+            for isa in isas:
+                for n in args.n:
+                    ours, theirs, last, blas = [], [], None, None
+                    for i in range(args.rounds):
+                        g, last = ours_gflops(args.bin_dir, db, n, isa)
+                        ours.append(g)
+                        blas = numpy_gflops(n, isa)
+                        theirs.append(blas["gflops"])
+                        print(f"{isa} n={n} round {i + 1}: gpufleet {ours[-1]:.1f} GFLOP/s "
+                              f"({last['config'].get('isa')}), numpy {theirs[-1]:.1f} "
+                              f"({blas['core']}, {blas['threads']} threads)", file=sys.stderr)
+                    rows.append((isa, n, ours, theirs, last, blas))
     finally:
         agent.terminate()
         agent.wait()
-    o, t = statistics.median(ours), statistics.median(theirs)
-    import numpy as np
-    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), platform.processor())
-    table = (
-        f"\n### fp32 GEMM n={args.n}, cpu backend vs numpy/OpenBLAS ({datetime.date.today()})\n\n"
-        f"Host: {cpu}, {os.cpu_count()} logical cores. numpy {np.__version__}. "
-        f"Median of {args.rounds} alternating rounds; each round is the median of >=10 iterations and >=1 s.\n\n"
-        "| implementation | GFLOP/s | vs numpy |\n| --- | --- | --- |\n"
-        f"| gpufleet cpu `gemm/blocked` (through agent + worker, validated) | {o:.1f} | {o / t * 100:.0f}% |\n"
-        f"| numpy `a @ b` (OpenBLAS) | {t:.1f} | 100% |\n\n"
-        f"Per round: ours {', '.join(f'{x:.1f}' for x in ours)}; numpy {', '.join(f'{x:.1f}' for x in theirs)}. "
-        f"Config: {json.dumps(last.get('config', {}))}.\n")
-    print(table)
-    print(f"ratio: {o / t * 100:.1f}% (target >= 80%)")
-    if args.write:
-        with open(args.write, "a") as f:
-            f.write(table)
+    cpu = cpu_model()
+    lines = [
+        f"### fp32 GEMM, cpu backend vs numpy/OpenBLAS, AVX-512 and AVX2 ({datetime.date.today()})",
+        "",
+        f"Host: {cpu}, {os.cpu_count()} logical cores. numpy {rows[0][5]['numpy'] if rows else '?'}. "
+        f"Median of {args.rounds} alternating rounds; each round is the median of >= 10 iterations and >= 1 s.",
+        "",
+        "| ISA | n | gpufleet `gemm/blocked` GFLOP/s | OpenBLAS GFLOP/s | ratio | our kernels | OpenBLAS core, threads |",
+        "| --- | ---: | ---: | ---: | ---: | --- | --- |",
+    ]
+    for isa, n, ours, theirs, last, blas in rows:
+        o, t = statistics.median(ours), statistics.median(theirs)
+        lines.append(f"| {isa} | {n} | {o:.1f} | {t:.1f} | {o / t:.2f} | {last['config'].get('isa')} "
+                     f"({last['config'].get('threads')} threads) | {blas['core']}, {blas['threads']} |")
+    lines.append("")
+    for isa, n, ours, theirs, _, _ in rows:
+        lines.append(f"- {isa} n={n} per round: ours {', '.join(f'{x:.1f}' for x in ours)}; "
+                     f"OpenBLAS {', '.join(f'{x:.1f}' for x in theirs)}")
+    emit(lines, args.write)
 
 
 if __name__ == "__main__":

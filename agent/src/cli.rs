@@ -73,6 +73,13 @@ pub struct Cli {
     /// Admission against the host's available memory still applies.
     #[arg(long)]
     pub no_worker_memory_limit: bool,
+    /// Start a fresh worker process for every run. By default a worker whose run ended ok is
+    /// kept (up to 30 s idle) for the next run with the same backend, device, environment
+    /// overrides and memory limit, which saves a process start and a driver initialisation per
+    /// run; a crash, a timeout, a cancel or any other status still ends it. Results say which
+    /// (`worker: new|reused` in their config).
+    #[arg(long)]
+    pub fresh_worker_per_run: bool,
     /// Runs allowed to wait per device before new ones get RESOURCE_EXHAUSTED.
     #[arg(long, default_value_t = 16)]
     pub queue_capacity: usize,

@@ -46,6 +46,7 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
     let mut config = AgentConfig::new(worker);
     config.enable_debug_kernels = cli.enable_debug_kernels;
     config.limit_worker_memory = !cli.no_worker_memory_limit;
+    config.reuse_workers = !cli.fresh_worker_per_run;
     config.queue_capacity = cli.queue_capacity;
     config.token = match &cli.token_file {
         Some(path) => Some(

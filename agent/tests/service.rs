@@ -375,3 +375,127 @@ fn runpod_ids_and_the_host_probe_are_in_the_host_description() {
         v["host"]
     );
 }
+
+/// Pids of the `worker serve` processes of test agent `a` (children of this process, since the
+/// agent runs in-process; told from other tests' by the agent's cache directory).
+fn idle_serve_workers(a: &common::TestAgent) -> Vec<u32> {
+    let me = std::process::id();
+    let mine = format!("GPUFLEET_CACHE_DIR={}", a.cache.path().display());
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        // The fields after the command name (which may hold spaces): state, ppid, ...
+        let after = stat.rsplit_once(')').map_or("", |(_, rest)| rest);
+        let ppid = after
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse::<u32>().ok());
+        let cmdline = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        let zombie = after.split_whitespace().next() == Some("Z");
+        let environ = std::fs::read(format!("/proc/{pid}/environ")).unwrap_or_default();
+        let ours = environ.split(|&b| b == 0).any(|v| v == mine.as_bytes());
+        if ppid == Some(me) && !zombie && ours && cmdline.split(|&b| b == 0).any(|a| a == b"serve")
+        {
+            out.push(pid);
+        }
+    }
+    out
+}
+
+fn worker_of(r: &pb::RunResult) -> &str {
+    r.config.get("worker").map_or("(none)", String::as_str)
+}
+
+#[tokio::test]
+async fn workers_are_reused_only_after_ok_runs_with_the_same_environment() {
+    let a = start(|_| {}).await;
+    let mut c = client(&a).await;
+    let small = || spec("vec_add", &[("n", 1000)]);
+
+    let (_, r) = run(&mut c, "first", small()).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+    assert_eq!(worker_of(&r), "new");
+    let idle = idle_serve_workers(&a);
+    assert_eq!(idle.len(), 1, "one worker waits for the next run: {idle:?}");
+
+    let (_, r) = run(&mut c, "second", small()).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+    assert_eq!(worker_of(&r), "reused");
+    assert_eq!(idle_serve_workers(&a), idle, "the same process ran it");
+
+    // Other environment overrides: a process started with them.
+    let mut s = small();
+    s.env.insert("GPU_TEST_MARKER".into(), "1".into());
+    let (_, r) = run(&mut c, "other-env", s).await;
+    assert_eq!(worker_of(&r), "new");
+
+    // A run that did not end ok ends its worker, even with the same key.
+    for id in ["wrong-1", "wrong-2"] {
+        let (_, r) = run(&mut c, id, spec("debug_wrong", &[])).await;
+        assert_eq!(r.status(), pb::RunStatus::Invalid, "{}", r.message);
+        assert_eq!(worker_of(&r), "new", "{id}");
+    }
+
+    // An idle worker killed from outside is noticed: the next run starts a new one and is ok.
+    for pid in &idle {
+        // SAFETY: kill() on a pid read from /proc; at worst the process is already gone.
+        unsafe { libc::kill(*pid as i32, libc::SIGKILL) };
+    }
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let (_, r) = run(&mut c, "after-kill", small()).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+    assert_eq!(worker_of(&r), "new");
+
+    // A crash in a reused worker is still a crash with that run's own stderr.
+    let (_, r) = run(&mut c, "crash", spec("debug_crash", &[("mode", 0)])).await;
+    assert_eq!(r.status(), pb::RunStatus::Crashed, "{}", r.message);
+    assert!(
+        r.stderr_tail.contains("crashing on purpose"),
+        "{}",
+        r.stderr_tail
+    );
+    assert!(!r.stderr_tail.contains("vec_add"), "{}", r.stderr_tail);
+}
+
+#[tokio::test]
+async fn fresh_worker_per_run_starts_one_for_every_run() {
+    let a = start(|c| c.reuse_workers = false).await;
+    let mut c = client(&a).await;
+    for id in ["one", "two"] {
+        let (_, r) = run(&mut c, id, spec("vec_add", &[("n", 1000)])).await;
+        assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+        assert_eq!(worker_of(&r), "new", "{id}");
+    }
+}
+
+#[tokio::test]
+async fn the_cpu_isa_cap_is_a_per_run_override_and_a_bad_value_is_the_runs_error() {
+    let a = start(|_| {}).await;
+    let mut c = client(&a).await;
+    let gemm = |isa: &str| {
+        let mut s = spec("gemm", &[("m", 96), ("n", 80), ("k", 70)]);
+        s.variant = "blocked".into();
+        s.env.insert("GPUFLEET_CPU_ISA".into(), isa.into());
+        s
+    };
+    let (_, r) = run(&mut c, "portable", gemm("portable")).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+    assert_eq!(r.config.get("isa").map(String::as_str), Some("portable"));
+    let (_, r) = run(&mut c, "avx2", gemm("avx2")).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+    let isa = r.config.get("isa").cloned().unwrap_or_default();
+    assert!(
+        ["avx2", "portable"].contains(&isa.as_str()),
+        "capped: {isa}"
+    );
+    let (_, r) = run(&mut c, "bogus", gemm("avx9000")).await;
+    assert_eq!(r.status(), pb::RunStatus::Unsupported, "{}", r.message);
+    assert!(
+        r.message.contains("GPUFLEET_CPU_ISA") && r.message.contains("avx9000"),
+        "{}",
+        r.message
+    );
+}

@@ -8,8 +8,21 @@ use crate::quote;
 
 /// Prefixes a run's environment override keys may start with.
 pub const ALLOWED_PREFIXES: &[&str] = &[
-    "HSA_", "HIP_", "ROC", "AMD_", "MIOPEN_", "RADV_", "MESA_", "CLOVER_", "RUSTICL_", "POCL_",
-    "GPU_", "CUDA_", "VK_", "OCL_",
+    "HSA_",
+    "HIP_",
+    "ROC",
+    "AMD_",
+    "MIOPEN_",
+    "RADV_",
+    "MESA_",
+    "CLOVER_",
+    "RUSTICL_",
+    "POCL_",
+    "GPU_",
+    "CUDA_",
+    "VK_",
+    "OCL_",
+    "GPUFLEET_CPU_",
 ];
 
 /// Why an override was refused.

@@ -1,4 +1,5 @@
-//! The worker side: `worker run` (job on stdin) and `worker discover NAME`.
+//! The worker side: `worker serve` (jobs on stdin, one JSON line each, until stdin closes),
+//! `worker run` (one job: all of stdin) and `worker discover NAME`.
 
 use super::monotonic_ns;
 use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome, WorkerStatus};
@@ -6,7 +7,7 @@ use crate::backend::{self, BackendError, PreparedKernel};
 use crate::stats::{StopRule, interval_pct};
 use gpufleet_kernels::Problem;
 use std::fs::File;
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufRead, BufWriter, Read, Write};
 use std::os::fd::FromRawFd;
 use std::time::Instant;
 
@@ -55,7 +56,7 @@ impl Channel {
 }
 
 /// Entry point of a worker process; `args` follow the worker word
-/// (`["run"]` or `["discover", "cpu"]`). Returns the process exit code.
+/// (`["serve"]`, `["run"]` or `["discover", "cpu"]`). Returns the process exit code.
 pub fn main(args: &[String]) -> i32 {
     let mut chan = match Channel::take_stdout() {
         Ok(c) => c,
@@ -68,6 +69,24 @@ pub fn main(args: &[String]) -> i32 {
         Some("run") => {
             let outcome = run_from_stdin(&mut chan);
             chan.send(&WorkerEvent::Outcome(outcome));
+            0
+        }
+        Some("serve") => {
+            // Each job's kernel and buffers are dropped inside `run_job`, before its outcome goes
+            // out, so the parent may hand over the next job as soon as it has read the outcome.
+            for line in std::io::stdin().lock().lines() {
+                let Ok(line) = line else { break };
+                if line.trim().is_empty() {
+                    continue;
+                }
+                let outcome = match serde_json::from_str::<WorkerJob>(&line) {
+                    Ok(job) => run_job(&job, &mut chan),
+                    Err(e) => {
+                        WorkerOutcome::failed(WorkerStatus::Error, format!("malformed job: {e}"))
+                    }
+                };
+                chan.send(&WorkerEvent::Outcome(outcome));
+            }
             0
         }
         Some("discover") => {
@@ -86,7 +105,7 @@ pub fn main(args: &[String]) -> i32 {
             0
         }
         _ => {
-            eprintln!("worker: usage: worker run | worker discover <backend>");
+            eprintln!("worker: usage: worker serve | worker run | worker discover <backend>");
             2
         }
     }

@@ -2,14 +2,16 @@
 
 use super::WorkerCommand;
 use super::memory_limit::{self, OutOfMemory};
-use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome};
+use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome, WorkerStatus};
 use crate::backend::{BackendError, DeviceInfo};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
 use std::process::Stdio;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, watch};
 
 /// How much of a worker's stderr is kept for a crashed result.
@@ -42,6 +44,8 @@ pub struct WorkerRun {
     pub window_end_ns: Option<u64>,
     pub stderr_tail: String,
     pub wall: Duration,
+    /// How many runs the worker process had done before this one (0: started for it).
+    pub earlier_runs: u32,
 }
 
 /// A progress event forwarded while the worker runs.
@@ -116,23 +120,40 @@ fn kill_group(child: &Child) {
 /// What the parent keeps of a worker's stderr.
 #[derive(Debug, Default)]
 struct Stderr {
-    /// The last `keep` bytes.
-    tail: String,
+    /// The last `keep` bytes (up to twice that between trims).
+    tail: Vec<u8>,
     /// The first Rust allocation failure (`memory allocation of N bytes failed`), wherever it
     /// was: a backtrace printed after it can push it out of the tail.
     alloc_failure: Option<u64>,
 }
 
+impl Stderr {
+    /// The kept tail as text.
+    fn tail_text(&self, keep: usize) -> String {
+        let from = self.tail.len().saturating_sub(keep);
+        String::from_utf8_lossy(&self.tail[from..]).into_owned()
+    }
+}
+
+/// A worker's stderr as it is read, shared with the run that is using the worker (a reused
+/// worker's stream spans its runs; each run clears it when it starts).
+type SharedStderr = Arc<Mutex<Stderr>>;
+
+fn lock(s: &SharedStderr) -> std::sync::MutexGuard<'_, Stderr> {
+    s.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 /// Longest line examined for an allocation failure.
 const MAX_SCANNED_LINE: usize = 256;
 
-async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize) -> Stderr {
-    let mut tail: Vec<u8> = Vec::new();
+/// Reads `r` to its end into `shared`, keeping the last `keep` bytes and the first allocation
+/// failure.
+async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize, shared: SharedStderr) {
     let mut line: Vec<u8> = Vec::new();
-    let mut alloc_failure = None;
-    let mut scan = |line: &mut Vec<u8>| {
-        if alloc_failure.is_none() {
-            alloc_failure = memory_limit::alloc_failure_bytes(&String::from_utf8_lossy(line));
+    let scan = |line: &mut Vec<u8>| {
+        let mut s = lock(&shared);
+        if s.alloc_failure.is_none() {
+            s.alloc_failure = memory_limit::alloc_failure_bytes(&String::from_utf8_lossy(line));
         }
         line.clear();
     };
@@ -148,23 +169,157 @@ async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize) -> Stderr {
                 line.push(b);
             }
         }
-        tail.extend_from_slice(&buf[..n]);
-        if tail.len() > 2 * keep {
-            tail.drain(..tail.len() - keep);
+        let mut s = lock(&shared);
+        s.tail.extend_from_slice(&buf[..n]);
+        if s.tail.len() > 2 * keep {
+            let cut = s.tail.len() - keep;
+            s.tail.drain(..cut);
         }
     }
     scan(&mut line);
-    if tail.len() > keep {
-        tail.drain(..tail.len() - keep);
+}
+
+/// Longest a worker waits for its next run before it is ended.
+pub const WORKER_IDLE: Duration = Duration::from_secs(30);
+/// Most idle workers the agent keeps (the oldest goes first).
+const MAX_IDLE_WORKERS: usize = 4;
+/// Runs after which a worker is ended even so, so no slow leak in a driver builds up for ever.
+const MAX_RUNS_PER_WORKER: u32 = 1000;
+
+/// What a worker must have in common with a run to take it: the same backend and device, the
+/// same environment overrides (the process was started with them) and the same memory limit.
+#[derive(Debug, Clone, PartialEq)]
+struct PoolKey {
+    backend: String,
+    device: String,
+    env: BTreeMap<String, String>,
+    data_limit: Option<u64>,
+}
+
+/// A `worker serve` process: jobs go in on stdin one JSON line each, events come back on stdout.
+struct Worker {
+    id: u64,
+    key: PoolKey,
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    stderr: SharedStderr,
+    stderr_task: tokio::task::JoinHandle<()>,
+    /// Runs finished in this process.
+    runs: u32,
+    idle_since: Instant,
+}
+
+impl Drop for Worker {
+    fn drop(&mut self) {
+        // Whatever the worker started goes with it (a reaped worker has no id: nothing to kill).
+        kill_group(&self.child);
     }
-    Stderr {
-        tail: String::from_utf8_lossy(&tail).into_owned(),
-        alloc_failure,
+}
+
+impl Worker {
+    fn start(cmd: &WorkerCommand, key: PoolKey, id: u64) -> Result<Worker, SpawnError> {
+        let mut child = spawn(cmd, &["serve"], &key.env, key.data_limit)?;
+        let stderr: SharedStderr = Arc::default();
+        let stderr_task = tokio::spawn(read_tail(
+            child.stderr.take().expect("stderr is piped"),
+            STDERR_TAIL_BYTES,
+            stderr.clone(),
+        ));
+        Ok(Worker {
+            id,
+            key,
+            stdin: child.stdin.take(),
+            lines: BufReader::new(child.stdout.take().expect("stdout is piped")).lines(),
+            child,
+            stderr,
+            stderr_task,
+            runs: 0,
+            idle_since: Instant::now(),
+        })
+    }
+}
+
+/// Worker processes kept between runs, so a stream of small runs does not pay a process start
+/// (and a driver's initialisation) each time.
+///
+/// Isolation stays: a worker is kept only after a run that ended `ok` in it, and only a run with
+/// the same backend, device, environment overrides and memory limit takes it again; a crash, a
+/// timeout, a cancel or any other status ends the process as before, and an idle worker ends after
+/// [`WORKER_IDLE`]. Runs on one device are serial (the device queue), so a worker serves one run
+/// at a time.
+pub struct WorkerPool {
+    reuse: bool,
+    idle: Mutex<Vec<Worker>>,
+    next_id: AtomicU64,
+}
+
+impl WorkerPool {
+    /// A pool that keeps workers when `reuse`, else starts one per run.
+    pub fn new(reuse: bool) -> Arc<WorkerPool> {
+        Arc::new(WorkerPool {
+            reuse,
+            idle: Mutex::new(Vec::new()),
+            next_id: AtomicU64::new(1),
+        })
+    }
+
+    fn idle(&self) -> std::sync::MutexGuard<'_, Vec<Worker>> {
+        self.idle.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Idle worker processes now.
+    pub fn idle_count(&self) -> usize {
+        self.idle().len()
+    }
+
+    /// An idle worker for `key`, if one is kept and still alive.
+    fn take(&self, key: &PoolKey) -> Option<Worker> {
+        let mut idle = self.idle();
+        while let Some(i) = idle.iter().position(|w| &w.key == key) {
+            let mut w = idle.swap_remove(i);
+            // One that died while idle (killed from outside) is dropped here.
+            if matches!(w.child.try_wait(), Ok(None)) {
+                return Some(w);
+            }
+        }
+        None
+    }
+
+    /// Keeps `w` for the next run with its key; ends it after [`WORKER_IDLE`] unused.
+    fn put(self: &Arc<Self>, mut w: Worker) {
+        w.idle_since = Instant::now();
+        let id = w.id;
+        let evicted = {
+            let mut idle = self.idle();
+            idle.push(w);
+            (idle.len() > MAX_IDLE_WORKERS).then(|| {
+                let oldest = (0..idle.len())
+                    .min_by_key(|&i| idle[i].idle_since)
+                    .expect("not empty");
+                idle.swap_remove(oldest)
+            })
+        };
+        drop(evicted);
+        let pool = Arc::downgrade(self);
+        tokio::spawn(async move {
+            tokio::time::sleep(WORKER_IDLE).await;
+            if let Some(pool) = pool.upgrade() {
+                let expired = {
+                    let mut idle = pool.idle();
+                    idle.iter()
+                        .position(|w| w.id == id && w.idle_since.elapsed() >= WORKER_IDLE)
+                        .map(|i| idle.swap_remove(i))
+                };
+                drop(expired);
+            }
+        });
     }
 }
 
 /// Runs `job` in a worker with `env` applied to the worker only, under a
-/// memory limit of `data_limit` bytes (RLIMIT_DATA, see [`memory_limit`]) if any.
+/// memory limit of `data_limit` bytes (RLIMIT_DATA, see [`memory_limit`]) if any: a worker
+/// `pool` kept from an earlier run with the same backend, device, `env` and limit, else a new one.
 ///
 /// Progress goes to `progress` (dropped if the receiver is gone). The run
 /// ends at `timeout` (process group killed, [`Ending::TimedOut`]) or when
@@ -173,7 +328,9 @@ async fn read_tail(mut r: impl AsyncRead + Unpin, keep: usize) -> Stderr {
 ///
 /// # Errors
 /// [`SpawnError`] when the worker cannot be started at all.
+#[allow(clippy::too_many_arguments)]
 pub async fn run_worker(
+    pool: &Arc<WorkerPool>,
     cmd: &WorkerCommand,
     job: &WorkerJob,
     env: &BTreeMap<String, String>,
@@ -185,16 +342,25 @@ pub async fn run_worker(
     let started = Instant::now();
     let oom_kills = || crate::host::memory::oom_kills(std::path::Path::new("/"));
     let oom_kills_before = oom_kills();
-    let mut child = spawn(cmd, &["run"], env, data_limit)?;
-    let job_json = serde_json::to_vec(job).expect("WorkerJob serializes");
-    if let Some(mut stdin) = child.stdin.take() {
+    let key = PoolKey {
+        backend: job.backend.clone(),
+        device: job.device.id.clone(),
+        env: env.clone(),
+        data_limit,
+    };
+    let mut w = match pool.take(&key) {
+        Some(w) => w,
+        None => Worker::start(cmd, key, pool.next_id.fetch_add(1, Ordering::Relaxed))?,
+    };
+    let earlier_runs = w.runs;
+    *lock(&w.stderr) = Stderr::default();
+    let mut job_line = serde_json::to_vec(job).expect("WorkerJob serializes");
+    job_line.push(b'\n');
+    if let Some(stdin) = w.stdin.as_mut() {
         // A worker that dies before reading its job shows up as a crash.
-        let _ = stdin.write_all(&job_json).await;
-        drop(stdin);
+        let _ = stdin.write_all(&job_line).await;
+        let _ = stdin.flush().await;
     }
-    let stderr = child.stderr.take().expect("stderr is piped");
-    let stderr_task = tokio::spawn(read_tail(stderr, STDERR_TAIL_BYTES));
-    let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
     let deadline = tokio::time::sleep(timeout);
     tokio::pin!(deadline);
 
@@ -203,49 +369,73 @@ pub async fn run_worker(
     let mut forced: Option<Ending> = None;
     loop {
         tokio::select! {
-            line = lines.next_line() => match line {
+            line = w.lines.next_line() => match line {
                 Ok(Some(line)) => match serde_json::from_str::<WorkerEvent>(&line) {
                     Ok(WorkerEvent::Progress { phase, message, iterations }) => {
                         let _ = progress.try_send(ProgressEvent { phase, message, iterations });
                     }
                     Ok(WorkerEvent::WindowBegin { monotonic_ns }) => begin = Some(monotonic_ns),
                     Ok(WorkerEvent::WindowEnd { monotonic_ns }) => end = Some(monotonic_ns),
-                    Ok(WorkerEvent::Outcome(o)) => outcome = Some(o),
+                    Ok(WorkerEvent::Outcome(o)) => {
+                        outcome = Some(o);
+                        break;
+                    }
                     Err(e) => tracing::warn!("worker sent an unreadable line ({e}): {line:.200}"),
                 },
                 _ => break,
             },
             _ = &mut deadline => {
-                kill_group(&child);
+                kill_group(&w.child);
                 forced = Some(Ending::TimedOut);
                 break;
             }
             changed = cancel.changed() => {
                 if changed.is_ok() && *cancel.borrow() {
-                    kill_group(&child);
+                    kill_group(&w.child);
                     forced = Some(Ending::Cancelled);
                     break;
                 }
             }
         }
     }
-    // The protocol channel closed; the process should exit now. A worker
-    // that closes its output and lingers is still held to the deadline.
+    w.runs += 1;
+    if let Some(o) = &outcome
+        && forced.is_none()
+        && pool.reuse
+        && o.status == WorkerStatus::Ok
+        && w.runs < MAX_RUNS_PER_WORKER
+    {
+        // The worker waits for its next job.
+        let run = WorkerRun {
+            ending: Ending::Finished(o.clone()),
+            window_begin_ns: begin,
+            window_end_ns: end,
+            stderr_tail: lock(&w.stderr).tail_text(STDERR_TAIL_BYTES),
+            wall: started.elapsed(),
+            earlier_runs,
+        };
+        pool.put(w);
+        return Ok(run);
+    }
+    // This worker ends: without its stdin it leaves its job loop and exits. One that lingers is
+    // still held to the deadline.
+    drop(w.stdin.take());
     let status = if forced.is_some() {
-        child.wait().await.ok()
+        w.child.wait().await.ok()
     } else {
         tokio::select! {
-            s = child.wait() => s.ok(),
+            s = w.child.wait() => s.ok(),
             _ = &mut deadline => {
-                kill_group(&child);
+                kill_group(&w.child);
                 forced = Some(Ending::TimedOut);
-                child.wait().await.ok()
+                w.child.wait().await.ok()
             }
         }
     };
     // Anything else in the group (driver helpers) goes with the worker.
-    kill_group(&child);
-    let stderr = stderr_task.await.unwrap_or_default();
+    kill_group(&w.child);
+    let _ = (&mut w.stderr_task).await;
+    let stderr = std::mem::take(&mut *lock(&w.stderr));
     let ending = match (forced, outcome, status) {
         (Some(f), _, _) => f,
         (None, Some(o), Some(s)) if s.success() => Ending::Finished(o),
@@ -269,8 +459,9 @@ pub async fn run_worker(
         ending,
         window_begin_ns: begin,
         window_end_ns: end,
-        stderr_tail: stderr.tail,
+        stderr_tail: stderr.tail_text(STDERR_TAIL_BYTES),
         wall: started.elapsed(),
+        earlier_runs,
     })
 }
 
@@ -290,7 +481,12 @@ pub async fn discover(
     let mut child = spawn(cmd, &["discover", backend], &BTreeMap::new(), None)
         .map_err(|e| unavailable(e.to_string()))?;
     drop(child.stdin.take());
-    let stderr_task = tokio::spawn(read_tail(child.stderr.take().expect("piped"), 1024));
+    let stderr: SharedStderr = Arc::default();
+    let stderr_task = tokio::spawn(read_tail(
+        child.stderr.take().expect("piped"),
+        1024,
+        stderr.clone(),
+    ));
     let mut stdout = child.stdout.take().expect("piped");
     let mut text = String::new();
     let read = tokio::time::timeout(timeout, async {
@@ -309,7 +505,8 @@ pub async fn discover(
             )));
         }
     };
-    let stderr = stderr_task.await.unwrap_or_default();
+    let _ = stderr_task.await;
+    let stderr_tail = lock(&stderr).tail_text(1024);
     match serde_json::from_str::<DiscoveryReply>(text.trim()) {
         Ok(DiscoveryReply::Devices(d)) => Ok(d),
         Ok(DiscoveryReply::Unavailable(e)) => Err(e),
@@ -323,7 +520,7 @@ pub async fn discover(
             };
             Err(unavailable(format!(
                 "device discovery crashed ({how}); stderr: {}",
-                stderr.tail.trim()
+                stderr_tail.trim()
             )))
         }
     }

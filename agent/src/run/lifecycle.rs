@@ -191,6 +191,7 @@ impl AgentCore {
             queues.cancel(&watch_id);
         });
         let outcome = parent::run_worker(
+            &self.workers,
             &self.config.worker,
             &plan.job,
             &plan.env,
@@ -210,7 +211,14 @@ impl AgentCore {
             _ => 0,
         };
         let mut result = match outcome {
-            Ok(run) => finish(&plan, run, started),
+            Ok(run) => {
+                let earlier = run.earlier_runs;
+                let mut r = finish(&plan, run, started);
+                // Whether this run paid a process start, for anyone reading first-run figures.
+                let worker = if earlier == 0 { "new" } else { "reused" };
+                r.config.insert("worker".into(), worker.into());
+                r
+            }
             Err(e) => bare_result(&plan, pb::RunStatus::Error, e.to_string()),
         };
         if let Some(p) = &plan.power

@@ -32,6 +32,7 @@ pub mod result;
 
 use crate::inventory::Inventory;
 use crate::isolation::WorkerCommand;
+use crate::isolation::parent::WorkerPool;
 use crate::power::PowerConfig;
 use crate::power::state::PowerState;
 use gpufleet_kernels::RunDefaults;
@@ -61,6 +62,9 @@ pub struct AgentConfig {
     /// Run each worker under a memory limit (RLIMIT_DATA) of its admitted size; off only for a
     /// driver that maps large private writable regions it never touches.
     pub limit_worker_memory: bool,
+    /// Keep a worker process after an `ok` run for the next run with the same backend, device,
+    /// environment and memory limit (see [`WorkerPool`]); off: a fresh process for every run.
+    pub reuse_workers: bool,
 }
 
 impl AgentConfig {
@@ -76,6 +80,7 @@ impl AgentConfig {
             power: PowerConfig::default(),
             host_root: PathBuf::from("/"),
             limit_worker_memory: true,
+            reuse_workers: true,
         }
     }
 }
@@ -86,6 +91,8 @@ pub struct AgentCore {
     pub inventory: Inventory,
     pub queues: Arc<DeviceQueues>,
     pub power: PowerState,
+    /// Worker processes kept between runs.
+    pub workers: Arc<WorkerPool>,
 }
 
 impl AgentCore {
@@ -111,11 +118,13 @@ impl AgentCore {
         power: PowerState,
     ) -> Arc<AgentCore> {
         let queues = DeviceQueues::new(config.queue_capacity);
+        let workers = WorkerPool::new(config.reuse_workers);
         Arc::new(AgentCore {
             config,
             inventory,
             queues,
             power,
+            workers,
         })
     }
 }

@@ -12,7 +12,8 @@ use tonic::transport::Channel;
 
 pub struct TestAgent {
     pub url: String,
-    _cache: tempfile::TempDir,
+    /// The agent's own cache directory (its workers have it as GPUFLEET_CACHE_DIR).
+    pub cache: tempfile::TempDir,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -48,7 +49,7 @@ pub async fn start(configure: impl FnOnce(&mut AgentConfig)) -> TestAgent {
     ));
     TestAgent {
         url,
-        _cache: cache,
+        cache,
         _stop: tx,
     }
 }

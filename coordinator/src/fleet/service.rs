@@ -230,8 +230,9 @@ pub async fn serve_fleet(
     }
     builder
         .add_service(service)
+        // TCP_NODELAY, as the agent's server does (small frames must not wait for delayed ACKs).
         .serve_with_incoming_shutdown(
-            tokio_stream::wrappers::TcpListenerStream::new(listener),
+            tonic::transport::server::TcpIncoming::from(listener).with_nodelay(Some(true)),
             shutdown,
         )
         .await

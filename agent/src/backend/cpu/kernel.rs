@@ -62,6 +62,8 @@ impl CpuKernel {
                 kinds.len()
             )));
         }
+        // A mistyped cap is the run's error, not a silent full-width run.
+        ops::Isa::from_env().map_err(unsupported)?;
         let len = problem.output_len();
         let mut output_vec: Vec<f32> = Vec::new();
         let output = match problem.output_kind() {
@@ -269,6 +271,13 @@ impl PreparedKernel for CpuKernel {
             _ => "gpufleet loops",
         };
         c.insert("implementation".to_string(), lib.to_string());
+        // Only the gemm crate's microkernels have an AVX-512 copy; the other hot loops top out at
+        // AVX2+FMA (see `ops`).
+        let isa = match (self.id, self.variant.as_str()) {
+            (KernelId::Gemm, "blocked") | (KernelId::Conv2d, "im2col") => ops::Isa::active(),
+            _ => ops::Isa::active().min(ops::Isa::Avx2Fma),
+        };
+        c.insert("isa".to_string(), isa.name().to_string());
         c
     }
 }

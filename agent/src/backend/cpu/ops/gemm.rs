@@ -9,15 +9,16 @@
 //!   into a contiguous buffer that stays in L2, a 256×16 strip of B is packed so it stays in L1, and a
 //!   4×16 tile of C lives in vector registers (eight AVX registers) while the k loop runs. One task per
 //!   row block.
-//! - [`gemm_blocked`]: the `gemm` crate (BLIS-style packing and hand-written microkernels, runtime CPU
-//!   dispatch), the number to compare with OpenBLAS/MKL.
+//! - [`gemm_blocked`]: the `gemm` crate's driver (BLIS-style packing) and hand-written microkernels
+//!   for AVX-512 (a 64×4 register tile), AVX2+FMA (16×6) or portable code, picked by [`Isa::active`]: the
+//!   number to compare with OpenBLAS/MKL.
 //!
 //! `gemm_naive` and `gemm_tiled` run an AVX2+FMA copy of their loops when the CPU has them (see
 //! `has_avx2_fma` in `mod.rs`), so the gap between them measures blocking, not instruction sets.
 
 use rayon::prelude::*;
 
-use super::{check_len, checked_len, fmadd, has_avx2_fma};
+use super::{Isa, check_len, checked_len, fmadd, has_avx2_fma};
 
 /// Rows of the register tile of [`gemm_tiled`].
 const MR: usize = 4;
@@ -216,51 +217,113 @@ fn micro_tile<const FMA: bool>(a_panel: &[f32], b_strip: &[f32]) -> [[f32; NR]; 
     acc
 }
 
-/// `C = A·B` through the `gemm` crate, on the current rayon pool (or the calling thread when
-/// `m·n·k < 64³`).
+/// `C = A·B` through the `gemm` crate's microkernels for [`Isa::active`], on the current rayon pool
+/// (or the calling thread when `m·n·k < 64³`).
 ///
 /// # Panics
 ///
 /// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
 pub fn gemm_blocked(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) {
+    gemm_blocked_with(Isa::active(), a, b, c, m, n, k);
+}
+
+/// [`gemm_blocked`] with the microkernels of `isa`, which must not exceed [`Isa::detected`] (it is
+/// clamped to it, so a wider set than the CPU has never runs).
+///
+/// # Panics
+///
+/// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
+pub fn gemm_blocked_with(
+    isa: Isa,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    m: usize,
+    n: usize,
+    k: usize,
+) {
     if is_trivial(a, b, c, m, n, k) {
         return;
     }
     let parallelism = if is_small(m, n, k) {
-        gemm::Parallelism::None
+        gemm_common::Parallelism::None
     } else {
-        gemm::Parallelism::Rayon(rayon::current_num_threads())
+        gemm_common::Parallelism::Rayon(rayon::current_num_threads())
     };
-    // Slice lengths never exceed isize::MAX, so these row strides fit.
+    // Slice lengths never exceed isize::MAX, so these strides fit.
     let (k_stride, n_stride) = (k as isize, n as isize);
-    // SAFETY: `check_dims` proved a.len() == m*k, b.len() == k*n and c.len() == m*n. With column
-    // stride 1 and row strides k (A) and n (B, C), the call touches a[i*k+p], b[p*n+j] and c[i*n+j]
-    // for i < m, p < k, j < n only, all inside their slices. `c` is borrowed mutably for the whole call,
-    // so nothing aliases the destination; `read_dst` is false and alpha 0, so its old contents are
-    // ignored and every element is written with beta·(A·B) = A·B.
-    unsafe {
-        gemm::gemm(
-            m,
-            n,
-            k,
-            c.as_mut_ptr(),
-            1,
-            n_stride,
-            false,
-            a.as_ptr(),
-            1,
-            k_stride,
-            b.as_ptr(),
-            1,
-            n_stride,
-            0.0,
-            1.0,
-            false,
-            false,
-            false,
-            parallelism,
-        );
+    // The driver wants a column-major destination, so it computes Cᵀ(n×m) = Bᵀ·Aᵀ: row-major C is
+    // column-major Cᵀ with column stride n, row-major B is Bᵀ with row stride 1 and column stride n,
+    // and A is Aᵀ with row stride 1 and column stride k. (`gemm::gemm` does the same swap.)
+    macro_rules! run {
+        ($simd:expr, $ukr:path, $lanes:expr) => {{
+            use $ukr as ukr;
+            // SAFETY: `check_dims` (in `is_trivial`) proved a.len() == m*k, b.len() == k*n and
+            // c.len() == m*n. With the strides above the driver touches c[j + i*n], b[j + p*n] and
+            // a[p + i*k] for j < n, i < m, p < k only, all inside their slices. `c` is borrowed
+            // mutably for the whole call, so nothing aliases the destination; `read_dst` is false
+            // (alpha 0), so every element is written with 1·(A·B). The simd token comes from
+            // `try_new`, which checks the CPU at run time (`isa` is clamped to `Isa::detected`).
+            unsafe {
+                gemm_common::gemm::gemm_basic_generic::<
+                    _,
+                    f32,
+                    { $lanes },
+                    { ukr::MR_DIV_N * $lanes },
+                    { ukr::NR },
+                    { ukr::MR_DIV_N },
+                    { ukr::H_M },
+                    { ukr::H_N },
+                >(
+                    $simd,
+                    n,
+                    m,
+                    k,
+                    c.as_mut_ptr(),
+                    n_stride,
+                    1,
+                    false,
+                    b.as_ptr(),
+                    n_stride,
+                    1,
+                    a.as_ptr(),
+                    k_stride,
+                    1,
+                    0.0,
+                    1.0,
+                    false,
+                    false,
+                    false,
+                    |x, y, z| x * y + z,
+                    &ukr::UKR,
+                    &ukr::H_UKR,
+                    false,
+                    parallelism,
+                )
+            }
+        }};
     }
+    #[cfg(target_arch = "x86_64")]
+    {
+        use gemm_common::simd::{MixedSimd, V3, V4};
+        let isa = isa.min(Isa::detected());
+        if isa == Isa::Avx512
+            && let Some(simd) = <V4 as MixedSimd<f32, f32, f32, f32>>::try_new()
+        {
+            return run!(simd, gemm_f32::microkernel::avx512f::f32, 16);
+        }
+        if isa >= Isa::Avx2Fma
+            && let Some(simd) = <V3 as MixedSimd<f32, f32, f32, f32>>::try_new()
+        {
+            return run!(simd, gemm_f32::microkernel::fma::f32, 8);
+        }
+    }
+    let _ = isa;
+    run!(
+        gemm_common::simd::Scalar,
+        gemm_f32::microkernel::scalar::f32,
+        1
+    )
 }
 
 #[cfg(test)]
@@ -342,6 +405,48 @@ mod tests {
             tiled_block_impl::<false>(&a, &b, &mut c, n, k);
             check("tiled baseline", &a, &b, &c, m, n, k);
         }
+    }
+
+    #[test]
+    fn every_instruction_set_this_cpu_has_matches_reference() {
+        // gemm_blocked runs only the widest set; the capped ones (GPUFLEET_CPU_ISA) must be right too,
+        // on shapes that leave ragged register tiles (64×4, 16×6) and cross the parallel threshold.
+        let mut ran = Vec::new();
+        for isa in [Isa::Portable, Isa::Avx2Fma, Isa::Avx512] {
+            if isa > Isa::detected() {
+                println!("skipped {}: this CPU does not have it", isa.name());
+                continue;
+            }
+            for (m, n, k) in [(37, 53, 29), (131, 67, 300), (1, 70, 33), (70, 1, 33)] {
+                let a = data(m * k, 5);
+                let b = data(k * n, 6);
+                let mut c = vec![f32::NAN; m * n];
+                gemm_blocked_with(isa, &a, &b, &mut c, m, n, k);
+                check(isa.name(), &a, &b, &c, m, n, k);
+            }
+            ran.push(isa);
+        }
+        assert!(
+            ran.contains(&Isa::Portable),
+            "the portable kernels always run"
+        );
+    }
+
+    #[test]
+    fn the_cap_lowers_the_set_and_unknown_values_are_refused() {
+        let detected = Isa::detected();
+        assert_eq!(Isa::capped(None), Ok(detected));
+        assert_eq!(Isa::capped(Some("auto")), Ok(detected));
+        assert_eq!(Isa::capped(Some("portable")), Ok(Isa::Portable));
+        assert_eq!(Isa::capped(Some("avx2")), Ok(detected.min(Isa::Avx2Fma)));
+        // A cap above what the CPU has changes nothing.
+        assert_eq!(Isa::capped(Some("avx512")), Ok(detected));
+        let err = Isa::capped(Some("avx9000")).unwrap_err();
+        assert!(
+            err.contains("GPUFLEET_CPU_ISA") && err.contains("avx9000"),
+            "{err}"
+        );
+        assert!(err.contains("avx2"), "the error lists the values: {err}");
     }
 
     #[test]

@@ -30,7 +30,8 @@
 //! and once with AVX2+FMA enabled (`#[target_feature]`), picked at run time by `has_avx2_fma`, because
 //! a portable build (x86-64 v1, SSE2 only) would otherwise leave half the vector width and the fused
 //! multiply-add unused on every machine we run on. The plain memory-bound loops do not need it.
-//! `gemm_blocked` gets the same from the `gemm` crate's own run-time dispatch.
+//! `gemm_blocked` runs the `gemm` crate's AVX-512, AVX2+FMA or portable microkernels, picked the same
+//! way ([`Isa::active`]); `GPUFLEET_CPU_ISA` caps all of them.
 //!
 //! Preconditions are the caller's job (the backend validates run parameters before it allocates): a
 //! slice whose length does not match the dimensions is a programming error here and panics with a
@@ -76,19 +77,94 @@ pub mod gemm;
 pub mod memory;
 pub mod rows;
 
-/// Whether the running CPU has AVX2 and FMA, so the `#[target_feature]` copies of the hot loops may run.
-///
-/// `is_x86_feature_detected!` caches its answer, so this is a couple of loads per call.
+/// The widest vector instruction set the CPU kernels use: what the CPU has, capped by
+/// [`ISA_ENV`] so one machine can measure its AVX2 figure next to its AVX-512 one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Isa {
+    /// The baseline target (SSE2 on x86-64), no FMA.
+    Portable,
+    /// AVX2 with fused multiply-add (x86-64 v3).
+    Avx2Fma,
+    /// AVX-512F (x86-64 v4): only [`gemm::gemm_blocked`] has kernels for it; the other hot loops
+    /// stay on AVX2+FMA.
+    Avx512,
+}
+
+/// Environment variable that caps [`Isa`]: `avx512`, `avx2` or `portable` (unset or `auto`: what
+/// the CPU has). A cap above what the CPU has changes nothing. Runs may set it per run
+/// (`--env GPUFLEET_CPU_ISA=avx2`); the result's `isa` config says what ran.
+pub const ISA_ENV: &str = "GPUFLEET_CPU_ISA";
+
+impl Isa {
+    /// The name in results' `isa` config and in [`ISA_ENV`].
+    pub fn name(self) -> &'static str {
+        match self {
+            Isa::Portable => "portable",
+            Isa::Avx2Fma => "avx2",
+            Isa::Avx512 => "avx512",
+        }
+    }
+
+    /// The widest set this CPU has.
+    pub fn detected() -> Isa {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use std::arch::is_x86_feature_detected as has;
+            if has!("avx512f") && has!("avx2") && has!("fma") {
+                return Isa::Avx512;
+            }
+            if has!("avx2") && has!("fma") {
+                return Isa::Avx2Fma;
+            }
+        }
+        Isa::Portable
+    }
+
+    /// [`Isa::detected`] capped by `cap` (a value of [`ISA_ENV`]; `None` or `auto`: no cap).
+    ///
+    /// # Errors
+    ///
+    /// An unknown value, with the variable's name and (a short piece of) the value.
+    pub fn capped(cap: Option<&str>) -> Result<Isa, String> {
+        let detected = Isa::detected();
+        let limit = match cap.map(str::trim) {
+            None | Some("") | Some("auto") => return Ok(detected),
+            Some("avx512") => Isa::Avx512,
+            Some("avx2") => Isa::Avx2Fma,
+            Some("portable") => Isa::Portable,
+            Some(other) => {
+                return Err(format!(
+                    "{ISA_ENV}={} (use auto, avx512, avx2 or portable)",
+                    gpufleet_kernels::quote(other)
+                ));
+            }
+        };
+        Ok(detected.min(limit))
+    }
+
+    /// The set this process uses: [`Isa::capped`] by [`ISA_ENV`], read once. An unknown value
+    /// counts as no cap here; [`Isa::from_env`] is what reports it (the backend does when it
+    /// prepares a run).
+    pub fn active() -> Isa {
+        static ACTIVE: std::sync::OnceLock<Isa> = std::sync::OnceLock::new();
+        *ACTIVE.get_or_init(|| Isa::from_env().unwrap_or_else(|_| Isa::detected()))
+    }
+
+    /// [`Isa::capped`] by the value of [`ISA_ENV`] in this process's environment.
+    ///
+    /// # Errors
+    ///
+    /// As [`Isa::capped`].
+    pub fn from_env() -> Result<Isa, String> {
+        Isa::capped(std::env::var(ISA_ENV).ok().as_deref())
+    }
+}
+
+/// Whether the `#[target_feature(enable = "avx2,fma")]` copies of the hot loops may run: the CPU
+/// has AVX2 and FMA and [`ISA_ENV`] does not cap below them.
 #[inline]
 fn has_avx2_fma() -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        std::arch::is_x86_feature_detected!("avx2") && std::arch::is_x86_feature_detected!("fma")
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        false
-    }
+    Isa::active() >= Isa::Avx2Fma
 }
 
 /// `a*b + c`, fused when the caller is the FMA copy of a kernel.
