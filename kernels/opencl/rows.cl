@@ -13,6 +13,7 @@
  *
  * Build parameters (-D):
  *   GPUFLEET_WG      work-group size, a power of two (the launch's local size)
+ *   GPUFLEET_SPLIT   groups per row of the split kernels (see "Split rows" below)
  *   GPUFLEET_CHUNKS  when > 0, cols ≤ WG·CHUNKS and each work-item keeps its CHUNKS elements of
  *                    the row in registers, so x is read from memory once; 0 re-reads the row
  *                    (from cache) in every pass
@@ -245,4 +246,111 @@ layernorm_rmsnorm_rows(__global const float *restrict x, __global const float *r
             }
         }
     }
+}
+
+/*
+ * Split rows: for rows too wide for one work-group to keep in registers and too few to fill the
+ * device, SPLIT work-groups share a row. Group g works on row g / SPLIT and on its chunk
+ * [s·len, min((s+1)·len, cols)) with s = g % SPLIT. `split_stats` writes the chunk's
+ * partial statistics to `part` (2 floats per chunk); `<stem>_split_apply` combines the row's
+ * SPLIT partials (every work-item does, they are few) and writes the chunk's outputs, reading x
+ * again. Two launches, 2 reads and 1 write per element, but rows·SPLIT groups instead of rows.
+ *
+ * softmax: (chunk max, Σ exp(x - chunk max)); combined as M = max m_s, S = Σ s_s·exp(m_s - M).
+ * layernorm: (chunk mean, Σ (x - chunk mean)²); combined with Chan's parallel variance formula,
+ *            so there is no E[x²] - E[x]² cancellation.
+ *
+ * Only kernels whose plain version reads the row three times (softmax: max, sum, write;
+ * layernorm: mean, variance, write) are split: rmsnorm reads it twice either way, and measured
+ * no faster split (see docs/PERFORMANCE.md).
+ */
+#ifndef GPUFLEET_SPLIT
+#define GPUFLEET_SPLIT 1
+#endif
+#define SPLIT GPUFLEET_SPLIT
+
+/* Runs BODY for every column c of the chunk that this work-item owns, with xv = x[row][c]. */
+#define CHUNK_FOR(BODY)                                                                        \
+    for (int c = c0 + lid; c < c1; c += WG) {                                                  \
+        const float xv = xr[c];                                                                \
+        BODY                                                                                   \
+    }
+
+/* The chunk of this group: row, first column, end column; expects lid in scope. */
+#define SPLIT_CHUNK(len)                                                                       \
+    const int g_ = (int)get_group_id(0);                                                       \
+    const int row = g_ / SPLIT;                                                                \
+    const int s_ = g_ % SPLIT;                                                                 \
+    const int c0 = s_ * (len);                                                                 \
+    const int c1 = min(c0 + (len), cols);                                                      \
+    __global const float *xr = x + (long)row * cols;
+
+/* The chunk's two partials: softmax's with GPUFLEET_SPLIT_SOFTMAX defined, else layernorm's. */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+split_stats(__global const float *restrict x, __global float *restrict part, int rows, int cols,
+            int len)
+{
+    __local float red[WG];
+    const int lid = (int)get_local_id(0);
+    SPLIT_CHUNK(len)
+#ifdef GPUFLEET_SPLIT_SOFTMAX
+    float p0 = -INFINITY;
+    CHUNK_FOR(p0 = fmax(p0, xv);)
+    p0 = gpufleet_group_max(red, p0);
+    float p1 = 0.0f;
+    CHUNK_FOR(p1 += exp(xv - p0);)
+#else
+    float p0 = 0.0f;
+    CHUNK_FOR(p0 += xv;)
+    p0 = gpufleet_group_sum(red, p0) / (float)max(c1 - c0, 1);
+    float p1 = 0.0f;
+    CHUNK_FOR(const float d = xv - p0; p1 += d * d;)
+#endif
+    p1 = gpufleet_group_sum(red, p1);
+    if (lid == 0 && row < rows) {
+        part[2 * g_] = p0;
+        part[2 * g_ + 1] = p1;
+    }
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+softmax_split_apply(__global const float *restrict x, __global const float *restrict part,
+                    __global float *restrict y, int rows, int cols, int len)
+{
+    const int lid = (int)get_local_id(0);
+    SPLIT_CHUNK(len)
+    __global const float *pr = part + 2 * (long)row * SPLIT;
+    float mx = -INFINITY;
+    for (int t = 0; t < SPLIT; ++t)
+        mx = fmax(mx, pr[2 * t]);
+    float sum = 0.0f;
+    for (int t = 0; t < SPLIT; ++t)
+        sum += pr[2 * t + 1] * exp(pr[2 * t] - mx);
+    __global float *yr = y + (long)row * cols;
+    CHUNK_FOR(yr[c] = exp(xv - mx) / sum;)
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+layernorm_split_apply(__global const float *restrict x, __global const float *restrict gamma,
+                      __global const float *restrict beta, __global const float *restrict part,
+                      __global float *restrict y, int rows, int cols, int len, float eps)
+{
+    const int lid = (int)get_local_id(0);
+    SPLIT_CHUNK(len)
+    __global const float *pr = part + 2 * (long)row * SPLIT;
+    /* Chan et al.: merge (n_a, mean_a, M2_a) with (n_b, mean_b, M2_b), chunk by chunk. */
+    float n = 0.0f, mean = 0.0f, m2 = 0.0f;
+    for (int t = 0; t < SPLIT; ++t) {
+        const float nb = (float)(min((t + 1) * len, cols) - min(t * len, cols));
+        if (nb <= 0.0f)
+            continue;
+        const float d = pr[2 * t] - mean;
+        const float nn = n + nb;
+        mean += d * nb / nn;
+        m2 += pr[2 * t + 1] + d * d * n * nb / nn;
+        n = nn;
+    }
+    const float rstd = rsqrt(m2 / (float)cols + eps);
+    __global float *yr = y + (long)row * cols;
+    CHUNK_FOR(yr[c] = (xv - mean) * rstd * gamma[c] + beta[c];)
 }

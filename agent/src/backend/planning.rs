@@ -255,6 +255,32 @@ pub fn row_group(cols: usize, cap: usize) -> (usize, usize) {
     (group, if chunks <= ROW_CHUNKS_MAX { chunks } else { 0 })
 }
 
+/// Groups a split-row launch aims for per compute unit: enough waves that no SM idles at the tail.
+pub const SPLIT_GROUPS_PER_UNIT: usize = 8;
+/// Most groups that share one row.
+pub const SPLIT_MAX: usize = 64;
+/// Work-group size of the split-row kernels (several resident per compute unit).
+pub const SPLIT_GROUP: usize = 256;
+
+/// How many work-groups share each row of a row kernel (1: one group per row, the plain kernels).
+///
+/// Rows are split only when one group cannot keep its row in registers (`chunks == 0`, so the
+/// plain kernel reads the row from memory more than once anyway) and there are too few rows to
+/// give every compute unit [`SPLIT_GROUPS_PER_UNIT`] groups; then each row gets the power of two
+/// of groups that does, at most [`SPLIT_MAX`] and never so many that a group has less than four
+/// columns per work-item of [`SPLIT_GROUP`].
+pub fn row_split(rows: usize, cols: usize, chunks: usize, compute_units: usize) -> usize {
+    let target = SPLIT_GROUPS_PER_UNIT * compute_units.max(1);
+    if chunks > 0 || rows == 0 || rows >= target {
+        return 1;
+    }
+    let most = (cols / (4 * SPLIT_GROUP)).clamp(1, SPLIT_MAX);
+    target
+        .div_ceil(rows)
+        .next_power_of_two()
+        .min(pow2_floor(most))
+}
+
 /// `value` as a 32-bit kernel argument of type `T`, or a refusal naming the quantity `what`,
 /// the kernel and the bound (`largest`: "OpenCL int argument").
 ///

@@ -31,7 +31,8 @@ use gpufleet_kernels::Problem;
 //   the `reqd_work_group_size` attributes hold and no driver picks a poor size for odd globals.
 // - Element-wise kernels move one float4 per work-item (full HBM bandwidth on an H100: 2.9-3.0
 //   TB/s for vec_add, copy and triad at 2^26 elements); row kernels stride their groups over the
-//   rows and keep a row in registers when it is at most 16 chunks of the group size.
+//   rows and keep a row in registers when it is at most 16 chunks of the group size; a few wide
+//   rows of softmax or layernorm are split over several groups each (`plan_rows_split`).
 // - gemm `blocked` and conv2d `im2col` share `gemm_blocked`, sized by a `GemmTuning` whose
 //   validity rules (`tuning_error`) mirror the `#error` checks in gemm.cl plus the device limits.
 // - conv2d `im2col` is "gemm.cl" and "conv.cl" in one program: per chunk of images, one im2col
@@ -140,6 +141,12 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
         usize::try_from(caps.local_mem_bytes / 4).unwrap_or(usize::MAX),
     ));
     let (group, chunks) = planning::row_group(r.cols, cap);
+    let split = planning::row_split(r.rows, r.cols, chunks, caps.compute_units as usize);
+    // Only the kernels that read a row three times (see rows.cl's split kernels).
+    let splits = matches!(r.stem, "softmax" | "layernorm");
+    if split > 1 && splits && planning::SPLIT_GROUP <= cap {
+        return plan_rows_split(problem, caps, &r, split);
+    }
     let groups = r.rows.min(ROW_GROUPS_MAX);
     let mut args = planning::buffers(r.inputs, Arg::Input, Arg::Output);
     args.extend(ints(problem, &[("rows", r.rows), ("cols", r.cols)])?);
@@ -160,4 +167,66 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
         launch,
         r.config(("kernel", kernel), group, groups, chunks),
     ))
+}
+
+/// Wide rows, few of them (softmax, layernorm): `split` groups per row, a statistics launch into
+/// scratch 0 (the chunks' partials) and an apply launch that combines a row's partials and writes its chunks
+/// (see the split kernels in rows.cl).
+fn plan_rows_split(
+    problem: &Problem,
+    caps: &DeviceCaps,
+    r: &planning::RowKernel,
+    split: usize,
+) -> Result<Plan, Unsupported> {
+    let group = planning::SPLIT_GROUP;
+    let len = r.cols.div_ceil(split);
+    let groups = r.rows * split;
+    // Two partials per chunk: (max, Σ exp) for softmax, (mean, Σ squared deviations) for layernorm.
+    let parts = 2;
+    let dims = ints(
+        problem,
+        &[("rows", r.rows), ("cols", r.cols), ("chunk", len)],
+    )?;
+    // The kernels take their row and chunk from an `int` group id.
+    ints(problem, &[("groups", groups)])?;
+    let launch = |kernel: String, mut args: Vec<Arg>| {
+        args.extend(dims.iter().cloned());
+        Launch {
+            kernel,
+            global: vec![groups * group],
+            local: Some(vec![group]),
+            args,
+        }
+    };
+    let stats = launch("split_stats".into(), vec![Arg::Input(0), Arg::Scratch(0)]);
+    let mut apply_args: Vec<Arg> = (0..r.inputs).map(Arg::Input).collect();
+    apply_args.extend([Arg::Scratch(0), Arg::Output]);
+    let mut apply = launch(format!("{}_split_apply", r.stem), apply_args);
+    apply.args.extend(r.eps.map(Arg::Float));
+    let mut defines = vec![
+        ("GPUFLEET_WG", group.to_string()),
+        ("GPUFLEET_CHUNKS", "0".to_string()),
+        ("GPUFLEET_SPLIT", split.to_string()),
+    ];
+    if r.stem == "softmax" {
+        defines.push(("GPUFLEET_SPLIT_SOFTMAX", String::new()));
+    }
+    let mut config = r.config(
+        (
+            "kernel",
+            format!("{}_split_stats + {}_split_apply", r.stem, r.stem),
+        ),
+        group,
+        groups,
+        0,
+    );
+    config.insert("groups_per_row".into(), split.to_string());
+    Ok(Plan {
+        program: Program::new(("rows.cl", cl::ROWS), options(caps, &defines)),
+        input_storage: vec![Storage::F32; r.inputs],
+        output_storage: Storage::F32,
+        scratch_bytes: vec![4 * parts * groups],
+        launches: vec![stats, apply],
+        config,
+    })
 }

@@ -248,17 +248,14 @@ fn blocked_gemm_parameters_follow_the_tuning_and_the_shape() {
     assert_eq!(pl.output_storage, Storage::F16);
 }
 
+/// The plan of row kernel `kernel` at `r`×`c` on the test GPU (8 compute units).
+fn rows(kernel: &str, r: i64, c: i64) -> Plan {
+    let p = problem(kernel, "", &[("rows", r), ("cols", c)], "f32");
+    plan(&p, &devices()[0], None).unwrap()
+}
+
 #[test]
 fn row_kernels_size_their_groups_to_the_row() {
-    let gpu = &devices()[0];
-    let rows = |kernel, r, c| {
-        plan(
-            &problem(kernel, "", &[("rows", r), ("cols", c)], "f32"),
-            gpu,
-            None,
-        )
-        .unwrap()
-    };
     let pl = rows("softmax", 10, 1);
     assert_eq!(define(&pl, "GPUFLEET_WG").as_deref(), Some("32"));
     assert_eq!(define(&pl, "GPUFLEET_CHUNKS").as_deref(), Some("1"));
@@ -272,13 +269,81 @@ fn row_kernels_size_their_groups_to_the_row() {
         "groups stride over rows"
     );
     assert!(matches!(pl.launches[0].args.last(), Some(Arg::Float(e)) if (*e - 1e-5).abs() < 1e-12));
-    let pl = rows("rmsnorm", 2, 1 << 20);
+    // Too long for registers and many rows: one 1024-wide group per row, the row read again.
+    let pl = rows("rmsnorm", 4096, 1 << 20);
     assert_eq!(define(&pl, "GPUFLEET_WG").as_deref(), Some("1024"));
     assert_eq!(
         define(&pl, "GPUFLEET_CHUNKS").as_deref(),
         Some("0"),
         "too long for registers"
     );
+    assert_eq!(pl.launches.len(), 1);
+}
+
+#[test]
+fn few_wide_rows_are_split_over_several_groups() {
+    // 8 compute units: 64 groups wanted.
+    for (kernel, inputs, parts) in [("softmax", 1, 2), ("layernorm", 3, 2)] {
+        let pl = rows(kernel, 2, 1 << 20);
+        assert_eq!(
+            define(&pl, "GPUFLEET_SPLIT").as_deref(),
+            Some("32"),
+            "{kernel}"
+        );
+        assert_eq!(define(&pl, "GPUFLEET_WG").as_deref(), Some("256"));
+        let names: Vec<_> = pl.launches.iter().map(|l| l.kernel.as_str()).collect();
+        assert_eq!(
+            names,
+            ["split_stats".to_string(), format!("{kernel}_split_apply")]
+        );
+        for l in &pl.launches {
+            assert_eq!(l.global, [2 * 32 * 256], "{kernel}: rows × split groups");
+        }
+        assert_eq!(pl.scratch_bytes, [4 * parts * 64], "{kernel}: partials");
+        assert_eq!(pl.launches[0].args[..2], [Arg::Input(0), Arg::Scratch(0)]);
+        let apply = &pl.launches[1].args;
+        assert_eq!(apply[inputs], Arg::Scratch(0), "{kernel}");
+        assert_eq!(apply[inputs + 1], Arg::Output, "{kernel}");
+        let chunk = (1usize << 20) / 32;
+        assert!(
+            apply.contains(&Arg::Int(chunk as i32)),
+            "{kernel}: {apply:?}"
+        );
+        assert_eq!(pl.config["groups_per_row"], "32");
+        let softmax = define(&pl, "GPUFLEET_SPLIT_SOFTMAX").is_some();
+        assert_eq!(
+            softmax,
+            kernel == "softmax",
+            "the statistics the kernel computes"
+        );
+    }
+    // rmsnorm reads a row twice either way, and the fused kernel has three dependent
+    // reductions: neither is split.
+    assert_eq!(rows("rmsnorm", 2, 1 << 20).launches.len(), 1);
+    // The fused kernel has three dependent reductions: not split.
+    assert_eq!(
+        rows("layernorm_rmsnorm_fused", 2, 1 << 20).launches.len(),
+        1
+    );
+    // Rows that fit in registers, or enough of them to fill the device: not split.
+    assert_eq!(rows("softmax", 2, 4096).launches.len(), 1);
+    assert_eq!(rows("softmax", 64, 1 << 20).launches.len(), 1);
+}
+
+#[test]
+fn the_split_gives_every_compute_unit_groups_without_tiny_chunks() {
+    use crate::backend::planning::row_split;
+    // An H100 (132 SMs) at 256×65536: 8 groups per row, 2048 in all.
+    assert_eq!(row_split(256, 65536, 0, 132), 8);
+    // In registers, or rows enough: one group per row.
+    assert_eq!(row_split(4096, 4096, 4, 132), 1);
+    assert_eq!(row_split(16384, 1024, 1, 132), 1);
+    assert_eq!(row_split(2000, 100_000, 0, 132), 1);
+    // A short row is never cut below 4 columns per work-item of 256.
+    assert_eq!(row_split(1, 8192, 0, 132), 8);
+    assert_eq!(row_split(1, 1000, 0, 132), 1);
+    // At most SPLIT_MAX groups per row.
+    assert_eq!(row_split(1, 1 << 24, 0, 132), 64);
 }
 
 #[test]
