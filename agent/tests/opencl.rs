@@ -6,8 +6,8 @@
 mod common;
 
 use common::{
-    assert_config, assert_gemm_tuning_is_searched_then_cached, assert_ok,
-    assert_transfers_take_longer, compute_then_with_transfers, on, on_backend, required, run, spec,
+    assert_config, assert_few_wide_rows_are_split, assert_gemm_tuning_is_searched_then_cached,
+    assert_transfers_take_longer, compute_then_with_transfers, on_backend, required,
     unavailable_with, vec_add_twice,
 };
 
@@ -24,22 +24,8 @@ async fn programs_are_cached_and_gemm_tuning_is_recorded() {
 
 #[tokio::test]
 async fn few_wide_rows_run_split_over_groups_and_validate() {
-    let Some(mut t) = on_backend("opencl").await else {
-        return;
-    };
-    // Two rows of 70001 columns (too long for registers, too few rows to fill the device): the
-    // planner splits each row over several groups with ragged chunks; the agent validates the
-    // output against the f64 reference.
-    for kernel in ["softmax", "layernorm"] {
-        let s = on(&t.device, spec(kernel, &[("rows", 2), ("cols", 70_001)]));
-        let (_, r) = run(&mut t.client, &format!("split-{kernel}"), s).await;
-        assert_ok(&r);
-        assert!(
-            r.config.contains_key("groups_per_row"),
-            "{kernel} was not split: {:?}",
-            r.config
-        );
-        assert!(r.validation.as_ref().is_some_and(|v| v.passed), "{kernel}");
+    if let Some(mut t) = on_backend("opencl").await {
+        assert_few_wide_rows_are_split(&mut t).await;
     }
 }
 

@@ -7,9 +7,9 @@
 mod common;
 
 use common::{
-    assert_config, assert_gemm_tuning_is_searched_then_cached, assert_ok,
-    assert_transfers_take_longer, compute_then_with_transfers, on, on_backend, run, spec,
-    unavailable_with, vec_add_twice,
+    assert_config, assert_few_wide_rows_are_split, assert_gemm_tuning_is_searched_then_cached,
+    assert_ok, assert_transfers_take_longer, compute_then_with_transfers, on, on_backend, run,
+    spec, unavailable_with, vec_add_twice,
 };
 use gpufleet_proto::v1 as pb;
 
@@ -72,5 +72,12 @@ async fn buffers_past_the_storage_range_are_unsupported_not_wrong() {
             "{}",
             r.message
         );
+    }
+}
+
+#[tokio::test]
+async fn few_wide_rows_run_split_over_groups_and_validate() {
+    if let Some(mut t) = on_backend("vulkan").await {
+        assert_few_wide_rows_are_split(&mut t).await;
     }
 }

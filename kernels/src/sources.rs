@@ -97,6 +97,17 @@ pub mod vulkan {
         include_bytes!(concat!(env!("OUT_DIR"), "/spv/conv2d_direct.spv"));
     /// `im2col.comp`: images unfolded into column matrices for `gemm_blocked`.
     pub const IM2COL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/im2col.spv"));
+    /// `split_stats.comp`: partials of one chunk of a split row, shared-memory reductions.
+    pub const SPLIT_STATS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/split_stats.spv"));
+    /// `split_stats_subgroup.comp`: partials of one chunk of a split row, subgroup reductions.
+    pub const SPLIT_STATS_SUBGROUP: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/split_stats_subgroup.spv"));
+    /// `softmax_split_apply.comp`: softmax of one chunk of a split row from the row's partials.
+    pub const SOFTMAX_SPLIT_APPLY: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/softmax_split_apply.spv"));
+    /// `layernorm_split_apply.comp`: layernorm of one chunk of a split row from the row's partials.
+    pub const LAYERNORM_SPLIT_APPLY: &[u8] =
+        include_bytes!(concat!(env!("OUT_DIR"), "/spv/layernorm_split_apply.spv"));
 
     /// Every module as `(shader name, SPIR-V)`; the name is the file stem (`gemm_blocked`).
     pub const ALL: &[(&str, &[u8])] = &[
@@ -123,6 +134,10 @@ pub mod vulkan {
         ("layernorm_rmsnorm_subgroup", LAYERNORM_RMSNORM_SUBGROUP),
         ("conv2d_direct", CONV2D_DIRECT),
         ("im2col", IM2COL),
+        ("split_stats", SPLIT_STATS),
+        ("split_stats_subgroup", SPLIT_STATS_SUBGROUP),
+        ("softmax_split_apply", SOFTMAX_SPLIT_APPLY),
+        ("layernorm_split_apply", LAYERNORM_SPLIT_APPLY),
     ];
 
     /// The SPIR-V of shader `name` (`"gemm_blocked"`), or `None` for a shader that does not exist.

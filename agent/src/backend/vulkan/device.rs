@@ -110,10 +110,24 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
         let mut driver = vk::PhysicalDeviceDriverProperties::default();
         let has_pci = has_ext(c"VK_EXT_pci_bus_info");
+        // Compute units, where a vendor extension says (the core API does not): NVIDIA's SM
+        // count, AMD's engines × arrays × CUs per array.
+        let mut sm = vk::PhysicalDeviceShaderSMBuiltinsPropertiesNV::default();
+        let mut amd = vk::PhysicalDeviceShaderCorePropertiesAMD::default();
+        let (has_sm, has_amd) = (
+            has_ext(c"VK_NV_shader_sm_builtins"),
+            has_ext(c"VK_AMD_shader_core_properties"),
+        );
         {
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
             if has_pci {
                 p2 = p2.push_next(&mut pci);
+            }
+            if has_sm {
+                p2 = p2.push_next(&mut sm);
+            }
+            if has_amd {
+                p2 = p2.push_next(&mut amd);
             }
             if v12 {
                 p2 = p2.push_next(&mut driver);
@@ -192,6 +206,15 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             max_compute_workgroup_count: l.max_compute_work_group_count,
             vendor_id: props.vendor_id,
+            compute_units: if has_sm {
+                sm.shader_sm_count
+            } else if has_amd {
+                amd.shader_engine_count
+                    * amd.shader_arrays_per_engine_count
+                    * amd.compute_units_per_shader_array
+            } else {
+                0
+            },
         };
         let mut features = vec![format!("subgroup:{}", caps.subgroup_size)];
         if caps.subgroup_arithmetic {

@@ -60,6 +60,7 @@ impl Backend for VulkanBackend {
             storage_buffer_16bit: true,
             max_compute_workgroup_count: [65535, 65535, 65535],
             vendor_id: 0,
+            compute_units: 0,
         };
         KernelSupport::from_list(plan::supported(&caps))
     }

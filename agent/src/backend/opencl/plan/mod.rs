@@ -212,10 +212,7 @@ fn plan_rows_split(
         defines.push(("GPUFLEET_SPLIT_SOFTMAX", String::new()));
     }
     let mut config = r.config(
-        (
-            "kernel",
-            format!("{}_split_stats + {}_split_apply", r.stem, r.stem),
-        ),
+        ("kernel", format!("split_stats + {}_split_apply", r.stem)),
         group,
         groups,
         0,

@@ -310,6 +310,10 @@ fn few_wide_rows_are_split_over_several_groups() {
             "{kernel}: {apply:?}"
         );
         assert_eq!(pl.config["groups_per_row"], "32");
+        assert_eq!(
+            pl.config["kernel"],
+            format!("split_stats + {kernel}_split_apply")
+        );
         let softmax = define(&pl, "GPUFLEET_SPLIT_SOFTMAX").is_some();
         assert_eq!(
             softmax,

@@ -9,6 +9,10 @@ use gpufleet_kernels::sources::vulkan as spv;
 /// Specialization constant of the local size x (every shader) and y (the GEMMs).
 pub(super) const SPEC_LOCAL_X: u32 = 0;
 pub(super) const SPEC_LOCAL_Y: u32 = 1;
+/// Specialization constants of the split-row shaders: groups per row, and softmax's partials
+/// (1) or layernorm's (0) in `split_stats` (kernels/vulkan/include/split*.glsl).
+pub(super) const SPEC_SPLIT: u32 = 3;
+pub(super) const SPEC_SPLIT_SOFTMAX: u32 = 4;
 /// Invocations per group of the one-dimensional shaders, capped by the device.
 const FLAT_GROUP: u32 = 256;
 /// Groups of a grid-stride or row dispatch: the smallest maxComputeWorkGroupCount[0] Vulkan

@@ -46,7 +46,8 @@ pub use types::{Binding, Dispatch, GemmTuning, Plan, SpecValue, Storage, Unsuppo
 use crate::backend::Missing;
 use crate::backend::planning;
 use args::{
-    GRID_GROUPS_MAX, SPEC_LOCAL_X, dispatch, flat_group, grid_groups, pow2_floor, word, words,
+    GRID_GROUPS_MAX, SPEC_LOCAL_X, SPEC_SPLIT, SPEC_SPLIT_SOFTMAX, dispatch, flat_group,
+    grid_groups, pow2_floor, word, words,
 };
 use gemm::{F16ACC32, plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::{Dtype, KernelId, Problem, find_kernel};
@@ -232,6 +233,12 @@ fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
             .min(caps.max_shared_memory_bytes / 4),
     );
     let (group, chunks) = planning::row_group(r.cols, cap as usize);
+    let split = planning::row_split(r.rows, r.cols, chunks, caps.compute_units as usize);
+    // Only the kernels that read a row three times (see kernels/vulkan/include/split.glsl).
+    let splits = matches!(r.stem, "softmax" | "layernorm");
+    if split > 1 && splits && planning::SPLIT_GROUP as u32 <= cap {
+        return plan_rows_split(problem, caps, &r, split);
+    }
     let group = group as u32;
     let groups = u32::try_from(r.rows)
         .unwrap_or(u32::MAX)
@@ -256,5 +263,76 @@ fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
             groups as usize,
             chunks,
         ),
+    })
+}
+
+/// Wide rows, few of them (softmax, layernorm): `split` groups per row, `split_stats` into scratch
+/// 0 (two partials per chunk), then `<stem>_split_apply` (kernels/vulkan/include/split.glsl).
+fn plan_rows_split(
+    problem: &Problem,
+    caps: &VkCaps,
+    r: &planning::RowKernel,
+    split: usize,
+) -> Result<Plan, Unsupported> {
+    let group = planning::SPLIT_GROUP as u32;
+    let len = r.cols.div_ceil(split);
+    let groups = r.rows * split;
+    let count = u32::try_from(groups)
+        .ok()
+        .filter(|&g| g <= caps.max_compute_workgroup_count[0])
+        .ok_or_else(|| {
+            Unsupported(format!(
+                "{groups} groups of a split {} exceed maxComputeWorkGroupCount",
+                problem.kernel.name
+            ))
+        })?;
+    let push = words(
+        problem,
+        &[("rows", r.rows), ("cols", r.cols), ("chunk", len)],
+    )?;
+    let local = (SPEC_LOCAL_X, SpecValue::U32(group));
+    let split_spec = (SPEC_SPLIT, SpecValue::U32(split as u32));
+    let stats_shader = if caps.subgroup_arithmetic {
+        "split_stats_subgroup"
+    } else {
+        "split_stats"
+    };
+    let softmax = u32::from(r.stem == "softmax");
+    let stats = dispatch(
+        stats_shader,
+        vec![
+            local,
+            split_spec,
+            (SPEC_SPLIT_SOFTMAX, SpecValue::U32(softmax)),
+        ],
+        push.clone(),
+        vec![Binding::Input(0), Binding::Scratch(0)],
+        [count, 1, 1],
+    )?;
+    let mut bindings: Vec<Binding> = (0..r.inputs).map(Binding::Input).collect();
+    bindings.extend([Binding::Scratch(0), Binding::Output]);
+    let mut apply_push = push;
+    apply_push.extend(r.eps.map(f32::to_bits));
+    let apply_shader = format!("{}_split_apply", r.stem);
+    let apply = dispatch(
+        &apply_shader,
+        vec![local, split_spec],
+        apply_push,
+        bindings,
+        [count, 1, 1],
+    )?;
+    let mut config = r.config(
+        ("shader", format!("{stats_shader} + {apply_shader}")),
+        group as usize,
+        groups,
+        0,
+    );
+    config.insert("groups_per_row".into(), split.to_string());
+    Ok(Plan {
+        input_storage: vec![Storage::F32; r.inputs],
+        output_storage: Storage::F32,
+        scratch_bytes: vec![4 * 2 * groups],
+        dispatches: vec![stats, apply],
+        config,
     })
 }

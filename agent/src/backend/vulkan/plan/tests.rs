@@ -2,7 +2,7 @@
 //! embedded SPIR-V and check each dispatch against the module it names: the descriptor bindings,
 //! the push-constant block's size and the specialization-constant ids.
 
-use super::args::SPEC_LOCAL_Y;
+use super::args::{SPEC_LOCAL_Y, SPEC_SPLIT, SPEC_SPLIT_SOFTMAX};
 use super::tuning::{blocked_local, blocked_shared_bytes, tuning_error};
 use super::*;
 use gpufleet_kernels::TRIAD_SCALAR;
@@ -22,6 +22,7 @@ fn nvidia() -> VkCaps {
         storage_buffer_16bit: true,
         max_compute_workgroup_count: [2_147_483_647, 65535, 65535],
         vendor_id: 0x10de,
+        compute_units: 132,
     }
 }
 
@@ -36,6 +37,7 @@ fn lavapipe() -> VkCaps {
         storage_buffer_16bit: true,
         max_compute_workgroup_count: [65535, 65535, 65535],
         vendor_id: 0x10005,
+        compute_units: 0,
     }
 }
 
@@ -50,6 +52,7 @@ fn polaris() -> VkCaps {
         storage_buffer_16bit: true,
         max_compute_workgroup_count: [u32::MAX, 65535, 65535],
         vendor_id: 0x1002,
+        compute_units: 36,
     }
 }
 
@@ -64,6 +67,7 @@ fn tiny() -> VkCaps {
         storage_buffer_16bit: false,
         max_compute_workgroup_count: [65535, 65535, 65535],
         vendor_id: 0,
+        compute_units: 0,
     }
 }
 
@@ -632,4 +636,55 @@ fn im2col_chunks_the_batch_and_batches_the_gemm_over_images() {
         spec(gemm, 2).unwrap() <= 32,
         "32 filters: a tile that is not mostly padding"
     );
+}
+
+#[test]
+fn few_wide_rows_of_softmax_and_layernorm_are_split() {
+    let gpu = nvidia(); // 132 SMs: 8 groups per row at 256×65536
+    for (kernel, inputs) in [("softmax", 1), ("layernorm", 3)] {
+        let p = problem(kernel, "", &[("rows", 256), ("cols", 65536)], "f32");
+        let pl = plan(&p, &gpu, None).unwrap();
+        let shaders: Vec<_> = pl.dispatches.iter().map(|d| d.shader.as_str()).collect();
+        assert_eq!(
+            shaders,
+            [
+                "split_stats_subgroup".to_string(),
+                format!("{kernel}_split_apply")
+            ]
+        );
+        for d in &pl.dispatches {
+            assert_eq!(d.groups, [256 * 8, 1, 1], "{kernel}");
+            assert_eq!(spec(d, SPEC_SPLIT), Some(8));
+        }
+        let softmax = spec(&pl.dispatches[0], SPEC_SPLIT_SOFTMAX);
+        assert_eq!(softmax, Some(u32::from(kernel == "softmax")));
+        assert_eq!(pl.scratch_bytes, [4 * 2 * 256 * 8]);
+        let apply = &pl.dispatches[1].bindings;
+        assert_eq!(
+            apply[inputs..],
+            [Binding::Scratch(0), Binding::Output],
+            "{kernel}"
+        );
+        assert_eq!(pl.config["groups_per_row"], "8");
+        // The SPIR-V's bindings, push constants and specialization ids match the dispatches.
+        check_plan(&p, &pl, &gpu);
+    }
+    // rmsnorm and the fused kernel are not split; nor are rows that fit in registers.
+    for (kernel, cols) in [
+        ("rmsnorm", 65536),
+        ("layernorm_rmsnorm_fused", 65536),
+        ("softmax", 4096),
+    ] {
+        let p = problem(kernel, "", &[("rows", 256), ("cols", cols)], "f32");
+        assert_eq!(
+            plan(&p, &gpu, None).unwrap().dispatches.len(),
+            1,
+            "{kernel}"
+        );
+    }
+    // Without a compute-unit count (lavapipe) only very few rows are split.
+    let p = problem("softmax", "", &[("rows", 2), ("cols", 70_001)], "f32");
+    let pl = plan(&p, &lavapipe(), None).unwrap();
+    assert!(pl.dispatches[0].shader.starts_with("split_stats"));
+    assert_eq!(pl.config["groups_per_row"], "4");
 }

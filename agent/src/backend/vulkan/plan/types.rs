@@ -20,6 +20,8 @@ pub struct VkCaps {
     pub storage_buffer_16bit: bool,
     pub max_compute_workgroup_count: [u32; 3],
     pub vendor_id: u32,
+    /// SMs or CUs where `VK_NV_shader_sm_builtins` or `VK_AMD_shader_core_properties` says, else 0.
+    pub compute_units: u32,
 }
 
 /// How a buffer is stored on the device (f16: IEEE half, converted on the
