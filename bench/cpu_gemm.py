@@ -13,9 +13,9 @@ variable is read when OpenBLAS loads), times `a @ b` after a warm-up until both 
 and reports the median, the core OpenBLAS says it uses and its thread count. Rounds alternate
 ours/numpy so drift hits both alike; the reported figure per side is the median over rounds.
 """
-import argparse, json, os, statistics, subprocess, sys, tempfile, time, datetime
+import argparse, json, os, statistics, subprocess, sys, datetime
 
-from benchlib import cpu_model, emit
+from benchlib import cpu_model, emit, local_agent
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -98,30 +98,20 @@ def main():
     isas = [i for i in args.isa if i != "avx512" or "avx512f" in cpu_flags()]
     for i in set(args.isa) - set(isas):
         print(f"skipped {i}: this CPU does not have it", file=sys.stderr)
-    agent = subprocess.Popen([os.path.join(args.bin_dir, "gpufleet-agent"), "--listen", "127.0.0.1:50977"],
-                             stderr=subprocess.DEVNULL)
     rows = []
-    try:
-        time.sleep(1.5)
-        with tempfile.TemporaryDirectory() as d:
-            db = os.path.join(d, "bench.db")
-            subprocess.run([os.path.join(args.bin_dir, "gpufleet"), "--db", db, "agents", "add", "bench",
-                            "http://127.0.0.1:50977"], check=True, capture_output=True)
-            for isa in isas:
-                for n in args.n:
-                    ours, theirs, last, blas = [], [], None, None
-                    for i in range(args.rounds):
-                        g, last = ours_gflops(args.bin_dir, db, n, isa)
-                        ours.append(g)
-                        blas = numpy_gflops(n, isa)
-                        theirs.append(blas["gflops"])
-                        print(f"{isa} n={n} round {i + 1}: gpufleet {ours[-1]:.1f} GFLOP/s "
-                              f"({last['config'].get('isa')}), numpy {theirs[-1]:.1f} "
-                              f"({blas['core']}, {blas['threads']} threads)", file=sys.stderr)
-                    rows.append((isa, n, ours, theirs, last, blas))
-    finally:
-        agent.terminate()
-        agent.wait()
+    with local_agent(args.bin_dir, 50977, "bench", settle_s=1.5) as (db, _):
+        for isa in isas:
+            for n in args.n:
+                ours, theirs, last, blas = [], [], None, None
+                for i in range(args.rounds):
+                    g, last = ours_gflops(args.bin_dir, db, n, isa)
+                    ours.append(g)
+                    blas = numpy_gflops(n, isa)
+                    theirs.append(blas["gflops"])
+                    print(f"{isa} n={n} round {i + 1}: gpufleet {ours[-1]:.1f} GFLOP/s "
+                          f"({last['config'].get('isa')}), numpy {theirs[-1]:.1f} "
+                          f"({blas['core']}, {blas['threads']} threads)", file=sys.stderr)
+                rows.append((isa, n, ours, theirs, last, blas))
     cpu = cpu_model()
     lines = [
         f"### fp32 GEMM, cpu backend vs numpy/OpenBLAS, AVX-512 and AVX2 ({datetime.date.today()})",

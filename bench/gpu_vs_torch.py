@@ -17,7 +17,9 @@ Ours runs through a real agent (worker process, device timing, the result valida
 f64 reference); torch is timed with CUDA events. Both report medians after a warm-up. Bytes per
 row kernel are the catalog's (softmax 8·r·c; norms 4·(2·r·c + v·c) with v weight vectors).
 """
-import argparse, datetime, json, os, statistics, subprocess, sys, tempfile, time
+import argparse, datetime, json, os, statistics, subprocess, sys
+
+from benchlib import emit, local_agent
 
 GEMM_NS = (2048, 4096, 8192)
 ROW_SHAPES = ((4096, 4096), (16384, 1024), (256, 65536))
@@ -162,15 +164,8 @@ def main():
     ap.add_argument("--bw-n", type=int, default=1 << 26)
     ap.add_argument("--suite", default="", help="also run this suite on each backend (e.g. standard)")
     args = ap.parse_args()
-    cache = tempfile.mkdtemp()
-    agent = subprocess.Popen([os.path.join(args.bin_dir, "gpufleet-agent"), "--listen", "127.0.0.1:50977",
-                              "--cache-dir", cache], stderr=open(os.path.join(cache, "agent.log"), "w"))
     lines = []
-    try:
-        time.sleep(3)
-        db = os.path.join(cache, "bench.db")
-        sh([os.path.join(args.bin_dir, "gpufleet"), "--db", db, "agents", "add", "gpu", "http://127.0.0.1:50977"])
-        info = json.loads(sh([os.path.join(args.bin_dir, "gpufleet"), "--db", db, "describe", "gpu", "--json"]).stdout)
+    with local_agent(args.bin_dir, 50977, "gpu") as (db, info):
         for b in info["backends"]:
             print(f"backend {b['name']}: available={b['available']} {b['reason']}", file=sys.stderr)
         t = torch_figures(args.bw_n)
@@ -187,14 +182,7 @@ def main():
                     by.setdefault(r["status"], []).append(f"{r['kernel']}/{r['variant']}")
                 lines.append(f"\n`{args.suite}` suite on {backend}: {len(rows)} results: "
                              + ", ".join(f"{k} {len(v)}" for k, v in sorted(by.items())) + ".")
-    finally:
-        agent.terminate()
-        agent.wait()
-    text = "\n".join(lines) + "\n"
-    print(text)
-    with open(args.out, "w") as f:
-        f.write(text)
-
+    emit(lines, args.out, append=False)
 
 if __name__ == "__main__":
     main()

@@ -12,7 +12,9 @@ Three views of the same single-work-item kernel, each the median of N launches a
 Usage on the GPU host (release binaries in BIN_DIR, pyopencl installed from carried wheels):
   python3 bench/launch_latency.py --bin-dir .dev --out latency.md
 """
-import argparse, json, os, statistics, subprocess, sys, tempfile, time
+import argparse, json, os, statistics, subprocess, sys, time
+
+from benchlib import emit, local_agent
 
 N = 2000
 
@@ -82,18 +84,9 @@ def torch_reference():
             "torch": torch.__version__}
 
 def gpufleet_noop(bin_dir):
-    cache = tempfile.mkdtemp()
-    agent = subprocess.Popen([os.path.join(bin_dir, "gpufleet-agent"), "--listen", "127.0.0.1:50978",
-                              "--cache-dir", cache], stderr=open(os.path.join(cache, "agent.log"), "w"))
     out = {}
-    try:
-        time.sleep(3)
-        db = os.path.join(cache, "l.db")
-        g = os.path.join(bin_dir, "gpufleet")
-        subprocess.run([g, "--db", db, "agents", "add", "gpu", "http://127.0.0.1:50978"], check=True,
-                       capture_output=True)
-        info = json.loads(subprocess.run([g, "--db", db, "describe", "gpu", "--json"], check=True,
-                                         capture_output=True, text=True).stdout)
+    g = os.path.join(bin_dir, "gpufleet")
+    with local_agent(bin_dir, 50978, "gpu") as (db, info):
         for backend in ("opencl", "vulkan"):
             devs = [d for d in info["devices"] if d["backend"] == backend and d["device_type"] != "cpu"]
             if not devs:
@@ -105,9 +98,6 @@ def gpufleet_noop(bin_dir):
             out[backend] = {"median_us": row["metric"]["value"] if row.get("metric") else None,
                             "status": row["status"], "iterations": row["iterations"],
                             "wall_s": row["wall_s"]}
-    finally:
-        agent.terminate()
-        agent.wait()
     return out
 
 def main():
@@ -138,10 +128,7 @@ def main():
         "",
         f"gpufleet runs: {json.dumps(ours)}",
     ]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    with open(args.out, "w") as fh:
-        fh.write(text)
+    emit(lines, args.out, append=False)
 
 if __name__ == "__main__":
     main()

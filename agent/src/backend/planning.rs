@@ -219,6 +219,48 @@ impl RowKernel {
             ("row_in_registers", in_registers.into()),
         ])
     }
+
+    /// How this kernel's rows are split over several groups, or `None` for one group per row:
+    /// [`row_split`] decides, and only for softmax and layernorm (their one-group kernels read a
+    /// row three times; rmsnorm reads it twice either way and measured no faster split, the fused
+    /// kernel has three dependent reductions), on a device whose groups (at most `cap`
+    /// invocations) hold [`SPLIT_GROUP`].
+    pub fn split(&self, chunks: usize, compute_units: usize, cap: usize) -> Option<RowSplit> {
+        let split = row_split(self.rows, self.cols, chunks, compute_units);
+        let splits = matches!(self.stem, "softmax" | "layernorm");
+        (split > 1 && splits && SPLIT_GROUP <= cap).then(|| RowSplit {
+            split,
+            len: self.cols.div_ceil(split),
+            groups: self.rows * split,
+        })
+    }
+
+    /// [`RowKernel::config`] of a split plan, with the groups per row.
+    pub fn split_config(&self, entry: (&str, String), s: &RowSplit) -> BTreeMap<String, String> {
+        let mut config = self.config(entry, SPLIT_GROUP, s.groups, 0);
+        config.insert("groups_per_row".into(), s.split.to_string());
+        config
+    }
+}
+
+/// A split of few wide rows (see [`RowKernel::split`]): `split` groups of [`SPLIT_GROUP`] per row,
+/// group g on row g / split and columns [s·len, min((s+1)·len, cols)) with s = g % split; a
+/// statistics launch writes two partials per chunk into scratch 0, an apply launch merges them.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct RowSplit {
+    pub split: usize,
+    /// Columns per chunk.
+    pub len: usize,
+    /// Groups in all: rows × split.
+    pub groups: usize,
+}
+
+impl RowSplit {
+    /// Bytes of the partials (two f32 per chunk: max and Σ exp for softmax, mean and Σ squared
+    /// deviations for layernorm).
+    pub fn scratch_bytes(&self) -> usize {
+        4 * 2 * self.groups
+    }
 }
 
 /// `problem` as a row kernel.

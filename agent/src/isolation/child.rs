@@ -1,5 +1,5 @@
-//! The worker side: `worker serve` (jobs on stdin, one JSON line each, until stdin closes),
-//! `worker run` (one job: all of stdin) and `worker discover NAME`.
+//! The worker side: `worker serve` (jobs on stdin, one JSON line each, until stdin closes) and
+//! `worker discover NAME`.
 
 use super::monotonic_ns;
 use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome, WorkerStatus};
@@ -7,7 +7,7 @@ use crate::backend::{self, BackendError, PreparedKernel};
 use crate::stats::{StopRule, interval_pct};
 use gpufleet_kernels::Problem;
 use std::fs::File;
-use std::io::{BufRead, BufWriter, Read, Write};
+use std::io::{BufRead, BufWriter, Write};
 use std::os::fd::FromRawFd;
 use std::time::Instant;
 
@@ -56,7 +56,7 @@ impl Channel {
 }
 
 /// Entry point of a worker process; `args` follow the worker word
-/// (`["serve"]`, `["run"]` or `["discover", "cpu"]`). Returns the process exit code.
+/// (`["serve"]` or `["discover", "cpu"]`). Returns the process exit code.
 pub fn main(args: &[String]) -> i32 {
     let mut chan = match Channel::take_stdout() {
         Ok(c) => c,
@@ -66,11 +66,6 @@ pub fn main(args: &[String]) -> i32 {
         }
     };
     match args.first().map(String::as_str) {
-        Some("run") => {
-            let outcome = run_from_stdin(&mut chan);
-            chan.send(&WorkerEvent::Outcome(outcome));
-            0
-        }
         Some("serve") => {
             // Each job's kernel and buffers are dropped inside `run_job`, before its outcome goes
             // out, so the parent may hand over the next job as soon as it has read the outcome.
@@ -105,20 +100,9 @@ pub fn main(args: &[String]) -> i32 {
             0
         }
         _ => {
-            eprintln!("worker: usage: worker serve | worker run | worker discover <backend>");
+            eprintln!("worker: usage: worker serve | worker discover <backend>");
             2
         }
-    }
-}
-
-fn run_from_stdin(chan: &mut Channel) -> WorkerOutcome {
-    let mut text = String::new();
-    if let Err(e) = std::io::stdin().read_to_string(&mut text) {
-        return WorkerOutcome::failed(WorkerStatus::Error, format!("reading the job: {e}"));
-    }
-    match serde_json::from_str::<WorkerJob>(&text) {
-        Ok(job) => run_job(&job, chan),
-        Err(e) => WorkerOutcome::failed(WorkerStatus::Error, format!("malformed job: {e}")),
     }
 }
 

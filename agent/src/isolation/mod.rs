@@ -1,10 +1,11 @@
 //! Isolation: every driver call happens in a child worker process.
 //!
-//! The agent (parent) starts `gpufleet-agent worker run` (or the embedding
+//! The agent (parent) starts `gpufleet-agent worker serve` (or the embedding
 //! binary's equivalent, see [`WorkerCommand`]) in its own process group,
-//! writes the job as JSON on its stdin and reads JSON-line events from its
-//! stdout: progress, the kernel-window markers on CLOCK_MONOTONIC, and one
-//! outcome. The worker moves its own stdout to a private descriptor first and
+//! writes each job as a JSON line on its stdin and reads JSON-line events from
+//! its stdout: progress, the kernel-window markers on CLOCK_MONOTONIC, and one
+//! outcome per job. A worker whose run ended `ok` may be kept for the next run
+//! with the same key ([`parent::WorkerPool`]). The worker moves its own stdout to a private descriptor first and
 //! points fd 1 at stderr, so a driver that prints cannot corrupt the protocol.
 //!
 //! The parent enforces the run's deadline and cancellation by killing the

@@ -44,8 +44,8 @@ pub struct WorkerRun {
     pub window_end_ns: Option<u64>,
     pub stderr_tail: String,
     pub wall: Duration,
-    /// How many runs the worker process had done before this one (0: started for it).
-    pub earlier_runs: u32,
+    /// Whether the worker process had done an earlier run (false: started for this one).
+    pub reused: bool,
 }
 
 /// A progress event forwarded while the worker runs.
@@ -268,11 +268,6 @@ impl WorkerPool {
         self.idle.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Idle worker processes now.
-    pub fn idle_count(&self) -> usize {
-        self.idle().len()
-    }
-
     /// An idle worker for `key`, if one is kept and still alive.
     fn take(&self, key: &PoolKey) -> Option<Worker> {
         let mut idle = self.idle();
@@ -352,7 +347,7 @@ pub async fn run_worker(
         Some(w) => w,
         None => Worker::start(cmd, key, pool.next_id.fetch_add(1, Ordering::Relaxed))?,
     };
-    let earlier_runs = w.runs;
+    let reused = w.runs > 0;
     *lock(&w.stderr) = Stderr::default();
     let mut job_line = serde_json::to_vec(job).expect("WorkerJob serializes");
     job_line.push(b'\n');
@@ -412,7 +407,7 @@ pub async fn run_worker(
             window_end_ns: end,
             stderr_tail: lock(&w.stderr).tail_text(STDERR_TAIL_BYTES),
             wall: started.elapsed(),
-            earlier_runs,
+            reused,
         };
         pool.put(w);
         return Ok(run);
@@ -461,7 +456,7 @@ pub async fn run_worker(
         window_end_ns: end,
         stderr_tail: stderr.tail_text(STDERR_TAIL_BYTES),
         wall: started.elapsed(),
-        earlier_runs,
+        reused,
     })
 }
 

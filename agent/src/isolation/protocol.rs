@@ -5,7 +5,7 @@ use gpufleet_kernels::Validation;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-/// One run, as the parent hands it to `worker run` on stdin.
+/// One run, as the parent hands it to `worker serve` on stdin (one JSON line).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WorkerJob {
     pub backend: String,

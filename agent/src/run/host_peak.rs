@@ -17,7 +17,7 @@
 //!   The 3·H are the inputs, their upload copy (staging buffers, byte conversions) and the
 //!   readback with its conversion.
 //!
-//! Measured as the worker's `ru_maxrss` (VmHWM) when `gpufleet-agent worker run` is fed one job
+//! Measured as the worker's `ru_maxrss` (VmHWM) when a fresh worker process is fed one job
 //! (warm-up 1, 3 iterations, validated), on a 2-core AMD EPYC with 24 GiB, PoCL 3.1 and lavapipe
 //! (Mesa 22.3): the `CALIBRATION` table in the tests below keeps every measurement and checks the
 //! model against it. cpu: an empty worker peaks at 11 MiB, every kernel at that plus 2·H (and I

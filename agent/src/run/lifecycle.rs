@@ -212,10 +212,9 @@ impl AgentCore {
         };
         let mut result = match outcome {
             Ok(run) => {
-                let earlier = run.earlier_runs;
-                let mut r = finish(&plan, run, started);
                 // Whether this run paid a process start, for anyone reading first-run figures.
-                let worker = if earlier == 0 { "new" } else { "reused" };
+                let worker = if run.reused { "reused" } else { "new" };
+                let mut r = finish(&plan, run, started);
                 r.config.insert("worker".into(), worker.into());
                 r
             }

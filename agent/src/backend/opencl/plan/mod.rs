@@ -141,11 +141,8 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
         usize::try_from(caps.local_mem_bytes / 4).unwrap_or(usize::MAX),
     ));
     let (group, chunks) = planning::row_group(r.cols, cap);
-    let split = planning::row_split(r.rows, r.cols, chunks, caps.compute_units as usize);
-    // Only the kernels that read a row three times (see rows.cl's split kernels).
-    let splits = matches!(r.stem, "softmax" | "layernorm");
-    if split > 1 && splits && planning::SPLIT_GROUP <= cap {
-        return plan_rows_split(problem, caps, &r, split);
+    if let Some(split) = r.split(chunks, caps.compute_units as usize, cap) {
+        return plan_rows_split(problem, caps, &r, &split);
     }
     let groups = r.rows.min(ROW_GROUPS_MAX);
     let mut args = planning::buffers(r.inputs, Arg::Input, Arg::Output);
@@ -169,31 +166,27 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
     ))
 }
 
-/// Wide rows, few of them (softmax, layernorm): `split` groups per row, a statistics launch into
-/// scratch 0 (the chunks' partials) and an apply launch that combines a row's partials and writes its chunks
-/// (see the split kernels in rows.cl).
+/// Wide rows, few of them (softmax, layernorm): a `split_stats` launch into scratch 0 (the
+/// chunks' partials) and an apply launch that merges a row's partials and writes its chunks (see
+/// the split kernels in rows.cl).
 fn plan_rows_split(
     problem: &Problem,
     caps: &DeviceCaps,
     r: &planning::RowKernel,
-    split: usize,
+    s: &planning::RowSplit,
 ) -> Result<Plan, Unsupported> {
     let group = planning::SPLIT_GROUP;
-    let len = r.cols.div_ceil(split);
-    let groups = r.rows * split;
-    // Two partials per chunk: (max, Σ exp) for softmax, (mean, Σ squared deviations) for layernorm.
-    let parts = 2;
     let dims = ints(
         problem,
-        &[("rows", r.rows), ("cols", r.cols), ("chunk", len)],
+        &[("rows", r.rows), ("cols", r.cols), ("chunk", s.len)],
     )?;
     // The kernels take their row and chunk from an `int` group id.
-    ints(problem, &[("groups", groups)])?;
+    ints(problem, &[("groups", s.groups)])?;
     let launch = |kernel: String, mut args: Vec<Arg>| {
         args.extend(dims.iter().cloned());
         Launch {
             kernel,
-            global: vec![groups * group],
+            global: vec![s.groups * group],
             local: Some(vec![group]),
             args,
         }
@@ -206,24 +199,20 @@ fn plan_rows_split(
     let mut defines = vec![
         ("GPUFLEET_WG", group.to_string()),
         ("GPUFLEET_CHUNKS", "0".to_string()),
-        ("GPUFLEET_SPLIT", split.to_string()),
+        ("GPUFLEET_SPLIT", s.split.to_string()),
     ];
     if r.stem == "softmax" {
         defines.push(("GPUFLEET_SPLIT_SOFTMAX", String::new()));
     }
-    let mut config = r.config(
-        ("kernel", format!("split_stats + {}_split_apply", r.stem)),
-        group,
-        groups,
-        0,
-    );
-    config.insert("groups_per_row".into(), split.to_string());
     Ok(Plan {
         program: Program::new(("rows.cl", cl::ROWS), options(caps, &defines)),
         input_storage: vec![Storage::F32; r.inputs],
         output_storage: Storage::F32,
-        scratch_bytes: vec![4 * parts * groups],
+        scratch_bytes: vec![s.scratch_bytes()],
         launches: vec![stats, apply],
-        config,
+        config: r.split_config(
+            ("kernel", format!("split_stats + {}_split_apply", r.stem)),
+            s,
+        ),
     })
 }

@@ -233,11 +233,8 @@ fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
             .min(caps.max_shared_memory_bytes / 4),
     );
     let (group, chunks) = planning::row_group(r.cols, cap as usize);
-    let split = planning::row_split(r.rows, r.cols, chunks, caps.compute_units as usize);
-    // Only the kernels that read a row three times (see kernels/vulkan/include/split.glsl).
-    let splits = matches!(r.stem, "softmax" | "layernorm");
-    if split > 1 && splits && planning::SPLIT_GROUP as u32 <= cap {
-        return plan_rows_split(problem, caps, &r, split);
+    if let Some(split) = r.split(chunks, caps.compute_units as usize, cap as usize) {
+        return plan_rows_split(problem, caps, &r, &split);
     }
     let group = group as u32;
     let groups = u32::try_from(r.rows)
@@ -266,17 +263,16 @@ fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
     })
 }
 
-/// Wide rows, few of them (softmax, layernorm): `split` groups per row, `split_stats` into scratch
-/// 0 (two partials per chunk), then `<stem>_split_apply` (kernels/vulkan/include/split.glsl).
+/// Wide rows, few of them (softmax, layernorm): `split_stats` into scratch 0 (two partials per
+/// chunk), then `<stem>_split_apply` (kernels/vulkan/include/split.glsl).
 fn plan_rows_split(
     problem: &Problem,
     caps: &VkCaps,
     r: &planning::RowKernel,
-    split: usize,
+    s: &planning::RowSplit,
 ) -> Result<Plan, Unsupported> {
     let group = planning::SPLIT_GROUP as u32;
-    let len = r.cols.div_ceil(split);
-    let groups = r.rows * split;
+    let groups = s.groups;
     let count = u32::try_from(groups)
         .ok()
         .filter(|&g| g <= caps.max_compute_workgroup_count[0])
@@ -288,10 +284,10 @@ fn plan_rows_split(
         })?;
     let push = words(
         problem,
-        &[("rows", r.rows), ("cols", r.cols), ("chunk", len)],
+        &[("rows", r.rows), ("cols", r.cols), ("chunk", s.len)],
     )?;
     let local = (SPEC_LOCAL_X, SpecValue::U32(group));
-    let split_spec = (SPEC_SPLIT, SpecValue::U32(split as u32));
+    let split_spec = (SPEC_SPLIT, SpecValue::U32(s.split as u32));
     let stats_shader = if caps.subgroup_arithmetic {
         "split_stats_subgroup"
     } else {
@@ -321,18 +317,11 @@ fn plan_rows_split(
         bindings,
         [count, 1, 1],
     )?;
-    let mut config = r.config(
-        ("shader", format!("{stats_shader} + {apply_shader}")),
-        group as usize,
-        groups,
-        0,
-    );
-    config.insert("groups_per_row".into(), split.to_string());
     Ok(Plan {
         input_storage: vec![Storage::F32; r.inputs],
         output_storage: Storage::F32,
-        scratch_bytes: vec![4 * 2 * groups],
+        scratch_bytes: vec![s.scratch_bytes()],
         dispatches: vec![stats, apply],
-        config,
+        config: r.split_config(("shader", format!("{stats_shader} + {apply_shader}")), s),
     })
 }
