@@ -1,5 +1,5 @@
-"""Helpers the bench scripts share: a local agent to run through, the host's CPU name, and writing a
-finished table."""
+"""Helpers the bench scripts share: a local agent to run through, one validated run through it, the
+host's CPU name, and writing a finished table."""
 import contextlib
 import json
 import os
@@ -45,3 +45,30 @@ def emit(lines, path=None, append=True):
     if path:
         with open(path, "a" if append else "w") as f:
             f.write("\n" + table if append else table)
+
+
+def ours(bin_dir, db, agent, backend, device, kernel, params, variant=None, iters=20, min_seconds=0.5):
+    """One `gpufleet run` of KERNEL with PARAMS on DEVICE of AGENT: the result as JSON (status, metric,
+    config, validation...), or a result of status `error` with the tail of what the command said."""
+    args = [os.path.join(bin_dir, "gpufleet"), "--db", db, "run", "--agent", agent, "--backend", backend,
+            "--device", device, "--kernel", kernel, "--min-iterations", str(iters), "--min-seconds",
+            str(min_seconds), "--json", "--timeout-s", "300"]
+    if variant:
+        args += ["--variant", variant]
+    for k, v in params.items():
+        args += ["--param", f"{k}={v}"]
+    out = subprocess.run(args, capture_output=True, text=True)
+    try:
+        return json.loads(out.stdout)[0]
+    except (ValueError, IndexError):
+        return {"status": "error", "message": (out.stderr or out.stdout)[-300:], "config": {}}
+
+
+def val(r):
+    """A result's metric value (NaN when it has none)."""
+    return r["metric"]["value"] if r.get("metric") else float("nan")
+
+
+def pct(a, b):
+    """a/b as a whole percentage, or "-" when either is missing."""
+    return f"{a / b * 100:.0f}%" if b and a == a and b == b else "-"

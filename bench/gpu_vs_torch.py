@@ -19,7 +19,7 @@ row kernel are the catalog's (softmax 8·r·c; norms 4·(2·r·c + v·c) with v 
 """
 import argparse, datetime, json, os, statistics, subprocess, sys
 
-from benchlib import emit, local_agent
+from benchlib import emit, local_agent, ours, pct, val
 
 GEMM_NS = (2048, 4096, 8192)
 ROW_SHAPES = ((4096, 4096), (16384, 1024), (256, 65536))
@@ -35,7 +35,7 @@ def row_bytes(kernel, rows, cols):
     return 8.0 * rows * cols if kernel == "softmax" else 4.0 * (2 * rows * cols + vectors * cols)
 
 
-def torch_figures(bw_n):
+def torch_figures(bw_n, gemm_only=False):
     import torch
     import torch.nn.functional as F
     torch.backends.cuda.matmul.allow_tf32 = False
@@ -60,6 +60,8 @@ def torch_figures(bw_n):
         c = torch.empty_like(a)
         out["gemm"][n] = 2 * n ** 3 / time_it(lambda: torch.mm(a, b, out=c)) / 1e9
         del a, b, c
+    if gemm_only:
+        return out
     x = torch.rand(bw_n, device=dev); y = torch.empty_like(x); z = torch.rand(bw_n, device=dev)
     out["copy"] = 8 * bw_n / time_it(lambda: y.copy_(x)) / 1e9
     out["triad"] = 12 * bw_n / time_it(lambda: torch.add(x, z, alpha=3.0, out=y)) / 1e9
@@ -80,37 +82,14 @@ def torch_figures(bw_n):
     return out
 
 
-def ours(bin_dir, db, backend, device, kernel, params, variant=None, iters=20):
-    args = [os.path.join(bin_dir, "gpufleet"), "--db", db, "run", "--agent", "gpu", "--backend", backend,
-            "--device", device, "--kernel", kernel, "--min-iterations", str(iters), "--min-seconds", "0.5",
-            "--json", "--timeout-s", "300"]
-    if variant:
-        args += ["--variant", variant]
-    for k, v in params.items():
-        args += ["--param", f"{k}={v}"]
-    out = subprocess.run(args, capture_output=True, text=True)
-    try:
-        return json.loads(out.stdout)[0]
-    except (ValueError, IndexError):
-        return {"status": "error", "message": (out.stderr or out.stdout)[-300:], "config": {}}
-
-
-def val(r):
-    return r["metric"]["value"] if r.get("metric") else float("nan")
-
-
-def pct(a, b):
-    return f"{a / b * 100:.0f}%" if b and a == a and b == b else "-"
-
-
-def backend_table(bin_dir, db, backend, info, t, bw_n):
+def backend_table(bin_dir, db, backend, info, t, bw_n, gemm_only=False):
     devs = [d for d in info["devices"] if d["backend"] == backend]
     # The GPU, not a CPU driver (PoCL) that may share the backend.
     devs = [d for d in devs if d["device_type"] != "cpu"] or devs
     if not devs:
         return [f"\n{backend}: no device ({[b for b in info['backends'] if b['name'] == backend]})"]
     d = devs[0]
-    run = lambda *a, **kw: ours(bin_dir, db, backend, d["id"], *a, **kw)  # noqa: E731
+    run = lambda *a, **kw: ours(bin_dir, db, "gpu", backend, d["id"], *a, **kw)  # noqa: E731
     lines = [
         f"\n### {backend} backend vs PyTorch on {t['gpu']}, every row ({datetime.date.today()})\n",
         f"Device {d['id']} ({d['name']}, {d['arch']}, driver {d['driver_version']}), torch {t['torch']} "
@@ -130,6 +109,9 @@ def backend_table(bin_dir, db, backend, info, t, bw_n):
                      f"{g['status']}, tile {tile}, work {c.get('work_m', '?')}x{c.get('work_n', '?')}, "
                      f"tuning {first.get('config', {}).get('tuning', '?')} |")
         statuses.append(g["status"])
+    if gemm_only:
+        lines.append(f"\n{len(statuses)} results, {len([s for s in statuses if s != 'ok'])} not ok.")
+        return lines
     cp = run("copy", {"n": bw_n})
     tr = run("triad", {"n": bw_n})
     copy = val(cp)
@@ -162,15 +144,16 @@ def main():
     ap.add_argument("--bin-dir", default=".dev")
     ap.add_argument("--out", default="gpu_report.md")
     ap.add_argument("--bw-n", type=int, default=1 << 26)
+    ap.add_argument("--gemm-only", action="store_true", help="only the GEMM rows (tile experiments)")
     ap.add_argument("--suite", default="", help="also run this suite on each backend (e.g. standard)")
     args = ap.parse_args()
     lines = []
     with local_agent(args.bin_dir, 50977, "gpu") as (db, info):
         for b in info["backends"]:
             print(f"backend {b['name']}: available={b['available']} {b['reason']}", file=sys.stderr)
-        t = torch_figures(args.bw_n)
+        t = torch_figures(args.bw_n, args.gemm_only)
         for backend in args.backend:
-            lines += backend_table(args.bin_dir, db, backend, info, t, args.bw_n)
+            lines += backend_table(args.bin_dir, db, backend, info, t, args.bw_n, args.gemm_only)
             print("\n".join(lines), file=sys.stderr, flush=True)
             if args.suite:
                 suite = subprocess.run([os.path.join(args.bin_dir, "gpufleet"), "--db", db, "run", "--suite",

@@ -1,8 +1,8 @@
 //! The backend conformance suite: one test, run through a real agent for
 //! every backend (cpu, opencl, vulkan and, in a `--features hip` build, hip).
-//! Every catalog kernel the backend can run, at the smoke suite's sizes, with
-//! every variant, validated against the reference; gemm in f16 where the
-//! backend has it; a wrong answer caught as `invalid`. A backend without a
+//! Every catalog kernel the backend can run, at the smoke suite's sizes (the
+//! 224×224 networks at the models suite's batch 1), with every variant,
+//! validated against the reference; gemm in f16 where the backend has it; a wrong answer caught as `invalid`. A backend without a
 //! device here (no PoCL, no lavapipe, no AMD GPU) is skipped with its reason,
 //! unless GPUFLEET_REQUIRE names it.
 
@@ -28,8 +28,13 @@ async fn conformance(backend: &str, f16: F16Gemm) {
     };
     let (mut c, dev, status) = (t.client, t.device, t.status);
     let suite = gpufleet_kernels::Suite::builtin("smoke").unwrap();
+    // The 224×224 networks are too big for smoke: their batch-1 runs of the models suite.
+    let models = gpufleet_kernels::Suite::builtin("models").unwrap();
+    let networks = models.runs.iter().filter(|r| {
+        r.params.get("batch") == Some(&1) && suite.runs.iter().all(|s| s.kernel != r.kernel)
+    });
     let mut seen = std::collections::BTreeSet::new();
-    for (i, r) in suite.runs.iter().enumerate() {
+    for (i, r) in suite.runs.iter().chain(networks).enumerate() {
         let Some(sup) = status.kernels.iter().find(|k| k.kernel == r.kernel) else {
             continue;
         };

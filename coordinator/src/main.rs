@@ -60,6 +60,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             | Command::Agents(cli::AgentsCommand::List { .. })
             | Command::Schedule(cli::ScheduleCommand::List { .. })
     );
+    if let Command::ExportModel(args) = &cli.command {
+        return cli::model::export_model(args).map(|()| 0);
+    }
     if let Command::Healthz { addr, tls_dir } = &cli.command {
         return cli::serve::healthz(*addr, tls_dir.as_deref()).await;
     }
@@ -81,7 +84,9 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(args) => cli::run::run(&db, args).await,
         Command::Compare(args) => cli::results::compare(&db, args),
         Command::Results(args) => cli::results::results(&db, args).map(|_| 0),
-        Command::ServeAgent { .. } | Command::Healthz { .. } => unreachable!("handled above"),
+        Command::ServeAgent { .. } | Command::Healthz { .. } | Command::ExportModel(_) => {
+            unreachable!("handled above")
+        }
         Command::Campaigns { output } => cli::results::campaigns(&db, output).map(|_| 0),
         Command::Serve(args) => cli::serve::serve(&db, args).await,
         Command::Schedule(cmd) => cli::schedule::schedule(&db, cmd).await,

@@ -35,6 +35,12 @@ pub enum KernelId {
     Sigmoid,
     /// `tanh`: tanh(x).
     Tanh,
+    /// `simple_cnn`: a small CIFAR-sized CNN's inference (see `model`).
+    SimpleCnn,
+    /// `resnet18`: ResNet-18 inference at 224×224.
+    Resnet18,
+    /// `mobilenet_v2`: MobileNetV2 inference at 224×224.
+    MobilenetV2,
     /// `membw_cpu`: sum of a large array, host memory bandwidth.
     MembwCpu,
     /// `memlat_cpu`: pointer chasing over a random cycle, host memory latency.
@@ -136,6 +142,7 @@ const CONV_PARAMS: &[ParamDef] = &[
     p("stride", 1, 1, 4, "stride in both directions"),
     p("pad", 1, 0, 3, "zero padding on each side"),
 ];
+const MODEL_PARAMS: &[ParamDef] = &[p("batch", 1, 1, 256, "images per inference (N)")];
 const MEMBW_PARAMS: &[ParamDef] = &[p("n", 1 << 24, 1, 1 << 32, "f32 elements summed")];
 const MEMLAT_PARAMS: &[ParamDef] = &[
     p(
@@ -192,7 +199,7 @@ const fn default_variant_def(
     }
 }
 
-static CATALOG: [KernelDef; 19] = [
+static CATALOG: [KernelDef; 22] = [
     KernelDef {
         id: KernelId::Gemm,
         name: "gemm",
@@ -261,6 +268,29 @@ static CATALOG: [KernelDef; 19] = [
         MetricKind::Gbps,
     ),
     elementwise(KernelId::Tanh, "tanh", "y = tanh(x)", MetricKind::Gbps),
+    default_variant_def(
+        KernelId::SimpleCnn,
+        "simple_cnn",
+        "CNN inference on 3×32×32 images: 3 × (3×3 conv + ReLU + 2×2 max-pool), linear to 10 \
+         classes; seeded weights, fp32",
+        MODEL_PARAMS,
+        MetricKind::ImagesPerS,
+    ),
+    default_variant_def(
+        KernelId::Resnet18,
+        "resnet18",
+        "ResNet-18 inference on 3×224×224 images, batch norm folded, seeded weights, fp32",
+        MODEL_PARAMS,
+        MetricKind::ImagesPerS,
+    ),
+    default_variant_def(
+        KernelId::MobilenetV2,
+        "mobilenet_v2",
+        "MobileNetV2 (width 1.0) inference on 3×224×224 images, batch norm folded, seeded \
+         weights, fp32",
+        MODEL_PARAMS,
+        MetricKind::ImagesPerS,
+    ),
     KernelDef {
         host_only: true,
         ..default_variant_def(

@@ -23,6 +23,7 @@ pub const ALLOWED_PREFIXES: &[&str] = &[
     "VK_",
     "OCL_",
     "GPUFLEET_CPU_",
+    "GPUFLEET_DEBUG_",
 ];
 
 /// Why an override was refused.

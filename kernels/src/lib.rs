@@ -18,6 +18,8 @@
 //! - `check/`: [`Validation`]: the harness (`mod.rs`), dot-product references (`dense.rs`: gemm,
 //!   conv2d), row references (`rows.rs`: softmax and the norms), element-wise and host kernels
 //!   (`pointwise.rs`).
+//! - `model/`: the CNN workloads ([`model::Graph`]: layers, seeded weights with batch norm folded,
+//!   the f64 reference of each layer); `check/model.rs` validates a network layer by layer.
 //! - `suite/`: [`Suite`] and [`SuiteRun`] (`mod.rs`), the TOML format and its validation (`file.rs`);
 //!   the builtin suites live in `kernels/suites/*.toml` and are embedded at build time.
 //!
@@ -29,7 +31,7 @@
 //! 3. [`Problem::inputs`] makes the seeded inputs, deterministic for `(problem, seed)`.
 //! 4. A backend runs the kernel on them and returns one output [`Buffer`].
 //! 5. [`Problem::check`] compares the output with the f64 reference (sampled for huge problems).
-//! 6. [`Problem::metric`] turns the median time into GFLOP/s, GB/s, µs or ns/hop.
+//! 6. [`Problem::metric`] turns the median time into GFLOP/s, GB/s, µs, ns/hop or images/s.
 
 #![warn(missing_docs)]
 
@@ -38,6 +40,7 @@ mod check;
 pub mod env;
 mod error;
 mod inputs;
+pub mod model;
 mod problem;
 mod process;
 mod run;

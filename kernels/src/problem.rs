@@ -8,6 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::catalog::{KernelDef, KernelId, catalog, find_kernel};
 use crate::error::SpecError;
+use crate::model::{Graph, Net};
 use crate::run::Mode;
 use crate::types::{BufferKind, Dtype, MetricKind, MetricValue};
 
@@ -195,6 +196,27 @@ impl Problem {
         self.kernel.id
     }
 
+    /// The network a model kernel runs (`simple_cnn`, `resnet18`, `mobilenet_v2`), else `None`.
+    pub fn net(&self) -> Option<Net> {
+        match self.id() {
+            KernelId::SimpleCnn => Some(Net::SimpleCnn),
+            KernelId::Resnet18 => Some(Net::Resnet18),
+            KernelId::MobilenetV2 => Some(Net::MobilenetV2),
+            _ => None,
+        }
+    }
+
+    /// The layer graph of a model kernel at its batch size (see [`crate::model`]).
+    ///
+    /// # Panics
+    /// Only if the kernel is not a model, which is a programming error.
+    pub fn graph(&self) -> Graph {
+        match self.net() {
+            Some(net) => Graph::new(net, self.uparam("batch")),
+            None => panic!("kernel {} is not a model", self.kernel.name),
+        }
+    }
+
     /// Value of parameter `name`.
     ///
     /// # Panics
@@ -257,6 +279,9 @@ impl Problem {
                 2.0 * (c.batch * c.filters * c.out_h * c.out_w) as f64
                     * (c.channels * c.ksize * c.ksize) as f64
             }
+            KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
+                self.graph().flops()
+            }
             KernelId::Copy
             | KernelId::Noop
             | KernelId::MemlatCpu
@@ -293,6 +318,11 @@ impl Problem {
                 4.0 * (c.input_len() + c.weights_len() + c.output_len()) as f64
             }
             KernelId::MemlatCpu => 64.0 * self.fparam("hops"),
+            // Images, weights and logits; the activations in between are the backend's business.
+            KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
+                let g = self.graph();
+                4.0 * (g.batch * (g.image.len() + g.classes()) + g.weights_len) as f64
+            }
             KernelId::Noop | KernelId::DebugCrash | KernelId::DebugHang | KernelId::DebugAlloc => {
                 0.0
             }
@@ -325,6 +355,10 @@ impl Problem {
                 p("filters") * p("channels") * p("ksize") * p("ksize"),
             ],
             KernelId::MemlatCpu => vec![p("size_kib") * 1024 / 4],
+            KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
+                let g = self.graph();
+                vec![(g.batch * g.image.len()) as u128, g.weights_len as u128]
+            }
         }
     }
 
@@ -352,6 +386,10 @@ impl Problem {
             KernelId::Conv2d => {
                 let c = self.conv_shape();
                 (c.batch as u128) * (c.filters as u128) * (c.out_h as u128) * (c.out_w as u128)
+            }
+            // Every layer's output (the arena), so each layer can be validated.
+            KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
+                self.graph().arena_len as u128
             }
         }
     }
@@ -414,6 +452,7 @@ impl Problem {
                 MetricKind::Gbps => self.bytes() / median_s / 1e9,
                 MetricKind::Micros => median_s * 1e6,
                 MetricKind::NsPerHop => median_s * 1e9 / self.fparam("hops"),
+                MetricKind::ImagesPerS => self.fparam("batch") / median_s,
             }
         };
         MetricValue { kind, value }

@@ -24,13 +24,17 @@ pub mod opencl {
     pub const ROWS: &str = include_str!("../opencl/rows.cl");
     /// `conv.cl`: `conv2d_direct` and `im2col` (whose GEMM comes from [`GEMM`]).
     pub const CONV: &str = include_str!("../opencl/conv.cl");
+    /// `model.cl`: a CNN's layers, `model_conv` (dense convolutions and linear layers as an
+    /// implicit GEMM) and `model_layer` (the rest).
+    pub const MODEL: &str = include_str!("../opencl/model.cl");
 
     /// Every file as `(file name, source)`.
-    pub const ALL: [(&str, &str); 4] = [
+    pub const ALL: [(&str, &str); 5] = [
         ("gemm.cl", GEMM),
         ("elementwise.cl", ELEMENTWISE),
         ("rows.cl", ROWS),
         ("conv.cl", CONV),
+        ("model.cl", MODEL),
     ];
 }
 
@@ -109,6 +113,12 @@ pub mod vulkan {
     pub const LAYERNORM_SPLIT_APPLY: &[u8] =
         include_bytes!(concat!(env!("OUT_DIR"), "/spv/layernorm_split_apply.spv"));
 
+    /// `model_layer.comp`: a CNN's depthwise convolutions, pools, residual adds and the sums of
+    /// split convolutions.
+    pub const MODEL_LAYER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/model_layer.spv"));
+    /// `model_conv.comp`: a CNN's dense convolutions and linear layers (implicit GEMM).
+    pub const MODEL_CONV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/model_conv.spv"));
+
     /// Every module as `(shader name, SPIR-V)`; the name is the file stem (`gemm_blocked`).
     pub const ALL: &[(&str, &[u8])] = &[
         ("gemm_naive", GEMM_NAIVE),
@@ -138,6 +148,8 @@ pub mod vulkan {
         ("split_stats_subgroup", SPLIT_STATS_SUBGROUP),
         ("softmax_split_apply", SOFTMAX_SPLIT_APPLY),
         ("layernorm_split_apply", LAYERNORM_SPLIT_APPLY),
+        ("model_layer", MODEL_LAYER),
+        ("model_conv", MODEL_CONV),
     ];
 
     /// The SPIR-V of shader `name` (`"gemm_blocked"`), or `None` for a shader that does not exist.

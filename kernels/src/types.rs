@@ -79,40 +79,49 @@ pub enum MetricKind {
     Micros,
     /// Dependent-load latency in nanoseconds per pointer-chasing hop.
     NsPerHop,
+    /// Inference throughput: images per second (`batch / median_s`).
+    ImagesPerS,
 }
 
 impl MetricKind {
     /// Every metric kind.
-    pub const ALL: [MetricKind; 4] = [
+    pub const ALL: [MetricKind; 5] = [
         MetricKind::Gflops,
         MetricKind::Gbps,
         MetricKind::Micros,
         MetricKind::NsPerHop,
+        MetricKind::ImagesPerS,
     ];
 
-    /// Stable machine name (`"gflops"`, `"gbps"`, `"us"`, `"ns_per_hop"`), stored in the database.
+    /// Stable machine name (`"gflops"`, `"gbps"`, `"us"`, `"ns_per_hop"`, `"images_per_s"`), stored
+    /// in the database.
     pub fn name(self) -> &'static str {
         match self {
             MetricKind::Gflops => "gflops",
             MetricKind::Gbps => "gbps",
             MetricKind::Micros => "us",
             MetricKind::NsPerHop => "ns_per_hop",
+            MetricKind::ImagesPerS => "images_per_s",
         }
     }
 
-    /// Unit for display (`"GFLOP/s"`, `"GB/s"`, `"µs"`, `"ns/hop"`).
+    /// Unit for display (`"GFLOP/s"`, `"GB/s"`, `"µs"`, `"ns/hop"`, `"img/s"`).
     pub fn unit(self) -> &'static str {
         match self {
             MetricKind::Gflops => "GFLOP/s",
             MetricKind::Gbps => "GB/s",
             MetricKind::Micros => "µs",
             MetricKind::NsPerHop => "ns/hop",
+            MetricKind::ImagesPerS => "img/s",
         }
     }
 
     /// Whether a larger value is an improvement (throughputs) or a regression (latencies).
     pub fn higher_is_better(self) -> bool {
-        matches!(self, MetricKind::Gflops | MetricKind::Gbps)
+        matches!(
+            self,
+            MetricKind::Gflops | MetricKind::Gbps | MetricKind::ImagesPerS
+        )
     }
 
     /// Inverse of [`MetricKind::name`].
@@ -138,7 +147,7 @@ impl<'de> Deserialize<'de> for MetricKind {
         let s = String::deserialize(d)?;
         MetricKind::parse(&s).ok_or_else(|| {
             serde::de::Error::custom(format!(
-                "unknown metric kind `{s}` (known: gflops, gbps, us, ns_per_hop)"
+                "unknown metric kind `{s}` (known: gflops, gbps, us, ns_per_hop, images_per_s)"
             ))
         })
     }

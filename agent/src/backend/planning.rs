@@ -43,7 +43,7 @@ pub fn listed(
 }
 
 /// The support list every GPU planner starts from: each non-host-only catalog kernel in f32 with
-/// its variants (gemm as `gemm_variants` in `gemm_dtypes`), plus debug_wrong.
+/// its variants (gemm as `gemm_variants` in `gemm_dtypes`), plus debug_wrong and the networks.
 pub fn gpu_support(
     gemm_variants: Vec<&'static str>,
     gemm_dtypes: Vec<&'static str>,
@@ -65,8 +65,14 @@ pub fn gpu_support(
     for name in ["relu", "sigmoid", "tanh", "debug_wrong"] {
         out.push((name, vec!["default"], vec!["f32"]));
     }
+    for name in MODELS {
+        out.push((name, vec!["default"], vec!["f32"]));
+    }
     out
 }
+
+/// The networks (`model::layer_steps` plans them on OpenCL and Vulkan).
+pub const MODELS: [&str; 3] = ["simple_cnn", "resnet18", "mobilenet_v2"];
 
 /// One kernel argument of an OpenCL or HIP launch (Vulkan binds buffers and pushes constants
 /// instead).
@@ -547,15 +553,19 @@ pub fn exact_tiles(t: &impl Tile, m: usize, n: usize, k: usize) -> bool {
     m.is_multiple_of(tile_m) && n.is_multiple_of(tile_n) && k.is_multiple_of(tile_k)
 }
 
+/// Accumulators per work-item of a blocked GEMM beyond which registers spill: 128 accumulators,
+/// 2·(work_m + work_n) fragments and the prefetched slice fit a GPU's 255 registers per thread
+/// (cuBLAS's own fp32 kernels on Ampere and Hopper keep 128 per thread).
+pub const MAX_WORK_PER_ITEM: u32 = 128;
+
 /// The rules every blocked GEMM shares: each field in 1..=1024 (`extra` fields too), and, after
 /// `more` (the API's own layout rules), the tile a multiple of the work per `item` and at most
-/// `max_work` accumulators per `item`.
+/// [`MAX_WORK_PER_ITEM`] accumulators per `item`.
 pub fn tile_error(
     t: &impl Tile,
     extra: &[u32],
     more: impl FnOnce() -> Option<String>,
     item: &str,
-    max_work: u32,
 ) -> Option<String> {
     let f = t.tile();
     if f.iter().chain(extra).any(|&v| v == 0 || v > 1024) {
@@ -570,9 +580,9 @@ pub fn tile_error(
             "tile {tile_m}×{tile_n} is not a multiple of the work per {item} {work_m}×{work_n}"
         ));
     }
-    if work_m * work_n > max_work {
+    if work_m * work_n > MAX_WORK_PER_ITEM {
         return Some(format!(
-            "work_m·work_n={} exceeds {max_work} accumulators per {item}",
+            "work_m·work_n={} exceeds {MAX_WORK_PER_ITEM} accumulators per {item}",
             work_m * work_n
         ));
     }
@@ -582,9 +592,12 @@ pub fn tile_error(
 /// Blocked GEMM tiles `[tile_m, tile_n, tile_k, work_m, work_n]` for GPUs, best first: ordered by
 /// GFLOP/s of a 4096³ f32 product on an H100 (OpenCL: 128×128×8 reached 41.7 TFLOP/s, 83% of
 /// cuBLAS SGEMM; 64×64×16 with 64 work-items ties and gives mid-sized problems more groups).
+/// The 16×8 tiles are cuBLAS's shape: 128 work-items of 128 accumulators each, half the shared
+/// reads per FMA of 8×8.
 #[rustfmt::skip]
-pub const GPU_TILES: [[u32; 5]; 12] = [
-    [128, 128, 8, 8, 8], [64, 64, 16, 8, 8], [128, 128, 16, 8, 8], [128, 64, 16, 8, 4],
+pub const GPU_TILES: [[u32; 5]; 15] = [
+    [128, 128, 8, 8, 8], [64, 64, 16, 8, 8], [128, 128, 8, 16, 8], [128, 128, 16, 16, 8],
+    [128, 128, 8, 8, 16], [128, 128, 16, 8, 8], [128, 64, 16, 8, 4],
     [64, 128, 16, 4, 8], [64, 64, 8, 8, 8], [64, 32, 16, 8, 4], [128, 64, 8, 8, 8],
     [64, 64, 16, 4, 4], [32, 64, 16, 4, 4], [64, 64, 8, 4, 4], [32, 32, 16, 4, 4],
 ];
@@ -654,6 +667,7 @@ pub fn dims<T: Display>(v: &[T]) -> String {
 }
 
 /// Test helpers the planners' unit tests share.
+pub mod model;
 #[cfg(test)]
 pub mod testing;
 #[cfg(test)]

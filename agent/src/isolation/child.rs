@@ -5,7 +5,7 @@ use super::monotonic_ns;
 use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome, WorkerStatus};
 use crate::backend::{self, BackendError, PreparedKernel};
 use crate::stats::{StopRule, interval_pct};
-use gpufleet_kernels::Problem;
+use gpufleet_kernels::{Buffer, Problem, model};
 use std::fs::File;
 use std::io::{BufRead, BufWriter, Write};
 use std::os::fd::FromRawFd;
@@ -106,6 +106,38 @@ pub fn main(args: &[String]) -> i32 {
     }
 }
 
+/// The debug switch [`model::PERTURB_ENV`]: for a model run on an agent with debug kernels
+/// enabled, the layer's name and a copy of the inputs with that layer's weights perturbed (the
+/// backend gets the copy, validation the true inputs). `None` when the switch is unset.
+fn perturbed_inputs(
+    job: &WorkerJob,
+    problem: &Problem,
+    inputs: &[Buffer],
+) -> Result<Option<(String, Vec<Buffer>)>, String> {
+    let Ok(layer) = std::env::var(model::PERTURB_ENV) else {
+        return Ok(None);
+    };
+    if !job.allow_debug {
+        return Err(format!(
+            "{} is a debug switch: the agent must enable debug kernels",
+            model::PERTURB_ENV
+        ));
+    }
+    if problem.net().is_none() {
+        return Err(format!(
+            "{} applies to model kernels (simple_cnn, resnet18, mobilenet_v2), not {}",
+            model::PERTURB_ENV,
+            problem.kernel.name
+        ));
+    }
+    let mut copy = inputs.to_vec();
+    let Some(Buffer::F32(weights)) = copy.get_mut(1) else {
+        return Err("model inputs without a weights buffer".into());
+    };
+    problem.graph().perturb(weights, &layer)?;
+    Ok(Some((layer, copy)))
+}
+
 fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
     let Some(backend) = backend::by_name(&job.backend) else {
         return WorkerOutcome::failed(
@@ -125,6 +157,10 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
     };
     chan.progress("preparing", "generating inputs".into(), 0);
     let inputs = problem.inputs(job.seed);
+    let perturbed = match perturbed_inputs(job, &problem, &inputs) {
+        Ok(p) => p,
+        Err(message) => return WorkerOutcome::failed(WorkerStatus::Error, message),
+    };
     chan.progress(
         "compiling",
         format!("preparing {} on {}", problem.kernel.name, job.device.id),
@@ -133,14 +169,17 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
     let prepare = backend::Prepare {
         device: &job.device,
         problem: &problem,
-        inputs: &inputs,
+        inputs: perturbed.as_ref().map_or(&inputs, |(_, p)| p),
         mode: job.mode,
     };
     let mut kernel = match backend.prepare(&prepare) {
         Ok(k) => k,
         Err(e) => return WorkerOutcome::from_backend_error(&e),
     };
-    let config = kernel.config();
+    let mut config = kernel.config();
+    if let Some((layer, _)) = &perturbed {
+        config.insert("debug_perturbed_layer".into(), layer.clone());
+    }
     match measure(job, kernel.as_mut(), chan) {
         Ok(Measured {
             times,

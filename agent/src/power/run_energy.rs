@@ -250,6 +250,14 @@ pub fn energy(
                 e.joules_per_unit = e.joules_per_iteration / (problem.bytes() / 1e9);
             }
         }
+        MetricKind::ImagesPerS => {
+            e.metric_per_watt_unit = "img/J".into();
+            e.joules_per_unit_unit = "J/img".into();
+            let images = problem.params.get("batch").copied().unwrap_or(0);
+            if images > 0 {
+                e.joules_per_unit = e.joules_per_iteration / images as f64;
+            }
+        }
         MetricKind::Micros | MetricKind::NsPerHop => {}
     }
     if !e.metric_per_watt_unit.is_empty() && f.avg_watts > 0.0 {

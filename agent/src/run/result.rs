@@ -71,7 +71,9 @@ pub fn pct_of_peak(
         MetricKind::Gflops if dtype == Dtype::F16 => (p.fp16_flops, &p.fp16_source),
         MetricKind::Gflops => (p.fp32_flops, &p.fp32_source),
         MetricKind::Gbps => (p.memory_bytes_per_s, &p.memory_source),
-        MetricKind::Micros | MetricKind::NsPerHop => return (0.0, String::new()),
+        MetricKind::Micros | MetricKind::NsPerHop | MetricKind::ImagesPerS => {
+            return (0.0, String::new());
+        }
     };
     if peak > 0.0 {
         (value * 1e9 / peak * 100.0, source.clone())

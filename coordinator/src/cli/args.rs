@@ -86,6 +86,11 @@ pub enum Command {
         #[arg(long, default_value_t = 16)]
         queue_capacity: usize,
     },
+    /// Write a network's seeded buffers for another framework: graph.json (layers, shapes, weight
+    /// offsets), weights.f32 and images.f32 (little-endian f32, exactly what an agent runs for
+    /// this kernel, batch and seed) and reference_logits.f64 (the f64 reference network's logits
+    /// for every image). bench/models_vs_torch.py builds the same network in PyTorch from them.
+    ExportModel(ExportModelArgs),
     /// List campaigns with their job and result counts.
     Campaigns {
         #[command(flatten)]
@@ -244,7 +249,7 @@ pub struct ScheduleAddArgs {
     /// Cron expression, 5 fields, UTC: "0 3 * * *" is 03:00 every day.
     #[arg(long)]
     pub cron: String,
-    /// Suite: smoke, standard, perf, or a TOML file path.
+    /// Suite: smoke, standard, perf, models, or a TOML file path.
     #[arg(long, default_value = "standard")]
     pub suite: String,
     /// Agents to run on. Repeatable; or --all.
@@ -388,7 +393,7 @@ const BACKENDS: [&str; 4] = ["cpu", "opencl", "vulkan", "hip"];
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Suite to run: smoke, standard, perf, or a path to a suite TOML file.
+    /// Suite to run: smoke, standard, perf, models, or a path to a suite TOML file.
     /// Without it, run one ad-hoc spec given by --kernel, --variant, --param.
     #[arg(long)]
     pub suite: Option<String>,
@@ -471,6 +476,21 @@ pub struct ResultScope {
     pub agent: Option<String>,
     #[command(flatten)]
     pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct ExportModelArgs {
+    /// The network: simple_cnn, resnet18 or mobilenet_v2.
+    pub kernel: String,
+    /// Images per batch.
+    #[arg(long, default_value_t = 1)]
+    pub batch: i64,
+    /// Seed of the images and weights: a run's spec seed (every campaign's runs use this default).
+    #[arg(long, default_value_t = crate::campaign::plan::CAMPAIGN_SEED)]
+    pub seed: u64,
+    /// Directory to write (created if missing).
+    #[arg(long)]
+    pub out: std::path::PathBuf,
 }
 
 #[derive(Debug, Args)]

@@ -9,10 +9,12 @@
 //! | `run.rs` | `run` (a suite or one ad-hoc spec) |
 //! | `results.rs` | `results`, `compare`, `campaigns`, a campaign's outcome |
 //! | `schedule.rs` | `schedule add/list/rm/run-now`, `regressions` |
+//! | `model.rs` | `export-model` |
 //! | `serve.rs` | `serve`: the schedule daemon with its HTTP API, until SIGINT/SIGTERM |
 
 pub mod agents;
 pub mod args;
+pub mod model;
 pub mod parse;
 pub mod results;
 pub mod run;

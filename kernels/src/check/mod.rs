@@ -13,6 +13,7 @@
 //! admits GPUs' fast math.
 
 mod dense;
+pub(crate) mod model;
 mod pointwise;
 mod rows;
 
@@ -268,6 +269,10 @@ fn check(problem: &Problem, inputs: &[Buffer], output: &Buffer) -> Validation {
             ),
         );
     }
+    if problem.net().is_some() {
+        let f32s: Vec<&[f32]> = inputs.iter().filter_map(Buffer::as_f32).collect();
+        return model::check_model(problem, &f32s, out);
+    }
     let mut cmp = Comparer::new(out, &dims);
     let sampled = match visit(problem, inputs, &mut |i, e, t| cmp.expect(i, e, t)) {
         Ok(sampled) => sampled,
@@ -326,8 +331,11 @@ pub(crate) fn reference_output(problem: &Problem, inputs: &[Buffer]) -> Buffer {
     if problem.output_kind() == crate::types::BufferKind::U32 {
         return Buffer::U32(vec![pointwise::memlat_reference(problem, inputs).unwrap()]);
     }
-    let mut out = vec![f32::NAN; problem.output_len()];
     let f32s: Vec<&[f32]> = inputs.iter().filter_map(Buffer::as_f32).collect();
+    if problem.net().is_some() {
+        return Buffer::F32(model::reference_arena(&problem.graph(), f32s[0], f32s[1]));
+    }
+    let mut out = vec![f32::NAN; problem.output_len()];
     let mut store = |i: usize, e: f64, _t: f64| out[i] = e as f32;
     match problem.id() {
         KernelId::Gemm => dense::gemm_full(problem, &f32s, &mut store),

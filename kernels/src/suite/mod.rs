@@ -16,11 +16,12 @@ use crate::run::Mode;
 use crate::types::Dtype;
 
 /// Names of the suites embedded in the crate.
-pub const BUILTIN_SUITES: &[&str] = &["smoke", "standard", "perf"];
+pub const BUILTIN_SUITES: &[&str] = &["smoke", "standard", "perf", "models"];
 
 const SMOKE: &str = include_str!("../../suites/smoke.toml");
 const STANDARD: &str = include_str!("../../suites/standard.toml");
 const PERF: &str = include_str!("../../suites/perf.toml");
+const MODELS: &str = include_str!("../../suites/models.toml");
 
 /// A named, validated list of runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -141,6 +142,7 @@ impl Suite {
             "smoke" => SMOKE,
             "standard" => STANDARD,
             "perf" => PERF,
+            "models" => MODELS,
             _ => {
                 return Err(SuiteError::UnknownSuite {
                     name: name.to_string(),
@@ -221,11 +223,25 @@ mod tests {
     #[test]
     fn smoke_covers_every_non_debug_kernel_and_stays_small() {
         let suite = Suite::builtin("smoke").unwrap();
+        let models = Suite::builtin("models").unwrap();
         for k in crate::catalog().iter().filter(|k| !k.debug) {
+            // The 224×224 networks are too big for smoke; the models suite runs them.
+            let home = if matches!(k.name, "resnet18" | "mobilenet_v2") {
+                &models
+            } else {
+                &suite
+            };
             assert!(
-                suite.runs.iter().any(|r| r.kernel == k.name),
-                "smoke misses {}",
+                home.runs.iter().any(|r| r.kernel == k.name),
+                "{} misses {}",
+                home.name,
                 k.name
+            );
+        }
+        for net in ["simple_cnn", "resnet18", "mobilenet_v2"] {
+            assert!(
+                models.runs.iter().any(|r| r.kernel == net),
+                "models misses {net}"
             );
         }
         let flops: f64 = suite
@@ -277,7 +293,7 @@ mod tests {
         let e = Suite::resolve("smok").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown suite `smok`: not a builtin suite (smoke, standard, perf) and no file at that path"
+            "unknown suite `smok`: not a builtin suite (smoke, standard, perf, models) and no file at that path"
         );
 
         let dir = tempfile::tempdir().unwrap();

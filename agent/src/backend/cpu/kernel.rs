@@ -23,6 +23,8 @@ pub struct CpuKernel {
     im2col: Option<ops::conv::Im2col>,
     /// conv2d's geometry, from the catalog (`Problem::conv_shape`).
     conv: Option<ops::conv::ConvShape>,
+    /// A network's layers and workspaces (`simple_cnn`, `resnet18`, `mobilenet_v2`).
+    model: Option<ops::model::ModelRunner>,
 }
 
 fn dim(p: &BTreeMap<String, i64>, name: &str) -> usize {
@@ -82,6 +84,9 @@ impl CpuKernel {
         let im2col = (problem.id() == KernelId::Conv2d && problem.variant == "im2col")
             .then(|| ops::conv::Im2col::new(&problem.conv_shape()));
         let conv = (problem.id() == KernelId::Conv2d).then(|| problem.conv_shape());
+        let model = problem
+            .net()
+            .map(|_| ops::model::ModelRunner::new(problem.graph()));
         Ok(CpuKernel {
             id: problem.id(),
             variant: problem.variant.clone(),
@@ -96,6 +101,7 @@ impl CpuKernel {
             output,
             im2col,
             conv,
+            model,
         })
     }
 
@@ -173,6 +179,12 @@ impl CpuKernel {
                 }
                 (None, None) => return Err(unsupported("conv2d without its shape".into())),
             },
+            (KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2, Some(arena)) => {
+                match self.model.as_mut() {
+                    Some(m) => m.run(f32s(&ins[0]), f32s(&ins[1]), arena),
+                    None => return Err(unsupported("a model without its graph".into())),
+                }
+            }
             (KernelId::MembwCpu, Some(y)) => y[0] = ops::memory::sum_f64(f32s(&ins[0])) as f32,
             (KernelId::MemlatCpu, None) => {
                 let next = ins[0].as_u32().unwrap_or(&[]);
@@ -268,13 +280,20 @@ impl PreparedKernel for CpuKernel {
             (KernelId::Gemm, "blocked") => "gemm crate (register-blocked microkernels)",
             (KernelId::Gemm, "tiled") => "gpufleet cache-tiled loops",
             (KernelId::Conv2d, "im2col") => "im2col + gemm crate",
+            (KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2, _) => {
+                "layer by layer: im2col + gemm crate, direct depthwise and pooling"
+            }
             _ => "gpufleet loops",
         };
         c.insert("implementation".to_string(), lib.to_string());
         // Only the gemm crate's microkernels have an AVX-512 copy; the other hot loops top out at
         // AVX2+FMA (see `ops`).
         let isa = match (self.id, self.variant.as_str()) {
-            (KernelId::Gemm, "blocked") | (KernelId::Conv2d, "im2col") => ops::Isa::active(),
+            (KernelId::Gemm, "blocked")
+            | (KernelId::Conv2d, "im2col")
+            | (KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2, _) => {
+                ops::Isa::active()
+            }
             _ => ops::Isa::active().min(ops::Isa::Avx2Fma),
         };
         c.insert("isa".to_string(), isa.name().to_string());

@@ -8,7 +8,7 @@ mod record;
 
 use super::device::{Found, enumerate};
 use super::ffi::{Vk, fail};
-use super::plan::{self, Binding, Plan, SpecValue, Storage};
+use super::plan::{self, Binding, Dispatch, Plan, SpecValue, Storage};
 use crate::backend::storage;
 use crate::backend::{BackendError, Mode, PreparedKernel, lookup};
 use crate::cache;
@@ -43,6 +43,9 @@ pub struct VulkanKernel {
         vk::DescriptorSetLayout,
         vk::ShaderModule,
     )>,
+    /// `pipelines[pipeline_of[i]]` runs dispatch i: dispatches with the same shader, constants
+    /// and interface share one pipeline (a network's layers all run `model_layer`).
+    pipeline_of: Vec<usize>,
     buffers: Vec<DevBuffer>,
     output: DevBuffer,
     readback: DevBuffer,
@@ -121,6 +124,7 @@ impl VulkanKernel {
             desc_pool: vk::DescriptorPool::null(),
             pipeline_cache: vk::PipelineCache::null(),
             pipelines: Vec::new(),
+            pipeline_of: Vec::new(),
             buffers: Vec::new(),
             output: DevBuffer {
                 buffer: vk::Buffer::null(),
@@ -145,6 +149,88 @@ impl VulkanKernel {
         k.vk = Some(vk);
         k.build(&found, &plan, &mem, inputs, mode)?;
         Ok(k)
+    }
+
+    /// Creates dispatch `d`'s pipeline (shader module, set layout, pipeline layout, pipeline
+    /// through the pipeline cache) and appends it to `pipelines`.
+    fn create_pipeline(&mut self, dev: &ash::Device, d: &Dispatch) -> Result<(), BackendError> {
+        let code = ash::util::read_spv(&mut std::io::Cursor::new(d.spirv)).map_err(|e| {
+            BackendError::Compile {
+                backend: "vulkan".into(),
+                kernel: d.shader.clone(),
+                log: format!("invalid SPIR-V: {e}"),
+            }
+        })?;
+        let layout_bindings: Vec<_> = (0..d.bindings.len() as u32)
+            .map(|i| {
+                vk::DescriptorSetLayoutBinding::default()
+                    .binding(i)
+                    .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
+                    .descriptor_count(1)
+                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
+            })
+            .collect();
+        let mut spec_data = Vec::new();
+        let entries: Vec<_> = d
+            .spec
+            .iter()
+            .map(|(id, v)| {
+                let offset = spec_data.len() as u32;
+                spec_data.extend_from_slice(&match v {
+                    SpecValue::U32(x) => x.to_le_bytes(),
+                    SpecValue::I32(x) => x.to_le_bytes(),
+                    SpecValue::F32(x) => x.to_le_bytes(),
+                });
+                vk::SpecializationMapEntry::default()
+                    .constant_id(*id)
+                    .offset(offset)
+                    .size(4)
+            })
+            .collect();
+        let spec = vk::SpecializationInfo::default()
+            .map_entries(&entries)
+            .data(&spec_data);
+        // SAFETY: as above; SPIR-V words come from our own compiled shaders.
+        unsafe {
+            let module = dev
+                .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None)
+                .map_err(|e| fail(&format!("vkCreateShaderModule({})", d.shader), e))?;
+            let dsl = dev
+                .create_descriptor_set_layout(
+                    &vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings),
+                    None,
+                )
+                .map_err(|e| fail("vkCreateDescriptorSetLayout", e))?;
+            let ranges = [vk::PushConstantRange::default()
+                .stage_flags(vk::ShaderStageFlags::COMPUTE)
+                .size((d.push.len() * 4) as u32)];
+            let layouts = [dsl];
+            let mut pl = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
+            if !d.push.is_empty() {
+                pl = pl.push_constant_ranges(&ranges);
+            }
+            let layout = dev
+                .create_pipeline_layout(&pl, None)
+                .map_err(|e| fail("vkCreatePipelineLayout", e))?;
+            let stage = vk::PipelineShaderStageCreateInfo::default()
+                .stage(vk::ShaderStageFlags::COMPUTE)
+                .module(module)
+                .name(c"main")
+                .specialization_info(&spec);
+            let info = [vk::ComputePipelineCreateInfo::default()
+                .stage(stage)
+                .layout(layout)];
+            let pipeline = match dev.create_compute_pipelines(self.pipeline_cache, &info, None) {
+                Ok(p) => p[0],
+                Err((_, e)) => {
+                    self.pipelines
+                        .push((vk::Pipeline::null(), layout, dsl, module));
+                    return Err(fail(&format!("vkCreateComputePipelines({})", d.shader), e));
+                }
+            };
+            self.pipelines.push((pipeline, layout, dsl, module));
+        }
+        Ok(())
     }
 
     fn build(
@@ -197,9 +283,10 @@ impl VulkanKernel {
         for &n in &plan.scratch_bytes {
             scratch.push(self.create_buffer(mem, n as u64, false)?);
         }
+        let output = self.output;
         let resolve = |b: &Binding| match b {
             Binding::Input(i) => device_inputs[*i],
-            Binding::Output => self.output,
+            Binding::Output => output,
             Binding::Scratch(i) => scratch[*i],
         };
         let cache_path = cache::dir().join("vulkan").join(format!(
@@ -232,83 +319,24 @@ impl VulkanKernel {
                 .map_err(|e| fail("vkCreateDescriptorPool", e))?;
         }
         let mut sets = Vec::new();
-        for d in &plan.dispatches {
-            let code = ash::util::read_spv(&mut std::io::Cursor::new(d.spirv)).map_err(|e| {
-                BackendError::Compile {
-                    backend: "vulkan".into(),
-                    kernel: d.shader.clone(),
-                    log: format!("invalid SPIR-V: {e}"),
+        for (i, d) in plan.dispatches.iter().enumerate() {
+            let same = plan.dispatches[..i].iter().position(|p| {
+                p.shader == d.shader
+                    && p.spec == d.spec
+                    && p.push.len() == d.push.len()
+                    && p.bindings.len() == d.bindings.len()
+            });
+            let index = match same {
+                Some(j) => self.pipeline_of[j],
+                None => {
+                    self.create_pipeline(&dev, d)?;
+                    self.pipelines.len() - 1
                 }
-            })?;
-            let layout_bindings: Vec<_> = (0..d.bindings.len() as u32)
-                .map(|i| {
-                    vk::DescriptorSetLayoutBinding::default()
-                        .binding(i)
-                        .descriptor_type(vk::DescriptorType::STORAGE_BUFFER)
-                        .descriptor_count(1)
-                        .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                })
-                .collect();
-            let mut spec_data = Vec::new();
-            let entries: Vec<_> = d
-                .spec
-                .iter()
-                .map(|(id, v)| {
-                    let offset = spec_data.len() as u32;
-                    spec_data.extend_from_slice(&match v {
-                        SpecValue::U32(x) => x.to_le_bytes(),
-                        SpecValue::I32(x) => x.to_le_bytes(),
-                        SpecValue::F32(x) => x.to_le_bytes(),
-                    });
-                    vk::SpecializationMapEntry::default()
-                        .constant_id(*id)
-                        .offset(offset)
-                        .size(4)
-                })
-                .collect();
-            let spec = vk::SpecializationInfo::default()
-                .map_entries(&entries)
-                .data(&spec_data);
-            // SAFETY: as above; SPIR-V words come from our own compiled shaders.
+            };
+            self.pipeline_of.push(index);
+            let layouts = [self.pipelines[index].2];
+            // SAFETY: as above.
             unsafe {
-                let module = dev
-                    .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None)
-                    .map_err(|e| fail(&format!("vkCreateShaderModule({})", d.shader), e))?;
-                let dsl = dev
-                    .create_descriptor_set_layout(
-                        &vk::DescriptorSetLayoutCreateInfo::default().bindings(&layout_bindings),
-                        None,
-                    )
-                    .map_err(|e| fail("vkCreateDescriptorSetLayout", e))?;
-                let ranges = [vk::PushConstantRange::default()
-                    .stage_flags(vk::ShaderStageFlags::COMPUTE)
-                    .size((d.push.len() * 4) as u32)];
-                let layouts = [dsl];
-                let mut pl = vk::PipelineLayoutCreateInfo::default().set_layouts(&layouts);
-                if !d.push.is_empty() {
-                    pl = pl.push_constant_ranges(&ranges);
-                }
-                let layout = dev
-                    .create_pipeline_layout(&pl, None)
-                    .map_err(|e| fail("vkCreatePipelineLayout", e))?;
-                let stage = vk::PipelineShaderStageCreateInfo::default()
-                    .stage(vk::ShaderStageFlags::COMPUTE)
-                    .module(module)
-                    .name(c"main")
-                    .specialization_info(&spec);
-                let info = [vk::ComputePipelineCreateInfo::default()
-                    .stage(stage)
-                    .layout(layout)];
-                let pipeline = match dev.create_compute_pipelines(self.pipeline_cache, &info, None)
-                {
-                    Ok(p) => p[0],
-                    Err((_, e)) => {
-                        self.pipelines
-                            .push((vk::Pipeline::null(), layout, dsl, module));
-                        return Err(fail(&format!("vkCreateComputePipelines({})", d.shader), e));
-                    }
-                };
-                self.pipelines.push((pipeline, layout, dsl, module));
                 let alloc = vk::DescriptorSetAllocateInfo::default()
                     .descriptor_pool(self.desc_pool)
                     .set_layouts(&layouts);

@@ -7,16 +7,17 @@
 //! - [`conv2d_direct`]: one task per (image, filter) output plane. For each weight, the valid range
 //!   of output columns is computed once, so the inner loop is a bounds-check-free `out += w · in` over
 //!   a row (contiguous when stride is 1, so it vectorizes) and the output plane stays in L1/L2.
-//! - [`Im2col`]: unfolds each image into a `(channels·ksize²) × (out_h·out_w)` matrix in a workspace
-//!   allocated once by [`Im2col::new`], then multiplies `weights (filters × channels·ksize²)` by it with
-//!   [`gemm_blocked`]. Costs memory, gains the GEMM's speed; the workspace is reused across images and
-//!   calls so the timed loop allocates nothing.
+//! - [`Im2col`] / [`im2col_with`]: unfolds each image into a `(channels·ksize²) × (out_h·out_w)`
+//!   matrix in a workspace allocated once (by [`Im2col::new`], or shared by a network's layers),
+//!   then multiplies `weights (filters × channels·ksize²)` by it with
+//!   [`gemm_blocked_row_blocks`]. Costs memory, gains the GEMM's speed; the workspace is reused
+//!   across images and calls so the timed loop allocates nothing.
 
 use std::fmt;
 
 use rayon::prelude::*;
 
-use super::gemm::gemm_blocked;
+use super::gemm::gemm_blocked_row_blocks;
 use super::{check_len, fmadd, has_avx2_fma};
 
 /// Below this many multiply-adds a convolution (or an unfold) runs on the calling thread.
@@ -192,7 +193,7 @@ fn row_fma<const FMA: bool, const STRIDE: usize>(weight: f32, span: &[f32], out:
     *last = fmadd::<FMA>(weight, span[end], *last);
 }
 
-/// Convolution through im2col + [`gemm_blocked`], owning its unfold workspace.
+/// Convolution through [`im2col_with`], owning a workspace of one unfolded image.
 pub struct Im2col {
     /// The shape the workspace was sized for; `run` checks its slices against it.
     shape: ConvShape,
@@ -216,8 +217,7 @@ impl Im2col {
     ///
     /// Panics if the workspace size overflows `usize` or cannot be allocated.
     pub fn new(shape: &ConvShape) -> Im2col {
-        let rows = shape.channels * shape.ksize * shape.ksize;
-        let len = rows
+        let len = (shape.channels * shape.ksize * shape.ksize)
             .checked_mul(shape.out_h * shape.out_w)
             .expect("im2col workspace size overflows usize");
         Im2col {
@@ -226,31 +226,65 @@ impl Im2col {
         }
     }
 
-    /// Convolves `input` with `weights` into `out`: per image, unfold into the workspace, then
-    /// `out_image (filters × out_h·out_w) = weights (filters × channels·ksize²) · workspace`.
+    /// Convolves `input` with `weights` into `out` through [`im2col_with`] and this workspace.
     ///
     /// # Panics
     ///
     /// Panics if `input`, `weights` or `out` does not have the length the shape given to
     /// [`Im2col::new`] implies.
     pub fn run(&mut self, input: &[f32], weights: &[f32], out: &mut [f32]) {
-        let shape = self.shape;
-        check(&shape, input, weights, out);
-        if out.is_empty() {
-            return;
-        }
-        let image_len = shape.channels * shape.height * shape.width;
-        let k = shape.channels * shape.ksize * shape.ksize;
-        let n = shape.out_h * shape.out_w;
-        let out_image_len = shape.filters * n;
-        for (image, out_image) in out.chunks_exact_mut(out_image_len).enumerate() {
-            unfold(
-                &shape,
-                &input[image * image_len..][..image_len],
-                &mut self.workspace,
-            );
-            gemm_blocked(weights, &self.workspace, out_image, shape.filters, n, k);
-        }
+        im2col_with(&self.shape, input, weights, out, &mut self.workspace);
+    }
+}
+
+/// Elements of one unfolded image of `shape`: `(channels·ksize²) × (out_h·out_w)`.
+pub fn unfold_len(shape: &ConvShape) -> usize {
+    shape.channels * shape.ksize * shape.ksize * shape.out_h * shape.out_w
+}
+
+/// Convolution through im2col: as many images as `workspace` holds ([`unfold_len`] each, at least
+/// one) are unfolded at a time, then each image's
+/// `out_image (filters × out_h·out_w) = weights (filters × channels·ksize²) · columns` runs as
+/// [`gemm_blocked_row_blocks`], the images' products side by side on the pool.
+///
+/// # Panics
+///
+/// Panics if `input`, `weights` or `out` does not have the length `shape` implies, or the
+/// workspace holds less than one unfolded image.
+pub fn im2col_with(
+    shape: &ConvShape,
+    input: &[f32],
+    weights: &[f32],
+    out: &mut [f32],
+    workspace: &mut [f32],
+) {
+    check(shape, input, weights, out);
+    if out.is_empty() {
+        return;
+    }
+    let image_len = shape.channels * shape.height * shape.width;
+    let k = shape.channels * shape.ksize * shape.ksize;
+    let n = shape.out_h * shape.out_w;
+    let per_image = unfold_len(shape);
+    let at_once = workspace.len() / per_image;
+    assert!(at_once > 0, "im2col workspace smaller than one image");
+    let workspace = &mut workspace[..at_once * per_image];
+    let out_image_len = shape.filters * n;
+    for (inputs, outs) in input
+        .chunks(at_once * image_len)
+        .zip(out.chunks_mut(at_once * out_image_len))
+    {
+        let images = outs.len() / out_image_len;
+        let columns = &mut workspace[..images * per_image];
+        columns
+            .par_chunks_mut(per_image)
+            .zip(inputs.par_chunks(image_len))
+            .for_each(|(cols, image)| unfold(shape, image, cols));
+        outs.par_chunks_mut(out_image_len)
+            .zip(columns.par_chunks(per_image))
+            .for_each(|(out_image, cols)| {
+                gemm_blocked_row_blocks(weights, cols, out_image, shape.filters, n, k);
+            });
     }
 }
 

@@ -250,6 +250,63 @@ pub fn gemm_blocked_with(
     } else {
         gemm_common::Parallelism::Rayon(rayon::current_num_threads())
     };
+    blocked_product(isa, a, b, c, m, n, k, parallelism);
+}
+
+/// Fewest rows of C in one task of [`gemm_blocked_row_blocks`]: a multiple of every microkernel's
+/// row count, and enough rows that packing B once per task stays cheap.
+const ROW_BLOCK_MIN: usize = 32;
+
+/// [`gemm_blocked`] for the short, deep products of a CNN's later layers (few output pixels, many
+/// filters and taps: `m = 512, n = 49, k = 4608` in ResNet-18): C's rows are cut into blocks, about
+/// two per pool thread, and each block is a single-threaded product on the rayon pool. The `gemm`
+/// crate's own threading splits such shapes into too few or too small pieces to keep a 16-thread
+/// pool busy; this keeps each task one contiguous slab of A and C, and lets a batch of images run
+/// their products side by side on the same pool.
+///
+/// # Panics
+///
+/// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
+pub fn gemm_blocked_row_blocks(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) {
+    if is_trivial(a, b, c, m, n, k) {
+        return;
+    }
+    let isa = Isa::active();
+    let serial = gemm_common::Parallelism::None;
+    let rows = m
+        .div_ceil(2 * rayon::current_num_threads())
+        .next_multiple_of(ROW_BLOCK_MIN);
+    if is_small(m, n, k) || rows >= m {
+        blocked_product(isa, a, b, c, m, n, k, serial);
+        return;
+    }
+    c.par_chunks_mut(rows * n)
+        .zip(a.par_chunks(rows * k))
+        .for_each(|(c_rows, a_rows)| {
+            let m_rows = c_rows.len() / n;
+            blocked_product(isa, a_rows, b, c_rows, m_rows, n, k, serial);
+        });
+}
+
+/// The `gemm` crate's driver with the microkernels of `isa` (clamped to [`Isa::detected`]) and
+/// `parallelism`, on non-empty dimensions.
+///
+/// # Panics
+///
+/// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
+#[allow(clippy::too_many_arguments)]
+fn blocked_product(
+    isa: Isa,
+    a: &[f32],
+    b: &[f32],
+    c: &mut [f32],
+    m: usize,
+    n: usize,
+    k: usize,
+    parallelism: gemm_common::Parallelism,
+) {
+    // Cheap next to the product, and what the SAFETY argument below rests on.
+    check_dims(a, b, c, m, n, k);
     // Slice lengths never exceed isize::MAX, so these strides fit.
     let (k_stride, n_stride) = (k as isize, n as isize);
     // The driver wants a column-major destination, so it computes Cᵀ(n×m) = Bᵀ·Aᵀ: row-major C is
@@ -258,7 +315,7 @@ pub fn gemm_blocked_with(
     macro_rules! run {
         ($simd:expr, $ukr:path, $lanes:expr) => {{
             use $ukr as ukr;
-            // SAFETY: `check_dims` (in `is_trivial`) proved a.len() == m*k, b.len() == k*n and
+            // SAFETY: `check_dims` (above) proved a.len() == m*k, b.len() == k*n and
             // c.len() == m*n. With the strides above the driver touches c[j + i*n], b[j + p*n] and
             // a[p + i*k] for j < n, i < m, p < k only, all inside their slices. `c` is borrowed
             // mutably for the whole call, so nothing aliases the destination; `read_dst` is false

@@ -8,6 +8,7 @@
 //! | [`elementwise`] | `vec_add`, `copy`, `triad`, `relu`, `sigmoid`, `tanh` | one output element per input element (STREAM-style add/copy/triad and activations) |
 //! | [`rows`] | `softmax`, `layernorm`, `rmsnorm`, `layernorm_rmsnorm_fused` | one independent reduction-then-map per row of a `rows×cols` matrix |
 //! | [`conv`] | `conv2d_direct`, `Im2col` | NCHW 2-D convolution with zero padding and a square kernel, directly or via im2col + GEMM |
+//! | [`model`] | `ModelRunner` | CNN inference: a network's layers in order (convolutions through im2col + GEMM, depthwise, pooling, residual add, linear) |
 //! | [`memory`] | `sum_f64`, `pointer_chase`, `pool_roundtrip` | read bandwidth, dependent-load latency, and the backend's "launch latency" |
 //!
 //! # Threading model
@@ -75,6 +76,7 @@ pub mod conv;
 pub mod elementwise;
 pub mod gemm;
 pub mod memory;
+pub mod model;
 pub mod rows;
 
 /// The widest vector instruction set the CPU kernels use: what the CPU has, capped by

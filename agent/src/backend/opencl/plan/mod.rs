@@ -78,8 +78,79 @@ pub fn plan(
         | KernelId::LayerNorm
         | KernelId::RmsNorm
         | KernelId::LayerNormRmsNormFused => plan_rows(problem, caps),
+        KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
+            plan_model(problem, caps)
+        }
         _ => plan_elementwise(problem, caps),
     }
+}
+
+/// A network: `model_conv` for its dense convolutions and linear layers, `model_layer` for the rest
+/// (see `planning::model`), in order.
+fn plan_model(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
+    use planning::model::{CONV_GROUP, StepKernel, Tensor, layer_steps, model_config};
+    if caps.max_work_group_size < CONV_GROUP {
+        return Err(Unsupported(format!(
+            "{} needs work-groups of {CONV_GROUP} (model_conv); the device allows {}",
+            problem.kernel.name, caps.max_work_group_size
+        )));
+    }
+    let model = layer_steps(problem, caps.compute_units as usize)?;
+    let group = flat_group(caps);
+    let buffer = |t: Tensor| match t {
+        Tensor::Images => Arg::Input(0),
+        Tensor::Arena => Arg::Output,
+        Tensor::Partials => Arg::Scratch(0),
+    };
+    let launches = model
+        .steps
+        .iter()
+        .map(|st| {
+            let mut args = vec![buffer(st.x), Arg::Input(1), Arg::Output, buffer(st.s)];
+            // layer_steps checked that every value fits an int.
+            args.extend(st.args.iter().map(|&v| Arg::Int(v as i32)));
+            let (kernel, global, local) = match st.kernel {
+                StepKernel::Layer { total } => (
+                    "model_layer",
+                    vec![total.div_ceil(group).min(ROW_GROUPS_MAX) * group],
+                    group,
+                ),
+                StepKernel::Conv {
+                    tiles_n,
+                    tiles_m,
+                    splits,
+                } => (
+                    "model_conv",
+                    vec![tiles_n * CONV_GROUP, tiles_m, splits],
+                    CONV_GROUP,
+                ),
+            };
+            let mut local = vec![local];
+            local.resize(global.len(), 1);
+            Launch {
+                kernel: kernel.into(),
+                global,
+                local: Some(local),
+                args,
+            }
+        })
+        .collect();
+    let scratch_bytes = if model.partial_floats > 0 {
+        vec![model.partial_floats * 4]
+    } else {
+        Vec::new()
+    };
+    Ok(Plan {
+        program: Program::new(
+            ("model.cl", cl::MODEL),
+            options(caps, &[("GPUFLEET_WG", group.to_string())]),
+        ),
+        input_storage: vec![Storage::F32; 2],
+        output_storage: Storage::F32,
+        scratch_bytes,
+        launches,
+        config: model_config(problem, &model, group),
+    })
 }
 
 fn check_caps(caps: &DeviceCaps) -> Result<(), Unsupported> {

@@ -4,9 +4,6 @@
 use super::types::{DeviceCaps, GemmTuning};
 use crate::backend::planning;
 
-/// Accumulators per work-item of `gemm_blocked` beyond which registers spill.
-const MAX_WORK_PER_ITEM: u32 = 64;
-
 /// Candidate register-blocked configurations for the autotuner, valid for this device
 /// (work-group size and local memory limits), best guesses first; 4..24 of them.
 ///
@@ -38,8 +35,7 @@ pub(super) fn tuning_error(t: &GemmTuning, caps: &DeviceCaps) -> Option<String> 
     let vector = || {
         (![1, 2, 4].contains(&t.vector)).then(|| format!("vector={} must be 1, 2 or 4", t.vector))
     };
-    if let Some(why) = planning::tile_error(t, &[t.vector], vector, "work-item", MAX_WORK_PER_ITEM)
-    {
+    if let Some(why) = planning::tile_error(t, &[t.vector], vector, "work-item") {
         return Some(why);
     }
     let threads = blocked_threads(t);

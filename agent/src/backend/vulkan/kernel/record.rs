@@ -61,7 +61,7 @@ impl VulkanKernel {
                 );
             }
             for (i, d) in plan.dispatches.iter().enumerate() {
-                let (pipeline, layout, _, _) = self.pipelines[i];
+                let (pipeline, layout, _, _) = self.pipelines[self.pipeline_of[i]];
                 dev.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
                 dev.cmd_bind_descriptor_sets(
                     cb,

@@ -46,8 +46,8 @@ pub use types::{Binding, Dispatch, GemmTuning, Plan, SpecValue, Storage, Unsuppo
 use crate::backend::Missing;
 use crate::backend::planning;
 use args::{
-    GRID_GROUPS_MAX, SPEC_LOCAL_X, SPEC_SPLIT, SPEC_SPLIT_SOFTMAX, dispatch, flat_group,
-    grid_groups, pow2_floor, word, words,
+    GRID_GROUPS_MAX, SPEC_LOCAL_X, SPEC_SPLIT, SPEC_SPLIT_SOFTMAX, check_groups, dispatch,
+    flat_group, grid_groups, pow2_floor, word, words,
 };
 use gemm::{F16ACC32, plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::{Dtype, KernelId, Problem, find_kernel};
@@ -135,6 +135,9 @@ pub fn plan(
         | KernelId::LayerNorm
         | KernelId::RmsNorm
         | KernelId::LayerNormRmsNormFused => plan_rows(problem, caps)?,
+        KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
+            plan_model(problem, caps)?
+        }
         _ => plan_elementwise(problem, caps)?,
     };
     check_buffers(problem, &plan)?;
@@ -217,6 +220,75 @@ fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupporte
             group as usize,
             "elements_per_invocation",
         ),
+    })
+}
+
+/// A network: `model_conv` for its dense convolutions and linear layers, `model_layer` for the rest
+/// (see `planning::model`), in order. Every dispatch binds x, the weights, the arena and a fourth
+/// buffer (the residual addend, or the partial sums).
+fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
+    use planning::model::{CONV_GROUP, StepKernel, Tensor, layer_steps, model_config};
+    if (caps.max_workgroup_invocations as usize) < CONV_GROUP
+        || (caps.max_workgroup_size[0] as usize) < CONV_GROUP
+    {
+        return Err(Unsupported(format!(
+            "{} needs workgroups of {CONV_GROUP} invocations (model_conv); the device allows {}",
+            problem.kernel.name, caps.max_workgroup_invocations
+        )));
+    }
+    let model = layer_steps(problem, caps.compute_units as usize)?;
+    let group = flat_group(caps);
+    let binding = |t: Tensor| match t {
+        Tensor::Images => Binding::Input(0),
+        Tensor::Arena => Binding::Output,
+        Tensor::Partials => Binding::Scratch(0),
+    };
+    let dispatches = model
+        .steps
+        .iter()
+        .map(|st| {
+            // layer_steps checked that every value fits an int, so a uint too.
+            let push = st.args.iter().map(|&v| v as u32).collect();
+            let bindings = vec![
+                binding(st.x),
+                Binding::Input(1),
+                Binding::Output,
+                binding(st.s),
+            ];
+            match st.kernel {
+                StepKernel::Layer { total } => dispatch(
+                    "model_layer",
+                    vec![(SPEC_LOCAL_X, SpecValue::U32(group))],
+                    push,
+                    bindings,
+                    [grid_groups(caps, total, group), 1, 1],
+                ),
+                StepKernel::Conv {
+                    tiles_n,
+                    tiles_m,
+                    splits,
+                } => {
+                    let groups = check_groups(
+                        problem,
+                        caps,
+                        [tiles_n as u64, tiles_m as u64, splits as u64],
+                    )?;
+                    dispatch("model_conv", Vec::new(), push, bindings, groups)
+                }
+            }
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let scratch_bytes = if model.partial_floats > 0 {
+        vec![model.partial_floats * 4]
+    } else {
+        Vec::new()
+    };
+    Ok(Plan {
+        input_storage: vec![Storage::F32; 2],
+        output_storage: Storage::F32,
+        scratch_bytes,
+        dispatches,
+        config: model_config(problem, &model, group as usize),
     })
 }
 

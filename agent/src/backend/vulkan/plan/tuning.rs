@@ -4,9 +4,6 @@
 use super::types::{GemmTuning, VkCaps};
 use crate::backend::planning;
 
-/// Accumulators per invocation of `gemm_blocked` beyond which registers spill.
-const MAX_WORK_PER_INVOCATION: u32 = 64;
-
 /// Candidate register-blocked configurations for the autotuner, valid for this device
 /// (invocation, workgroup-size and shared-memory limits), best guesses first; 4..20 of them.
 ///
@@ -41,7 +38,7 @@ pub(super) fn tuning_error(t: &GemmTuning, caps: &VkCaps) -> Option<String> {
                 )
             })
     };
-    if let Some(why) = planning::tile_error(t, &[], vec4, "invocation", MAX_WORK_PER_INVOCATION) {
+    if let Some(why) = planning::tile_error(t, &[], vec4, "invocation") {
         return Some(why);
     }
     let (x, y) = blocked_local(t);

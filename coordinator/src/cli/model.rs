@@ -1,0 +1,115 @@
+//! `export-model`: a network's seeded buffers and graph for another framework (the PyTorch
+//! comparison in bench/models_vs_torch.py builds the same network from them).
+
+use anyhow::{Context, bail};
+use gpufleet_kernels::Problem;
+use gpufleet_kernels::model::{Act, Op};
+use serde_json::json;
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use super::args::ExportModelArgs;
+
+fn act(a: Act) -> &'static str {
+    a.name()
+}
+
+/// Writes graph.json, weights.f32, images.f32 and reference_logits.f64 into `args.out`.
+///
+/// # Errors
+/// A kernel that is not a network, a batch out of range, or a file that cannot be written.
+pub fn export_model(args: &ExportModelArgs) -> anyhow::Result<()> {
+    let params = BTreeMap::from([("batch".to_string(), args.batch)]);
+    let problem = Problem::new(&args.kernel, "", &params, "f32", false)
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    if problem.net().is_none() {
+        bail!(
+            "kernel `{}` is not a network (simple_cnn, resnet18, mobilenet_v2)",
+            args.kernel
+        );
+    }
+    let graph = problem.graph();
+    eprintln!(
+        "{}: batch {}, {} layers, {} weights, seed {}",
+        args.kernel,
+        graph.batch,
+        graph.layers.len(),
+        graph.weights_len,
+        args.seed
+    );
+    let inputs = problem.inputs(args.seed);
+    let (Some(images), Some(weights)) = (inputs[0].as_f32(), inputs[1].as_f32()) else {
+        bail!("{}: the generated inputs are not f32", args.kernel);
+    };
+    let layers: Vec<_> = graph
+        .layers
+        .iter()
+        .map(|l| {
+            let mut v = json!({
+                "name": l.name,
+                "kind": l.op.kind(),
+                "input": l.input,
+                "in": [l.inp.c, l.inp.h, l.inp.w],
+                "out": [l.out.c, l.out.h, l.out.w],
+                "w_offset": l.w_offset,
+                "w_len": l.w_len,
+                "bias_len": l.bias_len(),
+            });
+            let op = match l.op {
+                Op::Conv(c) => json!({"op": "conv", "k": c.k, "stride": c.stride, "pad": c.pad,
+                    "groups": c.groups, "act": act(c.act)}),
+                Op::MaxPool { k, stride, pad } => {
+                    json!({"op": "maxpool", "k": k, "stride": stride, "pad": pad})
+                }
+                Op::GlobalAvgPool => json!({"op": "avgpool"}),
+                Op::Add { skip, act: a } => json!({"op": "add", "skip": skip, "act": act(a)}),
+                Op::Linear { act: a, .. } => json!({"op": "linear", "act": act(a)}),
+            };
+            if let (Some(v), Some(op)) = (v.as_object_mut(), op.as_object()) {
+                v.extend(op.clone());
+            }
+            v
+        })
+        .collect();
+    let doc = json!({
+        "net": args.kernel,
+        "batch": graph.batch,
+        "seed": args.seed,
+        "image": [graph.image.c, graph.image.h, graph.image.w],
+        "classes": graph.classes(),
+        "weights_len": graph.weights_len,
+        "gflop_per_batch": graph.flops() / 1e9,
+        "layers": layers,
+        "files": {
+            "weights.f32": "the weights buffer, little-endian f32 (each layer's filters then biases)",
+            "images.f32": "batch × image, NCHW, little-endian f32",
+            "reference_logits.f64": "batch × classes, the f64 reference network, little-endian f64",
+        },
+    });
+    let out = &args.out;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let write = |name: &str, bytes: Vec<u8>| -> anyhow::Result<()> {
+        let path: &Path = &out.join(name);
+        std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+    };
+    write("graph.json", serde_json::to_vec_pretty(&doc)?)?;
+    write(
+        "weights.f32",
+        weights.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    )?;
+    write(
+        "images.f32",
+        images.iter().flat_map(|v| v.to_le_bytes()).collect(),
+    )?;
+    eprintln!(
+        "computing the f64 reference logits of {} images",
+        graph.batch
+    );
+    let logits: Vec<u8> = (0..graph.batch)
+        .flat_map(|img| graph.forward_f64(img, images, weights))
+        .flat_map(|v| v.to_le_bytes())
+        .collect();
+    write("reference_logits.f64", logits)?;
+    println!("{}", out.display());
+    Ok(())
+}

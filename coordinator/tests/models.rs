@@ -1,0 +1,174 @@
+//! CNN inference through a real agent: a validated images/s result, the `models` suite, and the
+//! debug switch that perturbs one layer's weights, caught by validation and named.
+
+mod common;
+
+use common::{Proc, gpufleet, ok_stdout};
+use serde_json::Value;
+
+fn run_json(db: &std::path::Path, args: &[&str]) -> (Option<i32>, Vec<Value>) {
+    let mut all = vec![
+        "run",
+        "--json",
+        "--min-iterations",
+        "2",
+        "--min-seconds",
+        "0",
+    ];
+    all.extend_from_slice(args);
+    let out = gpufleet(db, &all);
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "{e}: {}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        )
+    });
+    (out.status.code(), rows)
+}
+
+#[test]
+fn resnet18_on_the_cpu_is_validated_in_images_per_second() {
+    let agent = Proc::agent(true);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok_stdout(&gpufleet(&db, &["agents", "add", "a", &agent.url]));
+    let (code, rows) = run_json(
+        &db,
+        &[
+            "--agent",
+            "a",
+            "--backend",
+            "cpu",
+            "--kernel",
+            "resnet18",
+            "--param",
+            "batch=1",
+        ],
+    );
+    assert_eq!(code, Some(0), "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(r["status"], "ok", "{r}");
+    assert_eq!(r["metric"]["kind"], "images_per_s", "{r}");
+    assert_eq!(r["metric"]["unit"], "img/s", "{r}");
+    assert!(r["metric"]["value"].as_f64().unwrap() > 0.0, "{r}");
+    let v = &r["validation"];
+    assert_eq!(v["passed"], true, "{r}");
+    assert!(v["message"].as_str().unwrap().contains("31 layers"), "{r}");
+
+    // The wrong weight: that layer, by name, is where validation says the network diverges.
+    let (code, rows) = run_json(
+        &db,
+        &[
+            "--agent",
+            "a",
+            "--backend",
+            "cpu",
+            "--kernel",
+            "resnet18",
+            "--param",
+            "batch=1",
+            "--env",
+            "GPUFLEET_DEBUG_PERTURB_LAYER=layer2.1.conv2",
+        ],
+    );
+    assert_eq!(code, Some(1), "{rows:?}");
+    let r = &rows[0];
+    assert_eq!(r["status"], "invalid", "{r}");
+    let message = r["message"].as_str().unwrap();
+    assert!(
+        message.contains("`layer2.1.conv2`") && message.contains("diverges first"),
+        "{message}"
+    );
+    assert_eq!(
+        r["config"]["debug_perturbed_layer"], "layer2.1.conv2",
+        "{r}"
+    );
+
+    // A name that is not a layer is the run's error, with the names that are.
+    let (_, rows) = run_json(
+        &db,
+        &[
+            "--agent",
+            "a",
+            "--backend",
+            "cpu",
+            "--kernel",
+            "simple_cnn",
+            "--env",
+            "GPUFLEET_DEBUG_PERTURB_LAYER=conv9",
+        ],
+    );
+    let message = rows[0]["message"].as_str().unwrap();
+    assert!(
+        message.contains("no layer `conv9`") && message.contains("conv1"),
+        "{message}"
+    );
+}
+
+#[test]
+fn the_perturbing_switch_needs_debug_kernels() {
+    let agent = Proc::agent(false);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok_stdout(&gpufleet(&db, &["agents", "add", "a", &agent.url]));
+    let (code, rows) = run_json(
+        &db,
+        &[
+            "--agent",
+            "a",
+            "--backend",
+            "cpu",
+            "--kernel",
+            "simple_cnn",
+            "--env",
+            "GPUFLEET_DEBUG_PERTURB_LAYER=conv1",
+        ],
+    );
+    assert_eq!(code, Some(1), "{rows:?}");
+    assert_ne!(rows[0]["status"], "ok");
+    let message = rows[0]["message"].as_str().unwrap();
+    assert!(message.contains("debug kernels"), "{message}");
+}
+
+#[test]
+fn the_models_suite_runs_every_network_and_compare_shows_them() {
+    let agent = Proc::agent(false);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok_stdout(&gpufleet(&db, &["agents", "add", "a", &agent.url]));
+    let started = std::time::Instant::now();
+    let out = gpufleet(
+        &db,
+        &[
+            "run",
+            "--agent",
+            "a",
+            "--suite",
+            "models",
+            "--backend",
+            "cpu",
+            "--json",
+        ],
+    );
+    let rows: Vec<Value> = serde_json::from_slice(&out.stdout).unwrap();
+    eprintln!(
+        "models suite on the cpu: {:.1} s",
+        started.elapsed().as_secs_f64()
+    );
+    assert_eq!(out.status.code(), Some(0), "{rows:?}");
+    assert_eq!(rows.len(), 6);
+    for r in &rows {
+        assert_eq!(r["status"], "ok", "{r}");
+        assert_eq!(r["metric"]["kind"], "images_per_s", "{r}");
+    }
+    let table = ok_stdout(&gpufleet(&db, &["compare"]));
+    for net in ["simple_cnn", "resnet18", "mobilenet_v2"] {
+        assert!(
+            table
+                .lines()
+                .any(|l| l.starts_with(net) && l.contains("img/s")),
+            "{net} missing:\n{table}"
+        );
+    }
+}

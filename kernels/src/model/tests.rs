@@ -1,0 +1,222 @@
+use super::*;
+use crate::check::Validation;
+use crate::problem::Problem;
+use crate::types::Buffer;
+use rand::SeedableRng;
+use std::collections::BTreeMap;
+
+fn problem(kernel: &str, batch: i64) -> Problem {
+    let params: BTreeMap<String, i64> = [("batch".to_string(), batch)].into();
+    Problem::new(kernel, "", &params, "", false).expect("valid spec")
+}
+
+fn conv_linear_macs(g: &Graph) -> u64 {
+    g.layers
+        .iter()
+        .filter(|l| matches!(l.op, Op::Conv(_) | Op::Linear { .. }))
+        .map(Layer::macs)
+        .sum()
+}
+
+/// Channels of the batch norms folded into the convolutions: one bias each.
+fn folded_norms(g: &Graph) -> usize {
+    g.layers
+        .iter()
+        .filter_map(|l| match l.op {
+            Op::Conv(c) => Some(c.cout),
+            _ => None,
+        })
+        .sum()
+}
+
+#[test]
+fn the_networks_match_the_published_sizes() {
+    // torchvision's parameter counts (conv weights, BN γ and β, fc) and multiply-adds.
+    let r = Graph::new(Net::Resnet18, 1);
+    assert_eq!(r.weights_len + folded_norms(&r), 11_689_512);
+    let macs = conv_linear_macs(&r) as f64;
+    assert!((1.80e9..1.83e9).contains(&macs), "resnet18 {macs}");
+    assert_eq!(r.classes(), 1000);
+    assert_eq!(
+        r.layers
+            .iter()
+            .filter(|l| matches!(l.op, Op::Add { .. }))
+            .count(),
+        8
+    );
+    let m = Graph::new(Net::MobilenetV2, 1);
+    assert_eq!(m.weights_len + folded_norms(&m), 3_504_872);
+    let macs = conv_linear_macs(&m) as f64;
+    assert!((0.29e9..0.32e9).contains(&macs), "mobilenet_v2 {macs}");
+    assert_eq!(
+        m.layers
+            .iter()
+            .filter(|l| matches!(l.op, Op::Add { .. }))
+            .count(),
+        10
+    );
+    let s = Graph::new(Net::SimpleCnn, 1);
+    assert_eq!(s.classes(), 10);
+    assert_eq!(s.layers.last().unwrap().inp.len(), 128 * 4 * 4);
+    // Every layer reads an earlier tensor of the shape it expects, and the arena tiles exactly.
+    for g in [&r, &m, &s] {
+        let mut end = 0;
+        for (i, l) in g.layers.iter().enumerate() {
+            assert!(l.input <= i, "{}", l.name);
+            assert_eq!(g.shape(l.input), l.inp, "{}", l.name);
+            if let Op::Add { skip, .. } = l.op {
+                assert_eq!(g.shape(skip), l.inp, "{}", l.name);
+            }
+            assert_eq!(l.out_offset, end, "{}", l.name);
+            end += g.batch * l.out.len();
+        }
+        assert_eq!(end, g.arena_len);
+    }
+    assert_eq!(Graph::new(Net::Resnet18, 8).arena_len, 8 * r.arena_len);
+}
+
+#[test]
+fn weights_are_seeded_and_scaled_per_layer() {
+    let g = Graph::new(Net::Resnet18, 1);
+    let w = g.weights(&mut Pcg64::seed_from_u64(3));
+    assert_eq!(w, g.weights(&mut Pcg64::seed_from_u64(3)));
+    assert_ne!(w, g.weights(&mut Pcg64::seed_from_u64(4)));
+    assert!(w.iter().all(|v| v.is_finite()));
+    // He-uniform with γ/√var ≤ 1.5/√0.5: conv1 (fan-in 147) stays under 0.43, layer4 (4608) under 0.077.
+    let max_abs = |name: &str| {
+        let l = g.layer(name).unwrap();
+        w[l.w_offset..l.w_offset + l.w_len]
+            .iter()
+            .fold(0f32, |m, v| m.max(v.abs()))
+    };
+    assert!(max_abs("conv1") > 0.1 && max_abs("conv1") < 0.43);
+    assert!(max_abs("layer4.1.conv1") < 0.077);
+}
+
+#[test]
+fn one_element_and_the_whole_layer_agree() {
+    // The plane loops of `layer_forward` against the direct sums of `layer_element`, on layers
+    // with padding, strides 1 and 2, 7×7, 1×1, depthwise, pools, adds and the linear heads.
+    let mut rng = Pcg64::seed_from_u64(9);
+    for net in [Net::SimpleCnn, Net::Resnet18, Net::MobilenetV2] {
+        let g = Graph::new(net, 1);
+        let w = g.weights(&mut rng);
+        let kinds: Vec<&Layer> = g
+            .layers
+            .iter()
+            .filter(|l| l.inp.len() <= 200_000 || matches!(l.op, Op::Conv(c) if c.k == 7))
+            .collect();
+        for l in kinds {
+            let x: Vec<f64> = (0..l.inp.len())
+                .map(|_| uniform(&mut rng, -1.0, 1.0))
+                .collect();
+            let skip: Vec<f64> = (0..l.inp.len())
+                .map(|_| uniform(&mut rng, -1.0, 1.0))
+                .collect();
+            let full = layer_forward(l, &x, Some(&skip), &w);
+            let n = l.out.len();
+            for o in [0, 1, l.out.w - 1, n / 2, n - l.out.w, n - 1] {
+                let (v, t) = layer_element(l, &x, Some(&skip), &w, o);
+                assert!(
+                    (v - full.value[o]).abs() <= 1e-12 * (1.0 + v.abs()),
+                    "{} [{o}]",
+                    l.name
+                );
+                assert!(
+                    (t - full.tol[o]).abs() <= 1e-9 * t.max(1e-30),
+                    "{} tol [{o}]",
+                    l.name
+                );
+            }
+        }
+    }
+}
+
+fn run_check(p: &Problem, arena: Vec<f32>) -> Validation {
+    p.check(&p.inputs(5), &Buffer::F32(arena))
+}
+
+#[test]
+fn a_perfect_arena_passes_and_a_wrong_layer_is_named() {
+    let p = problem("simple_cnn", 2);
+    let inputs = p.inputs(5);
+    let g = p.graph();
+    let (images, weights) = (inputs[0].as_f32().unwrap(), inputs[1].as_f32().unwrap());
+    let good = crate::check::model::reference_arena(&g, images, weights);
+    let v = run_check(&p, good.clone());
+    assert!(v.passed, "{}", v.message);
+    assert!(v.worst_ratio <= 1.0 && v.elements_checked > 1000);
+    // One element of pool2 of the last image off: the sampled check may miss one element, so
+    // offset a whole plane (what a real indexing bug does).
+    let l = g.layer("conv2").unwrap();
+    let mut bad = good.clone();
+    let plane = l.out.h * l.out.w;
+    let at = l.out_offset + l.out.len() + 3 * plane;
+    for v in &mut bad[at..at + plane] {
+        *v += 0.01;
+    }
+    let v = run_check(&p, bad);
+    assert!(!v.passed);
+    assert!(
+        v.message.contains("`conv2`") && v.message.contains("diverges first"),
+        "{}",
+        v.message
+    );
+    assert!(v.message.contains("element [1,3,"), "{}", v.message);
+}
+
+#[test]
+fn perturbed_weights_are_caught_and_the_layer_named() {
+    // The debug switch's effect, end to end: a backend that ran with one layer's weights scaled.
+    for (kernel, layer) in [("simple_cnn", "conv3"), ("mobilenet_v2", "features.13.dw")] {
+        let p = problem(kernel, 1);
+        let inputs = p.inputs(5);
+        let g = p.graph();
+        let mut wrong = inputs[1].as_f32().unwrap().to_vec();
+        g.perturb(&mut wrong, layer).unwrap();
+        let arena = crate::check::model::reference_arena(&g, inputs[0].as_f32().unwrap(), &wrong);
+        let v = p.check(&inputs, &Buffer::F32(arena));
+        assert!(!v.passed, "{kernel}");
+        assert!(
+            v.message.contains(&format!("`{layer}`")),
+            "{kernel}: {}",
+            v.message
+        );
+    }
+    let g = Graph::new(Net::Resnet18, 1);
+    let mut w = vec![0f32; g.weights_len];
+    let err = g.perturb(&mut w, "maxpool").unwrap_err();
+    assert!(
+        err.contains("has no weights") && err.contains("conv1"),
+        "{err}"
+    );
+    let err = g.perturb(&mut w, "layer9.conv").unwrap_err();
+    assert!(
+        err.contains("no layer") && err.contains("(21 in all)"),
+        "{err}"
+    );
+}
+
+#[test]
+fn model_problems_size_and_measure_in_images() {
+    let p = problem("resnet18", 4);
+    assert_eq!(
+        p.input_lens(),
+        vec![4 * 3 * 224 * 224, p.graph().weights_len]
+    );
+    assert_eq!(p.output_len(), p.graph().arena_len);
+    let m = p.metric(0.5);
+    assert_eq!(m.kind, crate::types::MetricKind::ImagesPerS);
+    assert!((m.value - 8.0).abs() < 1e-9);
+    assert!((p.flops() / 4.0 - 2.0 * 1.82e9).abs() < 0.05e9 * 2.0);
+    let err = Problem::new(
+        "resnet18",
+        "",
+        &[("batch".to_string(), 0)].into(),
+        "",
+        false,
+    );
+    assert!(err.unwrap_err().to_string().contains("batch"));
+    let err = Problem::new("mobilenet_v2", "", &BTreeMap::new(), "f16", false);
+    assert!(err.is_err());
+}
