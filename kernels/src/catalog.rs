@@ -41,6 +41,14 @@ pub enum KernelId {
     Resnet18,
     /// `mobilenet_v2`: MobileNetV2 inference at 224×224.
     MobilenetV2,
+    /// `cnn_conv`: one convolution layer of a CNN (dense or depthwise) with bias and activation.
+    CnnConv,
+    /// `cnn_maxpool`: one max-pooling layer.
+    CnnMaxPool,
+    /// `cnn_avgpool`: one global-average-pooling layer.
+    CnnAvgPool,
+    /// `cnn_linear`: one fully connected layer with bias and activation.
+    CnnLinear,
     /// `membw_cpu`: sum of a large array, host memory bandwidth.
     MembwCpu,
     /// `memlat_cpu`: pointer chasing over a random cycle, host memory latency.
@@ -143,6 +151,59 @@ const CONV_PARAMS: &[ParamDef] = &[
     p("pad", 1, 0, 3, "zero padding on each side"),
 ];
 const MODEL_PARAMS: &[ParamDef] = &[p("batch", 1, 1, 256, "images per inference (N)")];
+// The networks' layers one at a time. The bounds keep every size of the one-layer graph far inside
+// u64 (the footprint check then refuses what does not fit the host).
+const ACT_DOC: &str = "activation after the bias: 0 none, 1 ReLU, 2 ReLU6";
+const CNN_CONV_PARAMS: &[ParamDef] = &[
+    p("batch", 1, 1, 256, "images (N)"),
+    p("channels", 64, 1, 4096, "input channels"),
+    p("height", 56, 1, 4096, "input height"),
+    p("width", 56, 1, 4096, "input width"),
+    p(
+        "filters",
+        64,
+        1,
+        4096,
+        "output channels (= channels when depthwise)",
+    ),
+    p("ksize", 3, 1, 7, "square filter side; padding is ksize/2"),
+    p("stride", 1, 1, 4, "stride in both directions"),
+    p(
+        "depthwise",
+        0,
+        0,
+        1,
+        "1: one filter per channel (groups = channels)",
+    ),
+    p("act", 1, 0, 2, ACT_DOC),
+];
+const CNN_POOL_PARAMS: &[ParamDef] = &[
+    p("batch", 1, 1, 256, "images (N)"),
+    p("channels", 64, 1, 4096, "channels"),
+    p("height", 112, 1, 4096, "input height"),
+    p("width", 112, 1, 4096, "input width"),
+    p("ksize", 3, 1, 7, "square window side"),
+    p("stride", 2, 1, 4, "stride in both directions"),
+    p(
+        "pad",
+        1,
+        0,
+        3,
+        "padding on each side (never the maximum); below ksize",
+    ),
+];
+const CNN_AVGPOOL_PARAMS: &[ParamDef] = &[
+    p("batch", 1, 1, 256, "images (N)"),
+    p("channels", 512, 1, 4096, "channels"),
+    p("height", 7, 1, 4096, "plane height"),
+    p("width", 7, 1, 4096, "plane width"),
+];
+const CNN_LINEAR_PARAMS: &[ParamDef] = &[
+    p("batch", 1, 1, 4096, "rows of the input (N)"),
+    p("inputs", 512, 1, 65536, "input features"),
+    p("outputs", 1000, 1, 65536, "output features"),
+    p("act", 0, 0, 2, ACT_DOC),
+];
 const MEMBW_PARAMS: &[ParamDef] = &[p("n", 1 << 24, 1, 1 << 32, "f32 elements summed")];
 const MEMLAT_PARAMS: &[ParamDef] = &[
     p(
@@ -199,7 +260,7 @@ const fn default_variant_def(
     }
 }
 
-static CATALOG: [KernelDef; 22] = [
+static CATALOG: [KernelDef; 26] = [
     KernelDef {
         id: KernelId::Gemm,
         name: "gemm",
@@ -290,6 +351,35 @@ static CATALOG: [KernelDef; 22] = [
          weights, fp32",
         MODEL_PARAMS,
         MetricKind::ImagesPerS,
+    ),
+    default_variant_def(
+        KernelId::CnnConv,
+        "cnn_conv",
+        "one CNN convolution layer: NCHW, zero padding ksize/2, bias, activation; dense or \
+         depthwise (1×1, strided, 7×7 alike); validated like a network's layer",
+        CNN_CONV_PARAMS,
+        MetricKind::Gflops,
+    ),
+    default_variant_def(
+        KernelId::CnnMaxPool,
+        "cnn_maxpool",
+        "one CNN max-pooling layer over ksize×ksize windows (padding never wins)",
+        CNN_POOL_PARAMS,
+        MetricKind::Gbps,
+    ),
+    default_variant_def(
+        KernelId::CnnAvgPool,
+        "cnn_avgpool",
+        "one CNN global-average-pooling layer: the mean of each channel's plane",
+        CNN_AVGPOOL_PARAMS,
+        MetricKind::Gbps,
+    ),
+    default_variant_def(
+        KernelId::CnnLinear,
+        "cnn_linear",
+        "one fully connected layer: y = act(W·x + b) per row of the input",
+        CNN_LINEAR_PARAMS,
+        MetricKind::Gflops,
     ),
     KernelDef {
         host_only: true,

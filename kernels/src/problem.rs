@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 
 use crate::catalog::{KernelDef, KernelId, catalog, find_kernel};
 use crate::error::SpecError;
-use crate::model::{Graph, Net};
+use crate::model::{Act, Conv, Graph, Net, Op, Shape};
 use crate::run::Mode;
 use crate::types::{BufferKind, Dtype, MetricKind, MetricValue};
 
@@ -168,13 +168,40 @@ impl Problem {
 
     /// Rules that involve several parameters.
     fn check_cross_params(&self) -> Result<(), SpecError> {
-        if self.id() != KernelId::Conv2d {
-            return Ok(());
-        }
         let invalid = |message: String| SpecError::InvalidParams {
             kernel: self.kernel.name.to_string(),
             message,
         };
+        match self.id() {
+            KernelId::CnnConv if self.param("depthwise") == 1 => {
+                let (c, f) = (self.param("channels"), self.param("filters"));
+                if c != f {
+                    return Err(invalid(format!(
+                        "depthwise=1 needs filters = channels (one filter per channel): filters={f}, channels={c}"
+                    )));
+                }
+                return Ok(());
+            }
+            KernelId::CnnMaxPool => {
+                let (k, pad) = (self.param("ksize"), self.param("pad"));
+                if pad >= k {
+                    return Err(invalid(format!(
+                        "pad={pad} must be below ksize={k} (a window of padding alone has no maximum)"
+                    )));
+                }
+                for dim in ["height", "width"] {
+                    let size = self.param(dim);
+                    if size + 2 * pad < k {
+                        return Err(invalid(format!(
+                            "output {dim} would be below 1: {dim}={size} + 2·pad={pad} is smaller than ksize={k}"
+                        )));
+                    }
+                }
+                return Ok(());
+            }
+            KernelId::Conv2d => {}
+            _ => return Ok(()),
+        }
         let r = self.param("ksize");
         if r != 3 && r != 5 {
             return Err(invalid(format!("ksize={r} must be 3 or 5")));
@@ -196,12 +223,57 @@ impl Problem {
         self.kernel.id
     }
 
-    /// The network a model kernel runs (`simple_cnn`, `resnet18`, `mobilenet_v2`), else `None`.
+    /// The network a model kernel runs (`simple_cnn`, `resnet18`, `mobilenet_v2`, or the one layer
+    /// of a `cnn_*` operator kernel), else `None`.
     pub fn net(&self) -> Option<Net> {
+        let u = |name: &str| self.uparam(name);
+        let act = || Act::from_code(self.param("act")).unwrap_or(Act::None);
+        let plane = || Shape {
+            c: u("channels"),
+            h: u("height"),
+            w: u("width"),
+        };
+        let layer = |image: Shape, op: Op| Some(Net::Layer { image, op });
         match self.id() {
             KernelId::SimpleCnn => Some(Net::SimpleCnn),
             KernelId::Resnet18 => Some(Net::Resnet18),
             KernelId::MobilenetV2 => Some(Net::MobilenetV2),
+            KernelId::CnnConv => {
+                let k = u("ksize");
+                let conv = Conv {
+                    cout: u("filters"),
+                    k,
+                    stride: u("stride"),
+                    pad: k / 2,
+                    groups: if self.param("depthwise") == 1 {
+                        u("channels")
+                    } else {
+                        1
+                    },
+                    act: act(),
+                };
+                layer(plane(), Op::Conv(conv))
+            }
+            KernelId::CnnMaxPool => layer(
+                plane(),
+                Op::MaxPool {
+                    k: u("ksize"),
+                    stride: u("stride"),
+                    pad: u("pad"),
+                },
+            ),
+            KernelId::CnnAvgPool => layer(plane(), Op::GlobalAvgPool),
+            KernelId::CnnLinear => layer(
+                Shape {
+                    c: u("inputs"),
+                    h: 1,
+                    w: 1,
+                },
+                Op::Linear {
+                    cout: u("outputs"),
+                    act: act(),
+                },
+            ),
             _ => None,
         }
     }
@@ -279,9 +351,13 @@ impl Problem {
                 2.0 * (c.batch * c.filters * c.out_h * c.out_w) as f64
                     * (c.channels * c.ksize * c.ksize) as f64
             }
-            KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
-                self.graph().flops()
-            }
+            KernelId::SimpleCnn
+            | KernelId::Resnet18
+            | KernelId::MobilenetV2
+            | KernelId::CnnConv
+            | KernelId::CnnMaxPool
+            | KernelId::CnnAvgPool
+            | KernelId::CnnLinear => self.graph().flops(),
             KernelId::Copy
             | KernelId::Noop
             | KernelId::MemlatCpu
@@ -318,8 +394,15 @@ impl Problem {
                 4.0 * (c.input_len() + c.weights_len() + c.output_len()) as f64
             }
             KernelId::MemlatCpu => 64.0 * self.fparam("hops"),
-            // Images, weights and logits; the activations in between are the backend's business.
-            KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
+            // Images, weights and logits (a layer kernel: its input, weights and output); the
+            // activations in between are the backend's business.
+            KernelId::SimpleCnn
+            | KernelId::Resnet18
+            | KernelId::MobilenetV2
+            | KernelId::CnnConv
+            | KernelId::CnnMaxPool
+            | KernelId::CnnAvgPool
+            | KernelId::CnnLinear => {
                 let g = self.graph();
                 4.0 * (g.batch * (g.image.len() + g.classes()) + g.weights_len) as f64
             }
@@ -355,7 +438,13 @@ impl Problem {
                 p("filters") * p("channels") * p("ksize") * p("ksize"),
             ],
             KernelId::MemlatCpu => vec![p("size_kib") * 1024 / 4],
-            KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
+            KernelId::SimpleCnn
+            | KernelId::Resnet18
+            | KernelId::MobilenetV2
+            | KernelId::CnnConv
+            | KernelId::CnnMaxPool
+            | KernelId::CnnAvgPool
+            | KernelId::CnnLinear => {
                 let g = self.graph();
                 vec![(g.batch * g.image.len()) as u128, g.weights_len as u128]
             }
@@ -388,9 +477,13 @@ impl Problem {
                 (c.batch as u128) * (c.filters as u128) * (c.out_h as u128) * (c.out_w as u128)
             }
             // Every layer's output (the arena), so each layer can be validated.
-            KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
-                self.graph().arena_len as u128
-            }
+            KernelId::SimpleCnn
+            | KernelId::Resnet18
+            | KernelId::MobilenetV2
+            | KernelId::CnnConv
+            | KernelId::CnnMaxPool
+            | KernelId::CnnAvgPool
+            | KernelId::CnnLinear => self.graph().arena_len as u128,
         }
     }
 

@@ -9,12 +9,12 @@
 // Bindings: 0 x (the layer's input: the images or the arena), 1 the weights (filters then biases),
 // 2 the arena, 3 the partial sums (scratch; the arena when unsplit, and then unused).
 // Push constants (uint): x_off, w_off, b_off, out_off, cin, h, w, cout, oh, ow, k, stride, pad, act,
-// ncols, kdim, k_chunk, splits.
+// ncols, kdim, k_chunk, splits. Specialization: 0 local size x, always 256 (the planner's CONV_GROUP).
 #define TM 64
 #define TN 64
 #define TK 16
 
-layout(local_size_x = 256) in;
+layout(local_size_x_id = 0) in; // always 256: the tile math below assumes it
 
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
 layout(set = 0, binding = 1, std430) readonly buffer W { float w[]; };

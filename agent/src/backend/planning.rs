@@ -43,7 +43,8 @@ pub fn listed(
 }
 
 /// The support list every GPU planner starts from: each non-host-only catalog kernel in f32 with
-/// its variants (gemm as `gemm_variants` in `gemm_dtypes`), plus debug_wrong and the networks.
+/// its variants (gemm as `gemm_variants` in `gemm_dtypes`), plus debug_wrong, the networks and
+/// the `cnn_*` layers.
 pub fn gpu_support(
     gemm_variants: Vec<&'static str>,
     gemm_dtypes: Vec<&'static str>,
@@ -65,14 +66,23 @@ pub fn gpu_support(
     for name in ["relu", "sigmoid", "tanh", "debug_wrong"] {
         out.push((name, vec!["default"], vec!["f32"]));
     }
-    for name in MODELS {
+    for name in GRAPH_KERNELS {
         out.push((name, vec!["default"], vec!["f32"]));
     }
     out
 }
 
-/// The networks (`model::layer_steps` plans them on OpenCL and Vulkan).
-pub const MODELS: [&str; 3] = ["simple_cnn", "resnet18", "mobilenet_v2"];
+/// The networks and the `cnn_*` layer kernels (`model::layer_steps` plans them on OpenCL and
+/// Vulkan).
+pub const GRAPH_KERNELS: [&str; 7] = [
+    "simple_cnn",
+    "resnet18",
+    "mobilenet_v2",
+    "cnn_conv",
+    "cnn_maxpool",
+    "cnn_avgpool",
+    "cnn_linear",
+];
 
 /// One kernel argument of an OpenCL or HIP launch (Vulkan binds buffers and pushes constants
 /// instead).

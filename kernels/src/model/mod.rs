@@ -26,6 +26,14 @@ use rand_pcg::Pcg64;
 /// Which network.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Net {
+    /// One layer alone, the network of the `cnn_*` operator kernels: `op` on `image`-shaped
+    /// inputs.
+    Layer {
+        /// Per-image shape of the layer's input.
+        image: Shape,
+        /// What it computes.
+        op: Op,
+    },
     /// A small CIFAR-sized network: three 3×3 conv + ReLU + 2×2 max-pool stages (32, 64, 128
     /// channels) and a linear head to 10 classes, on 3×32×32 images.
     SimpleCnn,
@@ -71,6 +79,16 @@ impl Act {
             Act::None => "none",
             Act::Relu => "relu",
             Act::Relu6 => "relu6",
+        }
+    }
+
+    /// The activation of code `c` (see [`Act::code`]); `None` for another number.
+    pub fn from_code(c: i64) -> Option<Act> {
+        match c {
+            0 => Some(Act::None),
+            1 => Some(Act::Relu),
+            2 => Some(Act::Relu6),
+            _ => None,
         }
     }
 
@@ -225,7 +243,7 @@ pub struct Graph {
     pub image: Shape,
     /// Layers in execution order; each reads only the images or earlier layers.
     pub layers: Vec<Layer>,
-    /// Elements of the weights buffer.
+    /// Elements of the weights buffer (at least 1).
     pub weights_len: usize,
     /// Elements of the arena (every layer's output, all images).
     pub arena_len: usize,
@@ -236,10 +254,24 @@ impl Graph {
     pub fn new(net: Net, batch: usize) -> Graph {
         let mut b = Builder::new(net, batch);
         match net {
+            Net::Layer { op, .. } => {
+                let name = match op {
+                    Op::Conv(c) if c.groups > 1 => "dwconv",
+                    Op::Conv(_) => "conv",
+                    Op::MaxPool { .. } => "maxpool",
+                    Op::GlobalAvgPool => "avgpool",
+                    Op::Add { .. } => "add",
+                    Op::Linear { .. } => "linear",
+                };
+                b.push(name.into(), op, 0);
+            }
             Net::SimpleCnn => simple_cnn(&mut b),
             Net::Resnet18 => resnet18(&mut b),
             Net::MobilenetV2 => mobilenet_v2(&mut b),
         }
+        // A pooling layer alone has no weights; its (unused) weights buffer still has one
+        // element, since a device buffer cannot be empty.
+        b.graph.weights_len = b.graph.weights_len.max(1);
         b.graph
     }
 
@@ -414,15 +446,19 @@ struct Builder {
 impl Builder {
     fn new(net: Net, batch: usize) -> Builder {
         let side = if net == Net::SimpleCnn { 32 } else { 224 };
+        let image = match net {
+            Net::Layer { image, .. } => image,
+            _ => Shape {
+                c: 3,
+                h: side,
+                w: side,
+            },
+        };
         Builder {
             graph: Graph {
                 net,
                 batch,
-                image: Shape {
-                    c: 3,
-                    h: side,
-                    w: side,
-                },
+                image,
                 layers: Vec::new(),
                 weights_len: 0,
                 arena_len: 0,

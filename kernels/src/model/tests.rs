@@ -166,6 +166,101 @@ fn a_perfect_arena_passes_and_a_wrong_layer_is_named() {
 }
 
 #[test]
+fn each_layer_kernel_passes_its_reference_and_fails_a_wrong_output() {
+    let cases: [(&str, &[(&str, i64)]); 6] = [
+        (
+            "cnn_conv",
+            &[
+                ("channels", 5),
+                ("height", 9),
+                ("width", 7),
+                ("filters", 6),
+                ("stride", 2),
+            ],
+        ),
+        (
+            "cnn_conv",
+            &[
+                ("channels", 6),
+                ("height", 8),
+                ("width", 8),
+                ("filters", 6),
+                ("depthwise", 1),
+                ("act", 2),
+            ],
+        ),
+        (
+            "cnn_conv",
+            &[
+                ("channels", 4),
+                ("height", 5),
+                ("width", 5),
+                ("filters", 3),
+                ("ksize", 7),
+                ("act", 0),
+            ],
+        ),
+        (
+            "cnn_maxpool",
+            &[("channels", 3), ("height", 9), ("width", 10)],
+        ),
+        (
+            "cnn_avgpool",
+            &[("batch", 3), ("channels", 4), ("height", 5), ("width", 3)],
+        ),
+        (
+            "cnn_linear",
+            &[("batch", 2), ("inputs", 70), ("outputs", 9), ("act", 1)],
+        ),
+    ];
+    for (kernel, params) in cases {
+        let params: BTreeMap<String, i64> =
+            params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        let p = Problem::new(kernel, "", &params, "", false).expect("valid spec");
+        let g = p.graph();
+        assert_eq!(g.layers.len(), 1, "{kernel}");
+        let inputs = p.inputs(5);
+        let (images, weights) = (inputs[0].as_f32().unwrap(), inputs[1].as_f32().unwrap());
+        let good = crate::check::model::reference_arena(&g, images, weights);
+        assert_eq!(good.len(), p.output_len(), "{kernel}");
+        let v = run_check(&p, good.clone());
+        assert!(v.passed, "{kernel} {params:?}: {}", v.message);
+        // Every output element off by a little more than its tolerance allows.
+        let bad: Vec<f32> = good.iter().map(|v| v + 0.01 + v.abs() * 0.01).collect();
+        let v = run_check(&p, bad);
+        assert!(!v.passed, "{kernel} {params:?}");
+        assert!(
+            v.message.contains("diverges first"),
+            "{kernel}: {}",
+            v.message
+        );
+    }
+}
+
+#[test]
+fn layer_kernels_refuse_what_has_no_meaning() {
+    let make = |kernel: &str, params: &[(&str, i64)]| {
+        let params: BTreeMap<String, i64> =
+            params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        Problem::new(kernel, "", &params, "", false)
+            .unwrap_err()
+            .to_string()
+    };
+    let e = make(
+        "cnn_conv",
+        &[("channels", 8), ("filters", 16), ("depthwise", 1)],
+    );
+    assert!(
+        e.contains("filters = channels") && e.contains("filters=16"),
+        "{e}"
+    );
+    let e = make("cnn_maxpool", &[("ksize", 2), ("pad", 2)]);
+    assert!(e.contains("pad=2 must be below ksize=2"), "{e}");
+    let e = make("cnn_maxpool", &[("height", 1), ("ksize", 5), ("pad", 1)]);
+    assert!(e.contains("output height would be below 1"), "{e}");
+}
+
+#[test]
 fn perturbed_weights_are_caught_and_the_layer_named() {
     // The debug switch's effect, end to end: a backend that ran with one layer's weights scaled.
     for (kernel, layer) in [("simple_cnn", "conv3"), ("mobilenet_v2", "features.13.dw")] {

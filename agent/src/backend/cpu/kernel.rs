@@ -179,12 +179,19 @@ impl CpuKernel {
                 }
                 (None, None) => return Err(unsupported("conv2d without its shape".into())),
             },
-            (KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2, Some(arena)) => {
-                match self.model.as_mut() {
-                    Some(m) => m.run(f32s(&ins[0]), f32s(&ins[1]), arena),
-                    None => return Err(unsupported("a model without its graph".into())),
-                }
-            }
+            (
+                KernelId::SimpleCnn
+                | KernelId::Resnet18
+                | KernelId::MobilenetV2
+                | KernelId::CnnConv
+                | KernelId::CnnMaxPool
+                | KernelId::CnnAvgPool
+                | KernelId::CnnLinear,
+                Some(arena),
+            ) => match self.model.as_mut() {
+                Some(m) => m.run(f32s(&ins[0]), f32s(&ins[1]), arena),
+                None => return Err(unsupported("a model without its graph".into())),
+            },
             (KernelId::MembwCpu, Some(y)) => y[0] = ops::memory::sum_f64(f32s(&ins[0])) as f32,
             (KernelId::MemlatCpu, None) => {
                 let next = ins[0].as_u32().unwrap_or(&[]);
@@ -280,9 +287,16 @@ impl PreparedKernel for CpuKernel {
             (KernelId::Gemm, "blocked") => "gemm crate (register-blocked microkernels)",
             (KernelId::Gemm, "tiled") => "gpufleet cache-tiled loops",
             (KernelId::Conv2d, "im2col") => "im2col + gemm crate",
-            (KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2, _) => {
-                "layer by layer: im2col + gemm crate, direct depthwise and pooling"
-            }
+            (
+                KernelId::SimpleCnn
+                | KernelId::Resnet18
+                | KernelId::MobilenetV2
+                | KernelId::CnnConv
+                | KernelId::CnnMaxPool
+                | KernelId::CnnAvgPool
+                | KernelId::CnnLinear,
+                _,
+            ) => "layer by layer: im2col + gemm crate, direct depthwise and pooling",
             _ => "gpufleet loops",
         };
         c.insert("implementation".to_string(), lib.to_string());
@@ -291,9 +305,16 @@ impl PreparedKernel for CpuKernel {
         let isa = match (self.id, self.variant.as_str()) {
             (KernelId::Gemm, "blocked")
             | (KernelId::Conv2d, "im2col")
-            | (KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2, _) => {
-                ops::Isa::active()
-            }
+            | (
+                KernelId::SimpleCnn
+                | KernelId::Resnet18
+                | KernelId::MobilenetV2
+                | KernelId::CnnConv
+                | KernelId::CnnMaxPool
+                | KernelId::CnnAvgPool
+                | KernelId::CnnLinear,
+                _,
+            ) => ops::Isa::active(),
             _ => ops::Isa::active().min(ops::Isa::Avx2Fma),
         };
         c.insert("isa".to_string(), isa.name().to_string());

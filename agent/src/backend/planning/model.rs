@@ -11,7 +11,9 @@
 //!   whose partial sums go to the scratch buffer, and a `model_layer` op 4 launch adds them up with
 //!   the bias and the activation.
 //! - Depthwise convolutions, pooling and residual adds run `model_layer`, which grid-strides over
-//!   the layer's outputs and switches on the op code in its first argument.
+//!   the layer's outputs and switches on the op code in its first argument. So do the dense
+//!   convolutions and linear layers (op 0, one output per work-item) on a device whose groups
+//!   cannot hold `model_conv`'s [`CONV_GROUP`] work-items.
 //!
 //! Offsets are in elements.
 
@@ -114,19 +116,24 @@ pub fn conv_split(tiles: usize, kdim: usize, compute_units: usize) -> (usize, us
     (kdim.div_ceil(k_chunk), k_chunk)
 }
 
-/// The launches of `problem`'s network (a model kernel) on a device of `compute_units`.
+/// The launches of `problem`'s network (a model kernel) on a device of `compute_units`; `tiled`:
+/// whether the device runs groups of [`CONV_GROUP`] work-items (`model_conv`).
 ///
 /// # Errors
 /// [`Unsupported`] when an offset or size exceeds `i32::MAX` (a very large batch), naming the
 /// layer and the quantity.
-pub fn layer_steps(problem: &Problem, compute_units: usize) -> Result<ModelPlan, Unsupported> {
+pub fn layer_steps(
+    problem: &Problem,
+    compute_units: usize,
+    tiled: bool,
+) -> Result<ModelPlan, Unsupported> {
     let g = problem.graph();
     let mut plan = ModelPlan {
         steps: Vec::new(),
         partial_floats: 0,
     };
     for l in &g.layers {
-        steps_of(problem, &g, l, compute_units, &mut plan)?;
+        steps_of(problem, &g, l, compute_units, tiled, &mut plan)?;
     }
     bounded(
         problem,
@@ -170,6 +177,7 @@ fn steps_of(
     g: &Graph,
     l: &Layer,
     compute_units: usize,
+    tiled: bool,
     plan: &mut ModelPlan,
 ) -> Result<(), Unsupported> {
     let (x, x_off) = tensor(g, l.input);
@@ -197,7 +205,7 @@ fn steps_of(
         _ => None,
     };
     let b_off = l.w_offset + l.w_len;
-    if let Some((cin, h, w, k, stride, pad, act)) = dense {
+    if let (true, Some((cin, h, w, k, stride, pad, act))) = (tiled, dense) {
         let (cout, plane) = (l.out.c, l.out.h * l.out.w);
         let ncols = g.batch * plane;
         let kdim = cin * k * k;
@@ -275,6 +283,8 @@ fn steps_of(
     }
     let (mut s, mut s_off) = (Tensor::Arena, 0);
     let (mut k, mut stride, mut pad, mut groups, mut act) = (1, 1, 0, 1, 0);
+    // A linear layer on op 0: the 1×1 convolution of a 1×1 image of its flattened input.
+    let mut inp = l.inp;
     let op = match l.op {
         Op::Conv(c) => {
             (k, stride, pad, groups, act) = (c.k, c.stride, c.pad, c.groups, c.act.code() as usize);
@@ -294,7 +304,15 @@ fn steps_of(
             act = a.code() as usize;
             OP_ADD
         }
-        Op::Linear { .. } => unreachable!("linear layers run model_conv"),
+        Op::Linear { act: a, .. } => {
+            inp = gpufleet_kernels::model::Shape {
+                c: l.inp.len(),
+                h: 1,
+                w: 1,
+            };
+            act = a.code() as usize;
+            OP_CONV
+        }
     };
     let args = vec![
         op,
@@ -304,9 +322,9 @@ fn steps_of(
         b_off,
         s_off,
         l.out_offset,
-        l.inp.c,
-        l.inp.h,
-        l.inp.w,
+        inp.c,
+        inp.h,
+        inp.w,
         l.out.c,
         l.out.h,
         l.out.w,
@@ -379,7 +397,7 @@ mod tests {
     fn every_layer_is_planned_with_reduces_after_split_convolutions() {
         let p = problem("resnet18", 1);
         let g = p.graph();
-        let plan = layer_steps(&p, 132).unwrap();
+        let plan = layer_steps(&p, 132, true).unwrap();
         let reduces = plan
             .steps
             .iter()
@@ -413,12 +431,12 @@ mod tests {
             .unwrap();
         assert_eq!(plan.partial_floats, largest);
         // On a 2-core CPU device nothing of ResNet-18 is split.
-        let cpu = layer_steps(&p, 2).unwrap();
+        let cpu = layer_steps(&p, 2, true).unwrap();
         assert_eq!(cpu.partial_floats, 0);
         assert_eq!(cpu.steps.len(), g.layers.len());
         // The depthwise convolutions of MobileNetV2 stay on model_layer (op 0).
         let m = problem("mobilenet_v2", 1);
-        let mplan = layer_steps(&m, 2).unwrap();
+        let mplan = layer_steps(&m, 2, true).unwrap();
         let dw = mplan
             .steps
             .iter()
@@ -432,9 +450,32 @@ mod tests {
     }
 
     #[test]
-    fn a_batch_too_large_for_int_offsets_is_refused_by_name() {
-        let p = problem("resnet18", 256);
-        let e = layer_steps(&p, 132).unwrap_err();
-        assert!(e.0.contains("exceeds the largest int"), "{}", e.0);
+    fn small_groups_run_every_layer_on_model_layer() {
+        let p = problem("simple_cnn", 2);
+        let plan = layer_steps(&p, 132, false).unwrap();
+        assert_eq!(plan.partial_floats, 0);
+        assert_eq!(plan.steps.len(), p.graph().layers.len());
+        assert!(
+            plan.steps
+                .iter()
+                .all(|s| matches!(s.kernel, StepKernel::Layer { .. }))
+        );
+        // The linear head as op 0: a 1×1 convolution over the 2048 flattened inputs.
+        let fc = plan.steps.last().unwrap();
+        assert_eq!(fc.args[0], OP_CONV);
+        assert_eq!(&fc.args[7..10], &[128 * 4 * 4, 1, 1]);
+        assert_eq!(fc.args[10], 10);
+    }
+
+    #[test]
+    fn the_largest_catalog_batch_keeps_every_offset_in_an_int() {
+        // The catalog's batch bound (256) is what keeps the int arguments safe: every network
+        // plans at it, split or not.
+        for net in ["simple_cnn", "resnet18", "mobilenet_v2"] {
+            let p = problem(net, 256);
+            for tiled in [true, false] {
+                layer_steps(&p, 132, tiled).unwrap_or_else(|e| panic!("{net}: {}", e.0));
+            }
+        }
     }
 }

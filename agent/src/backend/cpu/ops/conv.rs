@@ -265,20 +265,27 @@ pub fn im2col_with(
     let image_len = shape.channels * shape.height * shape.width;
     let k = shape.channels * shape.ksize * shape.ksize;
     let n = shape.out_h * shape.out_w;
+    if k == 0 {
+        // No taps: every output is an empty sum.
+        out.fill(0.0);
+        return;
+    }
     let per_image = unfold_len(shape);
     let at_once = workspace.len() / per_image;
     assert!(at_once > 0, "im2col workspace smaller than one image");
     let workspace = &mut workspace[..at_once * per_image];
     let out_image_len = shape.filters * n;
-    for (inputs, outs) in input
-        .chunks(at_once * image_len)
-        .zip(out.chunks_mut(at_once * out_image_len))
-    {
-        let images = outs.len() / out_image_len;
+    // By image index, since an image may be empty (height or width 0 with padding) while its
+    // outputs are not.
+    for first in (0..shape.batch).step_by(at_once) {
+        let images = at_once.min(shape.batch - first);
+        let inputs = &input[first * image_len..(first + images) * image_len];
+        let outs = &mut out[first * out_image_len..(first + images) * out_image_len];
         let columns = &mut workspace[..images * per_image];
         columns
             .par_chunks_mut(per_image)
-            .zip(inputs.par_chunks(image_len))
+            .enumerate()
+            .map(|(i, cols)| (cols, &inputs[i * image_len..(i + 1) * image_len]))
             .for_each(|(cols, image)| unfold(shape, image, cols));
         outs.par_chunks_mut(out_image_len)
             .zip(columns.par_chunks(per_image))

@@ -250,19 +250,23 @@ pub fn gemm_blocked_with(
     } else {
         gemm_common::Parallelism::Rayon(rayon::current_num_threads())
     };
-    blocked_product(isa, a, b, c, m, n, k, parallelism);
+    blocked_product(isa, a, k, b, n, c, n, m, n, k, parallelism);
 }
 
 /// Fewest rows of C in one task of [`gemm_blocked_row_blocks`]: a multiple of every microkernel's
 /// row count, and enough rows that packing B once per task stays cheap.
 const ROW_BLOCK_MIN: usize = 32;
+/// Fewest columns of C in one task of [`gemm_blocked_row_blocks`] when columns are split too.
+const COL_BLOCK_MIN: usize = 64;
 
-/// [`gemm_blocked`] for the short, deep products of a CNN's later layers (few output pixels, many
-/// filters and taps: `m = 512, n = 49, k = 4608` in ResNet-18): C's rows are cut into blocks, about
-/// two per pool thread, and each block is a single-threaded product on the rayon pool. The `gemm`
-/// crate's own threading splits such shapes into too few or too small pieces to keep a 16-thread
-/// pool busy; this keeps each task one contiguous slab of A and C, and lets a batch of images run
-/// their products side by side on the same pool.
+/// [`gemm_blocked`] for the products of a CNN's layers, whose shapes the `gemm` crate's own
+/// threading splits into too few or too small pieces to keep a 16-thread pool busy: few filters
+/// over many pixels (`m = 64, n = 3136, k = 576` in ResNet-18's first stage) and many filters over
+/// few pixels (`m = 512, n = 49, k = 4608` in its last). C is cut into tiles, about two per pool
+/// thread (rows first, in blocks of at least 32; then columns, in blocks of at least 64), and each
+/// tile is a single-threaded product on the rayon pool, so a batch of images also runs its
+/// products side by side. A tile narrower than C is computed into its own buffer and copied into
+/// place.
 ///
 /// # Panics
 ///
@@ -273,51 +277,100 @@ pub fn gemm_blocked_row_blocks(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n:
     }
     let isa = Isa::active();
     let serial = gemm_common::Parallelism::None;
+    let tasks = 2 * rayon::current_num_threads();
+    let row_blocks = m.div_ceil(ROW_BLOCK_MIN).clamp(1, tasks);
     let rows = m
-        .div_ceil(2 * rayon::current_num_threads())
-        .next_multiple_of(ROW_BLOCK_MIN);
-    if is_small(m, n, k) || rows >= m {
-        blocked_product(isa, a, b, c, m, n, k, serial);
+        .div_ceil(row_blocks)
+        .next_multiple_of(ROW_BLOCK_MIN)
+        .min(m);
+    let row_blocks = m.div_ceil(rows);
+    let col_blocks = tasks
+        .div_ceil(row_blocks)
+        .min(n.div_ceil(COL_BLOCK_MIN))
+        .max(1);
+    let cols = n.div_ceil(col_blocks);
+    if is_small(m, n, k) || (row_blocks == 1 && col_blocks == 1) {
+        blocked_product(isa, a, k, b, n, c, n, m, n, k, serial);
         return;
     }
     c.par_chunks_mut(rows * n)
         .zip(a.par_chunks(rows * k))
         .for_each(|(c_rows, a_rows)| {
             let m_rows = c_rows.len() / n;
-            blocked_product(isa, a_rows, b, c_rows, m_rows, n, k, serial);
+            if col_blocks == 1 {
+                blocked_product(isa, a_rows, k, b, n, c_rows, n, m_rows, n, k, serial);
+                return;
+            }
+            let tiles: Vec<(usize, Vec<f32>)> = (0..n.div_ceil(cols))
+                .into_par_iter()
+                .map(|cb| {
+                    let j0 = cb * cols;
+                    let width = cols.min(n - j0);
+                    let mut tile = vec![0f32; m_rows * width];
+                    let b_cols = &b[j0..];
+                    blocked_product(
+                        isa, a_rows, k, b_cols, n, &mut tile, width, m_rows, width, k, serial,
+                    );
+                    (j0, tile)
+                })
+                .collect();
+            for (j0, tile) in tiles {
+                let width = tile.len() / m_rows;
+                for (dst, src) in c_rows.chunks_exact_mut(n).zip(tile.chunks_exact(width)) {
+                    dst[j0..j0 + width].copy_from_slice(src);
+                }
+            }
         });
 }
 
 /// The `gemm` crate's driver with the microkernels of `isa` (clamped to [`Isa::detected`]) and
-/// `parallelism`, on non-empty dimensions.
+/// `parallelism`: `C(m×n) = A(m×k)·B(k×n)` where row i of A starts at `a[i·lda]`, row p of B at
+/// `b[p·ldb]` and row i of C at `c[i·ldc]` (so B and C may be column blocks of wider matrices).
 ///
 /// # Panics
 ///
-/// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
+/// Panics if a slice is too short for its rows (`(rows − 1)·ld + columns` elements), or a leading
+/// dimension is shorter than its rows.
 #[allow(clippy::too_many_arguments)]
 fn blocked_product(
     isa: Isa,
     a: &[f32],
+    lda: usize,
     b: &[f32],
+    ldb: usize,
     c: &mut [f32],
+    ldc: usize,
     m: usize,
     n: usize,
     k: usize,
     parallelism: gemm_common::Parallelism,
 ) {
     // Cheap next to the product, and what the SAFETY argument below rests on.
-    check_dims(a, b, c, m, n, k);
+    let fits = |len: usize, rows: usize, ld: usize, cols: usize| {
+        cols <= ld && (rows == 0 || cols == 0 || (rows - 1) * ld + cols <= len)
+    };
+    assert!(
+        fits(a.len(), m, lda, k) && fits(b.len(), k, ldb, n) && fits(c.len(), m, ldc, n),
+        "gemm operands too short: a {} (m={m}, lda={lda}, k={k}), b {} (ldb={ldb}, n={n}), c {} (ldc={ldc})",
+        a.len(),
+        b.len(),
+        c.len()
+    );
+    if m == 0 || n == 0 || k == 0 {
+        return;
+    }
     // Slice lengths never exceed isize::MAX, so these strides fit.
-    let (k_stride, n_stride) = (k as isize, n as isize);
+    let (a_stride, b_stride, c_stride) = (lda as isize, ldb as isize, ldc as isize);
     // The driver wants a column-major destination, so it computes Cᵀ(n×m) = Bᵀ·Aᵀ: row-major C is
-    // column-major Cᵀ with column stride n, row-major B is Bᵀ with row stride 1 and column stride n,
-    // and A is Aᵀ with row stride 1 and column stride k. (`gemm::gemm` does the same swap.)
+    // column-major Cᵀ with column stride ldc, row-major B is Bᵀ with row stride 1 and column stride
+    // ldb, and A is Aᵀ with row stride 1 and column stride lda. (`gemm::gemm` does the same swap.)
     macro_rules! run {
         ($simd:expr, $ukr:path, $lanes:expr) => {{
             use $ukr as ukr;
-            // SAFETY: `check_dims` (above) proved a.len() == m*k, b.len() == k*n and
-            // c.len() == m*n. With the strides above the driver touches c[j + i*n], b[j + p*n] and
-            // a[p + i*k] for j < n, i < m, p < k only, all inside their slices. `c` is borrowed
+            // SAFETY: the assert above proved (m−1)·lda + k ≤ a.len(), (k−1)·ldb + n ≤ b.len() and
+            // (m−1)·ldc + n ≤ c.len(), with k ≤ lda, n ≤ ldb and n ≤ ldc. With the strides above the
+            // driver touches c[j + i·ldc], b[j + p·ldb] and a[p + i·lda] for j < n, i < m, p < k
+            // only, all inside their slices, and no two (i, j) share a c element. `c` is borrowed
             // mutably for the whole call, so nothing aliases the destination; `read_dst` is false
             // (alpha 0), so every element is written with 1·(A·B). The simd token comes from
             // `try_new`, which checks the CPU at run time (`isa` is clamped to `Isa::detected`).
@@ -337,14 +390,14 @@ fn blocked_product(
                     m,
                     k,
                     c.as_mut_ptr(),
-                    n_stride,
+                    c_stride,
                     1,
                     false,
                     b.as_ptr(),
-                    n_stride,
+                    b_stride,
                     1,
                     a.as_ptr(),
-                    k_stride,
+                    a_stride,
                     1,
                     0.0,
                     1.0,
@@ -388,10 +441,11 @@ mod tests {
     use super::*;
 
     type GemmFn = fn(&[f32], &[f32], &mut [f32], usize, usize, usize);
-    const ALL: [(&str, GemmFn); 3] = [
+    const ALL: [(&str, GemmFn); 4] = [
         ("naive", gemm_naive),
         ("tiled", gemm_tiled),
         ("blocked", gemm_blocked),
+        ("row_blocks", gemm_blocked_row_blocks),
     ];
 
     use crate::backend::cpu::ops::test_data as data;
@@ -437,6 +491,25 @@ mod tests {
         run_all(131, 67, 300);
         // Large enough to take the parallel path in every version.
         run_all(96, 200, 160);
+    }
+
+    #[test]
+    fn row_blocks_split_rows_and_columns_on_a_wide_pool() {
+        // On 16 threads: few rows over many columns (2 row blocks × 11 column blocks, each tile
+        // computed apart and copied into place), and many rows over few columns (rows only).
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(16)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            for (m, n, k) in [(64, 700, 40), (70, 650, 33), (512, 49, 300)] {
+                let a = data(m * k, 5);
+                let b = data(k * n, 6);
+                let mut c = vec![f32::NAN; m * n];
+                gemm_blocked_row_blocks(&a, &b, &mut c, m, n, k);
+                check("row_blocks on 16 threads", &a, &b, &c, m, n, k);
+            }
+        });
     }
 
     #[test]

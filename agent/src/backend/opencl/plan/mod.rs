@@ -78,9 +78,13 @@ pub fn plan(
         | KernelId::LayerNorm
         | KernelId::RmsNorm
         | KernelId::LayerNormRmsNormFused => plan_rows(problem, caps),
-        KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
-            plan_model(problem, caps)
-        }
+        KernelId::SimpleCnn
+        | KernelId::Resnet18
+        | KernelId::MobilenetV2
+        | KernelId::CnnConv
+        | KernelId::CnnMaxPool
+        | KernelId::CnnAvgPool
+        | KernelId::CnnLinear => plan_model(problem, caps),
         _ => plan_elementwise(problem, caps),
     }
 }
@@ -89,13 +93,8 @@ pub fn plan(
 /// (see `planning::model`), in order.
 fn plan_model(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
     use planning::model::{CONV_GROUP, StepKernel, Tensor, layer_steps, model_config};
-    if caps.max_work_group_size < CONV_GROUP {
-        return Err(Unsupported(format!(
-            "{} needs work-groups of {CONV_GROUP} (model_conv); the device allows {}",
-            problem.kernel.name, caps.max_work_group_size
-        )));
-    }
-    let model = layer_steps(problem, caps.compute_units as usize)?;
+    let tiled = caps.max_work_group_size >= CONV_GROUP;
+    let model = layer_steps(problem, caps.compute_units as usize, tiled)?;
     let group = flat_group(caps);
     let buffer = |t: Tensor| match t {
         Tensor::Images => Arg::Input(0),

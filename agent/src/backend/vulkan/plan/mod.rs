@@ -135,9 +135,13 @@ pub fn plan(
         | KernelId::LayerNorm
         | KernelId::RmsNorm
         | KernelId::LayerNormRmsNormFused => plan_rows(problem, caps)?,
-        KernelId::SimpleCnn | KernelId::Resnet18 | KernelId::MobilenetV2 => {
-            plan_model(problem, caps)?
-        }
+        KernelId::SimpleCnn
+        | KernelId::Resnet18
+        | KernelId::MobilenetV2
+        | KernelId::CnnConv
+        | KernelId::CnnMaxPool
+        | KernelId::CnnAvgPool
+        | KernelId::CnnLinear => plan_model(problem, caps)?,
         _ => plan_elementwise(problem, caps)?,
     };
     check_buffers(problem, &plan)?;
@@ -228,15 +232,9 @@ fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupporte
 /// buffer (the residual addend, or the partial sums).
 fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
     use planning::model::{CONV_GROUP, StepKernel, Tensor, layer_steps, model_config};
-    if (caps.max_workgroup_invocations as usize) < CONV_GROUP
-        || (caps.max_workgroup_size[0] as usize) < CONV_GROUP
-    {
-        return Err(Unsupported(format!(
-            "{} needs workgroups of {CONV_GROUP} invocations (model_conv); the device allows {}",
-            problem.kernel.name, caps.max_workgroup_invocations
-        )));
-    }
-    let model = layer_steps(problem, caps.compute_units as usize)?;
+    let tiled = caps.max_workgroup_invocations as usize >= CONV_GROUP
+        && caps.max_workgroup_size[0] as usize >= CONV_GROUP;
+    let model = layer_steps(problem, caps.compute_units as usize, tiled)?;
     let group = flat_group(caps);
     let binding = |t: Tensor| match t {
         Tensor::Images => Binding::Input(0),
@@ -273,7 +271,8 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
                         caps,
                         [tiles_n as u64, tiles_m as u64, splits as u64],
                     )?;
-                    dispatch("model_conv", Vec::new(), push, bindings, groups)
+                    let local = vec![(SPEC_LOCAL_X, SpecValue::U32(CONV_GROUP as u32))];
+                    dispatch("model_conv", local, push, bindings, groups)
                 }
             }
         })
