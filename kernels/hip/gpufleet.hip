@@ -8,3 +8,4 @@
 #include "gemm.hip"
 #include "rows.hip"
 #include "conv.hip"
+#include "model.hip"

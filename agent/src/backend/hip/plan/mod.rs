@@ -46,6 +46,7 @@ pub fn kernel_symbols() -> Vec<String> {
     for k in [3, 5] {
         out.extend([format!("conv2d_direct_k{k}"), format!("im2col_k{k}")]);
     }
+    out.extend(["model_layer".to_string(), "model_conv".to_string()]);
     for b in BLOCKED {
         out.push(b.symbol(false));
         out.push(b.symbol(true));
@@ -63,11 +64,9 @@ pub fn kernel_symbols() -> Vec<String> {
 
 /// Kernels/variants/dtypes the HIP backend implements: the OpenCL backend's list (every
 /// non-host-only, non-debug catalog kernel with all its variants, gemm in f32 and f16, plus
-/// debug_wrong) without the networks and the `cnn_*` layers, which have no HIP code object yet.
+/// debug_wrong, the networks and the `cnn_*` layers).
 pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
-    let mut out = planning::gpu_support(vec!["naive", "tiled", "blocked"], vec!["f32", "f16"]);
-    out.retain(|(name, _, _)| !planning::GRAPH_KERNELS.contains(name));
-    out
+    planning::gpu_support(vec!["naive", "tiled", "blocked"], vec!["f32", "f16"])
 }
 
 /// What to launch for `problem` on a device with `caps`.
@@ -99,6 +98,13 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
         | KernelId::LayerNorm
         | KernelId::RmsNorm
         | KernelId::LayerNormRmsNormFused => plan_rows(problem)?,
+        KernelId::SimpleCnn
+        | KernelId::Resnet18
+        | KernelId::MobilenetV2
+        | KernelId::CnnConv
+        | KernelId::CnnMaxPool
+        | KernelId::CnnAvgPool
+        | KernelId::CnnLinear => plan_model(problem, caps)?,
         _ => plan_elementwise(problem)?,
     };
     for l in &plan.launches {
@@ -113,6 +119,64 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
         }
     }
     Ok(plan)
+}
+
+/// A network: `model_conv` for its dense convolutions and linear layers, `model_layer` for the rest
+/// (see `planning::model`), in order, in blocks of 256 (every AMD GPU allows them).
+fn plan_model(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
+    use planning::model::{CONV_GROUP, StepKernel, Tensor, layer_steps, model_config};
+    let model = layer_steps(problem, caps.compute_units as usize, true)?;
+    let buffer = |t: Tensor| match t {
+        Tensor::Images => Arg::Input(0),
+        Tensor::Arena => Arg::Output,
+        Tensor::Partials => Arg::Scratch(0),
+    };
+    let block = CONV_GROUP as u32;
+    let mut launches = Vec::with_capacity(model.steps.len());
+    for st in &model.steps {
+        let mut args = vec![buffer(st.x), Arg::Input(1), Arg::Output, buffer(st.s)];
+        // layer_steps checked that every value fits an int.
+        args.extend(st.args.iter().map(|&v| Arg::Int(v as i32)));
+        let (kernel, grid) = match st.kernel {
+            StepKernel::Layer { total } => (
+                "model_layer",
+                [
+                    blocks(problem, &st.name, total, block)?.min(ROW_GROUPS_MAX as u32),
+                    1,
+                    1,
+                ],
+            ),
+            // Each fits: tiles and splits are far below 2^32 for the catalog's sizes, and
+            // `plan` checks every grid against HIP's limit.
+            StepKernel::Conv {
+                tiles_n,
+                tiles_m,
+                splits,
+            } => (
+                "model_conv",
+                [tiles_n, tiles_m, splits].map(|g| u32::try_from(g).unwrap_or(u32::MAX)),
+            ),
+        };
+        launches.push(Launch {
+            kernel: kernel.into(),
+            grid,
+            block: [block, 1, 1],
+            args,
+        });
+    }
+    let scratch_bytes = if model.partial_floats > 0 {
+        vec![model.partial_floats * 4]
+    } else {
+        Vec::new()
+    };
+    Ok(Plan {
+        program: (),
+        input_storage: vec![crate::backend::storage::Elem::F32; 2],
+        output_storage: crate::backend::storage::Elem::F32,
+        scratch_bytes,
+        launches,
+        config: model_config(problem, &model, CONV_GROUP),
+    })
 }
 
 fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {

@@ -125,3 +125,26 @@ fn im2col_chunks_images_into_batched_gemms() {
     assert_eq!(plan.launches[1].grid[2], 4, "one z per image");
     assert_eq!(plan.scratch_bytes.len(), 1);
 }
+
+#[test]
+fn networks_run_model_conv_and_model_layer_in_blocks_of_256() {
+    // ResNet-18 at batch 1 on a 304-CU MI300X: the last stage's few tiles are split.
+    let caps = HipCaps {
+        compute_units: 304,
+        ..HipCaps::default()
+    };
+    let p = problem("resnet18", "default", "f32", &[("batch", 1)]);
+    let plan = plan(&p, &caps).unwrap();
+    assert!(plan.launches.iter().all(|l| l.block == [256, 1, 1]));
+    let convs = plan.launches.iter().filter(|l| l.kernel == "model_conv");
+    let split = convs.filter(|l| l.grid[2] > 1).count();
+    assert!(split > 0, "an MI300X splits ResNet-18's last stage");
+    assert_eq!(plan.scratch_bytes.len(), 1, "the partial sums");
+    let reduces = plan
+        .launches
+        .iter()
+        .filter(|l| l.kernel == "model_layer" && l.args[0] == Arg::Scratch(0))
+        .count();
+    assert_eq!(reduces, split);
+    assert_eq!(plan.config["split_convolutions"], split.to_string());
+}
