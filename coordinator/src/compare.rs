@@ -161,6 +161,16 @@ fn set_change(row: &mut CompareRow, base: Option<f64>) {
     };
 }
 
+/// The unit of a metric per watt: throughput per watt (`GFLOP/s/W`), or, for `img/s`, images per
+/// joule, the same quantity under its usual name.
+pub fn per_watt_unit(unit: &str) -> String {
+    if unit == "img/s" {
+        "img/J".to_string()
+    } else {
+        format!("{unit}/W")
+    }
+}
+
 /// Formats a metric with a precision that suits its size.
 pub fn fmt_metric(v: f64) -> String {
     if v >= 100.0 {

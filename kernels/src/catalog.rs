@@ -41,7 +41,8 @@ pub enum KernelId {
     Resnet18,
     /// `mobilenet_v2`: MobileNetV2 inference at 224×224.
     MobilenetV2,
-    /// `cnn_conv`: one convolution layer of a CNN (dense or depthwise) with bias and activation.
+    /// `cnn_conv`: one convolution layer of a CNN (variants dense and depthwise) with bias and
+    /// activation.
     CnnConv,
     /// `cnn_maxpool`: one max-pooling layer.
     CnnMaxPool,
@@ -164,17 +165,10 @@ const CNN_CONV_PARAMS: &[ParamDef] = &[
         64,
         1,
         4096,
-        "output channels (= channels when depthwise)",
+        "output channels (the depthwise variant: = channels)",
     ),
     p("ksize", 3, 1, 7, "square filter side; padding is ksize/2"),
     p("stride", 1, 1, 4, "stride in both directions"),
-    p(
-        "depthwise",
-        0,
-        0,
-        1,
-        "1: one filter per channel (groups = channels)",
-    ),
     p("act", 1, 0, 2, ACT_DOC),
 ];
 const CNN_POOL_PARAMS: &[ParamDef] = &[
@@ -352,14 +346,20 @@ static CATALOG: [KernelDef; 26] = [
         MODEL_PARAMS,
         MetricKind::ImagesPerS,
     ),
-    default_variant_def(
-        KernelId::CnnConv,
-        "cnn_conv",
-        "one CNN convolution layer: NCHW, zero padding ksize/2, bias, activation; dense or \
-         depthwise (1×1, strided, 7×7 alike); validated like a network's layer",
-        CNN_CONV_PARAMS,
-        MetricKind::Gflops,
-    ),
+    KernelDef {
+        id: KernelId::CnnConv,
+        name: "cnn_conv",
+        description: "one CNN convolution layer: NCHW, zero padding ksize/2, bias, activation; \
+                      dense (1×1, strided, 7×7 alike) or depthwise (one filter per channel); \
+                      validated like a network's layer",
+        variants: &["dense", "depthwise"],
+        default_variant: "dense",
+        params: CNN_CONV_PARAMS,
+        dtypes: F32_ONLY,
+        metric: MetricKind::Gflops,
+        host_only: false,
+        debug: false,
+    },
     default_variant_def(
         KernelId::CnnMaxPool,
         "cnn_maxpool",

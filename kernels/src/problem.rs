@@ -173,11 +173,11 @@ impl Problem {
             message,
         };
         match self.id() {
-            KernelId::CnnConv if self.param("depthwise") == 1 => {
+            KernelId::CnnConv if self.variant == "depthwise" => {
                 let (c, f) = (self.param("channels"), self.param("filters"));
                 if c != f {
                     return Err(invalid(format!(
-                        "depthwise=1 needs filters = channels (one filter per channel): filters={f}, channels={c}"
+                        "the depthwise variant needs filters = channels (one filter per channel): filters={f}, channels={c}"
                     )));
                 }
                 return Ok(());
@@ -245,7 +245,7 @@ impl Problem {
                     k,
                     stride: u("stride"),
                     pad: k / 2,
-                    groups: if self.param("depthwise") == 1 {
+                    groups: if self.variant == "depthwise" {
                         u("channels")
                     } else {
                         1

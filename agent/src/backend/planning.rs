@@ -67,7 +67,8 @@ pub fn gpu_support(
         out.push((name, vec!["default"], vec!["f32"]));
     }
     for name in GRAPH_KERNELS {
-        out.push((name, vec!["default"], vec!["f32"]));
+        let variants = gpufleet_kernels::find_kernel(name).map_or(&["default"][..], |k| k.variants);
+        out.push((name, variants.to_vec(), vec!["f32"]));
     }
     out
 }

@@ -301,3 +301,9 @@ fn env_sets_are_their_own_rows_with_their_name() {
         "{csv}"
     );
 }
+
+#[test]
+fn images_per_second_per_watt_are_images_per_joule() {
+    assert_eq!(per_watt_unit("img/s"), "img/J");
+    assert_eq!(per_watt_unit("GFLOP/s"), "GFLOP/s/W");
+}

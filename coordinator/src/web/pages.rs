@@ -5,7 +5,7 @@
 use super::svg::{self, Boundary, PowerReading, SeriesPoint};
 use super::{Page, WebError};
 use crate::campaign::handoff::attached;
-use crate::compare::{self, By, CompareRow, Pivot, csv_number, env_set, fmt_metric};
+use crate::compare::{self, By, CompareRow, Pivot, csv_number, env_set, fmt_metric, per_watt_unit};
 use crate::convert::{params_text, to_compare_row};
 use crate::schedule::slots::fmt_time;
 use crate::store::{
@@ -547,7 +547,7 @@ pub fn compare_page(
                         });
                     }
                     if let Some(w) = c.metric_per_watt {
-                        extra.push(format!("{} {}/W", fmt_metric(w), c.unit));
+                        extra.push(format!("{} {}", fmt_metric(w), per_watt_unit(&c.unit)));
                     }
                     if let Some(j) = c.joules_per_unit {
                         extra.push(format!("{j:.3e} J/{}", c.unit.split('/').next().unwrap_or("")));
@@ -1033,7 +1033,7 @@ pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
             (
                 "Per watt",
                 rec.metric_per_watt
-                    .map(|v| format!("{} {unit}/W", fmt_metric(v))),
+                    .map(|v| format!("{} {}", fmt_metric(v), per_watt_unit(&unit))),
             ),
             (
                 "Per unit of work",

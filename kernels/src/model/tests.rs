@@ -179,13 +179,12 @@ fn each_layer_kernel_passes_its_reference_and_fails_a_wrong_output() {
             ],
         ),
         (
-            "cnn_conv",
+            "cnn_conv/depthwise",
             &[
                 ("channels", 6),
                 ("height", 8),
                 ("width", 8),
                 ("filters", 6),
-                ("depthwise", 1),
                 ("act", 2),
             ],
         ),
@@ -216,9 +215,13 @@ fn each_layer_kernel_passes_its_reference_and_fails_a_wrong_output() {
     for (kernel, params) in cases {
         let params: BTreeMap<String, i64> =
             params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        let p = Problem::new(kernel, "", &params, "", false).expect("valid spec");
+        let (kernel, variant) = kernel.split_once('/').unwrap_or((kernel, ""));
+        let p = Problem::new(kernel, variant, &params, "", false).expect("valid spec");
         let g = p.graph();
         assert_eq!(g.layers.len(), 1, "{kernel}");
+        if variant == "depthwise" {
+            assert!(matches!(g.layers[0].op, Op::Conv(c) if c.groups == 6));
+        }
         let inputs = p.inputs(5);
         let (images, weights) = (inputs[0].as_f32().unwrap(), inputs[1].as_f32().unwrap());
         let good = crate::check::model::reference_arena(&g, images, weights);
@@ -242,14 +245,12 @@ fn layer_kernels_refuse_what_has_no_meaning() {
     let make = |kernel: &str, params: &[(&str, i64)]| {
         let params: BTreeMap<String, i64> =
             params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        Problem::new(kernel, "", &params, "", false)
+        let (kernel, variant) = kernel.split_once('/').unwrap_or((kernel, ""));
+        Problem::new(kernel, variant, &params, "", false)
             .unwrap_err()
             .to_string()
     };
-    let e = make(
-        "cnn_conv",
-        &[("channels", 8), ("filters", 16), ("depthwise", 1)],
-    );
+    let e = make("cnn_conv/depthwise", &[("channels", 8), ("filters", 16)]);
     assert!(
         e.contains("filters = channels") && e.contains("filters=16"),
         "{e}"
