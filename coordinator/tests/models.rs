@@ -28,6 +28,36 @@ fn run_json(db: &std::path::Path, args: &[&str]) -> (Option<i32>, Vec<Value>) {
     (out.status.code(), rows)
 }
 
+/// One agent (`debug`: with debug kernels enabled) registered as `a` in a fresh database; keep
+/// the agent and the directory alive for the test.
+fn fleet(debug: bool) -> (Proc, tempfile::TempDir, std::path::PathBuf) {
+    let agent = Proc::agent(debug);
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok_stdout(&gpufleet(&db, &["agents", "add", "a", &agent.url]));
+    (agent, dir, db)
+}
+
+/// A cpu run of `kernel` (batch 1) with the debug switch naming `layer`.
+fn perturbed(db: &std::path::Path, kernel: &str, layer: &str) -> (Option<i32>, Vec<Value>) {
+    let env = format!("GPUFLEET_DEBUG_PERTURB_LAYER={layer}");
+    run_json(
+        db,
+        &[
+            "--agent",
+            "a",
+            "--backend",
+            "cpu",
+            "--kernel",
+            kernel,
+            "--param",
+            "batch=1",
+            "--env",
+            &env,
+        ],
+    )
+}
+
 /// Whether `GPUFLEET_REQUIRE` (comma-separated) names `backend`.
 fn required(backend: &str) -> bool {
     std::env::var("GPUFLEET_REQUIRE").is_ok_and(|v| v.split(',').any(|b| b.trim() == backend))
@@ -35,10 +65,7 @@ fn required(backend: &str) -> bool {
 
 #[test]
 fn resnet18_is_validated_in_images_per_second_on_every_backend() {
-    let agent = Proc::agent(true);
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("fleet.db");
-    ok_stdout(&gpufleet(&db, &["agents", "add", "a", &agent.url]));
+    let (_agent, _dir, db) = fleet(true);
     // The command, on every backend the agent has (PoCL and lavapipe in CI).
     let (code, rows) = run_json(
         &db,
@@ -64,21 +91,7 @@ fn resnet18_is_validated_in_images_per_second_on_every_backend() {
     }
 
     // The wrong weight: that layer, by name, is where validation says the network diverges.
-    let (code, rows) = run_json(
-        &db,
-        &[
-            "--agent",
-            "a",
-            "--backend",
-            "cpu",
-            "--kernel",
-            "resnet18",
-            "--param",
-            "batch=1",
-            "--env",
-            "GPUFLEET_DEBUG_PERTURB_LAYER=layer2.1.conv2",
-        ],
-    );
+    let (code, rows) = perturbed(&db, "resnet18", "layer2.1.conv2");
     assert_eq!(code, Some(1), "{rows:?}");
     let r = &rows[0];
     assert_eq!(r["status"], "invalid", "{r}");
@@ -93,19 +106,7 @@ fn resnet18_is_validated_in_images_per_second_on_every_backend() {
     );
 
     // A name that is not a layer is the run's error, with the names that are.
-    let (_, rows) = run_json(
-        &db,
-        &[
-            "--agent",
-            "a",
-            "--backend",
-            "cpu",
-            "--kernel",
-            "simple_cnn",
-            "--env",
-            "GPUFLEET_DEBUG_PERTURB_LAYER=conv9",
-        ],
-    );
+    let (_, rows) = perturbed(&db, "simple_cnn", "conv9");
     let message = rows[0]["message"].as_str().unwrap();
     assert!(
         message.contains("no layer `conv9`") && message.contains("conv1"),
@@ -115,23 +116,8 @@ fn resnet18_is_validated_in_images_per_second_on_every_backend() {
 
 #[test]
 fn the_perturbing_switch_needs_debug_kernels() {
-    let agent = Proc::agent(false);
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("fleet.db");
-    ok_stdout(&gpufleet(&db, &["agents", "add", "a", &agent.url]));
-    let (code, rows) = run_json(
-        &db,
-        &[
-            "--agent",
-            "a",
-            "--backend",
-            "cpu",
-            "--kernel",
-            "simple_cnn",
-            "--env",
-            "GPUFLEET_DEBUG_PERTURB_LAYER=conv1",
-        ],
-    );
+    let (_agent, _dir, db) = fleet(false);
+    let (code, rows) = perturbed(&db, "simple_cnn", "conv1");
     assert_eq!(code, Some(1), "{rows:?}");
     assert_ne!(rows[0]["status"], "ok");
     let message = rows[0]["message"].as_str().unwrap();
@@ -140,10 +126,7 @@ fn the_perturbing_switch_needs_debug_kernels() {
 
 #[test]
 fn the_models_suite_runs_every_network_and_compare_shows_them() {
-    let agent = Proc::agent(false);
-    let dir = tempfile::tempdir().unwrap();
-    let db = dir.path().join("fleet.db");
-    ok_stdout(&gpufleet(&db, &["agents", "add", "a", &agent.url]));
+    let (_agent, _dir, db) = fleet(false);
     let started = std::time::Instant::now();
     let out = gpufleet(
         &db,

@@ -35,6 +35,26 @@ pub enum KernelId {
     Sigmoid,
     /// `tanh`: tanh(x).
     Tanh,
+    /// A CNN or one of its layers, run as a graph of layers (see [`ModelKernel`] and `model`).
+    Model(ModelKernel),
+    /// `membw_cpu`: sum of a large array, host memory bandwidth.
+    MembwCpu,
+    /// `memlat_cpu`: pointer chasing over a random cycle, host memory latency.
+    MemlatCpu,
+    /// `debug_crash`: the worker segfaults or aborts.
+    DebugCrash,
+    /// `debug_hang`: the worker never returns.
+    DebugHang,
+    /// `debug_wrong`: vec_add whose backend returns a wrong answer.
+    DebugWrong,
+    /// `debug_alloc`: the worker allocates and touches `gib` GiB of host memory.
+    DebugAlloc,
+}
+
+/// The kernels that run a graph of CNN layers ([`crate::model::Graph`]): every backend runs them
+/// with the same code, layer by layer, and validates them layer by layer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ModelKernel {
     /// `simple_cnn`: a small CIFAR-sized CNN's inference (see `model`).
     SimpleCnn,
     /// `resnet18`: ResNet-18 inference at 224×224.
@@ -50,18 +70,6 @@ pub enum KernelId {
     CnnAvgPool,
     /// `cnn_linear`: one fully connected layer with bias and activation.
     CnnLinear,
-    /// `membw_cpu`: sum of a large array, host memory bandwidth.
-    MembwCpu,
-    /// `memlat_cpu`: pointer chasing over a random cycle, host memory latency.
-    MemlatCpu,
-    /// `debug_crash`: the worker segfaults or aborts.
-    DebugCrash,
-    /// `debug_hang`: the worker never returns.
-    DebugHang,
-    /// `debug_wrong`: vec_add whose backend returns a wrong answer.
-    DebugWrong,
-    /// `debug_alloc`: the worker allocates and touches `gib` GiB of host memory.
-    DebugAlloc,
 }
 
 /// One integer parameter of a kernel, with its default and inclusive bounds.
@@ -324,7 +332,7 @@ static CATALOG: [KernelDef; 26] = [
     ),
     elementwise(KernelId::Tanh, "tanh", "y = tanh(x)", MetricKind::Gbps),
     default_variant_def(
-        KernelId::SimpleCnn,
+        KernelId::Model(ModelKernel::SimpleCnn),
         "simple_cnn",
         "CNN inference on 3×32×32 images: 3 × (3×3 conv + ReLU + 2×2 max-pool), linear to 10 \
          classes; seeded weights, fp32",
@@ -332,14 +340,14 @@ static CATALOG: [KernelDef; 26] = [
         MetricKind::ImagesPerS,
     ),
     default_variant_def(
-        KernelId::Resnet18,
+        KernelId::Model(ModelKernel::Resnet18),
         "resnet18",
         "ResNet-18 inference on 3×224×224 images, batch norm folded, seeded weights, fp32",
         MODEL_PARAMS,
         MetricKind::ImagesPerS,
     ),
     default_variant_def(
-        KernelId::MobilenetV2,
+        KernelId::Model(ModelKernel::MobilenetV2),
         "mobilenet_v2",
         "MobileNetV2 (width 1.0) inference on 3×224×224 images, batch norm folded, seeded \
          weights, fp32",
@@ -347,7 +355,7 @@ static CATALOG: [KernelDef; 26] = [
         MetricKind::ImagesPerS,
     ),
     KernelDef {
-        id: KernelId::CnnConv,
+        id: KernelId::Model(ModelKernel::CnnConv),
         name: "cnn_conv",
         description: "one CNN convolution layer: NCHW, zero padding ksize/2, bias, activation; \
                       dense (1×1, strided, 7×7 alike) or depthwise (one filter per channel); \
@@ -361,21 +369,21 @@ static CATALOG: [KernelDef; 26] = [
         debug: false,
     },
     default_variant_def(
-        KernelId::CnnMaxPool,
+        KernelId::Model(ModelKernel::CnnMaxPool),
         "cnn_maxpool",
         "one CNN max-pooling layer over ksize×ksize windows (padding never wins)",
         CNN_POOL_PARAMS,
         MetricKind::Gbps,
     ),
     default_variant_def(
-        KernelId::CnnAvgPool,
+        KernelId::Model(ModelKernel::CnnAvgPool),
         "cnn_avgpool",
         "one CNN global-average-pooling layer: the mean of each channel's plane",
         CNN_AVGPOOL_PARAMS,
         MetricKind::Gbps,
     ),
     default_variant_def(
-        KernelId::CnnLinear,
+        KernelId::Model(ModelKernel::CnnLinear),
         "cnn_linear",
         "one fully connected layer: y = act(W·x + b) per row of the input",
         CNN_LINEAR_PARAMS,

@@ -110,13 +110,7 @@ fn generate(problem: &Problem, seed: u64) -> Vec<Buffer> {
         KernelId::RmsNorm => vec![UNIT, GAMMA],
         KernelId::LayerNormRmsNormFused => vec![UNIT, GAMMA, UNIT, GAMMA],
         // Images like every other input; weights scaled per layer by the model.
-        KernelId::SimpleCnn
-        | KernelId::Resnet18
-        | KernelId::MobilenetV2
-        | KernelId::CnnConv
-        | KernelId::CnnMaxPool
-        | KernelId::CnnAvgPool
-        | KernelId::CnnLinear => {
+        KernelId::Model(_) => {
             let images = fill(UNIT, lens[0], &mut rng_for(seed, 0));
             let weights = problem.graph().weights(&mut rng_for(seed, 1));
             return vec![Buffer::F32(images), Buffer::F32(weights)];

@@ -49,7 +49,7 @@ pub mod sources;
 mod suite;
 mod types;
 
-pub use catalog::{KernelDef, KernelId, ParamDef, catalog, find_kernel};
+pub use catalog::{KernelDef, KernelId, ModelKernel, ParamDef, catalog, find_kernel};
 pub use check::Validation;
 pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};
 pub use problem::{ConvShape, MAX_FOOTPRINT_BYTES, NORM_EPS, Problem, TRIAD_SCALAR};

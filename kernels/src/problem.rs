@@ -6,7 +6,7 @@
 
 use std::collections::BTreeMap;
 
-use crate::catalog::{KernelDef, KernelId, catalog, find_kernel};
+use crate::catalog::{KernelDef, KernelId, ModelKernel as MK, catalog, find_kernel};
 use crate::error::SpecError;
 use crate::model::{Act, Conv, Graph, Net, Op, Shape};
 use crate::run::Mode;
@@ -173,7 +173,7 @@ impl Problem {
             message,
         };
         match self.id() {
-            KernelId::CnnConv if self.variant == "depthwise" => {
+            KernelId::Model(MK::CnnConv) if self.variant == "depthwise" => {
                 let (c, f) = (self.param("channels"), self.param("filters"));
                 if c != f {
                     return Err(invalid(format!(
@@ -182,7 +182,7 @@ impl Problem {
                 }
                 return Ok(());
             }
-            KernelId::CnnMaxPool => {
+            KernelId::Model(MK::CnnMaxPool) => {
                 let (k, pad) = (self.param("ksize"), self.param("pad"));
                 if pad >= k {
                     return Err(invalid(format!(
@@ -235,10 +235,10 @@ impl Problem {
         };
         let layer = |image: Shape, op: Op| Some(Net::Layer { image, op });
         match self.id() {
-            KernelId::SimpleCnn => Some(Net::SimpleCnn),
-            KernelId::Resnet18 => Some(Net::Resnet18),
-            KernelId::MobilenetV2 => Some(Net::MobilenetV2),
-            KernelId::CnnConv => {
+            KernelId::Model(MK::SimpleCnn) => Some(Net::SimpleCnn),
+            KernelId::Model(MK::Resnet18) => Some(Net::Resnet18),
+            KernelId::Model(MK::MobilenetV2) => Some(Net::MobilenetV2),
+            KernelId::Model(MK::CnnConv) => {
                 let k = u("ksize");
                 let conv = Conv {
                     cout: u("filters"),
@@ -254,7 +254,7 @@ impl Problem {
                 };
                 layer(plane(), Op::Conv(conv))
             }
-            KernelId::CnnMaxPool => layer(
+            KernelId::Model(MK::CnnMaxPool) => layer(
                 plane(),
                 Op::MaxPool {
                     k: u("ksize"),
@@ -262,8 +262,8 @@ impl Problem {
                     pad: u("pad"),
                 },
             ),
-            KernelId::CnnAvgPool => layer(plane(), Op::GlobalAvgPool),
-            KernelId::CnnLinear => layer(
+            KernelId::Model(MK::CnnAvgPool) => layer(plane(), Op::GlobalAvgPool),
+            KernelId::Model(MK::CnnLinear) => layer(
                 Shape {
                     c: u("inputs"),
                     h: 1,
@@ -351,13 +351,7 @@ impl Problem {
                 2.0 * (c.batch * c.filters * c.out_h * c.out_w) as f64
                     * (c.channels * c.ksize * c.ksize) as f64
             }
-            KernelId::SimpleCnn
-            | KernelId::Resnet18
-            | KernelId::MobilenetV2
-            | KernelId::CnnConv
-            | KernelId::CnnMaxPool
-            | KernelId::CnnAvgPool
-            | KernelId::CnnLinear => self.graph().flops(),
+            KernelId::Model(_) => self.graph().flops(),
             KernelId::Copy
             | KernelId::Noop
             | KernelId::MemlatCpu
@@ -396,13 +390,7 @@ impl Problem {
             KernelId::MemlatCpu => 64.0 * self.fparam("hops"),
             // Images, weights and logits (a layer kernel: its input, weights and output); the
             // activations in between are the backend's business.
-            KernelId::SimpleCnn
-            | KernelId::Resnet18
-            | KernelId::MobilenetV2
-            | KernelId::CnnConv
-            | KernelId::CnnMaxPool
-            | KernelId::CnnAvgPool
-            | KernelId::CnnLinear => {
+            KernelId::Model(_) => {
                 let g = self.graph();
                 4.0 * (g.batch * (g.image.len() + g.classes()) + g.weights_len) as f64
             }
@@ -438,13 +426,7 @@ impl Problem {
                 p("filters") * p("channels") * p("ksize") * p("ksize"),
             ],
             KernelId::MemlatCpu => vec![p("size_kib") * 1024 / 4],
-            KernelId::SimpleCnn
-            | KernelId::Resnet18
-            | KernelId::MobilenetV2
-            | KernelId::CnnConv
-            | KernelId::CnnMaxPool
-            | KernelId::CnnAvgPool
-            | KernelId::CnnLinear => {
+            KernelId::Model(_) => {
                 let g = self.graph();
                 vec![(g.batch * g.image.len()) as u128, g.weights_len as u128]
             }
@@ -477,13 +459,7 @@ impl Problem {
                 (c.batch as u128) * (c.filters as u128) * (c.out_h as u128) * (c.out_w as u128)
             }
             // Every layer's output (the arena), so each layer can be validated.
-            KernelId::SimpleCnn
-            | KernelId::Resnet18
-            | KernelId::MobilenetV2
-            | KernelId::CnnConv
-            | KernelId::CnnMaxPool
-            | KernelId::CnnAvgPool
-            | KernelId::CnnLinear => self.graph().arena_len as u128,
+            KernelId::Model(_) => self.graph().arena_len as u128,
         }
     }
 

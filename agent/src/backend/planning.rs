@@ -66,24 +66,14 @@ pub fn gpu_support(
     for name in ["relu", "sigmoid", "tanh", "debug_wrong"] {
         out.push((name, vec!["default"], vec!["f32"]));
     }
-    for name in GRAPH_KERNELS {
-        let variants = gpufleet_kernels::find_kernel(name).map_or(&["default"][..], |k| k.variants);
-        out.push((name, variants.to_vec(), vec!["f32"]));
+    // The networks and the `cnn_*` layers: every GPU planner runs them through `model`.
+    for k in gpufleet_kernels::catalog() {
+        if matches!(k.id, gpufleet_kernels::KernelId::Model(_)) {
+            out.push((k.name, k.variants.to_vec(), vec!["f32"]));
+        }
     }
     out
 }
-
-/// The networks and the `cnn_*` layer kernels (`model::layer_steps` plans them on OpenCL and
-/// Vulkan).
-pub const GRAPH_KERNELS: [&str; 7] = [
-    "simple_cnn",
-    "resnet18",
-    "mobilenet_v2",
-    "cnn_conv",
-    "cnn_maxpool",
-    "cnn_avgpool",
-    "cnn_linear",
-];
 
 /// One kernel argument of an OpenCL or HIP launch (Vulkan binds buffers and pushes constants
 /// instead).

@@ -120,6 +120,19 @@ pub(crate) fn pick(rng: &mut Pcg64, total: usize, count: usize, must: &[usize]) 
     picked
 }
 
+/// An error `err` as a fraction of its tolerance `tol`: 0 for an exact value, `f64::MAX` for any
+/// error where nothing is tolerated and for a NaN (a NaN output never passes), above 1 when out of
+/// tolerance.
+pub(crate) fn error_ratio(err: f64, tol: f64) -> f64 {
+    if err == 0.0 {
+        0.0
+    } else if err.is_nan() || tol <= 0.0 {
+        f64::MAX
+    } else {
+        err / tol
+    }
+}
+
 /// Receives reference values from a visitor and compares them with the output.
 pub(crate) struct Comparer<'a> {
     out: &'a [f32],
@@ -150,20 +163,12 @@ impl<'a> Comparer<'a> {
         let got = f64::from(self.out[index]);
         let err = (got - expected).abs();
         self.checked += 1;
-        let ratio = if err == 0.0 {
-            0.0
-        } else if tol > 0.0 {
-            err / tol
-        } else {
-            f64::MAX
-        };
+        let ratio = error_ratio(err, tol);
         if err > self.max_abs {
             self.max_abs = err;
         }
-        if ratio > self.worst || ratio.is_nan() {
-            self.worst = if ratio.is_nan() { f64::MAX } else { ratio };
-        }
-        if ratio.is_nan() || ratio > 1.0 {
+        self.worst = self.worst.max(ratio);
+        if ratio > 1.0 {
             self.bad += 1;
             if self.first_bad.is_none() {
                 self.first_bad = Some(format!(

@@ -12,7 +12,7 @@
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
 
-use super::{EPS32, Validation, format_index, pick};
+use super::{EPS32, Validation, error_ratio, format_index, pick};
 use crate::model::{Graph, Layer, Op, layer_element, layer_forward};
 use crate::problem::Problem;
 
@@ -44,14 +44,8 @@ impl Tally {
     fn compare(&mut self, got: f32, expected: f64, tol: f64) -> Option<String> {
         let err = (f64::from(got) - expected).abs();
         self.checked += 1;
-        self.max_abs = self.max_abs.max(err);
-        let ratio = if err == 0.0 {
-            0.0
-        } else if tol > 0.0 {
-            err / tol
-        } else {
-            f64::MAX
-        };
+        let ratio = error_ratio(err, tol);
+        self.max_abs = self.max_abs.max(if err.is_nan() { f64::MAX } else { err });
         self.worst = self.worst.max(ratio);
         (ratio > 1.0).then(|| format!("got {got}, expected {expected} (tol {tol:.3e})"))
     }

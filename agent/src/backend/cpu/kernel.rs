@@ -179,16 +179,7 @@ impl CpuKernel {
                 }
                 (None, None) => return Err(unsupported("conv2d without its shape".into())),
             },
-            (
-                KernelId::SimpleCnn
-                | KernelId::Resnet18
-                | KernelId::MobilenetV2
-                | KernelId::CnnConv
-                | KernelId::CnnMaxPool
-                | KernelId::CnnAvgPool
-                | KernelId::CnnLinear,
-                Some(arena),
-            ) => match self.model.as_mut() {
+            (KernelId::Model(_), Some(arena)) => match self.model.as_mut() {
                 Some(m) => m.run(f32s(&ins[0]), f32s(&ins[1]), arena),
                 None => return Err(unsupported("a model without its graph".into())),
             },
@@ -287,16 +278,9 @@ impl PreparedKernel for CpuKernel {
             (KernelId::Gemm, "blocked") => "gemm crate (register-blocked microkernels)",
             (KernelId::Gemm, "tiled") => "gpufleet cache-tiled loops",
             (KernelId::Conv2d, "im2col") => "im2col + gemm crate",
-            (
-                KernelId::SimpleCnn
-                | KernelId::Resnet18
-                | KernelId::MobilenetV2
-                | KernelId::CnnConv
-                | KernelId::CnnMaxPool
-                | KernelId::CnnAvgPool
-                | KernelId::CnnLinear,
-                _,
-            ) => "layer by layer: im2col + gemm crate, direct depthwise and pooling",
+            (KernelId::Model(_), _) => {
+                "layer by layer: im2col + gemm crate, direct depthwise and pooling"
+            }
             _ => "gpufleet loops",
         };
         c.insert("implementation".to_string(), lib.to_string());
@@ -305,16 +289,7 @@ impl PreparedKernel for CpuKernel {
         let isa = match (self.id, self.variant.as_str()) {
             (KernelId::Gemm, "blocked")
             | (KernelId::Conv2d, "im2col")
-            | (
-                KernelId::SimpleCnn
-                | KernelId::Resnet18
-                | KernelId::MobilenetV2
-                | KernelId::CnnConv
-                | KernelId::CnnMaxPool
-                | KernelId::CnnAvgPool
-                | KernelId::CnnLinear,
-                _,
-            ) => ops::Isa::active(),
+            | (KernelId::Model(_), _) => ops::Isa::active(),
             _ => ops::Isa::active().min(ops::Isa::Avx2Fma),
         };
         c.insert("isa".to_string(), isa.name().to_string());

@@ -98,13 +98,7 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
         | KernelId::LayerNorm
         | KernelId::RmsNorm
         | KernelId::LayerNormRmsNormFused => plan_rows(problem)?,
-        KernelId::SimpleCnn
-        | KernelId::Resnet18
-        | KernelId::MobilenetV2
-        | KernelId::CnnConv
-        | KernelId::CnnMaxPool
-        | KernelId::CnnAvgPool
-        | KernelId::CnnLinear => plan_model(problem, caps)?,
+        KernelId::Model(_) => plan_model(problem, caps)?,
         _ => plan_elementwise(problem)?,
     };
     for l in &plan.launches {

@@ -135,13 +135,7 @@ pub fn plan(
         | KernelId::LayerNorm
         | KernelId::RmsNorm
         | KernelId::LayerNormRmsNormFused => plan_rows(problem, caps)?,
-        KernelId::SimpleCnn
-        | KernelId::Resnet18
-        | KernelId::MobilenetV2
-        | KernelId::CnnConv
-        | KernelId::CnnMaxPool
-        | KernelId::CnnAvgPool
-        | KernelId::CnnLinear => plan_model(problem, caps)?,
+        KernelId::Model(_) => plan_model(problem, caps)?,
         _ => plan_elementwise(problem, caps)?,
     };
     check_buffers(problem, &plan)?;
