@@ -47,6 +47,14 @@ def emit(lines, path=None, append=True):
             f.write("\n" + table if append else table)
 
 
+def device_of(info, backend):
+    """The first device of BACKEND in an agent's `describe --json`, a GPU before a CPU driver (PoCL)
+    that shares the backend; None when the backend has none."""
+    devs = [d for d in info["devices"] if d["backend"] == backend]
+    devs = [d for d in devs if d["device_type"] != "cpu"] or devs
+    return devs[0] if devs else None
+
+
 def ours(bin_dir, db, agent, backend, device, kernel, params, variant=None, iters=20, min_seconds=0.5):
     """One `gpufleet run` of KERNEL with PARAMS on DEVICE of AGENT: the result as JSON (status, metric,
     config, validation...), or a result of status `error` with the tail of what the command said."""

@@ -19,7 +19,7 @@ row kernel are the catalog's (softmax 8·r·c; norms 4·(2·r·c + v·c) with v 
 """
 import argparse, datetime, json, os, statistics, subprocess, sys
 
-from benchlib import emit, local_agent, ours, pct, val
+from benchlib import device_of, emit, local_agent, ours, pct, val
 
 GEMM_NS = (2048, 4096, 8192)
 ROW_SHAPES = ((4096, 4096), (16384, 1024), (256, 65536))
@@ -83,12 +83,9 @@ def torch_figures(bw_n, gemm_only=False):
 
 
 def backend_table(bin_dir, db, backend, info, t, bw_n, gemm_only=False):
-    devs = [d for d in info["devices"] if d["backend"] == backend]
-    # The GPU, not a CPU driver (PoCL) that may share the backend.
-    devs = [d for d in devs if d["device_type"] != "cpu"] or devs
-    if not devs:
+    d = device_of(info, backend)
+    if d is None:
         return [f"\n{backend}: no device ({[b for b in info['backends'] if b['name'] == backend]})"]
-    d = devs[0]
     run = lambda *a, **kw: ours(bin_dir, db, "gpu", backend, d["id"], *a, **kw)  # noqa: E731
     lines = [
         f"\n### {backend} backend vs PyTorch on {t['gpu']}, every row ({datetime.date.today()})\n",

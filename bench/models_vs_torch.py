@@ -20,7 +20,7 @@ Usage (on the GPU host, release binaries in BIN_DIR):
 """
 import argparse, datetime, json, os, statistics, subprocess, sys, tempfile, time
 
-from benchlib import cpu_model, emit, local_agent, ours, pct, val
+from benchlib import cpu_model, device_of, emit, local_agent, ours, pct, val
 
 NETS = ("simple_cnn", "resnet18", "mobilenet_v2")
 BATCHES = (1, 8)
@@ -121,13 +121,6 @@ def latency_ms(bin_dir, db, result):
         return float("nan"), float("nan")
     rank = lambda q: times[min(len(times) - 1, max(0, -(-len(times) * q // 100) - 1))]  # noqa: E731
     return rank(50) * 1e3, rank(99) * 1e3
-
-
-def device_of(info, backend):
-    devs = [d for d in info["devices"] if d["backend"] == backend]
-    if backend != "cpu":
-        devs = [d for d in devs if d["device_type"] != "cpu"] or devs
-    return devs[0] if devs else None
 
 
 def main():

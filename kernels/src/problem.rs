@@ -172,6 +172,19 @@ impl Problem {
             kernel: self.kernel.name.to_string(),
             message,
         };
+        // A ksize window with `pad` on each side must fit the input at least once.
+        let window_fits = || {
+            let (k, pad) = (self.param("ksize"), self.param("pad"));
+            for dim in ["height", "width"] {
+                let size = self.param(dim);
+                if size + 2 * pad < k {
+                    return Err(invalid(format!(
+                        "output {dim} would be below 1: {dim}={size} + 2·pad={pad} is smaller than ksize={k}"
+                    )));
+                }
+            }
+            Ok(())
+        };
         match self.id() {
             KernelId::Model(MK::CnnConv) if self.variant == "depthwise" => {
                 let (c, f) = (self.param("channels"), self.param("filters"));
@@ -180,7 +193,7 @@ impl Problem {
                         "the depthwise variant needs filters = channels (one filter per channel): filters={f}, channels={c}"
                     )));
                 }
-                return Ok(());
+                Ok(())
             }
             KernelId::Model(MK::CnnMaxPool) => {
                 let (k, pad) = (self.param("ksize"), self.param("pad"));
@@ -189,33 +202,17 @@ impl Problem {
                         "pad={pad} must be below ksize={k} (a window of padding alone has no maximum)"
                     )));
                 }
-                for dim in ["height", "width"] {
-                    let size = self.param(dim);
-                    if size + 2 * pad < k {
-                        return Err(invalid(format!(
-                            "output {dim} would be below 1: {dim}={size} + 2·pad={pad} is smaller than ksize={k}"
-                        )));
-                    }
+                window_fits()
+            }
+            KernelId::Conv2d => {
+                let r = self.param("ksize");
+                if r != 3 && r != 5 {
+                    return Err(invalid(format!("ksize={r} must be 3 or 5")));
                 }
-                return Ok(());
+                window_fits()
             }
-            KernelId::Conv2d => {}
-            _ => return Ok(()),
+            _ => Ok(()),
         }
-        let r = self.param("ksize");
-        if r != 3 && r != 5 {
-            return Err(invalid(format!("ksize={r} must be 3 or 5")));
-        }
-        let pad = self.param("pad");
-        for dim in ["height", "width"] {
-            let size = self.param(dim);
-            if size + 2 * pad < r {
-                return Err(invalid(format!(
-                    "output {dim} would be below 1: {dim}={size} + 2·pad={pad} is smaller than ksize={r}"
-                )));
-            }
-        }
-        Ok(())
     }
 
     /// The kernel's identity.

@@ -667,8 +667,9 @@ pub fn dims<T: Display>(v: &[T]) -> String {
     parts.join("x")
 }
 
-/// Test helpers the planners' unit tests share.
+/// The launches of a network or a `cnn_*` layer, shared by the OpenCL, Vulkan and HIP planners.
 pub mod model;
+/// Test helpers the planners' unit tests share.
 #[cfg(test)]
 pub mod testing;
 #[cfg(test)]

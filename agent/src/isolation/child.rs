@@ -125,7 +125,7 @@ fn perturbed_inputs(
     }
     if problem.net().is_none() {
         return Err(format!(
-            "{} applies to model kernels (simple_cnn, resnet18, mobilenet_v2), not {}",
+            "{} applies to the networks and the cnn_* layer kernels, not {}",
             model::PERTURB_ENV,
             problem.kernel.name
         ));

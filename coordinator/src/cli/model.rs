@@ -3,16 +3,12 @@
 
 use anyhow::{Context, bail};
 use gpufleet_kernels::Problem;
-use gpufleet_kernels::model::{Act, Op};
+use gpufleet_kernels::model::Op;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::path::Path;
 
 use super::args::ExportModelArgs;
-
-fn act(a: Act) -> &'static str {
-    a.name()
-}
 
 /// Writes graph.json, weights.f32, images.f32 and reference_logits.f64 into `args.out`.
 ///
@@ -57,13 +53,13 @@ pub fn export_model(args: &ExportModelArgs) -> anyhow::Result<()> {
             });
             let op = match l.op {
                 Op::Conv(c) => json!({"op": "conv", "k": c.k, "stride": c.stride, "pad": c.pad,
-                    "groups": c.groups, "act": act(c.act)}),
+                    "groups": c.groups, "act": c.act.name()}),
                 Op::MaxPool { k, stride, pad } => {
                     json!({"op": "maxpool", "k": k, "stride": stride, "pad": pad})
                 }
                 Op::GlobalAvgPool => json!({"op": "avgpool"}),
-                Op::Add { skip, act: a } => json!({"op": "add", "skip": skip, "act": act(a)}),
-                Op::Linear { act: a, .. } => json!({"op": "linear", "act": act(a)}),
+                Op::Add { skip, act: a } => json!({"op": "add", "skip": skip, "act": a.name()}),
+                Op::Linear { act: a, .. } => json!({"op": "linear", "act": a.name()}),
             };
             if let (Some(v), Some(op)) = (v.as_object_mut(), op.as_object()) {
                 v.extend(op.clone());

@@ -445,14 +445,15 @@ struct Builder {
 
 impl Builder {
     fn new(net: Net, batch: usize) -> Builder {
-        let side = if net == Net::SimpleCnn { 32 } else { 224 };
+        let rgb = |side| Shape {
+            c: 3,
+            h: side,
+            w: side,
+        };
         let image = match net {
             Net::Layer { image, .. } => image,
-            _ => Shape {
-                c: 3,
-                h: side,
-                w: side,
-            },
+            Net::SimpleCnn => rgb(32),
+            Net::Resnet18 | Net::MobilenetV2 => rgb(224),
         };
         Builder {
             graph: Graph {

@@ -20,7 +20,7 @@
 use gpufleet_kernels::Problem;
 use gpufleet_kernels::model::{Graph, Layer, Op};
 
-use super::{Unsupported, bounded};
+use super::{Arg, Unsupported, bounded};
 
 /// `model_layer` op codes shared with the sources.
 const OP_CONV: usize = 0;
@@ -104,6 +104,38 @@ pub struct ModelPlan {
     pub partial_floats: usize,
 }
 
+impl ModelPlan {
+    /// The plan's scratch buffers in bytes: the partial sums, when a convolution is split.
+    pub fn scratch_bytes(&self) -> Vec<usize> {
+        if self.partial_floats > 0 {
+            vec![self.partial_floats * 4]
+        } else {
+            Vec::new()
+        }
+    }
+}
+
+impl Tensor {
+    /// The OpenCL or HIP argument of the buffer (Vulkan binds [`Tensor`]s as its own bindings).
+    pub fn arg(self) -> Arg {
+        match self {
+            Tensor::Images => Arg::Input(0),
+            Tensor::Arena => Arg::Output,
+            Tensor::Partials => Arg::Scratch(0),
+        }
+    }
+}
+
+impl LayerStep {
+    /// The step's OpenCL or HIP arguments: x, the weights, the arena, s, then the scalars as
+    /// `int`s (`layer_steps` checked that each fits).
+    pub fn launch_args(&self) -> Vec<Arg> {
+        let mut args = vec![self.x.arg(), Arg::Input(1), Arg::Output, self.s.arg()];
+        args.extend(self.args.iter().map(|&v| Arg::Int(v as i32)));
+        args
+    }
+}
+
 /// How a convolution's `kdim`-long dot products are chunked when its `tiles` 64×64 tiles would
 /// leave most of a device of `compute_units` idle: `(splits, k_chunk)`. Enough chunks for about
 /// four groups per compute unit, each at least four k steps long (shorter chunks would spend
@@ -172,6 +204,116 @@ fn checked(
     Ok(())
 }
 
+/// A convolution's geometry: a convolution layer's own, or a linear layer's as the 1×1
+/// convolution of a 1×1 image whose channels are its flattened input.
+struct Geometry {
+    cin: usize,
+    h: usize,
+    w: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    groups: usize,
+    act: usize,
+}
+
+fn geometry(l: &Layer) -> Option<Geometry> {
+    match l.op {
+        Op::Conv(c) => Some(Geometry {
+            cin: l.inp.c,
+            h: l.inp.h,
+            w: l.inp.w,
+            k: c.k,
+            stride: c.stride,
+            pad: c.pad,
+            groups: c.groups,
+            act: c.act.code() as usize,
+        }),
+        Op::Linear { act, .. } => Some(Geometry {
+            cin: l.inp.len(),
+            h: 1,
+            w: 1,
+            k: 1,
+            stride: 1,
+            pad: 0,
+            groups: 1,
+            act: act.code() as usize,
+        }),
+        _ => None,
+    }
+}
+
+/// A `model_layer` launch's scalar arguments by name ([`LAYER_ARGS`] is their order).
+struct LayerArgs {
+    op: usize,
+    total: usize,
+    x_off: usize,
+    w_off: usize,
+    b_off: usize,
+    s_off: usize,
+    out_off: usize,
+    cin: usize,
+    h: usize,
+    w: usize,
+    cout: usize,
+    oh: usize,
+    ow: usize,
+    k: usize,
+    stride: usize,
+    pad: usize,
+    groups: usize,
+    act: usize,
+}
+
+impl LayerArgs {
+    /// The values in [`LAYER_ARGS`] order.
+    fn values(&self) -> Vec<usize> {
+        vec![
+            self.op,
+            self.total,
+            self.x_off,
+            self.w_off,
+            self.b_off,
+            self.s_off,
+            self.out_off,
+            self.cin,
+            self.h,
+            self.w,
+            self.cout,
+            self.oh,
+            self.ow,
+            self.k,
+            self.stride,
+            self.pad,
+            self.groups,
+            self.act,
+        ]
+    }
+}
+
+/// Appends a `model_layer` launch of `args` over all of layer `l`'s outputs, its arguments checked
+/// to fit an `int`.
+fn push_layer(
+    problem: &Problem,
+    l: &Layer,
+    plan: &mut ModelPlan,
+    name: String,
+    x: Tensor,
+    s: Tensor,
+    args: LayerArgs,
+) -> Result<(), Unsupported> {
+    let values = args.values();
+    checked(problem, l, &LAYER_ARGS, &values)?;
+    plan.steps.push(LayerStep {
+        name,
+        kernel: StepKernel::Layer { total: args.total },
+        x,
+        s,
+        args: values,
+    });
+    Ok(())
+}
+
 fn steps_of(
     problem: &Problem,
     g: &Graph,
@@ -190,49 +332,56 @@ fn steps_of(
         i32::MAX,
         "int offset",
     )?;
-    // A dense convolution, or a linear layer as the 1×1 convolution of a 1×1 image.
-    let dense = match l.op {
-        Op::Conv(c) if c.groups == 1 => Some((
-            l.inp.c,
-            l.inp.h,
-            l.inp.w,
+    let geom = geometry(l);
+    // Everything a model_layer launch of this layer does not set itself.
+    let base = LayerArgs {
+        op: OP_CONV,
+        total,
+        x_off,
+        w_off: l.w_offset,
+        b_off: l.w_offset + l.w_len,
+        s_off: 0,
+        out_off: l.out_offset,
+        cin: l.inp.c,
+        h: l.inp.h,
+        w: l.inp.w,
+        cout: l.out.c,
+        oh: l.out.h,
+        ow: l.out.w,
+        k: 1,
+        stride: 1,
+        pad: 0,
+        groups: 1,
+        act: 0,
+    };
+    if let Some(c) = geom.as_ref().filter(|c| tiled && c.groups == 1) {
+        let (cout, plane) = (l.out.c, l.out.h * l.out.w);
+        let ncols = g.batch * plane;
+        let kdim = c.cin * c.k * c.k;
+        let (tiles_n, tiles_m) = (ncols.div_ceil(CONV_TILE), cout.div_ceil(CONV_TILE));
+        let (splits, k_chunk) = conv_split(tiles_n * tiles_m, kdim, compute_units);
+        let args = vec![
+            x_off,
+            base.w_off,
+            base.b_off,
+            base.out_off,
+            c.cin,
+            c.h,
+            c.w,
+            cout,
+            l.out.h,
+            l.out.w,
             c.k,
             c.stride,
             c.pad,
-            c.act.code() as usize,
-        )),
-        Op::Linear { act, .. } => Some((l.inp.len(), 1, 1, 1, 1, 0, act.code() as usize)),
-        _ => None,
-    };
-    let b_off = l.w_offset + l.w_len;
-    if let (true, Some((cin, h, w, k, stride, pad, act))) = (tiled, dense) {
-        let (cout, plane) = (l.out.c, l.out.h * l.out.w);
-        let ncols = g.batch * plane;
-        let kdim = cin * k * k;
-        let (tiles_n, tiles_m) = (ncols.div_ceil(CONV_TILE), cout.div_ceil(CONV_TILE));
-        let (splits, k_chunk) = conv_split(tiles_n * tiles_m, kdim, compute_units);
-        let (oh, ow) = (l.out.h, l.out.w);
-        let args = vec![
-            x_off,
-            l.w_offset,
-            b_off,
-            l.out_offset,
-            cin,
-            h,
-            w,
-            cout,
-            oh,
-            ow,
-            k,
-            stride,
-            pad,
-            act,
+            c.act,
             ncols,
             kdim,
             k_chunk,
             splits,
         ];
         checked(problem, l, &CONV_ARGS, &args)?;
+        let split = splits > 1;
         plan.steps.push(LayerStep {
             name: l.name.clone(),
             kernel: StepKernel::Conv {
@@ -241,108 +390,84 @@ fn steps_of(
                 splits,
             },
             x,
-            s: if splits > 1 {
+            s: if split {
                 Tensor::Partials
             } else {
                 Tensor::Arena
             },
             args,
         });
-        if splits > 1 {
+        if split {
             plan.partial_floats = plan.partial_floats.max(splits * cout * ncols);
-            let args = vec![
-                OP_REDUCE,
-                total,
-                0,
-                l.w_offset,
-                b_off,
-                0,
-                l.out_offset,
-                cout,
-                1,
-                1,
-                cout,
-                oh,
-                ow,
-                1,
-                1,
-                0,
-                splits,
-                act,
-            ];
-            checked(problem, l, &LAYER_ARGS, &args)?;
-            plan.steps.push(LayerStep {
-                name: format!("{} (sum of {splits} partial sums)", l.name),
-                kernel: StepKernel::Layer { total },
-                x: Tensor::Partials,
-                s: Tensor::Arena,
-                args,
-            });
+            let reduce = LayerArgs {
+                op: OP_REDUCE,
+                x_off: 0,
+                cin: cout,
+                h: 1,
+                w: 1,
+                groups: splits,
+                act: c.act,
+                ..base
+            };
+            let name = format!("{} (sum of {splits} partial sums)", l.name);
+            push_layer(
+                problem,
+                l,
+                plan,
+                name,
+                Tensor::Partials,
+                Tensor::Arena,
+                reduce,
+            )?;
         }
         return Ok(());
     }
-    let (mut s, mut s_off) = (Tensor::Arena, 0);
-    let (mut k, mut stride, mut pad, mut groups, mut act) = (1, 1, 0, 1, 0);
-    // A linear layer on op 0: the 1×1 convolution of a 1×1 image of its flattened input.
-    let mut inp = l.inp;
-    let op = match l.op {
-        Op::Conv(c) => {
-            (k, stride, pad, groups, act) = (c.k, c.stride, c.pad, c.groups, c.act.code() as usize);
-            OP_CONV
-        }
-        Op::MaxPool {
-            k: kk,
-            stride: st,
-            pad: p,
-        } => {
-            (k, stride, pad) = (kk, st, p);
-            OP_MAXPOOL
-        }
-        Op::GlobalAvgPool => OP_AVGPOOL,
-        Op::Add { skip, act: a } => {
-            (s, s_off) = tensor(g, skip);
-            act = a.code() as usize;
-            OP_ADD
-        }
-        Op::Linear { act: a, .. } => {
-            inp = gpufleet_kernels::model::Shape {
-                c: l.inp.len(),
-                h: 1,
-                w: 1,
+    let (s, args) = match (l.op, geom) {
+        // Grouped (depthwise) convolutions, and dense ones where model_conv cannot run.
+        (_, Some(c)) => (
+            Tensor::Arena,
+            LayerArgs {
+                cin: c.cin,
+                h: c.h,
+                w: c.w,
+                k: c.k,
+                stride: c.stride,
+                pad: c.pad,
+                groups: c.groups,
+                act: c.act,
+                ..base
+            },
+        ),
+        (Op::MaxPool { k, stride, pad }, None) => (
+            Tensor::Arena,
+            LayerArgs {
+                op: OP_MAXPOOL,
+                k,
+                stride,
+                pad,
+                ..base
+            },
+        ),
+        (Op::GlobalAvgPool, None) => (
+            Tensor::Arena,
+            LayerArgs {
+                op: OP_AVGPOOL,
+                ..base
+            },
+        ),
+        (Op::Add { skip, act }, None) => {
+            let (s, s_off) = tensor(g, skip);
+            let args = LayerArgs {
+                op: OP_ADD,
+                s_off,
+                act: act.code() as usize,
+                ..base
             };
-            act = a.code() as usize;
-            OP_CONV
+            (s, args)
         }
+        (Op::Conv(_) | Op::Linear { .. }, None) => unreachable!("convolutions have a geometry"),
     };
-    let args = vec![
-        op,
-        total,
-        x_off,
-        l.w_offset,
-        b_off,
-        s_off,
-        l.out_offset,
-        inp.c,
-        inp.h,
-        inp.w,
-        l.out.c,
-        l.out.h,
-        l.out.w,
-        k,
-        stride,
-        pad,
-        groups,
-        act,
-    ];
-    checked(problem, l, &LAYER_ARGS, &args)?;
-    plan.steps.push(LayerStep {
-        name: l.name.clone(),
-        kernel: StepKernel::Layer { total },
-        x,
-        s,
-        args,
-    });
-    Ok(())
+    push_layer(problem, l, plan, l.name.clone(), x, s, args)
 }
 
 /// The configuration every GPU model plan records.

@@ -190,7 +190,10 @@ impl VulkanKernel {
         let spec = vk::SpecializationInfo::default()
             .map_entries(&entries)
             .data(&spec_data);
-        // SAFETY: as above; SPIR-V words come from our own compiled shaders.
+        // SAFETY: `dev` is this kernel's device and every create info is built above from valid
+        // slices that outlive the calls; the SPIR-V words come from our own compiled shaders. The
+        // pipeline's handles are pushed to `self.pipelines` (a null pipeline when its creation
+        // fails), so Drop destroys them.
         unsafe {
             let module = dev
                 .create_shader_module(&vk::ShaderModuleCreateInfo::default().code(&code), None)

@@ -10,14 +10,14 @@
 //! - [`Im2col`] / [`im2col_with`]: unfolds each image into a `(channels·ksize²) × (out_h·out_w)`
 //!   matrix in a workspace allocated once (by [`Im2col::new`], or shared by a network's layers),
 //!   then multiplies `weights (filters × channels·ksize²)` by it with
-//!   [`gemm_blocked_row_blocks`]. Costs memory, gains the GEMM's speed; the workspace is reused
+//!   [`gemm_blocked_tiles`]. Costs memory, gains the GEMM's speed; the workspace is reused
 //!   across images and calls so the timed loop allocates nothing.
 
 use std::fmt;
 
 use rayon::prelude::*;
 
-use super::gemm::gemm_blocked_row_blocks;
+use super::gemm::gemm_blocked_tiles;
 use super::{check_len, fmadd, has_avx2_fma};
 
 /// Below this many multiply-adds a convolution (or an unfold) runs on the calling thread.
@@ -217,12 +217,9 @@ impl Im2col {
     ///
     /// Panics if the workspace size overflows `usize` or cannot be allocated.
     pub fn new(shape: &ConvShape) -> Im2col {
-        let len = (shape.channels * shape.ksize * shape.ksize)
-            .checked_mul(shape.out_h * shape.out_w)
-            .expect("im2col workspace size overflows usize");
         Im2col {
             shape: *shape,
-            workspace: vec![0.0; len],
+            workspace: vec![0.0; unfold_len(shape)],
         }
     }
 
@@ -238,14 +235,20 @@ impl Im2col {
 }
 
 /// Elements of one unfolded image of `shape`: `(channels·ksize²) × (out_h·out_w)`.
+///
+/// # Panics
+///
+/// Panics if that overflows `usize`.
 pub fn unfold_len(shape: &ConvShape) -> usize {
-    shape.channels * shape.ksize * shape.ksize * shape.out_h * shape.out_w
+    (shape.channels * shape.ksize * shape.ksize)
+        .checked_mul(shape.out_h * shape.out_w)
+        .expect("im2col workspace size overflows usize")
 }
 
 /// Convolution through im2col: as many images as `workspace` holds ([`unfold_len`] each, at least
 /// one) are unfolded at a time, then each image's
 /// `out_image (filters × out_h·out_w) = weights (filters × channels·ksize²) · columns` runs as
-/// [`gemm_blocked_row_blocks`], the images' products side by side on the pool.
+/// [`gemm_blocked_tiles`], the images' products side by side on the pool.
 ///
 /// # Panics
 ///
@@ -290,7 +293,7 @@ pub fn im2col_with(
         outs.par_chunks_mut(out_image_len)
             .zip(columns.par_chunks(per_image))
             .for_each(|(out_image, cols)| {
-                gemm_blocked_row_blocks(weights, cols, out_image, shape.filters, n, k);
+                gemm_blocked_tiles(weights, cols, out_image, shape.filters, n, k);
             });
     }
 }

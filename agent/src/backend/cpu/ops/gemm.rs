@@ -253,10 +253,10 @@ pub fn gemm_blocked_with(
     blocked_product(isa, a, k, b, n, c, n, m, n, k, parallelism);
 }
 
-/// Fewest rows of C in one task of [`gemm_blocked_row_blocks`]: a multiple of every microkernel's
+/// Fewest rows of C in one task of [`gemm_blocked_tiles`]: a multiple of every microkernel's
 /// row count, and enough rows that packing B once per task stays cheap.
 const ROW_BLOCK_MIN: usize = 32;
-/// Fewest columns of C in one task of [`gemm_blocked_row_blocks`] when columns are split too.
+/// Fewest columns of C in one task of [`gemm_blocked_tiles`] when columns are split too.
 const COL_BLOCK_MIN: usize = 64;
 
 /// [`gemm_blocked`] for the products of a CNN's layers, whose shapes the `gemm` crate's own
@@ -271,7 +271,7 @@ const COL_BLOCK_MIN: usize = 64;
 /// # Panics
 ///
 /// Panics if `a.len() != m*k`, `b.len() != k*n` or `c.len() != m*n`.
-pub fn gemm_blocked_row_blocks(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) {
+pub fn gemm_blocked_tiles(a: &[f32], b: &[f32], c: &mut [f32], m: usize, n: usize, k: usize) {
     if is_trivial(a, b, c, m, n, k) {
         return;
     }
@@ -445,7 +445,7 @@ mod tests {
         ("naive", gemm_naive),
         ("tiled", gemm_tiled),
         ("blocked", gemm_blocked),
-        ("row_blocks", gemm_blocked_row_blocks),
+        ("tiles", gemm_blocked_tiles),
     ];
 
     use crate::backend::cpu::ops::test_data as data;
@@ -494,7 +494,7 @@ mod tests {
     }
 
     #[test]
-    fn row_blocks_split_rows_and_columns_on_a_wide_pool() {
+    fn tiles_split_rows_and_columns_on_a_wide_pool() {
         // On 16 threads: few rows over many columns (2 row blocks × 11 column blocks, each tile
         // computed apart and copied into place), and many rows over few columns (rows only).
         let pool = rayon::ThreadPoolBuilder::new()
@@ -506,8 +506,8 @@ mod tests {
                 let a = data(m * k, 5);
                 let b = data(k * n, 6);
                 let mut c = vec![f32::NAN; m * n];
-                gemm_blocked_row_blocks(&a, &b, &mut c, m, n, k);
-                check("row_blocks on 16 threads", &a, &b, &c, m, n, k);
+                gemm_blocked_tiles(&a, &b, &mut c, m, n, k);
+                check("tiles on 16 threads", &a, &b, &c, m, n, k);
             }
         });
     }

@@ -1,19 +1,19 @@
 //! CNN inference on the CPU: a [`Graph`](gpufleet_kernels::model::Graph)'s layers in order, each
 //! writing its output tensor into the arena.
 //!
-//! Dense convolutions go through [`im2col_with`] (unfold + [`gemm_blocked_row_blocks`], one
+//! Dense convolutions go through [`im2col_with`] (unfold + [`gemm_blocked_tiles`], one
 //! workspace shared by every layer, holding as many unfolded images as [`WORKSPACE_FLOATS`] allows)
-//! or, for a 1×1 stride-1 convolution, straight into [`gemm_blocked_row_blocks`] on the input
+//! or, for a 1×1 stride-1 convolution, straight into [`gemm_blocked_tiles`] on the input
 //! planes; the images of a batch run their products side by side on the pool. Then one pass adds
-//! the bias and applies the activation. Depthwise convolutions, pooling, the residual add and the linear head
-//! are direct loops over channels on the rayon pool.
+//! the bias and applies the activation. Depthwise convolutions, pooling, the residual add and the
+//! linear head are direct loops over channels on the rayon pool.
 
 use gpufleet_kernels::ConvShape;
 use gpufleet_kernels::model::{Act, Conv, Graph, Layer, Op};
 use rayon::prelude::*;
 
 use super::conv::{im2col_with, unfold_len};
-use super::gemm::gemm_blocked_row_blocks;
+use super::gemm::gemm_blocked_tiles;
 
 /// Most floats of the shared unfold workspace (128 MiB) when a batch's images would need more: the
 /// images are then unfolded a few at a time. One image always fits, whatever its size.
@@ -108,7 +108,7 @@ impl ModelRunner {
                         out.par_chunks_exact_mut(l.out.len())
                             .zip(x.par_chunks_exact(l.inp.len()))
                             .for_each(|(img_out, img_in)| {
-                                gemm_blocked_row_blocks(w, img_in, img_out, c.cout, plane, k);
+                                gemm_blocked_tiles(w, img_in, img_out, c.cout, plane, k);
                             });
                     } else {
                         let shape = conv_shape(l, &c, g.batch);

@@ -118,19 +118,11 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
 /// A network: `model_conv` for its dense convolutions and linear layers, `model_layer` for the rest
 /// (see `planning::model`), in order, in blocks of 256 (every AMD GPU allows them).
 fn plan_model(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
-    use planning::model::{CONV_GROUP, StepKernel, Tensor, layer_steps, model_config};
+    use planning::model::{CONV_GROUP, StepKernel, layer_steps, model_config};
     let model = layer_steps(problem, caps.compute_units as usize, true)?;
-    let buffer = |t: Tensor| match t {
-        Tensor::Images => Arg::Input(0),
-        Tensor::Arena => Arg::Output,
-        Tensor::Partials => Arg::Scratch(0),
-    };
     let block = CONV_GROUP as u32;
     let mut launches = Vec::with_capacity(model.steps.len());
     for st in &model.steps {
-        let mut args = vec![buffer(st.x), Arg::Input(1), Arg::Output, buffer(st.s)];
-        // layer_steps checked that every value fits an int.
-        args.extend(st.args.iter().map(|&v| Arg::Int(v as i32)));
         let (kernel, grid) = match st.kernel {
             StepKernel::Layer { total } => (
                 "model_layer",
@@ -155,19 +147,14 @@ fn plan_model(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
             kernel: kernel.into(),
             grid,
             block: [block, 1, 1],
-            args,
+            args: st.launch_args(),
         });
     }
-    let scratch_bytes = if model.partial_floats > 0 {
-        vec![model.partial_floats * 4]
-    } else {
-        Vec::new()
-    };
     Ok(Plan {
         program: (),
         input_storage: vec![crate::backend::storage::Elem::F32; 2],
         output_storage: crate::backend::storage::Elem::F32,
-        scratch_bytes,
+        scratch_bytes: model.scratch_bytes(),
         launches,
         config: model_config(problem, &model, CONV_GROUP),
     })

@@ -86,22 +86,14 @@ pub fn plan(
 /// A network: `model_conv` for its dense convolutions and linear layers, `model_layer` for the rest
 /// (see `planning::model`), in order.
 fn plan_model(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
-    use planning::model::{CONV_GROUP, StepKernel, Tensor, layer_steps, model_config};
+    use planning::model::{CONV_GROUP, StepKernel, layer_steps, model_config};
     let tiled = caps.max_work_group_size >= CONV_GROUP;
     let model = layer_steps(problem, caps.compute_units as usize, tiled)?;
     let group = flat_group(caps);
-    let buffer = |t: Tensor| match t {
-        Tensor::Images => Arg::Input(0),
-        Tensor::Arena => Arg::Output,
-        Tensor::Partials => Arg::Scratch(0),
-    };
     let launches = model
         .steps
         .iter()
         .map(|st| {
-            let mut args = vec![buffer(st.x), Arg::Input(1), Arg::Output, buffer(st.s)];
-            // layer_steps checked that every value fits an int.
-            args.extend(st.args.iter().map(|&v| Arg::Int(v as i32)));
             let (kernel, global, local) = match st.kernel {
                 StepKernel::Layer { total } => (
                     "model_layer",
@@ -124,15 +116,10 @@ fn plan_model(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported>
                 kernel: kernel.into(),
                 global,
                 local: Some(local),
-                args,
+                args: st.launch_args(),
             }
         })
         .collect();
-    let scratch_bytes = if model.partial_floats > 0 {
-        vec![model.partial_floats * 4]
-    } else {
-        Vec::new()
-    };
     Ok(Plan {
         program: Program::new(
             ("model.cl", cl::MODEL),
@@ -140,7 +127,7 @@ fn plan_model(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported>
         ),
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
-        scratch_bytes,
+        scratch_bytes: model.scratch_bytes(),
         launches,
         config: model_config(problem, &model, group),
     })

@@ -271,15 +271,10 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
-    let scratch_bytes = if model.partial_floats > 0 {
-        vec![model.partial_floats * 4]
-    } else {
-        Vec::new()
-    };
     Ok(Plan {
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
-        scratch_bytes,
+        scratch_bytes: model.scratch_bytes(),
         dispatches,
         config: model_config(problem, &model, group as usize),
     })
