@@ -162,6 +162,8 @@ pub struct Prepare<'a> {
     pub inputs: &'a [Buffer],
     /// Whether host transfers are inside the timed window.
     pub mode: Mode,
+    /// How long an autotuner may search before this run ([`tuning::budget`]).
+    pub tune_budget: Duration,
 }
 
 /// A kernel ready to launch on one device with its buffers bound.

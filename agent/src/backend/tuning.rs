@@ -25,6 +25,12 @@ pub struct Tuned<T> {
     /// Candidates tried.
     #[serde(default)]
     pub candidates: usize,
+    /// Candidates the search was given (more than `candidates` when the budget ended it).
+    #[serde(default)]
+    pub offered: usize,
+    /// The search's budget in seconds.
+    #[serde(default)]
+    pub budget_s: f64,
 }
 
 fn path(backend: &str) -> PathBuf {
@@ -129,58 +135,49 @@ const TRIAL_RUNS: usize = 4;
 
 /// Searches `candidates` on the real problem: each is prepared (`prepare`; `Ok(None)` skips one
 /// the planner refuses, an error is kept as the reason if nothing wins), run `TRIAL_RUNS` (4) times
-/// and validated against `inputs`; the fastest valid median wins. Bounded by [`budget`] (the
-/// first candidate is always tried). `device` names the device in the refusal.
+/// and validated against `inputs`; the fastest valid median wins. `device` names the device in the
+/// refusal.
+///
+/// Bounded by `budget` (see [`budget`]): the first candidate is always tried, and another one
+/// starts only when the time spent so far plus the slowest candidate yet still fits, so a device
+/// whose compiler takes seconds per program (PoCL builds a half-precision 8×8 tile in about 15 s)
+/// stops early instead of running into the run's timeout. A build cannot be interrupted, so the
+/// prediction is what keeps the search inside its budget.
 ///
 /// # Errors
 /// The last preparation or launch error when no candidate ran and validated, else `Unsupported`.
 pub fn search<C: Copy, T: Trial>(
     backend: &str,
     device: &str,
+    budget: Duration,
     candidates: Vec<C>,
     problem: &Problem,
     inputs: &[Buffer],
     mut prepare: impl FnMut(&C) -> Result<Option<T>, BackendError>,
 ) -> Result<Tuned<C>, BackendError> {
     let started = Instant::now();
-    let budget = budget();
+    let offered = candidates.len();
     let mut best: Option<(Duration, C)> = None;
     let (mut tried, mut last_err) = (0, None);
+    // The longest one candidate took so far (preparation, trial runs, validation).
+    let mut slowest = Duration::ZERO;
     for cand in candidates {
-        if tried > 0 && started.elapsed() > budget {
+        if tried > 0 && started.elapsed() + slowest > budget {
             break;
         }
         tried += 1;
-        let mut trial = match prepare(&cand) {
-            Ok(Some(t)) => t,
-            Ok(None) => continue,
-            Err(e) => {
-                last_err = Some(e);
-                continue;
+        let began = Instant::now();
+        let outcome = prepare(&cand).and_then(|t| match t {
+            Some(mut t) => trial_median(&mut t, problem, inputs),
+            None => Ok(None),
+        });
+        slowest = slowest.max(began.elapsed());
+        match outcome {
+            Ok(Some(median)) if best.is_none_or(|(t, _)| median < t) => {
+                best = Some((median, cand));
             }
-        };
-        let mut times = Vec::with_capacity(TRIAL_RUNS);
-        for _ in 0..TRIAL_RUNS {
-            match trial.run() {
-                Ok(t) => times.push(t),
-                Err(e) => {
-                    last_err = Some(e);
-                    break;
-                }
-            }
-        }
-        let valid = times.len() == TRIAL_RUNS
-            && trial
-                .output()
-                .is_ok_and(|o| problem.check(inputs, &o).passed);
-        if !valid {
-            continue;
-        }
-        times.remove(0);
-        times.sort();
-        let median = times[times.len() / 2];
-        if best.is_none_or(|(t, _)| median < t) {
-            best = Some((median, cand));
+            Ok(_) => {}
+            Err(e) => last_err = Some(e),
         }
     }
     match best {
@@ -188,6 +185,8 @@ pub fn search<C: Copy, T: Trial>(
             tuning,
             seconds: started.elapsed().as_secs_f64(),
             candidates: tried,
+            offered,
+            budget_s: budget.as_secs_f64(),
         }),
         None => Err(last_err.unwrap_or(BackendError::Unsupported {
             backend: backend.into(),
@@ -199,20 +198,58 @@ pub fn search<C: Copy, T: Trial>(
     }
 }
 
-/// Seconds an autotuner may spend on one problem class
-/// (`GPUFLEET_TUNE_BUDGET_S`, default 8).
-pub fn budget() -> Duration {
-    let s = std::env::var("GPUFLEET_TUNE_BUDGET_S")
-        .ok()
-        .and_then(|v| v.parse::<f64>().ok())
+/// `trial`'s median over [`TRIAL_RUNS`] less the warm-up, or `None` when its output fails
+/// validation.
+///
+/// # Errors
+/// A launch or readback error.
+fn trial_median<T: Trial>(
+    trial: &mut T,
+    problem: &Problem,
+    inputs: &[Buffer],
+) -> Result<Option<Duration>, BackendError> {
+    let mut times = (0..TRIAL_RUNS)
+        .map(|_| trial.run())
+        .collect::<Result<Vec<_>, _>>()?;
+    if !problem.check(inputs, &trial.output()?).passed {
+        return Ok(None);
+    }
+    times.remove(0);
+    times.sort();
+    Ok(Some(times[times.len() / 2]))
+}
+
+/// How long an autotuner may spend on one problem class: `GPUFLEET_TUNE_BUDGET_S` (default 8 s),
+/// and at most a quarter of the run's timeout `run_timeout_s` (0: no timeout known), so the
+/// search leaves the run room to measure.
+pub fn budget(run_timeout_s: f64) -> Duration {
+    budget_of(
+        std::env::var("GPUFLEET_TUNE_BUDGET_S").ok().as_deref(),
+        run_timeout_s,
+    )
+}
+
+/// [`budget`] with the setting given.
+fn budget_of(setting: Option<&str>, run_timeout_s: f64) -> Duration {
+    let s = setting
+        .and_then(|v| v.trim().parse::<f64>().ok())
+        .filter(|s| s.is_finite())
         .unwrap_or(8.0);
+    let s = if run_timeout_s > 0.0 {
+        s.min(run_timeout_s / 4.0)
+    } else {
+        s
+    };
     Duration::from_secs_f64(s.clamp(0.0, 600.0))
 }
 
 /// The config line recorded with a result.
 pub fn describe<T>(t: &Tuned<T>, searched: bool) -> String {
     if searched {
-        format!("searched {} candidates in {:.1} s", t.candidates, t.seconds)
+        format!(
+            "searched {} of {} candidates in {:.1} s (budget {:.1} s)",
+            t.candidates, t.offered, t.seconds, t.budget_s
+        )
     } else {
         "cached".to_string()
     }
@@ -258,6 +295,8 @@ mod tests {
             tuning: 7u32,
             seconds: 1.0,
             candidates: 3,
+            offered: 5,
+            budget_s: 8.0,
         };
         store_in(&path, &old, &entry);
         let cached = |k: &str| load_all::<u32>(&path).remove(k);
@@ -298,8 +337,9 @@ mod tests {
         let p = Problem::new("copy", "", &params, "f32", false).unwrap();
         let inputs = p.inputs(1);
         let wrong = Buffer::F32(vec![f32::NAN; 64]);
+        let ample = Duration::from_secs(60);
         let cands: Vec<(u64, bool)> = vec![(5, true), (2, false), (3, true), (9, true)];
-        let found = search("x", "x:0", cands, &p, &inputs, |&(ms, valid)| {
+        let found = search("x", "x:0", ample, cands, &p, &inputs, |&(ms, valid)| {
             Ok(Some(Fake {
                 time: Duration::from_millis(ms),
                 out: if valid {
@@ -312,8 +352,8 @@ mod tests {
         })
         .unwrap();
         assert_eq!(found.tuning, (3, true), "the fastest valid one");
-        assert_eq!(found.candidates, 4);
-        let lost = search("x", "x:0", vec![1u8, 2], &p, &inputs, |&c| {
+        assert_eq!((found.candidates, found.offered), (4, 4));
+        let lost = search("x", "x:0", ample, vec![1u8, 2], &p, &inputs, |&c| {
             if c == 1 {
                 Ok(None::<Fake>)
             } else {
@@ -326,10 +366,81 @@ mod tests {
         })
         .unwrap_err();
         assert!(matches!(lost, BackendError::Driver { .. }), "{lost}");
-        let refused = search("x", "x:0", vec![1u8], &p, &inputs, |_| Ok(None::<Fake>)).unwrap_err();
+        let refused = search("x", "x:0", ample, vec![1u8], &p, &inputs, |_| {
+            Ok(None::<Fake>)
+        })
+        .unwrap_err();
         assert_eq!(
             refused.to_string(),
             "x does not support copy/default on x:0: no tuning candidate prepared and validated"
         );
+    }
+
+    #[test]
+    fn search_starts_no_candidate_it_predicts_would_overrun_the_budget() {
+        let params = BTreeMap::from([("n".to_string(), 64)]);
+        let p = Problem::new("copy", "", &params, "f32", false).unwrap();
+        let inputs = p.inputs(1);
+        // Each preparation takes 60 ms (a slow compiler); the budget is 100 ms. After the
+        // first (60 ms), a second would end near 120 ms: it is not started.
+        let prepared = std::cell::Cell::new(0);
+        let found = search(
+            "x",
+            "x:0",
+            Duration::from_millis(100),
+            vec![1u8, 2, 3],
+            &p,
+            &inputs,
+            |_| {
+                prepared.set(prepared.get() + 1);
+                std::thread::sleep(Duration::from_millis(60));
+                Ok(Some(Fake {
+                    time: Duration::from_millis(1),
+                    out: inputs[0].clone(),
+                    runs: 0,
+                }))
+            },
+        )
+        .unwrap();
+        assert_eq!(prepared.get(), 1);
+        assert_eq!((found.candidates, found.offered), (1, 3));
+        assert_eq!(
+            describe(&found, true).split(" in ").next(),
+            Some("searched 1 of 3 candidates")
+        );
+        // A zero budget still tries the first candidate: a run always gets a tuning.
+        let first = search(
+            "x",
+            "x:0",
+            Duration::ZERO,
+            vec![1u8, 2],
+            &p,
+            &inputs,
+            |_| {
+                Ok(Some(Fake {
+                    time: Duration::from_millis(1),
+                    out: inputs[0].clone(),
+                    runs: 0,
+                }))
+            },
+        )
+        .unwrap();
+        assert_eq!(first.candidates, 1);
+    }
+
+    #[test]
+    fn the_budget_leaves_the_run_three_quarters_of_its_timeout() {
+        let secs = |setting, timeout| budget_of(setting, timeout).as_secs_f64();
+        assert_eq!(secs(None, 0.0), 8.0, "the default, no timeout known");
+        assert_eq!(secs(None, 120.0), 8.0);
+        assert_eq!(secs(None, 20.0), 5.0, "a quarter of a short timeout");
+        assert_eq!(secs(Some("30"), 60.0), 15.0);
+        assert_eq!(secs(Some("2"), 30.0), 2.0);
+        assert_eq!(
+            secs(Some("nan"), 0.0),
+            8.0,
+            "an unreadable setting is the default"
+        );
+        assert_eq!(secs(Some("-1"), 0.0), 0.0);
     }
 }

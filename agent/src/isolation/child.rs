@@ -171,6 +171,7 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
         problem: &problem,
         inputs: perturbed.as_ref().map_or(&inputs, |(_, p)| p),
         mode: job.mode,
+        tune_budget: backend::tuning::budget(job.timeout_s),
     };
     let mut kernel = match backend.prepare(&prepare) {
         Ok(k) => k,

@@ -35,6 +35,10 @@ pub struct WorkerJob {
     /// until the window is this long. 0: no power run.
     #[serde(default)]
     pub power_window_s: f64,
+    /// The run's timeout in seconds (the parent enforces it; the worker bounds its autotuning
+    /// by it). 0: unknown.
+    #[serde(default)]
+    pub timeout_s: f64,
 }
 
 /// Run status as the worker decides it; crashes and timeouts are decided by

@@ -233,6 +233,7 @@ pub fn plan(
         seed: spec.seed,
         allow_debug: core.config.enable_debug_kernels,
         power_window_s: power.as_ref().map_or(0.0, |p| p.window_s),
+        timeout_s,
     };
     let mut plan = Plan {
         run_id: run_id.to_string(),

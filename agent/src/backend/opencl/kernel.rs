@@ -6,7 +6,7 @@ use super::ffi::{self, ArgValue, driver};
 use super::plan::{self, Arg, GemmTuning, Plan, Storage};
 use crate::backend::storage;
 use crate::backend::tuning;
-use crate::backend::{BackendError, Mode, PreparedKernel};
+use crate::backend::{BackendError, Mode, Prepare, PreparedKernel};
 use crate::cache;
 use gpufleet_kernels::{Buffer, KernelId, Problem};
 use opencl3::command_queue::{CL_QUEUE_PROFILING_ENABLE, CommandQueue};
@@ -223,6 +223,7 @@ fn tuned(
     inputs: &[Buffer],
     host: &[Vec<u8>],
     source: &str,
+    budget: Duration,
 ) -> Result<(GemmTuning, String), BackendError> {
     let key = tuning::key(&found.fingerprint, problem, &[source.as_bytes()]);
     let (entry, line) = tuning::cached_or_search("opencl", &key, || {
@@ -230,6 +231,7 @@ fn tuned(
         tuning::search(
             "opencl",
             &found.info.id,
+            budget,
             candidates,
             problem,
             inputs,
@@ -249,17 +251,13 @@ fn tuned(
 }
 
 impl OpenClKernel {
-    /// Builds and binds `problem` on `found` (tuning GEMM `blocked` first
-    /// when its class has no cached tuning).
+    /// Builds and binds `job`'s problem on `found` (tuning GEMM `blocked` first, within
+    /// `job.tune_budget`, when its class has no cached tuning).
     ///
     /// # Errors
     /// `Unsupported`, `Compile`, `OutOfMemory` or `Driver`.
-    pub fn new(
-        found: &Found,
-        problem: &Problem,
-        inputs: &[Buffer],
-        mode: Mode,
-    ) -> Result<Self, BackendError> {
+    pub fn new(found: &Found, job: &Prepare<'_>) -> Result<Self, BackendError> {
+        let (problem, inputs, mode) = (job.problem, job.inputs, job.mode);
         let ctx = Context::from_device(&opencl3::device::Device::new(found.id))
             .map_err(|e| driver("clCreateContext", e))?;
         let base = plan::plan(problem, &found.caps, None).map_err(|e| e.for_backend("opencl"))?;
@@ -270,7 +268,15 @@ impl OpenClKernel {
             .collect();
         let mut config = BTreeMap::new();
         let plan = if problem.id() == KernelId::Gemm && problem.variant == "blocked" {
-            let (tuning, line) = tuned(&ctx, found, problem, inputs, &host, &base.program.source)?;
+            let (tuning, line) = tuned(
+                &ctx,
+                found,
+                problem,
+                inputs,
+                &host,
+                &base.program.source,
+                job.tune_budget,
+            )?;
             config.insert("tuning".into(), line);
             plan::plan(problem, &found.caps, Some(&tuning)).map_err(|e| e.for_backend("opencl"))?
         } else {

@@ -47,7 +47,7 @@ impl Backend for OpenClBackend {
 
     fn prepare(&self, job: &Prepare<'_>) -> Result<Box<dyn PreparedKernel>, BackendError> {
         let found = lookup::find(self.name(), device::enumerate()?, &job.device.id)?;
-        let kernel = kernel::OpenClKernel::new(&found, job.problem, job.inputs, job.mode)?;
+        let kernel = kernel::OpenClKernel::new(&found, job)?;
         Ok(Box::new(kernel))
     }
 }

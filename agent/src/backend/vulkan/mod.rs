@@ -86,16 +86,24 @@ impl Backend for VulkanBackend {
         let key = tuning::key(&fingerprint, problem, &sources);
         let (entry, line) = tuning::cached_or_search("vulkan", &key, || {
             let candidates = plan::gemm_candidates(&caps);
-            tuning::search("vulkan", &info.id, candidates, problem, inputs, |cand| {
-                let k = kernel::VulkanKernel::new(
-                    &info.id,
-                    problem,
-                    inputs,
-                    Mode::ComputeOnly,
-                    Some(cand),
-                )?;
-                Ok(Some(k))
-            })
+            tuning::search(
+                "vulkan",
+                &info.id,
+                job.tune_budget,
+                candidates,
+                problem,
+                inputs,
+                |cand| {
+                    let k = kernel::VulkanKernel::new(
+                        &info.id,
+                        problem,
+                        inputs,
+                        Mode::ComputeOnly,
+                        Some(cand),
+                    )?;
+                    Ok(Some(k))
+                },
+            )
         })?;
         let mut k =
             kernel::VulkanKernel::new(&info.id, problem, inputs, mode, Some(&entry.tuning))?;

@@ -198,6 +198,8 @@ fn candidates_respect_the_device_and_put_big_tiles_first_on_gpus() {
     );
     let cpu = gemm_candidates(&devices()[1]);
     assert!(!big(&cpu[0]) && cpu.iter().any(big), "{cpu:?}");
+    // On a CPU the first (default) tile is the cheapest to build: 4×4 outputs per work-item.
+    assert!(cpu[0].work_m * cpu[0].work_n <= 16, "{:?}", cpu[0]);
 }
 
 #[test]
