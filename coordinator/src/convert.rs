@@ -175,7 +175,7 @@ pub fn status_result(
         variant: spec.variant.clone(),
         params: spec.params.clone(),
         dtype: spec.dtype.clone(),
-        started_unix_s: crate::store::system_now(),
+        started_unix_s: crate::time::now(),
         ..Default::default()
     }
 }

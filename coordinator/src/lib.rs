@@ -67,5 +67,6 @@ pub mod regression;
 pub mod schedule;
 pub mod store;
 pub mod table;
+pub mod time;
 pub mod tls;
 pub mod web;

@@ -105,7 +105,7 @@ impl ServeTls {
     /// # Errors
     /// When the PEM holds no certificate.
     pub fn fingerprint(&self) -> anyhow::Result<String> {
-        Ok(gpufleet_proto::tls::sha256_hex(&self.certs()?[0]))
+        Ok(gpufleet_proto::digest::sha256_hex(&self.certs()?[0]))
     }
 
     /// For the fleet listener (tonic).

@@ -9,6 +9,7 @@
 //! - [`v1`]: the generated code.
 //! - [`convert`]: string names of the enums (`ok`, `compute_only`, ...) used by
 //!   the CLI, the store and the JSON outputs, so every part spells them alike.
+//! - [`digest`]: the SHA-256 hex digest (TLS pins, stored token hashes, content names).
 //! - [`display`]: the text of an `AgentInfo`, shared by `gpufleet-agent
 //!   describe` and `gpufleet describe`.
 //! - [`FILE_DESCRIPTOR_SET`]: the encoded descriptors, for server reflection.
@@ -21,6 +22,7 @@
 //! `gpufleet-kernels`, the service in `gpufleet-agent`.
 
 pub mod convert;
+pub mod digest;
 pub mod display;
 pub mod tls;
 

@@ -6,12 +6,12 @@
 //! The connection is made here (TCP, then rustls with ALPN `h2`) and handed to tonic as a custom
 //! connector, so both ways of verifying share one path.
 
+use crate::digest::sha256_hex;
 use hyper_util::rt::TokioIo;
 use rustls::DigitallySignedStruct;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::{CryptoProvider, verify_tls12_signature, verify_tls13_signature};
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime, pem::PemObject};
-use sha2::{Digest, Sha256};
 use std::sync::Arc;
 
 /// How the coordinator's certificate is checked.
@@ -23,15 +23,6 @@ pub enum Trust {
     CaPem(String),
     /// Exactly the certificate with this SHA-256 (64 hex digits, `:` allowed between bytes).
     Pin(String),
-}
-
-/// Lowercase hex SHA-256 of `bytes`: of a DER certificate, the fingerprint `--pin-sha256`
-/// compares; of a token, what the coordinator stores instead of it.
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// A pin as the user wrote it (`AB:CD:…` or `abcd…`) in the form [`sha256_hex`] gives.

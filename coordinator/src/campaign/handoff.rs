@@ -15,7 +15,7 @@ use super::request::{CampaignRequest, StoredRequest};
 use super::run::CampaignOutcome;
 use crate::db::Db;
 use crate::fleet::SEEN_EVERY;
-use crate::store::{AgentKind, AgentRow, CampaignRow, CampaignState, system_now};
+use crate::store::{AgentKind, AgentRow, CampaignRow, CampaignState};
 use std::time::Duration;
 
 /// How recent a dial-in agent's `last_seen` must be for it to count as attached.
@@ -40,7 +40,7 @@ pub fn needs_handoff(req: &CampaignRequest) -> bool {
 /// # Errors
 /// [`CampaignError::NoAgent`] naming each such agent and when it was last seen.
 pub fn check_attached(req: &CampaignRequest) -> Result<(), CampaignError> {
-    let now = system_now();
+    let now = crate::time::now();
     let detached: Vec<String> = req
         .agents
         .iter()

@@ -185,10 +185,7 @@ pub struct LogReporter;
 
 /// A log line of the serve: UTC timestamp first, like its tracing lines.
 fn log_line(text: &str) {
-    eprintln!(
-        "{} {text}",
-        crate::schedule::slots::fmt_timestamp(crate::schedule::now())
-    );
+    eprintln!("{} {text}", crate::time::fmt_timestamp(crate::time::now()));
 }
 
 impl Reporter for LogReporter {

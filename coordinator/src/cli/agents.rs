@@ -4,8 +4,9 @@ use super::args::AgentsCommand;
 use crate::campaign::handoff::attached;
 use crate::db::Db;
 use crate::link::grpc::AgentAddr;
-use crate::store::{AgentKind, AgentRow, system_now, token_hash};
+use crate::store::{AgentKind, AgentRow, token_hash};
 use crate::table::{Format, Table};
+use crate::time::ago;
 use anyhow::bail;
 
 /// `agents add|list|rm`. Returns the exit code: 1 when `list --check` found an agent unreachable.
@@ -97,25 +98,11 @@ fn seen_text(a: &AgentRow, now: f64) -> String {
     }
 }
 
-/// A duration for people: `42s`, `5m`, `3h`, `2d`.
-pub(crate) fn ago(s: f64) -> String {
-    let s = s.max(0.0);
-    if s < 120.0 {
-        format!("{s:.0}s")
-    } else if s < 7200.0 {
-        format!("{:.0}m", s / 60.0)
-    } else if s < 172_800.0 {
-        format!("{:.0}h", s / 3600.0)
-    } else {
-        format!("{:.0}d", s / 86_400.0)
-    }
-}
-
 /// `agents list [--check] [--json]`.
 async fn list(db: &Db, check: bool, output: super::Output) -> anyhow::Result<i32> {
     let format = output.format();
     let rows = db.with(|s| s.agents())?;
-    let now = system_now();
+    let now = crate::time::now();
     let reach: Vec<Option<Result<String, String>>> = if check {
         futures::future::join_all(
             rows.iter()
@@ -255,7 +242,7 @@ fn describe_dial_in(db: &Db, row: &AgentRow, json: bool) -> anyhow::Result<()> {
         eprintln!(
             "dial-in agent {}: {} (as its last Hello said)",
             row.name,
-            seen_text(row, system_now())
+            seen_text(row, crate::time::now())
         );
         print!("{}", gpufleet_proto::display::agent_info_text(&info));
     }

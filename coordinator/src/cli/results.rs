@@ -334,7 +334,7 @@ pub fn report(db: &Db, a: super::args::ReportArgs) -> anyhow::Result<()> {
     let since = a
         .since
         .as_deref()
-        .map(|t| crate::regression::check::parse_since(t, crate::schedule::now()))
+        .map(|t| crate::regression::check::parse_since(t, crate::time::now()))
         .transpose()
         .map_err(|e| anyhow::anyhow!("--since: {e}"))?;
     let scope = crate::web::Scope {

@@ -6,11 +6,10 @@ use crate::campaign::progress::CliReporter;
 use crate::compare::fmt_metric;
 use crate::db::Db;
 use crate::regression::check::parse_since;
-use crate::schedule::{
-    Cron, Daemon, DaemonConfig, ScheduleSpec, fmt_time, next_slot, now, request_of,
-};
+use crate::schedule::{Cron, Daemon, DaemonConfig, ScheduleSpec, next_slot, request_of};
 use crate::store::{AlertRow, ScheduleRow};
 use crate::table::{Format, Table};
+use crate::time::{fmt_time, now};
 use anyhow::{Context, bail};
 use std::sync::Arc;
 
@@ -40,7 +39,7 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
             };
             let suite_sha256 = suite_toml
                 .as_deref()
-                .map(|t| gpufleet_proto::tls::sha256_hex(t.as_bytes()));
+                .map(|t| gpufleet_proto::digest::sha256_hex(t.as_bytes()));
             let spec = ScheduleSpec {
                 suite,
                 suite_toml,

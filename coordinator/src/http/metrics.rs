@@ -59,7 +59,7 @@ fn gauge_family(pairs: impl IntoIterator<Item = (String, i64)>) -> Family<Label,
 
 /// `GET /metrics`.
 pub async fn metrics(State(s): State<Daemon>) -> Response {
-    let now = crate::schedule::now();
+    let now = crate::time::now();
     let read = s
         .db()
         .call(move |st| -> Result<_, crate::store::StoreError> {

@@ -25,8 +25,9 @@ mod metrics;
 
 use crate::db::Db;
 use crate::regression::check::parse_since;
-use crate::schedule::{Daemon, next_slot, now};
+use crate::schedule::{Daemon, next_slot};
 use crate::store::{ResultFilter, StoreError};
+use crate::time::now;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};

@@ -22,6 +22,8 @@
 use std::fmt;
 use std::str::FromStr;
 
+use crate::time::{civil_from_days, days_from_civil};
+
 /// How far [`Cron::next_after`] and [`Cron::latest_at_or_before`] look, in
 /// days: a little over eight years, because that is the longest gap between
 /// two February 29ths (2096 → 2104), and `0 0 29 2 *` must always be found.
@@ -401,33 +403,6 @@ fn parse_value(field: CronField, text: &str) -> Result<u32, CronError> {
             },
         }),
     }
-}
-
-/// Days since 1970-01-01 of a proleptic Gregorian date (Hinnant's
-/// `days_from_civil`). `month` 1-12, `day` 1-31.
-fn days_from_civil(year: i64, month: u32, day: u32) -> i64 {
-    let y = if month <= 2 { year - 1 } else { year };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400); // [0, 399]
-    let mp = i64::from((month + 9) % 12); // March = 0
-    let doy = (153 * mp + 2) / 5 + i64::from(day) - 1; // [0, 365]
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy; // [0, 146096]
-    era * 146_097 + doe - 719_468
-}
-
-/// The (year, month 1-12, day 1-31) of a day count since 1970-01-01
-/// (Hinnant's `civil_from_days`).
-pub(crate) fn civil_from_days(days: i64) -> (i64, u32, u32) {
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097); // [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365]
-    let mp = (5 * doy + 2) / 153; // [0, 11], March = 0
-    let day = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    (year, month, day)
 }
 
 /// Weekday of a day count since 1970-01-01, 0 = Sunday (1970-01-01 was a

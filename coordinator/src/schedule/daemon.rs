@@ -3,7 +3,7 @@
 //! coordinator left. See the [module docs](super) for slots and resuming.
 
 use super::cron::Cron;
-use super::slots::{DaemonConfig, Due, due, fmt_time};
+use super::slots::{DaemonConfig, Due, due};
 use super::spec::{ScheduleSpec, request_of};
 use crate::campaign::execute::{Executor, execute_campaign, finish_campaign};
 use crate::campaign::handoff::{check_attached, follow, needs_handoff};
@@ -14,6 +14,7 @@ use crate::campaign::request::{CampaignRequest, StoredRequest};
 use crate::db::Db;
 use crate::regression::check::{self, AssessSummary, ResolveSummary};
 use crate::store::{CampaignState, ResultFilter, ScheduleRow, StoreError};
+use crate::time::fmt_time;
 use serde::Serialize;
 use std::fmt;
 use std::sync::{Arc, Mutex};

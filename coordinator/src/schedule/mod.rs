@@ -23,7 +23,7 @@
 //! | --- | --- |
 //! | `cron.rs` | five-field cron expressions in UTC (pure) |
 //! | `spec.rs` | what a schedule runs ([`ScheduleSpec`]) and the campaign request it stands for |
-//! | `slots.rs` | which slot is due, the daemon's knobs ([`DaemonConfig`]), time formatting (pure) |
+//! | `slots.rs` | which slot is due, the daemon's knobs ([`DaemonConfig`]) (pure) |
 //! | `daemon.rs` | the [`Daemon`]: fires due slots, executes, checks for regressions, resumes orphans |
 //! | `serve.rs` | the daemon's loop until a stop signal ([`run_until_stopped`]) |
 
@@ -36,5 +36,5 @@ pub mod spec;
 pub use self::cron::Cron;
 pub use self::daemon::{CampaignReport, Daemon};
 pub use self::serve::{HANDOFF_POLL, run_until_stopped};
-pub use self::slots::{DaemonConfig, Due, due, fmt_time, next_slot, now};
+pub use self::slots::{DaemonConfig, Due, due, next_slot};
 pub use self::spec::{ScheduleSpec, request_of};

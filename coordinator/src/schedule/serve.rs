@@ -3,8 +3,8 @@
 //! coordinator to resume. Listening (HTTP) and signal handling stay with the caller.
 
 use super::daemon::Daemon;
-use super::slots::now;
 use crate::store::StoreError;
+use crate::time::now;
 use std::time::Duration;
 use tokio::sync::watch;
 

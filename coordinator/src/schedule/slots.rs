@@ -1,7 +1,7 @@
 //! When a schedule fires (see the [module docs](super)): the due decision for one schedule at a
-//! given time, and time as the daemon prints it. Pure, apart from [`now`].
+//! given time, Pure.
 
-use super::cron::{Cron, civil_from_days};
+use super::cron::Cron;
 use crate::campaign::request::RetryPolicy;
 use crate::regression::detect::DetectConfig;
 use crate::store::ScheduleRow;
@@ -68,31 +68,6 @@ pub fn next_slot(row: &ScheduleRow, now: f64) -> Option<i64> {
         .parse::<Cron>()
         .ok()
         .and_then(|c| c.next_after(now.floor() as i64))
-}
-
-/// The UTC date and time of day of unix seconds: (year, month, day, hour, minute, second).
-fn utc_parts(t: f64) -> (i64, u32, u32, i64, i64, i64) {
-    let secs = t.floor() as i64;
-    let rem = secs.rem_euclid(86_400);
-    let (y, m, d) = civil_from_days(secs.div_euclid(86_400));
-    (y, m, d, rem / 3600, (rem % 3600) / 60, rem % 60)
-}
-
-/// `YYYY-MM-DD HH:MM UTC` of unix seconds.
-pub fn fmt_time(t: f64) -> String {
-    let (y, m, d, h, mi, _) = utc_parts(t);
-    format!("{y:04}-{m:02}-{d:02} {h:02}:{mi:02} UTC")
-}
-
-/// `YYYY-MM-DDTHH:MM:SSZ` of unix seconds (log lines).
-pub fn fmt_timestamp(t: f64) -> String {
-    let (y, m, d, h, mi, sec) = utc_parts(t);
-    format!("{y:04}-{m:02}-{d:02}T{h:02}:{mi:02}:{sec:02}Z")
-}
-
-/// Wall clock, unix seconds (the store's clock).
-pub fn now() -> f64 {
-    crate::store::system_now()
 }
 
 #[cfg(test)]

@@ -13,7 +13,7 @@ use super::values::parse_json;
 /// Lowercase hex SHA-256 of a token: what the store keeps instead of the token. Enrolment tokens
 /// are 256 random bits, so an unsalted hash cannot be reversed by guessing.
 pub fn token_hash(token: &str) -> String {
-    gpufleet_proto::tls::sha256_hex(token.as_bytes())
+    gpufleet_proto::digest::sha256_hex(token.as_bytes())
 }
 
 /// Why an attaching agent was turned away. The text is safe to send back to the agent.

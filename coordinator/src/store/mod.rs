@@ -71,7 +71,7 @@ pub use self::checks::{AlertRow, CheckCandidate, CheckRow, NewAlert, PendingConf
 pub use self::error::StoreError;
 pub use self::fleet::{AttachRefusal, token_hash};
 pub use self::migrations::LATEST_VERSION;
-pub use self::open::{BUSY_TIMEOUT, Clock, Store, system_now};
+pub use self::open::{BUSY_TIMEOUT, Clock, Store};
 pub use self::results::{SEGMENT_FIELDS, segment_of};
 pub use self::rows::{
     AgentKind, AgentRow, CampaignRow, CampaignState, DeviceRecord, DeviceRow, JobCounts, JobRow,
@@ -257,6 +257,6 @@ mod tests {
     fn clock_is_injectable() {
         let store = Store::open_in_memory().unwrap().with_clock(|| 42.5);
         assert_eq!(store.now(), 42.5);
-        assert!(system_now() > 1.6e9);
+        assert!(crate::time::now() > 1.6e9);
     }
 }

@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
@@ -134,7 +134,7 @@ impl Store {
         Ok(Store {
             conn,
             path: path.to_path_buf(),
-            clock: Arc::new(system_now),
+            clock: Arc::new(crate::time::now),
         })
     }
 
@@ -168,7 +168,7 @@ impl Store {
         Ok(Store {
             conn,
             path,
-            clock: Arc::new(system_now),
+            clock: Arc::new(crate::time::now),
         })
     }
 
@@ -245,12 +245,4 @@ impl Store {
     pub(super) fn now(&self) -> f64 {
         (self.clock)()
     }
-}
-
-/// Wall-clock unix seconds; 0 if the system clock is before 1970.
-pub fn system_now() -> f64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_secs_f64())
-        .unwrap_or(0.0)
 }

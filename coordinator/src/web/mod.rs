@@ -123,5 +123,14 @@ impl Page {
     }
 }
 
+/// At most this much of a user's input is quoted back in an error.
+pub fn clip(s: &str) -> String {
+    if s.chars().count() > 40 {
+        format!("{}…", s.chars().take(40).collect::<String>())
+    } else {
+        s.to_string()
+    }
+}
+
 #[cfg(test)]
 mod tests;

@@ -7,11 +7,11 @@ use super::{Page, WebError};
 use crate::campaign::handoff::attached;
 use crate::compare::{self, By, CompareRow, Pivot, csv_number, env_set, fmt_metric, per_watt_unit};
 use crate::convert::{params_text, to_compare_row};
-use crate::schedule::slots::fmt_time;
 use crate::store::{
     AgentKind, AlertRow, ResultFilter, ResultRow, SEGMENT_FIELDS, Store, segment_of,
 };
 use crate::table::{Format, Table};
+use crate::time::fmt_time;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 use std::collections::{BTreeSet, HashMap};
@@ -192,7 +192,7 @@ fn base(
     m.insert("title".into(), json!(title));
     m.insert("page".into(), json!(page));
     m.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
-    m.insert("generated".into(), json!(fmt_time(crate::schedule::now())));
+    m.insert("generated".into(), json!(fmt_time(crate::time::now())));
     m.insert("is_static".into(), json!(links.is_static()));
     m.insert(
         "nav".into(),
@@ -244,7 +244,7 @@ fn power_text(sensors: String) -> String {
 
 /// `/`: agents, their state, backends, devices, latest campaign; open alerts.
 pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
-    let now = crate::schedule::now();
+    let now = crate::time::now();
     let agents = store.agents()?;
     let devices = store.devices()?;
     let latest = store.latest_campaign_per_agent()?;
@@ -315,7 +315,7 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
         let last_seen = match a.kind {
             AgentKind::DialIn => a
                 .last_seen
-                .map(|t| format!("{} ({} ago)", fmt_time(t), crate::cli::agents::ago(now - t))),
+                .map(|t| format!("{} ({} ago)", fmt_time(t), crate::time::ago(now - t))),
             AgentKind::Direct => devices
                 .iter()
                 .filter(|d| d.agent_id == a.id)
@@ -460,7 +460,7 @@ pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, 
         let Some(col) = pivot.columns.iter().position(|c| c.key == q.baseline) else {
             return Err(WebError::BadRequest(format!(
                 "baseline {:?} is not a column of this view (columns are agent:device)",
-                crate::web::routes::clip(&q.baseline)
+                crate::web::clip(&q.baseline)
             )));
         };
         pivot.against_column(col);
@@ -621,7 +621,7 @@ impl HistoryQuery {
     /// A file name for a report: 16 hex digits of the series' SHA-256.
     pub fn file_key(&self) -> String {
         let text = format!("{}\n{}\n{}", self.spec, self.agent, self.device);
-        gpufleet_proto::tls::sha256_hex(text.as_bytes())[..16].to_string()
+        gpufleet_proto::digest::sha256_hex(text.as_bytes())[..16].to_string()
     }
 }
 
@@ -635,7 +635,7 @@ fn series(store: &Store, q: &HistoryQuery) -> Result<Vec<ResultRow>, WebError> {
     if !q.scale.is_empty() && q.scale != "log" && q.scale != "linear" {
         return Err(WebError::BadRequest(format!(
             "scale {:?}: use log or linear",
-            crate::web::routes::clip(&q.scale)
+            crate::web::clip(&q.scale)
         )));
     }
     let rows = store.results(&ResultFilter {
@@ -647,9 +647,9 @@ fn series(store: &Store, q: &HistoryQuery) -> Result<Vec<ResultRow>, WebError> {
     if rows.is_empty() {
         return Err(WebError::NotFound(format!(
             "no results of {} on {}:{}",
-            crate::web::routes::clip(&q.spec),
-            crate::web::routes::clip(&q.agent),
-            crate::web::routes::clip(&q.device)
+            crate::web::clip(&q.spec),
+            crate::web::clip(&q.agent),
+            crate::web::clip(&q.device)
         )));
     }
     Ok(rows)

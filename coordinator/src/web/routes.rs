@@ -2,7 +2,7 @@
 //! store; a page error is an HTML page with the right status.
 
 use super::pages::{self, CompareQuery, HistoryQuery, Links, Scope};
-use super::{CSS, JS, Page, WebError};
+use super::{CSS, JS, Page, WebError, clip};
 use crate::db::Db;
 use crate::schedule::Daemon;
 use axum::Router;
@@ -10,15 +10,6 @@ use axum::extract::{Path, Query, State};
 use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Redirect, Response};
 use axum::routing::{get, post};
-
-/// At most this much of a user's input is quoted back in an error.
-pub fn clip(s: &str) -> String {
-    if s.chars().count() > 40 {
-        format!("{}…", s.chars().take(40).collect::<String>())
-    } else {
-        s.to_string()
-    }
-}
 
 impl IntoResponse for WebError {
     fn into_response(self) -> Response {

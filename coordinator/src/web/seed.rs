@@ -37,7 +37,7 @@ impl Default for SeedConfig {
             specs: 3,
             nights: 30,
             regression_at: Some(25),
-            start: crate::store::system_now().floor() - 31.0 * 86_400.0,
+            start: crate::time::now().floor() - 31.0 * 86_400.0,
         }
     }
 }
@@ -170,7 +170,7 @@ pub fn seed_history(store: &mut Store, cfg: &SeedConfig) -> Result<SeedSummary, 
     let c = clock.clone();
     store.set_clock(move || f64::from_bits(c.load(Ordering::Relaxed)));
     let out = seed(store, cfg, &clock);
-    store.set_clock(crate::store::system_now);
+    store.set_clock(crate::time::now);
     out
 }
 

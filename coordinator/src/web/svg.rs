@@ -366,7 +366,7 @@ pub fn series_chart(
 fn date_label(t: f64, span_s: f64) -> String {
     let secs = t.max(0.0) as i64;
     let (days, rem) = (secs.div_euclid(86_400), secs.rem_euclid(86_400));
-    let (y, m, d) = crate::schedule::cron::civil_from_days(days);
+    let (y, m, d) = crate::time::civil_from_days(days);
     if span_s > 3.0 * 86_400.0 {
         format!("{y:04}-{m:02}-{d:02}")
     } else {
