@@ -1,9 +1,7 @@
-//! Conversions between the wire, the store and the tables: a `RunResult` (and its power samples)
-//! to the store's record, an error result the coordinator writes itself, a stored row to a
-//! comparison row.
+//! Conversions from the wire to the store: a `RunResult` (and its power samples) to the store's
+//! record, and the error result the coordinator writes itself when an agent gave none.
 
-use crate::compare::CompareRow;
-use crate::store::{JobRow, PowerPoint, ResultRecord, ResultRow};
+use crate::store::{JobRow, PowerPoint, ResultRecord};
 use gpufleet_proto::v1 as pb;
 use serde_json::{Value, json};
 
@@ -177,56 +175,5 @@ pub fn status_result(
         dtype: spec.dtype.clone(),
         started_unix_s: crate::time::now(),
         ..Default::default()
-    }
-}
-
-/// Parameters as `k=1,m=64` (with `sep` between them), in key order.
-pub fn params_text(params: &std::collections::BTreeMap<String, i64>, sep: &str) -> String {
-    params
-        .iter()
-        .map(|(k, v)| format!("{k}={v}"))
-        .collect::<Vec<_>>()
-        .join(sep)
-}
-
-/// A stored row as a comparison row.
-pub fn to_compare_row(row: &ResultRow) -> CompareRow {
-    let r = &row.record;
-    CompareRow {
-        spec_key: r.spec_key.clone(),
-        kernel: r.kernel.clone(),
-        variant: r.variant.clone(),
-        params: r.params.clone(),
-        dtype: r.dtype.clone(),
-        mode: r.mode.clone(),
-        env_set: crate::compare::env_set(&r.spec_key).to_string(),
-        agent: row.agent.clone(),
-        device_id: r.device_id.clone(),
-        device_name: row.device_name.clone().unwrap_or_default(),
-        backend: r.backend.clone(),
-        status: r.status.clone(),
-        message: r.message.clone(),
-        metric: if r.status == "ok" {
-            r.metric_value
-        } else {
-            None
-        },
-        unit: r.metric_unit.clone().unwrap_or_default(),
-        higher_is_better: r.higher_is_better.unwrap_or(true),
-        pct_of_peak: r.pct_of_peak,
-        peak_source: r.peak_source.clone(),
-        cv: r.cv,
-        ci_pct: r.ci_pct(),
-        noisy: r.noisy,
-        iterations: r.iterations as u32,
-        avg_watts: r.avg_watts,
-        metric_per_watt: r.metric_per_watt,
-        joules_per_unit: r.joules_per_unit,
-        relative: None,
-        baseline: None,
-        change_pct: None,
-        better: None,
-        run_id: r.run_id.clone(),
-        result_id: row.id,
     }
 }

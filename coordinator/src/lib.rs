@@ -1,8 +1,10 @@
 //! gpufleet-coordinator: the `gpufleet` command. Talks to agents, schedules comparable runs,
 //! stores every result in SQLite, compares devices side by side and watches for regressions.
 //!
-//! The library does the work; the binary (`main.rs`) only parses the command line and calls the
-//! handlers in [`cli`], which parse arguments into domain types and print.
+//! The library does the work. The binary (`main.rs`) parses the command line, sets up logging and
+//! the async runtime, opens the database (read-only for the commands that only read), runs the
+//! embedded agent's worker and `serve-agent` in a `local-agent` build, and hands every other
+//! command to its handler in [`cli`], which parses arguments into domain types and prints.
 //!
 //! # Layout
 //! - `cli/`: clap types (`args.rs`) and one handler module per group of commands (`agents.rs`,
@@ -26,9 +28,18 @@
 //! - `http/`: the read-only JSON API of `gpufleet serve`.
 //! - `store/`: the SQLite store (migrations, guard, WAL, idempotent results; one file per table
 //!   group, row types in `rows.rs`); `db.rs`: its async handle.
-//! - `convert.rs`: wire results to store records, stored rows to comparison rows.
+//! - `web/`: the dashboard of `gpufleet serve` and `gpufleet report --html`: one module per page
+//!   under `web/pages/` (each owning its query and its template context), links between pages and
+//!   the queries they carry (`links.rs`), the routes (`routes.rs`), the static report
+//!   (`report.rs`), server-drawn SVG charts (`svg.rs`) and a generated history (`seed.rs`).
+//! - `convert.rs`: wire results (and their power samples) to store records.
 //! - `tls.rs`: the serve's certificate (files, or a CA and certificate made once) for both listeners.
-//! - `compare.rs`, `table.rs`: comparison rows ranked and rendered as tables, CSV, JSON, Markdown.
+//! - `compare/`: the comparison: a [`Cell`](compare::Cell) is a stored result ranked in its row;
+//!   the pivot by device, agent or backend with baselines (`pivot.rs`), the terminal matrix
+//!   (`text.rs`) and the CSV/JSON long form (`export.rs`).
+//! - `table.rs`: tables for the terminal, Markdown and CSV as views (one column list each), and
+//!   the number formats every view shares.
+//! - `time.rs`: the clock, UTC calendar arithmetic and how times and durations are printed.
 //! - `demo.rs` (feature `local-agent`): the in-process agent for `gpufleet demo`. This is the only
 //!   place the agent crate is used, and only by the binary's features: the coordinator library
 //!   itself never depends on agent code.

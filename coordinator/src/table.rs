@@ -1,4 +1,12 @@
-//! Plain tables for the terminal, Markdown and CSV. Pure.
+//! Plain tables for the terminal, Markdown and CSV, and the text of their cells. Pure.
+//!
+//! A listing is a *view*: one list of [`Column`]s (a header and how to read the cell from a row)
+//! over the rows it shows, so a column is written once, never as a header list beside a value
+//! list that must be kept in step. The number formats every view shares ([`fmt_metric`],
+//! [`fmt_short`], [`csv_number`], [`params_text`], [`per_watt_unit`]) live here, below the CLI, the
+//! comparison and the dashboard that all print them.
+
+use std::collections::BTreeMap;
 
 /// Output formats of listing commands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
@@ -20,7 +28,35 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
+/// One column of a view over rows of type `T`: its header and the text of its cell.
+pub struct Column<T: ?Sized> {
+    /// The header (a line break makes a two-line header in text tables).
+    pub name: &'static str,
+    /// The cell of one row.
+    pub cell: fn(&T) -> String,
+}
+
+impl<T: ?Sized> Column<T> {
+    /// A column named `name` whose cells `cell` writes.
+    pub const fn new(name: &'static str, cell: fn(&T) -> String) -> Self {
+        Column { name, cell }
+    }
+}
+
 impl Table {
+    /// The table of `rows` under `columns`: one header per column, one line per row.
+    pub fn of<'a, T: ?Sized + 'a>(
+        columns: &[Column<T>],
+        rows: impl IntoIterator<Item = &'a T>,
+    ) -> Table {
+        let headers: Vec<&str> = columns.iter().map(|c| c.name).collect();
+        let mut t = Table::new(&headers);
+        for r in rows {
+            t.push(columns.iter().map(|c| (c.cell)(r)).collect());
+        }
+        t
+    }
+
     pub fn new(headers: &[&str]) -> Self {
         Table {
             headers: headers.iter().map(|h| h.to_string()).collect(),
@@ -138,6 +174,57 @@ impl Table {
     }
 }
 
+/// Formats a metric with a precision that suits its size.
+pub fn fmt_metric(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.1}")
+    } else if v >= 1.0 {
+        format!("{v:.2}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// Four significant digits (at most six characters below a million), for matrix cells.
+pub fn fmt_short(v: f64) -> String {
+    let a = v.abs();
+    if a >= 1000.0 || a == 0.0 {
+        format!("{v:.0}")
+    } else if a >= 100.0 {
+        format!("{v:.1}")
+    } else if a >= 10.0 {
+        format!("{v:.2}")
+    } else if a >= 1.0 {
+        format!("{v:.3}")
+    } else {
+        format!("{v:.4}")
+    }
+}
+
+/// A number for CSV: full precision, empty when missing.
+pub fn csv_number(v: Option<f64>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_default()
+}
+
+/// Parameters as `k=1,m=64` (with `sep` between them), in key order.
+pub fn params_text(params: &BTreeMap<String, i64>, sep: &str) -> String {
+    params
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(sep)
+}
+
+/// The unit of a metric per watt: throughput per watt (`GFLOP/s/W`), or, for `img/s`, images per
+/// joule, the same quantity under its usual name.
+pub fn per_watt_unit(unit: &str) -> String {
+    if unit == "img/s" {
+        "img/J".to_string()
+    } else {
+        format!("{unit}/W")
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -169,5 +256,15 @@ mod tests {
     fn csv_quotes_when_needed() {
         let s = sample().render(Format::Csv);
         assert_eq!(s, "kernel,value\ngemm,\"1,5\"\na|b,\"say \"\"hi\"\"\"\n");
+    }
+
+    #[test]
+    fn a_view_writes_each_column_once() {
+        let columns: [Column<(&str, i64)>; 2] = [
+            Column::new("name", |r| r.0.to_string()),
+            Column::new("twice", |r| (2 * r.1).to_string()),
+        ];
+        let t = Table::of(&columns, &[("a", 1), ("b", 21)]);
+        assert_eq!(t.render(Format::Csv), "name,twice\na,2\nb,42\n");
     }
 }

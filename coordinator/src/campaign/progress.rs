@@ -3,7 +3,7 @@
 //! line per finished job on stderr, no bar, no escape codes.
 
 use super::plan::PlannedJob;
-use crate::compare::fmt_metric;
+use crate::table::fmt_metric;
 use gpufleet_proto::v1 as pb;
 use indicatif::{ProgressBar, ProgressStyle};
 use std::io::IsTerminal;

@@ -3,11 +3,10 @@
 
 use super::args::{CompareArgs, ResultsArgs};
 use crate::campaign::run::CampaignOutcome;
-use crate::compare::{Baseline, By, Pivot, fmt_metric};
-use crate::convert::to_compare_row;
+use crate::compare::{Baseline, By, Pivot};
 use crate::db::Db;
 use crate::store::{ResultFilter, ResultRow};
-use crate::table::{Format, Table};
+use crate::table::{Column, Format, Table, csv_number, fmt_metric, params_text};
 
 /// Prints a campaign's results (JSON on stdout with `json`, else the comparison table) and returns
 /// the exit code: 0 when every result is ok, 1 otherwise.
@@ -25,14 +24,15 @@ pub fn print_outcome(db: &Db, o: &CampaignOutcome, json: bool) -> anyhow::Result
         let v: Vec<serde_json::Value> = rows.iter().map(result_json).collect();
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        let pivot = Pivot::new(rows.iter().map(to_compare_row).collect(), By::Device);
+        let bad = rows.iter().filter(|r| !r.record.is_ok()).count();
+        let total = rows.len();
+        let pivot = Pivot::new(rows.clone(), By::Device);
         print!("{}", pivot.render(format));
-        let bad = rows.iter().filter(|r| r.record.status != "ok").count();
         eprintln!(
             "campaign {}: {} results, {} ok, {} not ok{}",
             o.campaign_id,
-            rows.len(),
-            rows.len() - bad,
+            total,
+            total - bad,
             bad,
             if o.planned.skipped > 0 {
                 format!(
@@ -105,7 +105,7 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
         eprintln!("no results match; run a suite first (gpufleet run --suite smoke --agent NAME)");
         return Ok(1);
     }
-    let mut pivot = Pivot::new(rows.iter().map(to_compare_row).collect(), a.by);
+    let mut pivot = Pivot::new(rows, a.by);
     match baseline {
         Baseline::None => {}
         Baseline::Column(name) => match pivot.column(&name) {
@@ -123,7 +123,6 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
                     ..Default::default()
                 })
             })?;
-            let base: Vec<_> = base.iter().map(to_compare_row).collect();
             pivot.against_campaign(id, &base);
         }
     }
@@ -152,62 +151,7 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
         print!("{}", results_csv(&rows, a.samples, db)?);
         return Ok(());
     }
-    let mut t = Table::new(&[
-        "run",
-        "campaign",
-        "kernel",
-        "variant",
-        "params",
-        "dtype",
-        "mode",
-        "env set",
-        "agent",
-        "device",
-        "backend",
-        "status",
-        "metric",
-        "unit",
-        "median ms",
-        "±ci %",
-        "cv %",
-        "message",
-    ]);
-    for r in &rows {
-        let rec = &r.record;
-        t.push(vec![
-            rec.run_id.chars().take(8).collect(),
-            rec.campaign_id.map(|c| c.to_string()).unwrap_or_default(),
-            rec.kernel.clone(),
-            rec.variant.clone(),
-            crate::convert::params_text(&rec.params, ","),
-            rec.dtype.clone(),
-            rec.mode.clone(),
-            match crate::compare::env_set(&rec.spec_key) {
-                "" => "-".to_string(),
-                e => e.to_string(),
-            },
-            r.agent.clone(),
-            rec.device_id.clone(),
-            rec.backend.clone(),
-            rec.status.clone(),
-            match rec.metric_value.filter(|_| rec.status == "ok") {
-                Some(v) if rec.noisy => format!("{}~", fmt_metric(v)),
-                Some(v) => fmt_metric(v),
-                None => "-".into(),
-            },
-            rec.metric_unit.clone().unwrap_or_else(|| "-".into()),
-            rec.median_s
-                .map(|m| format!("{:.4}", m * 1e3))
-                .unwrap_or_else(|| "-".into()),
-            rec.ci_pct()
-                .map(|c| format!("{c:.2}"))
-                .unwrap_or_else(|| "-".into()),
-            rec.cv
-                .map(|c| format!("{:.1}", c * 100.0))
-                .unwrap_or_else(|| "-".into()),
-            rec.message.chars().take(80).collect(),
-        ]);
-    }
+    let t = Table::of(RESULT_COLUMNS, &rows);
     print!("{}", t.render(format));
     if rows.iter().any(|r| r.record.noisy) {
         println!(
@@ -221,7 +165,6 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
 /// Results as CSV: numbers plain (empty when missing), units in the headers, the full run id;
 /// with `samples`, one line per iteration instead (long format).
 fn results_csv(rows: &[ResultRow], samples: bool, db: &Db) -> anyhow::Result<String> {
-    use crate::compare::csv_number;
     if samples {
         let mut t = Table::new(&["run_id", "iteration", "seconds"]);
         for r in rows {
@@ -232,80 +175,109 @@ fn results_csv(rows: &[ResultRow], samples: bool, db: &Db) -> anyhow::Result<Str
         }
         return Ok(t.render(Format::Csv));
     }
-    let mut t = Table::new(&[
-        "result_id",
-        "run_id",
-        "campaign",
-        "kernel",
-        "variant",
-        "params",
-        "dtype",
-        "mode",
-        "env_set",
-        "agent",
-        "device",
-        "backend",
-        "status",
-        "metric",
-        "unit",
-        "pct_of_peak",
-        "peak_suspect",
-        "peak_source",
-        "median_ms",
-        "p10_ms",
-        "p90_ms",
-        "ci_low_ms",
-        "ci_high_ms",
-        "ci_pct",
-        "target_ci_pct",
-        "cv_pct",
-        "noisy",
-        "iterations",
-        "avg_w",
-        "energy_j",
-        "created_at",
-        "message",
-    ]);
-    let ms = |v: Option<f64>| csv_number(v.map(|s| s * 1e3));
-    for r in rows {
-        let rec = &r.record;
-        t.push(vec![
-            r.id.to_string(),
-            rec.run_id.clone(),
-            rec.campaign_id.map(|c| c.to_string()).unwrap_or_default(),
-            rec.kernel.clone(),
-            rec.variant.clone(),
-            crate::convert::params_text(&rec.params, ";"),
-            rec.dtype.clone(),
-            rec.mode.clone(),
-            crate::compare::env_set(&rec.spec_key).to_string(),
-            r.agent.clone(),
-            rec.device_id.clone(),
-            rec.backend.clone(),
-            rec.status.clone(),
-            csv_number(rec.metric_value.filter(|_| rec.status == "ok")),
-            rec.metric_unit.clone().unwrap_or_default(),
-            csv_number(rec.pct_of_peak.filter(|p| *p > 0.0)),
-            rec.pct_of_peak.is_some_and(|p| p > 100.0).to_string(),
-            rec.peak_source.clone(),
-            ms(rec.median_s),
-            ms(rec.p10_s),
-            ms(rec.p90_s),
-            ms(rec.ci_low_s),
-            ms(rec.ci_high_s),
-            csv_number(rec.ci_pct()),
-            csv_number(rec.target_ci_pct),
-            csv_number(rec.cv.map(|c| c * 100.0)),
-            rec.noisy.to_string(),
-            rec.iterations.to_string(),
-            csv_number(rec.avg_watts),
-            csv_number(rec.energy_j),
-            csv_number(rec.created_at),
-            rec.message.clone(),
-        ]);
-    }
-    Ok(t.render(Format::Csv))
+    Ok(Table::of(RESULT_CSV_COLUMNS, rows).render(Format::Csv))
 }
+
+/// `-` for an empty cell of a text table.
+fn or_dash(s: String) -> String {
+    if s.is_empty() { "-".into() } else { s }
+}
+
+/// `results` as a table for people.
+const RESULT_COLUMNS: &[Column<ResultRow>] = &[
+    Column::new("run", |r| r.record.run_id.chars().take(8).collect()),
+    Column::new("campaign", |r| {
+        r.record
+            .campaign_id
+            .map(|c| c.to_string())
+            .unwrap_or_default()
+    }),
+    Column::new("kernel", |r| r.record.kernel.clone()),
+    Column::new("variant", |r| r.record.variant.clone()),
+    Column::new("params", |r| params_text(&r.record.params, ",")),
+    Column::new("dtype", |r| r.record.dtype.clone()),
+    Column::new("mode", |r| r.record.mode.clone()),
+    Column::new("env set", |r| or_dash(r.record.env_set().to_string())),
+    Column::new("agent", |r| r.agent.clone()),
+    Column::new("device", |r| r.record.device_id.clone()),
+    Column::new("backend", |r| r.record.backend.clone()),
+    Column::new("status", |r| r.record.status.clone()),
+    Column::new("metric", |r| match r.record.ok_metric() {
+        Some(v) if r.record.noisy => format!("{}~", fmt_metric(v)),
+        Some(v) => fmt_metric(v),
+        None => "-".into(),
+    }),
+    Column::new("unit", |r| {
+        r.record.metric_unit.clone().unwrap_or_else(|| "-".into())
+    }),
+    Column::new("median ms", |r| {
+        r.record
+            .median_s
+            .map(|m| format!("{:.4}", m * 1e3))
+            .unwrap_or_else(|| "-".into())
+    }),
+    Column::new("±ci %", |r| {
+        r.record
+            .ci_pct()
+            .map(|c| format!("{c:.2}"))
+            .unwrap_or_else(|| "-".into())
+    }),
+    Column::new("cv %", |r| {
+        r.record
+            .cv
+            .map(|c| format!("{:.1}", c * 100.0))
+            .unwrap_or_else(|| "-".into())
+    }),
+    Column::new("message", |r| r.record.message.chars().take(80).collect()),
+];
+
+/// Milliseconds for CSV, from seconds.
+fn csv_ms(v: Option<f64>) -> String {
+    csv_number(v.map(|s| s * 1e3))
+}
+
+/// `results --format csv`: numbers plain (empty when missing), units in the headers.
+const RESULT_CSV_COLUMNS: &[Column<ResultRow>] = &[
+    Column::new("result_id", |r| r.id.to_string()),
+    Column::new("run_id", |r| r.record.run_id.clone()),
+    Column::new("campaign", |r| {
+        r.record
+            .campaign_id
+            .map(|c| c.to_string())
+            .unwrap_or_default()
+    }),
+    Column::new("kernel", |r| r.record.kernel.clone()),
+    Column::new("variant", |r| r.record.variant.clone()),
+    Column::new("params", |r| params_text(&r.record.params, ";")),
+    Column::new("dtype", |r| r.record.dtype.clone()),
+    Column::new("mode", |r| r.record.mode.clone()),
+    Column::new("env_set", |r| r.record.env_set().to_string()),
+    Column::new("agent", |r| r.agent.clone()),
+    Column::new("device", |r| r.record.device_id.clone()),
+    Column::new("backend", |r| r.record.backend.clone()),
+    Column::new("status", |r| r.record.status.clone()),
+    Column::new("metric", |r| csv_number(r.record.ok_metric())),
+    Column::new("unit", |r| r.record.unit().to_string()),
+    Column::new("pct_of_peak", |r| {
+        csv_number(r.record.pct_of_peak.filter(|p| *p > 0.0))
+    }),
+    Column::new("peak_suspect", |r| r.record.peak_suspect().to_string()),
+    Column::new("peak_source", |r| r.record.peak_source.clone()),
+    Column::new("median_ms", |r| csv_ms(r.record.median_s)),
+    Column::new("p10_ms", |r| csv_ms(r.record.p10_s)),
+    Column::new("p90_ms", |r| csv_ms(r.record.p90_s)),
+    Column::new("ci_low_ms", |r| csv_ms(r.record.ci_low_s)),
+    Column::new("ci_high_ms", |r| csv_ms(r.record.ci_high_s)),
+    Column::new("ci_pct", |r| csv_number(r.record.ci_pct())),
+    Column::new("target_ci_pct", |r| csv_number(r.record.target_ci_pct)),
+    Column::new("cv_pct", |r| csv_number(r.record.cv.map(|c| c * 100.0))),
+    Column::new("noisy", |r| r.record.noisy.to_string()),
+    Column::new("iterations", |r| r.record.iterations.to_string()),
+    Column::new("avg_w", |r| csv_number(r.record.avg_watts)),
+    Column::new("energy_j", |r| csv_number(r.record.energy_j)),
+    Column::new("created_at", |r| csv_number(r.record.created_at)),
+    Column::new("message", |r| r.record.message.clone()),
+];
 
 /// `campaigns`.
 pub fn campaigns(db: &Db, output: super::Output) -> anyhow::Result<()> {

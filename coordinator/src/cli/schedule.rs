@@ -3,11 +3,11 @@
 use super::args::{FailOn, RegressionsArgs, ScheduleCommand};
 use super::parse::env_overrides;
 use crate::campaign::progress::CliReporter;
-use crate::compare::fmt_metric;
 use crate::db::Db;
 use crate::regression::check::parse_since;
 use crate::schedule::{Cron, Daemon, DaemonConfig, ScheduleSpec, next_slot, request_of};
 use crate::store::{AlertRow, ScheduleRow};
+use crate::table::fmt_metric;
 use crate::table::{Format, Table};
 use crate::time::{fmt_time, now};
 use anyhow::{Context, bail};

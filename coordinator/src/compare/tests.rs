@@ -1,82 +1,84 @@
 use super::*;
+use crate::store::{ResultRecord, ResultRow};
+use crate::table::{Format, fmt_short, per_watt_unit};
+use std::collections::BTreeMap;
 
-fn row(key: &str, dev: &str, status: &str, metric: Option<f64>, higher: bool) -> CompareRow {
-    CompareRow {
-        spec_key: key.into(),
-        kernel: key.split('/').next().unwrap().into(),
-        variant: "v".into(),
-        params: BTreeMap::from([("n".to_string(), 1)]),
-        dtype: "f32".into(),
-        mode: "compute_only".into(),
-        env_set: env_set(key).into(),
+fn row(key: &str, dev: &str, status: &str, metric: Option<f64>, higher: bool) -> ResultRow {
+    ResultRow {
+        id: 1,
         agent: "a".into(),
-        device_id: dev.into(),
-        device_name: format!("{dev} name"),
-        backend: dev.split(':').next().unwrap().into(),
-        status: status.into(),
-        message: if status == "ok" {
-            String::new()
-        } else {
-            "worker killed by SIGSEGV".into()
+        device_name: Some(format!("{dev} name")),
+        record: ResultRecord {
+            spec_key: key.into(),
+            kernel: key.split('/').next().unwrap().into(),
+            variant: "v".into(),
+            params: BTreeMap::from([("n".to_string(), 1)]),
+            dtype: "f32".into(),
+            mode: "compute_only".into(),
+            device_id: dev.into(),
+            backend: dev.split(':').next().unwrap().into(),
+            status: status.into(),
+            message: if status == "ok" {
+                String::new()
+            } else {
+                "worker killed by SIGSEGV".into()
+            },
+            metric_value: metric,
+            metric_unit: Some("GFLOP/s".into()),
+            higher_is_better: Some(higher),
+            cv: Some(0.01),
+            median_s: Some(1.0),
+            ci_low_s: Some(0.995),
+            ci_high_s: Some(1.005),
+            iterations: 10,
+            run_id: format!("{key}-{dev}"),
+            ..Default::default()
         },
-        metric,
-        unit: "GFLOP/s".into(),
-        higher_is_better: higher,
-        pct_of_peak: None,
-        peak_source: String::new(),
-        cv: Some(0.01),
-        ci_pct: Some(0.5),
-        noisy: false,
-        iterations: 10,
-        avg_watts: None,
-        metric_per_watt: None,
-        joules_per_unit: None,
-        relative: None,
-        baseline: None,
-        change_pct: None,
-        better: None,
-        run_id: format!("{key}-{dev}"),
-        result_id: 1,
+        ..Default::default()
     }
 }
 
-fn cell<'a>(p: &'a Pivot, row: usize, col: &str) -> &'a CompareRow {
+fn cells(rows: Vec<ResultRow>) -> Vec<Cell> {
+    rows.into_iter().map(Cell::new).collect()
+}
+
+fn cell<'a>(p: &'a Pivot, row: usize, col: &str) -> &'a Cell {
     let i = p.columns.iter().position(|c| c.key == col).unwrap();
     p.rows[row].cells[i].as_ref().unwrap()
 }
 
 #[test]
 fn relative_to_best_either_direction() {
-    let mut rows = vec![
+    let mut rows = cells(vec![
         row("gemm/x", "cpu:1", "ok", Some(50.0), true),
         row("gemm/x", "cpu:2", "ok", Some(100.0), true),
         row("noop/x", "cpu:1", "ok", Some(2.0), false),
         row("noop/x", "cpu:2", "ok", Some(8.0), false),
         row("gemm/x", "cpu:3", "crashed", None, true),
-    ];
+    ]);
     rank(&mut rows);
-    assert_eq!(rows[0].device_id, "cpu:2");
+    assert_eq!(rows[0].device_id(), "cpu:2");
     assert_eq!(rows[0].relative, Some(1.0));
     assert_eq!(rows[1].relative, Some(0.5));
-    assert_eq!(rows[2].status, "crashed");
+    assert_eq!(rows[2].record().status, "crashed");
     assert_eq!(rows[2].relative, None);
-    assert_eq!(rows[3].device_id, "cpu:1");
+    assert_eq!(rows[3].device_id(), "cpu:1");
     assert_eq!(rows[4].relative, Some(0.25));
 }
 
 #[test]
 fn failed_and_noisy_rows_do_not_set_the_best() {
     let mut noisy = row("k/x", "cpu:3", "ok", Some(500.0), true);
-    noisy.noisy = true;
-    let mut rows = vec![
+    noisy.record.noisy = true;
+    let mut rows = cells(vec![
         row("k/x", "cpu:1", "invalid", Some(1000.0), true),
         row("k/x", "cpu:2", "ok", Some(10.0), true),
         noisy,
-    ];
+    ]);
     rank(&mut rows);
-    let ok = rows.iter().find(|r| r.device_id == "cpu:2").unwrap();
+    let ok = rows.iter().find(|r| r.device_id() == "cpu:2").unwrap();
     assert_eq!(ok.relative, Some(1.0));
-    let noisy = rows.iter().find(|r| r.device_id == "cpu:3").unwrap();
+    let noisy = rows.iter().find(|r| r.device_id() == "cpu:3").unwrap();
     assert_eq!(noisy.relative, Some(50.0));
 }
 
@@ -86,13 +88,13 @@ fn one_row_per_spec_one_column_per_device_params_in_numeric_order() {
     for k in [1024, 512, 64] {
         for (dev, v) in [("cpu:0", 10.0), ("opencl:0", 20.0)] {
             let mut r = row(&format!("gemm/k{k}"), dev, "ok", Some(v * k as f64), true);
-            r.params = BTreeMap::from([("k".to_string(), k)]);
+            r.record.params = BTreeMap::from([("k".to_string(), k)]);
             rows.push(r);
         }
     }
     let p = Pivot::new(rows, By::Device);
     assert_eq!(p.columns.len(), 2);
-    let ks: Vec<i64> = p.rows.iter().map(|r| r.params["k"]).collect();
+    let ks: Vec<i64> = p.rows.iter().map(|r| r.spec().params["k"]).collect();
     assert_eq!(ks, [64, 512, 1024]);
     let t = p.render(Format::Table);
     let header = t.lines().next().unwrap();
@@ -127,7 +129,7 @@ fn by_backend_and_by_agent_split_rows_by_what_the_columns_leave_out() {
         for dev in ["cpu:0", "vulkan:0"] {
             let mut r = row("gemm/x", dev, "ok", Some(1.0), true);
             r.agent = agent.into();
-            r.run_id = format!("{agent}-{dev}");
+            r.record.run_id = format!("{agent}-{dev}");
             rows.push(r);
         }
     }
@@ -165,11 +167,19 @@ fn a_baseline_column_gives_percent_change_marked_by_direction() {
     let err = p.column("cuda:0").unwrap_err();
     assert!(err.contains("a:cpu:0, a:opencl:0"), "{err}");
     p.against_column(0);
-    let gemm = p.rows.iter().position(|r| r.kernel == "gemm").unwrap();
+    let gemm = p
+        .rows
+        .iter()
+        .position(|r| r.spec().kernel == "gemm")
+        .unwrap();
     let c = cell(&p, gemm, "a:opencl:0");
     assert!((c.change_pct.unwrap() - 10.0).abs() < 1e-9);
     assert_eq!(c.better, Some(true));
-    let noop = p.rows.iter().position(|r| r.kernel == "noop").unwrap();
+    let noop = p
+        .rows
+        .iter()
+        .position(|r| r.spec().kernel == "noop")
+        .unwrap();
     assert_eq!(cell(&p, noop, "a:opencl:0").better, Some(false));
     let t = p.render(Format::Table);
     assert!(t.contains("100.0 =") && t.contains("110.0 +10%▲"), "{t}");
@@ -216,11 +226,11 @@ fn a_baseline_campaign_matches_the_same_device_and_spec() {
 #[test]
 fn noisy_and_peak_suspect_cells_are_marked_and_explained() {
     let mut a = row("gemm/x", "cpu:0", "ok", Some(50.0), true);
-    a.noisy = true;
-    a.cv = Some(0.4);
+    a.record.noisy = true;
+    a.record.cv = Some(0.4);
     let mut b = row("gemm/x", "cpu:1", "ok", Some(40.0), true);
-    b.pct_of_peak = Some(130.0);
-    b.peak_source = "cpuinfo".into();
+    b.record.pct_of_peak = Some(130.0);
+    b.record.peak_source = "cpuinfo".into();
     let p = Pivot::new(vec![a, b], By::Device);
     let t = p.render(Format::Table);
     assert!(t.contains("50.00~ ×1.25"), "{t}");
@@ -240,7 +250,7 @@ fn noisy_and_peak_suspect_cells_are_marked_and_explained() {
 #[test]
 fn long_params_are_abbreviated_with_a_legend_and_json_params_are_objects() {
     let mut r = row("conv2d/x", "cpu:0", "ok", Some(1.0), true);
-    r.params = [
+    r.record.params = [
         ("batch", 1),
         ("channels", 8),
         ("height", 32),
@@ -264,9 +274,9 @@ fn long_params_are_abbreviated_with_a_legend_and_json_params_are_objects() {
 #[test]
 fn energy_figures_are_plain_numbers_in_csv() {
     let mut a = row("gemm/x", "cpu:0", "ok", Some(500.0), true);
-    a.avg_watts = Some(250.0);
-    a.metric_per_watt = Some(2.0);
-    a.joules_per_unit = Some(0.5);
+    a.record.avg_watts = Some(250.0);
+    a.record.metric_per_watt = Some(2.0);
+    a.record.joules_per_unit = Some(0.5);
     let p = Pivot::new(
         vec![a, row("gemm/x", "cpu:1", "ok", Some(100.0), true)],
         By::Device,

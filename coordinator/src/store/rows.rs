@@ -234,6 +234,11 @@ impl JobCounts {
         self.queued + self.running + self.done + self.failed + self.interrupted
     }
 
+    /// Jobs no longer waiting or running (done, failed or interrupted).
+    pub fn finished(&self) -> i64 {
+        self.total() - self.queued - self.running
+    }
+
     /// The counter for `state`.
     pub fn get(&self, state: JobState) -> i64 {
         match state {
@@ -330,8 +335,10 @@ pub struct JobRow {
 
 /// One run's result as the coordinator stores it: every column of `results`, plus the raw samples.
 ///
-/// `Deserialize` lets results be imported from JSON exports.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+/// `Deserialize` lets results be imported from JSON exports. This is the one shape of a result on
+/// the coordinator's side: listings, the comparison, the exports and the dashboard are views over it
+/// (a [`ResultRow`] adds only who ran it), never copies of its fields.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ResultRecord {
     /// The run's unique id; storing the same run id twice stores it once.
     pub run_id: String,
@@ -453,6 +460,37 @@ impl ResultRecord {
     pub fn computed_noisy(&self) -> bool {
         gpufleet_kernels::is_noisy(self.cv, self.ci_pct(), self.target_ci_pct)
     }
+
+    /// Whether the run ended `ok` (only then does its metric count).
+    pub fn is_ok(&self) -> bool {
+        self.status == "ok"
+    }
+
+    /// The metric, when the run ended `ok`.
+    pub fn ok_metric(&self) -> Option<f64> {
+        self.metric_value.filter(|_| self.is_ok())
+    }
+
+    /// The metric's unit; empty when the run gave none.
+    pub fn unit(&self) -> &str {
+        self.metric_unit.as_deref().unwrap_or("")
+    }
+
+    /// Whether a larger metric is better; throughput (true) when the run gave no metric.
+    pub fn higher_is_better(&self) -> bool {
+        self.higher_is_better.unwrap_or(true)
+    }
+
+    /// True when `% of peak` is above 100: the peak is wrong (a base clock, a missing boost
+    /// table entry), so the figure must not be shown as a plain number.
+    pub fn peak_suspect(&self) -> bool {
+        self.pct_of_peak.is_some_and(|p| p > 100.0)
+    }
+
+    /// The environment set of the spec key (`…@NAME` of an env-matrix campaign); empty when none.
+    pub fn env_set(&self) -> &str {
+        self.spec_key.rsplit_once('@').map_or("", |(_, n)| n)
+    }
 }
 
 /// One power sample of a run's trace.
@@ -477,7 +515,7 @@ pub struct PowerPoint {
 }
 
 /// A stored result as listings return it: the record plus who and what ran it.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize)]
 pub struct ResultRow {
     /// Row id.
     pub id: i64,

@@ -12,13 +12,15 @@
 //! | `/campaigns`, `/campaigns/{id}` | progress of campaigns and their jobs |
 //! | `/alerts` | regressions and improvements; acknowledge with the admin token |
 
+mod links;
 mod pages;
 pub mod report;
 mod routes;
 pub mod seed;
 pub mod svg;
 
-pub use pages::{CompareQuery, HistoryQuery, Links, Scope};
+pub use links::{CompareQuery, HistoryQuery, Links};
+pub use pages::Scope;
 pub use routes::pages_router;
 
 use minijinja::Environment;

@@ -3,7 +3,8 @@
 //! writes the fleet, compare (with its CSV and JSON), campaigns and alerts pages, then every result
 //! and history page those link to (histories show their whole series).
 
-use super::pages::{self, CompareQuery, HistoryQuery, Links, Ref, Scope};
+use super::links::{CompareQuery, HistoryQuery, Links, Ref};
+use super::pages::{self, Scope};
 use super::{CSS, JS, WebError};
 use crate::store::Store;
 use std::collections::BTreeSet;
@@ -55,21 +56,24 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
     write(dir, "static/gpufleet.css", CSS)?;
     write(dir, "static/gpufleet.js", JS)?;
     let q = CompareQuery::default();
-    let matrix = pages::matrix(store, &q, scope)?;
-    write(dir, "compare.csv", &pages::matrix_csv(&matrix))?;
+    let matrix = pages::compare::matrix(store, &q, scope)?;
+    write(dir, "compare.csv", &pages::compare::matrix_csv(&matrix))?;
     write(
         dir,
         "compare.json",
         &serde_json::to_string_pretty(&matrix.cells()).unwrap_or_default(),
     )?;
     for (name, page) in [
-        ("index.html", pages::fleet(store, &root)?),
+        ("index.html", pages::fleet::fleet(store, &root)?),
         (
             "compare.html",
-            pages::compare_page(store, &root, &q, scope)?,
+            pages::compare::compare_page(store, &root, &q, scope)?,
         ),
-        ("campaigns.html", pages::campaigns(store, &root, scope)?),
-        ("alerts.html", pages::alerts(store, &root, scope)?),
+        (
+            "campaigns.html",
+            pages::campaigns::campaigns(store, &root, scope)?,
+        ),
+        ("alerts.html", pages::alerts::alerts(store, &root, scope)?),
     ] {
         write(dir, name, &page.render()?)?;
         summary.pages += 1;
@@ -93,7 +97,7 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
                     write(
                         dir,
                         &format!("runs/{id}.html"),
-                        &pages::run(store, &nested, *id)?.render()?,
+                        &pages::run::run(store, &nested, *id)?.render()?,
                     )?;
                     summary.runs += 1;
                 }
@@ -102,7 +106,7 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
                     write(
                         dir,
                         &format!("campaigns/{id}.html"),
-                        &pages::campaign(store, &nested, *id)?.render()?,
+                        &pages::campaigns::campaign(store, &nested, *id)?.render()?,
                     )?;
                     summary.campaigns += 1;
                 }
@@ -125,12 +129,12 @@ fn write_history(
     write(
         dir,
         &format!("history/{key}.html"),
-        &pages::history(store, links, hq)?.render()?,
+        &pages::history::history(store, links, hq)?.render()?,
     )?;
     write(
         dir,
         &format!("history/{key}.csv"),
-        &pages::history_csv(store, hq)?,
+        &pages::history::history_csv(store, hq)?,
     )?;
     summary.histories += 1;
     Ok(())

@@ -1,7 +1,8 @@
 //! The dashboard's routes on `gpufleet serve`: each page is rendered on the blocking pool from the
 //! store; a page error is an HTML page with the right status.
 
-use super::pages::{self, CompareQuery, HistoryQuery, Links, Scope};
+use super::links::{CompareQuery, HistoryQuery, Links};
+use super::pages::{self, Scope};
 use super::{CSS, JS, Page, WebError, clip};
 use crate::db::Db;
 use crate::schedule::Daemon;
@@ -66,7 +67,7 @@ fn db(s: &Daemon) -> Db {
 }
 
 async fn fleet(State(s): State<Daemon>) -> PageResult {
-    render(db(&s), pages::fleet).await
+    render(db(&s), pages::fleet::fleet).await
 }
 
 async fn compare(
@@ -75,7 +76,7 @@ async fn compare(
 ) -> PageResult {
     let q = parse_query(q)?;
     render(db(&s), move |st, l| {
-        pages::compare_page(st, l, &q, &Scope::default())
+        pages::compare::compare_page(st, l, &q, &Scope::default())
     })
     .await
 }
@@ -98,11 +99,11 @@ async fn compare_json(
 async fn compare_download(s: Daemon, q: CompareQuery, json: bool) -> PageResult {
     let body = db(&s)
         .call(move |st| -> Result<String, WebError> {
-            let m = pages::matrix(st, &q, &Scope::default())?;
+            let m = pages::compare::matrix(st, &q, &Scope::default())?;
             Ok(if json {
                 serde_json::to_string_pretty(&m.cells()).unwrap_or_default()
             } else {
-                pages::matrix_csv(&m)
+                pages::compare::matrix_csv(&m)
             })
         })
         .await?;
@@ -129,7 +130,7 @@ async fn history(
     q: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
     let q = parse_query(q)?;
-    render(db(&s), move |st, l| pages::history(st, l, &q)).await
+    render(db(&s), move |st, l| pages::history::history(st, l, &q)).await
 }
 
 async fn history_csv(
@@ -137,7 +138,9 @@ async fn history_csv(
     q: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
     let q = parse_query(q)?;
-    let body = db(&s).call(move |st| pages::history_csv(st, &q)).await?;
+    let body = db(&s)
+        .call(move |st| pages::history::history_csv(st, &q))
+        .await?;
     Ok((
         [
             (header::CONTENT_TYPE, "text/csv; charset=utf-8"),
@@ -158,20 +161,26 @@ fn parse_id(what: &str, id: &str) -> Result<i64, WebError> {
 
 async fn run(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
     let id = parse_id("result", &id)?;
-    render(db(&s), move |st, l| pages::run(st, l, id)).await
+    render(db(&s), move |st, l| pages::run::run(st, l, id)).await
 }
 
 async fn campaigns(State(s): State<Daemon>) -> PageResult {
-    render(db(&s), |st, l| pages::campaigns(st, l, &Scope::default())).await
+    render(db(&s), |st, l| {
+        pages::campaigns::campaigns(st, l, &Scope::default())
+    })
+    .await
 }
 
 async fn campaign(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
     let id = parse_id("campaign", &id)?;
-    render(db(&s), move |st, l| pages::campaign(st, l, id)).await
+    render(db(&s), move |st, l| pages::campaigns::campaign(st, l, id)).await
 }
 
 async fn alerts(State(s): State<Daemon>) -> PageResult {
-    render(db(&s), |st, l| pages::alerts(st, l, &Scope::default())).await
+    render(db(&s), |st, l| {
+        pages::alerts::alerts(st, l, &Scope::default())
+    })
+    .await
 }
 
 /// `POST /alerts/{id}/ack` (the admin token; checked by the API's token layer): marks the alert

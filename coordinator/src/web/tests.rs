@@ -1,4 +1,5 @@
-use super::pages::{self, CompareQuery, HistoryQuery, Links, Scope};
+use super::links::{CompareQuery, HistoryQuery, Links};
+use super::pages::{self, Scope};
 use super::seed::{SeedConfig, SeedSummary, seed_history};
 use super::{WebError, report};
 use crate::store::Store;
@@ -17,9 +18,9 @@ fn render(p: Result<super::Page, WebError>) -> String {
 fn every_page_renders_on_an_empty_store() {
     let store = Store::open_in_memory().unwrap();
     let l = Links::default();
-    assert!(render(pages::fleet(&store, &l)).contains("No agents yet"));
+    assert!(render(pages::fleet::fleet(&store, &l)).contains("No agents yet"));
     assert!(
-        render(pages::compare_page(
+        render(pages::compare::compare_page(
             &store,
             &l,
             &CompareQuery::default(),
@@ -27,14 +28,17 @@ fn every_page_renders_on_an_empty_store() {
         ))
         .contains("No results match")
     );
-    assert!(render(pages::campaigns(&store, &l, &Scope::default())).contains("No campaigns yet"));
-    assert!(render(pages::alerts(&store, &l, &Scope::default())).contains("No confirmed"));
+    assert!(
+        render(pages::campaigns::campaigns(&store, &l, &Scope::default()))
+            .contains("No campaigns yet")
+    );
+    assert!(render(pages::alerts::alerts(&store, &l, &Scope::default())).contains("No confirmed"));
     assert!(matches!(
-        pages::run(&store, &l, 1),
+        pages::run::run(&store, &l, 1),
         Err(WebError::NotFound(_))
     ));
     assert!(matches!(
-        pages::campaign(&store, &l, 1),
+        pages::campaigns::campaign(&store, &l, 1),
         Err(WebError::NotFound(_))
     ));
 }
@@ -61,7 +65,7 @@ fn history_shows_every_night_the_alert_and_what_changed() {
         device: a.device_id.clone(),
         scale: String::new(),
     };
-    let html = render(pages::history(&store, &l, &q));
+    let html = render(pages::history::history(&store, &l, &q));
     let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
     // 30 nights plus the confirmation rerun.
     assert_eq!(svg.matches("class=\"pt").count(), 31, "{svg}");
@@ -71,7 +75,7 @@ fn history_shows_every_night_the_alert_and_what_changed() {
     );
     assert_eq!(svg.matches("class=\"pt confirm\"").count(), 1);
     assert!(svg.contains("class=\"band\""));
-    let log = render(pages::history(
+    let log = render(pages::history::history(
         &store,
         &l,
         &HistoryQuery {
@@ -86,10 +90,10 @@ fn history_shows_every_night_the_alert_and_what_changed() {
         device: "cpu:0".into(),
         ..q.clone()
     };
-    let html = render(pages::history(&store, &l, &q1));
+    let html = render(pages::history::history(&store, &l, &q1));
     assert!(html.contains("driver_version 1.0 → 2.0"), "{html}");
     assert_eq!(html.matches("class=\"boundary\"").count(), 1);
-    let csv = pages::history_csv(&store, &q).unwrap();
+    let csv = pages::history::history_csv(&store, &q).unwrap();
     assert_eq!(csv.lines().count(), 32, "{csv}");
     assert!(
         csv.lines()
@@ -109,7 +113,12 @@ fn compare_has_device_columns_a_baseline_and_a_numeric_csv() {
     let (store, _) = seeded();
     let l = Links::default();
     let q = CompareQuery::default();
-    let html = render(pages::compare_page(&store, &l, &q, &Scope::default()));
+    let html = render(pages::compare::compare_page(
+        &store,
+        &l,
+        &q,
+        &Scope::default(),
+    ));
     for device in [
         "Seed cpu device 0",
         "Seed opencl device 1",
@@ -121,10 +130,10 @@ fn compare_has_device_columns_a_baseline_and_a_numeric_csv() {
         );
     }
     assert!(html.contains("×1.00"), "the best cell is ×1.00");
-    let m = pages::matrix(&store, &q, &Scope::default()).unwrap();
+    let m = pages::compare::matrix(&store, &q, &Scope::default()).unwrap();
     // 3 specs × 6 devices.
     assert_eq!(m.cells().len(), 18);
-    let csv = pages::matrix_csv(&m);
+    let csv = pages::compare::matrix_csv(&m);
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
     let col = |name: &str| header.iter().position(|h| *h == name).unwrap();
     for line in csv.lines().skip(1) {
@@ -140,27 +149,32 @@ fn compare_has_device_columns_a_baseline_and_a_numeric_csv() {
         baseline: "seed-a0:cpu:0".into(),
         ..Default::default()
     };
-    let m = pages::matrix(&store, &base, &Scope::default()).unwrap();
+    let m = pages::compare::matrix(&store, &base, &Scope::default()).unwrap();
     for c in m.cells() {
-        let is_base = c.agent == "seed-a0" && c.device_id == "cpu:0";
+        let is_base = c.agent() == "seed-a0" && c.device_id() == "cpu:0";
         assert_eq!(c.change_pct.is_none(), is_base, "{c:?}");
     }
     assert!(m.cells().iter().any(|c| c.better == Some(true)));
-    let html = render(pages::compare_page(&store, &l, &base, &Scope::default()));
+    let html = render(pages::compare::compare_page(
+        &store,
+        &l,
+        &base,
+        &Scope::default(),
+    ));
     assert!(html.contains("Changes are against"), "{html}");
     let bad = CompareQuery {
         baseline: "nobody:gpu".into(),
         ..Default::default()
     };
     assert!(
-        matches!(pages::matrix(&store, &bad, &Scope::default()), Err(WebError::BadRequest(m)) if m.contains("baseline"))
+        matches!(pages::compare::matrix(&store, &bad, &Scope::default()), Err(WebError::BadRequest(m)) if m.contains("baseline"))
     );
     let filtered = CompareQuery {
         kernel: "nothing".into(),
         ..Default::default()
     };
     assert!(
-        pages::matrix(&store, &filtered, &Scope::default())
+        pages::compare::matrix(&store, &filtered, &Scope::default())
             .unwrap()
             .cells()
             .is_empty()
@@ -170,7 +184,7 @@ fn compare_has_device_columns_a_baseline_and_a_numeric_csv() {
 #[test]
 fn a_run_page_draws_the_power_trace_with_the_window_and_idle_line() {
     let (store, s) = seeded();
-    let html = render(pages::run(
+    let html = render(pages::run::run(
         &store,
         &Links::default(),
         s.power_result.unwrap(),
@@ -188,7 +202,7 @@ fn a_run_page_draws_the_power_trace_with_the_window_and_idle_line() {
 fn history_queries_are_checked() {
     let (store, _) = seeded();
     let l = Links::default();
-    let err = pages::history(&store, &l, &HistoryQuery::default()).unwrap_err();
+    let err = pages::history::history(&store, &l, &HistoryQuery::default()).unwrap_err();
     assert!(
         matches!(err, WebError::BadRequest(ref m) if m.contains("spec")),
         "{err}"
@@ -199,9 +213,11 @@ fn history_queries_are_checked() {
         device: "d".into(),
         scale: String::new(),
     };
-    let err = pages::history(&store, &l, &q).unwrap_err().to_string();
+    let err = pages::history::history(&store, &l, &q)
+        .unwrap_err()
+        .to_string();
     assert!(matches!(
-        pages::history(&store, &l, &q),
+        pages::history::history(&store, &l, &q),
         Err(WebError::NotFound(_))
     ));
     assert!(err.len() < 200, "the input is quoted short: {err}");
@@ -212,7 +228,7 @@ fn history_queries_are_checked() {
         device: "d".into(),
     };
     assert!(matches!(
-        pages::history(&store, &l, &q),
+        pages::history::history(&store, &l, &q),
         Err(WebError::BadRequest(_))
     ));
 }
@@ -233,7 +249,7 @@ fn text_from_the_store_is_escaped() {
     store
         .create_campaign("<script>alert(1)</script>", "", "{}")
         .unwrap();
-    let html = render(pages::campaigns(
+    let html = render(pages::campaigns::campaigns(
         &store,
         &Links::default(),
         &Scope::default(),

@@ -1,0 +1,236 @@
+//! The comparison as people read it: a terminal or Markdown matrix with its legend and the
+//! footnotes of failed cells.
+
+use super::cell::Cell;
+use super::export::csv;
+use super::pivot::{By, Pivot, PivotRow};
+use crate::table::{Format, Table, fmt_short, params_text};
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Reads one text field of a pivot row (for the constant-column check).
+type RowField = fn(&PivotRow) -> &str;
+
+impl Pivot {
+    /// Renders the pivot: a table (text or Markdown) with its legend, or every cell as CSV / JSON.
+    pub fn render(&self, format: Format) -> String {
+        match format {
+            Format::Json => {
+                serde_json::to_string_pretty(&self.cells()).unwrap_or_else(|_| "[]".into()) + "\n"
+            }
+            Format::Csv => csv(&self.cells()),
+            Format::Table | Format::Md => self.table(format),
+        }
+    }
+
+    fn table(&self, format: Format) -> String {
+        // Columns whose value is the same in every row say nothing per row: one line under the
+        // table. The variant goes with the kernel (`gemm/tiled`; the default variant unnamed).
+        let fields: [(&str, RowField); 4] = [
+            ("dtype", |r| &r.spec().dtype),
+            ("mode", |r| &r.spec().mode),
+            ("env set", |r| r.spec().env_set()),
+            ("within", |r| &r.within),
+        ];
+        let within_name = match self.by {
+            By::Device => "within",
+            By::Agent => "device",
+            By::Backend => "agent",
+        };
+        let mut constant = Vec::new();
+        let mut varying = Vec::new();
+        for (name, get) in fields {
+            let values: BTreeSet<&str> = self.rows.iter().map(get).collect();
+            let name = if name == "within" { within_name } else { name };
+            if values.len() > 1 {
+                varying.push((name, get));
+            } else if let Some(v) = values.into_iter().next().filter(|v| !v.is_empty()) {
+                constant.push(format!("{name} {v}"));
+            }
+        }
+        let abbreviations = param_abbreviations(&self.rows);
+        let mut header = vec!["kernel".to_string()];
+        header.extend(varying.iter().map(|(n, _)| n.to_string()));
+        header.extend(["params".to_string(), "unit".to_string()]);
+        // `agent:device` keys on two lines (agent over device) so columns stay narrow.
+        header.extend(self.columns.iter().map(|c| match self.by {
+            By::Device => c.key.replacen(':', "\n", 1),
+            By::Agent | By::Backend => c.key.clone(),
+        }));
+        let header: Vec<&str> = header.iter().map(String::as_str).collect();
+        let mut t = Table::new(&header);
+        let mut notes: Vec<String> = Vec::new();
+        let mut any_noisy = false;
+        let mut any_peak = false;
+        for row in &self.rows {
+            let spec = row.spec();
+            let mut cells = vec![if spec.variant.is_empty() || spec.variant == "default" {
+                spec.kernel.clone()
+            } else {
+                format!("{}/{}", spec.kernel, spec.variant)
+            }];
+            cells.extend(varying.iter().map(|(_, get)| match get(row) {
+                "" => "-".to_string(),
+                v => v.to_string(),
+            }));
+            cells.push(params_cell(&spec.params, abbreviations.get(&spec.kernel)));
+            cells.push(match row.unit() {
+                "" => "-".to_string(),
+                u => u.to_string(),
+            });
+            for (i, c) in row.cells.iter().enumerate() {
+                let Some(c) = c else {
+                    cells.push("-".into());
+                    continue;
+                };
+                any_noisy |= c.record().noisy;
+                any_peak |= c.record().peak_suspect();
+                cells.push(self.cell_text(c, i, &mut notes));
+            }
+            t.push(cells);
+        }
+        let mut out = t.render(format);
+        let mut legend = Vec::new();
+        if !constant.is_empty() {
+            legend.push(format!("all rows: {}", constant.join(", ")));
+        }
+        if self.by == By::Device || self.columns.iter().any(|c| c.devices.len() > 1) {
+            for c in &self.columns {
+                let devices: Vec<&str> = c.devices.iter().map(String::as_str).collect();
+                legend.push(format!("{}: {}", c.key, devices.join(", ")));
+            }
+        }
+        for (kernel, abbr) in &abbreviations {
+            let pairs: Vec<String> = abbr.iter().map(|(k, a)| format!("{a}={k}")).collect();
+            legend.push(format!("{kernel} params: {}", pairs.join(" ")));
+        }
+        legend.push(match (self.baseline_column, self.baseline_campaign) {
+            (Some(col), _) => format!(
+                "% change against {} (=); ▲ better, ▼ worse by the metric's direction",
+                self.columns[col].key
+            ),
+            (None, Some(id)) => format!(
+                "% change against the same device in campaign {id}; ▲ better, ▼ worse by the metric's direction"
+            ),
+            _ => "×: relative to the best non-noisy cell of the row (×1.00 = the best)".to_string(),
+        });
+        if any_noisy {
+            legend.push(format!(
+                "~ noisy: CV above {:.0}% or the median's 95% interval wider than its target; never the best, not a regression baseline",
+                gpufleet_kernels::NOISY_CV * 100.0
+            ));
+        }
+        if any_peak {
+            legend.push(
+                "peak?: above 100% of the theoretical peak, so the peak is wrong (its source is in the CSV/JSON)"
+                    .to_string(),
+            );
+        }
+        legend.extend(notes);
+        if !legend.is_empty() {
+            out.push('\n');
+        }
+        for l in legend {
+            out.push_str(&l);
+            out.push('\n');
+        }
+        out
+    }
+
+    /// A cell: value with marks (`~` noisy, `peak?`), then the relative figure or the % change;
+    /// not-ok cells give their status and a numbered footnote with the reason.
+    fn cell_text(&self, c: &Cell, col: usize, notes: &mut Vec<String>) -> String {
+        let r = c.record();
+        let Some(v) = c.metric() else {
+            let n = notes.len() + 1;
+            let message: String = r.message.chars().take(160).collect();
+            notes.push(format!(
+                "[{n}] {} on {}:{}: {}",
+                r.kernel,
+                c.agent(),
+                r.device_id,
+                if message.is_empty() {
+                    r.status.as_str()
+                } else {
+                    message.as_str()
+                }
+            ));
+            return format!("{} [{n}]", r.status);
+        };
+        let mut s = fmt_short(v);
+        if r.noisy {
+            s.push('~');
+        }
+        if r.peak_suspect() {
+            s.push_str(" peak?");
+        }
+        if self.baseline_column == Some(col) {
+            s.push_str(" =");
+        } else if self.baseline_column.is_some() || self.baseline_campaign.is_some() {
+            match (c.change_pct, c.better) {
+                (Some(p), Some(better)) if p.abs() >= 0.05 => {
+                    let mark = if better { "▲" } else { "▼" };
+                    if p.abs() >= 10.0 {
+                        s.push_str(&format!(" {p:+.0}%{mark}"));
+                    } else {
+                        s.push_str(&format!(" {p:+.1}%{mark}"));
+                    }
+                }
+                (Some(_), _) => s.push_str(" ±0.0%"),
+                _ => {}
+            }
+        } else if let Some(rel) = c.relative {
+            s.push_str(&format!(" ×{rel:.2}"));
+        }
+        s
+    }
+}
+
+/// Params as text for a table cell.
+fn params_cell(params: &BTreeMap<String, i64>, abbr: Option<&BTreeMap<String, String>>) -> String {
+    match abbr {
+        Some(abbr) => params
+            .iter()
+            .map(|(k, v)| format!("{}{v}", abbr.get(k).map_or(k.as_str(), String::as_str)))
+            .collect::<Vec<_>>()
+            .join(" "),
+        None if params.is_empty() => "-".to_string(),
+        None => params_text(params, ","),
+    }
+}
+
+/// Params written out longer than this are abbreviated (`b1 c8 h32`), with a legend line.
+const PARAMS_WIDTH: usize = 20;
+
+/// Per kernel whose params text is too wide: each param name's shortest prefix that is unique
+/// among that kernel's params.
+fn param_abbreviations(rows: &[PivotRow]) -> BTreeMap<String, BTreeMap<String, String>> {
+    let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    let mut wide: BTreeSet<String> = BTreeSet::new();
+    for r in rows {
+        let spec = r.spec();
+        names
+            .entry(spec.kernel.clone())
+            .or_default()
+            .extend(spec.params.keys().cloned());
+        if params_text(&spec.params, ",").chars().count() > PARAMS_WIDTH {
+            wide.insert(spec.kernel.clone());
+        }
+    }
+    wide.into_iter()
+        .map(|kernel| {
+            let all = &names[&kernel];
+            let abbr = all
+                .iter()
+                .map(|name| {
+                    let short = (1..=name.len())
+                        .filter(|n| name.is_char_boundary(*n))
+                        .map(|n| &name[..n])
+                        .find(|p| all.iter().filter(|o| o.starts_with(p)).count() == 1)
+                        .unwrap_or(name);
+                    (name.clone(), short.to_string())
+                })
+                .collect();
+            (kernel, abbr)
+        })
+        .collect()
+}

@@ -1,0 +1,189 @@
+//! How pages link to each other, and the queries a link carries: absolute server paths on the
+//! serve, relative file names in a static report (which records what it linked to, so the report
+//! writes those pages too).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+/// Filters of the compare page (all optional; in the URL, so a view is a link).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompareQuery {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub suite: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub kernel: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub dtype: String,
+    /// The environment set of an env-matrix campaign (`@name` of the spec key); `-` for none.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub env: String,
+    /// The column relative figures are against (`agent:device_id`); empty: the best of each row.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub baseline: String,
+}
+
+/// One series: a spec on one device of one agent.
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HistoryQuery {
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub spec: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub agent: String,
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub device: String,
+    /// `log` for a log10 y axis.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub scale: String,
+}
+
+impl HistoryQuery {
+    /// A file name for a report: 16 hex digits of the series' SHA-256.
+    pub fn file_key(&self) -> String {
+        let text = format!("{}\n{}\n{}", self.spec, self.agent, self.device);
+        gpufleet_proto::digest::sha256_hex(text.as_bytes())[..16].to_string()
+    }
+}
+
+/// A page a static report must also write because another page links to it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Ref {
+    Run(i64),
+    History(HistoryQuery),
+    Campaign(i64),
+}
+
+/// How pages link to each other: server paths, or relative files of a static report (which records
+/// what it linked to, so the report writes those pages too).
+#[derive(Debug, Clone, Default)]
+pub struct Links {
+    /// `None`: server paths. `Some`: a static report, this page `depth` folders below its root.
+    report: Option<(usize, Arc<Mutex<BTreeSet<Ref>>>)>,
+    /// Static: the campaigns that get a page (others are named without a link).
+    campaigns: Option<BTreeSet<i64>>,
+}
+
+/// `?a=1&b=2` of a query struct (empty fields are left out; they skip serialising), or nothing.
+fn query_string<T: Serialize>(q: &T) -> String {
+    match serde_urlencoded::to_string(q) {
+        Ok(text) if !text.is_empty() => format!("?{text}"),
+        _ => String::new(),
+    }
+}
+
+impl Links {
+    /// Links of a static report rooted at its folder, for the campaigns in `campaigns`.
+    pub fn report(campaigns: BTreeSet<i64>) -> Links {
+        Links {
+            report: Some((0, Arc::new(Mutex::new(BTreeSet::new())))),
+            campaigns: Some(campaigns),
+        }
+    }
+
+    /// The same links for a page `depth` folders below the report's root.
+    pub fn at_depth(&self, depth: usize) -> Links {
+        let mut l = self.clone();
+        if let Some((d, _)) = &mut l.report {
+            *d = depth;
+        }
+        l
+    }
+
+    /// Pages linked to so far (static reports); drains the list.
+    pub fn take_refs(&self) -> Vec<Ref> {
+        self.report
+            .as_ref()
+            .map(|(_, r)| {
+                std::mem::take(&mut *r.lock().unwrap_or_else(|p| p.into_inner()))
+                    .into_iter()
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    pub fn is_static(&self) -> bool {
+        self.report.is_some()
+    }
+
+    fn note(&self, r: Ref) {
+        if let Some((_, refs)) = &self.report {
+            refs.lock().unwrap_or_else(|p| p.into_inner()).insert(r);
+        }
+    }
+
+    /// `server` on the serve, else `file` relative to this page.
+    fn pick(&self, server: String, file: &str) -> String {
+        match &self.report {
+            None => server,
+            Some((depth, _)) => format!("{}{file}", "../".repeat(*depth)),
+        }
+    }
+
+    pub fn fleet(&self) -> String {
+        self.pick("/".into(), "index.html")
+    }
+    pub fn compare(&self) -> String {
+        self.pick("/compare".into(), "compare.html")
+    }
+    /// The compare page's CSV or JSON download with the same filters.
+    pub fn compare_download(&self, q: &CompareQuery, ext: &str) -> String {
+        self.pick(
+            format!("/compare.{ext}{}", query_string(q)),
+            &format!("compare.{ext}"),
+        )
+    }
+    pub fn compare_with(&self, q: &CompareQuery) -> String {
+        self.pick(format!("/compare{}", query_string(q)), "compare.html")
+    }
+    pub fn campaigns(&self) -> String {
+        self.pick("/campaigns".into(), "campaigns.html")
+    }
+    /// A campaign's page; empty in a report that does not include it.
+    pub fn campaign(&self, id: i64) -> String {
+        if self.campaigns.as_ref().is_some_and(|c| !c.contains(&id)) {
+            return String::new();
+        }
+        self.note(Ref::Campaign(id));
+        self.pick(format!("/campaigns/{id}"), &format!("campaigns/{id}.html"))
+    }
+    pub fn alerts(&self) -> String {
+        self.pick("/alerts".into(), "alerts.html")
+    }
+    pub fn run(&self, id: i64) -> String {
+        self.note(Ref::Run(id));
+        self.pick(format!("/runs/{id}"), &format!("runs/{id}.html"))
+    }
+    pub fn history(&self, q: &HistoryQuery) -> String {
+        self.note(Ref::History(HistoryQuery {
+            scale: String::new(),
+            ..q.clone()
+        }));
+        self.pick(
+            format!("/history{}", query_string(q)),
+            &format!("history/{}.html", q.file_key()),
+        )
+    }
+    /// The history's CSV (server only: a report writes it next to the page).
+    pub(crate) fn history_csv(&self, q: &HistoryQuery) -> String {
+        self.pick(
+            format!("/history.csv{}", query_string(q)),
+            &format!("history/{}.csv", q.file_key()),
+        )
+    }
+    /// The other scale of a history (server only; a report has the linear page).
+    pub(crate) fn history_scale(&self, q: &HistoryQuery, log: bool) -> String {
+        let q = HistoryQuery {
+            scale: if log { "log".into() } else { String::new() },
+            ..q.clone()
+        };
+        if self.is_static() {
+            return String::new();
+        }
+        format!("/history{}", query_string(&q))
+    }
+    pub(crate) fn static_file(&self, name: &str) -> String {
+        self.pick(format!("/static/{name}"), &format!("static/{name}"))
+    }
+}

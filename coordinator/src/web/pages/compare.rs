@@ -1,0 +1,225 @@
+//! `/compare`: the matrix of the latest result of each spec on each device, its filters, and the
+//! CSV/JSON of exactly what it shows.
+
+use super::{Scope, base, page};
+use crate::compare::{By, Cell, Pivot, PivotColumn, csv};
+use crate::store::{ResultFilter, ResultRow, Store};
+use crate::table::{fmt_metric, params_text, per_watt_unit};
+use crate::web::links::{CompareQuery, HistoryQuery, Links};
+use crate::web::{Page, WebError};
+use serde_json::{Value, json};
+use std::collections::BTreeSet;
+
+/// The matrix: the pivot by device of what the filters show, and the filters' options.
+pub struct Matrix {
+    pivot: Pivot,
+    options: [BTreeSet<String>; 4],
+}
+
+impl Matrix {
+    /// Every shown cell, row by row (the CSV/JSON download).
+    pub fn cells(&self) -> Vec<&Cell> {
+        self.pivot.cells()
+    }
+}
+
+/// The env-set filter's name of a result: its set, or `-` for none.
+fn env_option(r: &ResultRow) -> String {
+    match r.record.env_set() {
+        "" => "-".to_string(),
+        e => e.to_string(),
+    }
+}
+
+/// Builds the matrix from the latest result of each spec on each device.
+///
+/// # Errors
+/// [`WebError::BadRequest`] for a baseline that names no column; store errors.
+pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, WebError> {
+    let all = store.results(&ResultFilter {
+        latest_per_device_and_key: true,
+        ..Default::default()
+    })?;
+    let all: Vec<ResultRow> = all.into_iter().filter(|r| scope.has_result(r)).collect();
+    let mut options: [BTreeSet<String>; 4] = Default::default();
+    for r in &all {
+        options[0].extend(r.suite.clone());
+        options[1].insert(r.record.kernel.clone());
+        options[2].insert(r.record.dtype.clone());
+        options[3].insert(env_option(r));
+    }
+    let keep = |want: &str, have: &str| want.is_empty() || want == have;
+    let shown: Vec<ResultRow> = all
+        .into_iter()
+        .filter(|r| {
+            keep(&q.suite, r.suite.as_deref().unwrap_or(""))
+                && keep(&q.kernel, &r.record.kernel)
+                && keep(&q.dtype, &r.record.dtype)
+                && (q.env.is_empty() || q.env == r.record.env_set() || q.env == env_option(r))
+        })
+        .collect();
+    let mut pivot = Pivot::new(shown, By::Device);
+    if !q.baseline.is_empty() {
+        let Some(col) = pivot.columns.iter().position(|c| c.key == q.baseline) else {
+            return Err(WebError::BadRequest(format!(
+                "baseline {:?} is not a column of this view (columns are agent:device)",
+                crate::web::clip(&q.baseline)
+            )));
+        };
+        pivot.against_column(col);
+    }
+    Ok(Matrix { pivot, options })
+}
+
+/// A matrix cell for the page: the relative figure (or % change against the baseline column)
+/// and the CSS classes that colour it.
+fn cell_view(p: &Pivot, col: usize, c: &Cell) -> (Option<String>, Vec<&'static str>) {
+    let mut class = Vec::new();
+    let relative = if !c.record().is_ok() {
+        class.push("failed");
+        None
+    } else if p.baseline_column == Some(col) {
+        class.push("base");
+        Some("baseline".to_string())
+    } else if p.baseline_column.is_some() {
+        match (c.change_pct, c.better) {
+            (Some(pct), Some(better)) => {
+                class.push(if better { "better" } else { "worse" });
+                Some(format!("{pct:+.1}%"))
+            }
+            _ => None,
+        }
+    } else {
+        c.relative.map(|r| {
+            class.push(if (r - 1.0).abs() < 1e-9 {
+                "best"
+            } else if r > 1.0 {
+                "better"
+            } else {
+                "worse"
+            });
+            format!("×{r:.2}")
+        })
+    };
+    if c.record().noisy {
+        class.push("noisy");
+    }
+    (relative, class)
+}
+
+/// The template's object of one cell: value, marks, tooltip and links.
+fn cell_json(p: &Pivot, col: usize, c: &Cell, links: &Links) -> Value {
+    let r = c.record();
+    let hq = HistoryQuery {
+        spec: r.spec_key.clone(),
+        agent: c.agent().to_string(),
+        device: r.device_id.clone(),
+        scale: String::new(),
+    };
+    let (relative, class) = cell_view(p, col, c);
+    let unit = r.unit();
+    let mut extra = Vec::new();
+    if let Some(pct) = r.pct_of_peak.filter(|p| *p > 0.0) {
+        extra.push(if r.peak_suspect() {
+            format!("peak? {pct:.0}% of a peak from {}", r.peak_source)
+        } else {
+            format!("{pct:.0}% of peak")
+        });
+    }
+    if let Some(w) = r.metric_per_watt {
+        extra.push(format!("{} {}", fmt_metric(w), per_watt_unit(unit)));
+    }
+    if let Some(j) = r.joules_per_unit {
+        extra.push(format!(
+            "{j:.3e} J/{}",
+            unit.split('/').next().unwrap_or("")
+        ));
+    }
+    let title = if r.is_ok() {
+        let ci = r
+            .ci_pct()
+            .map(|v| format!(", median ±{v:.1}%"))
+            .unwrap_or_default();
+        let cv =
+            r.cv.map(|v| format!("{:.1}%", v * 100.0))
+                .unwrap_or("-".into());
+        let noisy = if r.noisy { " (noisy)" } else { "" };
+        format!("cv {cv}{ci}{noisy}")
+    } else {
+        format!("{}: {}", r.status, r.message)
+    };
+    json!({
+        "value": c.metric().map(fmt_metric), "unit": unit, "status": r.status,
+        "relative": relative,
+        "class": class.join(" "), "extra": extra.join(" · "), "title": title,
+        "sort": c.metric().map(|v| v.to_string()).unwrap_or_default(),
+        "run_href": links.run(c.result.id), "history_href": links.history(&hq),
+    })
+}
+
+/// `/compare`.
+pub fn compare_page(
+    store: &Store,
+    links: &Links,
+    q: &CompareQuery,
+    scope: &Scope,
+) -> Result<Page, WebError> {
+    let m = matrix(store, q, scope)?;
+    let p = &m.pivot;
+    let device_of = |c: &PivotColumn| c.devices.iter().next().cloned().unwrap_or_default();
+    let columns: Vec<Value> = p
+        .columns
+        .iter()
+        .map(|c| {
+            let (agent, device_id) = c.key.split_once(':').unwrap_or((&c.key, ""));
+            let backend = device_id.split(':').next().unwrap_or("");
+            json!({"key": c.key, "label": format!("{} ({})", device_of(c), c.key), "device": device_of(c), "agent": agent, "backend": backend})
+        })
+        .collect();
+    let baseline_label = p
+        .baseline_column
+        .map(|i| format!("{} ({})", device_of(&p.columns[i]), p.columns[i].key));
+    let rows: Vec<Value> = p
+        .rows
+        .iter()
+        .map(|row| {
+            let cells: Vec<Value> = row
+                .cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| c.as_ref().map_or(Value::Null, |c| cell_json(p, i, c, links)))
+                .collect();
+            let spec = row.spec();
+            json!({"kernel": spec.kernel, "variant": spec.variant, "params": params_text(&spec.params, ","),
+                   "dtype": spec.dtype, "mode": spec.mode, "env_set": spec.env_set(), "cells": cells})
+        })
+        .collect();
+    let names = [
+        ("suite", "Suite", &q.suite),
+        ("kernel", "Kernel", &q.kernel),
+        ("dtype", "Dtype", &q.dtype),
+        ("env", "Env set", &q.env),
+    ];
+    let filters: Vec<Value> = names
+        .iter()
+        .zip(&m.options)
+        .map(|((name, label, value), opts)| json!({"name": name, "label": label, "value": value, "options": opts}))
+        .collect();
+    let base = base(links, store, "Compare", "compare")?;
+    Ok(page(
+        "compare.html",
+        base,
+        json!({
+            "columns": columns, "rows": rows, "filters": filters, "baseline": q.baseline,
+            "baseline_label": baseline_label, "noisy_cv_pct": gpufleet_kernels::NOISY_CV * 100.0,
+            "csv_href": links.compare_download(q, "csv"), "json_href": links.compare_download(q, "json"),
+            "self_href": links.compare_with(q),
+        }),
+    ))
+}
+
+/// The matrix as CSV: one line per cell, numbers unformatted (the same columns as
+/// `gpufleet compare --format csv`).
+pub fn matrix_csv(m: &Matrix) -> String {
+    csv(&m.cells())
+}

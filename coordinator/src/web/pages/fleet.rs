@@ -1,0 +1,148 @@
+//! `/`: the fleet.
+
+use super::alerts::alert_rows;
+use super::{base, page};
+use crate::campaign::handoff::attached;
+use crate::store::{AgentKind, AlertRow, Store};
+use crate::table::fmt_metric;
+use crate::time::fmt_time;
+use crate::web::links::Links;
+use crate::web::{Page, WebError};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+
+/// `12.5 TFLOP/s`: a large figure with its SI prefix.
+fn si(v: f64, unit: &str) -> String {
+    let (v, p) = if v >= 1e12 {
+        (v / 1e12, "T")
+    } else if v >= 1e9 {
+        (v / 1e9, "G")
+    } else if v >= 1e6 {
+        (v / 1e6, "M")
+    } else {
+        (v, "")
+    };
+    format!("{} {p}{unit}", fmt_metric(v))
+}
+
+/// The power sensors of a device, or `none`.
+fn power_text(sensors: String) -> String {
+    if sensors.is_empty() {
+        "none".into()
+    } else {
+        sensors
+    }
+}
+
+/// `/`: agents, their state, backends, devices, latest campaign; open alerts.
+pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
+    let now = crate::time::now();
+    let agents = store.agents()?;
+    let devices = store.devices()?;
+    let latest = store.latest_campaign_per_agent()?;
+    let campaigns: HashMap<i64, _> = store.campaigns()?.into_iter().map(|c| (c.id, c)).collect();
+    let mut out = Vec::new();
+    for a in &agents {
+        // A description that no longer parses is said on the page, not shown as an empty one.
+        let (info, unreadable) = match store.agent_info(a.id)? {
+            None => (Value::Null, None),
+            Some(text) => match serde_json::from_str::<Value>(&text) {
+                Ok(v) => (v, None),
+                Err(e) => (
+                    Value::Null,
+                    Some(format!("stored description unreadable: {e}")),
+                ),
+            },
+        };
+        let (state, class) = match a.kind {
+            AgentKind::DialIn if attached(a, now) => ("online", "online"),
+            AgentKind::DialIn => ("offline", "offline"),
+            AgentKind::Direct => ("direct", "direct"),
+        };
+        let host = &info["host"];
+        let host_text = [&host["hostname"], &host["cpu_model"], &host["os"]]
+            .iter()
+            .filter_map(|v| v.as_str())
+            .filter(|s| !s.is_empty())
+            .collect::<Vec<_>>()
+            .join(" · ");
+        let host_text = unreadable.unwrap_or(host_text);
+        let power: Vec<&Value> = info["power_sources"]
+            .as_array()
+            .map(|v| v.iter().collect())
+            .unwrap_or_default();
+        let sensor_of = |pci: &str| -> String {
+            power
+                .iter()
+                .filter(|p| p["available"].as_bool() == Some(true))
+                .filter(|p| {
+                    pci.is_empty()
+                        || p["pci_bus_id"]
+                            .as_str()
+                            .is_none_or(|b| b.is_empty() || b == pci)
+                })
+                .filter_map(|p| {
+                    let name = p["name"].as_str()?;
+                    Some(format!("{name} ({})", p["scope"].as_str().unwrap_or("")))
+                })
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let devs: Vec<Value> = devices
+            .iter()
+            .filter(|d| d.agent_id == a.id)
+            .map(|d| {
+                let peaks = &d.info["peaks"];
+                let flops = peaks["fp32_flops"].as_f64().filter(|v| *v > 0.0);
+                let bw = peaks["memory_bytes_per_s"].as_f64().filter(|v| *v > 0.0);
+                json!({
+                    "name": d.name, "id": d.device_id, "backend": d.backend, "vendor": d.vendor,
+                    "arch": d.arch,
+                    "peak_flops": flops.map(|v| si(v, "FLOP/s")).unwrap_or_else(|| "-".into()),
+                    "peak_bw": bw.map(|v| si(v, "B/s")).unwrap_or_else(|| "-".into()),
+                    "power": power_text(sensor_of(&d.pci_bus_id)),
+                })
+            })
+            .collect();
+        let backends: Vec<Value> = info["backends"]
+            .as_array()
+            .map(|bs| {
+                bs.iter()
+                    .map(|b| json!({"name": b["name"], "available": b["available"].as_bool().unwrap_or(false), "reason": b["reason"]}))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let last_seen = match a.kind {
+            AgentKind::DialIn => a
+                .last_seen
+                .map(|t| format!("{} ({} ago)", fmt_time(t), crate::time::ago(now - t))),
+            AgentKind::Direct => devices
+                .iter()
+                .filter(|d| d.agent_id == a.id)
+                .map(|d| d.last_seen)
+                .reduce(f64::max)
+                .map(|t| format!("{} (last described)", fmt_time(t))),
+        };
+        let latest_campaign = latest.get(&a.id).and_then(|id| campaigns.get(id)).map(|c| {
+            json!({"id": c.id, "suite": c.suite, "state": c.state.name(), "href": links.campaign(c.id)})
+        });
+        out.push(json!({
+            "name": a.name, "kind": a.kind.name(), "state": state, "state_class": class,
+            "host": host_text, "last_seen": last_seen,
+            "address": if a.kind == AgentKind::Direct { Some(&a.url) } else { a.remote_addr.as_ref() },
+            "version": a.agent_version.clone().or_else(|| info["agent_version"].as_str().map(String::from)),
+            "backends": backends, "devices": devs, "latest_campaign": latest_campaign,
+        }));
+    }
+    let alerts: Vec<AlertRow> = store
+        .alerts(0.0)?
+        .into_iter()
+        .filter(|a| a.acknowledged_at.is_none())
+        .collect();
+    let m = base(links, store, "Fleet", "fleet")?;
+    Ok(page(
+        "fleet.html",
+        m,
+        json!({ "agents": out, "alerts": alert_rows(&alerts, links), "with_ack": false }),
+    ))
+}

@@ -1,0 +1,89 @@
+//! The pages' data: each page module reads the store and returns a [`Page`] (template and
+//! context); the shared layout (navigation, title, generated time) is here. The same functions
+//! serve `gpufleet serve` and the static `gpufleet report`; only [`Links`] differs (absolute server
+//! paths, or relative file names).
+//!
+//! | module | page |
+//! | --- | --- |
+//! | `fleet.rs` | `/`: agents, their state, backends, devices, latest campaign, open alerts |
+//! | `compare.rs` | `/compare` and its CSV/JSON: the matrix of the latest results |
+//! | `history.rs` | `/history` and its CSV: one series over time |
+//! | `run.rs` | `/runs/{id}`: one result with its charts |
+//! | `campaigns.rs` | `/campaigns`, `/campaigns/{id}` |
+//! | `alerts.rs` | `/alerts`, and the alert table other pages embed |
+
+pub mod alerts;
+pub mod campaigns;
+pub mod compare;
+pub mod fleet;
+pub mod history;
+pub mod run;
+
+use super::links::Links;
+use super::{Page, WebError};
+use crate::store::{ResultRow, Store};
+use crate::time::fmt_time;
+use serde_json::{Map, Value, json};
+
+/// Which stored work a page covers: everything (serve), or one campaign or a time window (report).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scope {
+    pub campaign: Option<i64>,
+    /// Unix seconds.
+    pub since: Option<f64>,
+}
+
+impl Scope {
+    pub(crate) fn has_result(&self, r: &ResultRow) -> bool {
+        self.campaign
+            .is_none_or(|c| r.record.campaign_id == Some(c))
+            && self
+                .since
+                .is_none_or(|t| r.record.created_at.unwrap_or(0.0) >= t)
+    }
+}
+
+/// What every page's layout needs.
+fn base(
+    links: &Links,
+    store: &Store,
+    title: &str,
+    page: &str,
+) -> Result<Map<String, Value>, WebError> {
+    let open_alerts = store
+        .alerts(0.0)?
+        .iter()
+        .filter(|a| a.acknowledged_at.is_none())
+        .count();
+    let mut m = Map::new();
+    m.insert("title".into(), json!(title));
+    m.insert("page".into(), json!(page));
+    m.insert("version".into(), json!(env!("CARGO_PKG_VERSION")));
+    m.insert("generated".into(), json!(fmt_time(crate::time::now())));
+    m.insert("is_static".into(), json!(links.is_static()));
+    m.insert(
+        "nav".into(),
+        json!({
+            "fleet": links.fleet(), "compare": links.compare(), "campaigns": links.campaigns(),
+            "alerts": links.alerts(), "css": links.static_file("gpufleet.css"),
+            "js": links.static_file("gpufleet.js"), "open_alerts": open_alerts,
+        }),
+    );
+    Ok(m)
+}
+
+fn page(template: &'static str, mut m: Map<String, Value>, extra: Value) -> Page {
+    if let Value::Object(e) = extra {
+        m.extend(e);
+    }
+    Page {
+        template,
+        context: Value::Object(m),
+    }
+}
+
+/// An error page.
+pub fn error_page(links: &Links, store: &Store, message: &str) -> Result<Page, WebError> {
+    let m = base(links, store, "Not available", "")?;
+    Ok(page("error.html", m, json!({ "message": message })))
+}
