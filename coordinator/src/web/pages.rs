@@ -1070,7 +1070,7 @@ pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
         .filter_map(|p| {
             Some(PowerReading {
                 monotonic_ns: p.monotonic_ns,
-                watts: p.watts?,
+                watts: p.reading.watts?,
             })
         })
         .collect();
