@@ -171,11 +171,11 @@ mod tests {
     #[test]
     fn the_serde_form_is_flat() {
         let p = PowerPoint {
-            source: "nvml".into(),
-            scope: "board".into(),
-            pci_bus_id: "0000:06:00.0".into(),
-            monotonic_ns: 1_050_000_000,
-            wall_unix_s: 1_700_000_000.05,
+            source: "amdgpu-hwmon".into(),
+            scope: "asic".into(),
+            pci_bus_id: "0000:03:00.0".into(),
+            monotonic_ns: 7_000_000_000,
+            wall_unix_s: 1_760_000_000.5,
             reading: Reading {
                 mclk_mhz: None,
                 ..full()
@@ -184,7 +184,7 @@ mod tests {
         let text = serde_json::to_string(&p).unwrap();
         assert_eq!(
             text,
-            r#"{"source":"nvml","scope":"board","pci_bus_id":"0000:06:00.0","monotonic_ns":1050000000,"wall_unix_s":1700000000.05,"watts":430.5,"energy_j":12.5,"temperature_c":31.0,"sclk_mhz":1980,"mclk_mhz":null,"utilization_pct":100.0}"#
+            r#"{"source":"amdgpu-hwmon","scope":"asic","pci_bus_id":"0000:03:00.0","monotonic_ns":7000000000,"wall_unix_s":1760000000.5,"watts":430.5,"energy_j":12.5,"temperature_c":31.0,"sclk_mhz":1980,"mclk_mhz":null,"utilization_pct":100.0}"#
         );
         assert_eq!(serde_json::from_str::<PowerPoint>(&text).unwrap(), p);
     }

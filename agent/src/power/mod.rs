@@ -49,7 +49,7 @@ pub mod state;
 pub mod wire;
 
 pub use gpufleet_proto::power::Reading;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What a sensor's watts cover.
@@ -224,5 +224,16 @@ impl PowerConfig {
             nvml: false,
             ..PowerConfig::default()
         }
+    }
+
+    /// Probes the command line tool `cmd` (one of this configuration's tool
+    /// fields) with the configured deadline: `None` when the configuration
+    /// turns the tool off. What the tool sources' [`SourceKind`]s share.
+    pub fn probe_tool(
+        &self,
+        cmd: &Option<PathBuf>,
+        probe: fn(&Path, Duration) -> Probed,
+    ) -> Option<Probed> {
+        cmd.as_deref().map(|cmd| probe(cmd, self.command_timeout))
     }
 }

@@ -22,8 +22,7 @@ use std::time::Duration;
 use super::sysfs::{numbered_entries, read_parsed, read_trimmed};
 use crate::host::pci::normalize_pci;
 use crate::power::{
-    Channel, ChannelReading, PollError, PowerConfig, PowerSource, Probed, Reading, Scope,
-    SourceKind, boxed,
+    Channel, ChannelReading, PollError, PowerConfig, PowerSource, Reading, Scope, SourceKind, boxed,
 };
 
 /// The source's name in Describe and on the wire.
@@ -32,7 +31,7 @@ pub const NAME: &str = "amdgpu-hwmon";
 /// amdgpu hwmon in [`super::ALL`]: always probed, under the configured sysfs root.
 pub const KIND: SourceKind = SourceKind {
     name: NAME,
-    probe: |config: &PowerConfig| Some(probe(&config.sysfs_root)),
+    probe: |config: &PowerConfig| Some(boxed(HwmonSource::discover(&config.sysfs_root))),
 };
 
 /// PCI device ids whose `power1_input` is package power: the MI300 series
@@ -99,20 +98,12 @@ pub struct HwmonSource {
     channels: Vec<Channel>,
 }
 
-/// Finds every amdgpu hwmon under `<sysfs_root>/sys/class/drm/card*/device/`.
-///
-/// # Errors
-/// The reason shown in Describe when there is no amdgpu hwmon with a power
-/// file.
-pub fn probe(sysfs_root: &Path) -> Probed {
-    boxed(HwmonSource::discover(sysfs_root))
-}
-
 impl HwmonSource {
-    /// [`probe`] without the box, for tests and callers that want the type.
+    /// Finds every amdgpu hwmon under `<sysfs_root>/sys/class/drm/card*/device/`.
     ///
     /// # Errors
-    /// As [`probe`].
+    /// The reason shown in Describe when there is no amdgpu hwmon with a
+    /// power file.
     pub fn discover(sysfs_root: &Path) -> Result<HwmonSource, String> {
         let drm = sysfs_root.join("sys/class/drm");
         let pattern = format!("{}/card*/device/hwmon", drm.display());

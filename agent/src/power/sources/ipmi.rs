@@ -30,10 +30,7 @@ pub const NAME: &str = "ipmitool";
 /// ipmitool in [`super::ALL`]: probed unless the configuration turns it off.
 pub const KIND: SourceKind = SourceKind {
     name: NAME,
-    probe: |config: &PowerConfig| {
-        let cmd = config.ipmitool.as_deref()?;
-        Some(probe(cmd, config.command_timeout))
-    },
+    probe: |c: &PowerConfig| c.probe_tool(&c.ipmitool, probe),
 };
 
 /// Arguments of every call.

@@ -21,8 +21,7 @@ use std::time::{Duration, Instant};
 
 use super::sysfs::{numbered_entries, read_parsed};
 use crate::power::{
-    Channel, ChannelReading, PollError, PowerConfig, PowerSource, Probed, Reading, Scope,
-    SourceKind, boxed,
+    Channel, ChannelReading, PollError, PowerConfig, PowerSource, Reading, Scope, SourceKind, boxed,
 };
 
 /// The source's name in Describe and on the wire.
@@ -31,7 +30,7 @@ pub const NAME: &str = "rapl";
 /// RAPL in [`super::ALL`]: always probed, under the configured sysfs root.
 pub const KIND: SourceKind = SourceKind {
     name: NAME,
-    probe: |config: &PowerConfig| Some(probe(&config.sysfs_root)),
+    probe: |config: &PowerConfig| Some(boxed(RaplSource::discover(&config.sysfs_root))),
 };
 
 /// The top-level powercap zones: `intel-rapl:0`, not the `intel-rapl:0:0`
@@ -90,21 +89,13 @@ pub struct RaplSource {
     channels: Vec<Channel>,
 }
 
-/// Finds the top-level `intel-rapl:N` zones under
-/// `<sysfs_root>/sys/class/powercap` and reads each counter once.
-///
-/// # Errors
-/// The reason shown in Describe: no zones, or no zone whose `energy_uj` is
-/// readable (typically "readable by root only").
-pub fn probe(sysfs_root: &Path) -> Probed {
-    boxed(RaplSource::discover(sysfs_root))
-}
-
 impl RaplSource {
-    /// [`probe`] without the box.
+    /// Finds the top-level `intel-rapl:N` zones under
+    /// `<sysfs_root>/sys/class/powercap` and reads each counter once.
     ///
     /// # Errors
-    /// As [`probe`].
+    /// The reason shown in Describe: no zones, or no zone whose `energy_uj`
+    /// is readable (typically "readable by root only").
     pub fn discover(sysfs_root: &Path) -> Result<RaplSource, String> {
         let powercap = sysfs_root.join("sys/class/powercap");
         let dirs = numbered_entries(&powercap, ZONE_PREFIX).unwrap_or_default();
@@ -252,6 +243,15 @@ fn read_counter(path: &Path) -> Result<u64, String> {
 mod tests {
     use super::super::sysfs::number_after;
     use super::*;
+
+    /// What the agent's probe finds with `root` as the sysfs root.
+    fn probe(root: &Path) -> crate::power::Probed {
+        let config = PowerConfig {
+            sysfs_root: root.to_path_buf(),
+            ..PowerConfig::none()
+        };
+        (KIND.probe)(&config).expect("RAPL is always probed")
+    }
 
     /// `intel-rapl:0` → 0; `intel-rapl:0:1` (subzone), `intel-rapl`,
     /// `intel-rapl-mmio:0` (a second view of package 0) → None.

@@ -40,19 +40,13 @@ pub const AMD_SMI: &str = "amd-smi";
 /// rocm-smi in [`super::ALL`]: probed unless the configuration turns it off.
 pub const ROCM_SMI_KIND: SourceKind = SourceKind {
     name: ROCM_SMI,
-    probe: |config: &PowerConfig| {
-        let cmd = config.rocm_smi.as_deref()?;
-        Some(probe_rocm_smi(cmd, config.command_timeout))
-    },
+    probe: |c: &PowerConfig| c.probe_tool(&c.rocm_smi, probe_rocm_smi),
 };
 
 /// amd-smi in [`super::ALL`]: probed unless the configuration turns it off.
 pub const AMD_SMI_KIND: SourceKind = SourceKind {
     name: AMD_SMI,
-    probe: |config: &PowerConfig| {
-        let cmd = config.amd_smi.as_deref()?;
-        Some(probe_amd_smi(cmd, config.command_timeout))
-    },
+    probe: |c: &PowerConfig| c.probe_tool(&c.amd_smi, probe_amd_smi),
 };
 
 /// Arguments of every `rocm-smi` call.

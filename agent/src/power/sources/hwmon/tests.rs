@@ -4,6 +4,15 @@ use super::super::sysfs::number_after;
 use super::*;
 use std::os::unix::fs::symlink;
 
+/// What the agent's probe finds with `root` as the sysfs root.
+fn probe(root: &Path) -> crate::power::Probed {
+    let config = PowerConfig {
+        sysfs_root: root.to_path_buf(),
+        ..PowerConfig::none()
+    };
+    (KIND.probe)(&config).expect("hwmon is always probed")
+}
+
 /// `card0` → 0; `card0-DP-1`, `renderD128`, `version` → None.
 fn card_number(name: &str) -> Option<u32> {
     number_after(name, CARD_PREFIX)
