@@ -3,7 +3,7 @@
 //! one place (`service/status.rs`).
 
 use crate::env::EnvError;
-use crate::run::host_peak::HostMemoryShortage;
+use crate::host::memory::HostMemoryShortage;
 use gpufleet_kernels::SpecError;
 
 /// Why the agent refused a request. Runs that start and then fail are not

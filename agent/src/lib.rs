@@ -7,29 +7,42 @@
 //! against the catalog's reference in the same run, with the environment it was measured in.
 //!
 //! # Layout
+//! From the bottom up: each module uses only the modules listed before it.
+//! - `host/`: facts about the host (CPU, memory, OS, container hints) read from /proc and /sys
+//!   (`mod.rs`), the driver-stack facts of `host.platform` (`probe.rs`), what a new worker may take
+//!   of its memory now and the refusal of a run that does not fit (`memory.rs`), and the PCI
+//!   address normalisation that joins backends' devices to power sensors (`pci.rs`).
+//! - `env.rs`: the allowlist of environment overrides a run may set for its worker.
+//! - `cache.rs`: the cache directory (compiled programs, tuned parameters) and its key hash.
+//! - `stats.rs`: pure statistics over the timed iterations and the stop rule.
+//! - `error.rs`: [`error::AgentError`], why a request is refused, naming the field.
 //! - `backend/`: the [`backend::Backend`] trait and one folder per backend (`cpu/`, `opencl/`,
-//!   `vulkan/`, `hip/`), with shared planning parameters, peaks, storage and tuning.
+//!   `vulkan/`, `hip/`), with the shared device lookup (`lookup.rs`), peaks (`peaks.rs`),
+//!   planning pieces (`planning.rs`, `planning/`), storage formats (`storage.rs`) and autotuner
+//!   (`tuning.rs`).
 //! - `isolation/`: worker processes: the JSON-lines protocol (`protocol.rs`), the child entry point
 //!   (`child.rs`), the parent's supervisor with its watchdog (`parent.rs`), the worker's memory
 //!   limit and how an out-of-memory end is recognised (`memory_limit.rs`), the clocks.
-//! - `host/`: facts about the host (CPU, memory, OS, container hints) read from /proc and /sys,
-//!   and what a new worker may take of its memory now (`host/memory.rs`).
 //! - `inventory/`: the host's facts and per-backend discovery, run in workers with a deadline.
-//! - `power/`: power sources behind [`power::PowerSource`] (hwmon, NVML, RAPL, rocm-smi/amd-smi,
-//!   ipmitool), the sampler, energy integration, the agent's [`power::state::PowerState`], a run's
-//!   energy accounting (`run_energy.rs`) and the `gpufleet-agent power` report (`report.rs`).
+//! - `power/`: the [`power::PowerSource`] trait (`mod.rs`) and the sources behind it, one each in
+//!   `power/sources/` (amdgpu hwmon, NVML, RAPL, rocm-smi/amd-smi, ipmitool, with the sysfs
+//!   readers and the tool runner they share) registered in [`power::sources::ALL`]; the sampler
+//!   (`sampler.rs`), energy integration (`energy.rs`), the agent's [`power::state::PowerState`], a
+//!   run's energy accounting (`run_energy.rs`), samples in their wire form (`wire.rs`) and the
+//!   `gpufleet-agent power` report (`report.rs`).
 //! - `run/`: the run core, whichever way a request arrives: [`AgentConfig`], [`AgentCore`], run
-//!   planning (`plan.rs`), the per-device queues (`queue.rs`), a run's lifecycle (`lifecycle.rs`)
-//!   and its RunResult (`result.rs`). Speaks protobuf messages, knows nothing of tonic.
+//!   planning (`plan.rs`), the host-memory model and admission (`host_peak.rs`), the per-device
+//!   queues (`queue.rs`), a run's lifecycle (`lifecycle.rs`), its RunResult (`result.rs`) and the
+//!   runs counted by status (`counters.rs`). Speaks protobuf messages, knows nothing of tonic.
+//! - `service/`: the `gpufleet.v1.Agent` gRPC service over the run core (plus health and
+//!   reflection): [`serve`], who may listen where (`auth.rs`), conversions to the wire, Describe,
+//!   StreamPower's filter, the one mapping of [`error::AgentError`] to status codes.
 //! - `dial/`: dialing in to a coordinator (`--connect`): the reconnect loop, the on-disk outbox of
 //!   finished runs kept until acknowledged, TLS verification by CA or pinned SHA-256.
-//! - `service/`: the `gpufleet.v1.Agent` gRPC service over the run core (plus health and
-//!   reflection): [`serve`], conversions to the wire, Describe, StreamPower's filter, the one
-//!   mapping of [`error::AgentError`] to status codes.
-//! - `error.rs`: [`error::AgentError`], why a request is refused, naming the field.
-//! - `env.rs`: the allowlist of environment overrides a run may set for its worker.
-//! - `stats.rs`: pure statistics over the timed iterations and the stop rule.
-//! - `cache.rs`: the cache directory (compiled programs, tuned parameters) and its key hash.
+//! - `metrics.rs`: the Prometheus exporter (`--metrics-listen`): the sampler's latest figures, the
+//!   run core's counts and the queue depths.
+//! - `main.rs` (the binary, with its clap types in `cli.rs`): parses the command line and the
+//!   configuration and calls [`serve`], [`dial`], [`power::report`] or the worker's entry point.
 //!
 //! # Lifecycle of a run
 //! 1. At start [`AgentCore::start`] discovers the inventory (one discovery worker per backend) and

@@ -1,16 +1,17 @@
 //! Prometheus metrics of the agent (`gpufleet-agent --metrics-listen ADDR`, `GET /metrics` in the
 //! text format): the latest power, temperature and clock of every power channel, runs by status,
 //! worker crashes, and the queue depth per device. Counters are process-wide; gauges are read from
-//! the sampler and the queues at each scrape.
+//! the sampler and the queues at each scrape. The counts are the run core's
+//! ([`crate::run::counters`]): this exporter reads the run core, never the other way round.
 
-use crate::run::AgentCore;
+use crate::run::{AgentCore, counters};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use std::sync::Arc;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, OnceLock};
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct StatusLabels {
@@ -30,54 +31,25 @@ struct DeviceLabels {
     device: String,
 }
 
-/// Counters that live as long as the process.
-struct Counters {
-    runs: Family<StatusLabels, Counter>,
-    crashes: Counter,
-}
-
-fn counters() -> &'static Counters {
-    static C: OnceLock<Counters> = OnceLock::new();
-    C.get_or_init(|| {
-        let runs = Family::<StatusLabels, Counter>::default();
-        // Every status from zero, so rates exist before the first run of each.
-        for status in (1..=32).filter_map(|i| gpufleet_proto::v1::RunStatus::try_from(i).ok()) {
-            let _ = runs.get_or_create(&StatusLabels {
-                status: status.name().to_string(),
-            });
-        }
-        Counters {
-            runs,
-            crashes: Counter::default(),
-        }
-    })
-}
-
-/// Counts a finished run by its status (`ok`, `crashed`, …); a crash or a watchdog kill is also a
-/// worker crash.
-pub fn record_run(status: &str) {
-    let c = counters();
-    c.runs
-        .get_or_create(&StatusLabels {
-            status: status.to_string(),
-        })
-        .inc();
-    if status == "crashed" || status == "timed_out" {
-        c.crashes.inc();
-    }
-}
-
 type FloatGauge = Gauge<f64, AtomicU64>;
 
 /// The metrics text of `core` now.
 pub fn render(core: &AgentCore) -> String {
     let mut registry = Registry::with_prefix("gpufleet_agent");
-    let c = counters();
-    registry.register("runs", "Runs finished, by status", c.runs.clone());
+    let runs = Family::<StatusLabels, Counter>::default();
+    for (status, n) in counters::runs_by_status() {
+        runs.get_or_create(&StatusLabels {
+            status: status.to_string(),
+        })
+        .inc_by(n);
+    }
+    registry.register("runs", "Runs finished, by status", runs);
+    let crashes = Counter::<u64>::default();
+    crashes.inc_by(counters::worker_crashes());
     registry.register(
         "worker_crashes",
         "Runs whose worker crashed or was killed by the watchdog",
-        c.crashes.clone(),
+        crashes,
     );
     let watts = Family::<ChannelLabels, FloatGauge>::default();
     let temperature = Family::<ChannelLabels, FloatGauge>::default();

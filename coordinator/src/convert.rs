@@ -31,32 +31,6 @@ fn map_value<V: serde::Serialize>(m: &std::collections::HashMap<String, V>) -> V
     serde_json::to_value(sorted).unwrap_or(Value::Null)
 }
 
-/// A power sample from the wire, with the figures the sensor did not report
-/// as `None`.
-pub fn to_power_point(p: &pb::PowerSample) -> PowerPoint {
-    let finite = |v: f64| v.is_finite().then_some(v);
-    // Temperature and utilisation have no "reported" flag on the wire; a
-    // source that lacks them sends 0.
-    let some_if = |v: f64| (v != 0.0).then_some(v).and_then(finite);
-    PowerPoint {
-        source: p.source.clone(),
-        scope: p.scope.clone(),
-        pci_bus_id: p.pci_bus_id.clone(),
-        monotonic_ns: p.monotonic_ns.min(i64::MAX as u64),
-        wall_unix_s: finite(p.wall_unix_s).unwrap_or(0.0),
-        watts: if p.has_watts { finite(p.watts) } else { None },
-        energy_j: if p.has_energy {
-            finite(p.energy_j)
-        } else {
-            None
-        },
-        temperature_c: some_if(p.temperature_c),
-        sclk_mhz: (p.sclk_mhz != 0).then_some(p.sclk_mhz),
-        mclk_mhz: (p.mclk_mhz != 0).then_some(p.mclk_mhz),
-        utilization_pct: some_if(p.utilization_pct),
-    }
-}
-
 /// Flattens `r` and the power samples of its stream into a store record.
 pub fn to_record(
     r: &pb::RunResult,
@@ -140,7 +114,7 @@ pub fn to_record(
         avg_watts: energy.map(|e| e.avg_watts).filter(|w| *w > 0.0),
         metric_per_watt: energy.map(|e| e.metric_per_watt).filter(|v| *v > 0.0),
         joules_per_unit: energy.map(|e| e.joules_per_unit).filter(|v| *v > 0.0),
-        power: power.iter().map(to_power_point).collect(),
+        power: power.iter().map(PowerPoint::from).collect(),
     }
 }
 

@@ -12,6 +12,8 @@
 //! - [`digest`]: the SHA-256 hex digest (TLS pins, stored token hashes, content names).
 //! - [`display`]: the text of an `AgentInfo`, shared by `gpufleet-agent
 //!   describe` and `gpufleet describe`.
+//! - [`power`]: one power sample ([`power::Reading`], [`power::PowerPoint`]) shared by the
+//!   agent's sampler, the wire and the coordinator's store, with its wire conversions.
 //! - [`FILE_DESCRIPTOR_SET`]: the encoded descriptors, for server reflection.
 //!
 //! - [`tls`]: how a client verifies a gpufleet server (a CA, or the pinned
@@ -24,6 +26,7 @@
 pub mod convert;
 pub mod digest;
 pub mod display;
+pub mod power;
 pub mod tls;
 
 /// Generated code of package `gpufleet.v1`.

@@ -2,7 +2,9 @@
 //! and the headroom left under the agent's own cgroup limit (v2 `memory.max`, or v1
 //! `memory.limit_in_bytes`), at every level from the agent's cgroup up to the mount's root.
 //! Also the kernel's count of OOM kills (`oom_kill` in /proc/vmstat), which tells a worker that the
-//! OOM killer ended from one that was killed for another reason.
+//! OOM killer ended from one that was killed for another reason. And [`HostMemoryShortage`], the
+//! refusal of a run whose estimated peak does not fit: the error lives here, with the numbers it
+//! names, so the agent's error enum that wraps it depends only on what is below it.
 //!
 //! Readers take the root of the file system (`/` on a host, a fixture directory in tests); the
 //! parsers take the files' text.
@@ -101,6 +103,26 @@ impl HostMemory {
             _ => host,
         }
     }
+}
+
+/// A run that does not fit the host's memory now: what a run's admission
+/// (`run::host_peak::admit`) refuses with, naming the estimate and the allowance.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error(
+    "{what} needs about {} of host memory at its peak (estimated), more than the {} a worker \
+     may take now ({why})",
+    gib(*needed),
+    gib(*available)
+)]
+pub struct HostMemoryShortage {
+    /// The run: `vec_add with n=1073741824 on cpu:0`.
+    pub what: String,
+    /// The estimated peak, bytes.
+    pub needed: u64,
+    /// [`HostMemory::allowance`], bytes.
+    pub available: u64,
+    /// How the allowance was reached ([`HostMemory::explain`]).
+    pub why: String,
 }
 
 /// A `Key:   123 kB` line of /proc/meminfo, in bytes.

@@ -5,10 +5,15 @@
 //!
 //! # Layout
 //! - this file: [`HostFacts`] for Describe (CPU, memory, OS, container hints).
-//! - [`memory`]: what a new worker may take now (`MemAvailable`, the agent's cgroup limit) and
-//!   the kernel's OOM-kill counter.
+//! - [`memory`]: what a new worker may take now (`MemAvailable`, the agent's cgroup limit), the
+//!   kernel's OOM-kill counter, and [`memory::HostMemoryShortage`], the refusal of a run that
+//!   does not fit.
+//! - [`pci`]: PCI addresses normalised, the join key between backends and power sensors.
+//! - [`probe`]: the driver-stack facts that decide whether two runs are comparable (amdgpu
+//!   module parameters, driver and ROCm versions, PCIe atomics), for `host.platform`.
 
 pub mod memory;
+pub mod pci;
 pub mod probe;
 
 use serde::{Deserialize, Serialize};

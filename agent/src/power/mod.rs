@@ -4,17 +4,18 @@
 //! average over a window (amdgpu `power1_average`, NVML's power usage on
 //! Hopper), some an instantaneous value, some an energy counter that wraps
 //! (RAPL), some only through a command line tool (`rocm-smi`, `amd-smi`,
-//! `ipmitool`). Each module below turns one kind into [`Reading`]s that say
-//! what they measure (the [`Scope`]) and for which device (the PCI bus id,
-//! the join key with the backends' devices).
+//! `ipmitool`). Each source in [`sources`] turns one kind into [`Reading`]s
+//! of its [`Channel`]s, which say what they measure (the [`Scope`]) and for
+//! which device (the PCI bus id, the join key with the backends' devices).
 //!
 //! # Layout
-//! - [`hwmon`]: amdgpu hwmon under a configurable sysfs root.
-//! - [`nvml`]: NVIDIA through NVML, loaded at run time.
-//! - [`rapl`]: Intel/AMD RAPL powercap energy counters.
-//! - [`smi`]: `rocm-smi --showpower --json` and `amd-smi metric --power --json`.
-//! - [`ipmi`]: `ipmitool dcmi power reading` (whole node).
-//! - [`command`]: running a tool with a timeout (shared by smi and ipmi).
+//! - this file: the [`PowerSource`] trait every source implements, what it
+//!   reports ([`Channel`], [`ChannelReading`], [`PollError`]), how a kind of
+//!   source is registered ([`SourceKind`]) and where to look ([`PowerConfig`]).
+//! - [`sources`]: the sources, one file or folder each (amdgpu hwmon, NVML,
+//!   RAPL, rocm-smi/amd-smi, ipmitool, and the tool runner the command line
+//!   ones share), and [`sources::ALL`], the one list of them that probing
+//!   reads.
 //! - [`sampler`]: the thread that polls every source at a fixed rate into a
 //!   ring buffer and a broadcast channel, and learns each sensor's real
 //!   update period.
@@ -26,30 +27,29 @@
 //! - [`wire`]: samples in their protobuf form.
 //! - [`report`]: `gpufleet-agent power`, sampling without serving.
 //!
+//! A reading's figures are [`gpufleet_proto::power::Reading`], the one type
+//! the wire and the coordinator's store use for a power sample too.
+//!
 //! # Lifecycle
-//! At start the agent [`probe`]s every source with a [`PowerConfig`] into a
-//! [`state::PowerState`]; sources that answer become channels of the
-//! [`sampler::Sampler`], the others are listed in Describe as unavailable
-//! with their reason. A run's plan picks its device's channel
+//! At start the agent [`sources::probe`]s every kind in [`sources::ALL`] with
+//! a [`PowerConfig`] into a [`state::PowerState`]; sources that answer become
+//! channels of the [`sampler::Sampler`], the others are listed in Describe as
+//! unavailable with their reason. A run's plan picks its device's channel
 //! ([`run_energy::plan_power`]); when the worker ends the run core waits for
 //! a sample past the window, cuts the trace to the worker's kernel window
 //! and calls [`run_energy::energy`] (idle baseline, [`energy::integrate`],
 //! per-iteration and per-unit figures).
 
-pub mod command;
 pub mod energy;
-pub mod hwmon;
-pub mod ipmi;
-pub mod nvml;
-pub mod rapl;
 pub mod report;
 pub mod run_energy;
 pub mod sampler;
-pub mod smi;
+pub mod sources;
 pub mod state;
 pub mod wire;
 
-use std::path::PathBuf;
+pub use gpufleet_proto::power::Reading;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// What a sensor's watts cover.
@@ -80,20 +80,14 @@ impl Scope {
     }
 }
 
-/// One read of one channel. Every figure is optional: a sensor that is
-/// missing, unreadable or reports garbage leaves its field `None`.
+/// One read of one channel of a source. Every figure of the [`Reading`] is
+/// optional: a sensor that is missing, unreadable or reports garbage leaves
+/// its field `None`.
 #[derive(Debug, Clone, PartialEq, Default)]
-pub struct Reading {
+pub struct ChannelReading {
     /// Which channel of the source (index into [`PowerSource::channels`]).
     pub channel: usize,
-    pub watts: Option<f64>,
-    /// Energy counter in joules, monotonic since the source was probed
-    /// (wraparound already unfolded by the source).
-    pub energy_j: Option<f64>,
-    pub temperature_c: Option<f64>,
-    pub sclk_mhz: Option<u32>,
-    pub mclk_mhz: Option<u32>,
-    pub utilization_pct: Option<f64>,
+    pub reading: Reading,
 }
 
 /// One channel of a source: a device (or the node, or a CPU package) it
@@ -106,7 +100,7 @@ pub struct Channel {
     pub scope: Scope,
     /// Human detail: the sysfs path, the tool's card index, `package-0`.
     pub label: String,
-    /// True when [`Reading::energy_j`] is a hardware counter.
+    /// True when the readings' `energy_j` is a hardware counter.
     pub energy_counter: bool,
     /// Configured power cap in watts, where the sensor reports one.
     pub power_cap_w: Option<f64>,
@@ -140,7 +134,7 @@ pub trait PowerSource: Send {
     ///
     /// # Errors
     /// [`PollError::Retry`] or [`PollError::Fatal`] for the whole source.
-    fn poll(&mut self) -> Result<Vec<Reading>, PollError>;
+    fn poll(&mut self) -> Result<Vec<ChannelReading>, PollError>;
     /// True for sources that start a process per poll (`rocm-smi`,
     /// `ipmitool`): the sampler gives them their own thread and interval so
     /// they never slow the fast sources.
@@ -151,6 +145,28 @@ pub trait PowerSource: Send {
     /// it less often than the watts because it is costly (NVML). A run asks
     /// at its start and end so its window is bracketed by fresh readings.
     fn want_counter(&mut self) {}
+}
+
+/// A boxed source as probing returns it, or why it cannot be used (shown in
+/// Describe).
+pub type Probed = Result<Box<dyn PowerSource>, String>;
+
+/// A source found by a probe, boxed as [`Probed`].
+pub fn boxed<S: PowerSource + 'static>(source: Result<S, String>) -> Probed {
+    source.map(|s| Box::new(s) as Box<dyn PowerSource>)
+}
+
+/// One kind of source in [`sources::ALL`]: its name and how it is probed.
+/// Adding a source is a file in [`sources`] with one of these and an entry
+/// in that list (and a [`PowerConfig`] field if it needs a setting).
+#[derive(Debug, Clone, Copy)]
+pub struct SourceKind {
+    /// `amdgpu-hwmon`, `nvml`, `rapl`, `rocm-smi`, `amd-smi`, `ipmitool`.
+    pub name: &'static str,
+    /// Probes it with the agent's configuration: `None` when the
+    /// configuration turns it off, else the source or why it cannot be used.
+    /// May block (tool calls): probing runs off the async threads.
+    pub probe: fn(&PowerConfig) -> Option<Probed>,
 }
 
 /// A source that could not be used, and why (shown in Describe).
@@ -209,97 +225,15 @@ impl PowerConfig {
             ..PowerConfig::default()
         }
     }
-}
 
-/// What probing found.
-#[derive(Default)]
-pub struct Probe {
-    pub sources: Vec<Box<dyn PowerSource>>,
-    pub unavailable: Vec<Unavailable>,
-}
-
-/// Probes every source kind. Never fails: a source that cannot be used is
-/// listed in [`Probe::unavailable`] with the reason.
-pub fn probe(config: &PowerConfig) -> Probe {
-    let mut p = Probe::default();
-    let mut add = |name: &'static str, r: Result<Box<dyn PowerSource>, String>| match r {
-        Ok(s) => p.sources.push(s),
-        Err(reason) => p.unavailable.push(Unavailable { name, reason }),
-    };
-    add(hwmon::NAME, hwmon::probe(&config.sysfs_root));
-    if config.nvml {
-        add(nvml::NAME, nvml::probe());
-    }
-    add(rapl::NAME, rapl::probe(&config.sysfs_root));
-    if let Some(cmd) = &config.rocm_smi {
-        add(
-            smi::ROCM_SMI,
-            smi::probe_rocm_smi(cmd, config.command_timeout),
-        );
-    }
-    if let Some(cmd) = &config.amd_smi {
-        add(
-            smi::AMD_SMI,
-            smi::probe_amd_smi(cmd, config.command_timeout),
-        );
-    }
-    if let Some(cmd) = &config.ipmitool {
-        add(ipmi::NAME, ipmi::probe(cmd, config.command_timeout));
-    }
-    p
-}
-
-/// Normalises a PCI bus id to `dddd:bb:dd.f` in lower case: NVML's
-/// `00000000:06:00.0` and `rocm-smi`'s `0000:03:00.0` both become
-/// `0000:06:00.0`. Returns `None` for anything that is not a PCI address.
-pub fn normalize_pci(id: &str) -> Option<String> {
-    let id = id.trim().to_ascii_lowercase();
-    let (domain, rest) = match id.matches(':').count() {
-        2 => {
-            let (d, r) = id.split_once(':')?;
-            (d.to_string(), r.to_string())
-        }
-        1 => ("0".to_string(), id.clone()),
-        _ => return None,
-    };
-    let (bus, rest) = rest.split_once(':')?;
-    let (dev, func) = rest.split_once('.')?;
-    let domain = u32::from_str_radix(&domain, 16).ok()?;
-    let bus = u8::from_str_radix(bus, 16).ok()?;
-    let dev = u8::from_str_radix(dev, 16).ok()?;
-    let func = u8::from_str_radix(func, 16).ok()?;
-    if domain > 0xffff || dev > 0x1f || func > 7 {
-        return None;
-    }
-    Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn pci_ids_normalise_from_every_tool() {
-        assert_eq!(
-            normalize_pci("00000000:06:00.0").as_deref(),
-            Some("0000:06:00.0")
-        );
-        assert_eq!(
-            normalize_pci("0000:C3:00.0").as_deref(),
-            Some("0000:c3:00.0")
-        );
-        assert_eq!(normalize_pci("03:00.0").as_deref(), Some("0000:03:00.0"));
-        assert_eq!(normalize_pci("card0"), None);
-        assert_eq!(normalize_pci("0000:03:00"), None);
-        assert_eq!(normalize_pci("0000:03:40.0"), None);
-    }
-
-    #[test]
-    fn probing_nothing_lists_every_source_with_a_reason() {
-        let p = probe(&PowerConfig::none());
-        assert!(p.sources.is_empty());
-        let names: Vec<_> = p.unavailable.iter().map(|u| u.name).collect();
-        assert!(names.contains(&hwmon::NAME) && names.contains(&rapl::NAME));
-        assert!(p.unavailable.iter().all(|u| !u.reason.is_empty()));
+    /// Probes the command line tool `cmd` (one of this configuration's tool
+    /// fields) with the configured deadline: `None` when the configuration
+    /// turns the tool off. What the tool sources' [`SourceKind`]s share.
+    pub fn probe_tool(
+        &self,
+        cmd: &Option<PathBuf>,
+        probe: fn(&Path, Duration) -> Probed,
+    ) -> Option<Probed> {
+        cmd.as_deref().map(|cmd| probe(cmd, self.command_timeout))
     }
 }

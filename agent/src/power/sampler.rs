@@ -13,7 +13,8 @@
 //! implies, which decides how long a kernel window must be for an energy
 //! figure to mean anything (see [`super::energy::required_window_s`]).
 
-use super::{Channel, PollError, PowerSource, Reading};
+use super::{Channel, ChannelReading, PollError, PowerSource, Reading, Scope};
+use crate::host::pci::normalize_pci;
 use crate::isolation::{clock_ns, monotonic_ns, unix_now_s};
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -121,13 +122,13 @@ struct Shared {
 }
 
 impl Shared {
-    fn record(&self, first_channel: usize, readings: Vec<Reading>) {
+    fn record(&self, first_channel: usize, readings: Vec<ChannelReading>) {
         let t = monotonic_ns();
         let wall = unix_now_s();
         let mut status = self.status.lock().expect("sampler status lock");
         let mut ring = self.ring.lock().expect("sampler ring lock");
-        for mut reading in readings {
-            let channel = first_channel + reading.channel;
+        for ChannelReading { channel, reading } in readings {
+            let channel = first_channel + channel;
             let Some((tracker, st)) = status.get_mut(channel) else {
                 continue;
             };
@@ -135,7 +136,6 @@ impl Shared {
             st.measured_period = tracker.period();
             st.last_error = None;
             st.samples += 1;
-            reading.channel = channel;
             let sample = Sample {
                 channel,
                 monotonic_ns: t,
@@ -356,7 +356,7 @@ impl Sampler {
     pub fn channel_for(&self, pci_bus_id: &str, is_cpu: bool) -> Option<usize> {
         let chans = &self.shared.channels;
         if !pci_bus_id.is_empty() {
-            let want = super::normalize_pci(pci_bus_id)?;
+            let want = normalize_pci(pci_bus_id)?;
             return chans
                 .iter()
                 .enumerate()
@@ -366,7 +366,7 @@ impl Sampler {
         }
         if is_cpu {
             return chans.iter().position(|c| {
-                c.channel.pci_bus_id.is_empty() && c.channel.scope == super::Scope::Package
+                c.channel.pci_bus_id.is_empty() && c.channel.scope == Scope::Package
             });
         }
         None

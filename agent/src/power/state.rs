@@ -4,6 +4,7 @@
 
 use super::run_energy::IdleMemo;
 use super::sampler::{Sampler, SamplerConfig};
+use super::sources;
 use super::{PowerConfig, Unavailable};
 use crate::isolation::monotonic_ns;
 use std::collections::HashMap;
@@ -23,7 +24,7 @@ impl PowerState {
     /// and starts the sampler.
     pub async fn start(config: &PowerConfig) -> PowerState {
         let cfg = config.clone();
-        let probe = tokio::task::spawn_blocking(move || super::probe(&cfg))
+        let probe = tokio::task::spawn_blocking(move || sources::probe(&cfg))
             .await
             .unwrap_or_default();
         for u in &probe.unavailable {

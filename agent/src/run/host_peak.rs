@@ -72,24 +72,9 @@ impl WorkerMemory {
     }
 }
 
-/// A run that does not fit the host's memory now.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[error(
-    "{what} needs about {} of host memory at its peak (estimated), more than the {} a worker \
-     may take now ({why})",
-    gib(*needed),
-    gib(*available)
-)]
-pub struct HostMemoryShortage {
-    /// The run: `vec_add with n=1073741824 on cpu:0`.
-    pub what: String,
-    /// The estimated peak, bytes.
-    pub needed: u64,
-    /// [`HostMemory::allowance`], bytes.
-    pub available: u64,
-    /// How the allowance was reached ([`HostMemory::explain`]).
-    pub why: String,
-}
+/// The refusal [`admit`] raises; it lives with the host's memory, below the agent's error enum
+/// that wraps it.
+pub use crate::host::memory::HostMemoryShortage;
 
 /// Host bytes of the inputs and of the output (4 bytes an element: host buffers are f32/u32).
 fn host_buffer_bytes(problem: &Problem) -> (u64, u64) {

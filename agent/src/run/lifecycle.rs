@@ -6,6 +6,7 @@
 //! is cancelled: nobody would receive its result.
 
 use super::AgentCore;
+use super::counters;
 use super::plan::{Plan, plan};
 use super::queue::{Ticket, queue_key};
 use super::result::{bare_result, finish};
@@ -33,13 +34,12 @@ fn progress_event(phase: &str, message: String, iterations: u32) -> pb::RunEvent
 }
 
 fn result_event(r: pb::RunResult) -> pb::RunEvent {
-    crate::metrics::record_run(r.status().name());
+    counters::record_run(r.status());
     pb::RunEvent {
         event: Some(pb::run_event::Event::Result(r)),
     }
 }
 
-/// A run id for requests that bring none.
 /// Longest run id a client may choose (a UUID is 36 characters).
 pub const MAX_RUN_ID_BYTES: usize = 128;
 

@@ -12,6 +12,8 @@
 //! - [`lifecycle`]: a run from admission to its one RunResult: wait for the
 //!   device, run the worker, forward progress, account the energy.
 //! - [`result`]: a worker's end turned into the RunResult.
+//! - [`counters`]: finished runs by status and worker crashes, over the process's life (read by
+//!   the metrics exporter).
 //! - [`host_peak`]: the model of a worker's host-memory peak, the admission
 //!   against what the host can give now, and the worker's limit.
 //!
@@ -24,6 +26,7 @@
 //! next to the wire conversions it uses, so this module never imports the
 //! service.
 
+pub mod counters;
 pub mod host_peak;
 pub mod lifecycle;
 pub mod plan;

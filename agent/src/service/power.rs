@@ -1,7 +1,8 @@
 //! Power on the wire: Describe's power-source list and StreamPower's filter.
 
 use crate::error::AgentError;
-use crate::power::{Unavailable, normalize_pci};
+use crate::host::pci::normalize_pci;
+use crate::power::Unavailable;
 use crate::run::AgentCore;
 use gpufleet_kernels::quote;
 use gpufleet_proto::v1 as pb;

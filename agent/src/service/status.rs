@@ -53,7 +53,7 @@ mod tests {
         let s: tonic::Status = AgentError::Env(EnvError::NotAllowed { key: "PATH".into() }).into();
         assert_eq!(s.code(), tonic::Code::InvalidArgument);
         assert!(s.message().contains("PATH"));
-        let s: tonic::Status = AgentError::HostMemory(crate::run::host_peak::HostMemoryShortage {
+        let s: tonic::Status = AgentError::HostMemory(crate::host::memory::HostMemoryShortage {
             what: "vec_add".into(),
             needed: 24 << 30,
             available: 20 << 30,

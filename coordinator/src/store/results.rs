@@ -13,6 +13,7 @@ use super::error::sql;
 use super::open::Store;
 use super::rows::{PowerPoint, ResultFilter, ResultRecord, ResultRow};
 use super::values::{json_column, require_non_empty};
+use gpufleet_proto::power::Reading;
 
 /// Columns of `results` (aliased `r`) in the order listings read them.
 const RESULT_COLUMNS: &str = "r.id, r.run_id, r.campaign_id, r.job_id, r.agent_id, r.device_row_id,
@@ -215,12 +216,12 @@ impl Store {
                     p.pci_bus_id,
                     p.monotonic_ns as i64,
                     p.wall_unix_s,
-                    p.watts,
-                    p.energy_j,
-                    p.temperature_c,
-                    p.sclk_mhz,
-                    p.mclk_mhz,
-                    p.utilization_pct,
+                    p.reading.watts,
+                    p.reading.energy_j,
+                    p.reading.temperature_c,
+                    p.reading.sclk_mhz,
+                    p.reading.mclk_mhz,
+                    p.reading.utilization_pct,
                 ])
                 .map_err(sql("storing a result's power samples"))?;
             }
@@ -368,12 +369,14 @@ impl Store {
                 pci_bus_id: r.get(2)?,
                 monotonic_ns: r.get::<_, i64>(3)? as u64,
                 wall_unix_s: r.get(4)?,
-                watts: r.get(5)?,
-                energy_j: r.get(6)?,
-                temperature_c: r.get(7)?,
-                sclk_mhz: r.get(8)?,
-                mclk_mhz: r.get(9)?,
-                utilization_pct: r.get(10)?,
+                reading: Reading {
+                    watts: r.get(5)?,
+                    energy_j: r.get(6)?,
+                    temperature_c: r.get(7)?,
+                    sclk_mhz: r.get(8)?,
+                    mclk_mhz: r.get(9)?,
+                    utilization_pct: r.get(10)?,
+                },
             })
         })
         .map_err(sql(context))?
@@ -536,10 +539,10 @@ fn validate_result(r: &ResultRecord) -> Result<(), StoreError> {
     }
     for (i, p) in r.power.iter().enumerate() {
         let finite = [
-            p.watts,
-            p.energy_j,
-            p.temperature_c,
-            p.utilization_pct,
+            p.reading.watts,
+            p.reading.energy_j,
+            p.reading.temperature_c,
+            p.reading.utilization_pct,
             Some(p.wall_unix_s),
         ]
         .iter()

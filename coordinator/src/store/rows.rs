@@ -493,26 +493,8 @@ impl ResultRecord {
     }
 }
 
-/// One power sample of a run's trace.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct PowerPoint {
-    /// Power source (`nvml`, `amdgpu-hwmon`, ...).
-    pub source: String,
-    /// What the watts cover (`asic`, `board`, `package`, ...).
-    pub scope: String,
-    /// Device the sensor belongs to; empty for host-level sensors.
-    pub pci_bus_id: String,
-    /// The agent host's CLOCK_MONOTONIC, nanoseconds.
-    pub monotonic_ns: u64,
-    /// The agent host's wall clock, unix seconds.
-    pub wall_unix_s: f64,
-    pub watts: Option<f64>,
-    pub energy_j: Option<f64>,
-    pub temperature_c: Option<f64>,
-    pub sclk_mhz: Option<u32>,
-    pub mclk_mhz: Option<u32>,
-    pub utilization_pct: Option<f64>,
-}
+/// One power sample of a run's trace: the type the agent's sampler and the wire share.
+pub use gpufleet_proto::power::PowerPoint;
 
 /// A stored result as listings return it: the record plus who and what ran it.
 #[derive(Debug, Clone, Default, PartialEq, Serialize)]

@@ -12,6 +12,7 @@ use super::error::StoreError;
 use super::guard::sidecar;
 use super::open::Store;
 use super::rows::{PowerPoint, ResultRecord};
+use gpufleet_proto::power::Reading;
 
 /// A fresh store on a real file in a temp dir (keep the dir alive as long as the store).
 pub(super) fn temp_store() -> (tempfile::TempDir, Store) {
@@ -117,12 +118,14 @@ pub(super) fn sample_result(run_id: &str, agent_id: i64) -> ResultRecord {
                 pci_bus_id: "0000:06:00.0".into(),
                 monotonic_ns: 1_000_000_000,
                 wall_unix_s: 1_700_000_000.0,
-                watts: Some(70.0),
-                energy_j: Some(0.0),
-                temperature_c: Some(31.0),
-                sclk_mhz: Some(1980),
-                mclk_mhz: None,
-                utilization_pct: None,
+                reading: Reading {
+                    watts: Some(70.0),
+                    energy_j: Some(0.0),
+                    temperature_c: Some(31.0),
+                    sclk_mhz: Some(1980),
+                    mclk_mhz: None,
+                    utilization_pct: None,
+                },
             },
             PowerPoint {
                 source: "nvml".into(),
@@ -130,12 +133,14 @@ pub(super) fn sample_result(run_id: &str, agent_id: i64) -> ResultRecord {
                 pci_bus_id: "0000:06:00.0".into(),
                 monotonic_ns: 1_050_000_000,
                 wall_unix_s: 1_700_000_000.05,
-                watts: Some(430.5),
-                energy_j: Some(12.5),
-                temperature_c: None,
-                sclk_mhz: None,
-                mclk_mhz: None,
-                utilization_pct: Some(100.0),
+                reading: Reading {
+                    watts: Some(430.5),
+                    energy_j: Some(12.5),
+                    temperature_c: None,
+                    sclk_mhz: None,
+                    mclk_mhz: None,
+                    utilization_pct: Some(100.0),
+                },
             },
         ],
     }

@@ -7,6 +7,7 @@
 use crate::regression::check::{assess_new, resolve};
 use crate::regression::detect::DetectConfig;
 use crate::store::{DeviceRecord, JobState, NewJob, PowerPoint, ResultRecord, Store, StoreError};
+use gpufleet_proto::power::Reading;
 use serde_json::json;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -122,12 +123,14 @@ fn with_power(mut r: ResultRecord, t: f64) -> ResultRecord {
                 pci_bus_id: String::new(),
                 monotonic_ns: ns,
                 wall_unix_s: t - 2.0 + i as f64 * 0.02,
-                watts: Some(if (wb..we).contains(&ns) { 250.0 } else { 60.0 }),
-                energy_j: None,
-                temperature_c: Some(55.0),
-                sclk_mhz: Some(1980),
-                mclk_mhz: None,
-                utilization_pct: None,
+                reading: Reading {
+                    watts: Some(if (wb..we).contains(&ns) { 250.0 } else { 60.0 }),
+                    energy_j: None,
+                    temperature_c: Some(55.0),
+                    sclk_mhz: Some(1980),
+                    mclk_mhz: None,
+                    utilization_pct: None,
+                },
             }
         })
         .collect();

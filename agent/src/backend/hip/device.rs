@@ -35,7 +35,7 @@ fn c_field(field: &[c_char]) -> String {
 
 /// `dddd:bb:dd.f` in lower case from what hipDeviceGetPCIBusId wrote: the same normalisation the
 /// power sensors' PCI ids get, so the two join.
-pub use crate::power::normalize_pci;
+pub use crate::host::pci::normalize_pci;
 
 /// The PCI address from the properties' domain, bus and device numbers (function 0). Pure.
 pub fn pci_from_props(domain: i32, bus: i32, device: i32) -> String {

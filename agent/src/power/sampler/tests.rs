@@ -1,6 +1,5 @@
 //! Tests of [`super`] (`power/sampler.rs`).
 
-use super::super::Scope;
 use super::*;
 
 /// A source whose watts step up by one every `every` polls.
@@ -18,15 +17,17 @@ impl PowerSource for Stepping {
     fn channels(&self) -> &[Channel] {
         &self.channels
     }
-    fn poll(&mut self) -> Result<Vec<Reading>, PollError> {
+    fn poll(&mut self) -> Result<Vec<ChannelReading>, PollError> {
         self.polls += 1;
         if self.fail_after.is_some_and(|n| self.polls > n) {
             return Err(PollError::Fatal("device removed".into()));
         }
-        Ok(vec![Reading {
+        Ok(vec![ChannelReading {
             channel: 0,
-            watts: Some((self.polls / self.every) as f64),
-            ..Default::default()
+            reading: Reading {
+                watts: Some((self.polls / self.every) as f64),
+                ..Default::default()
+            },
         }])
     }
 }
@@ -125,7 +126,7 @@ fn channel_choice_prefers_counters_then_fast_sources() {
         fn channels(&self) -> &[Channel] {
             &self.0
         }
-        fn poll(&mut self) -> Result<Vec<Reading>, PollError> {
+        fn poll(&mut self) -> Result<Vec<ChannelReading>, PollError> {
             Ok(Vec::new())
         }
         fn slow(&self) -> bool {

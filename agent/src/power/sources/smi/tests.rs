@@ -1,4 +1,4 @@
-//! Tests of [`super`] (`power/smi.rs`).
+//! Tests of [`super`] (`power/sources/smi.rs`).
 
 use super::super::command::tests::fake_tool;
 use super::*;
@@ -30,13 +30,13 @@ use std::time::Instant;
 // - amd_smi_metric_power_legacy.json: `average_socket_power` as a bare
 //   number (older amd-smi, key names of amdsmi_get_power_info); gpu 1's
 //   `"128 W"` string is synthesised to exercise the string form.
-const ROCM_DISCRETE: &str = include_str!("../fixtures/rocm_smi_discrete.json");
-const ROCM_MI300X: &str = include_str!("../fixtures/rocm_smi_mi300x.json");
-const ROCM_MI250: &str = include_str!("../fixtures/rocm_smi_mi250.json");
-const AMD_LIST: &str = include_str!("../fixtures/amd_smi_list.json");
-const AMD_POWER_LIST: &str = include_str!("../fixtures/amd_smi_metric_power_list.json");
-const AMD_POWER_GPU_DATA: &str = include_str!("../fixtures/amd_smi_metric_power_gpu_data.json");
-const AMD_POWER_LEGACY: &str = include_str!("../fixtures/amd_smi_metric_power_legacy.json");
+const ROCM_DISCRETE: &str = include_str!("fixtures/rocm_smi_discrete.json");
+const ROCM_MI300X: &str = include_str!("fixtures/rocm_smi_mi300x.json");
+const ROCM_MI250: &str = include_str!("fixtures/rocm_smi_mi250.json");
+const AMD_LIST: &str = include_str!("fixtures/amd_smi_list.json");
+const AMD_POWER_LIST: &str = include_str!("fixtures/amd_smi_metric_power_list.json");
+const AMD_POWER_GPU_DATA: &str = include_str!("fixtures/amd_smi_metric_power_gpu_data.json");
+const AMD_POWER_LEGACY: &str = include_str!("fixtures/amd_smi_metric_power_legacy.json");
 
 fn card(card: u32, pci: &str, key: RocmPowerKey, watts: Option<f64>) -> RocmSmiCard {
     RocmSmiCard {
@@ -232,10 +232,13 @@ fn fake_amd_smi(dir: &Path, list: &str, metric: &str) -> PathBuf {
 
 fn polled(src: &mut dyn PowerSource) -> Vec<(usize, Option<f64>)> {
     let readings = src.poll().unwrap();
-    readings.iter().map(|r| (r.channel, r.watts)).collect()
+    readings
+        .iter()
+        .map(|r| (r.channel, r.reading.watts))
+        .collect()
 }
 
-fn probe_error(result: Result<Box<dyn PowerSource>, String>) -> String {
+fn probe_error(result: Probed) -> String {
     result.err().expect("the probe fails")
 }
 

@@ -19,10 +19,20 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use super::{Channel, PollError, PowerSource, Reading, Scope, normalize_pci};
+use super::sysfs::{numbered_entries, read_parsed, read_trimmed};
+use crate::host::pci::normalize_pci;
+use crate::power::{
+    Channel, ChannelReading, PollError, PowerConfig, PowerSource, Reading, Scope, SourceKind, boxed,
+};
 
 /// The source's name in Describe and on the wire.
 pub const NAME: &str = "amdgpu-hwmon";
+
+/// amdgpu hwmon in [`super::ALL`]: always probed, under the configured sysfs root.
+pub const KIND: SourceKind = SourceKind {
+    name: NAME,
+    probe: |config: &PowerConfig| Some(boxed(HwmonSource::discover(&config.sysfs_root))),
+};
 
 /// PCI device ids whose `power1_input` is package power: the MI300 series
 /// (MI300X 74a1, MI308X 74a2, MI325X 74a5, MI308X HF 74a8, MI300X HF 74a9,
@@ -88,34 +98,18 @@ pub struct HwmonSource {
     channels: Vec<Channel>,
 }
 
-/// Finds every amdgpu hwmon under `<sysfs_root>/sys/class/drm/card*/device/`.
-///
-/// # Errors
-/// The reason shown in Describe when there is no amdgpu hwmon with a power
-/// file.
-pub fn probe(sysfs_root: &Path) -> Result<Box<dyn PowerSource>, String> {
-    HwmonSource::discover(sysfs_root).map(|s| Box::new(s) as Box<dyn PowerSource>)
-}
-
 impl HwmonSource {
-    /// [`probe`] without the box, for tests and callers that want the type.
+    /// Finds every amdgpu hwmon under `<sysfs_root>/sys/class/drm/card*/device/`.
     ///
     /// # Errors
-    /// As [`probe`].
+    /// The reason shown in Describe when there is no amdgpu hwmon with a
+    /// power file.
     pub fn discover(sysfs_root: &Path) -> Result<HwmonSource, String> {
         let drm = sysfs_root.join("sys/class/drm");
         let pattern = format!("{}/card*/device/hwmon", drm.display());
-        let mut cards: Vec<(u32, PathBuf)> = match fs::read_dir(&drm) {
-            Ok(entries) => entries
-                .filter_map(Result::ok)
-                .filter_map(|e| {
-                    let name = e.file_name();
-                    card_number(name.to_str()?).map(|n| (n, e.path()))
-                })
-                .collect(),
-            Err(_) => return Err(format!("no amdgpu hwmon under {pattern}")),
+        let Ok(cards) = numbered_entries(&drm, CARD_PREFIX) else {
+            return Err(format!("no amdgpu hwmon under {pattern}"));
         };
-        cards.sort();
 
         let mut found = Vec::new();
         let mut without_power = Vec::new();
@@ -152,7 +146,7 @@ impl PowerSource for HwmonSource {
         &self.channels
     }
 
-    fn poll(&mut self) -> Result<Vec<Reading>, PollError> {
+    fn poll(&mut self) -> Result<Vec<ChannelReading>, PollError> {
         let mut readings = Vec::with_capacity(self.cards.len());
         for (channel, card) in self.cards.iter().enumerate() {
             // A hwmon dir disappears on driver unload or GPU reset; its
@@ -177,14 +171,8 @@ impl PowerSource for HwmonSource {
     }
 }
 
-/// `card0` → 0; `card0-DP-1`, `renderD128`, `version` → None.
-fn card_number(name: &str) -> Option<u32> {
-    let digits = name.strip_prefix("card")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
+/// The DRM entries that are cards: `card0`, not `card0-DP-1` or `renderD128`.
+const CARD_PREFIX: &str = "card";
 
 /// `device/hwmon/hwmon*` entries whose `name` is `amdgpu`, sorted.
 fn amdgpu_hwmon_dirs(device_dir: &Path) -> Vec<PathBuf> {
@@ -226,7 +214,7 @@ fn describe_card(device_dir: &Path, hwmon_dir: &Path) -> Option<(Card, Channel)>
         scope: scope_for(device_id, has_average && has_input),
         label: hwmon_dir.display().to_string(),
         energy_counter: false,
-        power_cap_w: read_u64(&hwmon_dir.join("power1_cap"))
+        power_cap_w: read_parsed::<u64>(&hwmon_dir.join("power1_cap"))
             .map(|uw| uw as f64 / 1e6)
             .filter(|w| *w > 0.0 && *w <= MAX_PLAUSIBLE_WATTS),
         nominal_period: power.nominal_period(),
@@ -275,45 +263,31 @@ fn choose_temp_file(hwmon_dir: &Path) -> Option<PathBuf> {
 }
 
 /// One read of every file of one card; unreadable or garbage → `None`.
-fn read_card(channel: usize, card: &Card) -> Reading {
+fn read_card(channel: usize, card: &Card) -> ChannelReading {
     let dir = &card.hwmon_dir;
-    Reading {
-        channel,
-        watts: read_u64(&dir.join(card.power.file_name()))
+    let reading = Reading {
+        watts: read_parsed::<u64>(&dir.join(card.power.file_name()))
             .map(|uw| uw as f64 / 1e6)
             .filter(|w| *w <= MAX_PLAUSIBLE_WATTS),
         energy_j: None,
         temperature_c: card
             .temp_file
             .as_deref()
-            .and_then(read_i64)
+            .and_then(read_parsed::<i64>)
             .map(|mc| mc as f64 / 1000.0)
             .filter(|c| (MIN_PLAUSIBLE_C..=MAX_PLAUSIBLE_C).contains(c)),
         sclk_mhz: read_mhz(&dir.join("freq1_input")),
         mclk_mhz: read_mhz(&dir.join("freq2_input")),
-        utilization_pct: read_u64(&card.device_dir.join("gpu_busy_percent"))
+        utilization_pct: read_parsed::<u64>(&card.device_dir.join("gpu_busy_percent"))
             .map(|p| p as f64)
             .filter(|p| *p <= 100.0),
-    }
-}
-
-fn read_trimmed(path: &Path) -> Option<String> {
-    let s = fs::read_to_string(path).ok()?;
-    let s = s.trim();
-    (!s.is_empty()).then(|| s.to_string())
-}
-
-fn read_u64(path: &Path) -> Option<u64> {
-    read_trimmed(path)?.parse().ok()
-}
-
-fn read_i64(path: &Path) -> Option<i64> {
-    read_trimmed(path)?.parse().ok()
+    };
+    ChannelReading { channel, reading }
 }
 
 /// A `freqN_input` in Hz as MHz, rounded.
 fn read_mhz(path: &Path) -> Option<u32> {
-    let mhz = read_u64(path)? as f64 / 1e6;
+    let mhz = read_parsed::<u64>(path)? as f64 / 1e6;
     (mhz <= MAX_PLAUSIBLE_MHZ).then(|| mhz.round() as u32)
 }
 

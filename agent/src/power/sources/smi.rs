@@ -26,12 +26,28 @@ use std::time::Duration;
 use serde_json::Value;
 
 use super::command;
-use super::{Channel, PollError, PowerSource, Reading, Scope, normalize_pci};
+use crate::host::pci::normalize_pci;
+use crate::power::{
+    Channel, ChannelReading, PollError, PowerConfig, PowerSource, Probed, Reading, Scope,
+    SourceKind,
+};
 
 /// The rocm-smi source's name in Describe and on the wire.
 pub const ROCM_SMI: &str = "rocm-smi";
 /// The amd-smi source's name in Describe and on the wire.
 pub const AMD_SMI: &str = "amd-smi";
+
+/// rocm-smi in [`super::ALL`]: probed unless the configuration turns it off.
+pub const ROCM_SMI_KIND: SourceKind = SourceKind {
+    name: ROCM_SMI,
+    probe: |c: &PowerConfig| c.probe_tool(&c.rocm_smi, probe_rocm_smi),
+};
+
+/// amd-smi in [`super::ALL`]: probed unless the configuration turns it off.
+pub const AMD_SMI_KIND: SourceKind = SourceKind {
+    name: AMD_SMI,
+    probe: |c: &PowerConfig| c.probe_tool(&c.amd_smi, probe_amd_smi),
+};
 
 /// Arguments of every `rocm-smi` call.
 pub const ROCM_SMI_ARGS: &[&str] = &["--showpower", "--showbus", "--json"];
@@ -326,7 +342,7 @@ pub struct SmiSource {
 /// # Errors
 /// The reason shown in Describe: the tool is missing, hangs, fails, prints
 /// no JSON, or reports no card with a power key.
-pub fn probe_rocm_smi(cmd: &Path, timeout: Duration) -> Result<Box<dyn PowerSource>, String> {
+pub fn probe_rocm_smi(cmd: &Path, timeout: Duration) -> Probed {
     let out = command::run(cmd, ROCM_SMI_ARGS, timeout).map_err(|e| e.to_string())?;
     let cards = parse_rocm_smi(&out).map_err(|e| e.to_string())?;
     let found = cards
@@ -348,7 +364,7 @@ pub fn probe_rocm_smi(cmd: &Path, timeout: Duration) -> Result<Box<dyn PowerSour
 /// # Errors
 /// The reason shown in Describe: the tool is missing, hangs, fails, prints
 /// no JSON, or reports no GPU with power metrics.
-pub fn probe_amd_smi(cmd: &Path, timeout: Duration) -> Result<Box<dyn PowerSource>, String> {
+pub fn probe_amd_smi(cmd: &Path, timeout: Duration) -> Probed {
     let list = command::run(cmd, AMD_SMI_LIST_ARGS, timeout)
         .map_err(|e| e.to_string())
         .and_then(|out| parse_amd_smi_list(&out).map_err(|e| e.to_string()))
@@ -381,12 +397,7 @@ fn tool_channel(pci_bus_id: Option<String>, scope: Scope, label: String) -> Chan
 
 impl SmiSource {
     /// The source over the (tool index, channel) pairs found at probe.
-    fn boxed(
-        tool: Tool,
-        cmd: &Path,
-        timeout: Duration,
-        found: Vec<(u32, Channel)>,
-    ) -> Result<Box<dyn PowerSource>, String> {
+    fn boxed(tool: Tool, cmd: &Path, timeout: Duration, found: Vec<(u32, Channel)>) -> Probed {
         if found.is_empty() {
             return Err(format!(
                 "{} reported no GPU with a power figure",
@@ -434,7 +445,7 @@ impl PowerSource for SmiSource {
 
     /// A tool that fails, hangs or prints garbage is [`PollError::Retry`]:
     /// a busy driver or a slow BMC recovers on its own.
-    fn poll(&mut self) -> Result<Vec<Reading>, PollError> {
+    fn poll(&mut self) -> Result<Vec<ChannelReading>, PollError> {
         let figures = self.read().map_err(PollError::Retry)?;
         Ok(self
             .indices
@@ -442,10 +453,12 @@ impl PowerSource for SmiSource {
             .enumerate()
             .filter_map(|(channel, index)| {
                 let (_, watts) = figures.iter().find(|(i, _)| i == index)?;
-                Some(Reading {
+                Some(ChannelReading {
                     channel,
-                    watts: *watts,
-                    ..Reading::default()
+                    reading: Reading {
+                        watts: *watts,
+                        ..Reading::default()
+                    },
                 })
             })
             .collect())

@@ -19,10 +19,19 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use super::command;
-use super::{Channel, PollError, PowerSource, Reading, Scope};
+use crate::power::{
+    Channel, ChannelReading, PollError, PowerConfig, PowerSource, Probed, Reading, Scope,
+    SourceKind,
+};
 
 /// The source's name in Describe and on the wire.
 pub const NAME: &str = "ipmitool";
+
+/// ipmitool in [`super::ALL`]: probed unless the configuration turns it off.
+pub const KIND: SourceKind = SourceKind {
+    name: NAME,
+    probe: |c: &PowerConfig| c.probe_tool(&c.ipmitool, probe),
+};
 
 /// Arguments of every call.
 pub const ARGS: &[&str] = &["dcmi", "power", "reading"];
@@ -93,7 +102,7 @@ pub struct IpmiSource {
 /// The reason shown in Describe: ipmitool is missing, hangs or fails (no
 /// `/dev/ipmi0`, not root, no BMC), prints no reading, or the BMC's power
 /// metering is deactivated.
-pub fn probe(cmd: &Path, timeout: Duration) -> Result<Box<dyn PowerSource>, String> {
+pub fn probe(cmd: &Path, timeout: Duration) -> Probed {
     let out = command::run(cmd, ARGS, timeout).map_err(|e| e.to_string())?;
     let reading = parse_dcmi_power_reading(&out);
     if reading.instantaneous_w.is_none() {
@@ -130,7 +139,7 @@ impl PowerSource for IpmiSource {
 
     /// A failed or hung call, or output without a reading, is
     /// [`PollError::Retry`]: BMCs drop requests under load.
-    fn poll(&mut self) -> Result<Vec<Reading>, PollError> {
+    fn poll(&mut self) -> Result<Vec<ChannelReading>, PollError> {
         let out = command::run(&self.cmd, ARGS, self.timeout)
             .map_err(|e| PollError::Retry(e.to_string()))?;
         let reading = parse_dcmi_power_reading(&out);
@@ -140,10 +149,12 @@ impl PowerSource for IpmiSource {
                 self.cmd.display()
             )));
         }
-        Ok(vec![Reading {
+        Ok(vec![ChannelReading {
             channel: 0,
-            watts: reading.watts(),
-            ..Reading::default()
+            reading: Reading {
+                watts: reading.watts(),
+                ..Reading::default()
+            },
         }])
     }
 
@@ -163,9 +174,9 @@ mod tests {
     // activated figures are from a public capture of a Dell server, the
     // deactivated block from OpenBMC's test suite comments, the zero one
     // is the activated capture with 0 W (metering warming up).
-    const ACTIVATED: &str = include_str!("fixtures/ipmitool_dcmi_activated.txt");
-    const DEACTIVATED: &str = include_str!("fixtures/ipmitool_dcmi_deactivated.txt");
-    const ZERO: &str = include_str!("fixtures/ipmitool_dcmi_zero.txt");
+    const ACTIVATED: &str = include_str!("ipmi/fixtures/ipmitool_dcmi_activated.txt");
+    const DEACTIVATED: &str = include_str!("ipmi/fixtures/ipmitool_dcmi_deactivated.txt");
+    const ZERO: &str = include_str!("ipmi/fixtures/ipmitool_dcmi_zero.txt");
 
     #[test]
     fn activated_reading() {
@@ -224,11 +235,11 @@ mod tests {
         let ch = &src.channels()[0];
         assert_eq!((ch.scope, ch.pci_bus_id.as_str()), (Scope::Node, ""));
         assert_eq!(ch.nominal_period, Duration::from_secs(1));
-        assert_eq!(src.poll().unwrap()[0].watts, Some(332.0));
+        assert_eq!(src.poll().unwrap()[0].reading.watts, Some(332.0));
 
         fs::write(dir.path().join("out.txt"), DEACTIVATED).unwrap();
         let r = src.poll().unwrap();
-        assert_eq!((r[0].channel, r[0].watts), (0, None));
+        assert_eq!((r[0].channel, r[0].reading.watts), (0, None));
         fs::write(
             dir.path().join("out.txt"),
             "Error: Unable to establish IPMI v2 session\n",

@@ -13,7 +13,11 @@
 //! The library sits behind [`NvmlApi`] so the reading logic is tested with a
 //! recorded device; [`probe`] wires in the real one.
 
-use super::{Channel, PollError, PowerSource, Reading, Scope};
+use crate::host::pci::normalize_pci;
+use crate::power::{
+    Channel, ChannelReading, PollError, PowerConfig, PowerSource, Probed, Reading, Scope,
+    SourceKind,
+};
 use nvml_wrapper::Nvml;
 use nvml_wrapper::enum_wrappers::device::{Clock, TemperatureSensor};
 use nvml_wrapper::enums::device::SampleValue;
@@ -22,6 +26,12 @@ use std::time::{Duration, Instant};
 
 /// Source name in Describe and on samples.
 pub const NAME: &str = "nvml";
+
+/// NVML in [`super::ALL`]: probed unless the configuration turns it off (`--no-nvml`).
+pub const KIND: SourceKind = SourceKind {
+    name: NAME,
+    probe: |config: &PowerConfig| config.nvml.then(probe),
+};
 
 /// `NVML_FI_DEV_POWER_INSTANT` from nvml.h.
 const FI_POWER_INSTANT: u32 = 186;
@@ -200,7 +210,7 @@ impl<A: NvmlApi> NvmlSource<A> {
                     continue;
                 }
             };
-            let Some(pci) = super::normalize_pci(&facts.pci_bus_id) else {
+            let Some(pci) = normalize_pci(&facts.pci_bus_id) else {
                 skipped.push(format!("GPU {index}: bad PCI id {:?}", facts.pci_bus_id));
                 continue;
             };
@@ -256,7 +266,7 @@ impl<A: NvmlApi> PowerSource for NvmlSource<A> {
         &self.channels
     }
 
-    fn poll(&mut self) -> Result<Vec<Reading>, PollError> {
+    fn poll(&mut self) -> Result<Vec<ChannelReading>, PollError> {
         let mut out = Vec::with_capacity(self.gpus.len());
         let mut errors = Vec::new();
         let details = self
@@ -288,17 +298,19 @@ impl<A: NvmlApi> PowerSource for NvmlSource<A> {
                 let base = *gpu.energy_base_mj.get_or_insert(mj);
                 mj.saturating_sub(base) as f64 / 1000.0
             });
-            out.push(Reading {
+            out.push(ChannelReading {
                 channel,
-                watts: s
-                    .power_mw
-                    .filter(|mw| mw.is_finite() && *mw >= 0.0)
-                    .map(|mw| mw / 1000.0),
-                energy_j,
-                temperature_c: s.temperature_c.map(f64::from),
-                sclk_mhz: s.sm_mhz,
-                mclk_mhz: s.mem_mhz,
-                utilization_pct: s.utilization_pct.map(f64::from),
+                reading: Reading {
+                    watts: s
+                        .power_mw
+                        .filter(|mw| mw.is_finite() && *mw >= 0.0)
+                        .map(|mw| mw / 1000.0),
+                    energy_j,
+                    temperature_c: s.temperature_c.map(f64::from),
+                    sclk_mhz: s.sm_mhz,
+                    mclk_mhz: s.mem_mhz,
+                    utilization_pct: s.utilization_pct.map(f64::from),
+                },
             });
         }
         if out.is_empty() && !errors.is_empty() {
@@ -312,7 +324,7 @@ impl<A: NvmlApi> PowerSource for NvmlSource<A> {
 ///
 /// # Errors
 /// Why NVML cannot be used (library missing, driver not loaded, no GPU).
-pub fn probe() -> Result<Box<dyn PowerSource>, String> {
+pub fn probe() -> Probed {
     let nvml = Nvml::init().map_err(|e| format!("cannot load NVML (libnvidia-ml.so.1): {e}"))?;
     Ok(Box::new(NvmlSource::new(RealNvml { nvml })?))
 }
@@ -403,13 +415,16 @@ mod tests {
         let mut src = NvmlSource::new(rec.clone()).unwrap();
         src.energy_every = Duration::ZERO;
         let a = src.poll().unwrap();
-        assert_eq!(a[0].watts, Some(71.5));
-        assert_eq!(a[0].energy_j, Some(0.0));
-        assert_eq!(a[0].sclk_mhz, Some(1980));
+        assert_eq!(a[0].reading.watts, Some(71.5));
+        assert_eq!(a[0].reading.energy_j, Some(0.0));
+        assert_eq!(a[0].reading.sclk_mhz, Some(1980));
         let b = src.poll().unwrap();
-        assert_eq!(b[0].watts, Some(650.25));
-        assert_eq!(b[0].energy_j, Some(1.3));
-        assert_eq!(b[0].temperature_c, None, "details are read every 250 ms");
+        assert_eq!(b[0].reading.watts, Some(650.25));
+        assert_eq!(b[0].reading.energy_j, Some(1.3));
+        assert_eq!(
+            b[0].reading.temperature_c, None,
+            "details are read every 250 ms"
+        );
         // The device is gone: a retryable error, not a panic.
         assert!(matches!(src.poll(), Err(PollError::Retry(_))));
     }
@@ -426,14 +441,14 @@ mod tests {
             samples: Arc::new(Mutex::new(vec![sample(1000), sample(2000), sample(3000)])),
         };
         let mut src = NvmlSource::new(rec).unwrap();
-        assert_eq!(src.poll().unwrap()[0].energy_j, Some(0.0));
+        assert_eq!(src.poll().unwrap()[0].reading.energy_j, Some(0.0));
         // The next poll, right after: watts yes, counter no.
         let b = src.poll().unwrap();
-        assert_eq!(b[0].watts, Some(100.0));
-        assert_eq!(b[0].energy_j, None);
+        assert_eq!(b[0].reading.watts, Some(100.0));
+        assert_eq!(b[0].reading.energy_j, None);
         // Asked for (a run starts or ends): read at the next poll.
         src.want_counter();
-        assert_eq!(src.poll().unwrap()[0].energy_j, Some(2.0));
+        assert_eq!(src.poll().unwrap()[0].reading.energy_j, Some(2.0));
     }
 
     #[test]

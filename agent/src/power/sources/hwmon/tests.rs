@@ -1,7 +1,22 @@
-//! Tests of [`super`] (`power/hwmon.rs`).
+//! Tests of [`super`] (`power/sources/hwmon.rs`).
 
+use super::super::sysfs::number_after;
 use super::*;
 use std::os::unix::fs::symlink;
+
+/// What the agent's probe finds with `root` as the sysfs root.
+fn probe(root: &Path) -> crate::power::Probed {
+    let config = PowerConfig {
+        sysfs_root: root.to_path_buf(),
+        ..PowerConfig::none()
+    };
+    (KIND.probe)(&config).expect("hwmon is always probed")
+}
+
+/// `card0` → 0; `card0-DP-1`, `renderD128`, `version` → None.
+fn card_number(name: &str) -> Option<u32> {
+    number_after(name, CARD_PREFIX)
+}
 
 /// Builds `<root>/sys/class/drm/cardN/device` → `<root>/sys/devices/
 /// pci0000:00/<pci>` (a symlink, as in real sysfs) with the given files
@@ -26,7 +41,7 @@ fn only_channel(root: &Path) -> (HwmonSource, Channel, Reading) {
     let ch = src.channels()[0].clone();
     let mut r = src.poll().unwrap();
     assert_eq!(r.len(), 1);
-    (src, ch, r.remove(0))
+    (src, ch, r.remove(0).reading)
 }
 
 #[test]
@@ -198,11 +213,11 @@ fn garbage_empty_and_missing_files_leave_fields_none() {
         .join("sys/devices/pci0000:00/0000:03:00.0/hwmon/hwmon0");
     fs::write(dir.join("power1_average"), "18446744073709551615\n").unwrap();
     let mut src = HwmonSource::discover(root.path()).unwrap();
-    assert_eq!(src.poll().unwrap()[0].watts, None);
+    assert_eq!(src.poll().unwrap()[0].reading.watts, None);
     fs::write(dir.join("power1_average"), "4294967295000000\n").unwrap();
-    assert_eq!(src.poll().unwrap()[0].watts, None);
+    assert_eq!(src.poll().unwrap()[0].reading.watts, None);
     fs::write(dir.join("power1_average"), "33000000\n").unwrap();
-    assert_eq!(src.poll().unwrap()[0].watts, Some(33.0));
+    assert_eq!(src.poll().unwrap()[0].reading.watts, Some(33.0));
 }
 
 /// One amdgpu card whose hwmon reads 10 W; returns its device directory.
@@ -223,12 +238,12 @@ fn readings_follow_the_files() {
     let root = tempfile::tempdir().unwrap();
     let dev = card_at_10_watts(root.path());
     let mut src = HwmonSource::discover(root.path()).unwrap();
-    assert_eq!(src.poll().unwrap()[0].watts, Some(10.0));
+    assert_eq!(src.poll().unwrap()[0].reading.watts, Some(10.0));
     fs::write(dev.join("hwmon/hwmon1/power1_input"), "12500000\n").unwrap();
-    assert_eq!(src.poll().unwrap()[0].watts, Some(12.5));
+    assert_eq!(src.poll().unwrap()[0].reading.watts, Some(12.5));
     // The file disappearing (GPU suspended, driver busy) is a None, not an error.
     fs::remove_file(dev.join("hwmon/hwmon1/power1_input")).unwrap();
-    assert_eq!(src.poll().unwrap()[0].watts, None);
+    assert_eq!(src.poll().unwrap()[0].reading.watts, None);
 }
 
 #[test]
@@ -264,7 +279,7 @@ fn two_cards_keep_their_order_and_a_vanished_one_just_has_no_reading() {
     fs::remove_dir_all(dev2.join("hwmon/hwmon1")).unwrap();
     let r = src.poll().unwrap();
     assert_eq!(r.len(), 1);
-    assert_eq!((r[0].channel, r[0].watts), (1, Some(4.0)));
+    assert_eq!((r[0].channel, r[0].reading.watts), (1, Some(4.0)));
 }
 
 #[test]

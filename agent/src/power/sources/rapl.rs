@@ -19,10 +19,23 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use super::{Channel, PollError, PowerSource, Reading, Scope};
+use super::sysfs::{numbered_entries, read_parsed};
+use crate::power::{
+    Channel, ChannelReading, PollError, PowerConfig, PowerSource, Reading, Scope, SourceKind, boxed,
+};
 
 /// The source's name in Describe and on the wire.
 pub const NAME: &str = "rapl";
+
+/// RAPL in [`super::ALL`]: always probed, under the configured sysfs root.
+pub const KIND: SourceKind = SourceKind {
+    name: NAME,
+    probe: |config: &PowerConfig| Some(boxed(RaplSource::discover(&config.sysfs_root))),
+};
+
+/// The top-level powercap zones: `intel-rapl:0`, not the `intel-rapl:0:0`
+/// subzone or `intel-rapl-mmio:0` (a second view of package 0).
+const ZONE_PREFIX: &str = "intel-rapl:";
 
 /// RAPL's counters update about every millisecond (Intel documents
 /// ~0.976 ms; AMD's MSRs the same order).
@@ -76,41 +89,22 @@ pub struct RaplSource {
     channels: Vec<Channel>,
 }
 
-/// Finds the top-level `intel-rapl:N` zones under
-/// `<sysfs_root>/sys/class/powercap` and reads each counter once.
-///
-/// # Errors
-/// The reason shown in Describe: no zones, or no zone whose `energy_uj` is
-/// readable (typically "readable by root only").
-pub fn probe(sysfs_root: &Path) -> Result<Box<dyn PowerSource>, String> {
-    RaplSource::discover(sysfs_root).map(|s| Box::new(s) as Box<dyn PowerSource>)
-}
-
 impl RaplSource {
-    /// [`probe`] without the box.
+    /// Finds the top-level `intel-rapl:N` zones under
+    /// `<sysfs_root>/sys/class/powercap` and reads each counter once.
     ///
     /// # Errors
-    /// As [`probe`].
+    /// The reason shown in Describe: no zones, or no zone whose `energy_uj`
+    /// is readable (typically "readable by root only").
     pub fn discover(sysfs_root: &Path) -> Result<RaplSource, String> {
         let powercap = sysfs_root.join("sys/class/powercap");
-        let mut dirs: Vec<(u32, PathBuf)> = fs::read_dir(&powercap)
-            .map(|entries| {
-                entries
-                    .filter_map(Result::ok)
-                    .filter_map(|e| {
-                        let name = e.file_name();
-                        zone_number(name.to_str()?).map(|n| (n, e.path()))
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
+        let dirs = numbered_entries(&powercap, ZONE_PREFIX).unwrap_or_default();
         if dirs.is_empty() {
             return Err(format!(
-                "no RAPL zones under {}/intel-rapl:*",
+                "no RAPL zones under {}/{ZONE_PREFIX}*",
                 powercap.display()
             ));
         }
-        dirs.sort();
 
         let mut zones = Vec::new();
         let mut channels = Vec::new();
@@ -145,7 +139,7 @@ impl PowerSource for RaplSource {
         &self.channels
     }
 
-    fn poll(&mut self) -> Result<Vec<Reading>, PollError> {
+    fn poll(&mut self) -> Result<Vec<ChannelReading>, PollError> {
         let mut readings = Vec::with_capacity(self.zones.len());
         let mut first_error = None;
         for (channel, zone) in self.zones.iter_mut().enumerate() {
@@ -169,11 +163,13 @@ impl PowerSource for RaplSource {
             if delta > 0 {
                 zone.last_at = now;
             }
-            readings.push(Reading {
+            readings.push(ChannelReading {
                 channel,
-                watts: (dt > 0.0 && delta > 0).then(|| delta as f64 / 1e6 / dt),
-                energy_j: Some(zone.total_uj as f64 / 1e6),
-                ..Reading::default()
+                reading: Reading {
+                    watts: (dt > 0.0 && delta > 0).then(|| delta as f64 / 1e6 / dt),
+                    energy_j: Some(zone.total_uj as f64 / 1e6),
+                    ..Reading::default()
+                },
             });
         }
         match first_error {
@@ -181,16 +177,6 @@ impl PowerSource for RaplSource {
             _ => Ok(readings),
         }
     }
-}
-
-/// `intel-rapl:0` → 0; `intel-rapl:0:1` (subzone), `intel-rapl`,
-/// `intel-rapl-mmio:0` (a second view of package 0) → None.
-fn zone_number(name: &str) -> Option<u32> {
-    let digits = name.strip_prefix("intel-rapl:")?;
-    if digits.is_empty() || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
 }
 
 /// What a top-level zone's energy covers, from its `name`.
@@ -224,9 +210,7 @@ fn open_zone(dir: &Path) -> Result<Option<(Zone, Channel)>, String> {
     }
     let energy_file = dir.join("energy_uj");
     let first = read_counter(&energy_file)?;
-    let power_cap_w = fs::read_to_string(dir.join("constraint_0_power_limit_uw"))
-        .ok()
-        .and_then(|s| s.trim().parse::<u64>().ok())
+    let power_cap_w = read_parsed::<u64>(&dir.join("constraint_0_power_limit_uw"))
         .filter(|uw| *uw > 0)
         .map(|uw| uw as f64 / 1e6);
     let zone = Zone {
@@ -257,7 +241,23 @@ fn read_counter(path: &Path) -> Result<u64, String> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::sysfs::number_after;
     use super::*;
+
+    /// What the agent's probe finds with `root` as the sysfs root.
+    fn probe(root: &Path) -> crate::power::Probed {
+        let config = PowerConfig {
+            sysfs_root: root.to_path_buf(),
+            ..PowerConfig::none()
+        };
+        (KIND.probe)(&config).expect("RAPL is always probed")
+    }
+
+    /// `intel-rapl:0` → 0; `intel-rapl:0:1` (subzone), `intel-rapl`,
+    /// `intel-rapl-mmio:0` (a second view of package 0) → None.
+    fn zone_number(name: &str) -> Option<u32> {
+        number_after(name, ZONE_PREFIX)
+    }
 
     fn zone(root: &Path, dir: &str, name: &str, energy: &str, range: &str) -> PathBuf {
         let d = root.join("sys/class/powercap").join(dir);
@@ -319,19 +319,22 @@ mod tests {
         std::thread::sleep(Duration::from_millis(20));
         fs::write(d.join("energy_uj"), "999500000\n").unwrap();
         let r = src.poll().unwrap();
-        assert_eq!(r[0].energy_j, Some(0.5));
-        let w = r[0].watts.unwrap();
+        assert_eq!(r[0].reading.energy_j, Some(0.5));
+        let w = r[0].reading.watts.unwrap();
         // 0.5 J over ≥ 20 ms (and surely < 5 s): between 0.1 and 25 W.
         assert!(w > 0.1 && w <= 25.0, "{w}");
 
         // Wrap: 999.5 J → top (1000 J) → 0.25 J = 0.75 J more.
         fs::write(d.join("energy_uj"), "250000\n").unwrap();
         let r = src.poll().unwrap();
-        assert_eq!(r[0].energy_j, Some(1.25));
+        assert_eq!(r[0].reading.energy_j, Some(1.25));
 
         // No change: energy stays, watts unknown rather than 0.
         let r = src.poll().unwrap();
-        assert_eq!((r[0].energy_j, r[0].watts), (Some(1.25), None));
+        assert_eq!(
+            (r[0].reading.energy_j, r[0].reading.watts),
+            (Some(1.25), None)
+        );
     }
 
     #[test]
@@ -428,7 +431,7 @@ mod tests {
         fs::write(d.join("energy_uj"), "garbage\n").unwrap();
         assert!(matches!(src.poll(), Err(PollError::Retry(m)) if m.contains("not a counter")));
         fs::write(d.join("energy_uj"), "400\n").unwrap();
-        assert_eq!(src.poll().unwrap()[0].energy_j, Some(0.0003));
+        assert_eq!(src.poll().unwrap()[0].reading.energy_j, Some(0.0003));
     }
 
     #[test]

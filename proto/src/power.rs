@@ -1,0 +1,191 @@
+//! One power sample, the same type from the sensor to the store: the agent's sampler reads a
+//! [`Reading`] per channel, the wire carries it as a `pb::PowerSample`, and the coordinator
+//! stores a run's trace as [`PowerPoint`]s. Declared once here, below both, so a figure added
+//! to a sample is added in one place and the rule for a figure the sensor did not report is
+//! written once.
+//!
+//! # "Not reported" on the wire
+//! Proto3 scalars cannot be absent, so a figure the sensor did not report travels as 0. Watts
+//! and energy carry a flag (`has_watts`, `has_energy`) because 0 W and 0 J are real readings;
+//! the other figures have none, so a 0 temperature, clock or utilisation reads back as not
+//! reported. A figure that is not a finite number reads back as not reported too.
+
+use crate::v1 as pb;
+use serde::{Deserialize, Serialize};
+
+/// The figures of one read of one sensor channel. Every figure is optional: a sensor that is
+/// missing, unreadable or reports garbage leaves its field `None`.
+#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+pub struct Reading {
+    pub watts: Option<f64>,
+    /// Energy counter in joules, monotonic since the source was probed (wraparound already
+    /// unfolded by the source).
+    pub energy_j: Option<f64>,
+    pub temperature_c: Option<f64>,
+    pub sclk_mhz: Option<u32>,
+    pub mclk_mhz: Option<u32>,
+    pub utilization_pct: Option<f64>,
+}
+
+impl Reading {
+    /// Puts the figures into `sample`, each one not reported as 0 (with `has_watts` and
+    /// `has_energy` saying which of those two were).
+    pub fn write_to(&self, sample: &mut pb::PowerSample) {
+        sample.watts = self.watts.unwrap_or(0.0);
+        sample.energy_j = self.energy_j.unwrap_or(0.0);
+        sample.temperature_c = self.temperature_c.unwrap_or(0.0);
+        sample.sclk_mhz = self.sclk_mhz.unwrap_or(0);
+        sample.mclk_mhz = self.mclk_mhz.unwrap_or(0);
+        sample.utilization_pct = self.utilization_pct.unwrap_or(0.0);
+        sample.has_watts = self.watts.is_some();
+        sample.has_energy = self.energy_j.is_some();
+    }
+
+    /// The figures of a wire sample, with those it did not report (see the module docs) as
+    /// `None`.
+    pub fn from_wire(sample: &pb::PowerSample) -> Reading {
+        let finite = |v: f64| v.is_finite().then_some(v);
+        // Temperature and utilisation have no "reported" flag on the wire; a
+        // source that lacks them sends 0.
+        let some_if = |v: f64| (v != 0.0).then_some(v).and_then(finite);
+        Reading {
+            watts: if sample.has_watts {
+                finite(sample.watts)
+            } else {
+                None
+            },
+            energy_j: if sample.has_energy {
+                finite(sample.energy_j)
+            } else {
+                None
+            },
+            temperature_c: some_if(sample.temperature_c),
+            sclk_mhz: (sample.sclk_mhz != 0).then_some(sample.sclk_mhz),
+            mclk_mhz: (sample.mclk_mhz != 0).then_some(sample.mclk_mhz),
+            utilization_pct: some_if(sample.utilization_pct),
+        }
+    }
+}
+
+/// One power sample of a run's trace: which sensor channel, when, and its [`Reading`]. The
+/// coordinator stores these; their serde form is flat (the reading's figures beside the
+/// channel's fields).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PowerPoint {
+    /// Power source (`nvml`, `amdgpu-hwmon`, ...).
+    pub source: String,
+    /// What the watts cover (`asic`, `board`, `package`, ...).
+    pub scope: String,
+    /// Device the sensor belongs to; empty for host-level sensors.
+    pub pci_bus_id: String,
+    /// The agent host's CLOCK_MONOTONIC, nanoseconds.
+    pub monotonic_ns: u64,
+    /// The agent host's wall clock, unix seconds.
+    pub wall_unix_s: f64,
+    #[serde(flatten)]
+    pub reading: Reading,
+}
+
+impl From<&pb::PowerSample> for PowerPoint {
+    /// A power sample from the wire, with the figures the sensor did not report as `None`, a
+    /// wall time that is not finite as 0 and the monotonic time kept within `i64` (what the
+    /// store and JSON readers hold).
+    fn from(sample: &pb::PowerSample) -> PowerPoint {
+        PowerPoint {
+            source: sample.source.clone(),
+            scope: sample.scope.clone(),
+            pci_bus_id: sample.pci_bus_id.clone(),
+            monotonic_ns: sample.monotonic_ns.min(i64::MAX as u64),
+            wall_unix_s: if sample.wall_unix_s.is_finite() {
+                sample.wall_unix_s
+            } else {
+                0.0
+            },
+            reading: Reading::from_wire(sample),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn full() -> Reading {
+        Reading {
+            watts: Some(430.5),
+            energy_j: Some(12.5),
+            temperature_c: Some(31.0),
+            sclk_mhz: Some(1980),
+            mclk_mhz: Some(2619),
+            utilization_pct: Some(100.0),
+        }
+    }
+
+    #[test]
+    fn every_reported_figure_crosses_the_wire() {
+        let mut wire = pb::PowerSample::default();
+        full().write_to(&mut wire);
+        assert!(wire.has_watts && wire.has_energy);
+        assert_eq!(Reading::from_wire(&wire), full());
+    }
+
+    #[test]
+    fn figures_not_reported_stay_not_reported() {
+        let mut wire = pb::PowerSample::default();
+        Reading::default().write_to(&mut wire);
+        assert_eq!(
+            (wire.watts, wire.has_watts, wire.has_energy),
+            (0.0, false, false)
+        );
+        assert_eq!(Reading::from_wire(&wire), Reading::default());
+        // 0 W and 0 J are readings; a 0 temperature or clock is not.
+        let zero = Reading {
+            watts: Some(0.0),
+            energy_j: Some(0.0),
+            temperature_c: Some(0.0),
+            sclk_mhz: Some(0),
+            ..Reading::default()
+        };
+        zero.write_to(&mut wire);
+        let back = Reading::from_wire(&wire);
+        assert_eq!((back.watts, back.energy_j), (Some(0.0), Some(0.0)));
+        assert_eq!((back.temperature_c, back.sclk_mhz), (None, None));
+    }
+
+    #[test]
+    fn numbers_that_cannot_be_stored_are_not_reported_or_clamped() {
+        let wire = pb::PowerSample {
+            monotonic_ns: u64::MAX,
+            wall_unix_s: f64::NAN,
+            watts: f64::INFINITY,
+            has_watts: true,
+            temperature_c: f64::NAN,
+            ..Default::default()
+        };
+        let p = PowerPoint::from(&wire);
+        assert_eq!(p.monotonic_ns, i64::MAX as u64);
+        assert_eq!(p.wall_unix_s, 0.0);
+        assert_eq!((p.reading.watts, p.reading.temperature_c), (None, None));
+    }
+
+    #[test]
+    fn the_serde_form_is_flat() {
+        let p = PowerPoint {
+            source: "amdgpu-hwmon".into(),
+            scope: "asic".into(),
+            pci_bus_id: "0000:03:00.0".into(),
+            monotonic_ns: 7_000_000_000,
+            wall_unix_s: 1_760_000_000.5,
+            reading: Reading {
+                mclk_mhz: None,
+                ..full()
+            },
+        };
+        let text = serde_json::to_string(&p).unwrap();
+        assert_eq!(
+            text,
+            r#"{"source":"amdgpu-hwmon","scope":"asic","pci_bus_id":"0000:03:00.0","monotonic_ns":7000000000,"wall_unix_s":1760000000.5,"watts":430.5,"energy_j":12.5,"temperature_c":31.0,"sclk_mhz":1980,"mclk_mhz":null,"utilization_pct":100.0}"#
+        );
+        assert_eq!(serde_json::from_str::<PowerPoint>(&text).unwrap(), p);
+    }
+}
