@@ -35,6 +35,7 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 mod catalog;
 mod check;
 pub mod env;
@@ -49,10 +50,14 @@ pub mod sources;
 mod suite;
 mod types;
 
-pub use catalog::{KernelDef, KernelId, ModelKernel, ParamDef, catalog, find_kernel};
-pub use check::Validation;
+pub use backend::BackendKind;
+pub use catalog::{
+    ConvShape, DebugKernel, ElementwiseKernel, HostKernel, KernelDef, KernelId, ModelKernel,
+    NORM_EPS, ParamDef, Problem, RowKernel, SplitStats, TRIAD_SCALAR, catalog, find_kernel,
+};
+pub use check::harness::Validation;
 pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};
-pub use problem::{ConvShape, MAX_FOOTPRINT_BYTES, NORM_EPS, Problem, TRIAD_SCALAR};
+pub use problem::MAX_FOOTPRINT_BYTES;
 pub use process::quiet_broken_pipes;
 pub use run::{Mode, NOISY_CV, RunDefaults, ci_pct, is_noisy, median_ci};
 pub use secret::{MIN_SECRET_CHARS, secrets_equal, weak_secret};

@@ -23,9 +23,9 @@ pub use types::{Arg, HipCaps, Launch, Plan, Unsupported};
 
 use crate::backend::config;
 use crate::backend::planning::{self, ROW_CHUNKS_MAX, WIDE_ROW_COLS};
-use args::{FLAT, blocks, ints};
+use args::{FLAT, INT_ARG, blocks};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{KernelId, Problem};
+use gpufleet_kernels::{BackendKind, DebugKernel, ElementwiseKernel, KernelId, Problem, RowKernel};
 
 /// Blocks of a row kernel; more rows are strided over.
 const ROW_GROUPS_MAX: usize = 65536;
@@ -33,13 +33,17 @@ const ROW_GROUPS_MAX: usize = 65536;
 /// Every kernel symbol the planner may launch; each must be in every code object (the build test
 /// checks it).
 pub fn kernel_symbols() -> Vec<String> {
-    let mut out: Vec<String> = [
-        "vec_add", "copy", "triad", "relu", "sigmoid", "tanh", "noop",
-    ]
-    .into_iter()
-    .map(|stem| format!("{stem}_f32"))
-    .collect();
-    out.push("vec_add_wrong_f32".into());
+    let mut out: Vec<String> = ElementwiseKernel::ALL
+        .into_iter()
+        .map(|k| format!("{}_f32", k.stem()))
+        .collect();
+    // The debug kernels' deliberately wrong versions.
+    for k in DebugKernel::ALL
+        .into_iter()
+        .filter_map(DebugKernel::on_device)
+    {
+        out.push(format!("{}_wrong_f32", k.stem()));
+    }
     for variant in ["naive", "tiled"] {
         out.extend(["f32", "f16"].map(|d| format!("gemm_{variant}_{d}")));
     }
@@ -51,7 +55,7 @@ pub fn kernel_symbols() -> Vec<String> {
         out.push(b.symbol(false));
         out.push(b.symbol(true));
     }
-    for k in ["softmax", "layernorm", "rmsnorm", "layernorm_rmsnorm"] {
+    for k in RowKernel::ALL.map(RowKernel::stem) {
         for wg in [64, 256, 1024] {
             out.push(format!("{k}_rows_{wg}"));
         }
@@ -66,7 +70,11 @@ pub fn kernel_symbols() -> Vec<String> {
 /// non-host-only, non-debug catalog kernel with all its variants, gemm in f32 and f16, plus
 /// debug_wrong, the networks and the `cnn_*` layers).
 pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
-    planning::gpu_support(vec!["naive", "tiled", "blocked"], vec!["f32", "f16"])
+    planning::gpu_support(
+        BackendKind::Hip,
+        vec!["naive", "tiled", "blocked"],
+        vec!["f32", "f16"],
+    )
 }
 
 /// What to launch for `problem` on a device with `caps`.
@@ -94,12 +102,12 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
         KernelId::Gemm => plan_gemm(problem, caps)?,
         KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps)?,
         KernelId::Conv2d => plan_conv_direct(problem)?,
-        KernelId::Softmax
-        | KernelId::LayerNorm
-        | KernelId::RmsNorm
-        | KernelId::LayerNormRmsNormFused => plan_rows(problem)?,
+        KernelId::Rows(k) => plan_rows(problem, k)?,
         KernelId::Model(_) => plan_model(problem, caps)?,
-        _ => plan_elementwise(problem)?,
+        // Host and crashing kernels were refused above; `elementwise` names any other.
+        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
+            plan_elementwise(problem)?
+        }
     };
     for l in &plan.launches {
         for d in 0..3 {
@@ -162,20 +170,16 @@ fn plan_model(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
 
 fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
     let e = planning::elementwise(problem)?;
-    let kernel = if problem.id() == KernelId::DebugWrong {
-        "vec_add_wrong_f32".to_string()
+    let kernel = if e.wrong == Some(true) {
+        format!("{}_wrong_f32", e.stem)
     } else {
         format!("{}_f32", e.stem)
     };
-    let mut args = planning::buffers(e.inputs, Arg::Input, Arg::Output);
-    args.extend(e.scalar.map(Arg::Float));
+    let args = e.args(problem, INT_ARG)?;
     let (grid, block) = match e.n {
         None => (1, 1),
         // One float4 per work-item.
-        Some(n) => {
-            args.extend(ints(problem, &[("n", n)])?);
-            (blocks(problem, "n", n.div_ceil(4), FLAT)?, FLAT)
-        }
+        Some(n) => (blocks(problem, "n", n.div_ceil(4), FLAT)?, FLAT),
     };
     let launch = Launch {
         kernel: kernel.clone(),
@@ -195,8 +199,8 @@ fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
     ))
 }
 
-fn plan_rows(problem: &Problem) -> Result<Plan, Unsupported> {
-    let r = planning::rows(problem);
+fn plan_rows(problem: &Problem, kernel: RowKernel) -> Result<Plan, Unsupported> {
+    let r = planning::rows(problem, kernel);
     let base = format!("{}_rows", r.stem);
     let group: usize = if r.cols >= WIDE_ROW_COLS {
         1024
@@ -212,9 +216,7 @@ fn plan_rows(problem: &Problem) -> Result<Plan, Unsupported> {
         format!("{base}_{group}")
     };
     let groups = r.rows.clamp(1, ROW_GROUPS_MAX);
-    let mut args = planning::buffers(r.inputs, Arg::Input, Arg::Output);
-    args.extend(ints(problem, &[("rows", r.rows), ("cols", r.cols)])?);
-    args.extend(r.eps.map(Arg::Float));
+    let args = r.args(problem, INT_ARG)?;
     let launch = Launch {
         kernel: kernel.clone(),
         grid: [groups as u32, 1, 1],

@@ -50,7 +50,7 @@ use args::{
     flat_group, grid_groups, pow2_floor, word, words,
 };
 use gemm::{F16ACC32, plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{Dtype, KernelId, Problem, find_kernel};
+use gpufleet_kernels::{BackendKind, Dtype, KernelId, Problem, RowKernel, SplitStats, find_kernel};
 
 /// Largest buffer a shader may index: one binding's range is a 32-bit byte count.
 const MAX_BINDING_BYTES: u64 = u32::MAX as u64;
@@ -79,7 +79,7 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
             gemm_variants.push(F16ACC32);
         }
     }
-    planning::gpu_support(gemm_variants, gemm_dtypes)
+    planning::gpu_support(BackendKind::Vulkan, gemm_variants, gemm_dtypes)
 }
 
 /// What to dispatch for `problem` on a device with `caps`. `tuning` sets `gemm_blocked`'s
@@ -131,12 +131,12 @@ pub fn plan(
         KernelId::Gemm => plan_gemm(problem, caps, tuning)?,
         KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps, tuning)?,
         KernelId::Conv2d => plan_conv_direct(problem, caps)?,
-        KernelId::Softmax
-        | KernelId::LayerNorm
-        | KernelId::RmsNorm
-        | KernelId::LayerNormRmsNormFused => plan_rows(problem, caps)?,
+        KernelId::Rows(k) => plan_rows(problem, k, caps)?,
         KernelId::Model(_) => plan_model(problem, caps)?,
-        _ => plan_elementwise(problem, caps)?,
+        // Host and crashing kernels were refused above; `elementwise` names any other.
+        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
+            plan_elementwise(problem, caps)?
+        }
     };
     check_buffers(problem, &plan)?;
     Ok(plan)
@@ -203,9 +203,8 @@ fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupporte
     };
     push.extend(e.scalar.map(f32::to_bits));
     let mut spec = vec![(SPEC_LOCAL_X, SpecValue::U32(group))];
-    if shader == "vec_add" {
-        let wrong = u32::from(problem.id() == KernelId::DebugWrong);
-        spec.push((2, SpecValue::U32(wrong)));
+    if let Some(wrong) = e.wrong {
+        spec.push((2, SpecValue::U32(u32::from(wrong))));
     }
     Ok(Plan {
         input_storage: vec![Storage::F32; inputs],
@@ -280,8 +279,8 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
     })
 }
 
-fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
-    let r = planning::rows(problem);
+fn plan_rows(problem: &Problem, kernel: RowKernel, caps: &VkCaps) -> Result<Plan, Unsupported> {
+    let r = planning::rows(problem, kernel);
     let shader = if caps.subgroup_arithmetic {
         format!("{}_subgroup", r.stem)
     } else {
@@ -328,7 +327,7 @@ fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
 fn plan_rows_split(
     problem: &Problem,
     caps: &VkCaps,
-    r: &planning::RowKernel,
+    r: &planning::RowLaunch,
     s: &planning::RowSplit,
 ) -> Result<Plan, Unsupported> {
     let group = planning::SPLIT_GROUP as u32;
@@ -353,7 +352,7 @@ fn plan_rows_split(
     } else {
         "split_stats"
     };
-    let softmax = u32::from(r.stem == "softmax");
+    let softmax = u32::from(r.split_stats == Some(SplitStats::MaxSumExp));
     let stats = dispatch(
         stats_shader,
         vec![
