@@ -62,10 +62,10 @@ impl Unsupported {
 pub fn listed(
     list: Vec<SupportEntry>,
     problem: &Problem,
-    backend: &str,
+    backend: BackendKind,
     no_kernel: &str,
 ) -> Result<(), Unsupported> {
-    check_listed(list, problem, backend, no_kernel).map_err(|m| Unsupported(m.message))
+    check_listed(list, problem, backend.name(), no_kernel).map_err(|m| Unsupported(m.message))
 }
 
 /// The support list of `backend`: every catalog kernel that lists it among its backends, with

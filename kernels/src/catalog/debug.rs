@@ -33,56 +33,52 @@ const DEBUG_ALLOC_PARAMS: &[ParamDef] = &[p(
     "GiB of host memory the worker allocates and touches",
 )];
 
-/// A debug kernel's entry: only with debug kernels enabled, only on the cpu backend unless it
-/// runs on devices (`debug_wrong`).
-const fn debug(
-    kernel: DebugKernel,
-    name: &'static str,
-    description: &'static str,
-    params: &'static [ParamDef],
-    metric: MetricKind,
-) -> KernelDef {
+/// `def` as a debug kernel's entry: only with debug kernels enabled, only on the cpu backend
+/// unless it runs on devices (`debug_wrong`).
+const fn debug(def: KernelDef) -> KernelDef {
     KernelDef {
         debug: true,
         backends: CPU_ONLY,
-        ..default_variant_def(KernelId::Debug(kernel), name, description, params, metric)
+        ..def
     }
 }
 
+use DebugKernel as D;
+
 /// Every debug kernel, in display order.
 pub(super) static TABLE: [KernelDef; 4] = [
-    debug(
-        DebugKernel::Crash,
+    debug(default_variant_def(
+        KernelId::Debug(D::Crash),
         "debug_crash",
         "crashes the worker (SIGSEGV or abort) to exercise isolation",
         CRASH_PARAMS,
         MetricKind::Micros,
-    ),
-    debug(
-        DebugKernel::Hang,
+    )),
+    debug(default_variant_def(
+        KernelId::Debug(D::Hang),
         "debug_hang",
         "never returns, to exercise the watchdog",
         &[],
         MetricKind::Micros,
-    ),
+    )),
     KernelDef {
         backends: super::EVERY_BACKEND,
-        ..debug(
-            DebugKernel::Wrong,
+        ..debug(default_variant_def(
+            KernelId::Debug(D::Wrong),
             "debug_wrong",
             "vec_add whose backend returns a wrong answer, to exercise validation",
             DEBUG_WRONG_PARAMS,
             MetricKind::Gbps,
-        )
+        ))
     },
-    debug(
-        DebugKernel::Alloc,
+    debug(default_variant_def(
+        KernelId::Debug(D::Alloc),
         "debug_alloc",
         "allocates and touches `gib` GiB of host memory in the worker (claiming a tiny \
          footprint), to exercise the worker's memory limit",
         DEBUG_ALLOC_PARAMS,
         MetricKind::Micros,
-    ),
+    )),
 ];
 
 impl DebugKernel {

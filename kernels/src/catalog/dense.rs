@@ -6,7 +6,10 @@
 //! picks a grid of rows × columns (gemm) or whole output rows (conv2d), always including the first
 //! and last ones, where edge-tile bugs show.
 
-use super::{EVERY_BACKEND, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, p};
+use super::{
+    EVERY_BACKEND, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, join, nchw, p,
+    stride,
+};
 use crate::check::harness::{EPS16, EPS32, Plan, SAMPLE_OPS, pick};
 use crate::types::{Dtype, MetricKind};
 
@@ -24,16 +27,20 @@ const GEMM_PARAMS: &[ParamDef] = &[
     p("n", 256, 1, 65536, "columns of B and C"),
     p("k", 256, 1, 65536, "columns of A, rows of B"),
 ];
-const CONV_PARAMS: &[ParamDef] = &[
-    p("batch", 1, 1, 4096, "images (N)"),
-    p("channels", 16, 1, 4096, "input channels (C)"),
-    p("height", 64, 1, 16384, "input height (H)"),
-    p("width", 64, 1, 16384, "input width (W)"),
-    p("filters", 32, 1, 4096, "output channels (K)"),
-    p("ksize", 3, 3, 5, "square filter size, 3 or 5"),
-    p("stride", 1, 1, 4, "stride in both directions"),
-    p("pad", 1, 0, 3, "zero padding on each side"),
-];
+const CONV_PARAMS: &[ParamDef] = &join::<4, 4, 8>(
+    nchw(
+        4096,
+        (16, "input channels (C)"),
+        (64, 16384),
+        ["input height (H)", "input width (W)"],
+    ),
+    [
+        p("filters", 32, 1, 4096, "output channels (K)"),
+        p("ksize", 3, 3, 5, "square filter size, 3 or 5"),
+        stride(1),
+        p("pad", 1, 0, 3, "zero padding on each side"),
+    ],
+);
 
 /// `gemm`'s catalog entry.
 pub(super) const GEMM: KernelDef = KernelDef {

@@ -327,22 +327,8 @@ fn each(
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{problem, reference};
     use super::*;
-    use std::collections::BTreeMap;
-
-    fn problem(kernel: &str, params: &[(&str, i64)]) -> Problem {
-        let params: BTreeMap<String, i64> =
-            params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        Problem::new(kernel, "", &params, "f32", true).unwrap()
-    }
-
-    fn reference(p: &Problem, inputs: &[Vec<f32>]) -> Vec<f64> {
-        let x: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-        let mut out = vec![f64::NAN; p.output_len()];
-        let sampled = p.kernel.id.family().visit(p, &x, &mut |i, e, _| out[i] = e);
-        assert!(!sampled.unwrap());
-        out
-    }
 
     #[test]
     fn elementwise_definitions() {

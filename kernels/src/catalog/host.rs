@@ -241,14 +241,8 @@ fn check_memlat(problem: &Problem, inputs: &[Buffer], out: &[u32]) -> Validation
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::problem;
     use super::*;
-    use std::collections::BTreeMap;
-
-    fn problem(kernel: &str, params: &[(&str, i64)]) -> Problem {
-        let params: BTreeMap<String, i64> =
-            params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
-        Problem::new(kernel, "", &params, "f32", true).unwrap()
-    }
 
     #[test]
     fn exact_sum_handles_every_tail_length() {

@@ -62,7 +62,7 @@ pub enum KernelId {
 }
 
 /// One integer parameter of a kernel, with its default and inclusive bounds.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ParamDef {
     /// Name as written in specs and suites (`"n"`, `"rows"`).
     pub name: &'static str,
@@ -133,6 +133,43 @@ pub(crate) const fn p(
         max,
         doc,
     }
+}
+
+/// The parameters of a kernel over NCHW images, in display order: `batch` (1 to `batch_max`),
+/// `channels` (its default and doc), then the plane's `height` and `width` (default `side`, at
+/// most `side_max`, with their docs).
+pub(crate) const fn nchw(
+    batch_max: i64,
+    (channels, channels_doc): (i64, &'static str),
+    (side, side_max): (i64, i64),
+    [height_doc, width_doc]: [&'static str; 2],
+) -> [ParamDef; 4] {
+    [
+        p("batch", 1, 1, batch_max, "images (N)"),
+        p("channels", channels, 1, 4096, channels_doc),
+        p("height", side, 1, side_max, height_doc),
+        p("width", side, 1, side_max, width_doc),
+    ]
+}
+
+/// `stride` in both directions, 1 to 4.
+pub(crate) const fn stride(default: i64) -> ParamDef {
+    p("stride", default, 1, 4, "stride in both directions")
+}
+
+/// `first` then `rest`: a kernel's parameter list from shared pieces (`N` is their total).
+pub(crate) const fn join<const A: usize, const B: usize, const N: usize>(
+    first: [ParamDef; A],
+    rest: [ParamDef; B],
+) -> [ParamDef; N] {
+    assert!(A > 0 && A + B == N, "N must be the length of both parts");
+    let mut out = [first[0]; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = if i < A { first[i] } else { rest[i - A] };
+        i += 1;
+    }
+    out
 }
 
 /// An f32 device kernel with one variant, `default`, on every backend (debug and host-only
@@ -365,6 +402,27 @@ pub fn catalog() -> &'static [KernelDef] {
 /// The kernel named `name` (exact match), debug ones included.
 pub fn find_kernel(name: &str) -> Option<&'static KernelDef> {
     CATALOG.iter().find(|k| k.name == name)
+}
+
+/// Helpers the families' tests share.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::Problem;
+
+    /// `kernel` (debug kernels allowed) with `params` over its defaults, in f32.
+    pub(crate) fn problem(kernel: &str, params: &[(&str, i64)]) -> Problem {
+        let params = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        Problem::new(kernel, "", &params, "f32", true).unwrap()
+    }
+
+    /// Every reference value of `p` on `inputs` (which must not need sampling).
+    pub(crate) fn reference(p: &Problem, inputs: &[Vec<f32>]) -> Vec<f64> {
+        let x: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+        let mut out = vec![f64::NAN; p.output_len()];
+        let sampled = p.kernel.id.family().visit(p, &x, &mut |i, e, _| out[i] = e);
+        assert!(!sampled.unwrap());
+        out
+    }
 }
 
 #[cfg(test)]

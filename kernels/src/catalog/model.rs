@@ -5,7 +5,7 @@
 
 use super::{
     EVERY_BACKEND, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit,
-    default_variant_def, p,
+    default_variant_def, join, nchw, p, stride,
 };
 use crate::check::harness::Validation;
 use crate::check::model::check_model;
@@ -38,43 +38,51 @@ const MODEL_PARAMS: &[ParamDef] = &[p("batch", 1, 1, 256, "images per inference 
 // The networks' layers one at a time. The bounds keep every size of the one-layer graph far inside
 // u64 (the footprint check then refuses what does not fit the host).
 const ACT_DOC: &str = "activation after the bias: 0 none, 1 ReLU, 2 ReLU6";
-const CNN_CONV_PARAMS: &[ParamDef] = &[
-    p("batch", 1, 1, 256, "images (N)"),
-    p("channels", 64, 1, 4096, "input channels"),
-    p("height", 56, 1, 4096, "input height"),
-    p("width", 56, 1, 4096, "input width"),
-    p(
-        "filters",
-        64,
-        1,
-        4096,
-        "output channels (the depthwise variant: = channels)",
+const CNN_CONV_PARAMS: &[ParamDef] = &join::<4, 4, 8>(
+    nchw(
+        256,
+        (64, "input channels"),
+        (56, 4096),
+        ["input height", "input width"],
     ),
-    p("ksize", 3, 1, 7, "square filter side; padding is ksize/2"),
-    p("stride", 1, 1, 4, "stride in both directions"),
-    p("act", 1, 0, 2, ACT_DOC),
-];
-const CNN_POOL_PARAMS: &[ParamDef] = &[
-    p("batch", 1, 1, 256, "images (N)"),
-    p("channels", 64, 1, 4096, "channels"),
-    p("height", 112, 1, 4096, "input height"),
-    p("width", 112, 1, 4096, "input width"),
-    p("ksize", 3, 1, 7, "square window side"),
-    p("stride", 2, 1, 4, "stride in both directions"),
-    p(
-        "pad",
-        1,
-        0,
-        3,
-        "padding on each side (never the maximum); below ksize",
+    [
+        p(
+            "filters",
+            64,
+            1,
+            4096,
+            "output channels (the depthwise variant: = channels)",
+        ),
+        p("ksize", 3, 1, 7, "square filter side; padding is ksize/2"),
+        stride(1),
+        p("act", 1, 0, 2, ACT_DOC),
+    ],
+);
+const CNN_POOL_PARAMS: &[ParamDef] = &join::<4, 3, 7>(
+    nchw(
+        256,
+        (64, "channels"),
+        (112, 4096),
+        ["input height", "input width"],
     ),
-];
-const CNN_AVGPOOL_PARAMS: &[ParamDef] = &[
-    p("batch", 1, 1, 256, "images (N)"),
-    p("channels", 512, 1, 4096, "channels"),
-    p("height", 7, 1, 4096, "plane height"),
-    p("width", 7, 1, 4096, "plane width"),
-];
+    [
+        p("ksize", 3, 1, 7, "square window side"),
+        stride(2),
+        p(
+            "pad",
+            1,
+            0,
+            3,
+            "padding on each side (never the maximum); below ksize",
+        ),
+    ],
+);
+const CNN_AVGPOOL_PARAMS: &[ParamDef] = &nchw(
+    256,
+    (512, "channels"),
+    (7, 4096),
+    ["plane height", "plane width"],
+);
 const CNN_LINEAR_PARAMS: &[ParamDef] = &[
     p("batch", 1, 1, 4096, "rows of the input (N)"),
     p("inputs", 512, 1, 65536, "input features"),

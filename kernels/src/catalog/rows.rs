@@ -296,20 +296,11 @@ impl Family for RowKernel {
 
 #[cfg(test)]
 mod tests {
+    use super::super::testing::{self, reference};
     use super::*;
-    use std::collections::BTreeMap;
 
     fn problem(kernel: &str, rows: i64, cols: i64) -> Problem {
-        let params = BTreeMap::from([("rows".to_string(), rows), ("cols".to_string(), cols)]);
-        Problem::new(kernel, "", &params, "f32", false).unwrap()
-    }
-
-    fn reference(p: &Problem, inputs: &[Vec<f32>]) -> Vec<f64> {
-        let x: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-        let mut out = vec![f64::NAN; p.output_len()];
-        let sampled = p.kernel.id.family().visit(p, &x, &mut |i, e, _| out[i] = e);
-        assert!(!sampled.unwrap());
-        out
+        testing::problem(kernel, &[("rows", rows), ("cols", cols)])
     }
 
     #[test]

@@ -27,6 +27,9 @@ use args::{FLAT, INT_ARG, blocks};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::{BackendKind, DebugKernel, ElementwiseKernel, KernelId, Problem, RowKernel};
 
+/// Why a catalog kernel this backend does not list is refused.
+const NO_KERNEL: &str = "the HIP backend has no kernel for it";
+
 /// Blocks of a row kernel; more rows are strided over.
 const ROW_GROUPS_MAX: usize = 65536;
 
@@ -85,12 +88,7 @@ pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> 
 /// work-items per dimension.
 pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     let name = problem.kernel.name;
-    planning::listed(
-        supported(),
-        problem,
-        "hip",
-        "the HIP backend has no kernel for it",
-    )?;
+    planning::listed(supported(), problem, BackendKind::Hip, NO_KERNEL)?;
     if caps.max_threads_per_block < 1024 || caps.shared_mem_per_block < 32 * 1024 {
         return Err(Unsupported(format!(
             "the code objects need blocks of 1024 work-items and 32 KiB of LDS; the device \
@@ -131,28 +129,21 @@ fn plan_model(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     let block = CONV_GROUP as u32;
     let mut launches = Vec::with_capacity(model.steps.len());
     for st in &model.steps {
-        let (kernel, grid) = match st.kernel {
-            StepKernel::Layer { total } => (
-                "model_layer",
-                [
-                    blocks(problem, &st.name, total, block)?.min(ROW_GROUPS_MAX as u32),
-                    1,
-                    1,
-                ],
-            ),
+        let grid = match st.kernel {
+            StepKernel::Layer { total } => {
+                let groups = blocks(problem, &st.name, total, block)?;
+                [groups.min(ROW_GROUPS_MAX as u32), 1, 1]
+            }
             // Each fits: tiles and splits are far below 2^32 for the catalog's sizes, and
             // `plan` checks every grid against HIP's limit.
             StepKernel::Conv {
                 tiles_n,
                 tiles_m,
                 splits,
-            } => (
-                "model_conv",
-                [tiles_n, tiles_m, splits].map(|g| u32::try_from(g).unwrap_or(u32::MAX)),
-            ),
+            } => [tiles_n, tiles_m, splits].map(|g| u32::try_from(g).unwrap_or(u32::MAX)),
         };
         launches.push(Launch {
-            kernel: kernel.into(),
+            kernel: st.kernel.entry().into(),
             grid,
             block: [block, 1, 1],
             args: st.launch_args(),

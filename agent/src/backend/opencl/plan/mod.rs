@@ -41,6 +41,9 @@ use gpufleet_kernels::Problem;
 use gpufleet_kernels::sources::opencl as cl;
 use gpufleet_kernels::{BackendKind, KernelId, RowKernel, SplitStats};
 
+/// Why a catalog kernel this backend does not list is refused.
+const NO_KERNEL: &str = "the OpenCL backend has no kernel for it";
+
 /// Groups of a row kernel; more rows are strided over, so the launch stays small whatever `rows`.
 const ROW_GROUPS_MAX: usize = 65536;
 
@@ -68,12 +71,7 @@ pub fn plan(
     tuning: Option<&GemmTuning>,
 ) -> Result<Plan, Unsupported> {
     check_caps(caps)?;
-    planning::listed(
-        supported(),
-        problem,
-        "opencl",
-        "the OpenCL backend has no kernel for it",
-    )?;
+    planning::listed(supported(), problem, BackendKind::OpenCl, NO_KERNEL)?;
     match problem.id() {
         KernelId::Gemm => plan_gemm(problem, caps, tuning),
         KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps, tuning),
@@ -98,26 +96,21 @@ fn plan_model(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported>
         .steps
         .iter()
         .map(|st| {
-            let (kernel, global, local) = match st.kernel {
-                StepKernel::Layer { total } => (
-                    "model_layer",
-                    vec![total.div_ceil(group).min(ROW_GROUPS_MAX) * group],
-                    group,
-                ),
+            let (global, local) = match st.kernel {
+                StepKernel::Layer { total } => {
+                    let groups = total.div_ceil(group).min(ROW_GROUPS_MAX);
+                    (vec![groups * group], group)
+                }
                 StepKernel::Conv {
                     tiles_n,
                     tiles_m,
                     splits,
-                } => (
-                    "model_conv",
-                    vec![tiles_n * CONV_GROUP, tiles_m, splits],
-                    CONV_GROUP,
-                ),
+                } => (vec![tiles_n * CONV_GROUP, tiles_m, splits], CONV_GROUP),
             };
             let mut local = vec![local];
             local.resize(global.len(), 1);
             Launch {
-                kernel: kernel.into(),
+                kernel: st.kernel.entry().into(),
                 global,
                 local: Some(local),
                 args: st.launch_args(),

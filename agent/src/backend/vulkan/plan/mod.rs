@@ -43,14 +43,17 @@ mod types;
 pub use tuning::{default_gemm_tuning, gemm_candidates};
 pub use types::{Binding, Dispatch, GemmTuning, Plan, SpecValue, Storage, Unsupported, VkCaps};
 
-use crate::backend::Missing;
 use crate::backend::planning;
+use crate::backend::{Missing, check_listed};
 use args::{
     GRID_GROUPS_MAX, SPEC_LOCAL_X, SPEC_SPLIT, SPEC_SPLIT_SOFTMAX, check_groups, dispatch,
     flat_group, grid_groups, pow2_floor, word, words,
 };
 use gemm::{F16ACC32, plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::{BackendKind, Dtype, KernelId, Problem, RowKernel, SplitStats, find_kernel};
+
+/// Why a catalog kernel this backend does not list is refused.
+const NO_SHADER: &str = "the Vulkan backend has no shader for it";
 
 /// Largest buffer a shader may index: one binding's range is a 32-bit byte count.
 const MAX_BINDING_BYTES: u64 = u32::MAX as u64;
@@ -97,12 +100,8 @@ pub fn plan(
 ) -> Result<Plan, Unsupported> {
     check_caps(caps)?;
     let name = problem.kernel.name;
-    if let Err(miss) = crate::backend::check_listed(
-        supported(caps),
-        problem,
-        "vulkan",
-        "the Vulkan backend has no shader for it",
-    ) {
+    let vulkan = BackendKind::Vulkan.name();
+    if let Err(miss) = check_listed(supported(caps), problem, vulkan, NO_SHADER) {
         return Err(Unsupported(match miss.missing {
             Missing::Variant if problem.variant == F16ACC32 && !has_f16(caps) => format!(
                 "variant {F16ACC32} of gemm needs shaderFloat16 ({}) and \
@@ -248,7 +247,7 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
             ];
             match st.kernel {
                 StepKernel::Layer { total } => dispatch(
-                    "model_layer",
+                    st.kernel.entry(),
                     vec![(SPEC_LOCAL_X, SpecValue::U32(group))],
                     push,
                     bindings,
@@ -265,7 +264,7 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
                         [tiles_n as u64, tiles_m as u64, splits as u64],
                     )?;
                     let local = vec![(SPEC_LOCAL_X, SpecValue::U32(CONV_GROUP as u32))];
-                    dispatch("model_conv", local, push, bindings, groups)
+                    dispatch(st.kernel.entry(), local, push, bindings, groups)
                 }
             }
         })
