@@ -28,7 +28,7 @@ impl BackendKind {
 
     /// The names of [`BackendKind::ALL`], in the same order (for argument parsers that take a
     /// list of accepted strings).
-    pub const NAMES: [&'static str; 4] = ["cpu", "opencl", "vulkan", "hip"];
+    pub const NAMES: [&'static str; BackendKind::ALL.len()] = ["cpu", "opencl", "vulkan", "hip"];
 
     /// Name in device ids, on the command line and in results (`cpu`, `opencl`).
     pub fn name(self) -> &'static str {

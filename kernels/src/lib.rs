@@ -9,19 +9,30 @@
 //!
 //! # Layout
 //! - `types.rs`: [`Dtype`], [`MetricKind`], [`MetricValue`], [`Buffer`], [`BufferKind`].
-//! - `catalog.rs`: the static [`KernelDef`] list ([`catalog`], [`find_kernel`]), parameters with bounds.
+//! - `backend.rs`: [`BackendKind`], the one list of backend names the agent's registry, the
+//!   coordinator's `--backend` checks and the catalog share.
+//! - `catalog/`: one module per kernel family, each the whole definition of its kernels (see
+//!   `catalog/mod.rs`): the table entries ([`KernelDef`]: name, variants, parameters with bounds,
+//!   dtypes, metric, backends; [`catalog`], [`find_kernel`]), the device entry-point stems, and
+//!   the family's computation (cross-parameter rules, FLOP/byte counts, sizes, input value sets,
+//!   the f64 reference and its tolerance). `mod.rs` holds [`KernelId`], [`Problem`] and the
+//!   `Family` trait with its one dispatch; `dense.rs` (gemm, conv2d, [`ConvShape`]),
+//!   `elementwise.rs`, `rows.rs`, `model.rs` (the CNNs), `host.rs`, `debug.rs`.
 //! - `error.rs`: [`SpecError`], why a spec was refused, naming the field and the bound.
-//! - `problem.rs`: [`Problem`], a validated spec, with sizes, FLOP/byte counts, metric and spec key
-//!   (its tests in `problem/tests.rs`).
+//! - `problem.rs`: validating a spec into a [`Problem`], and what derives from it (sizes, FLOP/byte
+//!   counts, inputs, metric, spec key) asked of its family (its tests in `problem/tests.rs`).
 //! - `run.rs`: how a spec is measured: [`Mode`] and the one set of [`RunDefaults`] every layer reads.
-//! - `inputs.rs`: seeded input generation (values exact in fp16), [`Problem::inputs`].
-//! - `check/`: [`Validation`]: the harness (`mod.rs`), dot-product references (`dense.rs`: gemm,
-//!   conv2d), row references (`rows.rs`: softmax and the norms), element-wise and host kernels
-//!   (`pointwise.rs`).
+//! - `inputs.rs`: seeded value sets (values exact in fp16) the families draw their inputs from.
+//! - `check/`: [`Validation`]: the harness pieces (`harness.rs`), a whole validation
+//!   ([`Problem::check`], `mod.rs`), and a network's layer by layer (`model.rs`).
 //! - `model/`: the CNN workloads ([`model::Graph`]: layers, seeded weights with batch norm folded,
-//!   the f64 reference of each layer); `check/model.rs` validates a network layer by layer.
+//!   the f64 reference of each layer in `reference.rs`, the networks' layer lists in `nets.rs`).
+//! - `sources.rs`: the device code, embedded: OpenCL C files and the Vulkan SPIR-V table
+//!   `build.rs` generates from `kernels/vulkan/*.comp`.
 //! - `suite/`: [`Suite`] and [`SuiteRun`] (`mod.rs`), the TOML format and its validation (`file.rs`);
 //!   the builtin suites live in `kernels/suites/*.toml` and are embedded at build time.
+//! - `env.rs`: the allowlist of per-run environment overrides; `secret.rs`: the rule for tokens;
+//!   `process.rs`: process-wide behaviour both binaries share (broken pipes).
 //!
 //! # Lifecycle
 //! 1. A spec (kernel, variant, params, dtype) arrives from a suite or a request.

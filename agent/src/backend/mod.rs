@@ -16,7 +16,8 @@
 //!
 //! Adding a backend:
 //! 1. a variant of `BackendKind` (`kernels/src/backend.rs`), with its name;
-//! 2. a folder here with the files every backend has, its [`Backend`] returning that kind;
+//! 2. a folder here with the files every backend has (declared below), its [`Backend`]
+//!    returning that kind;
 //! 3. its arm in [`of`] (the compiler asks for it);
 //! 4. the kind in the `backends` of every catalog kernel it implements (`kernels/src/catalog/`;
 //!    a GPU backend's support list is [`planning::gpu_support`] of its kind), and its device
