@@ -131,7 +131,7 @@ impl CpuKernel {
                 (None, Some(shape)) => ops::conv::conv2d_direct(shape, x[0], x[1], out),
                 (None, None) => return Err(unsupported("conv2d without its shape".into())),
             },
-            KernelId::Elementwise(k) => ops::elementwise::run(k, &x, out),
+            KernelId::Elementwise(k) => ops::elementwise(k, &x, out),
             KernelId::Rows(k) => ops::rows::run(k, &x, out, dim(p, "rows"), dim(p, "cols")),
             KernelId::Model(_) => match self.model.as_mut() {
                 Some(m) => m.run(x[0], x[1], out),
@@ -142,7 +142,7 @@ impl CpuKernel {
                 return Err(unsupported("memlat_cpu with an f32 output".into()));
             }
             KernelId::Debug(DebugKernel::Wrong) => {
-                ops::elementwise::run(DebugKernel::Wrong.computes(), &x, out);
+                ops::elementwise(DebugKernel::Wrong.computes(), &x, out);
                 // Deliberately wrong, so validation has something to catch.
                 let i = out.len().min(8).saturating_sub(1);
                 if let Some(v) = out.get_mut(i) {
@@ -155,7 +155,7 @@ impl CpuKernel {
             },
             KernelId::Debug(DebugKernel::Alloc) => {
                 hoard(dim(p, "gib"));
-                ops::elementwise::run(DebugKernel::Alloc.computes(), &x, out);
+                ops::elementwise(DebugKernel::Alloc.computes(), &x, out);
             }
         }
         Ok(())

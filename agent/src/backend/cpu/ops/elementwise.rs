@@ -8,27 +8,12 @@
 //! they use `exp_approx`, a branch-free exponential that vectorizes (the C library's `expf` is a call
 //! per element), and run an AVX2+FMA copy when the CPU has it.
 
-use gpufleet_kernels::{ElementwiseKernel, TRIAD_SCALAR};
 use rayon::prelude::*;
 
 use super::{check_len, fmadd, has_avx2_fma};
 
 /// Elements per rayon task.
 pub(super) const CHUNK: usize = 64 * 1024;
-
-/// Runs element-wise kernel `kernel` on its inputs `x` (in the catalog's order) into `y`; noop
-/// is the pool round trip that stands for a launch ([`super::memory::pool_roundtrip`]).
-pub fn run(kernel: ElementwiseKernel, x: &[&[f32]], y: &mut [f32]) {
-    match kernel {
-        ElementwiseKernel::VecAdd => vec_add(x[0], x[1], y),
-        ElementwiseKernel::Copy => copy(x[0], y),
-        ElementwiseKernel::Triad => triad(x[0], x[1], y, TRIAD_SCALAR),
-        ElementwiseKernel::Noop => super::memory::pool_roundtrip(x[0], y),
-        ElementwiseKernel::Relu => relu(x[0], y),
-        ElementwiseKernel::Sigmoid => sigmoid(x[0], y),
-        ElementwiseKernel::Tanh => tanh(x[0], y),
-    }
-}
 
 /// `c[i] = a[i] + b[i]`.
 ///
