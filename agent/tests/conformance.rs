@@ -15,13 +15,14 @@ use gpufleet_proto::v1 as pb;
 
 /// A network of the models suite run on `dev`: within the suite's own deadline (300 s), and, on a
 /// device the host CPU emulates (lavapipe, PoCL: device type `cpu`), one warm-up and one timed
-/// iteration. There one ResNet-18 image takes seconds (lavapipe: 7 s on a 2-core Zen 3 AVX2; 4-8 s
-/// on the 2-core Zen 5 this was measured on while other builds shared it), so the spec's
-/// warm-up, three iterations and 30 s passed or failed with the CPU the test landed on. Measured
-/// there with cold driver caches: ResNet-18 13 s on lavapipe and 5 s on PoCL, MobileNetV2 5 s and
-/// 2 s, each far inside the deadline; one checked iteration shows the backend computes the network
-/// right, and its speed is the models suite's business. Every other run here took at most 5.3 s
-/// (conv2d im2col on PoCL, building its program) against the spec's 30 s.
+/// iteration. There one ResNet-18 image takes seconds: on lavapipe 7 s on a 2-core Zen 3 (AVX2),
+/// 2.4 s on the 2-core Zen 5 (AVX-512) this was measured on when quiet and up to 8 s while other
+/// builds shared it, so the spec's warm-up, three iterations and 30 s passed or failed with the CPU
+/// the test landed on. One warm-up and one iteration took there, caches cold: ResNet-18 5.5-13 s on
+/// lavapipe and 3-5 s on PoCL, MobileNetV2 3-5 s and 1-2 s, far inside the deadline; every other
+/// run here took at most 5.3 s (conv2d im2col on PoCL, building its program) against the spec's
+/// 30 s. One checked iteration shows the backend computes the network right; its speed is the
+/// models suite's business.
 fn network_run(s: &mut pb::RunSpec, run: &SuiteRun, dev: &pb::Device) {
     s.timeout_s = run.timeout_s;
     if dev.device_type == "cpu" {
