@@ -35,6 +35,21 @@ float model_act(float v, int act)
     return v;
 }
 
+/* Runs `tap` for each tap (ky, kx) of the k×k window at (iy0, ix0) that lies inside the h×wd
+ * plane, with iy and ix its row and column: the loops max-pooling and the grouped convolution
+ * share. */
+#define WINDOW_TAPS(tap)                                                                       \
+    for (int ky = 0; ky < k; ++ky) {                                                           \
+        const int iy = iy0 + ky;                                                               \
+        if (iy < 0 || iy >= h)                                                                 \
+            continue;                                                                          \
+        for (int kx = 0; kx < k; ++kx) {                                                       \
+            const int ix = ix0 + kx;                                                           \
+            if (ix >= 0 && ix < wd)                                                            \
+                tap;                                                                           \
+        }                                                                                      \
+    }
+
 __kernel __attribute__((reqd_work_group_size(GPUFLEET_WG, 1, 1)))
 void model_layer(__global const float *x, __global const float *w, __global float *out,
                  __global const float *s, int op, int total, int x_off, int w_off, int b_off,
@@ -72,16 +87,7 @@ void model_layer(__global const float *x, __global const float *w, __global floa
             if (op == 1) {
                 __global const float *p = x + x_off + ((long)n * cin + co) * h * wd;
                 float m = -INFINITY;
-                for (int ky = 0; ky < k; ++ky) {
-                    const int iy = iy0 + ky;
-                    if (iy < 0 || iy >= h)
-                        continue;
-                    for (int kx = 0; kx < k; ++kx) {
-                        const int ix = ix0 + kx;
-                        if (ix >= 0 && ix < wd)
-                            m = fmax(m, p[iy * wd + ix]);
-                    }
-                }
+                WINDOW_TAPS(m = fmax(m, p[iy * wd + ix]))
                 r = m;
             } else {
                 const int cin_g = cin / groups;
@@ -90,16 +96,7 @@ void model_layer(__global const float *x, __global const float *w, __global floa
                 __global const float *p = x + x_off + ((long)n * cin + g * cin_g) * h * wd;
                 float acc = 0.0f;
                 for (int ci = 0; ci < cin_g; ++ci) {
-                    for (int ky = 0; ky < k; ++ky) {
-                        const int iy = iy0 + ky;
-                        if (iy < 0 || iy >= h)
-                            continue;
-                        for (int kx = 0; kx < k; ++kx) {
-                            const int ix = ix0 + kx;
-                            if (ix >= 0 && ix < wd)
-                                acc += f[(ci * k + ky) * k + kx] * p[(long)ci * h * wd + iy * wd + ix];
-                        }
-                    }
+                    WINDOW_TAPS(acc += f[(ci * k + ky) * k + kx] * p[(long)ci * h * wd + iy * wd + ix])
                 }
                 r = model_act(acc + w[b_off + co], act);
             }

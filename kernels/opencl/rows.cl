@@ -85,16 +85,27 @@ float gpufleet_group_max(__local float *red, float v)
 #define XV(j, c) xr[c]
 #endif
 
+/*
+ * ROW_LOOP: what every one-group row kernel declares (the reduction buffer, the work-item, the
+ * chunks of a row), then its loop over this group's rows `row`, strided by the number of groups;
+ * the body follows in braces and starts with ROW_START: the row's pointers xr and yr and its
+ * cached elements.
+ */
+#define ROW_LOOP                                                                               \
+    __local float red[WG];                                                                     \
+    const int lid = (int)get_local_id(0);                                                      \
+    const int nch = (cols + WG - 1) / WG;                                                      \
+    for (int row = (int)get_group_id(0); row < rows; row += (int)get_num_groups(0))
+#define ROW_START                                                                              \
+    __global const float *xr = x + (long)row * cols;                                           \
+    __global float *yr = y + (long)row * cols;                                                 \
+    ROW_SETUP(xr)
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 softmax_rows(__global const float *restrict x, __global float *restrict y, int rows, int cols)
 {
-    __local float red[WG];
-    const int lid = (int)get_local_id(0);
-    const int nch = (cols + WG - 1) / WG;
-    for (int row = (int)get_group_id(0); row < rows; row += (int)get_num_groups(0)) {
-        __global const float *xr = x + (long)row * cols;
-        __global float *yr = y + (long)row * cols;
-        ROW_SETUP(xr)
+    ROW_LOOP {
+        ROW_START
         float mx = -INFINITY;
 #pragma unroll
         for (int j = 0; j < NCH; ++j) {
@@ -157,13 +168,8 @@ layernorm_rows(__global const float *restrict x, __global const float *restrict 
                __global const float *restrict beta, __global float *restrict y, int rows,
                int cols, float eps)
 {
-    __local float red[WG];
-    const int lid = (int)get_local_id(0);
-    const int nch = (cols + WG - 1) / WG;
-    for (int row = (int)get_group_id(0); row < rows; row += (int)get_num_groups(0)) {
-        __global const float *xr = x + (long)row * cols;
-        __global float *yr = y + (long)row * cols;
-        ROW_SETUP(xr)
+    ROW_LOOP {
+        ROW_START
         ROW_MEAN_RSTD(eps)
 #pragma unroll
         for (int j = 0; j < NCH; ++j) {
@@ -179,13 +185,8 @@ __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 rmsnorm_rows(__global const float *restrict x, __global const float *restrict gamma,
              __global float *restrict y, int rows, int cols, float eps)
 {
-    __local float red[WG];
-    const int lid = (int)get_local_id(0);
-    const int nch = (cols + WG - 1) / WG;
-    for (int row = (int)get_group_id(0); row < rows; row += (int)get_num_groups(0)) {
-        __global const float *xr = x + (long)row * cols;
-        __global float *yr = y + (long)row * cols;
-        ROW_SETUP(xr)
+    ROW_LOOP {
+        ROW_START
         float ss = 0.0f;
 #pragma unroll
         for (int j = 0; j < NCH; ++j) {
@@ -212,13 +213,8 @@ layernorm_rmsnorm_rows(__global const float *restrict x, __global const float *r
                        __global const float *restrict gamma2, __global float *restrict y,
                        int rows, int cols, float eps)
 {
-    __local float red[WG];
-    const int lid = (int)get_local_id(0);
-    const int nch = (cols + WG - 1) / WG;
-    for (int row = (int)get_group_id(0); row < rows; row += (int)get_num_groups(0)) {
-        __global const float *xr = x + (long)row * cols;
-        __global float *yr = y + (long)row * cols;
-        ROW_SETUP(xr)
+    ROW_LOOP {
+        ROW_START
         ROW_MEAN_RSTD(eps)
         float ss = 0.0f;
 #pragma unroll

@@ -7,12 +7,13 @@
 //! Values depend only on the Pcg64 (PCG XSL RR 128/64) stream seeded from `(seed, input index)` and on
 //! the mapping below, not on `rand`'s distribution code, so they are stable across `rand` versions.
 //! Changing any of this changes results: bump [`crate::KERNELS_VERSION`].
+//!
+//! Pure and below the catalog: each kernel family says which value set each of its inputs takes
+//! (`Family::inputs` in `catalog/`), and [`Problem::inputs`](crate::Problem::inputs) asks it.
 
 use rand::{RngCore, SeedableRng};
 use rand_pcg::Pcg64;
 
-use crate::catalog::KernelId;
-use crate::problem::Problem;
 use crate::types::Buffer;
 
 /// A set of values `k / denom` for integer `k` in `lo..=hi`.
@@ -42,7 +43,8 @@ pub(crate) const GAMMA: ValueSet = ValueSet {
     denom: 256.0,
 };
 
-fn rng_for(seed: u64, index: usize) -> Pcg64 {
+/// The generator of input `index` for `seed`.
+pub(crate) fn rng_for(seed: u64, index: usize) -> Pcg64 {
     Pcg64::seed_from_u64(seed ^ (index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15))
 }
 
@@ -51,7 +53,8 @@ fn below(bits: u32, span: u32) -> u32 {
     ((u64::from(bits) * u64::from(span)) >> 32) as u32
 }
 
-fn fill(set: ValueSet, len: usize, rng: &mut Pcg64) -> Vec<f32> {
+/// `len` values of `set` drawn from `rng`.
+pub(crate) fn fill(set: ValueSet, len: usize, rng: &mut Pcg64) -> Vec<f32> {
     let span = (set.hi - set.lo + 1) as u32;
     // `denom` is a power of two, so multiplying by its inverse is exact (and cheaper than dividing).
     let scale = 1.0 / set.denom;
@@ -69,64 +72,19 @@ fn fill(set: ValueSet, len: usize, rng: &mut Pcg64) -> Vec<f32> {
     out
 }
 
-/// The pointer-chasing table of `memlat_cpu`: `entries / 16` nodes of 64 bytes; the first u32 of each
-/// node holds the entry index of the next node in one random cycle over all nodes (Sattolo's
-/// algorithm), the rest are 0.
-fn chase_table(entries: usize, rng: &mut Pcg64) -> Vec<u32> {
-    let nodes = entries / 16;
-    let mut next: Vec<u32> = (0..nodes as u32).collect();
-    for i in (1..nodes).rev() {
-        // j uniform in 0..i (Sattolo: strictly below i, which makes one single cycle).
-        let j = ((u128::from(rng.next_u64()) * i as u128) >> 64) as usize;
-        next.swap(i, j);
-    }
-    let mut table = vec![0u32; entries];
-    for (node, &to) in next.iter().enumerate() {
-        table[node * 16] = to * 16;
-    }
-    table
-}
-
-/// Inputs of `problem` for `seed`, in the order the kernels take them.
-impl Problem {
-    /// Seeded inputs, deterministic for `(problem, seed)`; see this module for the value sets.
-    ///
-    /// Defined here rather than in `problem.rs` so the problem module does not depend on how inputs
-    /// are made (this module depends on it).
-    pub fn inputs(&self, seed: u64) -> Vec<Buffer> {
-        generate(self, seed)
-    }
-}
-
-fn generate(problem: &Problem, seed: u64) -> Vec<Buffer> {
-    let lens = problem.input_lens();
-    let sets: Vec<ValueSet> = match problem.id() {
-        KernelId::MemlatCpu => {
-            let mut rng = rng_for(seed, 0);
-            return vec![Buffer::U32(chase_table(lens[0], &mut rng))];
-        }
-        KernelId::Softmax | KernelId::Relu | KernelId::Sigmoid | KernelId::Tanh => vec![WIDE],
-        KernelId::LayerNorm => vec![UNIT, GAMMA, UNIT],
-        KernelId::RmsNorm => vec![UNIT, GAMMA],
-        KernelId::LayerNormRmsNormFused => vec![UNIT, GAMMA, UNIT, GAMMA],
-        // Images like every other input; weights scaled per layer by the model.
-        KernelId::Model(_) => {
-            let images = fill(UNIT, lens[0], &mut rng_for(seed, 0));
-            let weights = problem.graph().weights(&mut rng_for(seed, 1));
-            return vec![Buffer::F32(images), Buffer::F32(weights)];
-        }
-        _ => vec![UNIT; lens.len()],
-    };
-    sets.into_iter()
+/// Input `i` of length `lens[i]` drawn from `sets[i]`, each from its own stream of `seed`.
+pub(crate) fn seeded(sets: &[ValueSet], lens: &[usize], seed: u64) -> Vec<Buffer> {
+    sets.iter()
         .zip(lens)
         .enumerate()
-        .map(|(i, (set, len))| Buffer::F32(fill(set, len, &mut rng_for(seed, i))))
+        .map(|(i, (&set, &len))| Buffer::F32(fill(set, len, &mut rng_for(seed, i))))
         .collect()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::catalog::Problem;
     use std::collections::BTreeMap;
 
     fn problem(kernel: &str, params: &[(&str, i64)]) -> Problem {
@@ -197,29 +155,5 @@ mod tests {
             let lens: Vec<_> = inputs.iter().map(Buffer::len).collect();
             assert_eq!(lens, p.input_lens(), "{kernel}");
         }
-    }
-
-    #[test]
-    fn chase_table_is_one_cycle_over_all_nodes() {
-        let p = problem("memlat_cpu", &[("size_kib", 64)]);
-        let inputs = p.inputs(42);
-        let table = inputs[0].as_u32().unwrap();
-        let nodes = table.len() / 16;
-        assert_eq!(nodes, 1024);
-        let mut seen = vec![false; nodes];
-        let mut at = 0usize;
-        for _ in 0..nodes {
-            assert!(!seen[at / 16], "node {} visited twice", at / 16);
-            seen[at / 16] = true;
-            assert_eq!(at % 16, 0);
-            at = table[at] as usize;
-        }
-        assert_eq!(at, 0, "cycle closes after visiting every node");
-        assert!(
-            table
-                .iter()
-                .enumerate()
-                .all(|(i, v)| i % 16 == 0 || *v == 0)
-        );
     }
 }

@@ -9,19 +9,30 @@
 //!
 //! # Layout
 //! - `types.rs`: [`Dtype`], [`MetricKind`], [`MetricValue`], [`Buffer`], [`BufferKind`].
-//! - `catalog.rs`: the static [`KernelDef`] list ([`catalog`], [`find_kernel`]), parameters with bounds.
+//! - `backend.rs`: [`BackendKind`], the one list of backend names the agent's registry, the
+//!   coordinator's `--backend` checks and the catalog share.
+//! - `catalog/`: one module per kernel family, each the whole definition of its kernels (see
+//!   `catalog/mod.rs`): the table entries ([`KernelDef`]: name, variants, parameters with bounds,
+//!   dtypes, metric, backends; [`catalog`], [`find_kernel`]), the device entry-point stems, and
+//!   the family's computation (cross-parameter rules, FLOP/byte counts, sizes, input value sets,
+//!   the f64 reference and its tolerance). `mod.rs` holds [`KernelId`], [`Problem`] and the
+//!   `Family` trait with its one dispatch; `dense.rs` (gemm, conv2d, [`ConvShape`]),
+//!   `elementwise.rs`, `rows.rs`, `model.rs` (the CNNs), `host.rs`, `debug.rs`.
 //! - `error.rs`: [`SpecError`], why a spec was refused, naming the field and the bound.
-//! - `problem.rs`: [`Problem`], a validated spec, with sizes, FLOP/byte counts, metric and spec key
-//!   (its tests in `problem/tests.rs`).
+//! - `problem.rs`: validating a spec into a [`Problem`], and what derives from it (sizes, FLOP/byte
+//!   counts, inputs, metric, spec key) asked of its family (its tests in `problem/tests.rs`).
 //! - `run.rs`: how a spec is measured: [`Mode`] and the one set of [`RunDefaults`] every layer reads.
-//! - `inputs.rs`: seeded input generation (values exact in fp16), [`Problem::inputs`].
-//! - `check/`: [`Validation`]: the harness (`mod.rs`), dot-product references (`dense.rs`: gemm,
-//!   conv2d), row references (`rows.rs`: softmax and the norms), element-wise and host kernels
-//!   (`pointwise.rs`).
+//! - `inputs.rs`: seeded value sets (values exact in fp16) the families draw their inputs from.
+//! - `check/`: [`Validation`]: the harness pieces (`harness.rs`), a whole validation
+//!   ([`Problem::check`], `mod.rs`), and a network's layer by layer (`model.rs`).
 //! - `model/`: the CNN workloads ([`model::Graph`]: layers, seeded weights with batch norm folded,
-//!   the f64 reference of each layer); `check/model.rs` validates a network layer by layer.
+//!   the f64 reference of each layer in `reference.rs`, the networks' layer lists in `nets.rs`).
+//! - `sources.rs`: the device code, embedded: OpenCL C files and the Vulkan SPIR-V table
+//!   `build.rs` generates from `kernels/vulkan/*.comp`.
 //! - `suite/`: [`Suite`] and [`SuiteRun`] (`mod.rs`), the TOML format and its validation (`file.rs`);
 //!   the builtin suites live in `kernels/suites/*.toml` and are embedded at build time.
+//! - `env.rs`: the allowlist of per-run environment overrides; `secret.rs`: the rule for tokens;
+//!   `process.rs`: process-wide behaviour both binaries share (broken pipes).
 //!
 //! # Lifecycle
 //! 1. A spec (kernel, variant, params, dtype) arrives from a suite or a request.
@@ -35,6 +46,7 @@
 
 #![warn(missing_docs)]
 
+mod backend;
 mod catalog;
 mod check;
 pub mod env;
@@ -49,10 +61,14 @@ pub mod sources;
 mod suite;
 mod types;
 
-pub use catalog::{KernelDef, KernelId, ModelKernel, ParamDef, catalog, find_kernel};
-pub use check::Validation;
+pub use backend::BackendKind;
+pub use catalog::{
+    ConvShape, DebugKernel, ElementwiseKernel, HostKernel, KernelDef, KernelId, ModelKernel,
+    NORM_EPS, ParamDef, Problem, RowKernel, SplitStats, TRIAD_SCALAR, catalog, find_kernel,
+};
+pub use check::harness::Validation;
 pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};
-pub use problem::{ConvShape, MAX_FOOTPRINT_BYTES, NORM_EPS, Problem, TRIAD_SCALAR};
+pub use problem::MAX_FOOTPRINT_BYTES;
 pub use process::quiet_broken_pipes;
 pub use run::{Mode, NOISY_CV, RunDefaults, ci_pct, is_noisy, median_ci};
 pub use secret::{MIN_SECRET_CHARS, secrets_equal, weak_secret};

@@ -17,10 +17,11 @@ pub mod opencl {
     /// `gemm.cl`: `gemm_naive`, `gemm_tiled`, `gemm_blocked` (f32, or f16 storage with
     /// `-DGPUFLEET_HALF`), batched through their last four arguments.
     pub const GEMM: &str = include_str!("../opencl/gemm.cl");
-    /// `elementwise.cl`: `vec_add_f32` (and debug_wrong with `-DGPUFLEET_WRONG`), `copy_f32`,
-    /// `triad_f32`, `relu_f32`, `sigmoid_f32`, `tanh_f32`, `noop_f32`.
+    /// `elementwise.cl`: `<stem>_f32` for each element-wise kernel's stem
+    /// (`ElementwiseKernel::stem`; debug_wrong is `vec_add_f32` with `-DGPUFLEET_WRONG`).
     pub const ELEMENTWISE: &str = include_str!("../opencl/elementwise.cl");
-    /// `rows.cl`: `softmax_rows`, `layernorm_rows`, `rmsnorm_rows`, `layernorm_rmsnorm_rows`.
+    /// `rows.cl`: `<stem>_rows` for each row kernel's stem (`RowKernel::stem`), and the split-row
+    /// kernels `split_stats` and `<stem>_split_apply`.
     pub const ROWS: &str = include_str!("../opencl/rows.cl");
     /// `conv.cl`: `conv2d_direct` and `im2col` (whose GEMM comes from [`GEMM`]).
     pub const CONV: &str = include_str!("../opencl/conv.cl");
@@ -38,119 +39,14 @@ pub mod opencl {
     ];
 }
 
-/// The Vulkan SPIR-V modules, one constant per shader: `kernels/vulkan/NAME.comp` compiled by
-/// glslc at build time when it is installed (`build.rs`), else the committed
-/// `kernels/vulkan/spv/NAME.spv` (CI checks the two agree). The bytes are little-endian 32-bit words but only byte-aligned
-/// here: copy them into `u32`s (`ash::util::read_spv`) before handing them to the driver.
+/// The Vulkan SPIR-V modules, one constant per shader (`GEMM_BLOCKED` for `gemm_blocked`) and
+/// [`ALL`](vulkan::ALL), a table `build.rs` generates from the files: `kernels/vulkan/NAME.comp`
+/// compiled by glslc at build time when it is installed, else the committed
+/// `kernels/vulkan/spv/NAME.spv` (CI checks the two agree). The bytes are little-endian 32-bit
+/// words but only byte-aligned here: copy them into `u32`s (`ash::util::read_spv`) before handing
+/// them to the driver.
 pub mod vulkan {
-    /// `gemm_naive.comp`: one invocation per element of C, f32.
-    pub const GEMM_NAIVE: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_naive.spv"));
-    /// `gemm_naive_f16.comp`: `gemm_naive` on half buffers (16-bit storage), f32 arithmetic.
-    pub const GEMM_NAIVE_F16: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_naive_f16.spv"));
-    /// `gemm_tiled.comp`: TS×TS shared-memory tiles, f32.
-    pub const GEMM_TILED: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_tiled.spv"));
-    /// `gemm_tiled_f16.comp`: `gemm_tiled` on half buffers, f32 arithmetic.
-    pub const GEMM_TILED_F16: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_tiled_f16.spv"));
-    /// `gemm_blocked.comp`: register-blocked GEMM tuned by specialization constants, f32.
-    pub const GEMM_BLOCKED: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_blocked.spv"));
-    /// `gemm_f16acc32.comp`: `gemm_blocked` on half buffers with f32 accumulation.
-    pub const GEMM_F16ACC32: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/gemm_f16acc32.spv"));
-    /// `vec_add.comp`: c = a + b; debug_wrong through specialization constant 2.
-    pub const VEC_ADD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/vec_add.spv"));
-    /// `copy.comp`: b = a.
-    pub const COPY: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/copy.spv"));
-    /// `triad.comp`: a = b + scalar·c.
-    pub const TRIAD: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/triad.spv"));
-    /// `relu.comp`: y = max(x, 0).
-    pub const RELU: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/relu.spv"));
-    /// `sigmoid.comp`: y = 1 / (1 + e^-x).
-    pub const SIGMOID: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/sigmoid.spv"));
-    /// `tanh.comp`: y = tanh(x) from exp.
-    pub const TANH: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/tanh.spv"));
-    /// `noop.comp`: out[0] = in[0].
-    pub const NOOP: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/noop.spv"));
-    /// `softmax.comp`: row softmax, shared-memory reductions.
-    pub const SOFTMAX: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/softmax.spv"));
-    /// `softmax_subgroup.comp`: row softmax, subgroup reductions.
-    pub const SOFTMAX_SUBGROUP: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/softmax_subgroup.spv"));
-    /// `layernorm.comp`: row layer normalisation, shared-memory reductions.
-    pub const LAYERNORM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/layernorm.spv"));
-    /// `layernorm_subgroup.comp`: row layer normalisation, subgroup reductions.
-    pub const LAYERNORM_SUBGROUP: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/layernorm_subgroup.spv"));
-    /// `rmsnorm.comp`: row RMS normalisation, shared-memory reductions.
-    pub const RMSNORM: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/rmsnorm.spv"));
-    /// `rmsnorm_subgroup.comp`: row RMS normalisation, subgroup reductions.
-    pub const RMSNORM_SUBGROUP: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/rmsnorm_subgroup.spv"));
-    /// `layernorm_rmsnorm.comp`: layernorm then rmsnorm per row, shared-memory reductions.
-    pub const LAYERNORM_RMSNORM: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/layernorm_rmsnorm.spv"));
-    /// `layernorm_rmsnorm_subgroup.comp`: layernorm then rmsnorm per row, subgroup reductions.
-    pub const LAYERNORM_RMSNORM_SUBGROUP: &[u8] = include_bytes!(concat!(
-        env!("OUT_DIR"),
-        "/spv/layernorm_rmsnorm_subgroup.spv"
-    ));
-    /// `conv2d_direct.comp`: one output element per invocation.
-    pub const CONV2D_DIRECT: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/conv2d_direct.spv"));
-    /// `im2col.comp`: images unfolded into column matrices for `gemm_blocked`.
-    pub const IM2COL: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/im2col.spv"));
-    /// `split_stats.comp`: partials of one chunk of a split row, shared-memory reductions.
-    pub const SPLIT_STATS: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/split_stats.spv"));
-    /// `split_stats_subgroup.comp`: partials of one chunk of a split row, subgroup reductions.
-    pub const SPLIT_STATS_SUBGROUP: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/split_stats_subgroup.spv"));
-    /// `softmax_split_apply.comp`: softmax of one chunk of a split row from the row's partials.
-    pub const SOFTMAX_SPLIT_APPLY: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/softmax_split_apply.spv"));
-    /// `layernorm_split_apply.comp`: layernorm of one chunk of a split row from the row's partials.
-    pub const LAYERNORM_SPLIT_APPLY: &[u8] =
-        include_bytes!(concat!(env!("OUT_DIR"), "/spv/layernorm_split_apply.spv"));
-
-    /// `model_layer.comp`: a CNN's depthwise convolutions, pools, residual adds and the sums of
-    /// split convolutions.
-    pub const MODEL_LAYER: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/model_layer.spv"));
-    /// `model_conv.comp`: a CNN's dense convolutions and linear layers (implicit GEMM).
-    pub const MODEL_CONV: &[u8] = include_bytes!(concat!(env!("OUT_DIR"), "/spv/model_conv.spv"));
-
-    /// Every module as `(shader name, SPIR-V)`; the name is the file stem (`gemm_blocked`).
-    pub const ALL: &[(&str, &[u8])] = &[
-        ("gemm_naive", GEMM_NAIVE),
-        ("gemm_naive_f16", GEMM_NAIVE_F16),
-        ("gemm_tiled", GEMM_TILED),
-        ("gemm_tiled_f16", GEMM_TILED_F16),
-        ("gemm_blocked", GEMM_BLOCKED),
-        ("gemm_f16acc32", GEMM_F16ACC32),
-        ("vec_add", VEC_ADD),
-        ("copy", COPY),
-        ("triad", TRIAD),
-        ("relu", RELU),
-        ("sigmoid", SIGMOID),
-        ("tanh", TANH),
-        ("noop", NOOP),
-        ("softmax", SOFTMAX),
-        ("softmax_subgroup", SOFTMAX_SUBGROUP),
-        ("layernorm", LAYERNORM),
-        ("layernorm_subgroup", LAYERNORM_SUBGROUP),
-        ("rmsnorm", RMSNORM),
-        ("rmsnorm_subgroup", RMSNORM_SUBGROUP),
-        ("layernorm_rmsnorm", LAYERNORM_RMSNORM),
-        ("layernorm_rmsnorm_subgroup", LAYERNORM_RMSNORM_SUBGROUP),
-        ("conv2d_direct", CONV2D_DIRECT),
-        ("im2col", IM2COL),
-        ("split_stats", SPLIT_STATS),
-        ("split_stats_subgroup", SPLIT_STATS_SUBGROUP),
-        ("softmax_split_apply", SOFTMAX_SPLIT_APPLY),
-        ("layernorm_split_apply", LAYERNORM_SPLIT_APPLY),
-        ("model_layer", MODEL_LAYER),
-        ("model_conv", MODEL_CONV),
-    ];
+    include!(concat!(env!("OUT_DIR"), "/spirv.rs"));
 
     /// The SPIR-V of shader `name` (`"gemm_blocked"`), or `None` for a shader that does not exist.
     pub fn spirv(name: &str) -> Option<&'static [u8]> {

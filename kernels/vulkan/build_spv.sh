@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Compiles every kernels/vulkan/*.comp to spv/NAME.spv (or to the directory given as $1), so that
-# builds need no shader compiler: kernels/src/sources.rs embeds the committed .spv files.
+# builds need no shader compiler: kernels/build.rs embeds them (sources::vulkan) where glslc is missing.
 #
 #   glslc --target-env=vulkan1.1 -O -o spv/NAME.spv NAME.comp
 #

@@ -3,6 +3,18 @@
 //! (unplugged, driver reset) is `unavailable` with one message whichever backend noticed.
 
 use super::{BackendError, DeviceInfo};
+use gpufleet_kernels::BackendKind;
+use std::fmt::Display;
+
+/// The stable id of a device of `backend`: `<backend>:<pci bus id>` where the driver reports one,
+/// else `<backend>:<index>` in its enumeration order.
+pub fn device_id(backend: BackendKind, pci_bus_id: &str, index: impl Display) -> String {
+    if pci_bus_id.is_empty() {
+        format!("{backend}:{index}")
+    } else {
+        format!("{backend}:{pci_bus_id}")
+    }
+}
 
 /// A backend's enumeration record (`device::Found`): the device as reported plus the handles
 /// and capabilities the worker needs to use it.
@@ -47,6 +59,15 @@ mod tests {
             id: id.into(),
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn device_ids_prefer_the_pci_bus_id() {
+        assert_eq!(
+            device_id(BackendKind::Vulkan, "0000:03:00.0", 1),
+            "vulkan:0000:03:00.0"
+        );
+        assert_eq!(device_id(BackendKind::OpenCl, "", "0.1"), "opencl:0.1");
     }
 
     #[test]

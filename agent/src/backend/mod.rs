@@ -10,14 +10,26 @@
 //! [`crate::isolation`]): a driver that crashes or hangs takes down a worker,
 //! never the agent.
 //!
-//! Adding a backend: a new folder, an entry in [`all`], nothing else.
+//! The backends' names are one list below both binaries, [`gpufleet_kernels::BackendKind`]: the
+//! coordinator checks `--backend` against it, the catalog says per kernel which backends
+//! implement it, and [`all`] builds one backend per kind compiled into this binary ([`of`]).
+//!
+//! Adding a backend:
+//! 1. a variant of `BackendKind` (`kernels/src/backend.rs`), with its name;
+//! 2. a folder here with the files every backend has (declared below), its [`Backend`]
+//!    returning that kind;
+//! 3. its arm in [`of`] (the compiler asks for it);
+//! 4. the kind in the `backends` of every catalog kernel it implements (`kernels/src/catalog/`;
+//!    a GPU backend's support list is [`planning::gpu_support`] of its kind), and its device
+//!    sources under `kernels/` if it has any.
 //!
 //! # Layout
 //!
 //! - [`cpu`], [`opencl`], [`vulkan`], `hip` (cargo feature `hip`): one folder per backend.
 //! - [`planning`]: what the OpenCL, Vulkan and HIP planners share (the `Unsupported` error, the
-//!   support list, element-wise and row entry tables, bounded integer arguments, conv2d window
-//!   arguments and im2col chunking, GEMM size arguments, blocked-GEMM tile rules and candidates).
+//!   support list from the catalog, element-wise and row launches from the families' entry
+//!   points, bounded integer arguments, conv2d window arguments and im2col chunking, GEMM size
+//!   arguments, blocked-GEMM tile rules and candidates, a network's launches).
 //! - [`tuning`]: the one autotuner (search, validation, timing) and its cache, keyed by device,
 //!   problem class and a hash of the kernel's device code.
 //! - [`lookup`]: the device lookup every GPU backend's `prepare` does (by id, or `unavailable`).
@@ -35,7 +47,7 @@ pub mod storage;
 pub mod tuning;
 pub mod vulkan;
 
-use gpufleet_kernels::{Buffer, Problem};
+use gpufleet_kernels::{BackendKind, Buffer, Problem};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -130,8 +142,13 @@ pub enum BackendError {
 /// A compute backend. Object safe; every method is safe and reports failure
 /// as a [`BackendError`] instead of panicking.
 pub trait Backend: Send + Sync {
+    /// Which backend this is.
+    fn kind(&self) -> BackendKind;
+
     /// Short name used in device ids and on the command line (`cpu`, `opencl`).
-    fn name(&self) -> &'static str;
+    fn name(&self) -> &'static str {
+        self.kind().name()
+    }
 
     /// Loads the driver and enumerates devices.
     ///
@@ -186,20 +203,27 @@ pub trait PreparedKernel {
     fn config(&self) -> BTreeMap<String, String>;
 }
 
-/// Every backend compiled into this binary, in the order they are listed.
-pub fn all() -> Vec<Box<dyn Backend>> {
-    vec![
-        Box::new(cpu::CpuBackend::new()),
-        Box::new(opencl::OpenClBackend),
-        Box::new(vulkan::VulkanBackend),
+/// The backend of `kind`, if this binary has it (`hip` only in a build with the `hip` feature).
+pub fn of(kind: BackendKind) -> Option<Box<dyn Backend>> {
+    match kind {
+        BackendKind::Cpu => Some(Box::new(cpu::CpuBackend::new())),
+        BackendKind::OpenCl => Some(Box::new(opencl::OpenClBackend)),
+        BackendKind::Vulkan => Some(Box::new(vulkan::VulkanBackend)),
         #[cfg(feature = "hip")]
-        Box::new(hip::HipBackend),
-    ]
+        BackendKind::Hip => Some(Box::new(hip::HipBackend)),
+        #[cfg(not(feature = "hip"))]
+        BackendKind::Hip => None,
+    }
+}
+
+/// Every backend compiled into this binary, in [`BackendKind::ALL`]'s order.
+pub fn all() -> Vec<Box<dyn Backend>> {
+    BackendKind::ALL.into_iter().filter_map(of).collect()
 }
 
 /// The backend called `name`, if this binary has it.
 pub fn by_name(name: &str) -> Option<Box<dyn Backend>> {
-    all().into_iter().find(|b| b.name() == name)
+    BackendKind::parse(name).and_then(of)
 }
 
 /// One entry of a planner's support list: kernel, its variants, its dtypes.
@@ -234,17 +258,14 @@ pub fn check_listed(
     backend: &str,
     no_kernel: &str,
 ) -> Result<(), NotListed> {
-    use gpufleet_kernels::KernelId;
     let name = problem.kernel.name;
     let Some(entry) = list.into_iter().find(|(k, _, _)| *k == name) else {
-        let why = match problem.id() {
-            KernelId::MembwCpu | KernelId::MemlatCpu => {
-                "it measures host memory, so only the cpu backend runs it"
-            }
-            KernelId::DebugCrash | KernelId::DebugHang | KernelId::DebugAlloc => {
-                "it crashes, hangs or exhausts its worker on purpose, which the cpu backend covers"
-            }
-            _ => no_kernel,
+        let why = if problem.kernel.host_only {
+            "it measures host memory, so only the cpu backend runs it"
+        } else if problem.kernel.debug {
+            "it crashes, hangs or exhausts its worker on purpose, which the cpu backend covers"
+        } else {
+            no_kernel
         };
         return Err(NotListed {
             missing: Missing::Kernel,
@@ -308,6 +329,20 @@ mod tests {
 
     fn problem(kernel: &str, variant: &str, dtype: &str) -> Problem {
         Problem::new(kernel, variant, &Default::default(), dtype, true).unwrap()
+    }
+
+    #[test]
+    fn every_kind_builds_its_own_backend_and_is_found_by_name() {
+        for kind in BackendKind::ALL {
+            if let Some(b) = of(kind) {
+                assert_eq!(b.kind(), kind);
+                assert_eq!(by_name(kind.name()).map(|b| b.kind()), Some(kind));
+            }
+        }
+        let names: Vec<&str> = all().iter().map(|b| b.name()).collect();
+        assert_eq!(names[..3], ["cpu", "opencl", "vulkan"]);
+        assert_eq!(names.len(), if cfg!(feature = "hip") { 4 } else { 3 });
+        assert!(by_name("cuda").is_none());
     }
 
     #[test]

@@ -6,7 +6,7 @@ use crate::link::grpc::DEFAULT_CONNECT_TIMEOUT;
 use crate::regression::detect::DetectConfig;
 use crate::table::Format;
 use clap::{Args, Parser, Subcommand};
-use gpufleet_kernels::{Dtype, Mode, RunDefaults};
+use gpufleet_kernels::{BackendKind, Dtype, Mode, RunDefaults};
 use std::path::PathBuf;
 
 /// gpufleet: benchmark GPUs across a fleet and make the numbers comparable.
@@ -388,8 +388,8 @@ pub enum AgentsCommand {
     Rm { name: String },
 }
 
-/// The backends an agent can have.
-const BACKENDS: [&str; 4] = ["cpu", "opencl", "vulkan", "hip"];
+/// The backends an agent can have (the one list, below both binaries).
+const BACKENDS: [&str; BackendKind::ALL.len()] = BackendKind::NAMES;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {

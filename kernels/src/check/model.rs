@@ -12,9 +12,8 @@
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
 
-use super::{EPS32, Validation, error_ratio, format_index, pick};
+use super::harness::{EPS32, Validation, error_ratio, format_index, pick};
 use crate::model::{Graph, Layer, Op, layer_element, layer_forward};
-use crate::problem::Problem;
 
 /// Tolerance of the logits, relative to the largest reference logit of the image.
 pub const LOGITS_REL_TOL: f64 = 1e-3;
@@ -126,10 +125,14 @@ fn check_layer(
     None
 }
 
-/// Validates a network's arena (see the module doc).
-pub(crate) fn check_model(problem: &Problem, inputs: &[&[f32]], arena: &[f32]) -> Validation {
-    let graph = problem.graph();
-    let (images, weights) = (inputs[0], inputs[1]);
+/// Validates the arena a backend computed for `graph` from `images` and `weights` (see the module
+/// doc).
+pub(crate) fn check_model(
+    graph: &Graph,
+    images: &[f32],
+    weights: &[f32],
+    arena: &[f32],
+) -> Validation {
     let total = arena.len() as u64;
     let last = graph.batch - 1;
     let checked_images: Vec<usize> = if last == 0 { vec![0] } else { vec![0, last] };
@@ -146,7 +149,7 @@ pub(crate) fn check_model(problem: &Problem, inputs: &[&[f32]], arena: &[f32]) -
 
     // Each layer from the backend's own input: the first layer out of tolerance is the culprit.
     let run = Checked {
-        graph: &graph,
+        graph,
         images,
         weights,
         arena,
@@ -157,18 +160,14 @@ pub(crate) fn check_model(problem: &Problem, inputs: &[&[f32]], arena: &[f32]) -
             if let Some(m) = check_layer(&run, i, img, Some(&mut rng), &mut tally) {
                 return fail(
                     &tally,
-                    format!(
-                        "{} diverges first: {}",
-                        describe(&graph, m.layer),
-                        m.message
-                    ),
+                    format!("{} diverges first: {}", describe(graph, m.layer), m.message),
                 );
             }
         }
     }
 
     // The logits against the whole network in f64, one thread per checked image.
-    let g = &graph;
+    let g = graph;
     let logits: Vec<Vec<f64>> = std::thread::scope(|s| {
         let runs: Vec<_> = checked_images
             .iter()
@@ -192,7 +191,7 @@ pub(crate) fn check_model(problem: &Problem, inputs: &[&[f32]], arena: &[f32]) -
                 let why = match culprit {
                     Some(miss) => format!(
                         "; first layer out of tolerance: {}: {}",
-                        describe(&graph, miss.layer),
+                        describe(graph, miss.layer),
                         miss.message
                     ),
                     None => format!(

@@ -1,5 +1,5 @@
 use super::*;
-use crate::check::Validation;
+use crate::check::harness::Validation;
 use crate::problem::Problem;
 use crate::types::Buffer;
 use rand::SeedableRng;

@@ -1,5 +1,6 @@
 //! Unit tests of `Problem`: resolution, bounds, sizes, spec keys.
 use super::*;
+use crate::catalog::KernelId;
 
 fn params(list: &[(&str, i64)]) -> BTreeMap<String, i64> {
     list.iter().map(|(k, v)| (k.to_string(), *v)).collect()

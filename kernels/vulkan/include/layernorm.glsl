@@ -15,8 +15,7 @@ layout(push_constant) uniform Push { uint rows; uint cols; float eps; } pc;
 void main()
 {
     ROW_BEGIN() {
-        const uint base = row * cols;
-        ROW_CACHE(x, base)
+        ROW_START(x)
         ROW_MEAN_RSTD(x, base, pc.eps)
         for (uint j = 0u; j < nch; ++j) {
             const uint c = lid + j * WG;

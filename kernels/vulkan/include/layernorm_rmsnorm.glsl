@@ -17,8 +17,7 @@ layout(push_constant) uniform Push { uint rows; uint cols; float eps; } pc;
 void main()
 {
     ROW_BEGIN() {
-        const uint base = row * cols;
-        ROW_CACHE(x, base)
+        ROW_START(x)
         ROW_MEAN_RSTD(x, base, pc.eps)
         float ss = 0.0;
         for (uint j = 0u; j < nch; ++j) {

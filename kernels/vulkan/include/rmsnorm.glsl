@@ -12,8 +12,7 @@ layout(push_constant) uniform Push { uint rows; uint cols; float eps; } pc;
 void main()
 {
     ROW_BEGIN() {
-        const uint base = row * cols;
-        ROW_CACHE(x, base)
+        ROW_START(x)
         float ss = 0.0;
         for (uint j = 0u; j < nch; ++j) {
             const uint c = lid + j * WG;

@@ -112,5 +112,9 @@ float group_max(float v)
                 xv[j] = src[(base) + c];                                                       \
         }                                                                                      \
     }
+// The first thing in ROW_BEGIN's loop: `base`, the row's offset in src, and its cache.
+#define ROW_START(src)                                                                         \
+    const uint base = row * cols;                                                              \
+    ROW_CACHE(src, base)
 // Element c (chunk j) of the row: from registers when cached, else from memory.
 #define ROW_X(src, base, j, c) (CHUNKS > 0u ? XV(j) : src[(base) + (c)])

@@ -11,8 +11,7 @@ layout(push_constant) uniform Push { uint rows; uint cols; } pc;
 void main()
 {
     ROW_BEGIN() {
-        const uint base = row * cols;
-        ROW_CACHE(x, base)
+        ROW_START(x)
         float mx = NEG_INF;
         for (uint j = 0u; j < nch; ++j) {
             const uint c = lid + j * WG;

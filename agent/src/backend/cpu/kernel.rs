@@ -2,12 +2,9 @@
 
 use super::ops;
 use crate::backend::{BackendError, Mode, PreparedKernel};
-use gpufleet_kernels::{Buffer, KernelId, Problem};
+use gpufleet_kernels::{Buffer, DebugKernel, HostKernel, KernelId, Problem};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
-
-const LAYERNORM_EPS: f32 = 1e-5;
-const TRIAD_SCALAR: f32 = 3.0;
 
 /// A problem bound to its working buffers on the host.
 pub struct CpuKernel {
@@ -108,98 +105,58 @@ impl CpuKernel {
     fn compute(&mut self) -> Result<(), BackendError> {
         let p = &self.params;
         let ins = &self.inputs;
-        let out = &mut self.output;
-        let o = match out {
-            Buffer::F32(v) => Some(v.as_mut_slice()),
-            Buffer::U32(_) => None,
+        let x: Vec<&[f32]> = ins.iter().map(f32s).collect();
+        let out = match &mut self.output {
+            Buffer::F32(v) => v.as_mut_slice(),
+            // The pointer chase, the one kernel with a u32 output.
+            Buffer::U32(v) => {
+                let Some(next) = ins.first().and_then(Buffer::as_u32) else {
+                    return Err(unsupported(format!("{:?} with a u32 output", self.id)));
+                };
+                v[0] = ops::memory::pointer_chase(next, 0, dim(p, "hops") as u64);
+                return Ok(());
+            }
         };
-        match (self.id, o) {
-            (KernelId::Gemm, Some(c)) => {
+        match self.id {
+            KernelId::Gemm => {
                 let (m, n, k) = (dim(p, "m"), dim(p, "n"), dim(p, "k"));
-                let (a, b) = (f32s(&ins[0]), f32s(&ins[1]));
                 match self.variant.as_str() {
-                    "naive" => ops::gemm::gemm_naive(a, b, c, m, n, k),
-                    "tiled" => ops::gemm::gemm_tiled(a, b, c, m, n, k),
-                    _ => ops::gemm::gemm_blocked(a, b, c, m, n, k),
+                    "naive" => ops::gemm::gemm_naive(x[0], x[1], out, m, n, k),
+                    "tiled" => ops::gemm::gemm_tiled(x[0], x[1], out, m, n, k),
+                    _ => ops::gemm::gemm_blocked(x[0], x[1], out, m, n, k),
                 }
             }
-            (KernelId::VecAdd, Some(c)) => {
-                ops::elementwise::vec_add(f32s(&ins[0]), f32s(&ins[1]), c)
-            }
-            (KernelId::DebugWrong, Some(c)) => {
-                ops::elementwise::vec_add(f32s(&ins[0]), f32s(&ins[1]), c);
-                // Deliberately wrong, so validation has something to catch.
-                let i = c.len().min(8).saturating_sub(1);
-                if let Some(x) = c.get_mut(i) {
-                    *x += 1.0;
-                }
-            }
-            (KernelId::Copy, Some(b)) => ops::elementwise::copy(f32s(&ins[0]), b),
-            (KernelId::Triad, Some(a)) => {
-                ops::elementwise::triad(f32s(&ins[0]), f32s(&ins[1]), a, TRIAD_SCALAR)
-            }
-            (KernelId::Noop, Some(o)) => ops::memory::pool_roundtrip(f32s(&ins[0]), o),
-            (KernelId::Relu, Some(y)) => ops::elementwise::relu(f32s(&ins[0]), y),
-            (KernelId::Sigmoid, Some(y)) => ops::elementwise::sigmoid(f32s(&ins[0]), y),
-            (KernelId::Tanh, Some(y)) => ops::elementwise::tanh(f32s(&ins[0]), y),
-            (KernelId::Softmax, Some(y)) => {
-                ops::rows::softmax(f32s(&ins[0]), y, dim(p, "rows"), dim(p, "cols"))
-            }
-            (KernelId::LayerNorm, Some(y)) => ops::rows::layernorm(
-                f32s(&ins[0]),
-                f32s(&ins[1]),
-                f32s(&ins[2]),
-                y,
-                dim(p, "rows"),
-                dim(p, "cols"),
-                LAYERNORM_EPS,
-            ),
-            (KernelId::RmsNorm, Some(y)) => ops::rows::rmsnorm(
-                f32s(&ins[0]),
-                f32s(&ins[1]),
-                y,
-                dim(p, "rows"),
-                dim(p, "cols"),
-                LAYERNORM_EPS,
-            ),
-            (KernelId::LayerNormRmsNormFused, Some(y)) => ops::rows::layernorm_rmsnorm_fused(
-                f32s(&ins[0]),
-                f32s(&ins[1]),
-                f32s(&ins[2]),
-                f32s(&ins[3]),
-                y,
-                dim(p, "rows"),
-                dim(p, "cols"),
-                LAYERNORM_EPS,
-            ),
-            (KernelId::Conv2d, Some(y)) => match (self.im2col.as_mut(), self.conv.as_ref()) {
-                (Some(im2col), _) => im2col.run(f32s(&ins[0]), f32s(&ins[1]), y),
-                (None, Some(shape)) => {
-                    ops::conv::conv2d_direct(shape, f32s(&ins[0]), f32s(&ins[1]), y)
-                }
+            KernelId::Conv2d => match (self.im2col.as_mut(), self.conv.as_ref()) {
+                (Some(im2col), _) => im2col.run(x[0], x[1], out),
+                (None, Some(shape)) => ops::conv::conv2d_direct(shape, x[0], x[1], out),
                 (None, None) => return Err(unsupported("conv2d without its shape".into())),
             },
-            (KernelId::Model(_), Some(arena)) => match self.model.as_mut() {
-                Some(m) => m.run(f32s(&ins[0]), f32s(&ins[1]), arena),
+            KernelId::Elementwise(k) => ops::elementwise(k, &x, out),
+            KernelId::Rows(k) => ops::rows::run(k, &x, out, dim(p, "rows"), dim(p, "cols")),
+            KernelId::Model(_) => match self.model.as_mut() {
+                Some(m) => m.run(x[0], x[1], out),
                 None => return Err(unsupported("a model without its graph".into())),
             },
-            (KernelId::MembwCpu, Some(y)) => y[0] = ops::memory::sum_f64(f32s(&ins[0])) as f32,
-            (KernelId::MemlatCpu, None) => {
-                let next = ins[0].as_u32().unwrap_or(&[]);
-                let end = ops::memory::pointer_chase(next, 0, dim(p, "hops") as u64);
-                if let Buffer::U32(v) = out {
-                    v[0] = end;
+            KernelId::Host(HostKernel::MembwCpu) => out[0] = ops::memory::sum_f64(x[0]) as f32,
+            KernelId::Host(HostKernel::MemlatCpu) => {
+                return Err(unsupported("memlat_cpu with an f32 output".into()));
+            }
+            KernelId::Debug(DebugKernel::Wrong) => {
+                ops::elementwise(DebugKernel::Wrong.computes(), &x, out);
+                // Deliberately wrong, so validation has something to catch.
+                let i = out.len().min(8).saturating_sub(1);
+                if let Some(v) = out.get_mut(i) {
+                    *v += 1.0;
                 }
             }
-            (KernelId::DebugCrash, _) => crash(dim(p, "mode")),
-            (KernelId::DebugHang, _) => loop {
+            KernelId::Debug(DebugKernel::Crash) => crash(dim(p, "mode")),
+            KernelId::Debug(DebugKernel::Hang) => loop {
                 std::thread::sleep(Duration::from_secs(3600));
             },
-            (KernelId::DebugAlloc, Some(o)) => {
+            KernelId::Debug(DebugKernel::Alloc) => {
                 hoard(dim(p, "gib"));
-                ops::memory::pool_roundtrip(f32s(&ins[0]), o)
+                ops::elementwise(DebugKernel::Alloc.computes(), &x, out);
             }
-            (id, _) => return Err(unsupported(format!("kernel {id:?} with this output kind"))),
         }
         Ok(())
     }
@@ -274,23 +231,32 @@ impl PreparedKernel for CpuKernel {
             "threads".to_string(),
             rayon::current_num_threads().to_string(),
         );
-        let lib = match (self.id, self.variant.as_str()) {
-            (KernelId::Gemm, "blocked") => "gemm crate (register-blocked microkernels)",
-            (KernelId::Gemm, "tiled") => "gpufleet cache-tiled loops",
-            (KernelId::Conv2d, "im2col") => "im2col + gemm crate",
-            (KernelId::Model(_), _) => {
-                "layer by layer: im2col + gemm crate, direct depthwise and pooling"
-            }
-            _ => "gpufleet loops",
+        // What runs, and whether it reaches the gemm crate's microkernels: only those have an
+        // AVX-512 copy; the other hot loops top out at AVX2+FMA (see `ops`).
+        let loops = ("gpufleet loops", false);
+        let (lib, gemm_crate) = match (self.id, self.variant.as_str()) {
+            (KernelId::Gemm, "blocked") => ("gemm crate (register-blocked microkernels)", true),
+            (KernelId::Gemm, "tiled") => ("gpufleet cache-tiled loops", false),
+            (KernelId::Gemm, _) => loops,
+            (KernelId::Conv2d, "im2col") => ("im2col + gemm crate", true),
+            (KernelId::Conv2d, _) => loops,
+            (KernelId::Model(_), _) => (
+                "layer by layer: im2col + gemm crate, direct depthwise and pooling",
+                true,
+            ),
+            (
+                KernelId::Elementwise(_)
+                | KernelId::Rows(_)
+                | KernelId::Host(_)
+                | KernelId::Debug(_),
+                _,
+            ) => loops,
         };
         c.insert("implementation".to_string(), lib.to_string());
-        // Only the gemm crate's microkernels have an AVX-512 copy; the other hot loops top out at
-        // AVX2+FMA (see `ops`).
-        let isa = match (self.id, self.variant.as_str()) {
-            (KernelId::Gemm, "blocked")
-            | (KernelId::Conv2d, "im2col")
-            | (KernelId::Model(_), _) => ops::Isa::active(),
-            _ => ops::Isa::active().min(ops::Isa::Avx2Fma),
+        let isa = if gemm_crate {
+            ops::Isa::active()
+        } else {
+            ops::Isa::active().min(ops::Isa::Avx2Fma)
         };
         c.insert("isa".to_string(), isa.name().to_string());
         c

@@ -19,7 +19,7 @@ pub mod ops;
 pub mod spec_table;
 
 use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel};
-use gpufleet_kernels::catalog;
+use gpufleet_kernels::{BackendKind, catalog};
 
 /// The CPU backend.
 #[derive(Debug, Default)]
@@ -32,8 +32,8 @@ impl CpuBackend {
 }
 
 impl Backend for CpuBackend {
-    fn name(&self) -> &'static str {
-        "cpu"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Cpu
     }
 
     fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {
@@ -41,9 +41,11 @@ impl Backend for CpuBackend {
     }
 
     fn kernels(&self) -> Vec<KernelSupport> {
-        // The CPU implements every catalog kernel and variant, in f32.
+        // The CPU implements every catalog kernel that lists it (all of them), every variant, in
+        // f32.
         catalog()
             .iter()
+            .filter(|k| k.backends.contains(&BackendKind::Cpu))
             .map(|k| KernelSupport {
                 kernel: k.name.to_string(),
                 variants: k.variants.iter().map(|v| v.to_string()).collect(),

@@ -32,6 +32,7 @@ pub mod kernel;
 pub mod plan;
 
 use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel, lookup};
+use gpufleet_kernels::BackendKind;
 
 /// The environment variable ROCm reads to report another arch for a device.
 pub const HSA_OVERRIDE: &str = "HSA_OVERRIDE_GFX_VERSION";
@@ -41,8 +42,8 @@ pub const HSA_OVERRIDE: &str = "HSA_OVERRIDE_GFX_VERSION";
 pub struct HipBackend;
 
 impl Backend for HipBackend {
-    fn name(&self) -> &'static str {
-        "hip"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Hip
     }
 
     fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {

@@ -3,7 +3,8 @@
 
 use super::ffi::{self, cl_err};
 use super::plan::DeviceCaps;
-use crate::backend::{BackendError, DeviceInfo, Peaks, cpu, peaks};
+use crate::backend::{BackendError, DeviceInfo, Peaks, cpu, lookup, peaks};
+use gpufleet_kernels::BackendKind;
 use opencl3::device::{CL_DEVICE_TYPE_ALL, CL_DEVICE_TYPE_CPU, CL_DEVICE_TYPE_GPU, Device};
 use opencl3::platform::get_platforms;
 use opencl3::types::cl_device_id;
@@ -170,12 +171,8 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
                 features.push(format!("subgroup:{preferred}"));
             }
             let info = DeviceInfo {
-                id: if pci.is_empty() {
-                    format!("opencl:{pi}.{di}")
-                } else {
-                    format!("opencl:{pci}")
-                },
-                backend: "opencl".into(),
+                id: lookup::device_id(BackendKind::OpenCl, &pci, format_args!("{pi}.{di}")),
+                backend: BackendKind::OpenCl.name().into(),
                 vendor: vendor.clone(),
                 name: name.clone(),
                 arch,

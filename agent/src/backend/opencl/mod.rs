@@ -27,14 +27,15 @@ pub mod kernel;
 pub mod plan;
 
 use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel, lookup};
+use gpufleet_kernels::BackendKind;
 
 /// The OpenCL backend.
 #[derive(Debug, Default)]
 pub struct OpenClBackend;
 
 impl Backend for OpenClBackend {
-    fn name(&self) -> &'static str {
-        "opencl"
+    fn kind(&self) -> BackendKind {
+        BackendKind::OpenCl
     }
 
     fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {

@@ -79,6 +79,16 @@ pub enum StepKernel {
     },
 }
 
+impl StepKernel {
+    /// The entry point it launches: `model_layer` or `model_conv`.
+    pub fn entry(&self) -> &'static str {
+        match self {
+            StepKernel::Layer { .. } => "model_layer",
+            StepKernel::Conv { .. } => "model_conv",
+        }
+    }
+}
+
 /// One launch: its kernel, the buffers it binds besides the weights (input 1) and the arena (the
 /// output), and its scalar arguments ([`LAYER_ARGS`] or [`CONV_ARGS`]).
 #[derive(Debug, Clone, PartialEq)]

@@ -33,6 +33,15 @@ pub fn catalog_entries(
     out
 }
 
+/// The label of `p` in a planner test's messages, after the checks every plan's shape must pass:
+/// one storage per input (`inputs` of them), and some launch (`no_launch` false).
+pub fn plan_label(p: &Problem, inputs: usize, no_launch: bool) -> String {
+    let what = format!("{}/{}/{} {:?}", p.kernel.name, p.variant, p.dtype, p.params);
+    assert_eq!(inputs, p.input_lens().len(), "{what}");
+    assert!(!no_launch, "{what}");
+    what
+}
+
 /// An autotuner's search space: the candidates for a device and the untuned default.
 pub type SearchSpace<C, T> = (fn(&C) -> Vec<T>, fn(&C) -> T);
 

@@ -3,8 +3,9 @@
 
 use super::ffi::{Vk, fail};
 use super::plan::VkCaps;
-use crate::backend::{BackendError, DeviceInfo, cpu, peaks};
+use crate::backend::{BackendError, DeviceInfo, cpu, lookup, peaks};
 use ash::vk;
+use gpufleet_kernels::BackendKind;
 use std::ffi::CStr;
 
 /// A device found by enumeration, with what the worker needs to use it.
@@ -249,12 +250,8 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             peaks::gpu_peaks(&name, &arch, 0, 0)
         };
         let info = DeviceInfo {
-            id: if pci_id.is_empty() {
-                format!("vulkan:{index}")
-            } else {
-                format!("vulkan:{pci_id}")
-            },
-            backend: "vulkan".into(),
+            id: lookup::device_id(BackendKind::Vulkan, &pci_id, index),
+            backend: BackendKind::Vulkan.name().into(),
             vendor: format!("0x{:04x}", props.vendor_id),
             name: name.clone(),
             arch: if arch.is_empty() {

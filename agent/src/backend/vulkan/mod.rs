@@ -31,15 +31,15 @@ pub mod plan;
 use super::{
     Backend, BackendError, DeviceInfo, KernelSupport, Mode, Prepare, PreparedKernel, lookup, tuning,
 };
-use gpufleet_kernels::KernelId;
+use gpufleet_kernels::{BackendKind, KernelId};
 
 /// The Vulkan backend.
 #[derive(Debug, Default)]
 pub struct VulkanBackend;
 
 impl Backend for VulkanBackend {
-    fn name(&self) -> &'static str {
-        "vulkan"
+    fn kind(&self) -> BackendKind {
+        BackendKind::Vulkan
     }
 
     fn discover(&self) -> Result<Vec<DeviceInfo>, BackendError> {

@@ -79,6 +79,22 @@ pub mod memory;
 pub mod model;
 pub mod rows;
 
+use gpufleet_kernels::{ElementwiseKernel, TRIAD_SCALAR};
+
+/// Runs element-wise kernel `kernel` on its inputs `x` (in the catalog's order) into `y`; noop is
+/// the pool round trip that stands for a launch ([`memory::pool_roundtrip`]).
+pub fn elementwise(kernel: ElementwiseKernel, x: &[&[f32]], y: &mut [f32]) {
+    match kernel {
+        ElementwiseKernel::VecAdd => elementwise::vec_add(x[0], x[1], y),
+        ElementwiseKernel::Copy => elementwise::copy(x[0], y),
+        ElementwiseKernel::Triad => elementwise::triad(x[0], x[1], y, TRIAD_SCALAR),
+        ElementwiseKernel::Noop => memory::pool_roundtrip(x[0], y),
+        ElementwiseKernel::Relu => elementwise::relu(x[0], y),
+        ElementwiseKernel::Sigmoid => elementwise::sigmoid(x[0], y),
+        ElementwiseKernel::Tanh => elementwise::tanh(x[0], y),
+    }
+}
+
 /// The widest vector instruction set the CPU kernels use: what the CPU has, capped by
 /// [`ISA_ENV`] so one machine can measure its AVX2 figure next to its AVX-512 one.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

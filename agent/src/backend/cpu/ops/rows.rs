@@ -12,6 +12,7 @@
 //! deviations); its mean is summed in f64 lanes and subtracted as a two-float value, so rows with a
 //! large offset (mean 1000, spread 1) are normalised as accurately as centred ones.
 
+use gpufleet_kernels::{NORM_EPS, RowKernel};
 use rayon::prelude::*;
 
 use super::elementwise::exp_approx;
@@ -24,6 +25,20 @@ const ROW_TASK_ELEMS: usize = 16 * 1024;
 const LANES: usize = 32;
 /// Elements per block of [`blocked_sum`] before its lanes are added into the f64 total.
 const BLOCK: usize = 256;
+
+/// Runs row kernel `kernel` on its inputs `x` (the rows, then its per-column vectors, in the
+/// catalog's order) into `y`, with the catalog's epsilon.
+pub fn run(kernel: RowKernel, x: &[&[f32]], y: &mut [f32], rows: usize, cols: usize) {
+    let eps = NORM_EPS as f32;
+    match kernel {
+        RowKernel::Softmax => softmax(x[0], y, rows, cols),
+        RowKernel::LayerNorm => layernorm(x[0], x[1], x[2], y, rows, cols, eps),
+        RowKernel::RmsNorm => rmsnorm(x[0], x[1], y, rows, cols, eps),
+        RowKernel::LayerNormRmsNormFused => {
+            layernorm_rmsnorm_fused(x[0], x[1], x[2], x[3], y, rows, cols, eps)
+        }
+    }
+}
 
 /// Row-wise softmax, `y[r][j] = exp(x[r][j] - max_r) / Σ_j exp(x[r][j] - max_r)`.
 ///

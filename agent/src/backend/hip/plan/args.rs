@@ -8,9 +8,12 @@ use gpufleet_kernels::Problem;
 /// Block size of the one-dimensional kernels (element-wise, conv2d, im2col).
 pub(super) const FLAT: u32 = 256;
 
+/// What bounds every size argument, for refusals.
+pub(super) const INT_ARG: &str = "int kernel argument";
+
 /// Named sizes as `int` kernel arguments.
 pub(super) fn ints(problem: &Problem, named: &[(&str, usize)]) -> Result<Vec<Arg>, Unsupported> {
-    planning::int_args(problem, named, "int kernel argument", Arg::Int)
+    planning::int_args(problem, named, INT_ARG, Arg::Int)
 }
 
 /// Blocks covering `items` work-items in blocks of `block`.

@@ -23,9 +23,12 @@ pub use types::{Arg, HipCaps, Launch, Plan, Unsupported};
 
 use crate::backend::config;
 use crate::backend::planning::{self, ROW_CHUNKS_MAX, WIDE_ROW_COLS};
-use args::{FLAT, blocks, ints};
+use args::{FLAT, INT_ARG, blocks};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{KernelId, Problem};
+use gpufleet_kernels::{BackendKind, DebugKernel, ElementwiseKernel, KernelId, Problem, RowKernel};
+
+/// Why a catalog kernel this backend does not list is refused.
+const NO_KERNEL: &str = "the HIP backend has no kernel for it";
 
 /// Blocks of a row kernel; more rows are strided over.
 const ROW_GROUPS_MAX: usize = 65536;
@@ -33,13 +36,17 @@ const ROW_GROUPS_MAX: usize = 65536;
 /// Every kernel symbol the planner may launch; each must be in every code object (the build test
 /// checks it).
 pub fn kernel_symbols() -> Vec<String> {
-    let mut out: Vec<String> = [
-        "vec_add", "copy", "triad", "relu", "sigmoid", "tanh", "noop",
-    ]
-    .into_iter()
-    .map(|stem| format!("{stem}_f32"))
-    .collect();
-    out.push("vec_add_wrong_f32".into());
+    let mut out: Vec<String> = ElementwiseKernel::ALL
+        .into_iter()
+        .map(|k| format!("{}_f32", k.stem()))
+        .collect();
+    // The debug kernels' deliberately wrong versions.
+    for k in DebugKernel::ALL
+        .into_iter()
+        .filter_map(DebugKernel::on_device)
+    {
+        out.push(format!("{}_wrong_f32", k.stem()));
+    }
     for variant in ["naive", "tiled"] {
         out.extend(["f32", "f16"].map(|d| format!("gemm_{variant}_{d}")));
     }
@@ -51,7 +58,7 @@ pub fn kernel_symbols() -> Vec<String> {
         out.push(b.symbol(false));
         out.push(b.symbol(true));
     }
-    for k in ["softmax", "layernorm", "rmsnorm", "layernorm_rmsnorm"] {
+    for k in RowKernel::ALL.map(RowKernel::stem) {
         for wg in [64, 256, 1024] {
             out.push(format!("{k}_rows_{wg}"));
         }
@@ -66,7 +73,11 @@ pub fn kernel_symbols() -> Vec<String> {
 /// non-host-only, non-debug catalog kernel with all its variants, gemm in f32 and f16, plus
 /// debug_wrong, the networks and the `cnn_*` layers).
 pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
-    planning::gpu_support(vec!["naive", "tiled", "blocked"], vec!["f32", "f16"])
+    planning::gpu_support(
+        BackendKind::Hip,
+        vec!["naive", "tiled", "blocked"],
+        vec!["f32", "f16"],
+    )
 }
 
 /// What to launch for `problem` on a device with `caps`.
@@ -77,12 +88,7 @@ pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> 
 /// work-items per dimension.
 pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     let name = problem.kernel.name;
-    planning::listed(
-        supported(),
-        problem,
-        "hip",
-        "the HIP backend has no kernel for it",
-    )?;
+    planning::listed(supported(), problem, BackendKind::Hip, NO_KERNEL)?;
     if caps.max_threads_per_block < 1024 || caps.shared_mem_per_block < 32 * 1024 {
         return Err(Unsupported(format!(
             "the code objects need blocks of 1024 work-items and 32 KiB of LDS; the device \
@@ -94,12 +100,12 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
         KernelId::Gemm => plan_gemm(problem, caps)?,
         KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps)?,
         KernelId::Conv2d => plan_conv_direct(problem)?,
-        KernelId::Softmax
-        | KernelId::LayerNorm
-        | KernelId::RmsNorm
-        | KernelId::LayerNormRmsNormFused => plan_rows(problem)?,
+        KernelId::Rows(k) => plan_rows(problem, k)?,
         KernelId::Model(_) => plan_model(problem, caps)?,
-        _ => plan_elementwise(problem)?,
+        // Host and crashing kernels were refused above; `elementwise` names any other.
+        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
+            plan_elementwise(problem)?
+        }
     };
     for l in &plan.launches {
         for d in 0..3 {
@@ -123,28 +129,21 @@ fn plan_model(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     let block = CONV_GROUP as u32;
     let mut launches = Vec::with_capacity(model.steps.len());
     for st in &model.steps {
-        let (kernel, grid) = match st.kernel {
-            StepKernel::Layer { total } => (
-                "model_layer",
-                [
-                    blocks(problem, &st.name, total, block)?.min(ROW_GROUPS_MAX as u32),
-                    1,
-                    1,
-                ],
-            ),
+        let grid = match st.kernel {
+            StepKernel::Layer { total } => {
+                let groups = blocks(problem, &st.name, total, block)?;
+                [groups.min(ROW_GROUPS_MAX as u32), 1, 1]
+            }
             // Each fits: tiles and splits are far below 2^32 for the catalog's sizes, and
             // `plan` checks every grid against HIP's limit.
             StepKernel::Conv {
                 tiles_n,
                 tiles_m,
                 splits,
-            } => (
-                "model_conv",
-                [tiles_n, tiles_m, splits].map(|g| u32::try_from(g).unwrap_or(u32::MAX)),
-            ),
+            } => [tiles_n, tiles_m, splits].map(|g| u32::try_from(g).unwrap_or(u32::MAX)),
         };
         launches.push(Launch {
-            kernel: kernel.into(),
+            kernel: st.kernel.entry().into(),
             grid,
             block: [block, 1, 1],
             args: st.launch_args(),
@@ -162,20 +161,16 @@ fn plan_model(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
 
 fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
     let e = planning::elementwise(problem)?;
-    let kernel = if problem.id() == KernelId::DebugWrong {
-        "vec_add_wrong_f32".to_string()
+    let kernel = if e.wrong == Some(true) {
+        format!("{}_wrong_f32", e.stem)
     } else {
         format!("{}_f32", e.stem)
     };
-    let mut args = planning::buffers(e.inputs, Arg::Input, Arg::Output);
-    args.extend(e.scalar.map(Arg::Float));
+    let args = e.args(problem, INT_ARG)?;
     let (grid, block) = match e.n {
         None => (1, 1),
         // One float4 per work-item.
-        Some(n) => {
-            args.extend(ints(problem, &[("n", n)])?);
-            (blocks(problem, "n", n.div_ceil(4), FLAT)?, FLAT)
-        }
+        Some(n) => (blocks(problem, "n", n.div_ceil(4), FLAT)?, FLAT),
     };
     let launch = Launch {
         kernel: kernel.clone(),
@@ -195,8 +190,8 @@ fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
     ))
 }
 
-fn plan_rows(problem: &Problem) -> Result<Plan, Unsupported> {
-    let r = planning::rows(problem);
+fn plan_rows(problem: &Problem, kernel: RowKernel) -> Result<Plan, Unsupported> {
+    let r = planning::rows(problem, kernel);
     let base = format!("{}_rows", r.stem);
     let group: usize = if r.cols >= WIDE_ROW_COLS {
         1024
@@ -212,9 +207,7 @@ fn plan_rows(problem: &Problem) -> Result<Plan, Unsupported> {
         format!("{base}_{group}")
     };
     let groups = r.rows.clamp(1, ROW_GROUPS_MAX);
-    let mut args = planning::buffers(r.inputs, Arg::Input, Arg::Output);
-    args.extend(ints(problem, &[("rows", r.rows), ("cols", r.cols)])?);
-    args.extend(r.eps.map(Arg::Float));
+    let args = r.args(problem, INT_ARG)?;
     let launch = Launch {
         kernel: kernel.clone(),
         grid: [groups as u32, 1, 1],

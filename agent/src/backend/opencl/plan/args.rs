@@ -30,9 +30,12 @@ pub(super) fn options(caps: &DeviceCaps, defines: &[(&str, String)]) -> String {
     out
 }
 
+/// What bounds every size argument, for refusals.
+pub(super) const INT_ARG: &str = "OpenCL int argument";
+
 /// Named sizes as `int` kernel arguments.
 pub(super) fn ints(problem: &Problem, named: &[(&str, usize)]) -> Result<Vec<Arg>, Unsupported> {
-    planning::int_args(problem, named, "OpenCL int argument", Arg::Int)
+    planning::int_args(problem, named, INT_ARG, Arg::Int)
 }
 
 /// Local size of the one-dimensional kernels.

@@ -20,7 +20,7 @@ pub use tuning::{default_gemm_tuning, gemm_candidates};
 pub use types::{Arg, DeviceCaps, GemmTuning, Launch, Plan, Program, Storage, Unsupported};
 
 use crate::backend::planning::{self, pow2_floor, round_up};
-use args::{flat_group, ints, options};
+use args::{INT_ARG, flat_group, ints, options};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::Problem;
 
@@ -38,8 +38,11 @@ use gpufleet_kernels::Problem;
 // - conv2d `im2col` is "gemm.cl" and "conv.cl" in one program: per chunk of images, one im2col
 //   launch into scratch 0 and one GEMM launch batched over the chunk's images (dimension 2).
 
-use gpufleet_kernels::KernelId;
 use gpufleet_kernels::sources::opencl as cl;
+use gpufleet_kernels::{BackendKind, KernelId, RowKernel, SplitStats};
+
+/// Why a catalog kernel this backend does not list is refused.
+const NO_KERNEL: &str = "the OpenCL backend has no kernel for it";
 
 /// Groups of a row kernel; more rows are strided over, so the launch stays small whatever `rows`.
 const ROW_GROUPS_MAX: usize = 65536;
@@ -48,7 +51,11 @@ const ROW_GROUPS_MAX: usize = 65536;
 /// kernel and all its variants; gemm in f32 and f16; plus debug_wrong = vec_add with a deliberate
 /// error via -DGPUFLEET_WRONG).
 pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
-    planning::gpu_support(vec!["naive", "tiled", "blocked"], vec!["f32", "f16"])
+    planning::gpu_support(
+        BackendKind::OpenCl,
+        vec!["naive", "tiled", "blocked"],
+        vec!["f32", "f16"],
+    )
 }
 
 /// What to build and launch for `problem` on a device with `caps`. `tuning` sets `gemm_blocked`'s
@@ -64,22 +71,17 @@ pub fn plan(
     tuning: Option<&GemmTuning>,
 ) -> Result<Plan, Unsupported> {
     check_caps(caps)?;
-    planning::listed(
-        supported(),
-        problem,
-        "opencl",
-        "the OpenCL backend has no kernel for it",
-    )?;
+    planning::listed(supported(), problem, BackendKind::OpenCl, NO_KERNEL)?;
     match problem.id() {
         KernelId::Gemm => plan_gemm(problem, caps, tuning),
         KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps, tuning),
         KernelId::Conv2d => plan_conv_direct(problem, caps),
-        KernelId::Softmax
-        | KernelId::LayerNorm
-        | KernelId::RmsNorm
-        | KernelId::LayerNormRmsNormFused => plan_rows(problem, caps),
+        KernelId::Rows(k) => plan_rows(problem, k, caps),
         KernelId::Model(_) => plan_model(problem, caps),
-        _ => plan_elementwise(problem, caps),
+        // Host and crashing kernels were refused above; `elementwise` names any other.
+        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
+            plan_elementwise(problem, caps)
+        }
     }
 }
 
@@ -94,26 +96,21 @@ fn plan_model(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported>
         .steps
         .iter()
         .map(|st| {
-            let (kernel, global, local) = match st.kernel {
-                StepKernel::Layer { total } => (
-                    "model_layer",
-                    vec![total.div_ceil(group).min(ROW_GROUPS_MAX) * group],
-                    group,
-                ),
+            let (global, local) = match st.kernel {
+                StepKernel::Layer { total } => {
+                    let groups = total.div_ceil(group).min(ROW_GROUPS_MAX);
+                    (vec![groups * group], group)
+                }
                 StepKernel::Conv {
                     tiles_n,
                     tiles_m,
                     splits,
-                } => (
-                    "model_conv",
-                    vec![tiles_n * CONV_GROUP, tiles_m, splits],
-                    CONV_GROUP,
-                ),
+                } => (vec![tiles_n * CONV_GROUP, tiles_m, splits], CONV_GROUP),
             };
             let mut local = vec![local];
             local.resize(global.len(), 1);
             Launch {
-                kernel: kernel.into(),
+                kernel: st.kernel.entry().into(),
                 global,
                 local: Some(local),
                 args: st.launch_args(),
@@ -151,19 +148,17 @@ fn check_caps(caps: &DeviceCaps) -> Result<(), Unsupported> {
 fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
     let e = planning::elementwise(problem)?;
     let kernel = format!("{}_f32", e.stem);
-    let mut args = planning::buffers(e.inputs, Arg::Input, Arg::Output);
-    args.extend(e.scalar.map(Arg::Float));
+    let args = e.args(problem, INT_ARG)?;
     let (global, local) = match e.n {
         None => (1, 1),
         Some(n) => {
-            args.extend(ints(problem, &[("n", n)])?);
             let group = flat_group(caps);
             // One float4 per work-item.
             (round_up(n.div_ceil(4), group), group)
         }
     };
     let mut defines = Vec::new();
-    if problem.id() == KernelId::DebugWrong {
+    if e.wrong == Some(true) {
         defines.push(("GPUFLEET_WRONG", String::new()));
     }
     let launch = Launch {
@@ -185,8 +180,8 @@ fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupp
     ))
 }
 
-fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
-    let r = planning::rows(problem);
+fn plan_rows(problem: &Problem, kernel: RowKernel, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
+    let r = planning::rows(problem, kernel);
     let kernel = format!("{}_rows", r.stem);
     let cap = pow2_floor(caps.max_work_group_size).min(pow2_floor(
         usize::try_from(caps.local_mem_bytes / 4).unwrap_or(usize::MAX),
@@ -196,9 +191,7 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
         return plan_rows_split(problem, caps, &r, &split);
     }
     let groups = r.rows.min(ROW_GROUPS_MAX);
-    let mut args = planning::buffers(r.inputs, Arg::Input, Arg::Output);
-    args.extend(ints(problem, &[("rows", r.rows), ("cols", r.cols)])?);
-    args.extend(r.eps.map(Arg::Float));
+    let args = r.args(problem, INT_ARG)?;
     let defines = [
         ("GPUFLEET_WG", group.to_string()),
         ("GPUFLEET_CHUNKS", chunks.to_string()),
@@ -223,7 +216,7 @@ fn plan_rows(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> 
 fn plan_rows_split(
     problem: &Problem,
     caps: &DeviceCaps,
-    r: &planning::RowKernel,
+    r: &planning::RowLaunch,
     s: &planning::RowSplit,
 ) -> Result<Plan, Unsupported> {
     let group = planning::SPLIT_GROUP;
@@ -252,7 +245,7 @@ fn plan_rows_split(
         ("GPUFLEET_CHUNKS", "0".to_string()),
         ("GPUFLEET_SPLIT", s.split.to_string()),
     ];
-    if r.stem == "softmax" {
+    if r.split_stats == Some(SplitStats::MaxSumExp) {
         defines.push(("GPUFLEET_SPLIT_SOFTMAX", String::new()));
     }
     Ok(Plan {

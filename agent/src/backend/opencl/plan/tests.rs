@@ -28,7 +28,7 @@ fn devices() -> Vec<DeviceCaps> {
 
 use crate::backend::planning::testing::{
     assert_common_refusals, assert_im2col_chunks, big_im2col, blocked_gemm, catalog_entries,
-    check_candidates, for_every_listed, problem,
+    check_candidates, for_every_listed, plan_label, problem,
 };
 
 fn define(plan: &Plan, name: &str) -> Option<String> {
@@ -43,9 +43,7 @@ fn define(plan: &Plan, name: &str) -> Option<String> {
 
 /// Structural checks every plan must pass on `caps`.
 fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
-    let what = format!("{}/{}/{} {:?}", p.kernel.name, p.variant, p.dtype, p.params);
-    assert_eq!(plan.input_storage.len(), p.input_lens().len(), "{what}");
-    assert!(!plan.launches.is_empty(), "{what}");
+    let what = plan_label(p, plan.input_storage.len(), plan.launches.is_empty());
     let mut output_written = false;
     for l in &plan.launches {
         assert!(

@@ -43,14 +43,17 @@ mod types;
 pub use tuning::{default_gemm_tuning, gemm_candidates};
 pub use types::{Binding, Dispatch, GemmTuning, Plan, SpecValue, Storage, Unsupported, VkCaps};
 
-use crate::backend::Missing;
 use crate::backend::planning;
+use crate::backend::{Missing, check_listed};
 use args::{
     GRID_GROUPS_MAX, SPEC_LOCAL_X, SPEC_SPLIT, SPEC_SPLIT_SOFTMAX, check_groups, dispatch,
     flat_group, grid_groups, pow2_floor, word, words,
 };
 use gemm::{F16ACC32, plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{Dtype, KernelId, Problem, find_kernel};
+use gpufleet_kernels::{BackendKind, Dtype, KernelId, Problem, RowKernel, SplitStats, find_kernel};
+
+/// Why a catalog kernel this backend does not list is refused.
+const NO_SHADER: &str = "the Vulkan backend has no shader for it";
 
 /// Largest buffer a shader may index: one binding's range is a 32-bit byte count.
 const MAX_BINDING_BYTES: u64 = u32::MAX as u64;
@@ -79,7 +82,7 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
             gemm_variants.push(F16ACC32);
         }
     }
-    planning::gpu_support(gemm_variants, gemm_dtypes)
+    planning::gpu_support(BackendKind::Vulkan, gemm_variants, gemm_dtypes)
 }
 
 /// What to dispatch for `problem` on a device with `caps`. `tuning` sets `gemm_blocked`'s
@@ -97,12 +100,8 @@ pub fn plan(
 ) -> Result<Plan, Unsupported> {
     check_caps(caps)?;
     let name = problem.kernel.name;
-    if let Err(miss) = crate::backend::check_listed(
-        supported(caps),
-        problem,
-        "vulkan",
-        "the Vulkan backend has no shader for it",
-    ) {
+    let vulkan = BackendKind::Vulkan.name();
+    if let Err(miss) = check_listed(supported(caps), problem, vulkan, NO_SHADER) {
         return Err(Unsupported(match miss.missing {
             Missing::Variant if problem.variant == F16ACC32 && !has_f16(caps) => format!(
                 "variant {F16ACC32} of gemm needs shaderFloat16 ({}) and \
@@ -131,12 +130,12 @@ pub fn plan(
         KernelId::Gemm => plan_gemm(problem, caps, tuning)?,
         KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps, tuning)?,
         KernelId::Conv2d => plan_conv_direct(problem, caps)?,
-        KernelId::Softmax
-        | KernelId::LayerNorm
-        | KernelId::RmsNorm
-        | KernelId::LayerNormRmsNormFused => plan_rows(problem, caps)?,
+        KernelId::Rows(k) => plan_rows(problem, k, caps)?,
         KernelId::Model(_) => plan_model(problem, caps)?,
-        _ => plan_elementwise(problem, caps)?,
+        // Host and crashing kernels were refused above; `elementwise` names any other.
+        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
+            plan_elementwise(problem, caps)?
+        }
     };
     check_buffers(problem, &plan)?;
     Ok(plan)
@@ -203,9 +202,8 @@ fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupporte
     };
     push.extend(e.scalar.map(f32::to_bits));
     let mut spec = vec![(SPEC_LOCAL_X, SpecValue::U32(group))];
-    if shader == "vec_add" {
-        let wrong = u32::from(problem.id() == KernelId::DebugWrong);
-        spec.push((2, SpecValue::U32(wrong)));
+    if let Some(wrong) = e.wrong {
+        spec.push((2, SpecValue::U32(u32::from(wrong))));
     }
     Ok(Plan {
         input_storage: vec![Storage::F32; inputs],
@@ -249,7 +247,7 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
             ];
             match st.kernel {
                 StepKernel::Layer { total } => dispatch(
-                    "model_layer",
+                    st.kernel.entry(),
                     vec![(SPEC_LOCAL_X, SpecValue::U32(group))],
                     push,
                     bindings,
@@ -266,7 +264,7 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
                         [tiles_n as u64, tiles_m as u64, splits as u64],
                     )?;
                     let local = vec![(SPEC_LOCAL_X, SpecValue::U32(CONV_GROUP as u32))];
-                    dispatch("model_conv", local, push, bindings, groups)
+                    dispatch(st.kernel.entry(), local, push, bindings, groups)
                 }
             }
         })
@@ -280,8 +278,8 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
     })
 }
 
-fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
-    let r = planning::rows(problem);
+fn plan_rows(problem: &Problem, kernel: RowKernel, caps: &VkCaps) -> Result<Plan, Unsupported> {
+    let r = planning::rows(problem, kernel);
     let shader = if caps.subgroup_arithmetic {
         format!("{}_subgroup", r.stem)
     } else {
@@ -328,7 +326,7 @@ fn plan_rows(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
 fn plan_rows_split(
     problem: &Problem,
     caps: &VkCaps,
-    r: &planning::RowKernel,
+    r: &planning::RowLaunch,
     s: &planning::RowSplit,
 ) -> Result<Plan, Unsupported> {
     let group = planning::SPLIT_GROUP as u32;
@@ -353,7 +351,7 @@ fn plan_rows_split(
     } else {
         "split_stats"
     };
-    let softmax = u32::from(r.stem == "softmax");
+    let softmax = u32::from(r.split_stats == Some(SplitStats::MaxSumExp));
     let stats = dispatch(
         stats_shader,
         vec![

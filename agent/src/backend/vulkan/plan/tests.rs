@@ -77,7 +77,7 @@ fn devices() -> Vec<VkCaps> {
 
 use crate::backend::planning::testing::{
     assert_common_refusals, assert_im2col_chunks, big_im2col, blocked_gemm, catalog_entries,
-    check_candidates, for_every_listed, problem,
+    check_candidates, for_every_listed, plan_label, problem,
 };
 
 fn spec(d: &Dispatch, id: u32) -> Option<u32> {
@@ -198,9 +198,7 @@ fn parse(name: &str, bytes: &[u8]) -> Module {
 
 /// Structural checks every plan must pass on `caps`, including each dispatch against its module.
 fn check_plan(p: &Problem, plan: &Plan, caps: &VkCaps) {
-    let what = format!("{}/{}/{} {:?}", p.kernel.name, p.variant, p.dtype, p.params);
-    assert_eq!(plan.input_storage.len(), p.input_lens().len(), "{what}");
-    assert!(!plan.dispatches.is_empty(), "{what}");
+    let what = plan_label(p, plan.input_storage.len(), plan.dispatches.is_empty());
     let mut output_written = false;
     for d in &plan.dispatches {
         let what = format!("{what} {}", d.shader);

@@ -1,13 +1,234 @@
-//! References for the dot-product kernels, `gemm` and `conv2d`.
+//! The dot-product kernels, `gemm` and `conv2d`: their catalog entries, conv2d's geometry and
+//! window rule, FLOP and byte counts, and their f64 references.
 //!
-//! Both accumulate `Σ a·b` in f64 alongside `Σ|a|·|b|`, the scale of the rounding error an fp32
-//! accumulation can make, so the tolerance follows each element's own magnitude. Sampling picks a grid
-//! of rows × columns (gemm) or whole output rows (conv2d), always including the first and last ones,
-//! where edge-tile bugs show.
+//! Both references accumulate `Σ a·b` in f64 alongside `Σ|a|·|b|`, the scale of the rounding error
+//! an fp32 accumulation can make, so the tolerance follows each element's own magnitude. Sampling
+//! picks a grid of rows × columns (gemm) or whole output rows (conv2d), always including the first
+//! and last ones, where edge-tile bugs show.
 
-use super::{EPS16, EPS32, Plan, SAMPLE_OPS, pick};
-use crate::problem::{ConvShape, Problem};
-use crate::types::Dtype;
+use super::{
+    EVERY_BACKEND, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, join, nchw, p,
+    stride,
+};
+use crate::check::harness::{EPS16, EPS32, Plan, SAMPLE_OPS, pick};
+use crate::types::{Dtype, MetricKind};
+
+/// The two dot-product kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Dense {
+    /// [`KernelId::Gemm`].
+    Gemm,
+    /// [`KernelId::Conv2d`].
+    Conv2d,
+}
+
+const GEMM_PARAMS: &[ParamDef] = &[
+    p("m", 256, 1, 65536, "rows of A and C"),
+    p("n", 256, 1, 65536, "columns of B and C"),
+    p("k", 256, 1, 65536, "columns of A, rows of B"),
+];
+const CONV_PARAMS: &[ParamDef] = &join::<4, 4, 8>(
+    nchw(
+        4096,
+        (16, "input channels (C)"),
+        (64, 16384),
+        ["input height (H)", "input width (W)"],
+    ),
+    [
+        p("filters", 32, 1, 4096, "output channels (K)"),
+        p("ksize", 3, 3, 5, "square filter size, 3 or 5"),
+        stride(1),
+        p("pad", 1, 0, 3, "zero padding on each side"),
+    ],
+);
+
+/// `gemm`'s catalog entry.
+pub(super) const GEMM: KernelDef = KernelDef {
+    id: KernelId::Gemm,
+    name: "gemm",
+    description: "dense matrix multiply C = A·B (row-major, m×k times k×n)",
+    variants: &["naive", "tiled", "blocked"],
+    default_variant: "blocked",
+    params: GEMM_PARAMS,
+    dtypes: &[Dtype::F32, Dtype::F16],
+    metric: MetricKind::Gflops,
+    host_only: false,
+    debug: false,
+    backends: EVERY_BACKEND,
+};
+
+/// `conv2d`'s catalog entry.
+pub(super) const CONV2D: KernelDef = KernelDef {
+    id: KernelId::Conv2d,
+    name: "conv2d",
+    description: "2-D convolution, NCHW input, KCRS weights, zero padding",
+    variants: &["direct", "im2col"],
+    default_variant: "im2col",
+    params: CONV_PARAMS,
+    dtypes: F32_ONLY,
+    metric: MetricKind::Gflops,
+    host_only: false,
+    debug: false,
+    backends: EVERY_BACKEND,
+};
+
+/// Output geometry of a conv2d problem, shared by sizes, inputs, the reference and the backends'
+/// launch arguments.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ConvShape {
+    /// Images in the batch.
+    pub batch: usize,
+    /// Input channels.
+    pub channels: usize,
+    /// Input height.
+    pub height: usize,
+    /// Input width.
+    pub width: usize,
+    /// Output channels (filters).
+    pub filters: usize,
+    /// Filter side.
+    pub ksize: usize,
+    /// Stride in both directions.
+    pub stride: usize,
+    /// Zero padding on every side.
+    pub pad: usize,
+    /// Output height.
+    pub out_h: usize,
+    /// Output width.
+    pub out_w: usize,
+}
+
+impl ConvShape {
+    /// Elements of the input tensor (NCHW).
+    pub fn input_len(&self) -> usize {
+        self.batch * self.channels * self.height * self.width
+    }
+    /// Elements of the filter tensor.
+    pub fn weights_len(&self) -> usize {
+        self.filters * self.channels * self.ksize * self.ksize
+    }
+    /// Elements of the output tensor.
+    pub fn output_len(&self) -> usize {
+        self.batch * self.filters * self.out_h * self.out_w
+    }
+}
+
+impl Problem {
+    /// The geometry of a conv2d problem (meaningless for other kernels).
+    pub fn conv_shape(&self) -> ConvShape {
+        let (h, w, r, s, pad) = (
+            self.uparam("height"),
+            self.uparam("width"),
+            self.uparam("ksize"),
+            self.uparam("stride"),
+            self.uparam("pad"),
+        );
+        ConvShape {
+            batch: self.uparam("batch"),
+            channels: self.uparam("channels"),
+            height: h,
+            width: w,
+            filters: self.uparam("filters"),
+            ksize: r,
+            stride: s,
+            pad,
+            out_h: (h + 2 * pad).saturating_sub(r) / s + 1,
+            out_w: (w + 2 * pad).saturating_sub(r) / s + 1,
+        }
+    }
+}
+
+impl Family for Dense {
+    fn check_params(&self, p: &Problem) -> Result<(), String> {
+        match self {
+            Dense::Gemm => Ok(()),
+            Dense::Conv2d => {
+                let r = p.param("ksize");
+                if r != 3 && r != 5 {
+                    return Err(format!("ksize={r} must be 3 or 5"));
+                }
+                p.window_fits()
+            }
+        }
+    }
+
+    fn flops(&self, p: &Problem) -> f64 {
+        match self {
+            Dense::Gemm => 2.0 * p.fparam("m") * p.fparam("n") * p.fparam("k"),
+            Dense::Conv2d => {
+                let c = p.conv_shape();
+                2.0 * (c.batch * c.filters * c.out_h * c.out_w) as f64
+                    * (c.channels * c.ksize * c.ksize) as f64
+            }
+        }
+    }
+
+    fn bytes(&self, p: &Problem) -> f64 {
+        match self {
+            Dense::Gemm => {
+                let (m, n, k) = (p.fparam("m"), p.fparam("n"), p.fparam("k"));
+                p.dtype.size_bytes() as f64 * (m * k + k * n + m * n)
+            }
+            Dense::Conv2d => {
+                let c = p.conv_shape();
+                4.0 * (c.input_len() + c.weights_len() + c.output_len()) as f64
+            }
+        }
+    }
+
+    fn input_lens(&self, p: &Problem) -> Vec<u128> {
+        let w = |name| p.wparam(name);
+        match self {
+            Dense::Gemm => vec![w("m") * w("k"), w("k") * w("n")],
+            Dense::Conv2d => vec![
+                w("batch") * w("channels") * w("height") * w("width"),
+                w("filters") * w("channels") * w("ksize") * w("ksize"),
+            ],
+        }
+    }
+
+    fn output_len(&self, p: &Problem) -> u128 {
+        match self {
+            Dense::Gemm => p.wparam("m") * p.wparam("n"),
+            Dense::Conv2d => {
+                let c = p.conv_shape();
+                (c.batch as u128) * (c.filters as u128) * (c.out_h as u128) * (c.out_w as u128)
+            }
+        }
+    }
+
+    fn output_dims(&self, p: &Problem) -> Vec<usize> {
+        match self {
+            Dense::Gemm => vec![p.uparam("m"), p.uparam("n")],
+            Dense::Conv2d => {
+                let c = p.conv_shape();
+                vec![c.batch, c.filters, c.out_h, c.out_w]
+            }
+        }
+    }
+
+    fn visit(&self, p: &Problem, x: &[&[f32]], f: Visit<'_>) -> Result<bool, String> {
+        Ok(match self {
+            Dense::Gemm => gemm(p, x, f),
+            Dense::Conv2d => conv2d(p, x, f),
+        })
+    }
+
+    #[cfg(test)]
+    fn reference(&self, p: &Problem, inputs: &[crate::types::Buffer]) -> crate::types::Buffer {
+        let x: Vec<&[f32]> = inputs
+            .iter()
+            .filter_map(crate::types::Buffer::as_f32)
+            .collect();
+        let mut out = vec![f32::NAN; p.output_len()];
+        let mut store = |i: usize, e: f64, _t: f64| out[i] = e as f32;
+        match self {
+            Dense::Gemm => gemm_full(p, &x, &mut store),
+            Dense::Conv2d => conv2d_full(p, &x, &mut store),
+        }
+        crate::types::Buffer::F32(out)
+    }
+}
 
 /// Tolerance of a length-`k` dot product with error scale `scale` stored in `dtype`.
 fn dot_tol(dtype: Dtype, k: usize, scale: f64, reference: f64) -> f64 {
@@ -21,13 +242,13 @@ fn dot_tol(dtype: Dtype, k: usize, scale: f64, reference: f64) -> f64 {
 }
 
 /// Visits gemm's reference; returns whether it sampled.
-pub(super) fn gemm(problem: &Problem, x: &[&[f32]], f: &mut impl FnMut(usize, f64, f64)) -> bool {
+fn gemm(problem: &Problem, x: &[&[f32]], f: Visit<'_>) -> bool {
     let (m, n, k) = (
         problem.uparam("m"),
         problem.uparam("n"),
         problem.uparam("k"),
     );
-    let mut rng = match Plan::for_cost(problem, (m * n) as f64 * k as f64) {
+    let mut rng = match Plan::for_cost(&problem.spec_key_prefix(), (m * n) as f64 * k as f64) {
         Plan::Full => {
             gemm_full(problem, x, f);
             return false;
@@ -59,7 +280,7 @@ pub(super) fn gemm(problem: &Problem, x: &[&[f32]], f: &mut impl FnMut(usize, f6
 }
 
 /// Every element of gemm's reference, row by row (i-p-j order so the inner loop vectorises).
-pub(super) fn gemm_full(problem: &Problem, x: &[&[f32]], f: &mut impl FnMut(usize, f64, f64)) {
+fn gemm_full(problem: &Problem, x: &[&[f32]], f: Visit<'_>) {
     let (m, n, k) = (
         problem.uparam("m"),
         problem.uparam("n"),
@@ -144,7 +365,7 @@ fn emit_conv_row(
     (b, fi, oy): (usize, usize, usize),
     acc: &[f64],
     scale: &[f64],
-    f: &mut impl FnMut(usize, f64, f64),
+    f: Visit<'_>,
 ) {
     let k = s.channels * s.ksize * s.ksize;
     let base = ((b * s.filters + fi) * s.out_h + oy) * s.out_w;
@@ -158,11 +379,11 @@ fn emit_conv_row(
 }
 
 /// Visits conv2d's reference; returns whether it sampled.
-pub(super) fn conv2d(problem: &Problem, x: &[&[f32]], f: &mut impl FnMut(usize, f64, f64)) -> bool {
+fn conv2d(problem: &Problem, x: &[&[f32]], f: Visit<'_>) -> bool {
     let s = problem.conv_shape();
     let row_ops = (s.out_w * s.channels * s.ksize * s.ksize) as f64;
     let total_rows = s.batch * s.filters * s.out_h;
-    let mut rng = match Plan::for_cost(problem, row_ops * total_rows as f64) {
+    let mut rng = match Plan::for_cost(&problem.spec_key_prefix(), row_ops * total_rows as f64) {
         Plan::Full => {
             conv2d_full(problem, x, f);
             return false;
@@ -187,7 +408,7 @@ pub(super) fn conv2d(problem: &Problem, x: &[&[f32]], f: &mut impl FnMut(usize, 
 }
 
 /// Every element of conv2d's reference.
-pub(super) fn conv2d_full(problem: &Problem, x: &[&[f32]], f: &mut impl FnMut(usize, f64, f64)) {
+fn conv2d_full(problem: &Problem, x: &[&[f32]], f: Visit<'_>) {
     let s = problem.conv_shape();
     let mut acc = vec![0.0; s.out_w];
     let mut scale = vec![0.0; s.out_w];
@@ -217,7 +438,7 @@ mod tests {
         let x: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
         let mut out = vec![f64::NAN; problem.output_len()];
         let mut store = |i: usize, e: f64, _t: f64| out[i] = e;
-        if problem.id() == crate::KernelId::Gemm {
+        if problem.id() == KernelId::Gemm {
             gemm_full(problem, &x, &mut store);
         } else {
             conv2d_full(problem, &x, &mut store);
