@@ -178,6 +178,14 @@ fn results_csv(rows: &[ResultRow], samples: bool, db: &Db) -> anyhow::Result<Str
     Ok(Table::of(RESULT_CSV_COLUMNS, rows).render(Format::Csv))
 }
 
+/// The campaign id of a result; empty for an ad-hoc run.
+fn campaign_of(r: &ResultRow) -> String {
+    r.record
+        .campaign_id
+        .map(|c| c.to_string())
+        .unwrap_or_default()
+}
+
 /// `-` for an empty cell of a text table.
 fn or_dash(s: String) -> String {
     if s.is_empty() { "-".into() } else { s }
@@ -186,12 +194,7 @@ fn or_dash(s: String) -> String {
 /// `results` as a table for people.
 const RESULT_COLUMNS: &[Column<ResultRow>] = &[
     Column::new("run", |r| r.record.run_id.chars().take(8).collect()),
-    Column::new("campaign", |r| {
-        r.record
-            .campaign_id
-            .map(|c| c.to_string())
-            .unwrap_or_default()
-    }),
+    Column::new("campaign", campaign_of),
     Column::new("kernel", |r| r.record.kernel.clone()),
     Column::new("variant", |r| r.record.variant.clone()),
     Column::new("params", |r| params_text(&r.record.params, ",")),
@@ -240,12 +243,7 @@ fn csv_ms(v: Option<f64>) -> String {
 const RESULT_CSV_COLUMNS: &[Column<ResultRow>] = &[
     Column::new("result_id", |r| r.id.to_string()),
     Column::new("run_id", |r| r.record.run_id.clone()),
-    Column::new("campaign", |r| {
-        r.record
-            .campaign_id
-            .map(|c| c.to_string())
-            .unwrap_or_default()
-    }),
+    Column::new("campaign", campaign_of),
     Column::new("kernel", |r| r.record.kernel.clone()),
     Column::new("variant", |r| r.record.variant.clone()),
     Column::new("params", |r| params_text(&r.record.params, ";")),

@@ -214,7 +214,7 @@ fn power_chart(rec: &ResultRecord) -> Option<String> {
         .filter_map(|p| {
             Some(PowerReading {
                 monotonic_ns: p.monotonic_ns,
-                watts: p.watts?,
+                watts: p.reading.watts?,
             })
         })
         .collect();
