@@ -82,7 +82,7 @@ async fn conformance(backend: &str, f16: F16Gemm) {
         // The agent's default timeout (120 s), not the suite's 30 s: a CPU OpenCL compiler
         // builds half-precision tiles slowly (PoCL: seconds per program), and on a busy 2-core
         // runner that is not what this test is about.
-        s.timeout_s = 0.0;
+        s.timeout_s = None;
         let (_, res) = run(&mut c, &format!("f16-{v}"), s).await;
         assert_eq!(
             res.status(),

@@ -90,7 +90,7 @@ async fn debug_kernels_crash_hang_and_lie_and_the_agent_keeps_serving() {
     assert!(r.message.contains("SIGABRT"), "{}", r.message);
 
     let mut s = spec("debug_hang", &[]);
-    s.timeout_s = 1.0;
+    s.timeout_s = Some(1.0);
     let t = Instant::now();
     let (_, r) = run(&mut c, "hang", s).await;
     assert_eq!(r.status(), pb::RunStatus::TimedOut, "{}", r.message);
@@ -153,7 +153,7 @@ async fn bad_input_is_refused_naming_the_field() {
         ),
         (
             pb::RunSpec {
-                timeout_s: -1.0,
+                timeout_s: Some(-1.0),
                 ..spec("gemm", &[])
             },
             "timeout_s",
@@ -243,7 +243,7 @@ async fn queue_is_bounded_and_runs_can_be_cancelled() {
     let a = start(|c| c.queue_capacity = 1).await;
     let mut c = client(&a).await;
     let mut hang = spec("debug_hang", &[]);
-    hang.timeout_s = 60.0;
+    hang.timeout_s = Some(60.0);
     let first = c
         .run(pb::RunRequest {
             run_id: "h1".into(),

@@ -13,7 +13,11 @@
 //! - `error.rs`: [`SpecError`], why a spec was refused, naming the field and the bound.
 //! - `problem.rs`: [`Problem`], a validated spec, with sizes, FLOP/byte counts, metric and spec key
 //!   (its tests in `problem/tests.rs`).
-//! - `run.rs`: how a spec is measured: [`Mode`] and the one set of [`RunDefaults`] every layer reads.
+//! - `run.rs`: how a spec is measured: [`Mode`]; the settings as given ([`PartialSettings`]) and as
+//!   decided ([`RunSettings`], its defaults written once), their one bound check ([`SettingError`]);
+//!   how far a result can be trusted ([`is_noisy`], [`median_ci`]).
+//! - `json.rs`: stored or received JSON read into a typed value, an error naming the field
+//!   ([`from_json_str`], [`from_json_value`], [`JsonError`]).
 //! - `inputs.rs`: seeded input generation (values exact in fp16), [`Problem::inputs`].
 //! - `check/`: [`Validation`]: the harness (`mod.rs`), dot-product references (`dense.rs`: gemm,
 //!   conv2d), row references (`rows.rs`: softmax and the norms), element-wise and host kernels
@@ -40,6 +44,7 @@ mod check;
 pub mod env;
 mod error;
 mod inputs;
+mod json;
 pub mod model;
 mod problem;
 mod process;
@@ -52,9 +57,12 @@ mod types;
 pub use catalog::{KernelDef, KernelId, ModelKernel, ParamDef, catalog, find_kernel};
 pub use check::Validation;
 pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};
+pub use json::{JsonError, flattened, from_json_str, from_json_value};
 pub use problem::{ConvShape, MAX_FOOTPRINT_BYTES, NORM_EPS, Problem, TRIAD_SCALAR};
 pub use process::quiet_broken_pipes;
-pub use run::{Mode, NOISY_CV, RunDefaults, ci_pct, is_noisy, median_ci};
+pub use run::{
+    Mode, NOISY_CV, PartialSettings, RunSettings, SettingError, ci_pct, is_noisy, median_ci,
+};
 pub use secret::{MIN_SECRET_CHARS, secrets_equal, weak_secret};
 pub use suite::{BUILTIN_SUITES, Suite, SuiteError, SuiteRun};
 pub use types::{Buffer, BufferKind, Dtype, MetricKind, MetricValue};

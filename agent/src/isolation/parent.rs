@@ -365,7 +365,7 @@ pub async fn run_worker(
     loop {
         tokio::select! {
             line = w.lines.next_line() => match line {
-                Ok(Some(line)) => match serde_json::from_str::<WorkerEvent>(&line) {
+                Ok(Some(line)) => match WorkerEvent::decode(&line) {
                     Ok(WorkerEvent::Progress { phase, message, iterations }) => {
                         let _ = progress.try_send(ProgressEvent { phase, message, iterations });
                     }
@@ -375,7 +375,12 @@ pub async fn run_worker(
                         outcome = Some(o);
                         break;
                     }
-                    Err(e) => tracing::warn!("worker sent an unreadable line ({e}): {line:.200}"),
+                    // Read as nothing else: the run ends as an error naming the field, and the
+                    // worker, whose protocol is broken, is not kept.
+                    Err(e) => {
+                        outcome = Some(WorkerOutcome::unreadable(&line, &e));
+                        break;
+                    }
                 },
                 _ => break,
             },
@@ -502,9 +507,17 @@ pub async fn discover(
     };
     let _ = stderr_task.await;
     let stderr_tail = lock(&stderr).tail_text(1024);
-    match serde_json::from_str::<DiscoveryReply>(text.trim()) {
+    match gpufleet_kernels::from_json_str::<DiscoveryReply>(text.trim()) {
         Ok(DiscoveryReply::Devices(d)) => Ok(d),
         Ok(DiscoveryReply::Unavailable(e)) => Err(e),
+        // A worker that exited normally but answered something unreadable says so, naming the
+        // field, instead of passing for a crash.
+        Err(e) if status.is_some_and(|s| s.success()) && !text.trim().is_empty() => {
+            Err(unavailable(format!(
+                "device discovery answered unreadably: {e}; stderr: {}",
+                stderr_tail.trim()
+            )))
+        }
         Err(_) => {
             let how = match status {
                 Some(s) if s.signal().is_some() => {

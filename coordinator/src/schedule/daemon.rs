@@ -233,16 +233,22 @@ impl Daemon {
         row: &ScheduleRow,
         slot: Option<f64>,
     ) -> Result<Option<(i64, Result<CampaignRequest, String>)>, StoreError> {
-        let spec: ScheduleSpec = serde_json::from_value(row.spec.clone()).unwrap_or_default();
+        // A stored spec that does not parse fails the slot's campaign, naming the field.
+        let spec = gpufleet_kernels::from_json_value::<ScheduleSpec>(&row.spec)
+            .map_err(|e| format!("schedule {}: its stored spec does not parse: {e}", row.name));
         let agents = self.db.call(|s| s.agents()).await?;
-        let req = request_of(&row.name, &spec, &agents);
+        let req = spec
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|spec| request_of(&row.name, spec, &agents));
+        let suite = spec.map(|s| s.suite).unwrap_or_default();
         let description = match slot {
             Some(slot) => format!("schedule {} slot {}", row.name, fmt_time(slot)),
             None => format!("schedule {} run now", row.name),
         };
         let (suite, spec_json) = match &req {
             Ok(r) => (r.suite.clone(), StoredRequest::of(r).to_json()),
-            Err(_) => (spec.suite.clone(), "{}".to_string()),
+            Err(_) => (suite, "{}".to_string()),
         };
         let (name, owner) = (row.name.clone(), self.ex.owner.clone());
         let id = self
