@@ -39,6 +39,8 @@ struct FakeAgent {
     name: String,
     script: Mutex<VecDeque<Step>>,
     seen: Mutex<Vec<String>>,
+    /// Cannot be reached even to describe itself (when the campaign is planned).
+    down: bool,
 }
 
 impl FakeAgent {
@@ -47,6 +49,14 @@ impl FakeAgent {
             name: name.into(),
             script: Mutex::new(script.iter().copied().collect()),
             seen: Mutex::new(Vec::new()),
+            down: false,
+        })
+    }
+
+    fn down(name: &str) -> Arc<FakeAgent> {
+        Arc::new(FakeAgent {
+            down: true,
+            ..Arc::into_inner(FakeAgent::new(name, &[])).unwrap()
         })
     }
 
@@ -102,7 +112,13 @@ impl AgentLink for FakeAgent {
     }
 
     fn describe(&self) -> BoxFuture<'_, Result<pb::AgentInfo, LinkError>> {
-        async move { Ok(info()) }.boxed()
+        async move {
+            if self.down {
+                return Err(LinkError::Unreachable(format!("{} is down", self.name)));
+            }
+            Ok(info())
+        }
+        .boxed()
     }
 
     fn run(&self, request: pb::RunRequest) -> BoxFuture<'_, Result<RunEvents, LinkError>> {
@@ -489,4 +505,37 @@ async fn a_stored_spec_or_device_that_does_not_parse_fails_its_job_naming_the_jo
     assert_eq!(job_states(&f, id), vec![("a".into(), JobState::Failed); 2]);
     // Each failure is a stored result of the campaign, saying why.
     assert_eq!(stored(&f, id), 2);
+}
+
+#[tokio::test]
+async fn an_unreachable_agents_stored_description_that_does_not_parse_is_named() {
+    let up = FakeAgent::new("a", &[]);
+    let down = FakeAgent::down("b");
+    let f = fleet(&[up, down]);
+    let b = f.agents[1].id;
+    f.db.with(|s| s.set_agent_info(b, r#"{"devices": 5}"#))
+        .unwrap();
+    let out = run_campaign_with(&f.db, request(&f, 1), &f.ex)
+        .await
+        .unwrap();
+    let rows = f.db.with(|s| {
+        s.results(&ResultFilter {
+            campaign_id: Some(out.campaign_id),
+            ..Default::default()
+        })
+    });
+    let unreachable: Vec<String> = rows
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.record.status == "unreachable")
+        .map(|r| r.record.message)
+        .collect();
+    assert_eq!(unreachable.len(), 1, "{unreachable:?}");
+    assert!(
+        unreachable[0].contains(
+            "(its stored description does not parse: field `devices`: invalid type: integer `5`"
+        ) && unreachable[0].ends_with(", so its runs are unknown)"),
+        "{}",
+        unreachable[0]
+    );
 }

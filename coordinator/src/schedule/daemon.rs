@@ -470,3 +470,33 @@ impl Daemon {
         self.db.call(move |s| s.release_campaigns(&owner)).await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::progress::LogReporter;
+
+    #[tokio::test]
+    async fn a_stored_schedule_spec_that_does_not_parse_fails_its_campaign_naming_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("fleet.db")).unwrap();
+        let spec = r#"{"suite": "smoke", "all_agents": true, "timeout_s": "soon"}"#;
+        let row = db
+            .with(|s| s.add_schedule("nightly", "0 3 * * *", spec, true))
+            .unwrap();
+        let daemon = Daemon::new(db.clone(), DaemonConfig::default(), Arc::new(LogReporter));
+        let report = daemon.run_now(&row).await.unwrap();
+        let error = report.error.unwrap_or_default();
+        assert!(
+            error.starts_with(
+                "schedule nightly: its stored spec does not parse: field `timeout_s`: invalid type"
+            ),
+            "{error}"
+        );
+        let campaign = db
+            .with(|s| s.campaign(report.campaign_id))
+            .unwrap()
+            .unwrap();
+        assert_eq!(campaign.state, CampaignState::Failed);
+    }
+}
