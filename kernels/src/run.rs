@@ -72,8 +72,8 @@ impl<'de> Deserialize<'de> for Mode {
 }
 
 /// The measurement settings of one run, every one decided: what the coordinator stores with a job,
-/// what the wire carries, what the worker measures by. Made only by [`PartialSettings::resolve`],
-/// so the defaults and the derived budget are applied in one place.
+/// what the wire carries, what the worker measures by. Decided by [`PartialSettings::resolve`],
+/// the one place the defaults and the derived budget are applied.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RunSettings {
     /// Untimed iterations before measuring (caches, clocks, JIT).
@@ -146,31 +146,24 @@ impl Default for RunSettings {
 
 /// Measurement settings as a suite file, the command line or a request gives them: `None` is "not
 /// given", never a number standing for the default. [`PartialSettings::resolve`] turns them into
-/// [`RunSettings`]. Stored (in a campaign's runs and selection) without the fields not given.
+/// [`RunSettings`]. Stored (with a campaign's runs) with null for the fields not given.
 #[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
 #[serde(default)]
 pub struct PartialSettings {
     /// See [`RunSettings::warmup`].
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub warmup: Option<u32>,
     /// See [`RunSettings::min_iterations`].
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_iterations: Option<u32>,
     /// See [`RunSettings::min_seconds`].
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub min_seconds: Option<f64>,
     /// See [`RunSettings::max_iterations`]; raised to `min_iterations` when below it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_iterations: Option<u32>,
     /// See [`RunSettings::timeout_s`].
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub timeout_s: Option<f64>,
     /// See [`RunSettings::target_ci_pct`]; 0: no target.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub target_ci_pct: Option<f64>,
     /// See [`RunSettings::max_seconds`]; not given: [`RunSettings::BUDGET_FACTOR`] ×
     /// `min_seconds`; raised to `min_seconds` when below it.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub max_seconds: Option<f64>,
 }
 
@@ -543,7 +536,7 @@ mod tests {
     }
 
     #[test]
-    fn given_settings_win_and_are_stored_without_the_rest() {
+    fn given_settings_win_and_the_rest_are_stored_as_not_given() {
         let overrides = PartialSettings {
             timeout_s: Some(5.0),
             ..Default::default()
@@ -557,7 +550,7 @@ mod tests {
         assert_eq!((both.timeout_s, both.warmup), (Some(5.0), Some(1)));
         assert_eq!(
             serde_json::to_string(&both).unwrap(),
-            r#"{"warmup":1,"timeout_s":5.0}"#
+            r#"{"warmup":1,"min_iterations":null,"min_seconds":null,"max_iterations":null,"timeout_s":5.0,"target_ci_pct":null,"max_seconds":null}"#
         );
         let back: PartialSettings = serde_json::from_str(r#"{"warmup":1,"timeout_s":5}"#).unwrap();
         assert_eq!(back, both);
