@@ -3,6 +3,7 @@
 //! Percentiles use linear interpolation between closest ranks (the same
 //! definition as numpy's default), so figures can be checked against it.
 
+use gpufleet_kernels::RunSettings;
 use serde::{Deserialize, Serialize};
 
 /// Summary of a run's per-iteration times, in seconds.
@@ -68,44 +69,35 @@ pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
     sorted[lo] + (sorted[hi] - sorted[lo]) * frac
 }
 
-/// Decides when a measurement loop has enough samples: at least
-/// `min_iterations` and at least `min_seconds` of measured time; then, with an
-/// interval target, until the 95% interval of the median is within
-/// `target_ci_pct` of it or `max_seconds` have passed; never more than
-/// `max_iterations`.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct StopRule {
-    pub min_iterations: usize,
-    pub min_seconds: f64,
-    pub max_iterations: usize,
-    /// Half-width of the median's interval, percent of the median; 0: no target.
-    pub target_ci_pct: f64,
-    /// The adaptive loop's time budget.
-    pub max_seconds: f64,
-}
-
-impl StopRule {
-    /// True when the loop should stop after `times` (the samples so far) and
-    /// `elapsed_s` seconds of wall time spent measuring. Sorting for the
-    /// interval costs O(n log n), so the interval is only looked at when the
-    /// count has grown by an eighth since `checked` (updated here).
-    pub fn done(&self, times: &[f64], elapsed_s: f64, checked: &mut usize) -> bool {
-        let n = times.len();
-        if n >= self.max_iterations {
-            return true;
-        }
-        if n < self.min_iterations || elapsed_s < self.min_seconds {
-            return false;
-        }
-        if self.target_ci_pct <= 0.0 || elapsed_s >= self.max_seconds {
-            return true;
-        }
-        if n < *checked + (*checked / 8).max(1) {
-            return false;
-        }
-        *checked = n;
-        interval_pct(times).is_some_and(|ci| ci <= self.target_ci_pct)
+/// Whether a measurement loop has enough samples after `times` (the samples so far) and
+/// `elapsed_s` seconds of wall time spent measuring: at least `min_iterations` and at least
+/// `min_seconds` of measured time; then, with an interval target, until the 95% interval of the
+/// median is within `target_ci_pct` of it or `max_seconds` have passed; never more than
+/// `max_iterations`. Takes the settings as resolved (each maximum at least its minimum). Sorting
+/// for the interval costs O(n log n), so the interval is only looked at when the count has grown
+/// by an eighth since `checked` (updated here).
+pub fn enough_samples(
+    rule: &RunSettings,
+    times: &[f64],
+    elapsed_s: f64,
+    checked: &mut usize,
+) -> bool {
+    let n = times.len();
+    if n >= rule.max_iterations as usize {
+        return true;
     }
+    if n < rule.min_iterations as usize || elapsed_s < rule.min_seconds {
+        return false;
+    }
+    let target = match rule.target_ci_pct {
+        Some(t) if t > 0.0 && elapsed_s < rule.max_seconds => t,
+        _ => return true,
+    };
+    if n < *checked + (*checked / 8).max(1) {
+        return false;
+    }
+    *checked = n;
+    interval_pct(times).is_some_and(|ci| ci <= target)
 }
 
 /// Half-width of the 95% interval of the median of `times`, percent of the median.
@@ -165,14 +157,15 @@ mod tests {
 
     #[test]
     fn stop_rule_needs_both_minimums_and_caps() {
-        let r = StopRule {
+        let r = RunSettings {
             min_iterations: 5,
             min_seconds: 1.0,
             max_iterations: 100,
-            target_ci_pct: 0.0,
+            target_ci_pct: None,
             max_seconds: 2.0,
+            ..RunSettings::DEFAULT
         };
-        let done = |n: usize, s: f64| r.done(&vec![1.0; n], s, &mut 0);
+        let done = |n: usize, s: f64| enough_samples(&r, &vec![1.0; n], s, &mut 0);
         assert!(!done(4, 10.0));
         assert!(!done(50, 0.5));
         assert!(done(5, 1.0));
@@ -181,26 +174,27 @@ mod tests {
 
     #[test]
     fn stop_rule_goes_on_until_the_interval_meets_the_target_or_the_budget() {
-        let r = StopRule {
+        let r = RunSettings {
             min_iterations: 5,
             min_seconds: 0.0,
             max_iterations: 10_000,
-            target_ci_pct: 1.0,
+            target_ci_pct: Some(1.0),
             max_seconds: 2.0,
+            ..RunSettings::DEFAULT
         };
         // Alternating 0.9/1.1: the median's interval spans both values however many samples
         // there are, so only the budget ends the loop.
         let wide: Vec<f64> = (0..200)
             .map(|i| if i % 2 == 0 { 0.9 } else { 1.1 })
             .collect();
-        assert!(!r.done(&wide, 1.0, &mut 0));
-        assert!(r.done(&wide, 2.0, &mut 0));
+        assert!(!enough_samples(&r, &wide, 1.0, &mut 0));
+        assert!(enough_samples(&r, &wide, 2.0, &mut 0));
         // Quiet samples meet ±1% as soon as they are looked at.
         let quiet: Vec<f64> = (0..20).map(|i| 1.0 + (i % 3) as f64 * 0.001).collect();
-        assert!(r.done(&quiet, 0.1, &mut 0));
+        assert!(enough_samples(&r, &quiet, 0.1, &mut 0));
         // Not looked at again until the count grew by an eighth.
         let mut checked = 19;
-        assert!(!r.done(&quiet, 0.1, &mut checked));
+        assert!(!enough_samples(&r, &quiet, 0.1, &mut checked));
         assert_eq!(checked, 19);
     }
 }

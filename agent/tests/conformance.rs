@@ -10,7 +10,7 @@
 mod common;
 
 use common::{assert_ok, on, on_backend, run, spec};
-use gpufleet_kernels::SuiteRun;
+use gpufleet_kernels::{RunSettings, SuiteRun};
 use gpufleet_proto::v1 as pb;
 
 /// A network of the models suite run on `dev`: within the suite's own deadline (300 s), and, on a
@@ -24,10 +24,14 @@ use gpufleet_proto::v1 as pb;
 /// 30 s. One checked iteration shows the backend computes the network right; its speed is the
 /// models suite's business.
 fn network_run(s: &mut pb::RunSpec, run: &SuiteRun, dev: &pb::Device) {
-    s.timeout_s = run.timeout_s;
+    let settings = run
+        .settings
+        .resolve()
+        .expect("the models suite's settings resolve");
+    s.timeout_s = Some(settings.timeout_s);
     if dev.device_type == "cpu" {
-        s.warmup = 1;
-        s.min_iterations = 1;
+        s.warmup = Some(1);
+        s.min_iterations = Some(1);
     }
 }
 
@@ -67,7 +71,7 @@ async fn conformance(backend: &str, f16: F16Gemm) {
                 network_run(&mut s, r, &dev);
             }
             let started = std::time::Instant::now();
-            let timeout_s = s.timeout_s;
+            let timeout_s = s.timeout_s.unwrap_or(RunSettings::DEFAULT.timeout_s);
             let (_, res) = run(&mut c, &format!("{backend}-{i}-{v}"), s).await;
             eprintln!(
                 "{}/{v} on {}: {:.1} s (timeout {timeout_s} s)",
@@ -114,7 +118,7 @@ async fn conformance(backend: &str, f16: F16Gemm) {
         // The agent's default timeout (120 s), not the suite's 30 s: a CPU OpenCL compiler
         // builds half-precision tiles slowly (PoCL: seconds per program), and on a busy 2-core
         // runner that is not what this test is about.
-        s.timeout_s = 0.0;
+        s.timeout_s = None;
         let started = std::time::Instant::now();
         let (_, res) = run(&mut c, &format!("f16-{v}"), s).await;
         let took = started.elapsed().as_secs_f64();

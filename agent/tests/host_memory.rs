@@ -46,9 +46,9 @@ async fn debug_alloc_past_the_worker_limit_ends_out_of_memory_and_the_agent_serv
     let a = start(move |c| c.host_root = path).await;
     let mut c = client(&a).await;
     let quick = |gib: i64| pb::RunSpec {
-        warmup: 0,
-        min_iterations: 1,
-        max_iterations: 1,
+        warmup: Some(0),
+        min_iterations: Some(1),
+        max_iterations: Some(1),
         ..spec("debug_alloc", &[("gib", gib)])
     };
     // 1 GiB fits the worker's limit (its 64 MiB estimate plus 1 GiB of headroom)...
@@ -137,7 +137,7 @@ async fn a_run_that_no_longer_fits_when_its_device_is_free_ends_out_of_memory() 
     let a = start(move |c| c.host_root = path).await;
     let mut c = client(&a).await;
     let mut hang = spec("debug_hang", &[]);
-    hang.timeout_s = 30.0;
+    hang.timeout_s = Some(30.0);
     let mut busy = c
         .run(pb::RunRequest {
             run_id: "busy".into(),

@@ -79,7 +79,7 @@ async fn run_energy_matches_the_counter_written_by_hand() {
     // Let the sampler collect an idle baseline first.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let mut spec = common::spec("vec_add", &[("n", 4096)]);
-    spec.min_seconds = 0.2;
+    spec.min_seconds = Some(0.2);
     let mut stream = c
         .run(pb::RunRequest {
             run_id: "power-e2e".into(),
@@ -237,14 +237,14 @@ async fn stream_power_filters_and_a_run_without_sensor_has_no_energy() {
 
     // A negative window turns the power run off; the energy is still there.
     let mut spec = common::spec("vec_add", &[("n", 1024)]);
-    spec.power_window_s = -1.0;
+    spec.power_window_s = Some(-1.0);
     let (_, r) = common::run(&mut c, "no-power-run", spec).await;
     let e = r.energy.expect("energy");
     assert!(!e.power_run);
     assert!(e.message.contains("rough"), "{}", e.message);
     // A window longer than the timeout is refused.
     let mut spec = common::spec("vec_add", &[("n", 1024)]);
-    spec.power_window_s = 60.0;
+    spec.power_window_s = Some(60.0);
     let err = common::refused(&mut c, spec).await;
     assert!(
         err.message().contains("power_window_s"),

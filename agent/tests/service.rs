@@ -90,7 +90,7 @@ async fn debug_kernels_crash_hang_and_lie_and_the_agent_keeps_serving() {
     assert!(r.message.contains("SIGABRT"), "{}", r.message);
 
     let mut s = spec("debug_hang", &[]);
-    s.timeout_s = 1.0;
+    s.timeout_s = Some(1.0);
     let t = Instant::now();
     let (_, r) = run(&mut c, "hang", s).await;
     assert_eq!(r.status(), pb::RunStatus::TimedOut, "{}", r.message);
@@ -111,6 +111,77 @@ async fn debug_kernels_crash_hang_and_lie_and_the_agent_keeps_serving() {
 
 fn libc_sigsegv() -> i32 {
     11
+}
+
+#[tokio::test]
+async fn absent_settings_take_the_defaults_and_given_ones_are_used_as_they_are() {
+    let a = start(|_| {}).await;
+    let mut c = client(&a).await;
+    // A minimal request, as a client built before the settings were `optional` sends one that
+    // wants the defaults: no setting on the wire.
+    let minimal = pb::RunSpec {
+        kernel: "noop".into(),
+        device_id: "cpu:0".into(),
+        ..Default::default()
+    };
+    let (_, r) = run(&mut c, "defaults", minimal.clone()).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+    let d = gpufleet_kernels::RunSettings::DEFAULT;
+    assert_eq!(r.warmup_done, d.warmup);
+    assert!(r.stats.unwrap().count >= d.min_iterations);
+    // Given: zero warm-up is zero; an older client's negative target still means none.
+    let given = pb::RunSpec {
+        warmup: Some(0),
+        min_iterations: Some(2),
+        max_iterations: Some(2),
+        min_seconds: Some(0.0),
+        target_ci_pct: Some(-1.0),
+        ..minimal.clone()
+    };
+    let (_, r) = run(&mut c, "given", given).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+    assert_eq!(r.warmup_done, 0);
+    let stats = r.stats.unwrap();
+    assert_eq!((stats.count, stats.target_ci_pct), (2, 0.0));
+    // Outside the bounds: refused naming the field and the bound.
+    for (s, needle) in [
+        (
+            pb::RunSpec {
+                min_iterations: Some(0),
+                ..minimal.clone()
+            },
+            "field min_iterations: 0 is outside 1..=100000",
+        ),
+        (
+            pb::RunSpec {
+                target_ci_pct: Some(101.0),
+                ..minimal.clone()
+            },
+            "field target_ci_pct: 101 is outside [0, 100]",
+        ),
+        (
+            pb::RunSpec {
+                max_iterations: Some(100_001),
+                ..minimal.clone()
+            },
+            "field max_iterations: 100001 is outside 1..=100000",
+        ),
+        (
+            pb::RunSpec {
+                min_seconds: Some(f64::NAN),
+                ..minimal.clone()
+            },
+            "field min_seconds: NaN is outside [0, 3600]",
+        ),
+    ] {
+        let st = refused(&mut c, s).await;
+        assert_eq!(st.code(), tonic::Code::InvalidArgument, "{needle}: {st:?}");
+        assert!(
+            st.message().contains(needle),
+            "{needle} not in {:?}",
+            st.message()
+        );
+    }
 }
 
 #[tokio::test]
@@ -153,7 +224,7 @@ async fn bad_input_is_refused_naming_the_field() {
         ),
         (
             pb::RunSpec {
-                timeout_s: -1.0,
+                timeout_s: Some(-1.0),
                 ..spec("gemm", &[])
             },
             "timeout_s",
@@ -243,7 +314,7 @@ async fn queue_is_bounded_and_runs_can_be_cancelled() {
     let a = start(|c| c.queue_capacity = 1).await;
     let mut c = client(&a).await;
     let mut hang = spec("debug_hang", &[]);
-    hang.timeout_s = 60.0;
+    hang.timeout_s = Some(60.0);
     let first = c
         .run(pb::RunRequest {
             run_id: "h1".into(),

@@ -3,10 +3,10 @@
 //! binary's hidden `agent-worker` entry), registered as `local`, and the
 //! suite runs on every device of every available backend over real gRPC.
 
-use crate::campaign::plan::Selection;
 use crate::campaign::progress::CliReporter;
 use crate::campaign::request::{CampaignRequest, RetryPolicy};
 use crate::campaign::run::run_campaign;
+use crate::campaign::selection::Selection;
 use crate::cli::args::DemoArgs;
 use crate::cli::results::print_outcome;
 use crate::db::Db;

@@ -15,8 +15,9 @@
 //! - `fleet/`: agents that dial in: the `Fleet` service of `gpufleet serve --fleet-listen`, the
 //!   hub of attached agents that stores and acknowledges their finished runs, and their
 //!   [`AgentLink`](link::AgentLink) (`link.rs`, with `links()` choosing by the agent's kind).
-//! - `campaign/`: a suite × agents × devices: the request and its stored form (`request.rs`), the
-//!   validation of runs and the pure planner (`plan.rs`), describing and storing jobs (`prepare.rs`), executing them with
+//! - `campaign/`: a suite × agents × devices: the request and its stored form (`request.rs`), its
+//!   filters and overrides (`selection.rs`), why it stops before running (`error.rs`), the
+//!   validation of runs, their settings resolved once, and the pure planner (`plan.rs`), describing and storing jobs (`prepare.rs`), executing them with
 //!   retries, lost agents and a typed [`JobFailure`](campaign::JobFailure) (`execute.rs`), the
 //!   owner and heartbeat (`owner.rs`), the whole campaign in one call (`run.rs`), progress to the
 //!   terminal (`progress.rs`).
@@ -47,8 +48,9 @@
 //! # Lifecycle of a campaign
 //! 1. `gpufleet run --suite S --agent A` (or a schedule's slot, or `demo`) builds a
 //!    [`CampaignRequest`](campaign::CampaignRequest).
-//! 2. Its runs are validated once ([`resolve_runs`](campaign::plan::resolve_runs)): an invalid
-//!    spec is refused before any agent is contacted or anything is stored. The campaign is stored
+//! 2. Its runs are validated and their settings resolved once
+//!    ([`resolve_runs`](campaign::plan::resolve_runs)): an invalid spec or setting is refused
+//!    before any agent is contacted or anything is stored. The campaign is stored
 //!    (`running`, owned by `pid@host`) with its request in stored form.
 //! 3. Prepare: every agent is described over its [`AgentLink`](link::AgentLink), in parallel; the
 //!    planner expands the runs over each device whose backend implements the kernel; devices and

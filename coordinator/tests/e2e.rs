@@ -1,11 +1,12 @@
 //! End to end over real loopback gRPC: the `gpufleet` CLI → agent process →
 //! worker processes → results in a real SQLite file.
 
-use gpufleet_coordinator::campaign::plan::Selection;
-use gpufleet_coordinator::campaign::{CampaignRequest, RetryPolicy, run_campaign};
+use gpufleet_coordinator::campaign::{
+    CampaignOptions, CampaignRequest, RetryPolicy, Selection, run_campaign,
+};
 use gpufleet_coordinator::db::Db;
 use gpufleet_coordinator::store::{ResultFilter, Store};
-use gpufleet_kernels::SuiteRun;
+use gpufleet_kernels::{PartialSettings, SuiteRun};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::process::{Command, Output, Stdio};
@@ -316,14 +317,16 @@ async fn an_agent_dying_mid_campaign_loses_only_its_jobs() {
             params: BTreeMap::from([("n".to_string(), (1 << 20) + i)]),
             dtype: gpufleet_kernels::Dtype::F32,
             mode: gpufleet_kernels::Mode::ComputeOnly,
-            warmup: 1,
-            min_iterations: 2,
-            min_seconds: 0.6,
-            max_iterations: 100_000,
-            timeout_s: 30.0,
-            // A fixed length: the test kills an agent while these run.
-            target_ci_pct: 0.0,
-            max_seconds: 0.6,
+            settings: PartialSettings {
+                warmup: Some(1),
+                min_iterations: Some(2),
+                min_seconds: Some(0.6),
+                max_iterations: Some(100_000),
+                timeout_s: Some(30.0),
+                // A fixed length: the test kills an agent while these run.
+                target_ci_pct: Some(0.0),
+                max_seconds: Some(0.6),
+            },
             env: BTreeMap::new(),
         })
         .collect();
@@ -333,7 +336,10 @@ async fn an_agent_dying_mid_campaign_loses_only_its_jobs() {
         runs,
         agents: vec![a, b],
         selection: Selection {
-            backends: vec!["cpu".into()],
+            options: CampaignOptions {
+                backends: vec!["cpu".into()],
+                ..Default::default()
+            },
             ..Default::default()
         },
         retry: RetryPolicy {

@@ -546,3 +546,54 @@ fn suite_errors_are_said_once_and_before_any_campaign() {
     }
     assert_eq!(ok(&gpufleet(&db, &["campaigns", "--json"])).trim(), "[]");
 }
+
+/// A schedule whose stored spec does not parse is named with the field, never listed as an empty
+/// one; a timeout of 0 is refused before anything is stored.
+#[test]
+fn stored_specs_that_do_not_parse_and_impossible_settings_are_errors_naming_the_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    ok(&gpufleet(
+        &db,
+        &["agents", "add", "far", "http://127.0.0.1:1"],
+    ));
+    let out = gpufleet(
+        &db,
+        &[
+            "run",
+            "--agent",
+            "far",
+            "--kernel",
+            "noop",
+            "--timeout-s",
+            "0",
+        ],
+    );
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(
+        err.contains("--timeout-s") && err.contains("0 is outside (0, 86400]"),
+        "{err}"
+    );
+    let campaigns = ok(&gpufleet(&db, &["campaigns", "--json"]));
+    assert_eq!(campaigns.trim(), "[]", "nothing stored");
+
+    let store = gpufleet_coordinator::db::Db::open(&db).unwrap();
+    store
+        .with(|s| {
+            s.add_schedule(
+                "nightly",
+                "0 3 * * *",
+                r#"{"suite": "smoke", "all_agents": true, "timeout_s": "soon"}"#,
+                true,
+            )
+        })
+        .unwrap();
+    let out = gpufleet(&db, &["schedule", "list"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(
+        err.contains("schedule nightly: its stored spec does not parse: field `timeout_s`"),
+        "{err}"
+    );
+}

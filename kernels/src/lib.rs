@@ -21,7 +21,11 @@
 //! - `error.rs`: [`SpecError`], why a spec was refused, naming the field and the bound.
 //! - `problem.rs`: validating a spec into a [`Problem`], and what derives from it (sizes, FLOP/byte
 //!   counts, inputs, metric, spec key) asked of its family (its tests in `problem/tests.rs`).
-//! - `run.rs`: how a spec is measured: [`Mode`] and the one set of [`RunDefaults`] every layer reads.
+//! - `run.rs`: how a spec is measured: [`Mode`]; the settings as given ([`PartialSettings`]) and as
+//!   decided ([`RunSettings`], its defaults written once), their one bound check ([`SettingError`]);
+//!   how far a result can be trusted ([`is_noisy`], [`median_ci`]).
+//! - `json.rs`: stored or received JSON read into a typed value, an error naming the field
+//!   ([`from_json_str`], [`from_json_value`], [`JsonError`]).
 //! - `inputs.rs`: seeded value sets (values exact in fp16) the families draw their inputs from.
 //! - `check/`: [`Validation`]: the harness pieces (`harness.rs`), a whole validation
 //!   ([`Problem::check`], `mod.rs`), and a network's layer by layer (`model.rs`).
@@ -52,6 +56,7 @@ mod check;
 pub mod env;
 mod error;
 mod inputs;
+mod json;
 pub mod model;
 mod problem;
 mod process;
@@ -68,9 +73,12 @@ pub use catalog::{
 };
 pub use check::harness::Validation;
 pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};
+pub use json::{JsonError, flattened, from_json_str, from_json_value};
 pub use problem::MAX_FOOTPRINT_BYTES;
 pub use process::quiet_broken_pipes;
-pub use run::{Mode, NOISY_CV, RunDefaults, ci_pct, is_noisy, median_ci};
+pub use run::{
+    Mode, NOISY_CV, PartialSettings, RunSettings, SettingError, ci_pct, is_noisy, median_ci,
+};
 pub use secret::{MIN_SECRET_CHARS, secrets_equal, weak_secret};
 pub use suite::{BUILTIN_SUITES, Suite, SuiteError, SuiteRun};
 pub use types::{Buffer, BufferKind, Dtype, MetricKind, MetricValue};

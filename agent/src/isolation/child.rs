@@ -4,7 +4,7 @@
 use super::monotonic_ns;
 use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome, WorkerStatus};
 use crate::backend::{self, BackendError, PreparedKernel};
-use crate::stats::{StopRule, interval_pct};
+use crate::stats::{enough_samples, interval_pct};
 use gpufleet_kernels::{Buffer, Problem, model};
 use std::fs::File;
 use std::io::{BufRead, BufWriter, Write};
@@ -74,7 +74,7 @@ pub fn main(args: &[String]) -> i32 {
                 if line.trim().is_empty() {
                     continue;
                 }
-                let outcome = match serde_json::from_str::<WorkerJob>(&line) {
+                let outcome = match gpufleet_kernels::from_json_str::<WorkerJob>(&line) {
                     Ok(job) => run_job(&job, &mut chan),
                     Err(e) => {
                         WorkerOutcome::failed(WorkerStatus::Error, format!("malformed job: {e}"))
@@ -171,7 +171,7 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
         problem: &problem,
         inputs: perturbed.as_ref().map_or(&inputs, |(_, p)| p),
         mode: job.mode,
-        tune_budget: backend::tuning::budget(job.timeout_s),
+        tune_budget: backend::tuning::budget(job.settings.timeout_s),
     };
     let mut kernel = match backend.prepare(&prepare) {
         Ok(k) => k,
@@ -239,19 +239,13 @@ fn measure(
     kernel: &mut dyn PreparedKernel,
     chan: &mut Channel,
 ) -> Result<Measured, BackendError> {
-    chan.progress("warmup", format!("{} warm-up iterations", job.warmup), 0);
-    for _ in 0..job.warmup {
+    let rule = &job.settings;
+    chan.progress("warmup", format!("{} warm-up iterations", rule.warmup), 0);
+    for _ in 0..rule.warmup {
         kernel.run()?;
     }
-    let rule = StopRule {
-        min_iterations: job.min_iterations.max(1) as usize,
-        min_seconds: job.min_seconds.max(0.0),
-        max_iterations: job.max_iterations.max(job.min_iterations).max(1) as usize,
-        target_ci_pct: job.target_ci_pct,
-        max_seconds: job.max_seconds.max(job.min_seconds),
-    };
     let mut checked = 0;
-    let mut times = Vec::with_capacity(rule.min_iterations);
+    let mut times = Vec::with_capacity(rule.min_iterations as usize);
     chan.send(&WorkerEvent::WindowBegin {
         monotonic_ns: monotonic_ns(),
     });
@@ -260,15 +254,15 @@ fn measure(
     loop {
         times.push(kernel.run()?.as_secs_f64());
         let elapsed = start.elapsed().as_secs_f64();
-        if rule.done(&times, elapsed, &mut checked) {
+        if enough_samples(rule, &times, elapsed, &mut checked) {
             break;
         }
         if elapsed - last_report >= PROGRESS_EVERY_S {
             last_report = elapsed;
-            let interval = match interval_pct(&times) {
-                Some(ci) if rule.target_ci_pct > 0.0 => format!(
-                    ", median ±{ci:.1}% (target ±{}%, budget {:.1} s)",
-                    rule.target_ci_pct, rule.max_seconds
+            let interval = match (interval_pct(&times), rule.target_ci_pct) {
+                (Some(ci), Some(target)) => format!(
+                    ", median ±{ci:.1}% (target ±{target}%, budget {:.1} s)",
+                    rule.max_seconds
                 ),
                 _ => String::new(),
             };
@@ -299,7 +293,7 @@ fn measure(
     });
     Ok(Measured {
         times,
-        warmup_done: job.warmup,
+        warmup_done: rule.warmup,
         power_iterations,
     })
 }

@@ -365,7 +365,7 @@ pub async fn run_worker(
     loop {
         tokio::select! {
             line = w.lines.next_line() => match line {
-                Ok(Some(line)) => match serde_json::from_str::<WorkerEvent>(&line) {
+                Ok(Some(line)) => match WorkerEvent::decode(&line) {
                     Ok(WorkerEvent::Progress { phase, message, iterations }) => {
                         let _ = progress.try_send(ProgressEvent { phase, message, iterations });
                     }
@@ -375,7 +375,12 @@ pub async fn run_worker(
                         outcome = Some(o);
                         break;
                     }
-                    Err(e) => tracing::warn!("worker sent an unreadable line ({e}): {line:.200}"),
+                    // Read as nothing else: the run ends as an error naming the field, and the
+                    // worker, whose protocol is broken, is not kept.
+                    Err(e) => {
+                        outcome = Some(WorkerOutcome::unreadable(&line, &e));
+                        break;
+                    }
                 },
                 _ => break,
             },
@@ -502,9 +507,17 @@ pub async fn discover(
     };
     let _ = stderr_task.await;
     let stderr_tail = lock(&stderr).tail_text(1024);
-    match serde_json::from_str::<DiscoveryReply>(text.trim()) {
+    match gpufleet_kernels::from_json_str::<DiscoveryReply>(text.trim()) {
         Ok(DiscoveryReply::Devices(d)) => Ok(d),
         Ok(DiscoveryReply::Unavailable(e)) => Err(e),
+        // A worker that exited normally but answered something unreadable says so, naming the
+        // field, instead of passing for a crash.
+        Err(e) if status.is_some_and(|s| s.success()) && !text.trim().is_empty() => {
+            Err(unavailable(format!(
+                "device discovery answered unreadably: {e}; stderr: {}",
+                stderr_tail.trim()
+            )))
+        }
         Err(_) => {
             let how = match status {
                 Some(s) if s.signal().is_some() => {
@@ -535,4 +548,81 @@ pub fn signal_name(sig: i32) -> String {
         _ => return format!("signal {sig}"),
     };
     name.to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpufleet_kernels::{Mode, RunSettings};
+
+    /// A stand-in worker: `sh -c SCRIPT`, whatever arguments the parent adds.
+    fn shell(script: &str) -> WorkerCommand {
+        WorkerCommand {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into(), "worker".into()],
+            env: Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn an_outcome_line_with_a_wrong_field_type_ends_the_run_as_an_error_naming_it() {
+        let line = r#"{"event":"outcome","status":"ok","message":"","times_s":"fast","warmup_done":0,"validation":null,"config":{}}"#;
+        let cmd = shell(&format!("read job; echo '{line}'; read next; exit 0"));
+        let job = WorkerJob {
+            backend: "cpu".into(),
+            device: DeviceInfo::default(),
+            kernel: "noop".into(),
+            variant: String::new(),
+            params: BTreeMap::new(),
+            dtype: "f32".into(),
+            mode: Mode::ComputeOnly,
+            settings: RunSettings::DEFAULT,
+            skip_validation: false,
+            seed: 1,
+            allow_debug: false,
+            power_window_s: 0.0,
+        };
+        let (_cancel_tx, cancel) = watch::channel(false);
+        let (progress, _progress_rx) = mpsc::channel(8);
+        let pool = WorkerPool::new(true);
+        let run = run_worker(
+            &pool,
+            &cmd,
+            &job,
+            &BTreeMap::new(),
+            Duration::from_secs(20),
+            None,
+            cancel,
+            progress,
+        )
+        .await
+        .unwrap();
+        let Ending::Finished(o) = run.ending else {
+            panic!("{:?}", run.ending)
+        };
+        assert_eq!(o.status, WorkerStatus::Error);
+        assert!(
+            o.message
+                .starts_with("the worker sent an unreadable line (field `times_s`: invalid type"),
+            "{}",
+            o.message
+        );
+        assert!(
+            pool.idle().is_empty(),
+            "a worker with a broken protocol is not kept"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_discovery_answer_that_does_not_parse_names_the_field() {
+        let cmd = shell(r#"echo '{"devices": 5}'"#);
+        let e = discover(&cmd, "cpu", Duration::from_secs(20))
+            .await
+            .unwrap_err();
+        let text = e.to_string();
+        assert!(
+            text.contains("device discovery answered unreadably: field `devices`: invalid type"),
+            "{text}"
+        );
+    }
 }

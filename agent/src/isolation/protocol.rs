@@ -1,7 +1,7 @@
 //! Messages between the agent and its worker processes (JSON, one per line).
 
 use crate::backend::{BackendError, DeviceInfo, Mode};
-use gpufleet_kernels::Validation;
+use gpufleet_kernels::{JsonError, RunSettings, Validation};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -15,17 +15,10 @@ pub struct WorkerJob {
     pub params: BTreeMap<String, i64>,
     pub dtype: String,
     pub mode: Mode,
-    pub warmup: u32,
-    pub min_iterations: u32,
-    pub min_seconds: f64,
-    pub max_iterations: u32,
-    /// Interval target (half-width of the median's 95% interval, percent of the median) that
-    /// ends measuring after the minimums; 0: none.
-    #[serde(default)]
-    pub target_ci_pct: f64,
-    /// Seconds of measuring after which the loop stops without reaching the target.
-    #[serde(default)]
-    pub max_seconds: f64,
+    /// How to measure, every setting decided by the parent (the request's, else the defaults);
+    /// the worker's loop applies them as they are. `timeout_s` also bounds its autotuning.
+    #[serde(flatten)]
+    pub settings: RunSettings,
     pub skip_validation: bool,
     pub seed: u64,
     /// Whether debug kernels may run (the agent's --enable-debug-kernels).
@@ -35,10 +28,6 @@ pub struct WorkerJob {
     /// until the window is this long. 0: no power run.
     #[serde(default)]
     pub power_window_s: f64,
-    /// The run's timeout in seconds (the parent enforces it; the worker bounds its autotuning
-    /// by it). 0: unknown.
-    #[serde(default)]
-    pub timeout_s: f64,
 }
 
 /// Run status as the worker decides it; crashes and timeouts are decided by
@@ -84,6 +73,19 @@ impl WorkerOutcome {
         }
     }
 
+    /// The outcome of a run whose worker sent a line that is not a protocol event (say, an
+    /// outcome whose `times_s` is not a list): an error naming the field, with the start of the
+    /// line. Never read as anything else.
+    pub fn unreadable(line: &str, e: &JsonError) -> Self {
+        Self::failed(
+            WorkerStatus::Error,
+            format!(
+                "the worker sent an unreadable line ({e}): {}",
+                gpufleet_kernels::prefix(line, 200)
+            ),
+        )
+    }
+
     /// Maps a backend error to the status it stands for.
     pub fn from_backend_error(e: &BackendError) -> Self {
         let status = match e {
@@ -116,6 +118,31 @@ pub enum WorkerEvent {
     Outcome(WorkerOutcome),
 }
 
+impl WorkerEvent {
+    /// Reads one line of the worker's protocol channel.
+    ///
+    /// # Errors
+    /// [`JsonError`] naming the field at fault. serde cannot follow a field into an internally
+    /// tagged enum, so an outcome that does not parse is read again as a [`WorkerOutcome`] to
+    /// name it (`times_s`, `validation.passed`).
+    pub fn decode(line: &str) -> Result<WorkerEvent, JsonError> {
+        gpufleet_kernels::from_json_str(line).map_err(|e| {
+            let Ok(serde_json::Value::Object(mut body)) = serde_json::from_str(line) else {
+                return e;
+            };
+            match body.remove("event") {
+                Some(tag) if tag == "outcome" => {
+                    let body = serde_json::Value::Object(body);
+                    gpufleet_kernels::from_json_value::<WorkerOutcome>(&body)
+                        .err()
+                        .unwrap_or(e)
+                }
+                _ => e,
+            }
+        })
+    }
+}
+
 /// What `worker discover <backend>` answers.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -144,6 +171,28 @@ mod tests {
             assert!(!line.contains('\n'));
             assert_eq!(serde_json::from_str::<WorkerEvent>(&line).unwrap(), e);
         }
+    }
+
+    #[test]
+    fn an_outcome_with_a_wrong_field_type_is_an_error_naming_the_field() {
+        let good = WorkerEvent::Outcome(WorkerOutcome::failed(WorkerStatus::Ok, "fine"));
+        let mut v = serde_json::to_value(&good).unwrap();
+        v["times_s"] = serde_json::json!("fast");
+        let line = v.to_string();
+        let e = WorkerEvent::decode(&line).unwrap_err();
+        assert_eq!(e.field, "times_s", "{e}");
+        let o = WorkerOutcome::unreadable(&line, &e);
+        assert_eq!(o.status, WorkerStatus::Error);
+        assert!(
+            o.message
+                .starts_with("the worker sent an unreadable line (")
+                && o.message.contains("times_s"),
+            "{}",
+            o.message
+        );
+        // A job with a setting of the wrong type names it too.
+        let e = gpufleet_kernels::from_json_str::<WorkerJob>(r#"{"backend": 1}"#).unwrap_err();
+        assert_eq!(e.field, "backend");
     }
 
     #[test]

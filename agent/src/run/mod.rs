@@ -38,7 +38,6 @@ use crate::isolation::WorkerCommand;
 use crate::isolation::parent::WorkerPool;
 use crate::power::PowerConfig;
 use crate::power::state::PowerState;
-use gpufleet_kernels::RunDefaults;
 use queue::DeviceQueues;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -57,7 +56,6 @@ pub struct AgentConfig {
     pub token: Option<String>,
     /// Deadline for each backend's discovery worker.
     pub discovery_timeout: Duration,
-    pub defaults: RunDefaults,
     /// Where to look for power sensors and how often to read them.
     pub power: PowerConfig,
     /// Where /proc and /sys are read for the host's memory (`/`; tests give a fixture root).
@@ -79,7 +77,6 @@ impl AgentConfig {
             queue_capacity: 16,
             token: None,
             discovery_timeout: Duration::from_secs(30),
-            defaults: RunDefaults::default(),
             power: PowerConfig::default(),
             host_root: PathBuf::from("/"),
             limit_worker_memory: true,

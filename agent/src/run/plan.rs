@@ -1,6 +1,8 @@
 //! From a RunSpec to a checked plan: kernel, parameters, device, mode,
-//! environment, device and host memory, timeout, iterations and the power
-//! window, each refused naming its field. Pure: reads only the agent's state
+//! environment, device and host memory, the measurement settings (resolved by
+//! the one [`PartialSettings::resolve`] every layer uses, so an absent field
+//! means the same default here as in a suite) and the power window, each
+//! refused naming its field. Pure: reads only the agent's state
 //! and the host-memory reading it is given.
 
 use super::AgentCore;
@@ -11,7 +13,7 @@ use crate::error::AgentError;
 use crate::host::memory::{HostMemory, gib};
 use crate::isolation::protocol::WorkerJob;
 use crate::power::run_energy::{RunPower, plan_power};
-use gpufleet_kernels::{Problem, RunDefaults, quote};
+use gpufleet_kernels::{PartialSettings, Problem, quote};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -119,74 +121,9 @@ pub fn plan(
             ),
         ));
     }
-    let d = core.config.defaults;
-    let timeout_s = if spec.timeout_s == 0.0 {
-        d.timeout_s
-    } else {
-        spec.timeout_s
-    };
-    if !(timeout_s > 0.0 && timeout_s <= RunDefaults::MAX_TIMEOUT_S) {
-        return Err(invalid(
-            "timeout_s",
-            format!(
-                "{} is outside (0, {}] seconds",
-                spec.timeout_s,
-                RunDefaults::MAX_TIMEOUT_S
-            ),
-        ));
-    }
-    if !(spec.min_seconds >= 0.0 && spec.min_seconds <= 3600.0) {
-        return Err(invalid(
-            "min_seconds",
-            format!("{} is outside [0, 3600] seconds", spec.min_seconds),
-        ));
-    }
-    if !(spec.max_seconds >= 0.0 && spec.max_seconds <= RunDefaults::MAX_TIMEOUT_S) {
-        return Err(invalid(
-            "max_seconds",
-            format!(
-                "{} is outside [0, {}] seconds",
-                spec.max_seconds,
-                RunDefaults::MAX_TIMEOUT_S
-            ),
-        ));
-    }
-    if !(spec.target_ci_pct.is_finite() && spec.target_ci_pct <= 100.0) {
-        return Err(invalid(
-            "target_ci_pct",
-            format!(
-                "{} is not a percentage (0: the default {}%, negative: no target)",
-                spec.target_ci_pct, d.target_ci_pct
-            ),
-        ));
-    }
-    let min_seconds = if spec.min_seconds == 0.0 {
-        d.min_seconds
-    } else {
-        spec.min_seconds
-    };
-    let max_seconds = if spec.max_seconds == 0.0 {
-        RunDefaults::budget(min_seconds)
-    } else {
-        spec.max_seconds
-    }
-    .max(min_seconds);
-    let target_ci_pct = match spec.target_ci_pct {
-        0.0 => d.target_ci_pct,
-        t if t < 0.0 => 0.0,
-        t => t,
-    };
-    let or = |v: u32, default: u32| if v == 0 { default } else { v };
-    let min_iterations = or(spec.min_iterations, d.min_iterations);
-    let max_iterations = or(spec.max_iterations, d.max_iterations).max(min_iterations);
-    // Every timed iteration travels back as a raw sample; keep results
-    // well under gRPC's default 4 MiB message size.
-    if max_iterations > RunDefaults::MAX_ITERATIONS {
-        return Err(invalid(
-            "max_iterations",
-            format!("{max_iterations} exceeds {}", RunDefaults::MAX_ITERATIONS),
-        ));
-    }
+    let settings = given_settings(spec)
+        .resolve()
+        .map_err(|e| invalid(e.field, e.message))?;
     let mode = match pb::RunMode::try_from(spec.mode) {
         Ok(pb::RunMode::Unspecified | pb::RunMode::ComputeOnly) => Mode::ComputeOnly,
         Ok(pb::RunMode::WithTransfers) => Mode::WithTransfers,
@@ -212,8 +149,9 @@ pub fn plan(
         &core.power.sampler,
         &device.pci_bus_id,
         device.backend == "cpu",
-        spec.power_window_s,
-        timeout_s,
+        // Absent: the automatic window, which `plan_power` calls 0.
+        spec.power_window_s.unwrap_or(0.0),
+        settings.timeout_s,
     )?;
     let job = WorkerJob {
         backend: device.backend.clone(),
@@ -223,17 +161,11 @@ pub fn plan(
         params: problem.params.clone(),
         dtype: problem.dtype.name().to_string(),
         mode,
-        warmup: or(spec.warmup, d.warmup),
-        min_iterations,
-        min_seconds,
-        max_iterations,
-        target_ci_pct,
-        max_seconds,
+        settings,
         skip_validation: spec.skip_validation,
         seed: spec.seed,
         allow_debug: core.config.enable_debug_kernels,
         power_window_s: power.as_ref().map_or(0.0, |p| p.window_s),
-        timeout_s,
     };
     let mut plan = Plan {
         run_id: run_id.to_string(),
@@ -246,7 +178,7 @@ pub fn plan(
         device: device.clone(),
         mode,
         env,
-        timeout: Duration::from_secs_f64(timeout_s),
+        timeout: Duration::from_secs_f64(settings.timeout_s),
         job,
         supported,
         power,
@@ -257,6 +189,22 @@ pub fn plan(
         plan.memory = plan.admit_memory(host, core.config.limit_worker_memory)?;
     }
     Ok(plan)
+}
+
+/// The measurement settings a request gives, absent fields left to [`PartialSettings::resolve`]
+/// (the agent's defaults are everyone's). A negative `target_ci_pct` is "no target", as clients
+/// sent it before the field was `optional` (see `RunSpec` in agent.proto).
+fn given_settings(spec: &pb::RunSpec) -> PartialSettings {
+    let older_no_target = |t: f64| if t < 0.0 && t.is_finite() { 0.0 } else { t };
+    PartialSettings {
+        warmup: spec.warmup,
+        min_iterations: spec.min_iterations,
+        min_seconds: spec.min_seconds,
+        max_iterations: spec.max_iterations,
+        timeout_s: spec.timeout_s,
+        target_ci_pct: spec.target_ci_pct.map(older_no_target),
+        max_seconds: spec.max_seconds,
+    }
 }
 
 fn device_list(core: &AgentCore) -> String {

@@ -125,7 +125,7 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                 let (ci_low, ci_high) =
                     gpufleet_kernels::median_ci(&sorted).unwrap_or((s.median, s.median));
                 let ci_pct = gpufleet_kernels::ci_pct(ci_low, ci_high, s.median);
-                let target = plan.job.target_ci_pct;
+                let target = plan.job.settings.target_ci_pct;
                 r.stats = Some(pb::Stats {
                     count: s.count as u32,
                     median_s: s.median,
@@ -139,8 +139,9 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                     median_ci_low_s: ci_low,
                     median_ci_high_s: ci_high,
                     ci_pct: ci_pct.unwrap_or(0.0),
-                    target_ci_pct: target,
-                    noisy: gpufleet_kernels::is_noisy(Some(s.cv), ci_pct, Some(target)),
+                    // 0 on the result: none.
+                    target_ci_pct: target.unwrap_or(0.0),
+                    noisy: gpufleet_kernels::is_noisy(Some(s.cv), ci_pct, target),
                 });
                 // The metric exists only for results that count.
                 if o.status == WorkerStatus::Ok {

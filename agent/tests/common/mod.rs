@@ -66,10 +66,10 @@ pub fn spec(kernel: &str, params: &[(&str, i64)]) -> pb::RunSpec {
             .map(|(k, v)| (k.to_string(), *v))
             .collect::<HashMap<_, _>>(),
         device_id: "cpu:0".into(),
-        warmup: 1,
-        min_iterations: 3,
-        min_seconds: 0.01,
-        timeout_s: 30.0,
+        warmup: Some(1),
+        min_iterations: Some(3),
+        min_seconds: Some(0.01),
+        timeout_s: Some(30.0),
         seed: 7,
         ..Default::default()
     }
@@ -258,7 +258,7 @@ pub async fn compute_then_with_transfers(
 ) -> (pb::RunResult, pb::RunResult) {
     // Minimums over many iterations: the machine may be busy with other tests.
     let mut s = on(dev, spec("copy", &[("n", 1 << 22)]));
-    s.min_iterations = 20;
+    s.min_iterations = Some(20);
     let (_, compute) = run(c, "m1", s.clone()).await;
     s.mode = pb::RunMode::WithTransfers as i32;
     let (_, transfers) = run(c, "m2", s).await;

@@ -60,6 +60,9 @@ pub enum JobFailure {
     Busy,
     /// The job was interrupted `max_attempts` times; not retried again.
     AttemptsExhausted,
+    /// The job's stored spec, or its device's stored description, does not parse: it fails
+    /// naming the job and the field instead of running as something else.
+    Unreadable,
 }
 
 /// One job's result, and why the coordinator wrote it when the agent did not.
@@ -170,9 +173,9 @@ pub async fn execute_campaign(
     Ok(outcomes)
 }
 
-/// Reads the campaign's runnable jobs. A job that can no longer run (interrupted too often, or its
-/// agent removed) gets its error result and the `failed` state here; an interrupted one that may
-/// run again is requeued with a new run id.
+/// Reads the campaign's runnable jobs. A job that can no longer run (interrupted too often, its
+/// agent removed, or its stored spec or device not readable) gets its error result and the
+/// `failed` state here; an interrupted one that may run again is requeued with a new run id.
 fn load_jobs(
     s: &mut Store,
     campaign_id: i64,
@@ -180,17 +183,27 @@ fn load_jobs(
     connect: &Connect,
 ) -> Result<(Vec<Job>, Vec<JobOutcome>), StoreError> {
     let agents: BTreeMap<i64, AgentRow> = s.agents()?.into_iter().map(|a| (a.id, a)).collect();
-    let devices: BTreeMap<i64, pb::Device> = s
+    // A device whose stored description does not parse keeps the reason: its jobs fail with it.
+    let devices: BTreeMap<i64, (pb::Device, Option<String>)> = s
         .devices()?
         .into_iter()
         .map(|d| {
-            let dev = serde_json::from_value(d.info.clone()).unwrap_or(pb::Device {
-                id: d.device_id.clone(),
-                backend: d.backend.clone(),
-                name: d.name.clone(),
-                ..Default::default()
-            });
-            (d.id, dev)
+            let read = match gpufleet_kernels::from_json_value::<pb::Device>(&d.info) {
+                Ok(dev) => (dev, None),
+                Err(e) => (
+                    pb::Device {
+                        id: d.device_id.clone(),
+                        backend: d.backend.clone(),
+                        name: d.name.clone(),
+                        ..Default::default()
+                    },
+                    Some(format!(
+                        "the stored description of device {} does not parse: {e}",
+                        d.device_id
+                    )),
+                ),
+            };
+            (d.id, read)
         })
         .collect();
     let mut jobs = Vec::new();
@@ -199,16 +212,14 @@ fn load_jobs(
         if !matches!(row.state, JobState::Queued | JobState::Interrupted) {
             continue;
         }
-        let spec: pb::RunSpec = serde_json::from_value(row.spec.clone()).unwrap_or_default();
-        let device = row
-            .device_row_id
-            .and_then(|id| devices.get(&id).cloned())
-            .unwrap_or_else(|| pb::Device {
-                id: spec.device_id.clone(),
-                backend: spec.device_id.split(':').next().unwrap_or("").to_string(),
-                ..Default::default()
-            });
-        let failure = if row.state == JobState::Interrupted && row.attempts >= max_attempts {
+        let StoredJob {
+            spec,
+            device,
+            unreadable,
+        } = stored_job(&row, &devices);
+        let failure = if let Some(message) = unreadable {
+            Some((JobFailure::Unreadable, message))
+        } else if row.state == JobState::Interrupted && row.attempts >= max_attempts {
             Some((
                 JobFailure::AttemptsExhausted,
                 format!(
@@ -249,6 +260,53 @@ fn load_jobs(
         });
     }
     Ok((jobs, exhausted))
+}
+
+/// A job as stored: its spec and device, and why it cannot run when either does not parse.
+struct StoredJob {
+    /// The stored spec, or (when it does not parse) one naming the job's kernel and device, for
+    /// the error result.
+    spec: pb::RunSpec,
+    device: pb::Device,
+    /// The job, and the field that does not parse: such a job fails, it never runs as an empty
+    /// spec.
+    unreadable: Option<String>,
+}
+
+fn stored_job(row: &JobRow, devices: &BTreeMap<i64, (pb::Device, Option<String>)>) -> StoredJob {
+    let (device, device_error) = match row.device_row_id.and_then(|id| devices.get(&id)) {
+        Some((d, e)) => (Some(d.clone()), e.clone()),
+        None => (None, None),
+    };
+    let (spec, spec_error) = match gpufleet_kernels::from_json_value::<pb::RunSpec>(&row.spec) {
+        Ok(spec) => (spec, None),
+        Err(e) => (
+            pb::RunSpec {
+                kernel: row
+                    .spec_key
+                    .split('/')
+                    .next()
+                    .unwrap_or_default()
+                    .to_string(),
+                device_id: device.as_ref().map(|d| d.id.clone()).unwrap_or_default(),
+                ..Default::default()
+            },
+            Some(format!("its stored spec does not parse: {e}")),
+        ),
+    };
+    let device = device.unwrap_or_else(|| pb::Device {
+        id: spec.device_id.clone(),
+        backend: spec.device_id.split(':').next().unwrap_or("").to_string(),
+        ..Default::default()
+    });
+    let unreadable = spec_error
+        .or(device_error)
+        .map(|why| format!("job {} ({}): {why}", row.id, row.spec_key));
+    StoredJob {
+        spec,
+        device,
+        unreadable,
+    }
 }
 
 /// Stores an error result for a job that will not run again and marks it `failed`.

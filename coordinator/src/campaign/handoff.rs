@@ -8,8 +8,9 @@
 //! dial-in agent counts as attached when its row says so and the serve refreshed `last_seen`
 //! within [`ATTACHED_FRESH_S`] (a serve that died leaves a stale row).
 
+use super::error::CampaignError;
 use super::plan::resolve_runs;
-use super::prepare::{CampaignError, Planned};
+use super::prepare::Planned;
 use super::progress::Reporter;
 use super::request::{CampaignRequest, StoredRequest};
 use super::run::CampaignOutcome;
@@ -70,7 +71,7 @@ pub async fn hand_off(
     req: CampaignRequest,
     reporter: &dyn Reporter,
 ) -> Result<CampaignOutcome, CampaignError> {
-    resolve_runs(&req.runs)?;
+    resolve_runs(&req.runs, &req.selection)?;
     check_attached(&req)?;
     let spec_json = StoredRequest::of(&req).to_json();
     let (suite, description) = (req.suite.clone(), req.description.clone());

@@ -3,8 +3,10 @@
 //!
 //! | file | part |
 //! | --- | --- |
+//! | `error.rs` | why a campaign stops before any job runs ([`CampaignError`]) |
+//! | `selection.rs` | what a campaign narrows and overrides ([`Selection`], the [`CampaignOptions`] a schedule keeps too) |
 //! | `request.rs` | what to run ([`CampaignRequest`]) and its stored form ([`StoredRequest`]) |
-//! | `plan.rs` | runs validated once ([`resolve_runs`](plan::resolve_runs)), then suite × agents × devices → jobs (pure) |
+//! | `plan.rs` | runs validated and their settings resolved once ([`resolve_runs`](plan::resolve_runs)), then suite × agents × devices → jobs (pure) |
 //! | `prepare.rs` | describe the agents, plan, store the devices and queued jobs |
 //! | `execute.rs` | run stored jobs over [`AgentLink`](crate::link::AgentLink)s: attempts, retries, lost agents, typed failures |
 //! | `owner.rs` | which process owns a campaign, its heartbeat |
@@ -18,6 +20,7 @@
 //! while other agents' jobs carry on. The failure enum, not the message, decides the job's and the
 //! campaign's state.
 
+pub mod error;
 pub mod execute;
 pub mod handoff;
 pub mod owner;
@@ -26,12 +29,15 @@ pub mod prepare;
 pub mod progress;
 pub mod request;
 pub mod run;
+pub mod selection;
 
 #[cfg(test)]
 mod tests;
 
+pub use self::error::CampaignError;
 pub use self::execute::{Executor, JobFailure, JobOutcome, execute_campaign, finish_campaign};
 pub use self::owner::{HEARTBEAT, owner_id, owner_is_dead};
-pub use self::prepare::{CampaignError, Planned, device_record, plan_into, resolve_and_plan_into};
+pub use self::prepare::{Planned, device_record, plan_into, resolve_and_plan_into};
 pub use self::request::{CampaignRequest, RetryPolicy, StoredRequest};
 pub use self::run::{CampaignOutcome, run_campaign, run_campaign_with};
+pub use self::selection::{CampaignOptions, EnvSet, Selection};

@@ -6,10 +6,10 @@
 //! combinations the backend does not implement are skipped and counted, not
 //! run, so a suite written for GPUs still runs on a CPU-only agent.
 
-use super::prepare::CampaignError;
-use gpufleet_kernels::{Mode, Problem, SpecError, SuiteRun, find_kernel};
+use super::error::CampaignError;
+use super::selection::{EnvSet, Selection};
+use gpufleet_kernels::{Mode, Problem, RunSettings, SpecError, SuiteRun, find_kernel};
 use gpufleet_proto::v1 as pb;
-use std::collections::BTreeMap;
 
 /// Seed used by campaigns so every device gets the same inputs.
 pub const CAMPAIGN_SEED: u64 = 42;
@@ -19,72 +19,6 @@ pub const CAMPAIGN_SEED: u64 = 42;
 pub struct Target {
     pub agent: String,
     pub info: pb::AgentInfo,
-}
-
-/// Restrictions from the command line; empty means no restriction. Stored with the campaign
-/// (in `StoredRequest`, `request.rs`), so its fields are part of the stored format.
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-#[serde(default)]
-pub struct Selection {
-    pub backends: Vec<String>,
-    pub devices: Vec<String>,
-    pub kernels: Vec<String>,
-    /// Overrides added to every run's environment.
-    pub env: BTreeMap<String, String>,
-    /// An environment matrix: every run is planned once per set, with the set's overrides on top
-    /// of `env`, and each set's results are their own comparison rows and regression series
-    /// (the spec key ends in `@NAME`). Empty: one run with `env` alone.
-    pub env_sets: Vec<EnvSet>,
-    /// Replaces every run's timeout when set.
-    pub timeout_s: Option<f64>,
-    /// Replaces every run's interval target (percent; 0: none) when set.
-    pub target_ci_pct: Option<f64>,
-    /// Replaces every run's measuring budget (seconds) when set.
-    pub max_seconds: Option<f64>,
-    /// Minimum kernel window for energy figures (see RunSpec.power_window_s);
-    /// `None`: the agent decides.
-    pub power_window_s: Option<f64>,
-}
-
-/// A named set of environment overrides (one row of an environment matrix).
-#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
-pub struct EnvSet {
-    /// `[A-Za-z0-9_.-]+`; appended to the spec key as `@NAME`.
-    pub name: String,
-    pub env: BTreeMap<String, String>,
-}
-
-impl EnvSet {
-    /// Parses `NAME` or `NAME:KEY=VALUE,KEY=VALUE` (`NAME:` alone is the set without overrides).
-    ///
-    /// # Errors
-    /// A message naming what is wrong (`env set name`, `env set entry`).
-    pub fn parse(text: &str) -> Result<EnvSet, String> {
-        let (name, rest) = text.split_once(':').unwrap_or((text, ""));
-        if name.is_empty()
-            || !name
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'.' || b == b'-')
-        {
-            return Err(format!(
-                "env set name {name:?} must be non-empty [A-Za-z0-9_.-] (form: NAME:KEY=VALUE,KEY=VALUE)"
-            ));
-        }
-        let mut env = BTreeMap::new();
-        for entry in rest.split(',').filter(|e| !e.is_empty()) {
-            let Some((k, v)) = entry.split_once('=') else {
-                return Err(format!("env set {name}: entry {entry:?} is not KEY=VALUE"));
-            };
-            if k.is_empty() {
-                return Err(format!("env set {name}: entry {entry:?} has an empty key"));
-            }
-            env.insert(k.to_string(), v.to_string());
-        }
-        Ok(EnvSet {
-            name: name.to_string(),
-            env,
-        })
-    }
 }
 
 /// One job to run.
@@ -118,37 +52,58 @@ fn support<'a>(b: &'a pb::BackendStatus, kernel: &str) -> Option<&'a pb::KernelS
     b.kernels.iter().find(|k| k.kernel == kernel)
 }
 
-/// A run with its spec validated: the problem of each variant it may run.
+/// A run with its spec validated and its settings decided: the problem of each variant it may
+/// run, and how every job of it is measured.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ResolvedRun {
     pub run: SuiteRun,
     /// The variants the run names, resolved; or, when it leaves them open, every catalog variant
     /// of the kernel that accepts the run's parameters.
     pub problems: Vec<Problem>,
+    /// The run's settings under the selection's overrides, every default applied: what its jobs
+    /// store and send.
+    pub settings: RunSettings,
 }
 
-/// Validates every run: the coordinator's one validation point for specs (a suite file's runs were
-/// also checked when the file was read, with its line numbers). Pure; callers resolve before any
-/// agent is contacted or anything is stored.
+/// Validates every run and decides its settings: the coordinator's one validation point for specs
+/// (a suite file's runs were also checked when the file was read, with its line numbers) and the
+/// one place a campaign's settings are resolved. Pure; callers resolve before any agent is
+/// contacted or anything is stored.
 ///
 /// # Errors
 /// [`CampaignError::Env`] for an environment override the agents would refuse (checked here so
-/// no campaign is made for it); [`CampaignError::Spec`] of the first run whose kernel, or a variant
-/// it names, cannot become a problem (unknown kernel, variant or parameter, a bound crossed, a
-/// dtype the kernel lacks).
-pub fn resolve_runs(runs: &[SuiteRun]) -> Result<Vec<ResolvedRun>, CampaignError> {
+/// no campaign is made for it); [`CampaignError::Settings`] for a setting outside its bounds
+/// (say, a `--timeout-s` override of 0); [`CampaignError::Spec`] of the first run whose kernel, or
+/// a variant it names, cannot become a problem (unknown kernel, variant or parameter, a bound
+/// crossed, a dtype the kernel lacks).
+pub fn resolve_runs(runs: &[SuiteRun], sel: &Selection) -> Result<Vec<ResolvedRun>, CampaignError> {
+    let overrides = sel.options.overrides();
+    let mut settings = Vec::with_capacity(runs.len());
     for run in runs {
         for (key, value) in &run.env {
             gpufleet_kernels::env::check_override(key, value)
                 .map_err(|e| CampaignError::Env(format!("{}: {e}", run.kernel)))?;
         }
+        let resolved =
+            overrides
+                .or(run.settings)
+                .resolve()
+                .map_err(|source| CampaignError::Settings {
+                    kernel: run.kernel.clone(),
+                    source,
+                })?;
+        settings.push(resolved);
     }
-    Ok(resolve_specs(runs)?)
+    Ok(resolve_specs(runs, &settings)?)
 }
 
-fn resolve_specs(runs: &[SuiteRun]) -> Result<Vec<ResolvedRun>, SpecError> {
+fn resolve_specs(
+    runs: &[SuiteRun],
+    settings: &[RunSettings],
+) -> Result<Vec<ResolvedRun>, SpecError> {
     runs.iter()
-        .map(|run| {
+        .zip(settings)
+        .map(|(run, settings)| {
             let problem = |variant: &str| {
                 Problem::new(&run.kernel, variant, &run.params, run.dtype.name(), true)
                     .map_err(SpecError::without_debug_kernels)
@@ -169,6 +124,7 @@ fn resolve_specs(runs: &[SuiteRun]) -> Result<Vec<ResolvedRun>, SpecError> {
             Ok(ResolvedRun {
                 run: run.clone(),
                 problems,
+                settings: *settings,
             })
         })
         .collect()
@@ -176,13 +132,14 @@ fn resolve_specs(runs: &[SuiteRun]) -> Result<Vec<ResolvedRun>, SpecError> {
 
 /// Expands resolved runs over every selected device of every target.
 pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> JobPlan {
+    let opts = &sel.options;
     let mut plan = JobPlan::default();
     for t in targets {
         for device in &t.info.devices {
             let Some(backend) = t.info.backends.iter().find(|b| b.name == device.backend) else {
                 continue;
             };
-            if !sel.backends.is_empty() && !sel.backends.contains(&device.backend) {
+            if !opts.backends.is_empty() && !opts.backends.contains(&device.backend) {
                 continue;
             }
             if !sel.devices.is_empty() && !sel.devices.contains(&device.id) {
@@ -195,8 +152,13 @@ pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> J
                 ));
                 continue;
             }
-            for ResolvedRun { run, problems } in runs {
-                if !sel.kernels.is_empty() && !sel.kernels.contains(&run.kernel) {
+            for ResolvedRun {
+                run,
+                problems,
+                settings,
+            } in runs
+            {
+                if !opts.kernels.is_empty() && !opts.kernels.contains(&run.kernel) {
                     continue;
                 }
                 let Some(sup) = support(backend, &run.kernel) else {
@@ -225,14 +187,16 @@ pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> J
                         ));
                         continue;
                     };
-                    let sets: Vec<Option<&EnvSet>> = if sel.env_sets.is_empty() {
+                    let sets: Vec<Option<&EnvSet>> = if opts.env_sets.is_empty() {
                         vec![None]
                     } else {
-                        sel.env_sets.iter().map(Some).collect()
+                        opts.env_sets.iter().map(Some).collect()
                     };
+                    // Every setting explicit: the job stores and sends what was resolved.
+                    let given = settings.explicit();
                     for set in sets {
                         let mut env = run.env.clone();
-                        env.extend(sel.env.clone());
+                        env.extend(opts.env.clone());
                         if let Some(set) = set {
                             env.extend(set.env.clone());
                         }
@@ -256,23 +220,17 @@ pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> J
                                 dtype: problem.dtype.name().to_string(),
                                 device_id: device.id.clone(),
                                 mode: wire_mode(run.mode) as i32,
-                                warmup: run.warmup,
-                                min_iterations: run.min_iterations,
-                                min_seconds: run.min_seconds,
-                                max_iterations: run.max_iterations,
+                                warmup: given.warmup,
+                                min_iterations: given.min_iterations,
+                                min_seconds: given.min_seconds,
+                                max_iterations: given.max_iterations,
                                 skip_validation: false,
                                 seed: CAMPAIGN_SEED,
-                                timeout_s: sel.timeout_s.unwrap_or(run.timeout_s),
+                                timeout_s: given.timeout_s,
                                 env: env.into_iter().collect(),
-                                power_window_s: sel.power_window_s.unwrap_or(0.0),
-                                // The suite's 0 (no target) is negative on the wire, where 0
-                                // means the agent's default.
-                                target_ci_pct: match sel.target_ci_pct.unwrap_or(run.target_ci_pct)
-                                {
-                                    t if t > 0.0 => t,
-                                    _ => -1.0,
-                                },
-                                max_seconds: sel.max_seconds.unwrap_or(run.max_seconds),
+                                power_window_s: sel.power_window_s,
+                                target_ci_pct: given.target_ci_pct,
+                                max_seconds: given.max_seconds,
                             },
                         });
                     }
@@ -286,7 +244,8 @@ pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> J
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gpufleet_kernels::Dtype;
+    use gpufleet_kernels::{Dtype, PartialSettings};
+    use std::collections::BTreeMap;
 
     /// (backend, available, [(kernel, [variants])])
     type BackendSpec<'a> = (&'a str, bool, Vec<(&'a str, Vec<&'a str>)>);
@@ -336,13 +295,15 @@ mod tests {
             params: params.iter().map(|(k, v)| (k.to_string(), *v)).collect(),
             dtype: Dtype::F32,
             mode: Mode::ComputeOnly,
-            warmup: 1,
-            min_iterations: 2,
-            min_seconds: 0.0,
-            max_iterations: 10,
-            timeout_s: 30.0,
-            target_ci_pct: 1.0,
-            max_seconds: 1.0,
+            settings: PartialSettings {
+                warmup: Some(1),
+                min_iterations: Some(2),
+                min_seconds: Some(0.0),
+                max_iterations: Some(10),
+                timeout_s: Some(30.0),
+                target_ci_pct: Some(1.0),
+                max_seconds: Some(1.0),
+            },
             env: BTreeMap::new(),
         }
     }
@@ -354,7 +315,7 @@ mod tests {
             vec![("cpu", true, vec![("gemm", vec!["naive", "blocked"])])],
         );
         let p = plan_jobs(
-            &resolve_runs(&[run("gemm", None, &[("m", 64)])]).unwrap(),
+            &resolve_runs(&[run("gemm", None, &[("m", 64)])], &Selection::default()).unwrap(),
             &[t],
             &Selection::default(),
         );
@@ -382,7 +343,8 @@ mod tests {
             run("gemm", Some(vec!["tiled"]), &[]),
             run("softmax", None, &[]),
         ];
-        let p = plan_jobs(&resolve_runs(&runs).unwrap(), &[t], &Selection::default());
+        let none = Selection::default();
+        let p = plan_jobs(&resolve_runs(&runs, &none).unwrap(), &[t], &none);
         assert!(p.jobs.is_empty());
         assert_eq!(p.skipped.len(), 2);
         assert!(p.notes[0].contains("no driver"), "{:?}", p.notes);
@@ -398,25 +360,21 @@ mod tests {
                 vec![("gemm", vec!["blocked"]), ("copy", vec!["default"])],
             )],
         );
-        let mut sel = Selection {
-            kernels: vec!["copy".into()],
-            ..Default::default()
-        };
-        sel.env.insert("POCL_X".into(), "1".into());
-        sel.timeout_s = Some(5.0);
+        let mut sel = Selection::default();
+        sel.options.kernels = vec!["copy".into()];
+        sel.options.env.insert("POCL_X".into(), "1".into());
+        sel.options.timeout_s = Some(5.0);
         let runs = [run("gemm", None, &[]), run("copy", None, &[])];
-        let runs = resolve_runs(&runs).unwrap();
+        let runs = resolve_runs(&runs, &sel).unwrap();
         let p = plan_jobs(&runs, std::slice::from_ref(&t), &sel);
         assert_eq!(p.jobs.len(), 1);
         assert_eq!(
             p.jobs[0].spec.env.get("POCL_X").map(String::as_str),
             Some("1")
         );
-        assert_eq!(p.jobs[0].spec.timeout_s, 5.0);
-        let sel = Selection {
-            backends: vec!["vulkan".into()],
-            ..Default::default()
-        };
+        assert_eq!(p.jobs[0].spec.timeout_s, Some(5.0));
+        let mut sel = Selection::default();
+        sel.options.backends = vec!["vulkan".into()];
         assert!(
             plan_jobs(&runs, std::slice::from_ref(&t), &sel)
                 .jobs
@@ -432,7 +390,8 @@ mod tests {
     #[test]
     fn runs_are_resolved_once_and_bad_specs_refused() {
         // Open variants: every catalog variant that accepts the parameters.
-        let open = resolve_runs(&[run("gemm", None, &[("m", 64)])]).unwrap();
+        let none = Selection::default();
+        let open = resolve_runs(&[run("gemm", None, &[("m", 64)])], &none).unwrap();
         let vs: Vec<&str> = open[0]
             .problems
             .iter()
@@ -441,7 +400,7 @@ mod tests {
         assert_eq!(vs, vec!["naive", "tiled", "blocked"]);
         assert_eq!(open[0].problems[0].params["n"], 256, "defaults filled in");
         // Named variants, unknown kernels and bad parameters are errors naming the field.
-        let field = |r: SuiteRun| match resolve_runs(&[r]).unwrap_err() {
+        let field = |r: SuiteRun| match resolve_runs(&[r], &none).unwrap_err() {
             CampaignError::Spec(e) => e.field(),
             e => panic!("{e}"),
         };
@@ -451,6 +410,54 @@ mod tests {
         assert_eq!(
             field(run("gemm", Some(vec!["naive"]), &[("m", 0)])),
             "params"
+        );
+    }
+
+    #[test]
+    fn jobs_carry_every_setting_resolved_with_the_overrides_on_top() {
+        let t = target("a", vec![("cpu", true, vec![("copy", vec!["default"])])]);
+        let mut bare = run("copy", None, &[]);
+        bare.settings = PartialSettings {
+            min_seconds: Some(0.2),
+            target_ci_pct: Some(0.0),
+            ..Default::default()
+        };
+        let none = Selection::default();
+        let p = plan_jobs(
+            &resolve_runs(&[bare.clone()], &none).unwrap(),
+            std::slice::from_ref(&t),
+            &none,
+        );
+        let s = &p.jobs[0].spec;
+        // Every default applied here, once; no target is an explicit 0, the budget derived.
+        assert_eq!(
+            (s.warmup, s.min_iterations, s.max_iterations, s.timeout_s),
+            (Some(3), Some(10), Some(10_000), Some(120.0))
+        );
+        assert_eq!(
+            (s.min_seconds, s.target_ci_pct, s.max_seconds),
+            (Some(0.2), Some(0.0), Some(1.0))
+        );
+        // The agent decides the power window unless the selection says.
+        assert_eq!(s.power_window_s, None);
+        let mut sel = Selection::default();
+        sel.options.target_ci_pct = Some(2.0);
+        sel.options.max_seconds = Some(0.1);
+        sel.power_window_s = Some(-1.0);
+        let p = plan_jobs(&resolve_runs(&[bare.clone()], &sel).unwrap(), &[t], &sel);
+        let s = &p.jobs[0].spec;
+        // A budget below the minimum is raised to it, as the agent did.
+        assert_eq!(
+            (s.target_ci_pct, s.max_seconds, s.power_window_s),
+            (Some(2.0), Some(0.2), Some(-1.0))
+        );
+        // An override outside its bounds is refused before anything runs, naming the field.
+        sel.options.timeout_s = Some(0.0);
+        let e = resolve_runs(&[bare], &sel).unwrap_err();
+        assert!(matches!(e, CampaignError::Settings { .. }), "{e}");
+        assert_eq!(
+            e.to_string(),
+            "copy: timeout_s: 0 is outside (0, 86400] seconds"
         );
     }
 }

@@ -1,9 +1,11 @@
 //! Preparing a campaign: describe its agents (in parallel), plan the jobs, store the devices and
 //! the queued jobs in one transaction.
 
+use super::error::CampaignError;
 use super::execute::Executor;
-use super::plan::{JobPlan, ResolvedRun, Selection, Target, plan_jobs, resolve_runs};
+use super::plan::{JobPlan, ResolvedRun, Target, plan_jobs, resolve_runs};
 use super::request::CampaignRequest;
+use super::selection::Selection;
 use crate::convert::{Origin, status_result, to_record};
 use crate::db::Db;
 use crate::link::AgentLink;
@@ -11,23 +13,6 @@ use crate::store::{AgentRow, DeviceRecord, NewJob, Store, StoreError};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-
-/// Errors that stop a campaign before any job runs.
-#[derive(Debug, thiserror::Error)]
-pub enum CampaignError {
-    #[error(transparent)]
-    Store(#[from] StoreError),
-    /// A run's spec is invalid (see [`resolve_runs`]).
-    #[error(transparent)]
-    Spec(#[from] gpufleet_kernels::SpecError),
-    /// An environment override no agent would accept (`LD_PRELOAD`, `PATH`...).
-    #[error("env: {0}")]
-    Env(String),
-    #[error("no agent could be reached: {0}")]
-    NoAgent(String),
-    #[error("nothing to run: {0}")]
-    NothingToRun(String),
-}
 
 /// What planning found.
 #[derive(Debug, Clone, Default)]
@@ -38,18 +23,19 @@ pub struct Planned {
     pub unreachable: Vec<String>,
 }
 
-/// Validates the runs of `req` ([`resolve_runs`]); then [`plan_into`]. The daemon's way in, where
-/// the request was built from a schedule or a stored campaign.
+/// Validates the runs of `req` and resolves their settings ([`resolve_runs`]); then [`plan_into`].
+/// The daemon's way in, where the request was built from a schedule or a stored campaign.
 ///
 /// # Errors
-/// [`CampaignError::Spec`] for an invalid run, else as [`plan_into`].
+/// [`CampaignError::Spec`] or [`CampaignError::Settings`] for an invalid run, else as
+/// [`plan_into`].
 pub async fn resolve_and_plan_into(
     db: &Db,
     campaign_id: i64,
     req: &CampaignRequest,
     ex: &Executor,
 ) -> Result<Planned, CampaignError> {
-    let runs = resolve_runs(&req.runs)?;
+    let runs = resolve_runs(&req.runs, &req.selection)?;
     plan_into(db, campaign_id, req, &runs, ex).await
 }
 
@@ -129,7 +115,7 @@ pub async fn plan_into(
     // What each agent said about itself, for the fleet page.
     let infos: Vec<(i64, String)> = targets
         .iter()
-        .map(|(a, t)| (a.id, serde_json::to_string(&t.info).unwrap_or_default()))
+        .map(|(a, t)| (a.id, to_json(&t.info)))
         .collect();
     let count = jobs.len();
     db.call(move |s| -> Result<(), StoreError> {
@@ -152,7 +138,7 @@ pub async fn plan_into(
                     agent_id,
                     device_row_id: Some(rows[&(agent_id, planned.device.id.clone())]),
                     spec_key: planned.spec_key.clone(),
-                    spec_json: serde_json::to_string(&planned.spec).unwrap_or_default(),
+                    spec_json: to_json(&planned.spec),
                     run_id: uuid::Uuid::new_v4().to_string(),
                 }
             })
@@ -182,12 +168,23 @@ fn store_unreachable(
 ) -> Result<(), StoreError> {
     for (agent, error) in down {
         let message = format!("agent unreachable when the campaign was planned: {error}");
-        let info: Option<pb::AgentInfo> = s
-            .agent_info(agent.id)?
-            .and_then(|text| serde_json::from_str(&text).ok());
+        // What it said last time; a description that does not parse is named, not taken for none.
+        let (info, unknown) = match s.agent_info(agent.id)? {
+            None => (
+                pb::AgentInfo::default(),
+                "it has never described its devices".to_string(),
+            ),
+            Some(text) => match gpufleet_kernels::from_json_str::<pb::AgentInfo>(&text) {
+                Ok(info) => (info, "it has never described its devices".to_string()),
+                Err(e) => (
+                    pb::AgentInfo::default(),
+                    format!("its stored description does not parse: {e}"),
+                ),
+            },
+        };
         let target = Target {
             agent: agent.name.clone(),
-            info: info.unwrap_or_default(),
+            info,
         };
         let jobs = plan_jobs(runs, std::slice::from_ref(&target), sel).jobs;
         let mut records = Vec::new();
@@ -224,7 +221,7 @@ fn store_unreachable(
                 &spec,
                 "*",
                 pb::RunStatus::Unreachable,
-                format!("{message} (it has never described its devices, so its runs are unknown)"),
+                format!("{message} ({unknown}, so its runs are unknown)"),
             );
             records.push(to_record(
                 &result,
@@ -254,6 +251,12 @@ pub fn device_record(d: &pb::Device) -> DeviceRecord {
         name: d.name.clone(),
         arch: d.arch.clone(),
         pci_bus_id: d.pci_bus_id.clone(),
-        info_json: serde_json::to_string(d).unwrap_or_default(),
+        info_json: to_json(d),
     }
+}
+
+/// A wire message as JSON text for the store. prost messages have string map keys and no
+/// fallible fields, so this cannot fail.
+fn to_json<T: serde::Serialize>(message: &T) -> String {
+    serde_json::to_string(message).expect("a wire message serialises to JSON")
 }

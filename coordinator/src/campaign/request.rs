@@ -1,7 +1,7 @@
 //! What a campaign runs, and the form it is stored in (`campaigns.spec_json`) so a resumed
 //! campaign can be planned again.
 
-use super::plan::Selection;
+use super::selection::Selection;
 use crate::store::AgentRow;
 use gpufleet_kernels::SuiteRun;
 use serde::{Deserialize, Serialize};
@@ -45,7 +45,7 @@ pub struct StoredRequest {
     pub runs: Vec<SuiteRun>,
     /// Agent names; resolved against the agents registered when the campaign is planned again.
     pub agents: Vec<String>,
-    #[serde(flatten)]
+    #[serde(flatten, deserialize_with = "gpufleet_kernels::flattened")]
     pub selection: Selection,
 }
 
@@ -59,17 +59,17 @@ impl StoredRequest {
         }
     }
 
-    /// As JSON text for `campaigns.spec_json`.
+    /// As JSON text for `campaigns.spec_json` (plain data with string keys: cannot fail).
     pub fn to_json(&self) -> String {
-        serde_json::to_string(self).unwrap_or_default()
+        serde_json::to_string(self).expect("a stored request serialises to JSON")
     }
 
     /// Parses a stored spec.
     ///
     /// # Errors
-    /// A message saying what does not parse.
+    /// A message naming the field that does not parse (`runs[2].warmup`).
     pub fn from_json(spec: &serde_json::Value) -> Result<StoredRequest, String> {
-        serde_json::from_value(spec.clone()).map_err(|e| format!("stored campaign spec: {e}"))
+        gpufleet_kernels::from_json_value(spec).map_err(|e| format!("stored campaign spec: {e}"))
     }
 
     /// Rebuilds the request with the agents as they are now (agents no longer registered are
@@ -92,5 +92,26 @@ impl StoredRequest {
             selection: self.selection,
             retry: RetryPolicy::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_stored_request_that_does_not_parse_names_the_field() {
+        let run = serde_json::json!({"kernel": "copy", "variants": null, "params": {},
+            "dtype": "f32", "mode": "compute_only", "warmup": "three", "env": {}});
+        let e = StoredRequest::from_json(&serde_json::json!({"runs": [run]})).unwrap_err();
+        assert!(
+            e.starts_with("stored campaign spec: field `runs[0].warmup`: invalid type"),
+            "{e}"
+        );
+        let e = StoredRequest::from_json(&serde_json::json!({"timeout_s": "soon"})).unwrap_err();
+        assert!(
+            e.starts_with("stored campaign spec: field `timeout_s`: invalid type"),
+            "{e}"
+        );
     }
 }

@@ -1,9 +1,10 @@
 //! A whole campaign in one call (`gpufleet run`, `gpufleet demo`): store it, plan it, execute it,
 //! mark it finished.
 
+use super::error::CampaignError;
 use super::execute::{Executor, execute_campaign, finish_campaign};
 use super::plan::resolve_runs;
-use super::prepare::{CampaignError, Planned, plan_into};
+use super::prepare::{Planned, plan_into};
 use super::progress::Reporter;
 use super::request::{CampaignRequest, StoredRequest};
 use crate::db::Db;
@@ -46,7 +47,7 @@ pub async fn run_campaign_with(
     req: CampaignRequest,
     ex: &Executor,
 ) -> Result<CampaignOutcome, CampaignError> {
-    let runs = resolve_runs(&req.runs)?;
+    let runs = resolve_runs(&req.runs, &req.selection)?;
     let spec_json = StoredRequest::of(&req).to_json();
     let (suite, description, owner) =
         (req.suite.clone(), req.description.clone(), ex.owner.clone());

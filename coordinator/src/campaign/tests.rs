@@ -3,16 +3,17 @@
 
 use super::execute::{Executor, JobFailure, JobOutcome, execute_campaign};
 use super::owner::owner_id;
-use super::plan::{PlannedJob, Selection};
+use super::plan::PlannedJob;
 use super::progress::Reporter;
 use super::request::{CampaignRequest, RetryPolicy, StoredRequest};
 use super::run::run_campaign_with;
+use super::selection::Selection;
 use crate::db::Db;
 use crate::link::{AgentLink, Connect, LinkError, RunEvents};
-use crate::store::{AgentRow, CampaignState, JobState, ResultFilter};
+use crate::store::{AgentRow, CampaignState, DeviceRecord, JobState, NewJob, ResultFilter};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use gpufleet_kernels::{Dtype, Mode, SuiteRun};
+use gpufleet_kernels::{Dtype, Mode, PartialSettings, SuiteRun};
 use gpufleet_proto::v1 as pb;
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -38,6 +39,8 @@ struct FakeAgent {
     name: String,
     script: Mutex<VecDeque<Step>>,
     seen: Mutex<Vec<String>>,
+    /// Cannot be reached even to describe itself (when the campaign is planned).
+    down: bool,
 }
 
 impl FakeAgent {
@@ -46,6 +49,14 @@ impl FakeAgent {
             name: name.into(),
             script: Mutex::new(script.iter().copied().collect()),
             seen: Mutex::new(Vec::new()),
+            down: false,
+        })
+    }
+
+    fn down(name: &str) -> Arc<FakeAgent> {
+        Arc::new(FakeAgent {
+            down: true,
+            ..Arc::into_inner(FakeAgent::new(name, &[])).unwrap()
         })
     }
 
@@ -101,7 +112,13 @@ impl AgentLink for FakeAgent {
     }
 
     fn describe(&self) -> BoxFuture<'_, Result<pb::AgentInfo, LinkError>> {
-        async move { Ok(info()) }.boxed()
+        async move {
+            if self.down {
+                return Err(LinkError::Unreachable(format!("{} is down", self.name)));
+            }
+            Ok(info())
+        }
+        .boxed()
     }
 
     fn run(&self, request: pb::RunRequest) -> BoxFuture<'_, Result<RunEvents, LinkError>> {
@@ -203,13 +220,15 @@ fn request(f: &Fleet, n: usize) -> CampaignRequest {
                 .collect(),
             dtype: Dtype::F32,
             mode: Mode::ComputeOnly,
-            warmup: 0,
-            min_iterations: 1,
-            min_seconds: 0.0,
-            max_iterations: 1,
-            timeout_s: 10.0,
-            target_ci_pct: 0.0,
-            max_seconds: 1.0,
+            settings: PartialSettings {
+                warmup: Some(0),
+                min_iterations: Some(1),
+                min_seconds: Some(0.0),
+                max_iterations: Some(1),
+                timeout_s: Some(10.0),
+                target_ci_pct: Some(0.0),
+                max_seconds: Some(1.0),
+            },
             env: BTreeMap::new(),
         })
         .collect();
@@ -407,4 +426,116 @@ async fn a_run_retried_after_a_broken_stream_is_stored_once() {
     assert_eq!(failures(&again), Vec::<Option<JobFailure>>::new());
     assert_eq!(stored(&f, out.campaign_id), 1);
     assert_eq!(a.runs().len(), 2);
+}
+
+/// A campaign of the first fake agent with one queued job per `(spec_json, device info_json)`.
+fn stored_jobs(f: &Fleet, jobs: &[(&str, &str)]) -> i64 {
+    let agent_id = f.agents[0].id;
+    f.db.with(|s| -> Result<i64, crate::store::StoreError> {
+        let id = s.create_campaign("test", "stored by hand", "{}")?;
+        for (i, (spec, info)) in jobs.iter().enumerate() {
+            let device = DeviceRecord {
+                device_id: format!("cpu:{i}"),
+                backend: "cpu".into(),
+                vendor: String::new(),
+                name: String::new(),
+                arch: String::new(),
+                pci_bus_id: String::new(),
+                info_json: info.to_string(),
+            };
+            let device_row_id = Some(s.upsert_device(agent_id, &device)?);
+            s.add_job(&NewJob {
+                campaign_id: id,
+                agent_id,
+                device_row_id,
+                spec_key: format!("gemm/naive/k=16,m=16,n=16/f32/compute_only@{i}"),
+                spec_json: spec.to_string(),
+                run_id: format!("run-{i}"),
+            })?;
+        }
+        Ok(id)
+    })
+    .unwrap()
+}
+
+#[tokio::test]
+async fn a_stored_spec_or_device_that_does_not_parse_fails_its_job_naming_the_job_and_field() {
+    let a = FakeAgent::new("a", &[]);
+    let f = fleet(std::slice::from_ref(&a));
+    let good_device = r#"{"id": "cpu:0", "backend": "cpu"}"#;
+    let id = stored_jobs(
+        &f,
+        &[
+            (
+                r#"{"kernel": "gemm", "min_seconds": "half a second"}"#,
+                good_device,
+            ),
+            (
+                r#"{"kernel": "gemm", "device_id": "cpu:1"}"#,
+                r#"{"id": 7}"#,
+            ),
+        ],
+    );
+    let mut outcomes = execute_campaign(&f.db, id, &f.ex).await.unwrap();
+    outcomes.sort_by(|a, b| a.result.run_id.cmp(&b.result.run_id));
+    assert_eq!(
+        failures(&outcomes),
+        vec![Some(JobFailure::Unreadable), Some(JobFailure::Unreadable)]
+    );
+    assert!(a.runs().is_empty(), "neither job ran as something else");
+    let job_ids: Vec<i64> =
+        f.db.with(|s| s.jobs(id))
+            .unwrap()
+            .iter()
+            .map(|j| j.id)
+            .collect();
+    let spec = &outcomes[0].result.message;
+    assert!(
+        spec.starts_with(&format!("job {} (gemm/", job_ids[0]))
+            && spec.contains("its stored spec does not parse: field `min_seconds`: invalid type"),
+        "{spec}"
+    );
+    let device = &outcomes[1].result.message;
+    assert!(
+        device.starts_with(&format!("job {} (gemm/", job_ids[1]))
+            && device.contains("the stored description of device cpu:1 does not parse: field `id`"),
+        "{device}"
+    );
+    assert_eq!(outcomes[0].result.status(), pb::RunStatus::Error);
+    assert_eq!(job_states(&f, id), vec![("a".into(), JobState::Failed); 2]);
+    // Each failure is a stored result of the campaign, saying why.
+    assert_eq!(stored(&f, id), 2);
+}
+
+#[tokio::test]
+async fn an_unreachable_agents_stored_description_that_does_not_parse_is_named() {
+    let up = FakeAgent::new("a", &[]);
+    let down = FakeAgent::down("b");
+    let f = fleet(&[up, down]);
+    let b = f.agents[1].id;
+    f.db.with(|s| s.set_agent_info(b, r#"{"devices": 5}"#))
+        .unwrap();
+    let out = run_campaign_with(&f.db, request(&f, 1), &f.ex)
+        .await
+        .unwrap();
+    let rows = f.db.with(|s| {
+        s.results(&ResultFilter {
+            campaign_id: Some(out.campaign_id),
+            ..Default::default()
+        })
+    });
+    let unreachable: Vec<String> = rows
+        .unwrap()
+        .into_iter()
+        .filter(|r| r.record.status == "unreachable")
+        .map(|r| r.record.message)
+        .collect();
+    assert_eq!(unreachable.len(), 1, "{unreachable:?}");
+    assert!(
+        unreachable[0].contains(
+            "(its stored description does not parse: field `devices`: invalid type: integer `5`"
+        ) && unreachable[0].ends_with(", so its runs are unknown)"),
+        "{}",
+        unreachable[0]
+    );
 }

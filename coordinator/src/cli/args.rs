@@ -6,7 +6,7 @@ use crate::link::grpc::DEFAULT_CONNECT_TIMEOUT;
 use crate::regression::detect::DetectConfig;
 use crate::table::Format;
 use clap::{Args, Parser, Subcommand};
-use gpufleet_kernels::{BackendKind, Dtype, Mode, RunDefaults};
+use gpufleet_kernels::{BackendKind, Dtype, Mode, PartialSettings, RunSettings};
 use std::path::PathBuf;
 
 /// gpufleet: benchmark GPUs across a fleet and make the numbers comparable.
@@ -285,7 +285,7 @@ pub struct RunOverrides {
     #[arg(long = "env-set", value_name = "NAME:KEY=VALUE,...")]
     pub env_sets: Vec<String>,
     /// Per-run timeout in seconds (overrides the suite's; default 120).
-    #[arg(long)]
+    #[arg(long, value_parser = parse_timeout_s)]
     pub timeout_s: Option<f64>,
     /// Measure until the 95% confidence interval of the median is within this many percent of
     /// it (after the minimums), or the time budget ends; 0 turns the target off. Overrides the
@@ -297,6 +297,18 @@ pub struct RunOverrides {
     /// run's min_seconds.
     #[arg(long, value_name = "SECONDS", value_parser = parse_max_seconds)]
     pub max_seconds: Option<f64>,
+}
+
+/// `--timeout-s`: seconds within the bounds every run's timeout has ([`PartialSettings::check`]).
+fn parse_timeout_s(text: &str) -> Result<f64, String> {
+    let v: f64 = text
+        .parse()
+        .map_err(|_| format!("`{text}` is not a number of seconds"))?;
+    let given = PartialSettings {
+        timeout_s: Some(v),
+        ..PartialSettings::default()
+    };
+    given.check().map(|()| v).map_err(|e| e.message)
 }
 
 /// `--target-ci-pct`: a percentage in [0, 100].
@@ -312,10 +324,10 @@ fn parse_target_ci_pct(text: &str) -> Result<f64, String> {
 /// `--max-seconds`: a positive number of seconds, at most a day.
 fn parse_max_seconds(text: &str) -> Result<f64, String> {
     match text.parse::<f64>() {
-        Ok(v) if v > 0.0 && v <= RunDefaults::MAX_TIMEOUT_S => Ok(v),
+        Ok(v) if v > 0.0 && v <= RunSettings::MAX_TIMEOUT_S => Ok(v),
         _ => Err(format!(
             "`{text}` is not a number of seconds in (0, {}]",
-            RunDefaults::MAX_TIMEOUT_S
+            RunSettings::MAX_TIMEOUT_S
         )),
     }
 }
@@ -431,13 +443,13 @@ pub struct RunArgs {
     #[arg(long, allow_negative_numbers = true)]
     pub power_window_s: Option<f64>,
     /// Ad-hoc: warm-up iterations.
-    #[arg(long, default_value_t = RunDefaults::STANDARD.warmup)]
+    #[arg(long, default_value_t = RunSettings::DEFAULT.warmup)]
     pub warmup: u32,
     /// Ad-hoc: minimum timed iterations.
-    #[arg(long, default_value_t = RunDefaults::STANDARD.min_iterations)]
+    #[arg(long, default_value_t = RunSettings::DEFAULT.min_iterations)]
     pub min_iterations: u32,
     /// Ad-hoc: minimum seconds of timed iterations.
-    #[arg(long, default_value_t = RunDefaults::STANDARD.min_seconds)]
+    #[arg(long, default_value_t = RunSettings::DEFAULT.min_seconds)]
     pub min_seconds: f64,
     /// Print the results as JSON on stdout (progress stays on stderr).
     #[arg(long)]

@@ -1,7 +1,7 @@
 //! Command-line values that are lists of `NAME=VALUE` or environment sets.
 
 use super::args::RunOverrides;
-use crate::campaign::plan::EnvSet;
+use crate::campaign::selection::{CampaignOptions, EnvSet};
 use anyhow::bail;
 use std::collections::BTreeMap;
 
@@ -35,11 +35,33 @@ pub fn parse_env_sets(values: &[String]) -> anyhow::Result<Vec<EnvSet>> {
     Ok(sets)
 }
 
+/// What `run` and `schedule add` apply to every run: `backends` and `kernels`, and the overrides
+/// of `o` parsed.
+///
+/// # Errors
+/// The first bad `--env` or `--env-set` value, naming its option.
+pub fn campaign_options(
+    o: &RunOverrides,
+    backends: &[String],
+    kernels: &[String],
+) -> anyhow::Result<CampaignOptions> {
+    let (env, env_sets) = env_overrides(o)?;
+    Ok(CampaignOptions {
+        backends: backends.to_vec(),
+        kernels: kernels.to_vec(),
+        env,
+        env_sets,
+        timeout_s: o.timeout_s,
+        target_ci_pct: o.target_ci_pct,
+        max_seconds: o.max_seconds,
+    })
+}
+
 /// The `--env` and `--env-set` values of `o`, parsed.
 ///
 /// # Errors
 /// The first bad value, naming its option.
-pub fn env_overrides(o: &RunOverrides) -> anyhow::Result<(BTreeMap<String, String>, Vec<EnvSet>)> {
+fn env_overrides(o: &RunOverrides) -> anyhow::Result<(BTreeMap<String, String>, Vec<EnvSet>)> {
     let env = parse_kv(&o.env, "env")?;
     let sets = parse_env_sets(&o.env_sets)?;
     // Refused here, before a campaign is made, by the allowlist every agent applies.

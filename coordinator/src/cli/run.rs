@@ -2,23 +2,23 @@
 
 use super::agents::lookup_agent;
 use super::args::RunArgs;
-use super::parse::{env_overrides, parse_kv};
+use super::parse::{campaign_options, parse_kv};
 use super::results::print_outcome;
+use crate::campaign::error::CampaignError;
 use crate::campaign::handoff::{hand_off, needs_handoff};
-use crate::campaign::plan::Selection;
-use crate::campaign::prepare::CampaignError;
 use crate::campaign::progress::CliReporter;
 use crate::campaign::request::{CampaignRequest, RetryPolicy};
 use crate::campaign::run::run_campaign;
+use crate::campaign::selection::Selection;
 use crate::db::Db;
 use anyhow::{Context, bail};
-use gpufleet_kernels::{RunDefaults, Suite, SuiteRun, find_kernel};
+use gpufleet_kernels::{PartialSettings, Suite, SuiteRun, find_kernel};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The runs of `gpufleet run`: a suite's, or one ad-hoc spec. The ad-hoc spec is validated with
-/// the campaign's runs ([`resolve_runs`](crate::campaign::plan::resolve_runs)), before any agent is
-/// contacted.
+/// The runs of `gpufleet run`: a suite's, or one ad-hoc spec. The ad-hoc spec is validated, and
+/// its settings resolved, with the campaign's runs
+/// ([`resolve_runs`](crate::campaign::plan::resolve_runs)), before any agent is contacted.
 ///
 /// # Errors
 /// An unknown suite or `--kernel`, a malformed `--param`.
@@ -57,16 +57,14 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
         params,
         dtype: args.dtype,
         mode: args.mode,
-        warmup: args.warmup,
-        min_iterations: args.min_iterations,
-        min_seconds: args.min_seconds,
-        max_iterations: RunDefaults::STANDARD.max_iterations,
-        timeout_s: args
-            .overrides
-            .timeout_s
-            .unwrap_or(RunDefaults::STANDARD.timeout_s),
-        target_ci_pct: RunDefaults::STANDARD.target_ci_pct,
-        max_seconds: RunDefaults::budget(args.min_seconds),
+        // What the flags give; the rest (and the overrides) are applied when the campaign is
+        // planned, like a suite's.
+        settings: PartialSettings {
+            warmup: Some(args.warmup),
+            min_iterations: Some(args.min_iterations),
+            min_seconds: Some(args.min_seconds),
+            ..PartialSettings::default()
+        },
         env: BTreeMap::new(),
     };
     Ok(("adhoc".to_string(), vec![run], Vec::new()))
@@ -80,16 +78,9 @@ pub async fn run(db: &Db, args: RunArgs) -> anyhow::Result<i32> {
         .iter()
         .map(|n| lookup_agent(db, n))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let (env, env_sets) = env_overrides(&args.overrides)?;
     let selection = Selection {
-        backends: args.backends.clone(),
         devices: args.devices.clone(),
-        kernels,
-        env,
-        env_sets,
-        timeout_s: args.overrides.timeout_s,
-        target_ci_pct: args.overrides.target_ci_pct,
-        max_seconds: args.overrides.max_seconds,
+        options: campaign_options(&args.overrides, &args.backends, &kernels)?,
         power_window_s: args.power_window_s,
     };
     let reporter = Arc::new(CliReporter::new());

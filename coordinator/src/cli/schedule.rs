@@ -1,7 +1,7 @@
 //! `schedule add|list|rm|run-now` and `regressions`.
 
 use super::args::{FailOn, RegressionsArgs, ScheduleCommand};
-use super::parse::env_overrides;
+use super::parse::campaign_options;
 use crate::campaign::progress::CliReporter;
 use crate::db::Db;
 use crate::regression::check::parse_since;
@@ -24,7 +24,7 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
             if !a.all && a.agents.is_empty() {
                 bail!("give --agent NAME (repeatable) or --all");
             }
-            let (env, env_sets) = env_overrides(&a.overrides)?;
+            let options = campaign_options(&a.overrides, &a.backends, &a.kernels)?;
             // A suite file is kept by its content (what every slot runs) and its absolute path
             // (for people): the serve that fires the schedule runs from another directory, and
             // a later edit of the file must not change what the nightly series measures.
@@ -46,25 +46,13 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                 suite_sha256,
                 agents: a.agents.clone(),
                 all_agents: a.all,
-                backends: a.backends.clone(),
-                kernels: a.kernels.clone(),
-                env,
-                env_sets,
-                timeout_s: a.overrides.timeout_s,
-                target_ci_pct: a.overrides.target_ci_pct,
-                max_seconds: a.overrides.max_seconds,
+                options,
             };
             // Refuse now what would fail every night.
             let agents = db.with(|s| s.agents())?;
             request_of(&a.name, &spec, &agents).map_err(|e| anyhow::anyhow!("{e}"))?;
-            let row = db.with(|s| {
-                s.add_schedule(
-                    &a.name,
-                    &a.cron,
-                    &serde_json::to_string(&spec).unwrap_or_default(),
-                    !a.no_catch_up,
-                )
-            })?;
+            let spec_json = serde_json::to_string(&spec)?;
+            let row = db.with(|s| s.add_schedule(&a.name, &a.cron, &spec_json, !a.no_catch_up))?;
             let next = cron
                 .next_after(now() as i64)
                 .map(|t| fmt_time(t as f64))
@@ -81,14 +69,14 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
             let next = |r: &ScheduleRow| next_slot(r, now);
             let format = output.format();
             if format == Format::Json {
-                let v: Vec<serde_json::Value> = rows
+                let v = rows
                     .iter()
                     .map(|r| {
-                        let mut v = serde_json::to_value(r).unwrap_or_default();
+                        let mut v = serde_json::to_value(r)?;
                         v["next_slot"] = serde_json::json!(next(r));
-                        v
+                        Ok(v)
                     })
-                    .collect();
+                    .collect::<serde_json::Result<Vec<_>>>()?;
                 println!("{}", serde_json::to_string_pretty(&v)?);
             } else {
                 let mut t = Table::new(&[
@@ -102,8 +90,10 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                     "filters",
                 ]);
                 for r in &rows {
-                    let spec: ScheduleSpec =
-                        serde_json::from_value(r.spec.clone()).unwrap_or_default();
+                    let spec: ScheduleSpec = gpufleet_kernels::from_json_value(&r.spec)
+                        .with_context(|| {
+                            format!("schedule {}: its stored spec does not parse", r.name)
+                        })?;
                     t.push(vec![
                         r.name.clone(),
                         r.cron.clone(),
@@ -265,6 +255,7 @@ pub fn regressions(db: &Db, a: RegressionsArgs) -> anyhow::Result<i32> {
 /// What a schedule narrows or overrides, for `schedule list`: backends, kernels, env overrides,
 /// env sets, timeout and measurement target; `-` for none.
 fn filters_text(spec: &ScheduleSpec) -> String {
+    let spec = &spec.options;
     let mut parts = Vec::new();
     if !spec.backends.is_empty() {
         parts.push(format!("backend {}", spec.backends.join(",")));

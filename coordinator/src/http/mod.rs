@@ -51,6 +51,16 @@ impl From<StoreError> for ApiError {
     }
 }
 
+/// A row that cannot be turned into JSON is an error of the answer, never an empty value in it.
+impl From<serde_json::Error> for ApiError {
+    fn from(e: serde_json::Error) -> Self {
+        ApiError(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("encoding JSON: {e}"),
+        )
+    }
+}
+
 type ApiResult = Result<Json<Value>, ApiError>;
 
 /// Who may use the API: `None` for both means open (loopback only; serve checks that).
@@ -227,10 +237,10 @@ async fn agents(State(s): State<Daemon>) -> ApiResult {
     let (agents, devices) = db(&s)
         .call(|st| -> Result<_, StoreError> { Ok((st.agents()?, st.devices()?)) })
         .await?;
-    let out: Vec<Value> = agents
+    let out = agents
         .iter()
         .map(|a| {
-            let mut v = serde_json::to_value(a).unwrap_or_default();
+            let mut v = serde_json::to_value(a)?;
             v["devices"] = devices
                 .iter()
                 .filter(|d| d.agent_id == a.id)
@@ -239,15 +249,15 @@ async fn agents(State(s): State<Daemon>) -> ApiResult {
                            "arch": d.arch, "pci_bus_id": d.pci_bus_id, "last_seen": d.last_seen})
                 })
                 .collect();
-            v
+            Ok(v)
         })
-        .collect();
+        .collect::<serde_json::Result<Vec<Value>>>()?;
     Ok(Json(Value::from(out)))
 }
 
 async fn campaigns(State(s): State<Daemon>) -> ApiResult {
     let rows = db(&s).call(|st| st.campaigns()).await?;
-    Ok(Json(serde_json::to_value(rows).unwrap_or_default()))
+    Ok(Json(serde_json::to_value(rows)?))
 }
 
 async fn campaign(State(s): State<Daemon>, Path(id): Path<String>) -> ApiResult {
@@ -263,8 +273,8 @@ async fn campaign(State(s): State<Daemon>, Path(id): Path<String>) -> ApiResult 
     let Some(row) = row else {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no campaign {id}")));
     };
-    let mut v = serde_json::to_value(row).unwrap_or_default();
-    v["job_list"] = serde_json::to_value(jobs).unwrap_or_default();
+    let mut v = serde_json::to_value(row)?;
+    v["job_list"] = serde_json::to_value(jobs)?;
     Ok(Json(v))
 }
 
@@ -292,34 +302,34 @@ async fn results(State(s): State<Daemon>, JsonQuery(q): JsonQuery<ResultsQuery>)
     };
     let limit = q.limit.unwrap_or(500).min(10_000);
     let rows = db(&s).call(move |st| st.results(&filter)).await?;
-    let out: Vec<Value> = rows
+    let out = rows
         .iter()
         .rev()
         .take(limit)
         .map(|r| {
-            let mut v = serde_json::to_value(&r.record).unwrap_or_default();
+            let mut v = serde_json::to_value(&r.record)?;
             if let Some(o) = v.as_object_mut() {
                 o.remove("times");
                 o.remove("power");
                 o.insert("id".into(), json!(r.id));
             }
-            v
+            Ok(v)
         })
-        .collect();
+        .collect::<serde_json::Result<Vec<Value>>>()?;
     Ok(Json(Value::from(out)))
 }
 
 async fn schedules(State(s): State<Daemon>) -> ApiResult {
     let rows = db(&s).call(|st| st.schedules()).await?;
     let t = now();
-    let out: Vec<Value> = rows
+    let out = rows
         .iter()
         .map(|r| {
-            let mut v = serde_json::to_value(r).unwrap_or_default();
+            let mut v = serde_json::to_value(r)?;
             v["next_slot"] = json!(next_slot(r, t));
-            v
+            Ok(v)
         })
-        .collect();
+        .collect::<serde_json::Result<Vec<Value>>>()?;
     Ok(Json(Value::from(out)))
 }
 
@@ -338,13 +348,13 @@ fn since(q: &SinceQuery) -> Result<f64, ApiError> {
 async fn alerts(State(s): State<Daemon>, JsonQuery(q): JsonQuery<SinceQuery>) -> ApiResult {
     let since = since(&q)?;
     let rows = db(&s).call(move |st| st.alerts(since)).await?;
-    Ok(Json(serde_json::to_value(rows).unwrap_or_default()))
+    Ok(Json(serde_json::to_value(rows)?))
 }
 
 async fn checks(State(s): State<Daemon>, JsonQuery(q): JsonQuery<SinceQuery>) -> ApiResult {
     let since = since(&q)?;
     let rows = db(&s).call(move |st| st.checks(since)).await?;
-    Ok(Json(serde_json::to_value(rows).unwrap_or_default()))
+    Ok(Json(serde_json::to_value(rows)?))
 }
 
 #[cfg(test)]

@@ -233,16 +233,22 @@ impl Daemon {
         row: &ScheduleRow,
         slot: Option<f64>,
     ) -> Result<Option<(i64, Result<CampaignRequest, String>)>, StoreError> {
-        let spec: ScheduleSpec = serde_json::from_value(row.spec.clone()).unwrap_or_default();
+        // A stored spec that does not parse fails the slot's campaign, naming the field.
+        let spec = gpufleet_kernels::from_json_value::<ScheduleSpec>(&row.spec)
+            .map_err(|e| format!("schedule {}: its stored spec does not parse: {e}", row.name));
         let agents = self.db.call(|s| s.agents()).await?;
-        let req = request_of(&row.name, &spec, &agents);
+        let req = spec
+            .as_ref()
+            .map_err(Clone::clone)
+            .and_then(|spec| request_of(&row.name, spec, &agents));
+        let suite = spec.map(|s| s.suite).unwrap_or_default();
         let description = match slot {
             Some(slot) => format!("schedule {} slot {}", row.name, fmt_time(slot)),
             None => format!("schedule {} run now", row.name),
         };
         let (suite, spec_json) = match &req {
             Ok(r) => (r.suite.clone(), StoredRequest::of(r).to_json()),
-            Err(_) => (spec.suite.clone(), "{}".to_string()),
+            Err(_) => (suite, "{}".to_string()),
         };
         let (name, owner) = (row.name.clone(), self.ex.owner.clone());
         let id = self
@@ -462,5 +468,35 @@ impl Daemon {
             .abort_all();
         let owner = self.ex.owner.clone();
         self.db.call(move |s| s.release_campaigns(&owner)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::campaign::progress::LogReporter;
+
+    #[tokio::test]
+    async fn a_stored_schedule_spec_that_does_not_parse_fails_its_campaign_naming_the_field() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = Db::open(&dir.path().join("fleet.db")).unwrap();
+        let spec = r#"{"suite": "smoke", "all_agents": true, "timeout_s": "soon"}"#;
+        let row = db
+            .with(|s| s.add_schedule("nightly", "0 3 * * *", spec, true))
+            .unwrap();
+        let daemon = Daemon::new(db.clone(), DaemonConfig::default(), Arc::new(LogReporter));
+        let report = daemon.run_now(&row).await.unwrap();
+        let error = report.error.unwrap_or_default();
+        assert!(
+            error.starts_with(
+                "schedule nightly: its stored spec does not parse: field `timeout_s`: invalid type"
+            ),
+            "{error}"
+        );
+        let campaign = db
+            .with(|s| s.campaign(report.campaign_id))
+            .unwrap()
+            .unwrap();
+        assert_eq!(campaign.state, CampaignState::Failed);
     }
 }

@@ -1,12 +1,11 @@
 //! What a schedule runs, stored as the schedule's `spec_json`, and the campaign request it stands
 //! for when a slot fires.
 
-use crate::campaign::plan::{EnvSet, Selection};
 use crate::campaign::request::{CampaignRequest, RetryPolicy};
+use crate::campaign::selection::{CampaignOptions, Selection};
 use crate::store::AgentRow;
 use gpufleet_kernels::Suite;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// What a schedule runs; stored as the schedule's `spec_json`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -26,15 +25,10 @@ pub struct ScheduleSpec {
     pub agents: Vec<String>,
     /// Every agent registered when the slot fires.
     pub all_agents: bool,
-    pub backends: Vec<String>,
-    pub kernels: Vec<String>,
-    /// Overrides for every run.
-    pub env: BTreeMap<String, String>,
-    /// Environment matrix: each set its own comparison row and regression series.
-    pub env_sets: Vec<EnvSet>,
-    pub timeout_s: Option<f64>,
-    pub target_ci_pct: Option<f64>,
-    pub max_seconds: Option<f64>,
+    /// Backends, kernels, environment and setting overrides of every campaign it fires (stored at
+    /// the top level, as `campaigns.spec_json` stores them).
+    #[serde(flatten, deserialize_with = "gpufleet_kernels::flattened")]
+    pub options: CampaignOptions,
 }
 
 /// The campaign request a schedule stands for, with the agents registered now.
@@ -72,16 +66,33 @@ pub fn request_of(
         runs: suite.runs,
         agents: chosen,
         selection: Selection {
-            backends: spec.backends.clone(),
-            devices: Vec::new(),
-            kernels: spec.kernels.clone(),
-            env: spec.env.clone(),
-            env_sets: spec.env_sets.clone(),
-            timeout_s: spec.timeout_s,
-            target_ci_pct: spec.target_ci_pct,
-            max_seconds: spec.max_seconds,
-            power_window_s: None,
+            options: spec.options.clone(),
+            ..Selection::default()
         },
         retry: RetryPolicy::default(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stored_form_keeps_its_fields_at_the_top_level() {
+        // As `schedule add` stored it before the options were shared with a campaign's selection.
+        let stored = serde_json::json!({
+            "suite": "smoke", "agents": ["rig"], "all_agents": false, "backends": ["cpu"],
+            "kernels": [], "env": {"POCL_X": "1"}, "env_sets": [], "timeout_s": 30.0,
+            "target_ci_pct": null, "max_seconds": null
+        });
+        let spec: ScheduleSpec = serde_json::from_value(stored.clone()).unwrap();
+        assert_eq!(spec.options.backends, ["cpu"]);
+        assert_eq!(spec.options.timeout_s, Some(30.0));
+        assert_eq!(serde_json::to_value(&spec).unwrap(), stored);
+        let e = gpufleet_kernels::from_json_value::<ScheduleSpec>(&serde_json::json!({
+            "suite": "smoke", "timeout_s": "soon"
+        }))
+        .unwrap_err();
+        assert!(e.to_string().contains("timeout_s"), "{e}");
+    }
 }

@@ -7,13 +7,17 @@
 //! coordinators starting at once serialise on the write lock (the second finds nothing to do).
 //!
 //! Rules for adding one: append a file `migrations/NNNN_what.sql` and an entry to [`MIGRATIONS`];
-//! never edit a migration that has shipped. `foreign_keys` cannot be switched inside a transaction,
+//! never edit a migration that has shipped. A migration that must rewrite stored values with Rust
+//! code (migration 7 resolves stored run settings with the one function that knows the defaults)
+//! adds a `rewrite` step, run after its SQL in the same transaction. `foreign_keys` cannot be switched inside a transaction,
 //! so a migration that rebuilds a table must keep every row its children reference (copy into a new
 //! table with the same ids, drop, rename) and the runner's `foreign_key_check` then proves it did.
 
+mod settings;
+
 use std::path::Path;
 
-use rusqlite::{Connection, TransactionBehavior};
+use rusqlite::{Connection, Transaction, TransactionBehavior};
 
 use super::error::StoreError;
 
@@ -26,6 +30,8 @@ pub(super) struct Migration {
     pub name: &'static str,
     /// The statements, run as one batch.
     pub sql: &'static str,
+    /// Stored values rewritten in Rust after the statements, where SQL cannot say it.
+    pub rewrite: Option<fn(&Transaction<'_>) -> rusqlite::Result<()>>,
 }
 
 /// Every migration, in order; `MIGRATIONS[i].version == i + 1`.
@@ -34,31 +40,43 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         version: 1,
         name: "0001_init",
         sql: include_str!("migrations/0001_init.sql"),
+        rewrite: None,
     },
     Migration {
         version: 2,
         name: "0002_energy",
         sql: include_str!("migrations/0002_energy.sql"),
+        rewrite: None,
     },
     Migration {
         version: 3,
         name: "0003_service",
         sql: include_str!("migrations/0003_service.sql"),
+        rewrite: None,
     },
     Migration {
         version: 4,
         name: "0004_fleet",
         sql: include_str!("migrations/0004_fleet.sql"),
+        rewrite: None,
     },
     Migration {
         version: 5,
         name: "0005_dashboard",
         sql: include_str!("migrations/0005_dashboard.sql"),
+        rewrite: None,
     },
     Migration {
         version: 6,
         name: "0006_noise",
         sql: include_str!("migrations/0006_noise.sql"),
+        rewrite: None,
+    },
+    Migration {
+        version: 7,
+        name: "0007_settings",
+        sql: include_str!("migrations/0007_settings.sql"),
+        rewrite: Some(settings::rewrite),
     },
 ];
 
@@ -75,6 +93,11 @@ pub(super) const APPLICATION_ID: i64 = 0x4750_464C;
 /// the write lock, in case another process upgraded it since `open` looked);
 /// [`StoreError::Open`] if a statement fails, in which case nothing of the pending migrations stays.
 pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<usize, StoreError> {
+    migrate_to(conn, path, LATEST_VERSION)
+}
+
+/// [`migrate`], stopping at version `target` (tests build older databases with it).
+fn migrate_to(conn: &mut Connection, path: &Path, target: i64) -> Result<usize, StoreError> {
     let open_err = |context: &'static str| {
         move |source| StoreError::Open {
             path: path.to_path_buf(),
@@ -95,13 +118,20 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<usize, Store
             supported: LATEST_VERSION,
         });
     }
-    let pending: Vec<&Migration> = MIGRATIONS.iter().filter(|m| m.version > found).collect();
+    let pending: Vec<&Migration> = MIGRATIONS
+        .iter()
+        .filter(|m| m.version > found && m.version <= target)
+        .collect();
     for m in &pending {
-        tx.execute_batch(m.sql).map_err(|source| StoreError::Open {
+        let step_err = |source| StoreError::Open {
             path: path.to_path_buf(),
             context: m.name,
             source,
-        })?;
+        };
+        tx.execute_batch(m.sql).map_err(step_err)?;
+        if let Some(rewrite) = m.rewrite {
+            rewrite(&tx).map_err(step_err)?;
+        }
     }
     if !pending.is_empty() {
         let violations: i64 = tx
@@ -119,7 +149,7 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<usize, Store
                 ),
             });
         }
-        tx.pragma_update(None, "user_version", LATEST_VERSION)
+        tx.pragma_update(None, "user_version", target)
             .map_err(open_err("writing the schema version"))?;
     }
     tx.commit().map_err(open_err("committing the migrations"))?;

@@ -4,11 +4,13 @@
 //! name = "smoke"                 # optional, defaults to the file name
 //! description = "..."
 //! [defaults]                     # optional; each run may override any of these
-//! warmup = 2                     # defaults: RunDefaults::STANDARD (3, 10, 0.5 s, 10000, 120 s)
-//! min_iterations = 5
+//! warmup = 2                     # left out: decided when a campaign plans the run
+//! min_iterations = 5             # (RunSettings::DEFAULT: 3, 10, 0.5 s, 10000, 120 s, 1%, 5 × min_seconds)
 //! min_seconds = 0.05
 //! max_iterations = 1000
 //! timeout_s = 60
+//! target_ci_pct = 0              # 0: no interval target, the minimums decide
+//! max_seconds = 1
 //! mode = "compute_only"          # or "with_transfers"
 //! dtype = "f32"                  # default f32
 //! env = { KEY = "value" }        # merged under each run's env
@@ -30,7 +32,7 @@ use toml::Spanned;
 use super::{Suite, SuiteError, SuiteRun};
 use crate::error::SpecError;
 use crate::problem::Problem;
-use crate::run::{Mode, RunDefaults};
+use crate::run::{Mode, PartialSettings};
 
 #[derive(Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -157,40 +159,18 @@ fn pick<'a, T>(
     run.as_ref().or(defaults.as_ref())
 }
 
-fn count(
-    ctx: &Ctx,
-    value: Option<&Spanned<i64>>,
-    field: &str,
-    default: u32,
-    min: i64,
-) -> Result<u32, SuiteError> {
-    let Some(v) = value else { return Ok(default) };
+/// A count as the file gives it; its bounds are checked with the other settings
+/// ([`PartialSettings::check`]).
+fn count(ctx: &Ctx, value: Option<&Spanned<i64>>, field: &str) -> Result<Option<u32>, SuiteError> {
+    let Some(v) = value else { return Ok(None) };
     let n = *v.get_ref();
-    if n < min || n > i64::from(u32::MAX) {
-        return Err(ctx.invalid(
+    u32::try_from(n).map(Some).map_err(|_| {
+        ctx.invalid(
             &v.span(),
             field,
-            format!("{n} is outside {min}..={}", u32::MAX),
-        ));
-    }
-    Ok(n as u32)
-}
-
-fn seconds(
-    ctx: &Ctx,
-    value: Option<&Spanned<f64>>,
-    field: &str,
-    default: f64,
-    allow_zero: bool,
-) -> Result<f64, SuiteError> {
-    let Some(v) = value else { return Ok(default) };
-    let s = *v.get_ref();
-    let ok = s.is_finite() && (s > 0.0 || (allow_zero && s == 0.0));
-    if !ok {
-        let bound = if allow_zero { "0 or more" } else { "above 0" };
-        return Err(ctx.invalid(&v.span(), field, format!("{s} must be {bound} seconds")));
-    }
-    Ok(s)
+            format!("{n} is not a count (0..={})", u32::MAX),
+        )
+    })
 }
 
 /// Zips array params and broadcasts scalars into one map per point.
@@ -311,61 +291,40 @@ fn expand(
     let dtype = pick(&o.dtype, &defaults.dtype);
     let dtype_span = dtype.map(Spanned::span);
     let dtype = dtype.map_or_else(String::new, |d| d.get_ref().clone());
-    let d = RunDefaults::STANDARD;
-    let warmup = count(
-        ctx,
-        pick(&o.warmup, &defaults.warmup),
-        "warmup",
-        d.warmup,
-        0,
-    )?;
+    let warmup = pick(&o.warmup, &defaults.warmup);
     let min_it = pick(&o.min_iterations, &defaults.min_iterations);
-    let min_iterations = count(ctx, min_it, "min_iterations", d.min_iterations, 1)?;
     let max_it = pick(&o.max_iterations, &defaults.max_iterations);
-    let max_iterations = count(ctx, max_it, "max_iterations", d.max_iterations, 1)?;
-    if max_iterations < min_iterations {
-        let span = max_it.or(min_it).map_or_else(|| run.span(), Spanned::span);
-        return Err(ctx.invalid(
-            &span,
-            "max_iterations",
-            format!("{max_iterations} is below min_iterations {min_iterations}"),
-        ));
-    }
     let min_s = pick(&o.min_seconds, &defaults.min_seconds);
-    let min_seconds = seconds(ctx, min_s, "min_seconds", d.min_seconds, true)?;
     let timeout = pick(&o.timeout_s, &defaults.timeout_s);
-    let timeout_s = seconds(ctx, timeout, "timeout_s", d.timeout_s, false)?;
     let target = pick(&o.target_ci_pct, &defaults.target_ci_pct);
-    let target_ci_pct = match target {
-        Some(t) if !(t.get_ref().is_finite() && (0.0..=100.0).contains(t.get_ref())) => {
-            return Err(ctx.invalid(
-                &t.span(),
-                "target_ci_pct",
-                format!(
-                    "{} must be a percentage in [0, 100] (0: no target)",
-                    t.get_ref()
-                ),
-            ));
-        }
-        Some(t) => *t.get_ref(),
-        None => d.target_ci_pct,
-    };
     let budget = pick(&o.max_seconds, &defaults.max_seconds);
-    let max_seconds = seconds(
-        ctx,
-        budget,
-        "max_seconds",
-        RunDefaults::budget(min_seconds),
-        true,
-    )?;
-    if max_seconds < min_seconds {
-        let span = budget.or(min_s).map_or_else(|| run.span(), Spanned::span);
-        return Err(ctx.invalid(
-            &span,
-            "max_seconds",
-            format!("{max_seconds} is below min_seconds {min_seconds}"),
-        ));
-    }
+    let given = |v: Option<&Spanned<f64>>| v.map(|v| *v.get_ref());
+    let settings = PartialSettings {
+        warmup: count(ctx, warmup, "warmup")?,
+        min_iterations: count(ctx, min_it, "min_iterations")?,
+        min_seconds: given(min_s),
+        max_iterations: count(ctx, max_it, "max_iterations")?,
+        timeout_s: given(timeout),
+        target_ci_pct: given(target),
+        max_seconds: given(budget),
+    };
+    // A file that contradicts itself (a maximum below its minimum) is refused, not repaired.
+    settings
+        .check()
+        .and_then(|()| settings.check_order())
+        .map_err(|e| {
+            let span = match e.field {
+                "warmup" => warmup.map(Spanned::span),
+                "min_iterations" => min_it.map(Spanned::span),
+                "max_iterations" => max_it.or(min_it).map(Spanned::span),
+                "min_seconds" => min_s.map(Spanned::span),
+                "max_seconds" => budget.or(min_s).map(Spanned::span),
+                "timeout_s" => timeout.map(Spanned::span),
+                "target_ci_pct" => target.map(Spanned::span),
+                _ => None,
+            };
+            ctx.invalid(&span.unwrap_or_else(|| run.span()), e.field, e.message)
+        })?;
     let mut env = defaults.env.clone();
     env.extend(o.env.iter().map(|(k, v)| (k.clone(), v.clone())));
 
@@ -388,13 +347,7 @@ fn expand(
             params,
             dtype: resolved.unwrap_or_default(),
             mode,
-            warmup,
-            min_iterations,
-            min_seconds,
-            max_iterations,
-            timeout_s,
-            target_ci_pct,
-            max_seconds,
+            settings,
             env: env.clone(),
         });
     }
@@ -452,6 +405,7 @@ pub(super) fn parse(text: &str, origin: &str) -> Result<Suite, SuiteError> {
 mod tests {
     use super::*;
     use crate::Dtype;
+    use crate::run::RunSettings;
 
     fn err(text: &str) -> String {
         parse(text, "bad.toml").unwrap_err().to_string()
@@ -497,22 +451,18 @@ kernel = "noop"
             BTreeMap::from([("k".into(), 16), ("m".into(), 128), ("n".into(), 64)])
         );
         assert_eq!(
-            (r.dtype, r.mode, r.warmup),
-            (Dtype::F16, Mode::WithTransfers, 7)
+            (r.dtype, r.mode, r.settings.warmup),
+            (Dtype::F16, Mode::WithTransfers, Some(7))
         );
-        assert_eq!(r.min_seconds, 1.0);
+        assert_eq!(r.settings.min_seconds, Some(1.0));
         assert_eq!(r.env.get("A").map(String::as_str), Some("1"));
         assert_eq!(r.env.get("B").map(String::as_str), Some("3"));
         let noop = &s.runs[2];
         assert_eq!(noop.variants, None);
         assert!(noop.params.is_empty());
+        let n = noop.settings.resolve().unwrap();
         assert_eq!(
-            (
-                noop.warmup,
-                noop.min_iterations,
-                noop.max_iterations,
-                noop.timeout_s
-            ),
+            (n.warmup, n.min_iterations, n.max_iterations, n.timeout_s),
             (1, 10, 10_000, 120.0)
         );
         assert_eq!(noop.dtype, Dtype::F32);
@@ -524,7 +474,9 @@ kernel = "noop"
         let r = &s.runs[0];
         assert_eq!(s.name, "x");
         assert_eq!(r.mode, Mode::ComputeOnly);
-        let d = RunDefaults::STANDARD;
+        // Nothing given, so the run is measured by the defaults when it is planned.
+        assert_eq!(r.settings, PartialSettings::default());
+        let (r, d) = (r.settings.resolve().unwrap(), RunSettings::DEFAULT);
         assert_eq!(
             (r.warmup, r.min_iterations, r.max_iterations),
             (d.warmup, d.min_iterations, d.max_iterations)
@@ -543,8 +495,13 @@ kernel = "noop"
             "x.toml",
         )
         .unwrap();
-        assert_eq!((s.runs[0].target_ci_pct, s.runs[0].max_seconds), (0.5, 2.0));
-        assert_eq!(s.runs[1].target_ci_pct, 0.0);
+        let first = s.runs[0].settings;
+        assert_eq!(
+            (first.target_ci_pct, first.max_seconds),
+            (Some(0.5), Some(2.0))
+        );
+        assert_eq!(s.runs[1].settings.target_ci_pct, Some(0.0));
+        assert_eq!(s.runs[1].settings.resolve().unwrap().target_ci_pct, None);
         let msg = err_starting(
             "[[run]]\nkernel = \"copy\"\ntarget_ci_pct = -1\n",
             "bad.toml:3: ",
@@ -560,7 +517,7 @@ kernel = "noop"
         );
         // The default budget scales with the minimum.
         let s = parse("[[run]]\nkernel = \"copy\"\nmin_seconds = 0.1\n", "x.toml").unwrap();
-        assert_eq!(s.runs[0].max_seconds, 0.5);
+        assert_eq!(s.runs[0].settings.resolve().unwrap().max_seconds, 0.5);
     }
 
     #[test]

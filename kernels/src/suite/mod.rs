@@ -1,5 +1,5 @@
-//! Suites: named lists of runs in TOML, three built in (`smoke`, `standard`, `perf`) and any number in
-//! users' files.
+//! Suites: named lists of runs in TOML, four built in (`smoke`, `standard`, `perf`, `models`) and any
+//! number in users' files.
 //!
 //! A suite is validated completely when it is loaded: every run, for every variant and parameter point,
 //! goes through [`crate::Problem::new`], so a typo or an impossible size is reported with its file and
@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use crate::error::SpecError;
-use crate::run::Mode;
+use crate::run::{Mode, PartialSettings};
 use crate::types::Dtype;
 
 /// Names of the suites embedded in the crate.
@@ -47,20 +47,11 @@ pub struct SuiteRun {
     pub dtype: Dtype,
     /// Device time only, or host copies included.
     pub mode: Mode,
-    /// Untimed iterations before measuring (caches, clocks, JIT).
-    pub warmup: u32,
-    /// Iterations measured at least, however long they take.
-    pub min_iterations: u32,
-    /// Seconds measured at least, so short kernels get enough samples.
-    pub min_seconds: f64,
-    /// Iterations measured at most, so tiny kernels stop.
-    pub max_iterations: u32,
-    /// Wall-clock limit of the whole run, after which the worker is killed.
-    pub timeout_s: f64,
-    /// Target half-width of the median's 95% interval, percent; 0: no target.
-    pub target_ci_pct: f64,
-    /// Measuring stops after this many seconds even if the target is not reached.
-    pub max_seconds: f64,
+    /// How to measure, as the file gives it (its `[defaults]` under the run's own settings); what
+    /// the file leaves out is decided when a campaign plans the run
+    /// ([`PartialSettings::resolve`]). Stored with a campaign at the run's top level.
+    #[serde(flatten, deserialize_with = "crate::json::flattened")]
+    pub settings: PartialSettings,
     /// Environment overrides for the worker (the agent checks them against its allowlist).
     pub env: BTreeMap<String, String>,
 }
@@ -215,7 +206,11 @@ mod tests {
                     Problem::new(&run.kernel, &v, &run.params, run.dtype.name(), false)
                         .unwrap_or_else(|e| panic!("{name}: {e}"));
                 }
-                assert!(run.min_iterations >= 1 && run.max_iterations >= run.min_iterations);
+                let s = run
+                    .settings
+                    .resolve()
+                    .unwrap_or_else(|e| panic!("{name}: {e}"));
+                assert!(s.min_iterations >= 1 && s.max_iterations >= s.min_iterations);
             }
         }
     }
