@@ -28,7 +28,7 @@ impl Origin {
 
 fn map_value<V: serde::Serialize>(m: &std::collections::HashMap<String, V>) -> Value {
     let sorted: std::collections::BTreeMap<_, _> = m.iter().collect();
-    serde_json::to_value(sorted).unwrap_or(Value::Null)
+    serde_json::to_value(sorted).expect("a string-keyed map serialises to JSON")
 }
 
 /// Flattens `r` and the power samples of its stream into a store record.

@@ -13,9 +13,6 @@ fn main() {
         std::process::exit(gpufleet_agent::isolation::child::main(&args[2..]));
     }
     let cli = Cli::parse_from(&args);
-    gpufleet_coordinator::link::grpc::set_connect_timeout(std::time::Duration::from_secs_f64(
-        cli.connect_timeout_s,
-    ));
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
@@ -75,21 +72,25 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     } else {
         Db::open(&cli.db)?
     };
+    // How long reaching an agent may take, handed to every command that dials one.
+    let connect_timeout = std::time::Duration::from_secs_f64(cli.connect_timeout_s);
     match cli.command {
         Command::Demo(args) => demo(&db, &cli.db, args).await,
-        Command::Agents(cmd) => cli::agents::agents(&db, cmd).await,
+        Command::Agents(cmd) => cli::agents::agents(&db, cmd, connect_timeout).await,
         Command::Describe { agent, json } => {
-            cli::agents::describe(&db, &agent, json).await.map(|_| 0)
+            cli::agents::describe(&db, &agent, json, connect_timeout)
+                .await
+                .map(|_| 0)
         }
-        Command::Run(args) => cli::run::run(&db, args).await,
+        Command::Run(args) => cli::run::run(&db, args, connect_timeout).await,
         Command::Compare(args) => cli::results::compare(&db, args),
         Command::Results(args) => cli::results::results(&db, args).map(|_| 0),
         Command::ServeAgent { .. } | Command::Healthz { .. } | Command::ExportModel(_) => {
             unreachable!("handled above")
         }
         Command::Campaigns { output } => cli::results::campaigns(&db, output).map(|_| 0),
-        Command::Serve(args) => cli::serve::serve(&db, args).await,
-        Command::Schedule(cmd) => cli::schedule::schedule(&db, cmd).await,
+        Command::Serve(args) => cli::serve::serve(&db, args, connect_timeout).await,
+        Command::Schedule(cmd) => cli::schedule::schedule(&db, cmd, connect_timeout).await,
         Command::Regressions(args) => cli::schedule::regressions(&db, args),
         Command::Report(args) => cli::results::report(&db, args).map(|_| 0),
         Command::SeedHistory {

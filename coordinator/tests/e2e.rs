@@ -345,6 +345,7 @@ async fn an_agent_dying_mid_campaign_loses_only_its_jobs() {
         retry: RetryPolicy {
             retries: 1,
             backoff: Duration::from_millis(100),
+            ..RetryPolicy::default()
         },
     };
     let db2 = db.clone();

@@ -79,7 +79,8 @@ fn store_in<T: Serialize + DeserializeOwned + Clone>(path: &Path, key: &str, ent
         let _ = std::fs::create_dir_all(parent);
     }
     let tmp = path.with_extension(format!("tmp{}", std::process::id()));
-    if std::fs::write(&tmp, serde_json::to_vec_pretty(&all).unwrap_or_default()).is_ok() {
+    let text = serde_json::to_vec_pretty(&all).expect("tuned configurations serialise to JSON");
+    if std::fs::write(&tmp, text).is_ok() {
         let _ = std::fs::rename(&tmp, path);
     }
 }

@@ -57,10 +57,25 @@ impl Outbox {
         Ok(())
     }
 
-    /// The entry of `run_id`, if it waits here.
+    /// The entry of `run_id`, if it waits here. An entry that cannot be read or decoded is said
+    /// in the log with its file and left in place for a person to look at.
     pub fn get(&self, run_id: &str) -> Option<pb::RunDone> {
-        let bytes = std::fs::read(self.path(run_id)?).ok()?;
-        pb::RunDone::decode(bytes.as_slice()).ok()
+        let path = self.path(run_id)?;
+        let bytes = match std::fs::read(&path) {
+            Ok(b) => b,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return None,
+            Err(e) => {
+                tracing::warn!(file = %path.display(), "outbox entry unreadable: {e}");
+                return None;
+            }
+        };
+        match pb::RunDone::decode(bytes.as_slice()) {
+            Ok(done) => Some(done),
+            Err(e) => {
+                tracing::warn!(file = %path.display(), "outbox entry does not decode: {e}");
+                None
+            }
+        }
     }
 
     /// Forgets an acknowledged run.

@@ -43,7 +43,7 @@ impl Executor {
             retry,
             max_attempts: 3,
             reporter,
-            connect: direct_links(),
+            connect: direct_links(retry.connect_timeout),
         }
     }
 }

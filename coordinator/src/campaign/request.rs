@@ -2,14 +2,18 @@
 //! campaign can be planned again.
 
 use super::selection::Selection;
+use crate::link::grpc::DEFAULT_CONNECT_TIMEOUT;
 use crate::store::AgentRow;
 use gpufleet_kernels::SuiteRun;
 use serde::{Deserialize, Serialize};
 use std::time::Duration;
 
-/// Tuning of failure handling.
+/// Tuning of failure handling: how long reaching an agent may take, and how often it is tried.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct RetryPolicy {
+    /// How long one attempt to reach an agent may take before it counts as unreachable (the
+    /// connection and its Describe answer; `gpufleet --connect-timeout-s`).
+    pub connect_timeout: Duration,
     /// Extra attempts after the first when the agent is unreachable.
     pub retries: u32,
     /// Pause before the first retry; doubled each time.
@@ -19,8 +23,19 @@ pub struct RetryPolicy {
 impl Default for RetryPolicy {
     fn default() -> Self {
         RetryPolicy {
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             retries: 2,
             backoff: Duration::from_millis(500),
+        }
+    }
+}
+
+impl RetryPolicy {
+    /// The default policy with `connect_timeout`.
+    pub fn connecting_within(connect_timeout: Duration) -> RetryPolicy {
+        RetryPolicy {
+            connect_timeout,
+            ..RetryPolicy::default()
         }
     }
 }

@@ -194,6 +194,7 @@ fn fleet(fakes: &[Arc<FakeAgent>]) -> Fleet {
         retry: RetryPolicy {
             retries: 2,
             backoff: Duration::from_millis(1),
+            ..RetryPolicy::default()
         },
         max_attempts: 3,
         reporter: notes.clone(),

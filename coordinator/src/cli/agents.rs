@@ -8,9 +8,11 @@ use crate::store::{AgentKind, AgentRow, token_hash};
 use crate::table::{Format, Table};
 use crate::time::ago;
 use anyhow::bail;
+use std::time::Duration;
 
-/// `agents add|list|rm`. Returns the exit code: 1 when `list --check` found an agent unreachable.
-pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<i32> {
+/// `agents add|list|rm`. Returns the exit code: 1 when `list --check` found an agent unreachable
+/// (within `connect_timeout`).
+pub async fn agents(db: &Db, cmd: AgentsCommand, connect_timeout: Duration) -> anyhow::Result<i32> {
     match cmd {
         AgentsCommand::Add {
             name,
@@ -34,7 +36,9 @@ pub async fn agents(db: &Db, cmd: AgentsCommand) -> anyhow::Result<i32> {
             })?;
             println!("added agent {} at {}", row.name, row.url);
         }
-        AgentsCommand::List { check, output } => return list(db, check, output).await,
+        AgentsCommand::List { check, output } => {
+            return list(db, check, output, connect_timeout).await;
+        }
         AgentsCommand::Rm { name } => {
             if db.with(|s| s.remove_agent(&name))? {
                 println!(
@@ -76,9 +80,9 @@ fn trust_of(
 
 /// Whether an agent can be reached now: a direct agent answers Describe (its device count), a
 /// dial-in agent is attached to a live serve. The error says why not.
-async fn reach(a: &AgentRow, now: f64) -> Result<String, String> {
+async fn reach(a: &AgentRow, now: f64, connect_timeout: Duration) -> Result<String, String> {
     match a.kind {
-        AgentKind::Direct => AgentAddr::from(a)
+        AgentKind::Direct => AgentAddr::of(a, connect_timeout)
             .describe()
             .await
             .map(|i| format!("ok ({} devices)", i.devices.len()))
@@ -99,14 +103,19 @@ fn seen_text(a: &AgentRow, now: f64) -> String {
 }
 
 /// `agents list [--check] [--json]`.
-async fn list(db: &Db, check: bool, output: super::Output) -> anyhow::Result<i32> {
+async fn list(
+    db: &Db,
+    check: bool,
+    output: super::Output,
+    connect_timeout: Duration,
+) -> anyhow::Result<i32> {
     let format = output.format();
     let rows = db.with(|s| s.agents())?;
     let now = crate::time::now();
     let reach: Vec<Option<Result<String, String>>> = if check {
         futures::future::join_all(
             rows.iter()
-                .map(|a| async move { Some(reach(a, now).await) }),
+                .map(|a| async move { Some(reach(a, now, connect_timeout).await) }),
         )
         .await
     } else {
@@ -117,7 +126,7 @@ async fn list(db: &Db, check: bool, output: super::Output) -> anyhow::Result<i32
             .iter()
             .zip(&reach)
             .map(|(a, r)| {
-                let mut v = serde_json::to_value(a).unwrap_or_default();
+                let mut v = serde_json::to_value(a).expect("an agent row serialises to JSON");
                 v["attached"] = serde_json::Value::from(attached(a, now));
                 if let Some(r) = r {
                     v["reachable"] = serde_json::Value::from(r.is_ok());
@@ -250,20 +259,26 @@ fn describe_dial_in(db: &Db, row: &AgentRow, json: bool) -> anyhow::Result<()> {
 }
 
 /// `describe AGENT`.
-pub async fn describe(db: &Db, agent: &str, json: bool) -> anyhow::Result<()> {
+pub async fn describe(
+    db: &Db,
+    agent: &str,
+    json: bool,
+    connect_timeout: Duration,
+) -> anyhow::Result<()> {
     let a = if agent.starts_with("http://") || agent.starts_with("https://") {
         AgentAddr {
             name: agent.to_string(),
             url: agent.to_string(),
             token: None,
             trust: None,
+            connect_timeout,
         }
     } else {
         let row = lookup_agent(db, agent)?;
         if row.kind == AgentKind::DialIn {
             return describe_dial_in(db, &row, json);
         }
-        AgentAddr::from(&row)
+        AgentAddr::of(&row, connect_timeout)
     };
     let info = a.describe().await?;
     if json {

@@ -61,7 +61,7 @@ pub fn print_outcome(db: &Db, o: &CampaignOutcome, json: bool) -> anyhow::Result
 /// A result for scripts: the stored row plus a `metric` object and the
 /// device name.
 fn result_json(r: &ResultRow) -> serde_json::Value {
-    let mut v = serde_json::to_value(r).unwrap_or_default();
+    let mut v = serde_json::to_value(r).expect("a stored result serialises to JSON");
     let rec = &r.record;
     v["device"] = serde_json::Value::from(rec.device_id.clone());
     v["metric"] = match (rec.metric_value, &rec.metric_unit, &rec.metric_kind) {

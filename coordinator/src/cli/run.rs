@@ -15,6 +15,7 @@ use anyhow::{Context, bail};
 use gpufleet_kernels::{PartialSettings, Suite, SuiteRun, find_kernel};
 use std::collections::BTreeMap;
 use std::sync::Arc;
+use std::time::Duration;
 
 /// The runs of `gpufleet run`: a suite's, or one ad-hoc spec. The ad-hoc spec is validated, and
 /// its settings resolved, with the campaign's runs
@@ -71,7 +72,7 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
 }
 
 /// `run`.
-pub async fn run(db: &Db, args: RunArgs) -> anyhow::Result<i32> {
+pub async fn run(db: &Db, args: RunArgs, connect_timeout: Duration) -> anyhow::Result<i32> {
     let (suite, runs, kernels) = runs_of(&args)?;
     let agents = args
         .agents
@@ -90,7 +91,7 @@ pub async fn run(db: &Db, args: RunArgs) -> anyhow::Result<i32> {
         runs,
         agents,
         selection,
-        retry: RetryPolicy::default(),
+        retry: RetryPolicy::connecting_within(connect_timeout),
     };
     let outcome = if needs_handoff(&req) {
         hand_off(db, req, reporter.as_ref()).await

@@ -3,18 +3,23 @@
 use super::args::{FailOn, RegressionsArgs, ScheduleCommand};
 use super::parse::campaign_options;
 use crate::campaign::progress::CliReporter;
+use crate::campaign::request::RetryPolicy;
 use crate::db::Db;
 use crate::regression::check::parse_since;
 use crate::schedule::{Cron, Daemon, DaemonConfig, ScheduleSpec, next_slot, request_of};
 use crate::store::{AlertRow, ScheduleRow};
-use crate::table::fmt_metric;
-use crate::table::{Format, Table};
+use crate::table::{Format, Table, fmt_metric};
 use crate::time::{fmt_time, now};
 use anyhow::{Context, bail};
 use std::sync::Arc;
+use std::time::Duration;
 
 /// `schedule add|list|rm|run-now`.
-pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
+pub async fn schedule(
+    db: &Db,
+    cmd: ScheduleCommand,
+    connect_timeout: Duration,
+) -> anyhow::Result<i32> {
     match cmd {
         ScheduleCommand::Add(a) => {
             let cron: Cron = a
@@ -132,7 +137,11 @@ pub async fn schedule(db: &Db, cmd: ScheduleCommand) -> anyhow::Result<i32> {
                 .with(|s| s.schedule(&name))?
                 .ok_or_else(|| anyhow::anyhow!("no schedule named {name:?}"))?;
             let reporter = Arc::new(CliReporter::new());
-            let daemon = Daemon::new(db.clone(), DaemonConfig::default(), reporter.clone());
+            let cfg = DaemonConfig {
+                retry: RetryPolicy::connecting_within(connect_timeout),
+                ..DaemonConfig::default()
+            };
+            let daemon = Daemon::new(db.clone(), cfg, reporter.clone());
             let report = daemon.run_now(&row).await;
             reporter.finish();
             let report = report?;

@@ -7,6 +7,7 @@
 
 use super::args::ServeArgs;
 use crate::campaign::progress::LogReporter;
+use crate::campaign::request::RetryPolicy;
 use crate::db::Db;
 use crate::fleet::Hub;
 use crate::fleet::link::links;
@@ -19,6 +20,7 @@ use anyhow::{Context, bail};
 use std::io::Write;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio::sync::watch;
 
 /// Refuses listeners beyond loopback without TLS, and an HTTP API beyond loopback without a read
@@ -94,7 +96,7 @@ fn load_tls(args: &ServeArgs) -> anyhow::Result<Option<ServeTls>> {
 ///
 /// # Errors
 /// Bad arguments, a listen address that cannot be bound, a store that cannot be read.
-pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
+pub async fn serve(db: &Db, args: ServeArgs, connect_timeout: Duration) -> anyhow::Result<i32> {
     let detect = DetectConfig {
         baseline_n: args.baseline,
         threshold_pct: args.threshold_pct,
@@ -117,6 +119,7 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
     let cfg = DaemonConfig {
         catch_up: !args.no_catch_up,
         detect,
+        retry: RetryPolicy::connecting_within(connect_timeout),
         ..Default::default()
     };
     let daemon = Daemon::new(db.clone(), cfg, Arc::new(LogReporter));
@@ -125,7 +128,7 @@ pub async fn serve(db: &Db, args: ServeArgs) -> anyhow::Result<i32> {
         daemon.owner().to_string(),
         std::time::Duration::from_secs_f64(args.grace_s),
     );
-    let daemon = daemon.with_connect(links(hub.clone()));
+    let daemon = daemon.with_connect(links(hub.clone(), connect_timeout));
     let fleet_listener = match args.fleet_listen {
         Some(addr) => Some(
             tokio::net::TcpListener::bind(addr)

@@ -15,7 +15,9 @@ impl Pivot {
     pub fn render(&self, format: Format) -> String {
         match format {
             Format::Json => {
-                serde_json::to_string_pretty(&self.cells()).unwrap_or_else(|_| "[]".into()) + "\n"
+                serde_json::to_string_pretty(&self.cells())
+                    .expect("comparison cells serialise to JSON")
+                    + "\n"
             }
             Format::Csv => csv(&self.cells()),
             Format::Table | Format::Md => self.table(format),

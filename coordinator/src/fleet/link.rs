@@ -3,38 +3,44 @@
 //! gRPC one by the agent's kind, so the executor treats both alike.
 
 use super::Hub;
-use crate::link::grpc::{AgentAddr, connect_timeout};
+use crate::link::grpc::AgentAddr;
 use crate::link::{AgentLink, Connect, LinkError, RunEvents};
 use crate::store::{AgentKind, AgentRow};
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use gpufleet_proto::v1 as pb;
 use std::sync::Arc;
+use std::time::Duration;
 use tokio_stream::wrappers::ReceiverStream;
 
 /// A dial-in agent as the executor sees it.
 pub struct DialInLink {
     hub: Arc<Hub>,
     name: String,
+    /// How long an agent that is not attached gets to attach before it is unreachable.
+    connect_timeout: Duration,
 }
 
-/// Links for every agent of a serve: dial-in agents through `hub`, direct ones over gRPC.
-pub fn links(hub: Arc<Hub>) -> Connect {
+/// Links for every agent of a serve: dial-in agents through `hub`, direct ones over gRPC; either
+/// kind gets `connect_timeout` to be reached.
+pub fn links(hub: Arc<Hub>, connect_timeout: Duration) -> Connect {
     Arc::new(move |a: &AgentRow| match a.kind {
         AgentKind::DialIn => Arc::new(DialInLink {
             hub: hub.clone(),
             name: a.name.clone(),
+            connect_timeout,
         }) as Arc<dyn AgentLink>,
-        AgentKind::Direct => Arc::new(AgentAddr::from(a)) as Arc<dyn AgentLink>,
+        AgentKind::Direct => Arc::new(AgentAddr::of(a, connect_timeout)) as Arc<dyn AgentLink>,
     })
 }
 
 /// Links for a process that holds no dial-in streams (a CLI command executing a campaign
-/// itself): direct agents over gRPC; a dial-in agent refuses, saying where it can be reached.
-pub fn direct_links() -> Connect {
-    Arc::new(|a: &AgentRow| match a.kind {
+/// itself): direct agents over gRPC within `connect_timeout`; a dial-in agent refuses, saying
+/// where it can be reached.
+pub fn direct_links(connect_timeout: Duration) -> Connect {
+    Arc::new(move |a: &AgentRow| match a.kind {
         AgentKind::DialIn => Arc::new(NotHere(a.name.clone())) as Arc<dyn AgentLink>,
-        AgentKind::Direct => Arc::new(AgentAddr::from(a)) as Arc<dyn AgentLink>,
+        AgentKind::Direct => Arc::new(AgentAddr::of(a, connect_timeout)) as Arc<dyn AgentLink>,
     })
 }
 
@@ -75,7 +81,7 @@ impl AgentLink for DialInLink {
     /// that just started gives its agents a moment to reconnect).
     fn describe(&self) -> BoxFuture<'_, Result<pb::AgentInfo, LinkError>> {
         async move {
-            let deadline = tokio::time::Instant::now() + connect_timeout();
+            let deadline = tokio::time::Instant::now() + self.connect_timeout;
             loop {
                 if let Some(info) = self.hub.info(&self.name) {
                     return Ok(info);

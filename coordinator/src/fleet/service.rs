@@ -90,8 +90,14 @@ impl Fleet for FleetService {
                 tracing::warn!(%remote, "attach refused: {refusal}");
                 Status::unauthenticated(refusal.to_string())
             })?;
-        let info_json = serde_json::to_string(&hello.info.clone().unwrap_or_default())
-            .map_err(|e| Status::invalid_argument(format!("hello.info: {e}")))?;
+        // An attach without the agent's inventory would store an empty description: refused.
+        let Some(info) = hello.info.as_ref() else {
+            return Err(Status::invalid_argument(
+                "hello.info: missing (the agent's inventory: host, backends, devices)",
+            ));
+        };
+        let info_json =
+            serde_json::to_string(info).expect("an AgentInfo message serialises to JSON");
         let (id, version, addr) = (
             row.id,
             gpufleet_kernels::prefix(&hello.agent_version, 64).to_string(),
@@ -236,4 +242,61 @@ pub async fn serve_fleet(
             shutdown,
         )
         .await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::db::Db;
+    use crate::store::token_hash;
+    use pb::fleet_client::FleetClient;
+
+    /// A fleet listener on loopback with one enrolled agent `rig` (token `TOKEN`); its address.
+    async fn fleet() -> (String, tokio::sync::oneshot::Sender<()>) {
+        let db = Db::in_memory().unwrap();
+        db.with(|s| s.enrol_agent("rig", &token_hash(TOKEN)))
+            .unwrap();
+        let hub = Hub::new(db, "test@host".into(), Duration::from_secs(1));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(serve_fleet(listener, None, hub, async {
+            let _ = stopped.await;
+        }));
+        (addr, stop)
+    }
+
+    const TOKEN: &str = "an-enrolment-token-of-some-length";
+
+    /// Attaches with `first` as the first message; the status the serve answers.
+    async fn attach_with(addr: &str, first: pb::AgentMessage) -> Status {
+        let mut client = FleetClient::connect(addr.to_string()).await.unwrap();
+        let (tx, rx) = mpsc::channel(4);
+        tx.send(first).await.unwrap();
+        let mut req = Request::new(ReceiverStream::new(rx));
+        req.metadata_mut()
+            .insert("authorization", format!("Bearer {TOKEN}").parse().unwrap());
+        let status = client.attach(req).await.expect_err("the attach is refused");
+        drop(tx);
+        status
+    }
+
+    #[tokio::test]
+    async fn a_hello_without_the_agents_inventory_is_refused_naming_the_field() {
+        let (addr, _stop) = fleet().await;
+        let hello = pb::AgentMessage {
+            message: Some(FromAgent::Hello(pb::Hello {
+                name: "rig".into(),
+                agent_version: "0.1.0".into(),
+                info: None,
+                ..Default::default()
+            })),
+        };
+        let status = attach_with(&addr, hello).await;
+        assert_eq!(status.code(), tonic::Code::InvalidArgument, "{status:?}");
+        assert!(
+            status.message().starts_with("hello.info: missing"),
+            "{status:?}"
+        );
+    }
 }

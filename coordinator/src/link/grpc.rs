@@ -11,7 +11,6 @@ use gpufleet_proto::tls::{
 };
 use gpufleet_proto::v1 as pb;
 use pb::agent_client::AgentClient;
-use std::sync::OnceLock;
 use std::time::Duration;
 use tonic::metadata::MetadataValue;
 use tonic::service::Interceptor;
@@ -20,21 +19,6 @@ use tonic::transport::Channel;
 /// Default time to reach an agent: the TCP connection, the HTTP/2 handshake and its Describe
 /// answer. A peer that accepts TCP but never speaks costs this much, not a request deadline.
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
-
-static CONNECT_TIMEOUT: OnceLock<Duration> = OnceLock::new();
-
-/// Sets this process's connect timeout (`gpufleet --connect-timeout-s`); the first call wins.
-pub fn set_connect_timeout(timeout: Duration) {
-    let _ = CONNECT_TIMEOUT.set(timeout);
-}
-
-/// The connect timeout in force: [`set_connect_timeout`]'s, else [`DEFAULT_CONNECT_TIMEOUT`].
-pub fn connect_timeout() -> Duration {
-    CONNECT_TIMEOUT
-        .get()
-        .copied()
-        .unwrap_or(DEFAULT_CONNECT_TIMEOUT)
-}
 
 /// Why talking to an agent failed.
 #[derive(Debug, thiserror::Error)]
@@ -100,10 +84,14 @@ pub struct AgentAddr {
     pub token: Option<String>,
     /// How an `https://` agent is verified (its pinned certificate or a CA).
     pub trust: Option<Trust>,
+    /// How long reaching it may take: the TCP connection, the handshakes and its Describe answer
+    /// (`gpufleet --connect-timeout-s`).
+    pub connect_timeout: Duration,
 }
 
-impl From<&AgentRow> for AgentAddr {
-    fn from(a: &AgentRow) -> AgentAddr {
+impl AgentAddr {
+    /// How to reach the registered agent `a`, waiting at most `connect_timeout` for it.
+    pub fn of(a: &AgentRow, connect_timeout: Duration) -> AgentAddr {
         let trust = match (&a.tls_pin, &a.tls_ca) {
             (Some(pin), _) => Some(Trust::Pin(pin.clone())),
             (None, Some(pem)) => Some(Trust::CaPem(pem.clone())),
@@ -114,12 +102,11 @@ impl From<&AgentRow> for AgentAddr {
             url: a.url.clone(),
             token: a.token.clone(),
             trust,
+            connect_timeout,
         }
     }
-}
 
-impl AgentAddr {
-    /// Connects within [`connect_timeout`].
+    /// Connects within its connect timeout.
     ///
     /// # Errors
     /// `BadUrl` or `Unreachable`, naming the agent.
@@ -139,7 +126,7 @@ impl AgentAddr {
         let endpoint = target
             .endpoint()
             .map_err(|e| bad(e.to_string()))?
-            .connect_timeout(connect_timeout())
+            .connect_timeout(self.connect_timeout)
             .tcp_nodelay(true);
         let token = match &self.token {
             Some(t) => Some(
@@ -177,12 +164,12 @@ impl AgentAddr {
                 }
             })
         };
-        let channel = tokio::time::timeout(connect_timeout(), connecting)
+        let channel = tokio::time::timeout(self.connect_timeout, connecting)
             .await
             .map_err(|_| {
                 unreachable(format!(
                     "no connection within the connect timeout ({:?})",
-                    connect_timeout()
+                    self.connect_timeout
                 ))
             })??;
         Ok(AgentClient::with_interceptor(channel, Token(token)))
@@ -196,7 +183,7 @@ impl AgentAddr {
         let mut c = self.connect().await?;
         let mut req = tonic::Request::new(pb::DescribeRequest {});
         // Describe is answered from memory: a peer silent for the connect timeout is not an agent.
-        req.set_timeout(connect_timeout());
+        req.set_timeout(self.connect_timeout);
         c.describe(req).await.map(|r| r.into_inner()).map_err(|s| {
             if matches!(
                 s.code(),
@@ -207,7 +194,7 @@ impl AgentAddr {
                     url: self.url.clone(),
                     message: format!(
                         "no answer to Describe within the connect timeout ({:?})",
-                        connect_timeout()
+                        self.connect_timeout
                     ),
                 }
             } else {

@@ -65,7 +65,7 @@ pub fn assess_new(
     let mut summary = AssessSummary::default();
     for c in store.unchecked_results(campaign_id)? {
         let a = assess_candidate(store, &c, cfg, c.metric_value)?;
-        let json = serde_json::to_string(&a).unwrap_or_else(|_| "{}".into());
+        let json = serde_json::to_string(&a).expect("an assessment serialises to JSON");
         summary.checked += 1;
         match &a.verdict {
             Verdict::Stable => {

@@ -565,7 +565,7 @@ fn validate_result(r: &ResultRecord) -> Result<(), StoreError> {
 
 /// JSON text of a value that always serialises (maps with string keys, `serde_json::Value`).
 fn to_json_text<T: serde::Serialize>(value: &T) -> String {
-    serde_json::to_string(value).unwrap_or_else(|_| "null".to_owned())
+    serde_json::to_string(value).expect("string-keyed maps and JSON values serialise")
 }
 
 /// Times as little-endian `f64` bytes.

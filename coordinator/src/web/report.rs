@@ -61,7 +61,7 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
     write(
         dir,
         "compare.json",
-        &serde_json::to_string_pretty(&matrix.cells()).unwrap_or_default(),
+        &serde_json::to_string_pretty(&matrix.cells()).expect("comparison cells serialise to JSON"),
     )?;
     for (name, page) in [
         ("index.html", pages::fleet::fleet(store, &root)?),

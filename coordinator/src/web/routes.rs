@@ -101,7 +101,8 @@ async fn compare_download(s: Daemon, q: CompareQuery, json: bool) -> PageResult 
         .call(move |st| -> Result<String, WebError> {
             let m = pages::compare::matrix(st, &q, &Scope::default())?;
             Ok(if json {
-                serde_json::to_string_pretty(&m.cells()).unwrap_or_default()
+                serde_json::to_string_pretty(&m.cells())
+                    .expect("comparison cells serialise to JSON")
             } else {
                 pages::compare::matrix_csv(&m)
             })
