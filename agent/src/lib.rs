@@ -17,7 +17,8 @@
 //! - `stats.rs`: pure statistics over the timed iterations and the stop rule.
 //! - `error.rs`: [`error::AgentError`], why a request is refused, naming the field.
 //! - `backend/`: the [`backend::Backend`] trait and one folder per backend (`cpu/`, `opencl/`,
-//!   `vulkan/`, `hip/`), with the shared device lookup (`lookup.rs`), peaks (`peaks.rs`),
+//!   `vulkan/`, `hip/`), reached through one registry (`registry.rs`, a backend per
+//!   `BackendKind`), with the shared device lookup (`lookup.rs`), peaks (`peaks.rs`),
 //!   planning pieces (`planning.rs`, `planning/`), storage formats (`storage.rs`) and autotuner
 //!   (`tuning.rs`).
 //! - `isolation/`: worker processes: the JSON-lines protocol (`protocol.rs`), the child entry point

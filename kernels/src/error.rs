@@ -99,22 +99,6 @@ pub enum SpecError {
 }
 
 impl SpecError {
-    /// The error as a user who did not enable debug kernels should see it: an unknown-kernel list
-    /// without the `debug_*` kernels (the suite parser and the coordinator accept them, since the
-    /// agent decides, but never offer them for a misspelt name).
-    pub fn without_debug_kernels(self) -> SpecError {
-        match self {
-            SpecError::UnknownKernel { name, known } => SpecError::UnknownKernel {
-                name,
-                known: known
-                    .into_iter()
-                    .filter(|k| crate::find_kernel(k).is_none_or(|d| !d.debug))
-                    .collect(),
-            },
-            e => e,
-        }
-    }
-
     /// The spec field at fault: `"kernel"`, `"variant"`, `"params"` or `"dtype"`.
     pub fn field(&self) -> &'static str {
         match self {

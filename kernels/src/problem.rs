@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 // `Problem` is defined with the families, which compute on it; it is validated here.
 pub(crate) use crate::catalog::Problem;
 use crate::catalog::{Family, catalog, find_kernel, lens};
+use crate::check::harness::{Comparer, Validation, format_index};
 use crate::error::SpecError;
 use crate::model::{Graph, Net};
 use crate::run::Mode;
@@ -218,6 +219,102 @@ impl Problem {
     /// kernel has none.
     pub fn spec_key(&self, mode: Mode) -> String {
         self.spec_key_prefix() + mode.name()
+    }
+}
+
+/// Checks that `inputs` have the problem's shape; a mismatch is a caller bug reported as a failure.
+fn check_inputs(problem: &Problem, inputs: &[Buffer]) -> Result<(), String> {
+    let kinds = problem.input_kinds();
+    let lens = problem.input_lens();
+    if inputs.len() != kinds.len() {
+        return Err(format!(
+            "got {} input buffers, expected {}",
+            inputs.len(),
+            kinds.len()
+        ));
+    }
+    for (i, (buf, (kind, len))) in inputs.iter().zip(kinds.iter().zip(&lens)).enumerate() {
+        if buf.kind() != *kind || buf.len() != *len {
+            return Err(format!(
+                "input {i} is {} with {} elements, expected {} with {len}",
+                buf.kind().name(),
+                buf.len(),
+                kind.name()
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Compares `output` with the reference computed from `inputs`; never panics on bad buffers.
+impl Problem {
+    /// Compares `output` with the f64 reference computed from `inputs`; see this module.
+    ///
+    /// Defined with the problem, above the families whose references it asks for and the
+    /// harness that compares.
+    pub fn check(&self, inputs: &[Buffer], output: &Buffer) -> Validation {
+        let total = self.output_len();
+        if let Err(message) = check_inputs(self, inputs) {
+            return Validation::failed(total as u64, message);
+        }
+        if output.kind() != self.output_kind() || output.len() != total {
+            return Validation::failed(
+                total as u64,
+                format!(
+                    "output is {} with {} elements, expected {} with {total}",
+                    output.kind().name(),
+                    output.len(),
+                    self.output_kind().name()
+                ),
+            );
+        }
+        let family = self.kernel.id.family();
+        let dims = family.output_dims(self);
+        if let Buffer::F32(out) = output
+            && let Some(i) = out.iter().position(|v| !v.is_finite())
+        {
+            return Validation::failed(
+                total as u64,
+                format!(
+                    "element {}: got {} (non-finite output)",
+                    format_index(i, &dims),
+                    out[i]
+                ),
+            );
+        }
+        if let Some(whole) = family.validate(self, inputs, output) {
+            return whole;
+        }
+        let Buffer::F32(out) = output else {
+            return Validation::failed(
+                total as u64,
+                format!("{} output must be f32", self.kernel.name),
+            );
+        };
+        let f32s: Vec<&[f32]> = inputs.iter().filter_map(Buffer::as_f32).collect();
+        let mut cmp = Comparer::new(out, &dims);
+        match family.visit(self, &f32s, &mut |i, e, t| cmp.expect(i, e, t)) {
+            Ok(sampled) => cmp.finish(total, sampled),
+            Err(message) => Validation::failed(total as u64, message),
+        }
+    }
+}
+
+impl SpecError {
+    /// The error as a user who did not enable debug kernels should see it: an unknown-kernel list
+    /// without the `debug_*` kernels (the suite parser and the coordinator accept them, since the
+    /// agent decides, but never offer them for a misspelt name).
+    pub fn without_debug_kernels(self) -> SpecError {
+        match self {
+            SpecError::UnknownKernel { name, known } => SpecError::UnknownKernel {
+                name,
+                known: known
+                    .into_iter()
+                    .filter(|k| find_kernel(k).is_none_or(|d| !d.debug))
+                    .collect(),
+            },
+            e => e,
+        }
     }
 }
 

@@ -12,13 +12,14 @@
 //!
 //! The backends' names are one list below both binaries, [`gpufleet_kernels::BackendKind`]: the
 //! coordinator checks `--backend` against it, the catalog says per kernel which backends
-//! implement it, and [`all`] builds one backend per kind compiled into this binary ([`of`]).
+//! implement it, and [`registry::all`] builds one backend per kind compiled into this binary
+//! ([`registry::of`]).
 //!
 //! Adding a backend:
 //! 1. a variant of `BackendKind` (`kernels/src/backend.rs`), with its name;
 //! 2. a folder here with the files every backend has (declared below), its [`Backend`]
 //!    returning that kind;
-//! 3. its arm in [`of`] (the compiler asks for it);
+//! 3. its arm in [`registry::of`] (the compiler asks for it);
 //! 4. the kind in the `backends` of every catalog kernel it implements (`kernels/src/catalog/`;
 //!    a GPU backend's support list is [`planning::gpu_support`] of its kind), and its device
 //!    sources under `kernels/` if it has any.
@@ -26,6 +27,7 @@
 //! # Layout
 //!
 //! - [`cpu`], [`opencl`], [`vulkan`], `hip` (cargo feature `hip`): one folder per backend.
+//! - [`registry`]: the one registry, a backend per [`gpufleet_kernels::BackendKind`] compiled in.
 //! - [`planning`]: what the OpenCL, Vulkan and HIP planners share (the `Unsupported` error, the
 //!   support list from the catalog, element-wise and row launches from the families' entry
 //!   points, bounded integer arguments, conv2d window arguments and im2col chunking, GEMM size
@@ -43,6 +45,7 @@ pub mod lookup;
 pub mod opencl;
 pub mod peaks;
 pub mod planning;
+pub mod registry;
 pub mod storage;
 pub mod tuning;
 pub mod vulkan;
@@ -203,29 +206,6 @@ pub trait PreparedKernel {
     fn config(&self) -> BTreeMap<String, String>;
 }
 
-/// The backend of `kind`, if this binary has it (`hip` only in a build with the `hip` feature).
-pub fn of(kind: BackendKind) -> Option<Box<dyn Backend>> {
-    match kind {
-        BackendKind::Cpu => Some(Box::new(cpu::CpuBackend::new())),
-        BackendKind::OpenCl => Some(Box::new(opencl::OpenClBackend)),
-        BackendKind::Vulkan => Some(Box::new(vulkan::VulkanBackend)),
-        #[cfg(feature = "hip")]
-        BackendKind::Hip => Some(Box::new(hip::HipBackend)),
-        #[cfg(not(feature = "hip"))]
-        BackendKind::Hip => None,
-    }
-}
-
-/// Every backend compiled into this binary, in [`BackendKind::ALL`]'s order.
-pub fn all() -> Vec<Box<dyn Backend>> {
-    BackendKind::ALL.into_iter().filter_map(of).collect()
-}
-
-/// The backend called `name`, if this binary has it.
-pub fn by_name(name: &str) -> Option<Box<dyn Backend>> {
-    BackendKind::parse(name).and_then(of)
-}
-
 /// One entry of a planner's support list: kernel, its variants, its dtypes.
 pub type SupportEntry = (&'static str, Vec<&'static str>, Vec<&'static str>);
 
@@ -329,20 +309,6 @@ mod tests {
 
     fn problem(kernel: &str, variant: &str, dtype: &str) -> Problem {
         Problem::new(kernel, variant, &Default::default(), dtype, true).unwrap()
-    }
-
-    #[test]
-    fn every_kind_builds_its_own_backend_and_is_found_by_name() {
-        for kind in BackendKind::ALL {
-            if let Some(b) = of(kind) {
-                assert_eq!(b.kind(), kind);
-                assert_eq!(by_name(kind.name()).map(|b| b.kind()), Some(kind));
-            }
-        }
-        let names: Vec<&str> = all().iter().map(|b| b.name()).collect();
-        assert_eq!(names[..3], ["cpu", "opencl", "vulkan"]);
-        assert_eq!(names.len(), if cfg!(feature = "hip") { 4 } else { 3 });
-        assert!(by_name("cuda").is_none());
     }
 
     #[test]

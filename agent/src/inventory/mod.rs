@@ -28,7 +28,7 @@ pub struct Inventory {
 impl Inventory {
     /// Discovers every compiled-in backend through discovery workers.
     pub async fn discover(worker: &WorkerCommand, timeout: Duration) -> Inventory {
-        let names: Vec<(String, Vec<KernelSupport>)> = backend::all()
+        let names: Vec<(String, Vec<KernelSupport>)> = backend::registry::all()
             .iter()
             .map(|b| (b.name().to_string(), b.kernels()))
             .collect();

@@ -86,7 +86,7 @@ pub fn main(args: &[String]) -> i32 {
         }
         Some("discover") => {
             let name = args.get(1).map(String::as_str).unwrap_or("");
-            let reply = match backend::by_name(name) {
+            let reply = match backend::registry::by_name(name) {
                 Some(b) => match b.discover() {
                     Ok(devices) => DiscoveryReply::Devices(devices),
                     Err(e) => DiscoveryReply::Unavailable(e),
@@ -139,7 +139,7 @@ fn perturbed_inputs(
 }
 
 fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
-    let Some(backend) = backend::by_name(&job.backend) else {
+    let Some(backend) = backend::registry::by_name(&job.backend) else {
         return WorkerOutcome::failed(
             WorkerStatus::Unsupported,
             format!("backend {} is not compiled into this binary", job.backend),

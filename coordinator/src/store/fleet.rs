@@ -4,7 +4,7 @@
 
 use rusqlite::{OptionalExtension, TransactionBehavior};
 
-use super::agents::{AGENT_COLUMNS, agent_from_row, agent_named, check_agent_name};
+use super::agents::{AGENT_COLUMNS, MAX_AGENT_NAME, agent_from_row, agent_named, check_agent_name};
 use super::error::{StoreError, sql};
 use super::open::Store;
 use super::rows::{AgentKind, AgentRow};
@@ -88,7 +88,7 @@ impl Store {
         name: &str,
         token: &str,
     ) -> Result<Result<AgentRow, AttachRefusal>, StoreError> {
-        let shown = gpufleet_kernels::prefix(name, super::MAX_AGENT_NAME).to_string();
+        let shown = gpufleet_kernels::prefix(name, MAX_AGENT_NAME).to_string();
         let found: Option<(AgentRow, Option<String>)> = self
             .conn
             .query_row(

@@ -1,10 +1,29 @@
-//! How pages link to each other, and the queries a link carries: absolute server paths on the
+//! What a page covers ([`Scope`]), how pages link to each other, and the queries a link carries: absolute server paths on the
 //! serve, relative file names in a static report (which records what it linked to, so the report
 //! writes those pages too).
 
+use crate::store::ResultRow;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
+
+/// Which stored work a page covers: everything (serve), or one campaign or a time window (report).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Scope {
+    pub campaign: Option<i64>,
+    /// Unix seconds.
+    pub since: Option<f64>,
+}
+
+impl Scope {
+    pub(crate) fn has_result(&self, r: &ResultRow) -> bool {
+        self.campaign
+            .is_none_or(|c| r.record.campaign_id == Some(c))
+            && self
+                .since
+                .is_none_or(|t| r.record.created_at.unwrap_or(0.0) >= t)
+    }
+}
 
 /// Filters of the compare page (all optional; in the URL, so a view is a link).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

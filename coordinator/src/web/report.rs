@@ -3,9 +3,9 @@
 //! writes the fleet, compare (with its CSV and JSON), campaigns and alerts pages, then every result
 //! and history page those link to (histories show their whole series).
 
-use super::links::{CompareQuery, HistoryQuery, Links, Ref};
-use super::pages::{self, Scope};
-use super::{CSS, JS, WebError};
+use super::links::{CompareQuery, HistoryQuery, Links, Ref, Scope};
+use super::page::{CSS, JS, WebError};
+use super::pages;
 use crate::store::Store;
 use std::collections::BTreeSet;
 use std::path::Path;

@@ -1,9 +1,9 @@
 //! The dashboard's routes on `gpufleet serve`: each page is rendered on the blocking pool from the
 //! store; a page error is an HTML page with the right status.
 
-use super::links::{CompareQuery, HistoryQuery, Links};
-use super::pages::{self, Scope};
-use super::{CSS, JS, Page, WebError, clip};
+use super::links::{CompareQuery, HistoryQuery, Links, Scope};
+use super::page::{CSS, JS, Page, WebError, clip};
+use super::pages;
 use crate::db::Db;
 use crate::schedule::Daemon;
 use axum::Router;
@@ -41,7 +41,7 @@ impl IntoResponse for WebError {
 type PageResult = Result<Response, WebError>;
 
 /// Renders a page built from the store on the blocking pool.
-async fn render(
+async fn render_page(
     db: Db,
     build: impl FnOnce(&crate::store::Store, &Links) -> Result<Page, WebError> + Send + 'static,
 ) -> PageResult {
@@ -66,37 +66,37 @@ fn db(s: &Daemon) -> Db {
     s.db().clone()
 }
 
-async fn fleet(State(s): State<Daemon>) -> PageResult {
-    render(db(&s), pages::fleet::fleet).await
+async fn get_fleet(State(s): State<Daemon>) -> PageResult {
+    render_page(db(&s), pages::fleet::fleet).await
 }
 
-async fn compare(
+async fn get_compare(
     State(s): State<Daemon>,
     q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
     let q = parse_query(q)?;
-    render(db(&s), move |st, l| {
+    render_page(db(&s), move |st, l| {
         pages::compare::compare_page(st, l, &q, &Scope::default())
     })
     .await
 }
 
-async fn compare_csv(
+async fn get_compare_csv(
     State(s): State<Daemon>,
     q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
-    compare_download(s, parse_query(q)?, false).await
+    download_compare(s, parse_query(q)?, false).await
 }
 
-async fn compare_json(
+async fn get_compare_json(
     State(s): State<Daemon>,
     q: Result<Query<CompareQuery>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
-    compare_download(s, parse_query(q)?, true).await
+    download_compare(s, parse_query(q)?, true).await
 }
 
 /// Exactly the cells `/compare` shows with the same filters, as CSV or JSON.
-async fn compare_download(s: Daemon, q: CompareQuery, json: bool) -> PageResult {
+async fn download_compare(s: Daemon, q: CompareQuery, json: bool) -> PageResult {
     let body = db(&s)
         .call(move |st| -> Result<String, WebError> {
             let m = pages::compare::matrix(st, &q, &Scope::default())?;
@@ -126,15 +126,15 @@ async fn compare_download(s: Daemon, q: CompareQuery, json: bool) -> PageResult 
         .into_response())
 }
 
-async fn history(
+async fn get_history(
     State(s): State<Daemon>,
     q: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
     let q = parse_query(q)?;
-    render(db(&s), move |st, l| pages::history::history(st, l, &q)).await
+    render_page(db(&s), move |st, l| pages::history::history(st, l, &q)).await
 }
 
-async fn history_csv(
+async fn get_history_csv(
     State(s): State<Daemon>,
     q: Result<Query<HistoryQuery>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
@@ -160,25 +160,25 @@ fn parse_id(what: &str, id: &str) -> Result<i64, WebError> {
         .map_err(|_| WebError::BadRequest(format!("{what} id {:?} is not an integer", clip(id))))
 }
 
-async fn run(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
+async fn get_run(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
     let id = parse_id("result", &id)?;
-    render(db(&s), move |st, l| pages::run::run(st, l, id)).await
+    render_page(db(&s), move |st, l| pages::run::run(st, l, id)).await
 }
 
-async fn campaigns(State(s): State<Daemon>) -> PageResult {
-    render(db(&s), |st, l| {
+async fn get_campaigns(State(s): State<Daemon>) -> PageResult {
+    render_page(db(&s), |st, l| {
         pages::campaigns::campaigns(st, l, &Scope::default())
     })
     .await
 }
 
-async fn campaign(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
+async fn get_campaign(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
     let id = parse_id("campaign", &id)?;
-    render(db(&s), move |st, l| pages::campaigns::campaign(st, l, id)).await
+    render_page(db(&s), move |st, l| pages::campaigns::campaign(st, l, id)).await
 }
 
-async fn alerts(State(s): State<Daemon>) -> PageResult {
-    render(db(&s), |st, l| {
+async fn get_alerts(State(s): State<Daemon>) -> PageResult {
+    render_page(db(&s), |st, l| {
         pages::alerts::alerts(st, l, &Scope::default())
     })
     .await
@@ -186,7 +186,7 @@ async fn alerts(State(s): State<Daemon>) -> PageResult {
 
 /// `POST /alerts/{id}/ack` (the admin token; checked by the API's token layer): marks the alert
 /// acknowledged and goes back to /alerts.
-async fn acknowledge(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
+async fn post_acknowledge(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
     let id = parse_id("alert", &id)?;
     let found = db(&s).call(move |st| st.acknowledge_alert(id)).await?;
     if !found {
@@ -195,7 +195,7 @@ async fn acknowledge(State(s): State<Daemon>, Path(id): Path<String>) -> PageRes
     Ok(Redirect::to("/alerts").into_response())
 }
 
-async fn static_file(Path(name): Path<String>) -> Response {
+async fn get_static_file(Path(name): Path<String>) -> Response {
     let (body, kind) = match name.as_str() {
         "gpufleet.css" => (CSS, "text/css; charset=utf-8"),
         "gpufleet.js" => (JS, "text/javascript; charset=utf-8"),
@@ -214,16 +214,16 @@ async fn static_file(Path(name): Path<String>) -> Response {
 /// The dashboard's pages (the API's router adds them, behind the same tokens).
 pub fn pages_router() -> Router<Daemon> {
     Router::new()
-        .route("/", get(fleet))
-        .route("/compare", get(compare))
-        .route("/compare.csv", get(compare_csv))
-        .route("/compare.json", get(compare_json))
-        .route("/history", get(history))
-        .route("/history.csv", get(history_csv))
-        .route("/runs/{id}", get(run))
-        .route("/campaigns", get(campaigns))
-        .route("/campaigns/{id}", get(campaign))
-        .route("/alerts", get(alerts))
-        .route("/alerts/{id}/ack", post(acknowledge))
-        .route("/static/{name}", get(static_file))
+        .route("/", get(get_fleet))
+        .route("/compare", get(get_compare))
+        .route("/compare.csv", get(get_compare_csv))
+        .route("/compare.json", get(get_compare_json))
+        .route("/history", get(get_history))
+        .route("/history.csv", get(get_history_csv))
+        .route("/runs/{id}", get(get_run))
+        .route("/campaigns", get(get_campaigns))
+        .route("/campaigns/{id}", get(get_campaign))
+        .route("/alerts", get(get_alerts))
+        .route("/alerts/{id}/ack", post(post_acknowledge))
+        .route("/static/{name}", get(get_static_file))
 }

@@ -1,5 +1,5 @@
-use super::links::{CompareQuery, HistoryQuery, Links};
-use super::pages::{self, Scope};
+use super::links::{CompareQuery, HistoryQuery, Links, Scope};
+use super::pages;
 use super::seed::{SeedConfig, SeedSummary, seed_history};
 use super::{WebError, report};
 use crate::store::Store;

@@ -1,11 +1,11 @@
 //! `/alerts`, and the alert table the fleet and history pages embed.
 
-use super::{Scope, base, page};
+use super::{base, page};
 use crate::store::{AlertRow, Store};
 use crate::table::fmt_metric;
 use crate::time::fmt_time;
-use crate::web::links::{HistoryQuery, Links};
-use crate::web::{Page, WebError};
+use crate::web::links::{HistoryQuery, Links, Scope};
+use crate::web::page::{Page, WebError};
 use serde_json::{Value, json};
 
 /// The alerts as the alert table shows them.

@@ -1,10 +1,10 @@
 //! `/campaigns` and `/campaigns/{id}`: campaigns' progress and their jobs.
 
-use super::{Scope, base, page};
+use super::{base, page};
 use crate::store::{JobState, ResultFilter, Store};
 use crate::time::fmt_time;
-use crate::web::links::Links;
-use crate::web::{Page, WebError};
+use crate::web::links::{Links, Scope};
+use crate::web::page::{Page, WebError};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 

@@ -1,12 +1,12 @@
 //! `/compare`: the matrix of the latest result of each spec on each device, its filters, and the
 //! CSV/JSON of exactly what it shows.
 
-use super::{Scope, base, page};
+use super::{base, page};
 use crate::compare::{By, Cell, Pivot, PivotColumn, csv};
 use crate::store::{ResultFilter, ResultRow, Store};
 use crate::table::{fmt_metric, params_text, per_watt_unit};
-use crate::web::links::{CompareQuery, HistoryQuery, Links};
-use crate::web::{Page, WebError};
+use crate::web::links::{CompareQuery, HistoryQuery, Links, Scope};
+use crate::web::page::{Page, WebError};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -63,7 +63,7 @@ pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, 
         let Some(col) = pivot.columns.iter().position(|c| c.key == q.baseline) else {
             return Err(WebError::BadRequest(format!(
                 "baseline {:?} is not a column of this view (columns are agent:device)",
-                crate::web::clip(&q.baseline)
+                crate::web::page::clip(&q.baseline)
             )));
         };
         pivot.against_column(col);

@@ -7,7 +7,7 @@ use crate::store::{AgentKind, AlertRow, Store};
 use crate::table::fmt_metric;
 use crate::time::fmt_time;
 use crate::web::links::Links;
-use crate::web::{Page, WebError};
+use crate::web::page::{Page, WebError};
 use serde_json::{Value, json};
 use std::collections::HashMap;
 

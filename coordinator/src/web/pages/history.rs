@@ -7,8 +7,8 @@ use crate::store::{AlertRow, ResultFilter, ResultRow, SEGMENT_FIELDS, Store, seg
 use crate::table::{Column, Format, Table, csv_number, fmt_metric};
 use crate::time::fmt_time;
 use crate::web::links::{HistoryQuery, Links};
+use crate::web::page::{Page, WebError};
 use crate::web::svg::{self, Boundary, SeriesPoint};
-use crate::web::{Page, WebError};
 use serde_json::{Value, json};
 use std::collections::{BTreeSet, HashMap};
 
@@ -22,7 +22,7 @@ fn series(store: &Store, q: &HistoryQuery) -> Result<Vec<ResultRow>, WebError> {
     if !q.scale.is_empty() && q.scale != "log" && q.scale != "linear" {
         return Err(WebError::BadRequest(format!(
             "scale {:?}: use log or linear",
-            crate::web::clip(&q.scale)
+            crate::web::page::clip(&q.scale)
         )));
     }
     let rows = store.results(&ResultFilter {
@@ -34,9 +34,9 @@ fn series(store: &Store, q: &HistoryQuery) -> Result<Vec<ResultRow>, WebError> {
     if rows.is_empty() {
         return Err(WebError::NotFound(format!(
             "no results of {} on {}:{}",
-            crate::web::clip(&q.spec),
-            crate::web::clip(&q.agent),
-            crate::web::clip(&q.device)
+            crate::web::page::clip(&q.spec),
+            crate::web::page::clip(&q.agent),
+            crate::web::page::clip(&q.device)
         )));
     }
     Ok(rows)

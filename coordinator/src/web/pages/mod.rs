@@ -20,28 +20,10 @@ pub mod history;
 pub mod run;
 
 use super::links::Links;
-use super::{Page, WebError};
-use crate::store::{ResultRow, Store};
+use super::page::{Page, WebError};
+use crate::store::Store;
 use crate::time::fmt_time;
 use serde_json::{Map, Value, json};
-
-/// Which stored work a page covers: everything (serve), or one campaign or a time window (report).
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct Scope {
-    pub campaign: Option<i64>,
-    /// Unix seconds.
-    pub since: Option<f64>,
-}
-
-impl Scope {
-    pub(crate) fn has_result(&self, r: &ResultRow) -> bool {
-        self.campaign
-            .is_none_or(|c| r.record.campaign_id == Some(c))
-            && self
-                .since
-                .is_none_or(|t| r.record.created_at.unwrap_or(0.0) >= t)
-    }
-}
 
 /// What every page's layout needs.
 fn base(

@@ -5,8 +5,8 @@ use crate::store::{ResultFilter, ResultRecord, ResultRow, Store};
 use crate::table::{fmt_metric, params_text, per_watt_unit};
 use crate::time::fmt_time;
 use crate::web::links::{HistoryQuery, Links};
+use crate::web::page::{Page, WebError};
 use crate::web::svg::{self, PowerReading};
-use crate::web::{Page, WebError};
 use serde_json::{Value, json};
 
 /// `/runs/{id}`.
