@@ -137,6 +137,22 @@ pub async fn refused(c: &mut AgentClient<Channel>, s: pb::RunSpec) -> tonic::Sta
     }
 }
 
+/// Asserts that `s` is refused as invalid with `needle` in the message; returns the status.
+pub async fn refused_naming(
+    c: &mut AgentClient<Channel>,
+    s: pb::RunSpec,
+    needle: &str,
+) -> tonic::Status {
+    let st = refused(c, s).await;
+    assert_eq!(st.code(), tonic::Code::InvalidArgument, "{needle}: {st:?}");
+    assert!(
+        st.message().contains(needle),
+        "{needle} not in {:?}",
+        st.message()
+    );
+    st
+}
+
 /// Whether `GPUFLEET_REQUIRE` (comma-separated) names `backend`: then a
 /// missing backend fails the test instead of skipping it.
 pub fn required(backend: &str) -> bool {
