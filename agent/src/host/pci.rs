@@ -47,4 +47,31 @@ mod tests {
         assert_eq!(normalize_pci("0000:03:00"), None);
         assert_eq!(normalize_pci("0000:03:40.0"), None);
     }
+
+    #[test]
+    fn pci_ids_are_normalized() {
+        assert_eq!(
+            normalize_pci("0000:03:00.0").as_deref(),
+            Some("0000:03:00.0")
+        );
+        assert_eq!(
+            normalize_pci("0000:C1:00.0").as_deref(),
+            Some("0000:c1:00.0")
+        );
+        assert_eq!(normalize_pci("03:00.0").as_deref(), Some("0000:03:00.0"));
+        assert_eq!(
+            normalize_pci(" 0001:0A:1F.7\n").as_deref(),
+            Some("0001:0a:1f.7")
+        );
+        for bad in [
+            "",
+            "0000:03:00",
+            "zz:00.0",
+            "0000:100:00.0",
+            "0000:03:20.0",
+            "0000:03:00.8",
+        ] {
+            assert_eq!(normalize_pci(bad), None, "{bad}");
+        }
+    }
 }
