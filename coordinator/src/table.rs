@@ -174,6 +174,11 @@ impl Table {
     }
 }
 
+/// The text of a cell for people: `-` where there is nothing to show.
+pub fn or_dash(s: &str) -> String {
+    if s.is_empty() { "-".into() } else { s.into() }
+}
+
 /// Formats a metric with a precision that suits its size.
 pub fn fmt_metric(v: f64) -> String {
     if v >= 100.0 {

@@ -72,9 +72,9 @@ impl WorkerMemory {
     }
 }
 
-/// The refusal [`admit`] raises; it lives with the host's memory, below the agent's error enum
-/// that wraps it.
-pub use crate::host::memory::HostMemoryShortage;
+// The refusal `admit` raises lives with the host's memory, below the agent's error enum that
+// wraps it.
+use crate::host::memory::HostMemoryShortage;
 
 /// Host bytes of the inputs and of the output (4 bytes an element: host buffers are f32/u32).
 fn host_buffer_bytes(problem: &Problem) -> (u64, u64) {

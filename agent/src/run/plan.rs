@@ -6,10 +6,11 @@
 //! and the host-memory reading it is given.
 
 use super::AgentCore;
-use super::host_peak::{HostMemoryShortage, WorkerMemory, admit, host_peak_bytes};
+use super::host_peak::{WorkerMemory, admit, host_peak_bytes};
 use crate::backend::{self, DeviceInfo, Mode};
 use crate::env::check_override;
 use crate::error::AgentError;
+use crate::host::memory::HostMemoryShortage;
 use crate::host::memory::{HostMemory, gib};
 use crate::isolation::protocol::WorkerJob;
 use crate::power::run_energy::{RunPower, plan_power};

@@ -6,7 +6,7 @@ use crate::campaign::run::CampaignOutcome;
 use crate::compare::{Baseline, By, Pivot};
 use crate::db::Db;
 use crate::store::{ResultFilter, ResultRow};
-use crate::table::{Column, Format, Table, csv_number, fmt_metric, params_text};
+use crate::table::{Column, Format, Table, csv_number, fmt_metric, or_dash, params_text};
 
 /// Prints a campaign's results (JSON on stdout with `json`, else the comparison table) and returns
 /// the exit code: 0 when every result is ok, 1 otherwise.
@@ -186,11 +186,6 @@ fn campaign_of(r: &ResultRow) -> String {
         .unwrap_or_default()
 }
 
-/// `-` for an empty cell of a text table.
-fn or_dash(s: String) -> String {
-    if s.is_empty() { "-".into() } else { s }
-}
-
 /// `results` as a table for people.
 const RESULT_COLUMNS: &[Column<ResultRow>] = &[
     Column::new("run", |r| r.record.run_id.chars().take(8).collect()),
@@ -200,7 +195,7 @@ const RESULT_COLUMNS: &[Column<ResultRow>] = &[
     Column::new("params", |r| params_text(&r.record.params, ",")),
     Column::new("dtype", |r| r.record.dtype.clone()),
     Column::new("mode", |r| r.record.mode.clone()),
-    Column::new("env set", |r| or_dash(r.record.env_set().to_string())),
+    Column::new("env set", |r| or_dash(r.record.env_set())),
     Column::new("agent", |r| r.agent.clone()),
     Column::new("device", |r| r.record.device_id.clone()),
     Column::new("backend", |r| r.record.backend.clone()),

@@ -4,7 +4,7 @@
 use super::cell::Cell;
 use super::export::csv;
 use super::pivot::{By, Pivot, PivotRow};
-use crate::table::{Format, Table, fmt_short, params_text};
+use crate::table::{Format, Table, fmt_short, or_dash, params_text};
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Reads one text field of a pivot row (for the constant-column check).
@@ -70,15 +70,9 @@ impl Pivot {
             } else {
                 format!("{}/{}", spec.kernel, spec.variant)
             }];
-            cells.extend(varying.iter().map(|(_, get)| match get(row) {
-                "" => "-".to_string(),
-                v => v.to_string(),
-            }));
+            cells.extend(varying.iter().map(|(_, get)| or_dash(get(row))));
             cells.push(params_cell(&spec.params, abbreviations.get(&spec.kernel)));
-            cells.push(match row.unit() {
-                "" => "-".to_string(),
-                u => u.to_string(),
-            });
+            cells.push(or_dash(row.unit()));
             for (i, c) in row.cells.iter().enumerate() {
                 let Some(c) = c else {
                     cells.push("-".into());

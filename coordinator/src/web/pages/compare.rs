@@ -4,7 +4,7 @@
 use super::{base, page};
 use crate::compare::{By, Cell, Pivot, PivotColumn, csv};
 use crate::store::{ResultFilter, ResultRow, Store};
-use crate::table::{fmt_metric, params_text, per_watt_unit};
+use crate::table::{fmt_metric, or_dash, params_text, per_watt_unit};
 use crate::web::links::{CompareQuery, HistoryQuery, Links, Scope};
 use crate::web::page::{Page, WebError};
 use serde_json::{Value, json};
@@ -25,10 +25,7 @@ impl Matrix {
 
 /// The env-set filter's name of a result: its set, or `-` for none.
 fn env_option(r: &ResultRow) -> String {
-    match r.record.env_set() {
-        "" => "-".to_string(),
-        e => e.to_string(),
-    }
+    or_dash(r.record.env_set())
 }
 
 /// Builds the matrix from the latest result of each spec on each device.
