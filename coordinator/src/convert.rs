@@ -115,6 +115,8 @@ pub fn to_record(
         metric_per_watt: energy.map(|e| e.metric_per_watt).filter(|v| *v > 0.0),
         joules_per_unit: energy.map(|e| e.joules_per_unit).filter(|v| *v > 0.0),
         power: power.iter().map(PowerPoint::from).collect(),
+        samples_compacted_at: None,
+        power_compacted_at: None,
     }
 }
 

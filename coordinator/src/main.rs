@@ -98,12 +98,17 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             nights,
             specs,
             backends,
+            iterations,
+            power_every,
         } => {
             let cfg = gpufleet_coordinator::web::seed::SeedConfig {
                 agents,
                 nights,
                 specs,
                 backends,
+                iterations,
+                power_every,
+                start: gpufleet_coordinator::web::seed::SeedConfig::start_for(nights),
                 ..Default::default()
             };
             let summary = db.with(|s| gpufleet_coordinator::web::seed::seed_history(s, &cfg))?;

@@ -76,6 +76,23 @@ pub fn ago(s: f64) -> String {
     }
 }
 
+/// Seconds of a duration written as a number and a unit: `30s`, `90m`, `36h`, `7d`, `2w`.
+/// `None` for anything else (no unit, a negative or non-finite number, another unit).
+pub fn parse_duration(text: &str) -> Option<f64> {
+    let t = text.trim();
+    let (num, unit) = t.split_at(t.find(|c: char| !c.is_ascii_digit() && c != '.')?);
+    let n: f64 = num.parse().ok().filter(|n: &f64| n.is_finite())?;
+    let secs = match unit {
+        "s" => 1.0,
+        "m" => 60.0,
+        "h" => 3600.0,
+        "d" => 86_400.0,
+        "w" => 7.0 * 86_400.0,
+        _ => return None,
+    };
+    Some(n * secs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -99,5 +116,15 @@ mod tests {
     #[test]
     fn the_clock_is_after_2020() {
         assert!(now() > 1.6e9);
+    }
+
+    #[test]
+    fn durations_need_a_unit() {
+        assert_eq!(parse_duration("90d"), Some(90.0 * 86_400.0));
+        assert_eq!(parse_duration("1.5h"), Some(5400.0));
+        assert_eq!(parse_duration(" 2w "), Some(14.0 * 86_400.0));
+        for bad in ["", "90", "d", "-3d", "3y", "1e400d", "3 d"] {
+            assert_eq!(parse_duration(bad), None, "{bad}");
+        }
     }
 }

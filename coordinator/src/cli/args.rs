@@ -123,6 +123,12 @@ pub enum Command {
         specs: usize,
         #[arg(long, value_delimiter = ',', default_value = "cpu,opencl,vulkan")]
         backends: Vec<String>,
+        /// Raw iteration times per result.
+        #[arg(long, default_value_t = 20)]
+        iterations: usize,
+        /// Every this-many-th result also carries a power trace (0: only one result does).
+        #[arg(long, default_value_t = 0)]
+        power_every: usize,
     },
     /// Ask a running `gpufleet serve` for /healthz and exit 0 when it answers
     /// ok (a container HEALTHCHECK). Over TLS when DIR/ca.crt exists (the
@@ -180,6 +186,13 @@ pub struct ServeArgs {
     /// baselines; by default they are left out.
     #[arg(long)]
     pub include_noisy: bool,
+    /// Once a day, drop the raw iteration times of results older than this (90d, 12w): every
+    /// summary stays, and so does whatever an alert or a baseline refers to (see `db compact`).
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub retain_samples: Option<f64>,
+    /// Once a day, drop the power traces of results older than this (30d); energy figures stay.
+    #[arg(long, value_name = "AGE", value_parser = parse_age)]
+    pub retain_power: Option<f64>,
     /// Address of the Fleet gRPC service that dial-in agents attach to
     /// (`gpufleet-agent --connect`). Not served unless given. Prints
     /// `fleet listening on ADDR` once bound.
@@ -532,6 +545,16 @@ pub struct ResultsArgs {
     /// (run_id, iteration, seconds) with CSV.
     #[arg(long)]
     pub samples: bool,
+    /// Only results stored since then: a duration back from now (90m, 36h, 7d, 2w) or unix
+    /// seconds.
+    #[arg(long, value_name = "WHEN")]
+    pub since: Option<String>,
+    /// How many of the newest matching results to print (oldest of them first).
+    #[arg(long, default_value_t = 1000, value_parser = parse_limit)]
+    pub limit: usize,
+    /// Print every matching result, however many, reading the store a page at a time.
+    #[arg(long, conflicts_with = "limit")]
+    pub all: bool,
 }
 
 #[derive(Debug, Args)]
@@ -542,6 +565,22 @@ pub struct DemoArgs {
     /// Print the comparison as JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+/// An age such as `90d`: seconds.
+pub(crate) fn parse_age(text: &str) -> Result<f64, String> {
+    crate::time::parse_duration(text)
+        .filter(|s| *s > 0.0)
+        .ok_or_else(|| "expected an age such as 90d, 12w or 36h".to_string())
+}
+
+/// `--limit`: 1 to the store's largest page.
+fn parse_limit(text: &str) -> Result<usize, String> {
+    let max = crate::store::MAX_PAGE;
+    match text.parse::<usize>() {
+        Ok(n) if (1..=max).contains(&n) => Ok(n),
+        _ => Err(format!("expected a number of results from 1 to {max}")),
+    }
 }
 
 /// `--status`: a status that exists (an unknown one would match nothing).

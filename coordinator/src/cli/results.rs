@@ -5,8 +5,10 @@ use super::args::{CompareArgs, ResultsArgs};
 use crate::campaign::run::CampaignOutcome;
 use crate::compare::{Baseline, By, Pivot};
 use crate::db::Db;
-use crate::store::{ResultFilter, ResultRow};
+use crate::regression::check::parse_since;
+use crate::store::{Direction, ResultFilter, ResultRow};
 use crate::table::{Column, Format, Table, csv_number, fmt_metric, or_dash, params_text};
+use crate::time::now;
 
 /// Prints a campaign's results (JSON on stdout with `json`, else the comparison table) and returns
 /// the exit code: 0 when every result is ok, 1 otherwise.
@@ -130,36 +132,124 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
     Ok(0)
 }
 
-/// `results`.
+/// Rows per store read of `results --all`.
+const ALL_PAGE: usize = 1_000;
+
+/// `results`: the newest `--limit` matches, oldest of them first (like a log's tail), or with
+/// `--all` every match, read page by page so memory stays flat however many there are.
 pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
     let format = a.scope.output.format();
+    let since = a
+        .since
+        .as_deref()
+        .map(|t| parse_since(t, now()))
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
     let filter = ResultFilter {
         campaign_id: a.scope.campaign,
         kernel: a.scope.kernel,
         agent: a.scope.agent,
         status: a.status,
+        since,
         with_samples: a.samples && format == Format::Json,
         ..Default::default()
     };
-    let rows = db.with(|s| s.results(&filter))?;
-    if format == Format::Json {
-        let v: Vec<serde_json::Value> = rows.iter().map(result_json).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
-        return Ok(());
+    let mut out = ResultsOut::new(format, a.samples);
+    if a.all {
+        let mut after = None;
+        loop {
+            let page =
+                db.with(|s| s.results_page(&filter, ALL_PAGE, after, Direction::OldestFirst))?;
+            out.print(&page.rows, db)?;
+            match page.next {
+                Some(next) => after = Some(next),
+                None => break,
+            }
+        }
+        return out.finish();
     }
-    if format == Format::Csv {
-        print!("{}", results_csv(&rows, a.samples, db)?);
-        return Ok(());
-    }
-    let t = Table::of(RESULT_COLUMNS, &rows);
-    print!("{}", t.render(format));
-    if rows.iter().any(|r| r.record.noisy) {
-        println!(
-            "\n~ noisy: CV above {:.0}% or the median's 95% interval (±ci) wider than its target",
-            gpufleet_kernels::NOISY_CV * 100.0
+    let page = db.with(|s| s.results_page(&filter, a.limit, None, Direction::NewestFirst))?;
+    let mut rows = page.rows;
+    rows.reverse();
+    out.print(&rows, db)?;
+    out.finish()?;
+    if page.next.is_some() {
+        eprintln!(
+            "(the newest {} matching results; --all prints every one, --limit N another number, --since a time window)",
+            a.limit
         );
     }
     Ok(())
+}
+
+/// Prints results page by page in one format: one JSON array, one CSV header, one noise legend.
+struct ResultsOut {
+    format: Format,
+    samples: bool,
+    printed: usize,
+    noisy: bool,
+}
+
+impl ResultsOut {
+    fn new(format: Format, samples: bool) -> ResultsOut {
+        ResultsOut {
+            format,
+            samples,
+            printed: 0,
+            noisy: false,
+        }
+    }
+
+    fn print(&mut self, rows: &[ResultRow], db: &Db) -> anyhow::Result<()> {
+        use std::io::Write as _;
+        let mut stdout = std::io::stdout().lock();
+        match self.format {
+            Format::Json => {
+                for r in rows {
+                    let sep = if self.printed == 0 { "[\n" } else { ",\n" };
+                    write!(
+                        stdout,
+                        "{sep}{}",
+                        serde_json::to_string_pretty(&result_json(r))?
+                    )?;
+                    self.printed += 1;
+                }
+            }
+            Format::Csv => {
+                let text = results_csv(rows, self.samples, db)?;
+                // The header once, on the first page.
+                let body = if self.printed == 0 {
+                    text.as_str()
+                } else {
+                    text.split_once('\n').map_or("", |(_, rest)| rest)
+                };
+                write!(stdout, "{body}")?;
+                self.printed += rows.len();
+            }
+            _ => {
+                if !rows.is_empty() || self.printed == 0 {
+                    let t = Table::of(RESULT_COLUMNS, rows);
+                    write!(stdout, "{}", t.render(self.format))?;
+                }
+                self.printed += rows.len();
+                self.noisy |= rows.iter().any(|r| r.record.noisy);
+            }
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> anyhow::Result<()> {
+        match self.format {
+            Format::Json if self.printed == 0 => println!("[]"),
+            Format::Json => println!("\n]"),
+            _ if self.noisy => println!(
+                "\n~ noisy: CV above {:.0}% or the median's 95% interval (±ci) wider than its target",
+                gpufleet_kernels::NOISY_CV * 100.0
+            ),
+            _ => {}
+        }
+        Ok(())
+    }
 }
 
 /// Results as CSV: numbers plain (empty when missing), units in the headers, the full run id;

@@ -206,8 +206,16 @@ pub async fn serve(db: &Db, args: ServeArgs, connect_timeout: Duration) -> anyho
         }
         let _ = stop_tx.send(true);
     });
+    let retention = (args.retain_samples.is_some() || args.retain_power.is_some()).then(|| {
+        let path = db.with(|s| s.path().to_path_buf());
+        let (samples, power, keep_last) = (args.retain_samples, args.retain_power, args.baseline);
+        tokio::spawn(retain_daily(path, samples, power, keep_last))
+    });
     let tick = std::time::Duration::from_secs_f64(args.tick_s);
     let released = run_until_stopped(&daemon, tick, stop_rx).await?;
+    if let Some(task) = retention {
+        task.abort();
+    }
     if !released.is_empty() {
         eprintln!("campaigns {released:?} interrupted; the next `gpufleet serve` resumes them");
     }
@@ -219,6 +227,43 @@ pub async fn serve(db: &Db, args: ServeArgs, connect_timeout: Duration) -> anyho
         eprintln!("fleet listener: {e}");
     }
     Ok(0)
+}
+
+/// `serve --retain-samples/--retain-power`: compacts a minute after the start, then every 24 h, on
+/// a connection of its own so the API's connection keeps answering (the deletes go in short
+/// transactions; see `store::compact`). Freed pages are reused, not returned: `db compact`
+/// vacuums.
+async fn retain_daily(
+    path: std::path::PathBuf,
+    samples: Option<f64>,
+    power: Option<f64>,
+    keep_last: usize,
+) {
+    let mut wait = std::time::Duration::from_secs(60);
+    loop {
+        tokio::time::sleep(wait).await;
+        wait = std::time::Duration::from_secs(86_400);
+        let path = path.clone();
+        let done = tokio::task::spawn_blocking(move || {
+            let mut store = crate::store::Store::open(&path)?;
+            let now = crate::time::now();
+            let policy = crate::store::Retention {
+                samples_before: samples.map(|age| now - age),
+                power_before: power.map(|age| now - age),
+                keep_last,
+            };
+            store.compact(&policy, &mut |_| {})
+        })
+        .await;
+        match done {
+            Ok(Ok(r)) => eprintln!(
+                "retention: dropped the samples of {} and the power traces of {} results, kept {} whole, in {:.1} s",
+                r.samples_dropped, r.power_dropped, r.kept, r.seconds
+            ),
+            Ok(Err(e)) => eprintln!("retention: {e} (next try in 24 h)"),
+            Err(e) => eprintln!("retention: {e} (next try in 24 h)"),
+        }
+    }
 }
 
 /// `healthz`: GET /healthz of the serve at `addr` (its wildcard address means this host), over TLS

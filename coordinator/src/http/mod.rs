@@ -2,6 +2,10 @@
 //! dashboard's pages ([`crate::web`]). Every handler reads the store on the blocking pool; errors are JSON
 //! `{"error": "..."}` with a 4xx/5xx status.
 //!
+//! Paged routes answer at most `limit` rows (default 500, at most 10,000) and a `next` cursor
+//! (`null` on the last page); pass it back as `after` for the next page. Rows stored meanwhile
+//! never shift a page. A bad `limit` or `after` is a 400 naming it.
+//!
 //! | path | answer |
 //! | --- | --- |
 //! | `GET /metrics` | Prometheus text: agents, campaigns, results, open alerts, request latencies |
@@ -9,10 +13,10 @@
 //! | `GET /api/agents` | agents with their devices |
 //! | `GET /api/campaigns` | campaigns with job and result counts |
 //! | `GET /api/campaigns/{id}` | one campaign with its jobs |
-//! | `GET /api/results?campaign=&kernel=&agent=&status=&limit=` | results, newest first |
+//! | `GET /api/results?campaign=&kernel=&agent=&status=&since=&limit=&after=` | `{"results": [...], "next"}`: a page of results, newest first |
 //! | `GET /api/schedules` | schedules with their next slot |
 //! | `GET /api/alerts?since=` | confirmed regressions and improvements |
-//! | `GET /api/checks?since=` | every verdict |
+//! | `GET /api/checks?since=&limit=&after=` | `{"checks": [...], "next"}`: a page of verdicts, newest first |
 //!
 //! Access: with a read or admin token configured ([`ApiAuth`]; `gpufleet serve` requires both
 //! beyond loopback) every path but `/healthz` and `/static/` needs a token, as
@@ -26,7 +30,7 @@ mod metrics;
 use crate::db::Db;
 use crate::regression::check::parse_since;
 use crate::schedule::{Daemon, next_slot};
-use crate::store::{ResultFilter, StoreError};
+use crate::store::{Cursor, Direction, MAX_PAGE, ResultFilter, StoreError};
 use crate::time::now;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -284,7 +288,35 @@ struct ResultsQuery {
     kernel: Option<String>,
     agent: Option<String>,
     status: Option<String>,
+    since: Option<String>,
     limit: Option<usize>,
+    after: Option<String>,
+}
+
+/// Rows per page when `limit` is not given.
+const DEFAULT_LIMIT: usize = 500;
+
+fn bad_request(field: &str, e: impl std::fmt::Display) -> ApiError {
+    ApiError(StatusCode::BAD_REQUEST, format!("{field}: {e}"))
+}
+
+/// `limit` and `after` of a paged route: 1 to [`MAX_PAGE`] rows, after a cursor from `next`.
+fn page_args(
+    limit: Option<usize>,
+    after: Option<&str>,
+) -> Result<(usize, Option<Cursor>), ApiError> {
+    let limit = limit.unwrap_or(DEFAULT_LIMIT);
+    if limit == 0 || limit > MAX_PAGE {
+        return Err(bad_request(
+            "limit",
+            format!("{limit} is not between 1 and {MAX_PAGE}"),
+        ));
+    }
+    let after = after
+        .map(str::parse::<Cursor>)
+        .transpose()
+        .map_err(|e| bad_request("after", e))?;
+    Ok((limit, after))
 }
 
 async fn results(State(s): State<Daemon>, JsonQuery(q): JsonQuery<ResultsQuery>) -> ApiResult {
@@ -292,20 +324,28 @@ async fn results(State(s): State<Daemon>, JsonQuery(q): JsonQuery<ResultsQuery>)
         .status
         .map(|st| gpufleet_proto::v1::RunStatus::parse(&st).map(|v| v.name().to_string()))
         .transpose()
-        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("status: {e}")))?;
+        .map_err(|e| bad_request("status", e))?;
+    let since = q
+        .since
+        .as_deref()
+        .map(|t| parse_since(t, now()))
+        .transpose()
+        .map_err(|e| bad_request("since", e))?;
+    let (limit, after) = page_args(q.limit, q.after.as_deref())?;
     let filter = ResultFilter {
         campaign_id: q.campaign,
         kernel: q.kernel,
         agent: q.agent,
         status,
+        since,
         ..Default::default()
     };
-    let limit = q.limit.unwrap_or(500).min(10_000);
-    let rows = db(&s).call(move |st| st.results(&filter)).await?;
-    let out = rows
+    let page = db(&s)
+        .call(move |st| st.results_page(&filter, limit, after, Direction::NewestFirst))
+        .await?;
+    let out = page
+        .rows
         .iter()
-        .rev()
-        .take(limit)
         .map(|r| {
             let mut v = serde_json::to_value(&r.record)?;
             if let Some(o) = v.as_object_mut() {
@@ -316,7 +356,10 @@ async fn results(State(s): State<Daemon>, JsonQuery(q): JsonQuery<ResultsQuery>)
             Ok(v)
         })
         .collect::<serde_json::Result<Vec<Value>>>()?;
-    Ok(Json(Value::from(out)))
+    Ok(Json(json!({
+        "results": out,
+        "next": page.next.map(|c| c.to_string()),
+    })))
 }
 
 async fn schedules(State(s): State<Daemon>) -> ApiResult {
@@ -351,10 +394,23 @@ async fn alerts(State(s): State<Daemon>, JsonQuery(q): JsonQuery<SinceQuery>) ->
     Ok(Json(serde_json::to_value(rows)?))
 }
 
-async fn checks(State(s): State<Daemon>, JsonQuery(q): JsonQuery<SinceQuery>) -> ApiResult {
-    let since = since(&q)?;
-    let rows = db(&s).call(move |st| st.checks(since)).await?;
-    Ok(Json(serde_json::to_value(rows)?))
+#[derive(Debug, Deserialize)]
+struct ChecksQuery {
+    since: Option<String>,
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+async fn checks(State(s): State<Daemon>, JsonQuery(q): JsonQuery<ChecksQuery>) -> ApiResult {
+    let since = since(&SinceQuery { since: q.since })?;
+    let (limit, after) = page_args(q.limit, q.after.as_deref())?;
+    let (rows, next) = db(&s)
+        .call(move |st| st.checks_page(since, limit, after))
+        .await?;
+    Ok(Json(json!({
+        "checks": serde_json::to_value(rows)?,
+        "next": next.map(|c| c.to_string()),
+    })))
 }
 
 #[cfg(test)]
@@ -510,6 +566,73 @@ mod tests {
             text.contains("gpufleet_http_request_duration_seconds"),
             "{text}"
         );
+    }
+
+    #[tokio::test]
+    async fn results_come_in_pages_with_a_cursor_and_bad_parameters_are_named() {
+        let d = daemon();
+        d.db().with(|st| {
+            let agent = st.add_agent("a", "http://h:1", None).unwrap().id;
+            for i in 0..5 {
+                let r = crate::store::ResultRecord {
+                    run_id: format!("run-{i}"),
+                    agent_id: agent,
+                    device_id: "cpu:0".into(),
+                    backend: "cpu".into(),
+                    spec_key: "k".into(),
+                    kernel: if i == 2 { "saxpy" } else { "gemm" }.into(),
+                    status: "ok".into(),
+                    created_at: Some(100.0 + f64::from(i)),
+                    ..Default::default()
+                };
+                st.insert_result(&r).unwrap();
+            }
+        });
+        let app = router(d);
+        let get = |path: &str| {
+            let app = app.clone();
+            let path = path.to_string();
+            async move {
+                let (status, body) = call(&app, "GET", &path, None).await;
+                (status, serde_json::from_str::<Value>(&body).unwrap())
+            }
+        };
+        let runs = |v: &Value| -> Vec<String> {
+            v["results"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|r| r["run_id"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let (status, first) = get("/api/results?limit=2&kernel=gemm").await;
+        assert_eq!(status, 200, "{first}");
+        assert_eq!(runs(&first), ["run-4", "run-3"], "newest first");
+        let next = first["next"].as_str().unwrap().to_string();
+        let (_, second) = get(&format!("/api/results?limit=2&kernel=gemm&after={next}")).await;
+        assert_eq!(runs(&second), ["run-1", "run-0"]);
+        assert_eq!(second["next"], Value::Null, "the last page");
+        let (_, recent) = get("/api/results?since=102.5").await;
+        assert_eq!(runs(&recent), ["run-4", "run-3"]);
+        for (query, field) in [
+            ("limit=0", "limit"),
+            ("limit=10001", "limit"),
+            ("limit=ten", "limit"),
+            ("after=yesterday", "after"),
+            ("after=12:0", "after"),
+            ("since=soon", "since"),
+            ("status=fine", "status"),
+        ] {
+            let (status, v) = get(&format!("/api/results?{query}")).await;
+            assert_eq!(status, 400, "{query}: {v}");
+            let e = v["error"].as_str().unwrap();
+            assert!(e.contains(field), "{query}: {e}");
+            assert!(e.len() < 300, "{query}: {e}");
+        }
+        let (status, checks) = get("/api/checks?limit=1").await;
+        assert_eq!(status, 200, "{checks}");
+        assert_eq!(checks["checks"], json!([]));
+        assert_eq!(get("/api/checks?after=x").await.0, 400);
     }
 
     #[tokio::test]

@@ -216,20 +216,9 @@ pub fn parse_since(text: &str, now: f64) -> Result<f64, String> {
     if let Ok(v) = t.parse::<f64>() {
         return if v.is_finite() { Ok(v) } else { Err(bad()) };
     }
-    let (num, unit) = t.split_at(
-        t.find(|c: char| !c.is_ascii_digit() && c != '.')
-            .ok_or_else(bad)?,
-    );
-    let n: f64 = num.parse().map_err(|_| bad())?;
-    let secs = match unit {
-        "s" => 1.0,
-        "m" => 60.0,
-        "h" => 3600.0,
-        "d" => 86_400.0,
-        "w" => 7.0 * 86_400.0,
-        _ => return Err(bad()),
-    };
-    Ok(now - n * secs)
+    crate::time::parse_duration(t)
+        .map(|secs| now - secs)
+        .ok_or_else(bad)
 }
 
 #[cfg(test)]
@@ -336,6 +325,8 @@ mod tests {
                 metric_per_watt: None,
                 joules_per_unit: None,
                 power: vec![],
+                samples_compacted_at: None,
+                power_compacted_at: None,
             };
             r.created_at = Some(self.runs as f64);
             r

@@ -3,7 +3,7 @@
 //! Agents are soft-removed (`removed_at`) so their results keep a name to show; see the module docs
 //! of `store` for why.
 
-use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
+use rusqlite::{OptionalExtension, Row, named_params};
 
 use super::error::StoreError;
 use super::error::{is_unique_violation, sql};
@@ -36,10 +36,7 @@ impl Store {
         validate_agent(name, url, token)?;
         let now = self.now();
         let context = "adding an agent";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
+        let tx = self.write_tx().map_err(sql(context))?;
         let existing: Option<Option<f64>> = tx
             .query_row(
                 "SELECT removed_at FROM agents WHERE name = ?1",
@@ -180,10 +177,7 @@ impl Store {
         parse_json("info_json", &d.info_json)?;
         let now = self.now();
         let context = "storing a device";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
+        let tx = self.write_tx().map_err(sql(context))?;
         let agent_exists = tx
             .query_row("SELECT 1 FROM agents WHERE id = ?1", [agent_id], |_| Ok(()))
             .optional()

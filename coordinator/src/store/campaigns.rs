@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
+use rusqlite::{OptionalExtension, Row, named_params};
 
 use super::error::StoreError;
 use super::error::{is_unique_violation, sql};
@@ -101,50 +101,40 @@ impl Store {
             .map_err(sql(context))?;
         let index: HashMap<i64, usize> = rows.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
 
+        // The counts the triggers of migration 8 keep: a few rows per campaign, never a pass over
+        // jobs or results.
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT campaign_id, state, count(*) FROM jobs
-                 WHERE ?1 IS NULL OR campaign_id = ?1 GROUP BY campaign_id, state",
+                "SELECT campaign_id, kind, state, n FROM campaign_counts
+                 WHERE n > 0 AND (?1 IS NULL OR campaign_id = ?1)",
             )
             .map_err(sql(context))?;
-        let job_counts = stmt
+        let counts = stmt
             .query_map([id], |r| {
+                let kind: String = r.get("kind")?;
+                let state = if kind == "job" {
+                    Counted::Job(state_column(r, "state", JobState::parse)?)
+                } else {
+                    Counted::Result(r.get("state")?)
+                };
                 Ok((
-                    r.get::<_, i64>(0)?,
-                    state_column(r, "state", JobState::parse)?,
-                    r.get::<_, i64>(2)?,
+                    r.get::<_, i64>("campaign_id")?,
+                    state,
+                    r.get::<_, i64>("n")?,
                 ))
             })
             .map_err(sql(context))?;
-        for item in job_counts {
+        for item in counts {
             let (campaign, state, n) = item.map_err(sql(context))?;
-            if let Some(&i) = index.get(&campaign) {
-                rows[i].jobs.add(state, n);
-            }
-        }
-
-        let mut stmt = self
-            .conn
-            .prepare_cached(
-                "SELECT campaign_id, status, count(*) FROM results
-                 WHERE campaign_id IS NOT NULL AND (?1 IS NULL OR campaign_id = ?1)
-                 GROUP BY campaign_id, status",
-            )
-            .map_err(sql(context))?;
-        let result_counts = stmt
-            .query_map([id], |r| {
-                Ok((
-                    r.get::<_, i64>(0)?,
-                    r.get::<_, String>(1)?,
-                    r.get::<_, i64>(2)?,
-                ))
-            })
-            .map_err(sql(context))?;
-        for item in result_counts {
-            let (campaign, status, n) = item.map_err(sql(context))?;
-            if let Some(&i) = index.get(&campaign) {
-                rows[i].results.insert(status, n);
+            let Some(&i) = index.get(&campaign) else {
+                continue;
+            };
+            match state {
+                Counted::Job(job_state) => rows[i].jobs.add(job_state, n),
+                Counted::Result(status) => {
+                    rows[i].results.insert(status, n);
+                }
             }
         }
         Ok(rows)
@@ -173,10 +163,7 @@ impl Store {
         }
         let now = self.now();
         let context = "adding a job";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
+        let tx = self.write_tx().map_err(sql(context))?;
         let mut ids = Vec::with_capacity(jobs.len());
         for job in jobs {
             let exists = |table: &str, id: i64| -> Result<bool, StoreError> {
@@ -318,6 +305,12 @@ fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobRow> {
 }
 
 /// Reads a state name column through `parse`, failing on a name this binary does not know.
+/// What a `campaign_counts` row counts: jobs in a state, or results with a status.
+enum Counted {
+    Job(JobState),
+    Result(String),
+}
+
 fn state_column<T>(r: &Row<'_>, column: &str, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
     let name: String = r.get(column)?;
     parse(&name).ok_or_else(|| {

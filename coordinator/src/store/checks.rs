@@ -4,11 +4,12 @@
 //! before it in the series that are not confirmation reruns and not older than the series' last
 //! alert (after a confirmed change the new level is the baseline, so one step alerts once).
 
-use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
+use rusqlite::{OptionalExtension, Row, named_params};
 use serde::Serialize;
 
 use super::error::StoreError;
 use super::error::sql;
+use super::listing::Cursor;
 use super::open::Store;
 use super::values::json_column;
 
@@ -95,6 +96,8 @@ pub struct CheckRow {
     pub assessment: serde_json::Value,
     pub confirmation_result_id: Option<i64>,
     pub created_at: f64,
+    /// When the verdict last changed (a suspect becomes confirmed or not); listings sort by it.
+    pub updated_at: f64,
 }
 
 const CANDIDATE_COLUMNS: &str = "r.id, r.campaign_id, r.job_id, r.device_row_id, r.device_id,
@@ -260,10 +263,7 @@ impl Store {
         };
         let now = self.now();
         let context = "queueing a confirmation rerun";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
+        let tx = self.write_tx().map_err(sql(context))?;
         let inserted = tx
             .execute(
                 "INSERT INTO checks (result_id, verdict, direction, reason, assessment_json,
@@ -340,10 +340,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let now = self.now();
         let context = "resolving a verdict";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
+        let tx = self.write_tx().map_err(sql(context))?;
         let verdict = if alert.is_some() {
             "confirmed"
         } else {
@@ -464,31 +461,78 @@ impl Store {
     /// # Errors
     /// [`StoreError::Sqlite`] if the query fails.
     pub fn checks(&self, since: f64) -> Result<Vec<CheckRow>, StoreError> {
+        self.checks_where(since, None, None)
+    }
+
+    /// Up to `limit` verdicts stored at or after `since`, newest first, after the cursor `after`
+    /// (their `updated_at` and result id), and the cursor of the next page if more may follow.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the query fails.
+    pub fn checks_page(
+        &self,
+        since: f64,
+        limit: usize,
+        after: Option<Cursor>,
+    ) -> Result<(Vec<CheckRow>, Option<Cursor>), StoreError> {
+        let mut rows = self.checks_where(since, Some(limit + 1), after)?;
+        let next = if rows.len() > limit {
+            rows.truncate(limit);
+            rows.last().map(|c| Cursor {
+                time: c.updated_at,
+                id: c.result_id,
+            })
+        } else {
+            None
+        };
+        Ok((rows, next))
+    }
+
+    fn checks_where(
+        &self,
+        since: f64,
+        limit: Option<usize>,
+        after: Option<Cursor>,
+    ) -> Result<Vec<CheckRow>, StoreError> {
         let context = "listing verdicts";
         let mut stmt = self
             .conn
             .prepare_cached(
                 "SELECT c.result_id, c.verdict, c.direction, c.reason, c.assessment_json,
-                        c.confirmation_result_id, c.created_at, r.spec_key, r.device_id, a.name
+                        c.confirmation_result_id, c.created_at, r.spec_key, r.device_id, a.name,
+                        c.updated_at
                  FROM checks c JOIN results r ON r.id = c.result_id
                  JOIN agents a ON a.id = r.agent_id
-                 WHERE c.updated_at >= ?1 ORDER BY c.updated_at DESC, c.result_id DESC",
+                 WHERE c.updated_at >= :since
+                   AND c.updated_at <= coalesce(:t, 1e300)
+                   AND (:t IS NULL OR c.updated_at < :t OR c.result_id < :id)
+                 ORDER BY c.updated_at DESC, c.result_id DESC LIMIT :limit",
             )
             .map_err(sql(context))?;
-        stmt.query_map([since], |r| {
-            Ok(CheckRow {
-                result_id: r.get(0)?,
-                verdict: r.get(1)?,
-                direction: r.get(2)?,
-                reason: r.get(3)?,
-                assessment: json_column(r, "assessment_json")?,
-                confirmation_result_id: r.get(5)?,
-                created_at: r.get(6)?,
-                spec_key: r.get(7)?,
-                device_id: r.get(8)?,
-                agent: r.get(9)?,
-            })
-        })
+        let limit = limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        stmt.query_map(
+            named_params! {
+                ":since": since,
+                ":t": after.map(|c| c.time),
+                ":id": after.map(|c| c.id),
+                ":limit": limit,
+            },
+            |r| {
+                Ok(CheckRow {
+                    result_id: r.get(0)?,
+                    verdict: r.get(1)?,
+                    direction: r.get(2)?,
+                    reason: r.get(3)?,
+                    assessment: json_column(r, "assessment_json")?,
+                    confirmation_result_id: r.get(5)?,
+                    created_at: r.get(6)?,
+                    spec_key: r.get(7)?,
+                    device_id: r.get(8)?,
+                    agent: r.get(9)?,
+                    updated_at: r.get(10)?,
+                })
+            },
+        )
         .map_err(sql(context))?
         .collect::<Result<_, _>>()
         .map_err(sql(context))

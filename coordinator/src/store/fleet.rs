@@ -2,7 +2,7 @@
 //! credentials when it attaches, and the connection state a serve records so that other processes
 //! (`agents list`, `gpufleet run`) can see it.
 
-use rusqlite::{OptionalExtension, TransactionBehavior};
+use rusqlite::OptionalExtension;
 
 use super::agents::{AGENT_COLUMNS, MAX_AGENT_NAME, agent_from_row, agent_named, check_agent_name};
 use super::error::{StoreError, sql};
@@ -46,10 +46,7 @@ impl Store {
         }
         let now = self.now();
         let context = "enrolling an agent";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
+        let tx = self.write_tx().map_err(sql(context))?;
         let active: Option<bool> = tx
             .query_row(
                 "SELECT removed_at IS NULL FROM agents WHERE name = ?1",
@@ -216,7 +213,11 @@ impl Store {
         let context = "finding each agent's latest campaign";
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT agent_id, max(campaign_id) FROM jobs GROUP BY agent_id")
+            // One seek per agent on `jobs_by_agent` (agent_id, campaign_id), never a pass over jobs.
+            .prepare_cached(
+                "SELECT id, (SELECT max(campaign_id) FROM jobs WHERE agent_id = agents.id) AS latest
+                 FROM agents WHERE latest IS NOT NULL",
+            )
             .map_err(sql(context))?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(sql(context))?

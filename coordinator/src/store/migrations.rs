@@ -78,6 +78,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0007_settings.sql"),
         rewrite: Some(settings::rewrite),
     },
+    Migration {
+        version: 8,
+        name: "0008_scale",
+        sql: include_str!("migrations/0008_scale.sql"),
+        rewrite: None,
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.
@@ -202,14 +208,17 @@ mod tests {
             [
                 "agents",
                 "alerts",
+                "campaign_counts",
                 "campaigns",
                 "checks",
                 "devices",
                 "jobs",
+                "latest_results",
                 "power_samples",
+                "result_counts",
                 "result_samples",
                 "results",
-                "schedules",
+                "schedules"
             ]
         );
         // A second run finds nothing pending and changes nothing.

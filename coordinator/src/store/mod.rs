@@ -54,9 +54,11 @@
 mod agents;
 mod campaigns;
 mod checks;
+mod compact;
 mod error;
 mod fleet;
 mod guard;
+mod listing;
 mod migrations;
 mod open;
 mod results;
@@ -68,8 +70,10 @@ mod values;
 
 pub use self::agents::{MAX_AGENT_NAME, MAX_AGENT_URL};
 pub use self::checks::{AlertRow, CheckCandidate, CheckRow, NewAlert, PendingConfirmation};
+pub use self::compact::{CompactReport, Retention};
 pub use self::error::StoreError;
 pub use self::fleet::{AttachRefusal, token_hash};
+pub use self::listing::{Cursor, Direction, MAX_PAGE, ResultPage};
 pub use self::migrations::LATEST_VERSION;
 pub use self::open::{BUSY_TIMEOUT, Clock, Store};
 pub use self::results::{SEGMENT_FIELDS, segment_of};

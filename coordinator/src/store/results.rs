@@ -1,34 +1,18 @@
-//! Results and their raw samples: the idempotent insert and the filtered listings.
+//! Results and their raw samples: the idempotent insert, the status counts and the raw data of one
+//! result (the listings are in `listing.rs`).
 //!
 //! Samples are stored as one BLOB of little-endian `f64`s per result: a thousand iterations cost
 //! 8 KB and one row instead of a thousand rows, and listings that do not ask for them never read them.
 
-use std::collections::BTreeMap;
-
-use rusqlite::types::{Type, Value as SqlValue};
-use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
+use rusqlite::types::Type;
+use rusqlite::{OptionalExtension, named_params};
 
 use super::error::StoreError;
 use super::error::sql;
 use super::open::Store;
-use super::rows::{PowerPoint, ResultFilter, ResultRecord, ResultRow};
-use super::values::{json_column, require_non_empty};
+use super::rows::{PowerPoint, ResultRecord};
+use super::values::require_non_empty;
 use gpufleet_proto::power::Reading;
-
-/// Columns of `results` (aliased `r`) in the order listings read them.
-const RESULT_COLUMNS: &str = "r.id, r.run_id, r.campaign_id, r.job_id, r.agent_id, r.device_row_id,
-    r.device_id, r.backend, r.spec_key, r.kernel, r.variant, r.params_json, r.dtype, r.mode,
-    r.status, r.message, r.metric_kind, r.metric_unit, r.metric_value, r.higher_is_better,
-    r.pct_of_peak, r.peak_source, r.median_s, r.p10_s, r.p90_s, r.min_s, r.max_s, r.mean_s, r.stddev_s, r.cv,
-    r.ci_low_s, r.ci_high_s, r.target_ci_pct, r.noisy, r.iterations, r.validation_json, r.config_json, r.fingerprint_json, r.stderr_tail, r.signal,
-    r.started_at, r.wall_s, r.created_at, r.energy_json, r.energy_j, r.avg_watts,
-    r.metric_per_watt, r.joules_per_unit";
-
-/// Joins that give a result its agent name, device and campaign suite.
-const RESULT_JOINS: &str = "FROM results r
-    JOIN agents a ON a.id = r.agent_id
-    LEFT JOIN devices d ON d.id = r.device_row_id
-    LEFT JOIN campaigns c ON c.id = r.campaign_id";
 
 /// Fingerprint fields that define a baseline segment: a change in any of them (a driver update, a
 /// new agent, other env overrides, a new power cap) means later results are not comparable with the
@@ -109,10 +93,7 @@ impl Store {
         let created_at = r.created_at.unwrap_or_else(|| self.now());
         let params_json = to_json_text(&r.params);
         let context = "inserting a result";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
+        let tx = self.write_tx().map_err(sql(context))?;
         let id: Option<i64> = tx
             .query_row(
                 "INSERT INTO results (run_id, campaign_id, job_id, agent_id, device_row_id,
@@ -237,85 +218,8 @@ impl Store {
         Ok(true)
     }
 
-    /// Stored results matching `f`, oldest first.
-    ///
-    /// With `latest_per_device_and_key`, the other fields select first and then only the newest
-    /// match per (agent, device id, spec key) is kept: "latest `ok` result of each kernel on each
-    /// device".
-    ///
-    /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails or a stored value is malformed.
-    pub fn results(&self, f: &ResultFilter) -> Result<Vec<ResultRow>, StoreError> {
-        let context = "listing results";
-        let mut conditions: Vec<&str> = Vec::new();
-        let mut args: Vec<SqlValue> = Vec::new();
-        for (condition, value) in [("r.id = ?", f.id), ("r.campaign_id = ?", f.campaign_id)] {
-            if let Some(v) = value {
-                conditions.push(condition);
-                args.push(SqlValue::Integer(v));
-            }
-        }
-        let text_filters = [
-            ("r.kernel = ?", &f.kernel),
-            ("c.suite = ?", &f.suite),
-            ("a.name = ?", &f.agent),
-            ("r.status = ?", &f.status),
-            ("r.spec_key = ?", &f.spec_key),
-            ("r.device_id = ?", &f.device_id),
-        ];
-        for (condition, value) in text_filters {
-            if let Some(v) = value {
-                conditions.push(condition);
-                args.push(SqlValue::Text(v.clone()));
-            }
-        }
-        let matching = if conditions.is_empty() {
-            "1".to_owned()
-        } else {
-            conditions.join(" AND ")
-        };
-        let selection = if f.latest_per_device_and_key {
-            format!(
-                "r.id IN (SELECT id FROM (
-                    SELECT r.id AS id, row_number() OVER (
-                        PARTITION BY r.agent_id, r.device_id, r.spec_key
-                        ORDER BY r.created_at DESC, r.id DESC) AS newest
-                    {RESULT_JOINS} WHERE {matching}) WHERE newest = 1)"
-            )
-        } else {
-            matching
-        };
-        let (samples_column, samples_join) = if f.with_samples {
-            (
-                "s.times AS samples",
-                "LEFT JOIN result_samples s ON s.result_id = r.id",
-            )
-        } else {
-            ("NULL AS samples", "")
-        };
-        let query = format!(
-            "SELECT {RESULT_COLUMNS}, a.name AS agent_name, d.name AS device_name,
-                    d.vendor AS device_vendor, d.arch AS device_arch, c.suite AS suite,
-                    {samples_column}
-             {RESULT_JOINS} {samples_join}
-             WHERE {selection}
-             ORDER BY r.created_at, r.id"
-        );
-        let mut stmt = self.conn.prepare_cached(&query).map_err(sql(context))?;
-        let mut rows: Vec<ResultRow> = stmt
-            .query_map(rusqlite::params_from_iter(args), result_from_row)
-            .map_err(sql(context))?
-            .collect::<Result<_, _>>()
-            .map_err(sql(context))?;
-        if f.with_samples {
-            for row in &mut rows {
-                row.record.power = self.power_of(row.id)?;
-            }
-        }
-        Ok(rows)
-    }
-
-    /// How many results have each status.
+    /// How many results have each status, from the counts the insert trigger keeps (migration 8),
+    /// so a scrape reads a handful of rows whatever the size of `results`.
     ///
     /// # Errors
     /// [`StoreError::Sqlite`] if the query fails.
@@ -323,7 +227,7 @@ impl Store {
         let context = "counting results";
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT status, count(*) FROM results GROUP BY status ORDER BY status")
+            .prepare_cached("SELECT status, n FROM result_counts WHERE n > 0 ORDER BY status")
             .map_err(sql(context))?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(sql(context))?
@@ -352,7 +256,7 @@ impl Store {
         }
     }
 
-    fn power_of(&self, result_id: i64) -> Result<Vec<PowerPoint>, StoreError> {
+    pub(super) fn power_of(&self, result_id: i64) -> Result<Vec<PowerPoint>, StoreError> {
         let context = "reading a result's power samples";
         let mut stmt = self
             .conn
@@ -413,87 +317,6 @@ impl Store {
             }),
         }
     }
-}
-
-fn result_from_row(row: &Row<'_>) -> rusqlite::Result<ResultRow> {
-    let params_text: String = row.get("params_json")?;
-    let params: BTreeMap<String, i64> = serde_json::from_str(&params_text)
-        .map_err(|e| conversion_failure(row, "params_json", Type::Text, e.into()))?;
-    let times = match row.get::<_, Option<Vec<u8>>>("samples")? {
-        Some(bytes) => decode_samples(&bytes)
-            .map_err(|e| conversion_failure(row, "samples", Type::Blob, e.into()))?,
-        None => Vec::new(),
-    };
-    let record = ResultRecord {
-        run_id: row.get("run_id")?,
-        campaign_id: row.get("campaign_id")?,
-        job_id: row.get("job_id")?,
-        agent_id: row.get("agent_id")?,
-        device_row_id: row.get("device_row_id")?,
-        device_id: row.get("device_id")?,
-        backend: row.get("backend")?,
-        spec_key: row.get("spec_key")?,
-        kernel: row.get("kernel")?,
-        variant: row.get("variant")?,
-        params,
-        dtype: row.get("dtype")?,
-        mode: row.get("mode")?,
-        status: row.get("status")?,
-        message: row.get("message")?,
-        metric_kind: row.get("metric_kind")?,
-        metric_unit: row.get("metric_unit")?,
-        metric_value: row.get("metric_value")?,
-        higher_is_better: row.get("higher_is_better")?,
-        pct_of_peak: row.get("pct_of_peak")?,
-        peak_source: row.get("peak_source")?,
-        median_s: row.get("median_s")?,
-        p10_s: row.get("p10_s")?,
-        p90_s: row.get("p90_s")?,
-        min_s: row.get("min_s")?,
-        max_s: row.get("max_s")?,
-        mean_s: row.get("mean_s")?,
-        stddev_s: row.get("stddev_s")?,
-        cv: row.get("cv")?,
-        ci_low_s: row.get("ci_low_s")?,
-        ci_high_s: row.get("ci_high_s")?,
-        target_ci_pct: row.get("target_ci_pct")?,
-        noisy: row.get("noisy")?,
-        iterations: row.get("iterations")?,
-        validation: json_column(row, "validation_json")?,
-        config: json_column(row, "config_json")?,
-        fingerprint: json_column(row, "fingerprint_json")?,
-        stderr_tail: row.get("stderr_tail")?,
-        signal: row.get("signal")?,
-        started_at: row.get("started_at")?,
-        wall_s: row.get("wall_s")?,
-        created_at: Some(row.get("created_at")?),
-        times,
-        energy: json_column(row, "energy_json")?,
-        energy_j: row.get("energy_j")?,
-        avg_watts: row.get("avg_watts")?,
-        metric_per_watt: row.get("metric_per_watt")?,
-        joules_per_unit: row.get("joules_per_unit")?,
-        power: Vec::new(),
-    };
-    Ok(ResultRow {
-        id: row.get("id")?,
-        record,
-        agent: row.get("agent_name")?,
-        device_name: row.get("device_name")?,
-        device_vendor: row.get("device_vendor")?,
-        device_arch: row.get("device_arch")?,
-        suite: row.get("suite")?,
-    })
-}
-
-fn conversion_failure(
-    row: &Row<'_>,
-    column: &str,
-    ty: Type,
-    e: Box<dyn std::error::Error + Send + Sync>,
-) -> rusqlite::Error {
-    let index = row.as_ref().column_index(column).unwrap_or(0);
-    rusqlite::Error::FromSqlConversionFailure(index, ty, e)
 }
 
 /// Checks what SQLite would silently mangle or what no listing could make sense of.
@@ -574,7 +397,7 @@ fn encode_samples(times: &[f64]) -> Vec<u8> {
 }
 
 /// The inverse of [`encode_samples`]; refuses a length that is not a multiple of 8.
-fn decode_samples(bytes: &[u8]) -> Result<Vec<f64>, String> {
+pub(super) fn decode_samples(bytes: &[u8]) -> Result<Vec<f64>, String> {
     let chunks = bytes.chunks_exact(8);
     if !chunks.remainder().is_empty() {
         return Err(format!(

@@ -447,6 +447,12 @@ pub struct ResultRecord {
     /// The run's power trace. Empty in listings unless samples were asked for.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub power: Vec<PowerPoint>,
+    /// When `gpufleet db compact` dropped the raw iteration times (the summary stays).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub samples_compacted_at: Option<f64>,
+    /// When `gpufleet db compact` dropped the power trace (the energy figures stay).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub power_compacted_at: Option<f64>,
 }
 
 impl ResultRecord {
@@ -535,6 +541,8 @@ pub struct ResultFilter {
     pub spec_key: Option<String>,
     /// Only this device id (the agent's, e.g. `opencl:0.0`).
     pub device_id: Option<String>,
+    /// Only results stored at or after this time (unix seconds).
+    pub since: Option<f64>,
     /// Among the results matching the other fields, keep only the newest per (agent, device,
     /// spec key).
     pub latest_per_device_and_key: bool,

@@ -5,7 +5,7 @@
 //! A coordinator that crashes before the commit started nothing; one that crashes after it finds
 //! the campaign (running, its owner dead) and resumes it instead of starting another.
 
-use rusqlite::{OptionalExtension, Row, TransactionBehavior, named_params};
+use rusqlite::{OptionalExtension, Row, named_params};
 use serde::Serialize;
 
 use super::error::StoreError;
@@ -185,10 +185,7 @@ impl Store {
         parse_json("spec_json", spec_json)?;
         let now = self.now();
         let context = "starting a scheduled campaign";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
+        let tx = self.write_tx().map_err(sql(context))?;
         let last: Option<Option<f64>> = tx
             .query_row(
                 "SELECT last_slot FROM schedules WHERE name = ?1",
@@ -319,10 +316,7 @@ impl Store {
     ) -> Result<bool, StoreError> {
         let now = self.now();
         let context = "claiming a campaign";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
+        let tx = self.write_tx().map_err(sql(context))?;
         let won = tx
             .execute(
                 "UPDATE campaigns SET owner = ?3, heartbeat_at = ?4, state = 'running',
@@ -353,10 +347,7 @@ impl Store {
     pub fn release_campaigns(&mut self, owner: &str) -> Result<Vec<i64>, StoreError> {
         let now = self.now();
         let context = "releasing campaigns";
-        let tx = self
-            .conn
-            .transaction_with_behavior(TransactionBehavior::Immediate)
-            .map_err(sql(context))?;
+        let tx = self.write_tx().map_err(sql(context))?;
         let ids: Vec<i64> = {
             let mut stmt = tx
                 .prepare("SELECT id FROM campaigns WHERE owner = ?1 AND state = 'running'")

@@ -143,6 +143,8 @@ pub(super) fn sample_result(run_id: &str, agent_id: i64) -> ResultRecord {
                 },
             },
         ],
+        samples_compacted_at: None,
+        power_compacted_at: None,
     }
 }
 

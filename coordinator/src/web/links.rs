@@ -41,6 +41,9 @@ pub struct CompareQuery {
     /// The column relative figures are against (`agent:device_id`); empty: the best of each row.
     #[serde(skip_serializing_if = "String::is_empty")]
     pub baseline: String,
+    /// Which page of spec rows the page shows (from 1); the downloads give every row.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub page: Option<usize>,
 }
 
 /// One series: a spec on one device of one agent.

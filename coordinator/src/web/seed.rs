@@ -28,6 +28,18 @@ pub struct SeedConfig {
     pub regression_at: Option<usize>,
     /// Unix seconds of the first night.
     pub start: f64,
+    /// Raw iteration times stored per result.
+    pub iterations: usize,
+    /// Besides the last night's first result, every this-many-th result carries a power trace
+    /// (0: none), as results of a fleet that measures energy do.
+    pub power_every: usize,
+}
+
+impl SeedConfig {
+    /// The first night for a history of `nights` that ends yesterday.
+    pub fn start_for(nights: usize) -> f64 {
+        crate::time::now().floor() - (nights as f64 + 1.0) * 86_400.0
+    }
 }
 
 impl Default for SeedConfig {
@@ -38,7 +50,9 @@ impl Default for SeedConfig {
             specs: 3,
             nights: 30,
             regression_at: Some(25),
-            start: crate::time::now().floor() - 31.0 * 86_400.0,
+            start: SeedConfig::start_for(30),
+            iterations: 20,
+            power_every: 0,
         }
     }
 }
@@ -67,7 +81,14 @@ impl Jitter {
     }
 }
 
-fn record(run_id: String, n: i64, value: f64, backend: &str, driver: &str, t: f64) -> ResultRecord {
+fn record(
+    run_id: String,
+    n: i64,
+    value: f64,
+    (backend, driver): (&str, &str),
+    t: f64,
+    iterations: usize,
+) -> ResultRecord {
     // GFLOP/s of an n³ GEMM, so the times below are consistent with the metric.
     let flop = 2.0 * (n as f64).powi(3);
     let median = flop / (value * 1e9);
@@ -94,7 +115,7 @@ fn record(run_id: String, n: i64, value: f64, backend: &str, driver: &str, t: f6
         mean_s: Some(median * 1.005),
         stddev_s: Some(median * 0.012),
         cv: Some(0.012),
-        iterations: 20,
+        iterations: iterations as u64,
         validation: json!({"checked": true, "passed": true, "message": "max |err| within tolerance"}),
         config: json!({"tile": "16x16"}),
         fingerprint: json!({"agent_version": "0.1.0", "backend": backend, "driver_version": driver,
@@ -103,8 +124,8 @@ fn record(run_id: String, n: i64, value: f64, backend: &str, driver: &str, t: f6
         started_at: t - 5.0,
         wall_s: 2.5,
         created_at: Some(t),
-        times: (0..20)
-            .map(|i| median * (0.98 + 0.004 * f64::from(i % 10)))
+        times: (0..iterations)
+            .map(|i| median * (0.98 + 0.004 * (i % 10) as f64))
             .collect(),
         ..Default::default()
     }
@@ -195,82 +216,100 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
         run += 1;
         format!("seed-{}-{run}", uuid::Uuid::new_v4().simple())
     };
+    let began = std::time::Instant::now();
     for night in 0..cfg.nights {
-        let t = cfg.start + night as f64 * 86_400.0;
-        clock.store(t.to_bits(), Ordering::Relaxed);
-        let campaign = store.create_campaign("nightly", "generated history", "{}")?;
-        summary.campaigns += 1;
-        for (i, (agent_id, a, b, backend, row)) in devices.iter().enumerate() {
-            // Agent 1 updates its driver halfway: a new baseline segment.
-            let driver = if *a == 1 && night >= cfg.nights / 2 {
-                "2.0"
-            } else {
-                "1.0"
-            };
-            for s in 0..cfg.specs {
-                let n = 256i64 << s;
-                let base =
-                    100.0 * (*b + 1) as f64 * (1.0 + *a as f64 * 0.5) * (1.0 + s as f64 * 0.2);
-                let step =
-                    cfg.regression_at.is_some_and(|r| night >= r) && *a == 0 && *b == 1 && s == 0;
-                let value = base * (1.0 + 0.01 * jitter.next()) * if step { 0.8 } else { 1.0 };
-                let rid = next_id();
-                let spec_key = format!("gemm/tiled/k={n},m={n},n={n}/f32/compute_only");
-                let job = store.add_job(&NewJob {
-                    campaign_id: campaign,
-                    agent_id: *agent_id,
-                    device_row_id: Some(*row),
-                    spec_key: spec_key.clone(),
-                    spec_json: "{}".into(),
-                    run_id: rid.clone(),
-                })?;
-                let mut r = record(
-                    rid,
-                    n,
-                    value,
-                    backend,
-                    driver,
-                    t + (i * cfg.specs + s) as f64,
-                );
-                r.campaign_id = Some(campaign);
-                r.job_id = Some(job);
-                r.agent_id = *agent_id;
-                r.device_row_id = Some(*row);
-                r.spec_key = spec_key;
-                if night + 1 == cfg.nights && i == 0 && s == 0 {
-                    r = with_power(r, t);
-                    power_run = Some(r.run_id.clone());
+        // A night in one transaction: the same insert path and checks, one commit.
+        store.bulk(|store| {
+            let t = cfg.start + night as f64 * 86_400.0;
+            clock.store(t.to_bits(), Ordering::Relaxed);
+            let campaign = store.create_campaign("nightly", "generated history", "{}")?;
+            summary.campaigns += 1;
+            for (i, (agent_id, a, b, backend, row)) in devices.iter().enumerate() {
+                // Agent 1 updates its driver halfway: a new baseline segment.
+                let driver = if *a == 1 && night >= cfg.nights / 2 {
+                    "2.0"
+                } else {
+                    "1.0"
+                };
+                for s in 0..cfg.specs {
+                    let n = 256i64 << s;
+                    let base =
+                        100.0 * (*b + 1) as f64 * (1.0 + *a as f64 * 0.5) * (1.0 + s as f64 * 0.2);
+                    let step = cfg.regression_at.is_some_and(|r| night >= r)
+                        && *a == 0
+                        && *b == 1
+                        && s == 0;
+                    let value = base * (1.0 + 0.01 * jitter.next()) * if step { 0.8 } else { 1.0 };
+                    let rid = next_id();
+                    let spec_key = format!("gemm/tiled/k={n},m={n},n={n}/f32/compute_only");
+                    let job = store.add_job(&NewJob {
+                        campaign_id: campaign,
+                        agent_id: *agent_id,
+                        device_row_id: Some(*row),
+                        spec_key: spec_key.clone(),
+                        spec_json: "{}".into(),
+                        run_id: rid.clone(),
+                    })?;
+                    let mut r = record(
+                        rid,
+                        n,
+                        value,
+                        (backend, driver),
+                        t + (i * cfg.specs + s) as f64,
+                        cfg.iterations,
+                    );
+                    r.campaign_id = Some(campaign);
+                    r.job_id = Some(job);
+                    r.agent_id = *agent_id;
+                    r.device_row_id = Some(*row);
+                    r.spec_key = spec_key;
+                    if night + 1 == cfg.nights && i == 0 && s == 0 {
+                        r = with_power(r, t);
+                        power_run = Some(r.run_id.clone());
+                    } else if cfg.power_every > 0 && summary.results % cfg.power_every == 0 {
+                        r = with_power(r, t);
+                    }
+                    store.insert_result(&r)?;
+                    summary.results += 1;
                 }
+            }
+            // The real check: suspects get a confirmation job; rerun each like the suspect ran.
+            assess_new(store, Some(campaign), &detect, &mut next_id)?;
+            for job in store.jobs(campaign)? {
+                let (Some(suspect), JobState::Queued) = (job.confirms_result_id, job.state) else {
+                    continue;
+                };
+                let Some(orig) = store
+                    .results(&crate::store::ResultFilter {
+                        id: Some(suspect),
+                        ..Default::default()
+                    })?
+                    .pop()
+                else {
+                    continue;
+                };
+                let mut r = orig.record.clone();
+                r.run_id = job.run_id.clone();
+                r.job_id = Some(job.id);
+                r.created_at = Some(t + 3_600.0);
+                r.metric_value = r.metric_value.map(|v| v * (1.0 + 0.005 * jitter.next()));
                 store.insert_result(&r)?;
                 summary.results += 1;
             }
+            summary.alerts += resolve(store, Some(campaign), &detect)?.confirmed;
+            store.set_campaign_state(campaign, crate::store::CampaignState::Done)?;
+            last_campaign = Some(campaign);
+            Ok(())
+        })?;
+        if cfg.nights >= 50 && (night + 1) % (cfg.nights / 10) == 0 {
+            eprintln!(
+                "seed-history: night {}/{}, {} results, {:.0} s",
+                night + 1,
+                cfg.nights,
+                summary.results,
+                began.elapsed().as_secs_f64()
+            );
         }
-        // The real check: suspects get a confirmation job; rerun each like the suspect ran.
-        assess_new(store, Some(campaign), &detect, &mut next_id)?;
-        for job in store.jobs(campaign)? {
-            let (Some(suspect), JobState::Queued) = (job.confirms_result_id, job.state) else {
-                continue;
-            };
-            let Some(orig) = store
-                .results(&crate::store::ResultFilter {
-                    id: Some(suspect),
-                    ..Default::default()
-                })?
-                .pop()
-            else {
-                continue;
-            };
-            let mut r = orig.record.clone();
-            r.run_id = job.run_id.clone();
-            r.job_id = Some(job.id);
-            r.created_at = Some(t + 3_600.0);
-            r.metric_value = r.metric_value.map(|v| v * (1.0 + 0.005 * jitter.next()));
-            store.insert_result(&r)?;
-            summary.results += 1;
-        }
-        summary.alerts += resolve(store, Some(campaign), &detect)?.confirmed;
-        store.set_campaign_state(campaign, crate::store::CampaignState::Done)?;
-        last_campaign = Some(campaign);
     }
     if let (Some(run), Some(campaign)) = (power_run, last_campaign) {
         summary.power_result = store

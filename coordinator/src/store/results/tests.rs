@@ -1,7 +1,7 @@
 use std::sync::{Arc, Mutex};
 
 use super::super::test_support::{assert_invalid, sample_result, temp_store};
-use super::super::{DeviceRecord, JobState, NewJob};
+use super::super::{DeviceRecord, JobState, NewJob, ResultFilter, ResultRow};
 use super::*;
 
 fn count(store: &Store, table: &str) -> i64 {

@@ -154,6 +154,42 @@ fn cell_json(p: &Pivot, col: usize, c: &Cell, links: &Links) -> Value {
     })
 }
 
+/// Spec rows per page of `/compare`: a matrix of thousands of specs is pages, not one page of
+/// megabytes. The CSV/JSON downloads and the static report give every row.
+pub const ROWS_PER_PAGE: usize = 200;
+
+/// The rows of the matrix this page shows, and its pager (`None` when one page holds them all).
+fn page_rows(
+    total: usize,
+    q: &CompareQuery,
+    links: &Links,
+) -> Result<(std::ops::Range<usize>, Option<Value>), WebError> {
+    if links.is_static() || total <= ROWS_PER_PAGE {
+        return Ok((0..total, None));
+    }
+    let page = q.page.unwrap_or(1);
+    let pages = total.div_ceil(ROWS_PER_PAGE);
+    if page == 0 || page > pages {
+        return Err(WebError::BadRequest(format!(
+            "page {page} does not exist: this view has pages 1 to {pages}"
+        )));
+    }
+    let from = (page - 1) * ROWS_PER_PAGE;
+    let to = (from + ROWS_PER_PAGE).min(total);
+    let at = |p: usize| {
+        links.compare_with(&CompareQuery {
+            page: Some(p),
+            ..q.clone()
+        })
+    };
+    let pager = json!({
+        "from": from + 1, "to": to, "total": total, "page": page, "pages": pages,
+        "prev_href": (page > 1).then(|| at(page - 1)),
+        "next_href": (page < pages).then(|| at(page + 1)),
+    });
+    Ok((from..to, Some(pager)))
+}
+
 /// `/compare`.
 pub fn compare_page(
     store: &Store,
@@ -176,8 +212,8 @@ pub fn compare_page(
     let baseline_label = p
         .baseline_column
         .map(|i| format!("{} ({})", device_of(&p.columns[i]), p.columns[i].key));
-    let rows: Vec<Value> = p
-        .rows
+    let (shown, pager) = page_rows(p.rows.len(), q, links)?;
+    let rows: Vec<Value> = p.rows[shown]
         .iter()
         .map(|row| {
             let cells: Vec<Value> = row
@@ -203,13 +239,18 @@ pub fn compare_page(
         .map(|((name, label, value), opts)| json!({"name": name, "label": label, "value": value, "options": opts}))
         .collect();
     let base = base(links, store, "Compare", "compare")?;
+    let every_row = CompareQuery {
+        page: None,
+        ..q.clone()
+    };
     Ok(page(
         "compare.html",
         base,
         json!({
             "columns": columns, "rows": rows, "filters": filters, "baseline": q.baseline,
             "baseline_label": baseline_label, "noisy_cv_pct": gpufleet_kernels::NOISY_CV * 100.0,
-            "csv_href": links.compare_download(q, "csv"), "json_href": links.compare_download(q, "json"),
+            "pager": pager,
+            "csv_href": links.compare_download(&every_row, "csv"), "json_href": links.compare_download(&every_row, "json"),
             "self_href": links.compare_with(q),
         }),
     ))

@@ -32,6 +32,21 @@ pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
         .map(|(a, b, c)| json!([a, b, c]))
         .collect();
     let times_chart = (!rec.times.is_empty()).then(|| svg::histogram(&rec.times, rec.median_s));
+    // What retention dropped: said where the chart would be, so an empty space is explained.
+    let compacted: Vec<String> = [
+        (rec.samples_compacted_at, "per-iteration times"),
+        (rec.power_compacted_at, "power trace"),
+    ]
+    .into_iter()
+    .filter_map(|(at, what)| {
+        at.map(|t| {
+            format!(
+                "The {what} of this result was compacted on {} (gpufleet db compact); its summary is kept.",
+                fmt_time(t)
+            )
+        })
+    })
+    .collect();
     let m = base(
         links,
         store,
@@ -48,6 +63,7 @@ pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
         json!({
             "status": rec.status, "status_class": rec.status, "message": rec.message, "fields": fields,
             "energy": energy(rec), "times_chart": times_chart, "power_chart": power_chart(rec),
+            "compacted": compacted,
             "json_fields": json_fields(rec), "stderr_tail": rec.stderr_tail,
         }),
     ))
