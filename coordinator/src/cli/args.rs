@@ -124,6 +124,9 @@ pub enum Command {
         #[arg(long, value_delimiter = ',', default_value = "cpu,opencl,vulkan")]
         backends: Vec<String>,
     },
+    /// Back up, restore and measure the database file (see docs/operations.md).
+    #[command(subcommand)]
+    Db(DbCommand),
     /// Ask a running `gpufleet serve` for /healthz and exit 0 when it answers
     /// ok (a container HEALTHCHECK). Over TLS when DIR/ca.crt exists (the
     /// CA `serve --tls-self-signed DIR` made).
@@ -134,6 +137,40 @@ pub enum Command {
         /// The serve's --tls-self-signed directory.
         #[arg(long)]
         tls_dir: Option<std::path::PathBuf>,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbCommand {
+    /// Write a consistent copy of the database (--db) to FILE, a new file. Safe while
+    /// `gpufleet serve` runs: the serve keeps writing, and the copy is the database as of one
+    /// commit, with every result stored before the backup began. The copy is checked (integrity
+    /// and foreign keys) before it gets its name; an existing FILE is never overwritten. Progress
+    /// goes to stderr, a summary line to stdout.
+    Backup {
+        /// The backup file to create (one self-contained SQLite file).
+        file: PathBuf,
+        /// Print the summary as JSON (path, bytes, pages, results, seconds).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Replace the database (--db) with a copy of FILE, a gpufleet database such as a backup.
+    /// FILE is checked first (a gpufleet schema this version knows, integrity, foreign keys); the
+    /// replaced database is kept as DB.before-restore. Refuses while a `gpufleet serve` uses the
+    /// database: stop it first.
+    Restore {
+        /// The database to restore from.
+        file: PathBuf,
+        /// Replace an existing DB.before-restore (the database an earlier restore replaced).
+        #[arg(long)]
+        force: bool,
+    },
+    /// Rows and bytes per table and index, largest first, with totals, the file's size, its page
+    /// size and its free pages.
+    Stats {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
