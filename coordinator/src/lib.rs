@@ -8,7 +8,7 @@
 //!
 //! # Layout
 //! - `cli/`: clap types (`args.rs`) and one handler module per group of commands (`agents.rs`,
-//!   `run.rs`, `results.rs`, `schedule.rs`, `serve.rs`), argument lists (`parse.rs`).
+//!   `run.rs`, `results.rs`, `schedule.rs`, `serve.rs`, `db.rs`), argument lists (`parse.rs`).
 //! - `link/`: how an agent is reached: the [`AgentLink`](link::AgentLink) trait with typed
 //!   [`LinkError`](link::LinkError)s (`mod.rs`) and its gRPC implementation (`grpc.rs`: token,
 //!   deadlines, errors naming the agent).
@@ -28,7 +28,8 @@
 //!   confirmation reruns and alerts (`check.rs`).
 //! - `http/`: the read-only JSON API of `gpufleet serve`.
 //! - `store/`: the SQLite store (migrations, guard, WAL, idempotent results; one file per table
-//!   group, row types in `rows.rs`); `db.rs`: its async handle.
+//!   group, row types in `rows.rs`; backups, restores, sizes and the serve lock in
+//!   `maintenance.rs`); `db.rs`: its async handle.
 //! - `web/`: the dashboard of `gpufleet serve` and `gpufleet report --html`: one module per page
 //!   under `web/pages/` (each owning its query and its template context), links between pages and
 //!   the queries they carry (`links.rs`), the routes (`routes.rs`), the static report

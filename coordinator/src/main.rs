@@ -3,6 +3,7 @@
 use clap::Parser;
 use gpufleet_coordinator::cli::{self, Cli, Command};
 use gpufleet_coordinator::db::Db;
+use gpufleet_coordinator::store::ServeLock;
 
 fn main() {
     gpufleet_kernels::quiet_broken_pipes();
@@ -56,6 +57,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             | Command::Describe { .. }
             | Command::Agents(cli::AgentsCommand::List { .. })
             | Command::Schedule(cli::ScheduleCommand::List { .. })
+            | Command::Db(cli::DbCommand::Backup { .. } | cli::DbCommand::Stats { .. })
     );
     if let Command::ExportModel(args) = &cli.command {
         return cli::model::export_model(args).map(|()| 0);
@@ -63,6 +65,16 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     if let Command::Healthz { addr, tls_dir } = &cli.command {
         return cli::serve::healthz(*addr, tls_dir.as_deref()).await;
     }
+    // A restore replaces the file; opening it as a store first would create or migrate it.
+    if let Command::Db(cli::DbCommand::Restore { file, force }) = &cli.command {
+        return cli::db::restore(file, &cli.db, *force);
+    }
+    // `serve` owns its file from before the open until it exits, so a restore cannot swap the
+    // file between the two.
+    let serve_lock = match &cli.command {
+        Command::Serve(_) => ServeLock::acquire(&cli.db)?,
+        _ => None,
+    };
     let db = if let Command::Describe { agent, .. } = &cli.command
         && (agent.starts_with("http://") || agent.starts_with("https://"))
     {
@@ -85,11 +97,17 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Run(args) => cli::run::run(&db, args, connect_timeout).await,
         Command::Compare(args) => cli::results::compare(&db, args),
         Command::Results(args) => cli::results::results(&db, args).map(|_| 0),
-        Command::ServeAgent { .. } | Command::Healthz { .. } | Command::ExportModel(_) => {
+        Command::ServeAgent { .. }
+        | Command::Healthz { .. }
+        | Command::ExportModel(_)
+        | Command::Db(cli::DbCommand::Restore { .. }) => {
             unreachable!("handled above")
         }
+        Command::Db(cli::DbCommand::Backup { file, json }) => cli::db::backup(&db, &file, json),
+        Command::Db(cli::DbCommand::Stats { json }) => cli::db::stats(&db, json),
+        Command::Db(cli::DbCommand::Compact(args)) => cli::db::compact(&db, &args),
         Command::Campaigns { output } => cli::results::campaigns(&db, output).map(|_| 0),
-        Command::Serve(args) => cli::serve::serve(&db, args, connect_timeout).await,
+        Command::Serve(args) => cli::serve::serve(&db, args, connect_timeout, serve_lock).await,
         Command::Schedule(cmd) => cli::schedule::schedule(&db, cmd, connect_timeout).await,
         Command::Regressions(args) => cli::schedule::regressions(&db, args),
         Command::Report(args) => cli::results::report(&db, args).map(|_| 0),

@@ -10,10 +10,12 @@
 //! | `results.rs` | `results`, `compare`, `campaigns`, a campaign's outcome |
 //! | `schedule.rs` | `schedule add/list/rm/run-now`, `regressions` |
 //! | `model.rs` | `export-model` |
+//! | `db.rs` | `db backup/restore/stats`: the database file's backups, restores and sizes |
 //! | `serve.rs` | `serve`: the schedule daemon with its HTTP API, until SIGINT/SIGTERM |
 
 pub mod agents;
 pub mod args;
+pub mod db;
 pub mod model;
 pub mod parse;
 pub mod results;
@@ -22,6 +24,6 @@ pub mod schedule;
 pub mod serve;
 
 pub use self::args::{
-    AgentsCommand, Cli, Command, CompareArgs, DemoArgs, FailOn, Output, RegressionsArgs,
+    AgentsCommand, Cli, Command, CompareArgs, DbCommand, DemoArgs, FailOn, Output, RegressionsArgs,
     ResultScope, ResultsArgs, RunArgs, RunOverrides, ScheduleAddArgs, ScheduleCommand, ServeArgs,
 };

@@ -15,6 +15,7 @@ use crate::fleet::service::serve_fleet;
 use crate::http::{ApiAuth, router_with_auth};
 use crate::regression::detect::DetectConfig;
 use crate::schedule::{Daemon, DaemonConfig, run_until_stopped};
+use crate::store::ServeLock;
 use crate::tls::{ServeTls, TlsListener};
 use anyhow::{Context, bail};
 use std::io::Write;
@@ -92,11 +93,19 @@ fn load_tls(args: &ServeArgs) -> anyhow::Result<Option<ServeTls>> {
     Ok(Some(tls))
 }
 
-/// `serve`: the daemon loop, HTTP endpoints, the fleet listener, graceful stop.
+/// `serve`: the daemon loop, HTTP endpoints, the fleet listener, graceful stop. `lock` is the
+/// database's [`ServeLock`], taken before the database was opened (`None` for an in-memory one);
+/// held until this returns, it makes `gpufleet db restore` refuse while the serve runs.
 ///
 /// # Errors
 /// Bad arguments, a listen address that cannot be bound, a store that cannot be read.
-pub async fn serve(db: &Db, args: ServeArgs, connect_timeout: Duration) -> anyhow::Result<i32> {
+pub async fn serve(
+    db: &Db,
+    args: ServeArgs,
+    connect_timeout: Duration,
+    lock: Option<ServeLock>,
+) -> anyhow::Result<i32> {
+    let _lock = lock;
     let detect = DetectConfig {
         baseline_n: args.baseline,
         threshold_pct: args.threshold_pct,

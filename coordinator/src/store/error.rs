@@ -91,6 +91,61 @@ pub enum StoreError {
         message: String,
     },
 
+    /// A file the store would create is already there (a backup's destination, the copy a restore
+    /// keeps of the database it replaces); it is left as it was.
+    #[error("{} already exists; {remedy}", path.display())]
+    Exists {
+        /// The file that is in the way.
+        path: PathBuf,
+        /// What the user can do about it.
+        remedy: &'static str,
+    },
+
+    /// A restore found a running `gpufleet serve` holding the database's serve lock.
+    #[error(
+        "a running gpufleet serve owns {}{} — stop it first",
+        path.display(),
+        pid_list(pids)
+    )]
+    ServeRunning {
+        /// The database the serve has open.
+        path: PathBuf,
+        /// The serves' process ids, where the system tells them (`/proc/locks`); may be empty.
+        pids: Vec<u32>,
+    },
+
+    /// `gpufleet serve` found a restore replacing its database.
+    #[error(
+        "a gpufleet db restore is replacing {}; start again when it has finished",
+        path.display()
+    )]
+    RestoreRunning {
+        /// The database being replaced.
+        path: PathBuf,
+    },
+
+    /// A database (a backup's copy, a restore's source) failed `PRAGMA integrity_check` or
+    /// `PRAGMA foreign_key_check`.
+    #[error("{} failed the integrity check: {report}", path.display())]
+    Damaged {
+        /// The database whose content is damaged.
+        path: PathBuf,
+        /// The problems SQLite found, one per line.
+        report: String,
+    },
+
+    /// Creating, syncing, renaming or locking a file failed.
+    #[error("cannot {action} {}: {source}", path.display())]
+    Write {
+        /// The file acted on.
+        path: PathBuf,
+        /// What was being done, e.g. `move aside`.
+        action: &'static str,
+        /// The underlying I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// Reading the file before opening it failed (permissions, a path through a non-directory).
     #[error("cannot read {}: {source}", path.display())]
     Io {
@@ -134,6 +189,18 @@ impl StoreError {
     }
 }
 
+/// ` (pid 12)`, ` (pids 12, 34)`, or nothing when no pid is known.
+fn pid_list(pids: &[u32]) -> String {
+    match pids {
+        [] => String::new(),
+        [one] => format!(" (pid {one})"),
+        many => {
+            let list: Vec<String> = many.iter().map(u32::to_string).collect();
+            format!(" (pids {})", list.join(", "))
+        }
+    }
+}
+
 /// Adds the step a store call was at to an SQLite error (`.map_err(sql("listing agents"))`).
 pub(super) fn sql(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
     move |source| StoreError::Sqlite { context, source }
@@ -170,6 +237,23 @@ mod tests {
         assert_eq!(
             e.to_string(),
             "notes.txt is not a gpufleet database (not an SQLite file); refusing to touch it"
+        );
+
+        let e = StoreError::ServeRunning {
+            path: PathBuf::from("fleet.db"),
+            pids: vec![12, 34],
+        };
+        assert_eq!(
+            e.to_string(),
+            "a running gpufleet serve owns fleet.db (pids 12, 34) — stop it first"
+        );
+        let e = StoreError::ServeRunning {
+            path: PathBuf::from("fleet.db"),
+            pids: Vec::new(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "a running gpufleet serve owns fleet.db — stop it first"
         );
 
         let e = StoreError::invalid("url", "must start with http://");

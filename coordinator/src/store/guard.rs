@@ -84,17 +84,8 @@ pub(super) fn check_schema(path: &Path) -> Result<(), StoreError> {
             source,
         }
     };
-    let immutable = !sidecar(path, "-wal").exists() && !sidecar(path, "-journal").exists();
-    let uri = format!(
-        "file:{}{}",
-        uri_path(path),
-        if immutable { "?immutable=1" } else { "" }
-    );
-    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
-        | OpenFlags::SQLITE_OPEN_URI
-        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
-    let conn = Connection::open_with_flags(uri, flags)
-        .map_err(open_err("opening read-only to check the schema version"))?;
+    let conn =
+        open_untouched(path).map_err(open_err("opening read-only to check the schema version"))?;
     let found: i64 = conn
         .pragma_query_value(None, "user_version", |r| r.get(0))
         .map_err(open_err("reading the schema version"))?;
@@ -133,6 +124,25 @@ pub(super) fn check_schema(path: &Path) -> Result<(), StoreError> {
     }
     conn.close()
         .map_err(|(_, source)| open_err("closing the read-only check")(source))
+}
+
+/// A read-only connection to the SQLite file at `path` that creates nothing beside it: `immutable=1`
+/// when no `-wal`/`-journal` file exists (every committed page is then in the main file), a normal
+/// read-only open that honours the log otherwise (module docs).
+///
+/// # Errors
+/// The SQLite error of the open.
+pub(super) fn open_untouched(path: &Path) -> rusqlite::Result<Connection> {
+    let immutable = !sidecar(path, "-wal").exists() && !sidecar(path, "-journal").exists();
+    let uri = format!(
+        "file:{}{}",
+        uri_path(path),
+        if immutable { "?immutable=1" } else { "" }
+    );
+    let flags = OpenFlags::SQLITE_OPEN_READ_ONLY
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    Connection::open_with_flags(uri, flags)
 }
 
 /// `path` with `suffix` appended to its file name (`fleet.db` → `fleet.db-wal`).

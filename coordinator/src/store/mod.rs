@@ -43,6 +43,15 @@
 //! anything is written (see `migrations.rs` and `guard.rs`), as is any file that is not a gpufleet
 //! SQLite database: a mistyped `--db` path must never be rewritten.
 //!
+//! # Backups, restores and the serve lock
+//!
+//! `maintenance.rs`: [`Store::backup_to`] writes a consistent copy through SQLite's online backup
+//! API while a serve keeps writing; [`Store::restore`] puts a copy in place of a database, keeping
+//! the old one as `DB.before-restore`, and refuses while a serve holds the [`ServeLock`] on
+//! `DB.serve-lock`; [`Store::stats`] gives rows and bytes per table and index. Beside a database
+//! `DB` the store may thus leave `DB-wal` and `DB-shm` (SQLite's), `DB.serve-lock` (empty; the
+//! lock is on the open file, not its content) and `DB.before-restore`.
+//!
 //! # Removing agents
 //!
 //! Results are the point of the store, so removing an agent must not remove or orphan them. Agents
@@ -59,6 +68,7 @@ mod error;
 mod fleet;
 mod guard;
 mod listing;
+mod maintenance;
 mod migrations;
 mod open;
 mod results;
@@ -74,6 +84,9 @@ pub use self::compact::{CompactReport, Retention};
 pub use self::error::StoreError;
 pub use self::fleet::{AttachRefusal, token_hash};
 pub use self::listing::{Cursor, Direction, MAX_PAGE, ResultPage};
+pub use self::maintenance::{
+    BACKUP_STEP_PAGES, BackupSummary, DbStats, ObjectKind, RestoreSummary, ServeLock, TableStats,
+};
 pub use self::migrations::LATEST_VERSION;
 pub use self::open::{BUSY_TIMEOUT, Clock, Store};
 pub use self::results::{SEGMENT_FIELDS, segment_of};

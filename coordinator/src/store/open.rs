@@ -204,41 +204,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Sqlite`] if the checks cannot run.
     pub fn integrity_check(&self) -> Result<String, StoreError> {
-        let context = "checking integrity";
-        let mut stmt = self
-            .conn
-            .prepare("PRAGMA integrity_check")
-            .map_err(sql(context))?;
-        let mut lines: Vec<String> = stmt
-            .query_map([], |r| r.get(0))
-            .map_err(sql(context))?
-            .collect::<Result<_, _>>()
-            .map_err(sql(context))?;
-        if lines == ["ok"] {
-            lines.clear();
-        }
-        let mut stmt = self
-            .conn
-            .prepare("SELECT \"table\", rowid, parent FROM pragma_foreign_key_check")
-            .map_err(sql(context))?;
-        let violations = stmt
-            .query_map([], |r| {
-                Ok(format!(
-                    "row {} of {} references a missing {} row",
-                    r.get::<_, Option<i64>>(1)?.unwrap_or(-1),
-                    r.get::<_, String>(0)?,
-                    r.get::<_, String>(2)?
-                ))
-            })
-            .map_err(sql(context))?
-            .collect::<Result<Vec<_>, _>>()
-            .map_err(sql(context))?;
-        lines.extend(violations);
-        Ok(if lines.is_empty() {
-            "ok".to_owned()
-        } else {
-            lines.join("\n")
-        })
+        integrity_report(&self.conn)
     }
 
     /// Now, from the store's clock.
@@ -312,4 +278,46 @@ impl WriteTx<'_> {
             WriteTx::Nested(s) => s.commit(),
         }
     }
+}
+
+/// `PRAGMA integrity_check` and `PRAGMA foreign_key_check` on `conn`: `"ok"` for a healthy
+/// database, else the problems found, one per line (a store's own, a backup's copy, a restore's
+/// source).
+///
+/// # Errors
+/// [`StoreError::Sqlite`] if the checks cannot run.
+pub(super) fn integrity_report(conn: &Connection) -> Result<String, StoreError> {
+    let context = "checking integrity";
+    let mut stmt = conn
+        .prepare("PRAGMA integrity_check")
+        .map_err(sql(context))?;
+    let mut lines: Vec<String> = stmt
+        .query_map([], |r| r.get(0))
+        .map_err(sql(context))?
+        .collect::<Result<_, _>>()
+        .map_err(sql(context))?;
+    if lines == ["ok"] {
+        lines.clear();
+    }
+    let mut stmt = conn
+        .prepare("SELECT \"table\", rowid, parent FROM pragma_foreign_key_check")
+        .map_err(sql(context))?;
+    let violations = stmt
+        .query_map([], |r| {
+            Ok(format!(
+                "row {} of {} references a missing {} row",
+                r.get::<_, Option<i64>>(1)?.unwrap_or(-1),
+                r.get::<_, String>(0)?,
+                r.get::<_, String>(2)?
+            ))
+        })
+        .map_err(sql(context))?
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(sql(context))?;
+    lines.extend(violations);
+    Ok(if lines.is_empty() {
+        "ok".to_owned()
+    } else {
+        lines.join("\n")
+    })
 }
