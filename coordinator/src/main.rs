@@ -118,6 +118,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             backends,
             iterations,
             power_every,
+            no_bulk,
         } => {
             let cfg = gpufleet_coordinator::web::seed::SeedConfig {
                 agents,
@@ -126,6 +127,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 backends,
                 iterations,
                 power_every,
+                bulk: !no_bulk,
                 start: gpufleet_coordinator::web::seed::SeedConfig::start_for(nights),
                 ..Default::default()
             };

@@ -129,6 +129,9 @@ pub enum Command {
         /// Every this-many-th result also carries a power trace (0: only one result does).
         #[arg(long, default_value_t = 0)]
         power_every: usize,
+        /// Commit each result on its own, as campaigns do, instead of a night per transaction.
+        #[arg(long)]
+        no_bulk: bool,
     },
     /// Back up, restore and measure the database file (see docs/operations.md).
     #[command(subcommand)]

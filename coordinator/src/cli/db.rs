@@ -5,8 +5,8 @@
 use std::io::IsTerminal;
 use std::path::Path;
 
-use crate::db::Db;
 use super::args::CompactArgs;
+use crate::db::Db;
 use crate::store::{DbStats, ObjectKind, Retention, Store, TableStats};
 use crate::table::{Column, Format, Table};
 

@@ -201,17 +201,13 @@ impl ResultsOut {
     }
 
     fn print(&mut self, rows: &[ResultRow], db: &Db) -> anyhow::Result<()> {
-        use std::io::Write as _;
-        let mut stdout = std::io::stdout().lock();
+        // print!, not write!: a reader that goes away (`| head`) ends the command quietly
+        // (gpufleet_kernels::quiet_broken_pipes).
         match self.format {
             Format::Json => {
                 for r in rows {
                     let sep = if self.printed == 0 { "[\n" } else { ",\n" };
-                    write!(
-                        stdout,
-                        "{sep}{}",
-                        serde_json::to_string_pretty(&result_json(r))?
-                    )?;
+                    print!("{sep}{}", serde_json::to_string_pretty(&result_json(r))?);
                     self.printed += 1;
                 }
             }
@@ -223,13 +219,13 @@ impl ResultsOut {
                 } else {
                     text.split_once('\n').map_or("", |(_, rest)| rest)
                 };
-                write!(stdout, "{body}")?;
+                print!("{body}");
                 self.printed += rows.len();
             }
             _ => {
                 if !rows.is_empty() || self.printed == 0 {
                     let t = Table::of(RESULT_COLUMNS, rows);
-                    write!(stdout, "{}", t.render(self.format))?;
+                    print!("{}", t.render(self.format));
                 }
                 self.printed += rows.len();
                 self.noisy |= rows.iter().any(|r| r.record.noisy);

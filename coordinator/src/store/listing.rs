@@ -6,7 +6,7 @@
 //! walk backwards from their cursor), or by the `latest_results` table the insert trigger keeps
 //! (migration 8). The tests check the plans with `EXPLAIN QUERY PLAN`: none may scan `results`.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
@@ -17,7 +17,6 @@ use super::error::{StoreError, sql};
 use super::open::Store;
 use super::results::decode_samples;
 use super::rows::{ResultFilter, ResultRecord, ResultRow};
-use super::values::json_column;
 
 /// Columns of `results` (aliased `r`) in the order listings read them.
 const RESULT_COLUMNS: &str = "r.id, r.run_id, r.campaign_id, r.job_id, r.agent_id, r.device_row_id,
@@ -311,8 +310,16 @@ impl Store {
     ) -> Result<Vec<ResultRow>, StoreError> {
         let context = "listing results";
         let mut stmt = self.conn.prepare_cached(query).map_err(sql(context))?;
+        let cols: HashMap<String, usize> = stmt
+            .column_names()
+            .into_iter()
+            .enumerate()
+            .map(|(i, name)| (name.to_owned(), i))
+            .collect();
         let mut rows: Vec<ResultRow> = stmt
-            .query_map(rusqlite::params_from_iter(args), result_from_row)
+            .query_map(rusqlite::params_from_iter(args), |row| {
+                result_from_row(&Named { row, cols: &cols })
+            })
             .map_err(sql(context))?
             .collect::<Result<_, _>>()
             .map_err(sql(context))?;
@@ -325,11 +332,11 @@ impl Store {
     }
 }
 
-fn result_from_row(row: &Row<'_>) -> rusqlite::Result<ResultRow> {
+fn result_from_row(row: &Named<'_, '_>) -> rusqlite::Result<ResultRow> {
     let params_text: String = row.get("params_json")?;
     let params: BTreeMap<String, i64> = serde_json::from_str(&params_text)
         .map_err(|e| conversion_failure(row, "params_json", Type::Text, e.into()))?;
-    let times = match row.get::<_, Option<Vec<u8>>>("samples")? {
+    let times = match row.get::<Option<Vec<u8>>>("samples")? {
         Some(bytes) => decode_samples(&bytes)
             .map_err(|e| conversion_failure(row, "samples", Type::Blob, e.into()))?,
         None => Vec::new(),
@@ -369,16 +376,16 @@ fn result_from_row(row: &Row<'_>) -> rusqlite::Result<ResultRow> {
         target_ci_pct: row.get("target_ci_pct")?,
         noisy: row.get("noisy")?,
         iterations: row.get("iterations")?,
-        validation: json_column(row, "validation_json")?,
-        config: json_column(row, "config_json")?,
-        fingerprint: json_column(row, "fingerprint_json")?,
+        validation: row.json("validation_json")?,
+        config: row.json("config_json")?,
+        fingerprint: row.json("fingerprint_json")?,
         stderr_tail: row.get("stderr_tail")?,
         signal: row.get("signal")?,
         started_at: row.get("started_at")?,
         wall_s: row.get("wall_s")?,
         created_at: Some(row.get("created_at")?),
         times,
-        energy: json_column(row, "energy_json")?,
+        energy: row.json("energy_json")?,
         energy_j: row.get("energy_j")?,
         avg_watts: row.get("avg_watts")?,
         metric_per_watt: row.get("metric_per_watt")?,
@@ -399,13 +406,37 @@ fn result_from_row(row: &Row<'_>) -> rusqlite::Result<ResultRow> {
 }
 
 fn conversion_failure(
-    row: &Row<'_>,
+    row: &Named<'_, '_>,
     column: &str,
     ty: Type,
     e: Box<dyn std::error::Error + Send + Sync>,
 ) -> rusqlite::Error {
-    let index = row.as_ref().column_index(column).unwrap_or(0);
+    let index = row.cols.get(column).copied().unwrap_or(0);
     rusqlite::Error::FromSqlConversionFailure(index, ty, e)
+}
+
+/// A listing row read by column name, with the names looked up once per statement: rusqlite's
+/// lookup by name compares against every column name, which for 56 columns read by name was
+/// most of the time a 2,700-result compare matrix took.
+struct Named<'r, 's> {
+    row: &'r Row<'s>,
+    cols: &'r HashMap<String, usize>,
+}
+
+impl Named<'_, '_> {
+    fn get<T: rusqlite::types::FromSql>(&self, name: &str) -> rusqlite::Result<T> {
+        let index = *self
+            .cols
+            .get(name)
+            .ok_or_else(|| rusqlite::Error::InvalidColumnName(name.to_owned()))?;
+        self.row.get(index)
+    }
+
+    fn json(&self, name: &str) -> rusqlite::Result<serde_json::Value> {
+        let text: String = self.get(name)?;
+        serde_json::from_str(&text)
+            .map_err(|e| conversion_failure(self, name, Type::Text, Box::new(e)))
+    }
 }
 
 #[cfg(test)]

@@ -15,9 +15,16 @@
 //! | `schedules` | cron schedule | `last_slot` is the latest slot handled; see `schedules.rs` |
 //! | `checks` | checked result | regression verdict; `suspect` until its confirmation rerun ends |
 //! | `alerts` | confirmed change | before/after figures; resets the series' baseline |
+//! | `latest_results` | series (agent, device id, spec key) | its newest result; kept by a trigger on insert |
+//! | `result_counts` | status | results with it; kept by triggers (for `/metrics`) |
+//! | `campaign_counts` | (campaign, `job`/`result`, state) | kept by triggers on jobs and results |
 //!
-//! Results are indexed by `(spec_key, device_row_id, created_at)` for history and regression windows,
-//! and by campaign for campaign reports. Timestamps are unix seconds as `REAL`, from the store's clock
+//! Results are indexed by time (`results_by_time`, for pages walked from a cursor), by series
+//! (`results_by_series`: agent, device id, spec key, time, for histories), by `(device_row_id,
+//! spec_key, segment, id)` for regression windows and by campaign for campaign reports; no hot read
+//! scans the table (see `listing.rs` and its `EXPLAIN QUERY PLAN` test). Old raw samples and power
+//! traces can be dropped with their summaries kept (`compact.rs`); backups, restores and sizes are in
+//! `maintenance.rs`. Timestamps are unix seconds as `REAL`, from the store's clock
 //! ([`Store::with_clock`] lets tests inject one).
 //!
 //! # Why WAL and one writer

@@ -33,6 +33,9 @@ pub struct SeedConfig {
     /// Besides the last night's first result, every this-many-th result carries a power trace
     /// (0: none), as results of a fleet that measures energy do.
     pub power_every: usize,
+    /// A night in one transaction (fast); `false` commits each result on its own, as a campaign
+    /// does (the insert-throughput benchmark).
+    pub bulk: bool,
 }
 
 impl SeedConfig {
@@ -53,6 +56,7 @@ impl Default for SeedConfig {
             start: SeedConfig::start_for(30),
             iterations: 20,
             power_every: 0,
+            bulk: true,
         }
     }
 }
@@ -219,7 +223,7 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
     let began = std::time::Instant::now();
     for night in 0..cfg.nights {
         // A night in one transaction: the same insert path and checks, one commit.
-        store.bulk(|store| {
+        let mut night_of = |store: &mut Store| -> Result<(), StoreError> {
             let t = cfg.start + night as f64 * 86_400.0;
             clock.store(t.to_bits(), Ordering::Relaxed);
             let campaign = store.create_campaign("nightly", "generated history", "{}")?;
@@ -300,7 +304,12 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
             store.set_campaign_state(campaign, crate::store::CampaignState::Done)?;
             last_campaign = Some(campaign);
             Ok(())
-        })?;
+        };
+        if cfg.bulk {
+            store.bulk(night_of)?;
+        } else {
+            night_of(store)?;
+        }
         if cfg.nights >= 50 && (night + 1) % (cfg.nights / 10) == 0 {
             eprintln!(
                 "seed-history: night {}/{}, {} results, {:.0} s",
