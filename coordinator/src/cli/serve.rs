@@ -253,17 +253,9 @@ async fn retain_daily(
         tokio::time::sleep(wait).await;
         wait = std::time::Duration::from_secs(86_400);
         let path = path.clone();
-        let done = tokio::task::spawn_blocking(move || {
-            let mut store = crate::store::Store::open(&path)?;
-            let now = crate::time::now();
-            let policy = crate::store::Retention {
-                samples_before: samples.map(|age| now - age),
-                power_before: power.map(|age| now - age),
-                keep_last,
-            };
-            store.compact(&policy, &mut |_| {})
-        })
-        .await;
+        let done =
+            tokio::task::spawn_blocking(move || retain_once(&path, samples, power, keep_last))
+                .await;
         match done {
             Ok(Ok(r)) => eprintln!(
                 "retention: dropped the samples of {} and the power traces of {} results, kept {} whole, in {:.1} s",
@@ -273,6 +265,23 @@ async fn retain_daily(
             Err(e) => eprintln!("retention: {e} (next try in 24 h)"),
         }
     }
+}
+
+/// One retention pass over the database at `path`, on a connection of its own.
+fn retain_once(
+    path: &std::path::Path,
+    samples: Option<f64>,
+    power: Option<f64>,
+    keep_last: usize,
+) -> Result<crate::store::CompactReport, crate::store::StoreError> {
+    let mut store = crate::store::Store::open(path)?;
+    let now = crate::time::now();
+    let policy = crate::store::Retention {
+        samples_before: samples.map(|age| now - age),
+        power_before: power.map(|age| now - age),
+        keep_last,
+    };
+    store.compact(&policy, &mut |_| {})
 }
 
 /// `healthz`: GET /healthz of the serve at `addr` (its wildcard address means this host), over TLS
@@ -344,6 +353,49 @@ mod tests {
         let mut v = vec!["serve"];
         v.extend_from_slice(extra);
         P::try_parse_from(v).unwrap().a
+    }
+
+    #[test]
+    fn retention_ages_parse_and_a_pass_compacts_on_its_own_connection() {
+        let a = args(&["--retain-samples", "90d", "--retain-power", "2w"]);
+        assert_eq!(a.retain_samples, Some(90.0 * 86_400.0));
+        assert_eq!(a.retain_power, Some(14.0 * 86_400.0));
+        #[derive(Parser)]
+        struct P {
+            #[command(flatten)]
+            a: ServeArgs,
+        }
+        for bad in ["90", "0d", "soon"] {
+            let err = P::try_parse_from(["serve", "--retain-samples", bad])
+                .err()
+                .unwrap()
+                .to_string();
+            assert!(
+                err.contains("--retain-samples") && err.contains("90d"),
+                "{err}"
+            );
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("fleet.db");
+        let db = crate::db::Db::open(&path).unwrap();
+        db.with(|s| {
+            crate::web::seed::seed_history(
+                s,
+                &crate::web::seed::SeedConfig {
+                    nights: 12,
+                    power_every: 5,
+                    regression_at: None,
+                    ..Default::default()
+                },
+            )
+        })
+        .unwrap();
+        // Samples older than 5 days, power older than 10: the serve's own connection stays open.
+        let r = retain_once(&path, Some(5.0 * 86_400.0), Some(10.0 * 86_400.0), 3).unwrap();
+        assert!(r.samples_dropped > 0 && r.power_dropped > 0, "{r:?}");
+        let again = retain_once(&path, Some(5.0 * 86_400.0), Some(10.0 * 86_400.0), 3).unwrap();
+        assert_eq!((again.samples_dropped, again.power_dropped), (0, 0));
+        assert_eq!(db.with(|s| s.integrity_check()).unwrap(), "ok");
     }
 
     #[test]

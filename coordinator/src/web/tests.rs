@@ -346,3 +346,62 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
     }
     out
 }
+
+#[test]
+fn a_large_matrix_comes_in_pages_and_its_downloads_hold_every_row() {
+    use crate::store::ResultRecord;
+    let mut store = Store::open_in_memory().unwrap();
+    let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
+    let specs = pages::compare::ROWS_PER_PAGE + 5;
+    for i in 0..specs {
+        let r = ResultRecord {
+            run_id: format!("r{i}"),
+            agent_id: agent,
+            device_id: "cpu:0".into(),
+            backend: "cpu".into(),
+            spec_key: format!("saxpy/naive/n={i}/f32/compute"),
+            kernel: "saxpy".into(),
+            variant: "naive".into(),
+            params: [("n".to_string(), i as i64)].into(),
+            dtype: "f32".into(),
+            mode: "compute".into(),
+            status: "ok".into(),
+            metric_value: Some(1.0 + i as f64),
+            metric_unit: Some("GB/s".into()),
+            ..ResultRecord::default()
+        };
+        store.insert_result(&r).unwrap();
+    }
+    let l = Links::default();
+    let at = |page: Option<usize>| {
+        pages::compare::compare_page(
+            &store,
+            &l,
+            &CompareQuery {
+                page,
+                ..CompareQuery::default()
+            },
+            &Scope::default(),
+        )
+    };
+    let rows = |html: &str| html.matches("<th scope=\"row\">").count();
+    let first = render(at(None));
+    assert_eq!(rows(&first), pages::compare::ROWS_PER_PAGE);
+    assert!(first.contains("rel=\"next\""), "a link to page 2");
+    assert!(first.contains(&format!("of {specs}")), "says how many");
+    assert!(
+        !first.contains("compare.csv?page") && !first.contains("compare.json?page"),
+        "the downloads are not paged"
+    );
+    let second = render(at(Some(2)));
+    assert_eq!(rows(&second), 5);
+    assert!(second.contains("rel=\"prev\"") && !second.contains("rel=\"next\""));
+    for bad in [0, 3] {
+        assert!(
+            matches!(at(Some(bad)), Err(WebError::BadRequest(ref m)) if m.contains("page")),
+            "page {bad}"
+        );
+    }
+    let all = pages::compare::matrix(&store, &CompareQuery::default(), &Scope::default()).unwrap();
+    assert_eq!(all.cells().len(), specs, "the download holds every row");
+}
