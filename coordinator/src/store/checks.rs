@@ -124,6 +124,21 @@ fn candidate_from_row(r: &Row<'_>) -> rusqlite::Result<CheckCandidate> {
 const IS_CONFIRMATION: &str =
     "EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.confirms_result_id IS NOT NULL)";
 
+/// The regression window of a candidate: its series' earlier ok results since the series' last
+/// alert, newest first (read along `results_series`; `listing.rs` checks its plan).
+pub(super) fn baseline_sql() -> String {
+    format!(
+        "SELECT r.metric_value FROM results r
+         WHERE r.device_row_id IS :device AND r.spec_key = :key AND r.segment = :segment
+           AND r.status = 'ok' AND r.metric_value IS NOT NULL AND r.id < :before
+           AND NOT {IS_CONFIRMATION} AND (:noisy OR r.noisy = 0)
+           AND r.id >= coalesce((SELECT max(a.result_id) FROM alerts a
+                                 WHERE a.device_row_id IS :device AND a.spec_key = :key
+                                   AND a.segment = :segment AND a.result_id < :before), 0)
+         ORDER BY r.id DESC LIMIT :n"
+    )
+}
+
 impl Store {
     /// Ok results with a metric that have no verdict yet and are not confirmation reruns; of one
     /// campaign, or all when `campaign_id` is `None`. Oldest first.
@@ -167,16 +182,7 @@ impl Store {
         let context = "reading a baseline";
         let mut stmt = self
             .conn
-            .prepare_cached(&format!(
-                "SELECT r.metric_value FROM results r
-                 WHERE r.device_row_id IS :device AND r.spec_key = :key AND r.segment = :segment
-                   AND r.status = 'ok' AND r.metric_value IS NOT NULL AND r.id < :before
-                   AND NOT {IS_CONFIRMATION} AND (:noisy OR r.noisy = 0)
-                   AND r.id >= coalesce((SELECT max(a.result_id) FROM alerts a
-                                         WHERE a.device_row_id IS :device AND a.spec_key = :key
-                                           AND a.segment = :segment AND a.result_id < :before), 0)
-                 ORDER BY r.id DESC LIMIT :n"
-            ))
+            .prepare_cached(&baseline_sql())
             .map_err(sql(context))?;
         let mut values: Vec<f64> = stmt
             .query_map(

@@ -79,6 +79,10 @@ fn canonical(v: &serde_json::Value, out: &mut String) {
     }
 }
 
+/// Results by status for `/metrics`, from the counts the insert trigger keeps.
+pub(super) const RESULT_COUNTS_SQL: &str =
+    "SELECT status, n FROM result_counts WHERE n > 0 ORDER BY status";
+
 impl Store {
     /// Stores a result, its samples and (when `r.job_id` is set) its job's `done` state in one
     /// transaction. Returns `false`, changing nothing, when a result with this run id is already
@@ -227,7 +231,7 @@ impl Store {
         let context = "counting results";
         let mut stmt = self
             .conn
-            .prepare_cached("SELECT status, n FROM result_counts WHERE n > 0 ORDER BY status")
+            .prepare_cached(RESULT_COUNTS_SQL)
             .map_err(sql(context))?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
             .map_err(sql(context))?

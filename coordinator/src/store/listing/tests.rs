@@ -315,27 +315,30 @@ fn hot_queries_never_scan_the_results_table() {
     ];
     cases.push((
         "the metrics",
-        (
-            "SELECT status, n FROM result_counts WHERE n > 0 ORDER BY status".into(),
-            vec![],
-        ),
+        (super::super::results::RESULT_COUNTS_SQL.into(), vec![]),
     ));
     for (what, (sql, args)) in cases {
         assert_no_results_scan(what, &plan(&store, &sql, args));
     }
-    // The regression window and the stored-verdict listing.
-    let baseline = plan(
-        &store,
-        "SELECT r.metric_value FROM results r
-         WHERE r.device_row_id IS ?1 AND r.spec_key = ?2 AND r.segment = ?3
-           AND r.status = 'ok' AND r.id < ?4 ORDER BY r.id DESC LIMIT 20",
-        vec![
-            SqlValue::Integer(device),
-            SqlValue::Text("k".into()),
-            SqlValue::Text("s".into()),
-            SqlValue::Integer(40),
-        ],
-    );
+    // The regression window, with its named parameters.
+    let mut stmt = store
+        .conn
+        .prepare(&format!(
+            "EXPLAIN QUERY PLAN {}",
+            super::super::checks::baseline_sql()
+        ))
+        .unwrap();
+    let baseline: Vec<String> = stmt
+        .query_map(
+            rusqlite::named_params! {
+                ":device": device, ":key": "k", ":segment": "s", ":before": 40, ":n": 20,
+                ":noisy": false,
+            },
+            |r| r.get::<_, String>(3),
+        )
+        .unwrap()
+        .collect::<Result<_, _>>()
+        .unwrap();
     assert_no_results_scan("the regression baseline", &baseline);
     // A deliberately bad query shows the check can fail.
     let scan = plan(
