@@ -167,6 +167,34 @@ impl Terms {
     }
 }
 
+impl Terms {
+    /// The terms of `f` that hold for a whole series, over `latest_results l`.
+    fn of_series(f: &ResultFilter) -> Terms {
+        let mut t = Terms::default();
+        let text = |v: &String| SqlValue::Text(v.clone());
+        if let Some(v) = &f.agent {
+            t.push(
+                "l.agent_id = (SELECT id FROM agents WHERE name = ?)",
+                text(v),
+            );
+        }
+        if let Some(v) = &f.device_id {
+            t.push("l.device_id = ?", text(v));
+        }
+        if let Some(v) = &f.spec_key {
+            t.push("l.spec_key = ?", text(v));
+        }
+        if let Some(v) = &f.kernel {
+            // The spec key names the kernel, so the series' newest result tells.
+            t.push(
+                "(SELECT kernel FROM results WHERE id = l.result_id) = ?",
+                text(v),
+            );
+        }
+        t
+    }
+}
+
 /// The listing's query: the selected ids' rows with their joins, and its arguments.
 fn listing_sql(
     f: &ResultFilter,
@@ -192,12 +220,17 @@ fn listing_sql(
     } else {
         // Per series, walk its history back from the newest to the first match (the filters
         // select first): one index seek per series when the newest matches, as it mostly does.
+        // What is the same for a whole series (its agent, device, spec key and so its kernel) is
+        // checked on the series first, so a series that cannot match is never walked.
+        let series = Terms::of_series(f);
+        terms.args.extend(series.args.iter().cloned());
         format!(
             "r.id IN (SELECT (SELECT r.id FROM results r
                               WHERE r.agent_id = l.agent_id AND r.device_id = l.device_id
                                 AND r.spec_key = l.spec_key AND {matching}
                               ORDER BY r.created_at DESC, r.id DESC LIMIT 1)
-                      FROM latest_results l)"
+                      FROM latest_results l WHERE {})",
+            series.sql()
         )
     };
     let mut selection = selection;

@@ -407,3 +407,43 @@ fn migration_8_fills_its_tables_from_the_results_already_stored() {
     assert_eq!(store.integrity_check().unwrap(), "ok");
     drop(dir);
 }
+
+#[test]
+fn the_latest_per_series_with_series_filters_skips_other_series() {
+    let (_dir, mut store, now) = clocked_store();
+    let a = store.add_agent("a", "http://h:1", None).unwrap().id;
+    let b = store.add_agent("b", "http://h:2", None).unwrap().id;
+    for (i, (agent, kernel, status)) in [
+        (a, "gemm", "ok"),
+        (a, "gemm", "crashed"),
+        (a, "saxpy", "ok"),
+        (b, "gemm", "ok"),
+        (b, "gemm", "ok"),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        *now.lock().unwrap() = 10.0 + i as f64;
+        let mut r = sample_result(&format!("s{i}"), agent);
+        r.kernel = kernel.into();
+        r.spec_key = format!("{kernel}/naive/n=1/f32/compute");
+        r.status = status.into();
+        store.insert_result(&r).unwrap();
+    }
+    let latest = |agent: Option<&str>, kernel: Option<&str>, status: Option<&str>| {
+        ids(&store
+            .results(&ResultFilter {
+                agent: agent.map(str::to_owned),
+                kernel: kernel.map(str::to_owned),
+                status: status.map(str::to_owned),
+                latest_per_device_and_key: true,
+                ..ResultFilter::default()
+            })
+            .unwrap())
+    };
+    assert_eq!(latest(None, None, None), ["s1", "s2", "s4"]);
+    assert_eq!(latest(Some("a"), Some("gemm"), Some("ok")), ["s0"]);
+    assert_eq!(latest(Some("b"), None, None), ["s4"]);
+    assert_eq!(latest(None, Some("saxpy"), None), ["s2"]);
+    assert!(latest(Some("nobody"), None, None).is_empty());
+}
