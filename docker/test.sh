@@ -94,7 +94,7 @@ for _ in $(seq 120); do [ "$(attached)" = 2 ] && break; sleep 1; done
 [ "$(attached)" = 2 ] || fail "the agents did not attach"
 docker exec gf-coord gpufleet agents list
 
-stored() { docker exec gf-coord gpufleet results --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
+stored() { docker exec gf-coord gpufleet results --all --json | python3 -c 'import json,sys; print(len(json.load(sys.stdin)))'; }
 log "campaign: $SUITE on a1 and a2"
 docker exec gf-coord gpufleet run --agent a1 --agent a2 --suite "$SUITE" >/tmp/gf-docker-run.log 2>&1 &
 RUN=$!
@@ -114,7 +114,7 @@ set -e
 tail -3 /tmp/gf-docker-run.log
 [ "$rc" -le 1 ] || fail "gpufleet run exited $rc"
 docker exec gf-coord gpufleet campaigns --json >/tmp/gf-docker-campaigns.json
-docker exec gf-coord gpufleet results --json >/tmp/gf-docker-results.json
+docker exec gf-coord gpufleet results --all --json >/tmp/gf-docker-results.json
 python3 - <<'EOF' || fail "accounting"
 import json
 campaigns = json.load(open("/tmp/gf-docker-campaigns.json"))
