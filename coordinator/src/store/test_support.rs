@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
+use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
 use serde_json::json;
@@ -58,6 +59,25 @@ pub(super) fn file_state(path: &Path) -> FileState {
         shm: sidecar(path, "-shm").exists(),
         journal: sidecar(path, "-journal").exists(),
     }
+}
+
+/// A store whose clock the test moves by hand, starting at 1000.
+pub(super) fn clocked_store() -> (tempfile::TempDir, Store, Arc<Mutex<f64>>) {
+    let (dir, store) = temp_store();
+    let now = Arc::new(Mutex::new(1000.0));
+    let clock = now.clone();
+    let store = store.with_clock(move || *clock.lock().unwrap());
+    (dir, store, now)
+}
+
+/// The names in `dir`, sorted.
+pub(super) fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }
 
 /// A complete `ok` result for `agent_id` with three samples.

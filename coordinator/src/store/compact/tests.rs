@@ -1,6 +1,4 @@
-use std::sync::{Arc, Mutex};
-
-use super::super::test_support::{sample_result, temp_store};
+use super::super::test_support::{clocked_store, sample_result};
 use super::super::{PowerPoint, ResultFilter};
 use super::*;
 
@@ -21,10 +19,7 @@ fn power(n: usize) -> Vec<PowerPoint> {
 
 #[test]
 fn compaction_drops_old_raw_data_and_keeps_summaries_alerts_and_baselines() {
-    let (_dir, store) = temp_store();
-    let now = Arc::new(Mutex::new(0.0));
-    let clock = now.clone();
-    let mut store = store.with_clock(move || *clock.lock().unwrap());
+    let (_dir, mut store, now) = clocked_store();
     let a = store.add_agent("a", "http://h:1", None).unwrap().id;
     // 30 nightly results of one series, each with samples and a power trace.
     let mut ids = Vec::new();
@@ -112,10 +107,7 @@ fn compaction_drops_old_raw_data_and_keeps_summaries_alerts_and_baselines() {
 
 #[test]
 fn old_series_keep_their_baseline_whole() {
-    let (_dir, store) = temp_store();
-    let now = Arc::new(Mutex::new(0.0));
-    let clock = now.clone();
-    let mut store = store.with_clock(move || *clock.lock().unwrap());
+    let (_dir, mut store, now) = clocked_store();
     let a = store.add_agent("a", "http://h:1", None).unwrap().id;
     for night in 0..10 {
         *now.lock().unwrap() = f64::from(night);

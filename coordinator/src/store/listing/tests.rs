@@ -1,17 +1,8 @@
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 
-use super::super::test_support::{sample_result, temp_store};
+use super::super::test_support::{clocked_store, sample_result, temp_store};
 use super::super::{CampaignState, DeviceRecord, NewJob};
 use super::*;
-
-/// A store whose clock the test moves by hand.
-fn clocked_store() -> (tempfile::TempDir, Store, Arc<Mutex<f64>>) {
-    let (dir, store) = temp_store();
-    let now = Arc::new(Mutex::new(1000.0));
-    let clock = now.clone();
-    let store = store.with_clock(move || *clock.lock().unwrap());
-    (dir, store, now)
-}
 
 /// `n` results of agent `a` at times 1000, 1001, … (two share each time, so ties are exercised).
 fn history(store: &mut Store, now: &Mutex<f64>, agent: i64, n: usize) {

@@ -158,16 +158,7 @@ fn parse_lock_holders(locks: &str, device_inode: &str) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The names in `dir`, sorted.
-    fn names(dir: &Path) -> Vec<String> {
-        let mut names: Vec<String> = std::fs::read_dir(dir)
-            .unwrap()
-            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-            .collect();
-        names.sort();
-        names
-    }
+    use crate::store::test_support::names;
 
     #[test]
     fn a_serve_cannot_start_while_a_restore_holds_the_lock() {

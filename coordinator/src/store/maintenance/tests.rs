@@ -2,7 +2,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use super::super::test_support::{file_state, sample_result, temp_store};
+use super::super::test_support::{file_state, names, sample_result, temp_store};
 use super::super::{ResultFilter, StoreError};
 use super::*;
 
@@ -25,16 +25,6 @@ fn run_ids(path: &Path) -> BTreeSet<String> {
         .into_iter()
         .map(|r| r.record.run_id)
         .collect()
-}
-
-/// The names in `dir`, sorted.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

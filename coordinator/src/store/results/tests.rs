@@ -1,6 +1,4 @@
-use std::sync::{Arc, Mutex};
-
-use super::super::test_support::{assert_invalid, sample_result, temp_store};
+use super::super::test_support::{assert_invalid, clocked_store, sample_result, temp_store};
 use super::super::{DeviceRecord, JobState, NewJob, ResultFilter, ResultRow};
 use super::*;
 
@@ -9,15 +7,6 @@ fn count(store: &Store, table: &str) -> i64 {
         .conn
         .query_row(&format!("SELECT count(*) FROM {table}"), [], |r| r.get(0))
         .unwrap()
-}
-
-/// A store whose clock the test moves by hand.
-fn clocked_store() -> (tempfile::TempDir, Store, Arc<Mutex<f64>>) {
-    let (dir, store) = temp_store();
-    let now = Arc::new(Mutex::new(1000.0));
-    let clock = now.clone();
-    let store = store.with_clock(move || *clock.lock().unwrap());
-    (dir, store, now)
 }
 
 fn device(store: &mut Store, agent_id: i64, id: &str) -> i64 {
