@@ -136,18 +136,7 @@ impl Terms {
             t.push("r.campaign_id = ?", SqlValue::Integer(c));
         }
         let text = |v: &String| SqlValue::Text(v.clone());
-        if let Some(v) = &f.agent {
-            t.push(
-                &format!("{plus}r.agent_id = (SELECT id FROM agents WHERE name = ?)"),
-                text(v),
-            );
-        }
-        if let Some(v) = &f.device_id {
-            t.push(&format!("{plus}r.device_id = ?"), text(v));
-        }
-        if let Some(v) = &f.spec_key {
-            t.push(&format!("{plus}r.spec_key = ?"), text(v));
-        }
+        t.push_series(f, &format!("{plus}r."));
         if let Some(v) = &f.kernel {
             t.push("r.kernel = ?", text(v));
         }
@@ -165,33 +154,37 @@ impl Terms {
         }
         t
     }
-}
 
-impl Terms {
     /// The terms of `f` that hold for a whole series, over `latest_results l`.
     fn of_series(f: &ResultFilter) -> Terms {
         let mut t = Terms::default();
-        let text = |v: &String| SqlValue::Text(v.clone());
-        if let Some(v) = &f.agent {
-            t.push(
-                "l.agent_id = (SELECT id FROM agents WHERE name = ?)",
-                text(v),
-            );
-        }
-        if let Some(v) = &f.device_id {
-            t.push("l.device_id = ?", text(v));
-        }
-        if let Some(v) = &f.spec_key {
-            t.push("l.spec_key = ?", text(v));
-        }
+        t.push_series(f, "l.");
         if let Some(v) = &f.kernel {
             // The spec key names the kernel, so the series' newest result tells.
             t.push(
                 "(SELECT kernel FROM results WHERE id = l.result_id) = ?",
-                text(v),
+                SqlValue::Text(v.clone()),
             );
         }
         t
+    }
+
+    /// The filters that name a series (agent, device id, spec key), on the columns of `table`
+    /// (`r.`, `+r.` to keep the planner off their indexes, or `l.` for `latest_results`).
+    fn push_series(&mut self, f: &ResultFilter, table: &str) {
+        let text = |v: &String| SqlValue::Text(v.clone());
+        if let Some(v) = &f.agent {
+            self.push(
+                &format!("{table}agent_id = (SELECT id FROM agents WHERE name = ?)"),
+                text(v),
+            );
+        }
+        if let Some(v) = &f.device_id {
+            self.push(&format!("{table}device_id = ?"), text(v));
+        }
+        if let Some(v) = &f.spec_key {
+            self.push(&format!("{table}spec_key = ?"), text(v));
+        }
     }
 }
 
