@@ -154,11 +154,9 @@ fn stats_text(stats: &DbStats) -> String {
 }
 
 /// Bytes of the database file and its WAL.
-fn on_disk(path: &Path) -> u64 {
-    let size = |p: &Path| std::fs::metadata(p).map_or(0, |m| m.len());
-    let mut wal = path.as_os_str().to_owned();
-    wal.push("-wal");
-    size(path) + size(Path::new(&wal))
+fn on_disk(db: &Db) -> u64 {
+    let (file, wal) = db.with(|s| s.file_sizes());
+    file.unwrap_or(0) + wal.unwrap_or(0)
 }
 
 /// `db compact`: progress on stderr, then what was dropped and the size before and after.
@@ -167,7 +165,7 @@ fn on_disk(path: &Path) -> u64 {
 /// As [`Store::compact`] and [`Store::vacuum`].
 pub fn compact(db: &Db, a: &CompactArgs) -> anyhow::Result<i32> {
     let path = db.with(|s| s.path().to_path_buf());
-    let before = on_disk(&path);
+    let before = on_disk(db);
     let now = crate::time::now();
     let policy = Retention {
         samples_before: Some(now - a.samples_older_than),
@@ -192,7 +190,7 @@ pub fn compact(db: &Db, a: &CompactArgs) -> anyhow::Result<i32> {
         db.with(|s| s.vacuum())?;
         Some(t.elapsed().as_secs_f64())
     };
-    let after = on_disk(&path);
+    let after = on_disk(db);
     let seconds = began.elapsed().as_secs_f64();
     if a.json {
         let mut v = serde_json::to_value(&report)?;

@@ -61,6 +61,16 @@ impl DbStats {
 }
 
 impl Store {
+    /// Sizes of the database file and of its `-wal` log, where they exist (`None` for an
+    /// in-memory database or a checkpointed-away log).
+    pub fn file_sizes(&self) -> (Option<u64>, Option<u64>) {
+        let file_size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
+        (
+            file_size(self.path()),
+            file_size(&sidecar(self.path(), "-wal")),
+        )
+    }
+
     /// The database's size, page layout, and rows and bytes of every table and index, largest
     /// first. Bytes come from SQLite's `dbstat` table, which reads every page (a second per few
     /// GB); without it they are `None` and only rows are counted.
@@ -130,11 +140,11 @@ impl Store {
             });
         }
         tables.sort_by(|a, b| b.bytes.cmp(&a.bytes).then_with(|| a.name.cmp(&b.name)));
-        let file_size = |p: &Path| std::fs::metadata(p).ok().map(|m| m.len());
+        let (file_bytes, wal_bytes) = self.file_sizes();
         Ok(DbStats {
             path: self.path().to_path_buf(),
-            file_bytes: file_size(self.path()),
-            wal_bytes: file_size(&sidecar(self.path(), "-wal")),
+            file_bytes,
+            wal_bytes,
             page_size: non_negative(pragma("page_size")?),
             page_count: non_negative(pragma("page_count")?),
             freelist_count: non_negative(pragma("freelist_count")?),
