@@ -13,7 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{BIN, Proc, Quiet, gpufleet, ok_stdout as ok};
+use common::{BIN, Proc, Quiet, gpufleet, ok_stdout as ok, spawn_quiet};
 
 /// A suite of `n` quick CPU runs, each measured for `seconds`.
 fn suite(dir: &Path, n: usize, seconds: f64) -> PathBuf {
@@ -167,14 +167,7 @@ fn a_campaign_survives_sigkill_of_its_coordinator() {
     add_schedule(&db, "nightly", "0 3 * * *", &quick, &["--agent", "rig"]);
 
     // `run-now` executes the campaign in its own process; kill it after two results.
-    let mut first = Command::new(BIN)
-        .arg("--db")
-        .arg(&db)
-        .args(["schedule", "run-now", "nightly"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let mut first = spawn_quiet(&db, &["schedule", "run-now", "nightly"]);
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
         let n = Store::open(&db)

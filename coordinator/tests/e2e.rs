@@ -9,12 +9,12 @@ use gpufleet_coordinator::store::{ResultFilter, Store};
 use gpufleet_kernels::{PartialSettings, SuiteRun};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Output};
 use std::sync::Arc;
 use std::time::Duration;
 
 mod common;
-use common::{BIN, Proc, Quiet, gpufleet, ok_stdout};
+use common::{BIN, Proc, Quiet, gpufleet, ok_stdout, spawn_quiet};
 
 fn stderr(out: &Output) -> String {
     String::from_utf8_lossy(&out.stderr).into_owned()
@@ -474,10 +474,9 @@ fn a_hung_worker_dies_with_its_agent() {
     let mut agent = Proc::agent(true);
     let (_dir, db) = tmp_db();
     ok_stdout(&gpufleet(&db, &["agents", "add", "rig1", &agent.url]));
-    let mut run = Command::new(BIN)
-        .arg("--db")
-        .arg(&db)
-        .args([
+    let mut run = spawn_quiet(
+        &db,
+        &[
             "run",
             "--agent",
             "rig1",
@@ -485,11 +484,8 @@ fn a_hung_worker_dies_with_its_agent() {
             "debug_hang",
             "--timeout-s",
             "120",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+    );
     let agent_pid = agent.child.id();
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let workers = loop {

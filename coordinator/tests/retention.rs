@@ -2,7 +2,6 @@
 //! they were, and a backup taken while a campaign writes holds everything committed before it.
 
 use std::collections::BTreeMap;
-use std::process::{Command, Stdio};
 
 use gpufleet_coordinator::regression::check::assess_new;
 use gpufleet_coordinator::regression::detect::DetectConfig;
@@ -10,7 +9,7 @@ use gpufleet_coordinator::store::{NewJob, ResultFilter, Retention, Store};
 use gpufleet_coordinator::web::seed::{SeedConfig, seed_history};
 
 mod common;
-use common::{BIN, Proc, gpufleet, ok_stdout};
+use common::{Proc, gpufleet, ok_stdout, spawn_quiet};
 
 /// One more night on every series of `store`: each result as its series' latest, one series 25%
 /// slower; returns the verdict of each new result by run id.
@@ -191,10 +190,9 @@ fn a_backup_during_a_running_campaign_holds_what_was_committed_before_it() {
         ],
     ));
     ok_stdout(&gpufleet(&db, &["agents", "add", "rig1", &agent.url]));
-    let mut campaign = Command::new(BIN)
-        .arg("--db")
-        .arg(&db)
-        .args([
+    let mut campaign = spawn_quiet(
+        &db,
+        &[
             "run",
             "--suite",
             "smoke",
@@ -202,11 +200,8 @@ fn a_backup_during_a_running_campaign_holds_what_was_committed_before_it() {
             "rig1",
             "--backend",
             "cpu",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+        ],
+    );
     let seeded = run_ids(&db).len();
     // Wait for the campaign's first results, then back up while it goes on.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);

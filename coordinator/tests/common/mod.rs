@@ -85,6 +85,19 @@ pub fn gpufleet(db: &Path, args: &[&str]) -> Output {
         .unwrap()
 }
 
+/// `gpufleet --db DB ARGS...` started in the background with its output discarded (a campaign the
+/// test acts on while it runs).
+pub fn spawn_quiet(db: &Path, args: &[&str]) -> Child {
+    Command::new(BIN)
+        .arg("--db")
+        .arg(db)
+        .args(args)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// Stdout of a command that must have succeeded (else a panic with both streams).
 pub fn ok_stdout(out: &Output) -> String {
     assert!(
