@@ -1,11 +1,14 @@
 """Helpers the bench scripts share: a local agent to run through, one validated run through it, the
-host's CPU name, and writing a finished table."""
+host's CPU name, writing a finished table, and timing HTTP requests (`free_port`, `load`, `pct`,
+`timed_loads`)."""
 import contextlib
 import json
 import os
+import socket
 import subprocess
 import tempfile
 import time
+import urllib.request
 
 
 @contextlib.contextmanager
@@ -80,3 +83,31 @@ def val(r):
 def pct(a, b):
     """a/b as a whole percentage, or "-" when either is missing."""
     return f"{a / b * 100:.0f}%" if b and a == a and b == b else "-"
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def load(url):
+    t = time.perf_counter()
+    with urllib.request.urlopen(url, timeout=60) as r:
+        body = r.read()
+    return time.perf_counter() - t, len(body)
+
+
+def pct(xs, p):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+
+
+def timed_loads(base, path, n):
+    """N timed GETs of BASE+PATH after one warm one: (seconds each, bytes of the last)."""
+    load(base + path)  # warm
+    times, size = [], 0
+    for _ in range(n):
+        t, size = load(base + path)
+        times.append(t)
+    return times, size

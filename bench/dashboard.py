@@ -10,7 +10,6 @@ Usage: bench/dashboard.py [--bin target/release] [--nights 300] [--specs 56] [--
 """
 import argparse
 import json
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -20,23 +19,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def load(url):
-    t = time.perf_counter()
-    with urllib.request.urlopen(url, timeout=60) as r:
-        body = r.read()
-    return time.perf_counter() - t, len(body)
-
-
-def pct(xs, p):
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
+from benchlib import free_port, load, pct, timed_loads
 
 
 def main():
@@ -77,11 +60,7 @@ def main():
                  ("reference: /api/campaigns", "/api/campaigns")]
         rows = []
         for name, path in pages:
-            load(base + path)  # warm
-            times, size = [], 0
-            for _ in range(a.loads):
-                t, size = load(base + path)
-                times.append(t)
+            times, size = timed_loads(base, path, a.loads)
             weight = size + (assets if not path.startswith(("/api", "/compare.csv")) else 0)
             rows.append((name, pct(times, 50) * 1e3, pct(times, 95) * 1e3, weight / 1024))
         print(f"\n| page | p50 ms | p95 ms | weight KB |\n| --- | ---: | ---: | ---: |")

@@ -32,7 +32,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from dashboard import free_port, load, pct  # noqa: E402
+from benchlib import free_port, load, pct, timed_loads  # noqa: E402
 
 
 def get_json(base, path):
@@ -48,15 +48,6 @@ def rss_mb(pid):
             k, _, v = line.partition(":")
             fields[k] = v.strip()
     return tuple(int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))
-
-
-def timed_loads(base, path, n):
-    load(base + path)  # warm
-    times, size = [], 0
-    for _ in range(n):
-        t, size = load(base + path)
-        times.append(t)
-    return times, size
 
 
 def size_mb(db):
