@@ -578,11 +578,13 @@ pub struct DemoArgs {
 
 /// `--limit`: 1 to the store's largest page.
 fn parse_limit(text: &str) -> Result<usize, String> {
-    let max = crate::store::MAX_PAGE;
-    match text.parse::<usize>() {
-        Ok(n) if (1..=max).contains(&n) => Ok(n),
-        _ => Err(format!("expected a number of results from 1 to {max}")),
-    }
+    let n = text.parse::<usize>().map_err(|_| {
+        format!(
+            "expected a number of results from 1 to {}",
+            crate::store::MAX_PAGE
+        )
+    })?;
+    crate::store::check_limit(n)
 }
 
 /// `--status`: a status that exists (an unknown one would match nothing).

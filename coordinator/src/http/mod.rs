@@ -30,7 +30,7 @@ mod metrics;
 use crate::db::Db;
 use crate::regression::check::parse_since;
 use crate::schedule::{Daemon, next_slot};
-use crate::store::{Cursor, Direction, MAX_PAGE, ResultFilter, StoreError};
+use crate::store::{Cursor, Direction, ResultFilter, StoreError, check_limit};
 use crate::time::now;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
@@ -300,18 +300,12 @@ fn bad_request(field: &str, e: impl std::fmt::Display) -> ApiError {
     ApiError(StatusCode::BAD_REQUEST, format!("{field}: {e}"))
 }
 
-/// `limit` and `after` of a paged route: 1 to [`MAX_PAGE`] rows, after a cursor from `next`.
+/// `limit` and `after` of a paged route: 1 to [`MAX_PAGE`](crate::store::MAX_PAGE) rows, after a cursor from `next`.
 fn page_args(
     limit: Option<usize>,
     after: Option<&str>,
 ) -> Result<(usize, Option<Cursor>), ApiError> {
-    let limit = limit.unwrap_or(DEFAULT_LIMIT);
-    if limit == 0 || limit > MAX_PAGE {
-        return Err(bad_request(
-            "limit",
-            format!("{limit} is not between 1 and {MAX_PAGE}"),
-        ));
-    }
+    let limit = check_limit(limit.unwrap_or(DEFAULT_LIMIT)).map_err(|e| bad_request("limit", e))?;
     let after = after
         .map(str::parse::<Cursor>)
         .transpose()

@@ -9,7 +9,7 @@ use serde::Serialize;
 
 use super::error::StoreError;
 use super::error::sql;
-use super::listing::Cursor;
+use super::listing::{Cursor, check_limit, split_page};
 use super::open::Store;
 use super::values::json_column;
 
@@ -474,6 +474,7 @@ impl Store {
     /// (their `updated_at` and result id), and the cursor of the next page if more may follow.
     ///
     /// # Errors
+    /// [`StoreError::InvalidInput`] (`limit`) for 0 or more than [`MAX_PAGE`](super::MAX_PAGE);
     /// [`StoreError::Sqlite`] if the query fails.
     pub fn checks_page(
         &self,
@@ -481,17 +482,12 @@ impl Store {
         limit: usize,
         after: Option<Cursor>,
     ) -> Result<(Vec<CheckRow>, Option<Cursor>), StoreError> {
-        let mut rows = self.checks_where(since, Some(limit + 1), after)?;
-        let next = if rows.len() > limit {
-            rows.truncate(limit);
-            rows.last().map(|c| Cursor {
-                time: c.updated_at,
-                id: c.result_id,
-            })
-        } else {
-            None
-        };
-        Ok((rows, next))
+        check_limit(limit).map_err(|e| StoreError::invalid("limit", e))?;
+        let rows = self.checks_where(since, Some(limit + 1), after)?;
+        Ok(split_page(rows, limit, |c| Cursor {
+            time: c.updated_at,
+            id: c.result_id,
+        }))
     }
 
     fn checks_where(

@@ -83,6 +83,33 @@ pub struct ResultPage {
 /// The largest page [`Store::results_page`] returns.
 pub const MAX_PAGE: usize = 10_000;
 
+/// A page size: 1 to [`MAX_PAGE`] (the store's pages, `limit` of the API, `results --limit`).
+///
+/// # Errors
+/// The reason, for the caller to put beside the name of its field.
+pub fn check_limit(limit: usize) -> Result<usize, String> {
+    if (1..=MAX_PAGE).contains(&limit) {
+        Ok(limit)
+    } else {
+        Err(format!("{limit} is not between 1 and {MAX_PAGE}"))
+    }
+}
+
+/// A page read with one row more than `limit`: its first `limit` rows, and the cursor of the
+/// last of them when the extra row shows that more follow.
+pub(super) fn split_page<T>(
+    mut rows: Vec<T>,
+    limit: usize,
+    cursor: impl Fn(&T) -> Cursor,
+) -> (Vec<T>, Option<Cursor>) {
+    if rows.len() <= limit {
+        return (rows, None);
+    }
+    rows.truncate(limit);
+    let next = rows.last().map(cursor);
+    (rows, next)
+}
+
 /// Which way a page walks time.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum Direction {
@@ -308,23 +335,13 @@ impl Store {
         after: Option<Cursor>,
         direction: Direction,
     ) -> Result<ResultPage, StoreError> {
-        if limit == 0 || limit > MAX_PAGE {
-            return Err(StoreError::invalid(
-                "limit",
-                format!("{limit} is not between 1 and {MAX_PAGE}"),
-            ));
-        }
+        check_limit(limit).map_err(|e| StoreError::invalid("limit", e))?;
         let (query, args) = listing_sql(f, Walk::Page(direction), after, Some(limit + 1));
-        let mut rows = self.read_results(&query, args, f.with_samples)?;
-        let next = if rows.len() > limit {
-            rows.truncate(limit);
-            rows.last().map(|r| Cursor {
-                time: r.record.created_at.unwrap_or_default(),
-                id: r.id,
-            })
-        } else {
-            None
-        };
+        let rows = self.read_results(&query, args, f.with_samples)?;
+        let (rows, next) = split_page(rows, limit, |r| Cursor {
+            time: r.record.created_at.unwrap_or_default(),
+            id: r.id,
+        });
         Ok(ResultPage { rows, next })
     }
 

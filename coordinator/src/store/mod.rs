@@ -90,7 +90,7 @@ pub use self::checks::{AlertRow, CheckCandidate, CheckRow, NewAlert, PendingConf
 pub use self::compact::{CompactReport, Retention};
 pub use self::error::StoreError;
 pub use self::fleet::{AttachRefusal, token_hash};
-pub use self::listing::{Cursor, Direction, MAX_PAGE, ResultPage};
+pub use self::listing::{Cursor, Direction, MAX_PAGE, ResultPage, check_limit};
 pub use self::maintenance::{
     BACKUP_STEP_PAGES, BackupSummary, DbStats, ObjectKind, RestoreSummary, ServeLock, TableStats,
 };
