@@ -1,9 +1,11 @@
-//! Summary statistics of per-iteration times. Pure: no I/O, no clocks.
+//! Summary statistics of per-iteration times, and the measurement loop's decisions on them (when
+//! warm-up is over, when there are enough samples, which first samples were still warming up).
+//! Pure: no I/O, no clocks.
 //!
 //! Percentiles use linear interpolation between closest ranks (the same
 //! definition as numpy's default), so figures can be checked against it.
 
-use gpufleet_kernels::RunSettings;
+use gpufleet_kernels::{NoiseFigures, Robust, RunSettings, percentile};
 use serde::{Deserialize, Serialize};
 
 /// Summary of a run's per-iteration times, in seconds.
@@ -20,6 +22,8 @@ pub struct Summary {
     pub stddev: f64,
     /// Coefficient of variation, stddev / mean; 0 when the mean is 0.
     pub cv: f64,
+    /// The robust figures: robust CV, quartiles, Tukey fence and high outliers.
+    pub robust: Robust,
 }
 
 impl Summary {
@@ -39,34 +43,101 @@ impl Summary {
             0.0
         };
         let stddev = var.sqrt();
+        let at = |p| percentile(&sorted, p).unwrap_or(0.0);
         Some(Summary {
             count: n,
-            median: percentile_sorted(&sorted, 50.0),
-            p10: percentile_sorted(&sorted, 10.0),
-            p90: percentile_sorted(&sorted, 90.0),
+            median: at(50.0),
+            p10: at(10.0),
+            p90: at(90.0),
             min: sorted[0],
             max: sorted[n - 1],
             mean,
             stddev,
             cv: if mean != 0.0 { stddev / mean } else { 0.0 },
+            robust: Robust::of_sorted(&sorted)?,
         })
+    }
+
+    /// The figures the noise rule judges, with the median's interval `ci_pct` and the run's
+    /// target.
+    pub fn noise(&self, ci_pct: Option<f64>, target_ci_pct: Option<f64>) -> NoiseFigures {
+        NoiseFigures {
+            robust_cv: Some(self.robust.robust_cv),
+            quartile_cv: gpufleet_kernels::quartile_cv(
+                self.robust.p25,
+                self.robust.p75,
+                self.median,
+            ),
+            ci_pct,
+            target_ci_pct,
+        }
     }
 }
 
-/// Percentile `p` (0..=100) of an ascending slice, linear interpolation.
-///
-/// # Panics
-/// On an empty slice (callers check first).
-pub fn percentile_sorted(sorted: &[f64], p: f64) -> f64 {
-    let n = sorted.len();
-    if n == 1 {
-        return sorted[0];
+/// Warm-up iterations looked at per window: warm-up is over when the median of the last window is
+/// not below that of the window before by more than [`WARMUP_TREND`].
+pub const WARMUP_WINDOW: usize = 5;
+
+/// A drop of the window median larger than this (relative) is a downward trend: still warming up.
+pub const WARMUP_TREND: f64 = 0.02;
+
+/// Seconds of warm-up at least, whatever the count: clocks, caches and lazily mapped pages take
+/// time, not iterations, to settle.
+pub const WARMUP_MIN_S: f64 = 0.05;
+
+/// Seconds of warm-up at most: a run whose times keep falling is measured anyway after this (or
+/// after its measuring budget, when that is shorter), and the result says the cap was hit.
+pub const WARMUP_CAP_S: f64 = 1.0;
+
+/// Whether the warm-up times so far (`recent`, the last two windows or fewer, oldest first) show
+/// no downward trend. Fewer than two windows: nothing to compare, so steady (a kernel that slow
+/// warms up in its minimum count and time; [`slow_start`] catches what is left).
+pub fn steady(recent: &[f64]) -> bool {
+    let n = recent.len();
+    if n < 2 * WARMUP_WINDOW {
+        return true;
     }
-    let rank = (p / 100.0).clamp(0.0, 1.0) * (n - 1) as f64;
-    let lo = rank.floor() as usize;
-    let hi = rank.ceil() as usize;
-    let frac = rank - lo as f64;
-    sorted[lo] + (sorted[hi] - sorted[lo]) * frac
+    let median = |w: &[f64]| {
+        let mut w = w.to_vec();
+        w.sort_by(f64::total_cmp);
+        percentile(&w, 50.0).unwrap_or(0.0)
+    };
+    let last = median(&recent[n - WARMUP_WINDOW..]);
+    let before = median(&recent[n - 2 * WARMUP_WINDOW..n - WARMUP_WINDOW]);
+    last >= before * (1.0 - WARMUP_TREND)
+}
+
+/// Consecutive samples at the steady level that end a slow start.
+const STEADY_RUN: usize = 5;
+
+/// How many of the first `times` were still warming up: the samples before the first run of
+/// [`STEADY_RUN`] consecutive samples within the steady level, where the steady level is the
+/// median of the second half plus max(5%, 3 robust CVs of the second half). 0 when there are
+/// fewer than 20 samples or no such run starts in the first half (then the run is not a warm-up
+/// followed by a steady state, and nothing is dropped). A plateau of slow first iterations
+/// looks steady while it lasts, so no rule during warm-up can see it; this one, after the fact,
+/// does.
+pub fn slow_start(times: &[f64]) -> usize {
+    let n = times.len();
+    if n < 20 {
+        return 0;
+    }
+    let mut tail = times[n / 2..].to_vec();
+    tail.sort_by(f64::total_cmp);
+    let (Some(median), Some(spread)) =
+        (percentile(&tail, 50.0), gpufleet_kernels::robust_cv(&tail))
+    else {
+        return 0;
+    };
+    let level = median * (1.0 + (3.0 * spread).max(0.05));
+    let mut run = 0;
+    for (i, t) in times[..n / 2 + STEADY_RUN].iter().enumerate() {
+        run = if *t <= level { run + 1 } else { 0 };
+        if run == STEADY_RUN {
+            return i + 1 - STEADY_RUN;
+        }
+    }
+    0
 }
 
 /// Whether a measurement loop has enough samples after `times` (the samples so far) and
@@ -105,7 +176,7 @@ pub fn interval_pct(times: &[f64]) -> Option<f64> {
     let mut sorted = times.to_vec();
     sorted.sort_by(f64::total_cmp);
     let (lo, hi) = gpufleet_kernels::median_ci(&sorted)?;
-    gpufleet_kernels::ci_pct(lo, hi, percentile_sorted(&sorted, 50.0))
+    gpufleet_kernels::ci_pct(lo, hi, percentile(&sorted, 50.0)?)
 }
 
 #[cfg(test)]
@@ -147,6 +218,50 @@ mod tests {
         let s = Summary::of(&[2.0, 4.0, 4.0, 4.0, 5.0, 5.0, 7.0, 9.0]).unwrap();
         assert!((s.stddev - (32.0f64 / 7.0).sqrt()).abs() < 1e-12);
         assert!((s.cv - s.stddev / 5.0).abs() < 1e-12);
+    }
+
+    #[test]
+    fn robust_figures_ride_along() {
+        let mut t = vec![1.0; 99];
+        t.push(9.0);
+        let s = Summary::of(&t).unwrap();
+        assert_eq!(s.robust.outliers_high, 1);
+        assert_eq!(s.robust.robust_cv, 0.0);
+        assert!(s.cv > 0.5, "{}", s.cv);
+        assert!(!s.noise(Some(0.0), Some(1.0)).is_noisy());
+    }
+
+    #[test]
+    fn a_falling_warm_up_is_not_steady_and_a_flat_one_is() {
+        let falling: Vec<f64> = (0..10).map(|i| 3.0 - 0.1 * f64::from(i)).collect();
+        assert!(!steady(&falling));
+        assert!(steady(&[1.0; 10]));
+        // Noise within the trend allowance, and too few samples to compare, are steady.
+        let jitter: Vec<f64> = (0..10).map(|i| 1.0 + 0.01 * f64::from(i % 2)).collect();
+        assert!(steady(&jitter));
+        assert!(steady(&falling[..9]));
+    }
+
+    #[test]
+    fn a_slow_start_is_found_and_a_steady_run_loses_nothing() {
+        // Twenty slow first samples (a plateau, which looks steady while it lasts).
+        let mut t = vec![3.0; 20];
+        t.extend((0..200).map(|i| 1.0 + 0.002 * f64::from(i % 5)));
+        assert_eq!(slow_start(&t), 20);
+        // A slow sample inside the steady part does not end the start early.
+        t[10] = 1.0;
+        assert_eq!(slow_start(&t), 20);
+        // Steady from the first sample, with a tail of slow ones: nothing dropped.
+        let mut steady_run: Vec<f64> = (0..200).map(|i| 1.0 + 0.002 * f64::from(i % 5)).collect();
+        steady_run[0] = 5.0;
+        steady_run[50] = 5.0;
+        assert_eq!(slow_start(&steady_run[1..]), 0);
+        assert_eq!(slow_start(&steady_run), 1);
+        // Never more than the first half; too few samples to tell: nothing.
+        let mut late = vec![3.0; 150];
+        late.extend(vec![1.0; 100]);
+        assert_eq!(slow_start(&late), 0);
+        assert_eq!(slow_start(&[3.0, 3.0, 1.0, 1.0, 1.0, 1.0, 1.0]), 0);
     }
 
     #[test]

@@ -22,8 +22,9 @@
 //! - `problem.rs`: validating a spec into a [`Problem`], and what derives from it (sizes, FLOP/byte
 //!   counts, inputs, metric, spec key) asked of its family (its tests in `problem/tests.rs`).
 //! - `run.rs`: how a spec is measured: [`Mode`]; the settings as given ([`PartialSettings`]) and as
-//!   decided ([`RunSettings`], its defaults written once), their one bound check ([`SettingError`]);
-//!   how far a result can be trusted ([`is_noisy`], [`median_ci`]).
+//!   decided ([`RunSettings`], its defaults written once), their one bound check ([`SettingError`]).
+//! - `noise.rs`: how far a result can be trusted: the robust spread ([`robust_cv`], [`Robust`]),
+//!   the median's interval ([`median_ci`]) and the one noise rule ([`NoiseFigures`]).
 //! - `json.rs`: stored or received JSON read into a typed value, an error naming the field
 //!   ([`from_json_str`], [`from_json_value`], [`JsonError`]).
 //! - `inputs.rs`: seeded value sets (values exact in fp16) the families draw their inputs from.
@@ -58,6 +59,7 @@ mod error;
 mod inputs;
 mod json;
 pub mod model;
+mod noise;
 mod problem;
 mod process;
 mod run;
@@ -69,16 +71,19 @@ mod types;
 pub use backend::BackendKind;
 pub use catalog::{
     ConvShape, DebugKernel, ElementwiseKernel, HostKernel, KernelDef, KernelId, ModelKernel,
-    NORM_EPS, ParamDef, Problem, RowKernel, SplitStats, TRIAD_SCALAR, catalog, find_kernel,
+    NORM_EPS, ParamDef, Problem, RowKernel, SplitStats, TRIAD_SCALAR, catalog, debug_noise_factor,
+    find_kernel,
 };
 pub use check::harness::Validation;
 pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};
 pub use json::{JsonError, flattened, from_json_str, from_json_value};
+pub use noise::{
+    MAD_TO_SIGMA, NOISY_SPREAD, NoiseFigures, Robust, TUKEY_K, ci_pct, median_ci, noisy_rule,
+    percentile, quartile_cv, robust_cv,
+};
 pub use problem::MAX_FOOTPRINT_BYTES;
 pub use process::quiet_broken_pipes;
-pub use run::{
-    Mode, NOISY_CV, PartialSettings, RunSettings, SettingError, ci_pct, is_noisy, median_ci,
-};
+pub use run::{Mode, PartialSettings, RunSettings, SettingError};
 pub use secret::{MIN_SECRET_CHARS, secrets_equal, weak_secret};
 pub use suite::{BUILTIN_SUITES, Suite, SuiteError, SuiteRun};
 pub use types::{Buffer, BufferKind, Dtype, MetricKind, MetricValue};

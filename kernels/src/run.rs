@@ -1,6 +1,6 @@
-//! How a spec is measured, as opposed to what it computes: the timing [`Mode`], the measurement
-//! settings ([`PartialSettings`] as given, [`RunSettings`] as decided) and how far a result can be
-//! trusted ([`is_noisy`], [`median_ci`]).
+//! How a spec is measured, as opposed to what it computes: the timing [`Mode`] and the measurement
+//! settings ([`PartialSettings`] as given, [`RunSettings`] as decided). How far the result can be
+//! trusted is `noise.rs`'s.
 //!
 //! The settings live in the kernels crate because every layer needs the same answer: a suite file
 //! that leaves `timeout_s` out, a `gpufleet run` without `--timeout-s` and a request without the
@@ -76,7 +76,8 @@ impl<'de> Deserialize<'de> for Mode {
 /// the one place the defaults and the derived budget are applied.
 #[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
 pub struct RunSettings {
-    /// Untimed iterations before measuring (caches, clocks, JIT).
+    /// Untimed iterations before measuring at least (caches, clocks, JIT). The agent warms up
+    /// for a minimum time too, and on while the iteration times still fall.
     pub warmup: u32,
     /// Iterations measured at least, however long they take.
     pub min_iterations: u32,
@@ -333,42 +334,6 @@ impl SettingError {
     }
 }
 
-/// A result whose coefficient of variation (stddev / mean) is above this is noisy.
-pub const NOISY_CV: f64 = 0.10;
-
-/// Whether a result is noisy: its CV is above [`NOISY_CV`], or the 95% interval of its median
-/// (`ci_pct`, half-width in percent of the median) is wider than the target it was measured
-/// to (`target_ci_pct`; 0 or missing: no target). A noisy result is marked in every view, never
-/// the best of its row and not part of a regression baseline. Unknown figures count as quiet.
-pub fn is_noisy(cv: Option<f64>, ci_pct: Option<f64>, target_ci_pct: Option<f64>) -> bool {
-    let wide = match (ci_pct, target_ci_pct) {
-        (Some(ci), Some(target)) if target > 0.0 => ci > target,
-        _ => false,
-    };
-    wide || cv.is_some_and(|c| c > NOISY_CV)
-}
-
-/// The 95% confidence interval of the median of ascending `sorted` samples, distribution-free:
-/// the order statistics at ranks n/2 ∓ 1.96·√n/2 (the binomial's normal approximation), clamped to
-/// the samples. `None` for an empty slice.
-pub fn median_ci(sorted: &[f64]) -> Option<(f64, f64)> {
-    let n = sorted.len();
-    if n == 0 {
-        return None;
-    }
-    let half = 1.96 * (n as f64).sqrt() / 2.0;
-    let centre = n as f64 / 2.0;
-    // 1-based ranks j = floor(n/2 − half), k = ceil(n/2 + 1 + half), as 0-based indices.
-    let lo = ((centre - half).floor() as isize - 1).clamp(0, n as isize - 1) as usize;
-    let hi = ((centre + 1.0 + half).ceil() as isize - 1).clamp(0, n as isize - 1) as usize;
-    Some((sorted[lo], sorted[hi]))
-}
-
-/// Half-width of `(low, high)` in percent of `median`; `None` unless the median is positive.
-pub fn ci_pct(low: f64, high: f64, median: f64) -> Option<f64> {
-    (median > 0.0 && high >= low).then(|| (high - low) / 2.0 / median * 100.0)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -554,31 +519,5 @@ mod tests {
         );
         let back: PartialSettings = serde_json::from_str(r#"{"warmup":1,"timeout_s":5}"#).unwrap();
         assert_eq!(back, both);
-    }
-
-    #[test]
-    fn median_interval_brackets_the_median_and_narrows_with_n() {
-        assert_eq!(median_ci(&[]), None);
-        assert_eq!(median_ci(&[3.0]), Some((3.0, 3.0)));
-        let few: Vec<f64> = (1..=5).map(f64::from).collect();
-        // Five samples cannot give a 95% interval narrower than the whole range.
-        assert_eq!(median_ci(&few), Some((1.0, 5.0)));
-        // n = 100: ranks 40 and 61 (1-based), the textbook table's values.
-        let many: Vec<f64> = (1..=100).map(f64::from).collect();
-        assert_eq!(median_ci(&many), Some((40.0, 61.0)));
-        let (lo, hi) = median_ci(&many).unwrap();
-        assert_eq!(ci_pct(lo, hi, 50.5), Some(10.5 / 50.5 * 100.0));
-        assert_eq!(ci_pct(1.0, 2.0, 0.0), None);
-    }
-
-    #[test]
-    fn noisy_by_cv_or_by_an_interval_wider_than_the_target() {
-        assert!(!is_noisy(None, None, None));
-        assert!(!is_noisy(Some(0.05), Some(0.8), Some(1.0)));
-        assert!(is_noisy(Some(0.11), Some(0.8), Some(1.0)));
-        assert!(is_noisy(Some(0.05), Some(1.2), Some(1.0)));
-        // No target: only the CV decides.
-        assert!(!is_noisy(Some(0.05), Some(5.0), Some(0.0)));
-        assert!(!is_noisy(Some(0.05), Some(5.0), None));
     }
 }

@@ -4,7 +4,9 @@
 use super::monotonic_ns;
 use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome, WorkerStatus};
 use crate::backend::{self, BackendError, PreparedKernel};
-use crate::stats::{enough_samples, interval_pct};
+use crate::stats::{
+    WARMUP_CAP_S, WARMUP_MIN_S, WARMUP_WINDOW, enough_samples, interval_pct, slow_start, steady,
+};
 use gpufleet_kernels::{Buffer, Problem, model};
 use std::fs::File;
 use std::io::{BufRead, BufWriter, Write};
@@ -13,6 +15,9 @@ use std::time::Instant;
 
 /// How often the worker reports progress while measuring.
 const PROGRESS_EVERY_S: f64 = 0.5;
+
+/// How many times a run may drop a slow start it found after measuring and measure on.
+const TRIM_ROUNDS: u32 = 2;
 
 /// The worker's protocol channel: the process's original stdout.
 struct Channel {
@@ -184,9 +189,10 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
     match measure(job, kernel.as_mut(), chan) {
         Ok(Measured {
             times,
-            warmup_done,
+            warm_up,
             power_iterations,
         }) => {
+            warm_up.record(&mut config);
             let validation = if job.skip_validation {
                 None
             } else {
@@ -210,7 +216,7 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
                 },
                 message,
                 times_s: times,
-                warmup_done,
+                warmup_done: warm_up.total(),
                 validation,
                 config,
                 power_iterations,
@@ -227,24 +233,118 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
 /// What [`measure`] ran.
 struct Measured {
     times: Vec<f64>,
-    warmup_done: u32,
+    warm_up: WarmUp,
     power_iterations: u64,
+}
+
+/// What warming up took, recorded in the result's config.
+struct WarmUp {
+    /// Untimed iterations before measuring.
+    iterations: u32,
+    /// Seconds they took.
+    seconds: f64,
+    /// Whether the cap ended warm-up while times were still falling.
+    capped: bool,
+    /// First measured samples found still warming up afterwards ([`slow_start`]) and dropped.
+    trimmed: u32,
+    /// Seconds those took.
+    trimmed_s: f64,
+}
+
+impl WarmUp {
+    /// Iterations that warmed up, before measuring or found afterwards.
+    fn total(&self) -> u32 {
+        self.iterations + self.trimmed
+    }
+
+    /// The config entries a result carries about its warm-up.
+    fn record(&self, config: &mut std::collections::BTreeMap<String, String>) {
+        config.insert("warmup_iterations".into(), self.total().to_string());
+        config.insert(
+            "warmup_s".into(),
+            format!("{:.4}", self.seconds + self.trimmed_s),
+        );
+        if self.trimmed > 0 {
+            config.insert("warmup_trimmed".into(), self.trimmed.to_string());
+        }
+        if self.capped {
+            config.insert("warmup_capped".into(), "true".into());
+        }
+    }
+}
+
+/// Warms up until steady: at least `rule.warmup` iterations and [`WARMUP_MIN_S`] seconds, then
+/// until the last windows show no downward trend ([`steady`]), for at most [`WARMUP_CAP_S`] (or
+/// the measuring budget, when that is shorter).
+fn warm_up(
+    rule: &gpufleet_kernels::RunSettings,
+    kernel: &mut dyn PreparedKernel,
+    chan: &mut Channel,
+) -> Result<WarmUp, BackendError> {
+    chan.progress(
+        "warmup",
+        format!(
+            "at least {} warm-up iterations and {WARMUP_MIN_S} s, until steady",
+            rule.warmup
+        ),
+        0,
+    );
+    let min_s = WARMUP_MIN_S.min(rule.max_seconds);
+    let cap_s = rule.max_seconds.clamp(min_s, WARMUP_CAP_S);
+    let start = Instant::now();
+    let mut recent: std::collections::VecDeque<f64> =
+        std::collections::VecDeque::with_capacity(2 * WARMUP_WINDOW);
+    let mut iterations = 0u32;
+    loop {
+        let elapsed = start.elapsed().as_secs_f64();
+        if iterations >= rule.warmup && elapsed >= min_s {
+            if steady(recent.make_contiguous()) {
+                break;
+            }
+            if elapsed >= cap_s {
+                return Ok(WarmUp {
+                    iterations,
+                    seconds: elapsed,
+                    capped: true,
+                    trimmed: 0,
+                    trimmed_s: 0.0,
+                });
+            }
+        }
+        let t = kernel.run()?.as_secs_f64();
+        if recent.len() == 2 * WARMUP_WINDOW {
+            recent.pop_front();
+        }
+        recent.push_back(t);
+        iterations += 1;
+    }
+    Ok(WarmUp {
+        iterations,
+        seconds: start.elapsed().as_secs_f64(),
+        capped: false,
+        trimmed: 0,
+        trimmed_s: 0.0,
+    })
 }
 
 /// Warm-up, then timed iterations until the stop rule holds, then (for a
 /// power run) untimed repeats until the window is `power_window_s` long.
 /// Sends the kernel-window markers around the timed part and the repeats.
+///
+/// A slow start the warm-up could not see (a plateau of slow first iterations) is dropped from
+/// the samples once the stop rule holds ([`slow_start`]), counted as warm-up, and measuring goes
+/// on until the rule holds for the samples kept; at most [`TRIM_ROUNDS`] times, so a run that
+/// never settles still ends.
 fn measure(
     job: &WorkerJob,
     kernel: &mut dyn PreparedKernel,
     chan: &mut Channel,
 ) -> Result<Measured, BackendError> {
     let rule = &job.settings;
-    chan.progress("warmup", format!("{} warm-up iterations", rule.warmup), 0);
-    for _ in 0..rule.warmup {
-        kernel.run()?;
-    }
+    let mut warm_up = warm_up(rule, kernel, chan)?;
     let mut checked = 0;
+    let mut skip = 0;
+    let mut rounds = 0;
     let mut times = Vec::with_capacity(rule.min_iterations as usize);
     chan.send(&WorkerEvent::WindowBegin {
         monotonic_ns: monotonic_ns(),
@@ -254,12 +354,22 @@ fn measure(
     loop {
         times.push(kernel.run()?.as_secs_f64());
         let elapsed = start.elapsed().as_secs_f64();
-        if enough_samples(rule, &times, elapsed, &mut checked) {
-            break;
+        if enough_samples(rule, &times[skip..], elapsed, &mut checked) {
+            let slow = if rounds < TRIM_ROUNDS {
+                slow_start(&times[skip..])
+            } else {
+                0
+            };
+            if slow == 0 {
+                break;
+            }
+            skip += slow;
+            rounds += 1;
+            checked = 0;
         }
         if elapsed - last_report >= PROGRESS_EVERY_S {
             last_report = elapsed;
-            let interval = match (interval_pct(&times), rule.target_ci_pct) {
+            let interval = match (interval_pct(&times[skip..]), rule.target_ci_pct) {
                 (Some(ci), Some(target)) => format!(
                     ", median ±{ci:.1}% (target ±{target}%, budget {:.1} s)",
                     rule.max_seconds
@@ -269,10 +379,12 @@ fn measure(
             chan.progress(
                 "measuring",
                 format!("{elapsed:.1} s{interval}"),
-                times.len() as u32,
+                (times.len() - skip) as u32,
             );
         }
     }
+    warm_up.trimmed = skip as u32;
+    warm_up.trimmed_s = times.drain(..skip).sum();
     let mut power_iterations = 0u64;
     if start.elapsed().as_secs_f64() < job.power_window_s {
         chan.progress(
@@ -293,7 +405,7 @@ fn measure(
     });
     Ok(Measured {
         times,
-        warmup_done: rule.warmup,
+        warm_up,
         power_iterations,
     })
 }

@@ -141,7 +141,12 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                     ci_pct: ci_pct.unwrap_or(0.0),
                     // 0 on the result: none.
                     target_ci_pct: target.unwrap_or(0.0),
-                    noisy: gpufleet_kernels::is_noisy(Some(s.cv), ci_pct, target),
+                    noisy: s.noise(ci_pct, target).is_noisy(),
+                    robust_cv: s.robust.robust_cv,
+                    p25_s: s.robust.p25,
+                    p75_s: s.robust.p75,
+                    upper_fence_s: s.robust.upper_fence,
+                    outliers_high: s.robust.outliers_high,
                 });
                 // The metric exists only for results that count.
                 if o.status == WorkerStatus::Ok {

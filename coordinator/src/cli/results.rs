@@ -238,10 +238,7 @@ impl ResultsOut {
         match self.format {
             Format::Json if self.printed == 0 => println!("[]"),
             Format::Json => println!("\n]"),
-            _ if self.noisy => println!(
-                "\n~ noisy: CV above {:.0}% or the median's 95% interval (±ci) wider than its target",
-                gpufleet_kernels::NOISY_CV * 100.0
-            ),
+            _ if self.noisy => println!("\n~ noisy: {}", gpufleet_kernels::noisy_rule()),
             _ => {}
         }
         Ok(())
@@ -312,6 +309,17 @@ const RESULT_COLUMNS: &[Column<ResultRow>] = &[
             .map(|c| format!("{:.1}", c * 100.0))
             .unwrap_or_else(|| "-".into())
     }),
+    Column::new("rcv %", |r| {
+        r.record
+            .robust_cv
+            .map(|c| format!("{:.1}", c * 100.0))
+            .unwrap_or_else(|| "-".into())
+    }),
+    Column::new("outl", |r| {
+        r.record
+            .outliers_high
+            .map_or_else(|| "-".into(), |n| n.to_string())
+    }),
     Column::new("message", |r| r.record.message.chars().take(80).collect()),
 ];
 
@@ -350,6 +358,18 @@ const RESULT_CSV_COLUMNS: &[Column<ResultRow>] = &[
     Column::new("ci_pct", |r| csv_number(r.record.ci_pct())),
     Column::new("target_ci_pct", |r| csv_number(r.record.target_ci_pct)),
     Column::new("cv_pct", |r| csv_number(r.record.cv.map(|c| c * 100.0))),
+    Column::new("robust_cv_pct", |r| {
+        csv_number(r.record.robust_cv.map(|c| c * 100.0))
+    }),
+    Column::new("p25_ms", |r| csv_ms(r.record.p25_s)),
+    Column::new("p75_ms", |r| csv_ms(r.record.p75_s)),
+    Column::new("upper_fence_ms", |r| csv_ms(r.record.upper_fence_s)),
+    Column::new("outliers_high", |r| {
+        r.record
+            .outliers_high
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    }),
     Column::new("noisy", |r| r.record.noisy.to_string()),
     Column::new("iterations", |r| r.record.iterations.to_string()),
     Column::new("avg_w", |r| csv_number(r.record.avg_watts)),

@@ -35,6 +35,15 @@ const CSV_COLUMNS: &[Column<Cell>] = &[
     Column::new("peak_suspect", |c| c.record().peak_suspect().to_string()),
     Column::new("peak_source", |c| c.record().peak_source.clone()),
     Column::new("cv_pct", |c| csv_number(c.record().cv.map(|v| v * 100.0))),
+    Column::new("robust_cv_pct", |c| {
+        csv_number(c.record().robust_cv.map(|v| v * 100.0))
+    }),
+    Column::new("outliers_high", |c| {
+        c.record()
+            .outliers_high
+            .map(|n| n.to_string())
+            .unwrap_or_default()
+    }),
     Column::new("ci_pct", |c| csv_number(c.record().ci_pct())),
     Column::new("noisy", |c| c.record().noisy.to_string()),
     Column::new("relative", |c| csv_number(c.relative)),
@@ -74,6 +83,8 @@ const JSON_FIELDS: &[JsonField] = &[
     ("pct_of_peak", |c| json!(c.record().pct_of_peak)),
     ("peak_source", |c| json!(c.record().peak_source)),
     ("cv", |c| json!(c.record().cv)),
+    ("robust_cv", |c| json!(c.record().robust_cv)),
+    ("outliers_high", |c| json!(c.record().outliers_high)),
     ("ci_pct", |c| json!(c.record().ci_pct())),
     ("noisy", |c| json!(c.record().noisy)),
     ("iterations", |c| json!(c.record().iterations as u32)),

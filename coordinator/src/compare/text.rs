@@ -111,8 +111,8 @@ impl Pivot {
         });
         if any_noisy {
             legend.push(format!(
-                "~ noisy: CV above {:.0}% or the median's 95% interval wider than its target; never the best, not a regression baseline",
-                gpufleet_kernels::NOISY_CV * 100.0
+                "~ noisy: {}; never the best, not a regression baseline",
+                gpufleet_kernels::noisy_rule()
             ));
         }
         if any_peak {

@@ -9,9 +9,11 @@
 //! 1. The baseline is the last `baseline_n` usable results (positive, finite),
 //!    oldest first. Fewer than `min_baseline` → no verdict, and the reason says
 //!    how many there were.
-//! 2. Its centre is the median and its spread the scaled median absolute
-//!    deviation (1.4826 × MAD, which estimates the standard deviation of
-//!    normal noise but ignores a few outliers), both relative to the median.
+//! 2. Its centre is the median and its spread the robust CV (1.4826 × MAD /
+//!    median, which estimates the standard deviation of normal noise but
+//!    ignores a few outliers): the same figure, by the same function
+//!    ([`gpufleet_kernels::robust_cv`]), that marks one result noisy. A
+//!    baseline spread above the same limit is too noisy to call anything stable.
 //! 3. A new value is suspect when it moves beyond
 //!    `max(threshold_pct, k × spread_pct)` from the median.
 //! 4. A suspect value is rerun once on the same device and the rerun assessed
@@ -42,7 +44,8 @@ pub struct DetectConfig {
     /// How many robust spreads a value must move to be flagged on a noisy
     /// baseline.
     pub k: f64,
-    /// Let noisy results (CV above 10%, or an interval wider than their target) into baselines.
+    /// Let noisy results (robust spread above 12.5%, or an interval wider than their target) into
+    /// baselines.
     pub include_noisy: bool,
 }
 
@@ -135,12 +138,10 @@ pub struct Assessment {
     pub change_pct: f64,
 }
 
-/// Scales the MAD to estimate the standard deviation of normal noise.
-const MAD_TO_SIGMA: f64 = 1.4826;
-
-/// A bound wider than this (percent) says the baseline is too noisy for a "stable" verdict: such a
-/// result gets no verdict, with the reason, unless it moved beyond even that bound.
-pub const NOISY_BOUND_PCT: f64 = 25.0;
+/// A baseline whose robust spread is above this (percent) is too noisy for a "stable" verdict:
+/// such a result gets no verdict, with the reason, unless it moved beyond the bound. The same
+/// robust CV and the same limit that make one result noisy ([`gpufleet_kernels::NOISY_SPREAD`]).
+pub const NOISY_SPREAD_PCT: f64 = gpufleet_kernels::NOISY_SPREAD * 100.0;
 
 /// Assesses `value` against `baseline`: the values of the last ok results,
 /// oldest first. Values that are not positive and finite are left out first;
@@ -160,15 +161,8 @@ pub fn assess(
 
     let mut sorted = window.to_vec();
     sorted.sort_by(f64::total_cmp);
-    let median = median_of_sorted(&sorted).unwrap_or(0.0);
-    let spread_pct = if median > 0.0 {
-        let mut deviations: Vec<f64> = sorted.iter().map(|v| (v - median).abs()).collect();
-        deviations.sort_by(f64::total_cmp);
-        let mad = median_of_sorted(&deviations).unwrap_or(0.0);
-        MAD_TO_SIGMA * mad / median * 100.0
-    } else {
-        0.0
-    };
+    let median = gpufleet_kernels::percentile(&sorted, 50.0).unwrap_or(0.0);
+    let spread_pct = gpufleet_kernels::robust_cv(&sorted).map_or(0.0, |r| r * 100.0);
     let bound_pct = if cfg.k.is_finite() && cfg.threshold_pct.is_finite() {
         cfg.threshold_pct.max(cfg.k * spread_pct)
     } else {
@@ -221,10 +215,11 @@ pub fn assess(
             Direction::Improvement
         };
         Verdict::Suspect { direction }
-    } else if bound_pct > NOISY_BOUND_PCT {
+    } else if spread_pct > NOISY_SPREAD_PCT {
         // Within a bound that wide, "stable" would claim more than the baseline can tell.
         no_verdict(format!(
-            "too noisy to judge: the baseline's spread allows ±{bound_pct:.1}% (change {change_pct:+.1}%)"
+            "too noisy to judge: the baseline's robust CV is {spread_pct:.1}% (above \
+             {NOISY_SPREAD_PCT}%), so it allows ±{bound_pct:.1}% (change {change_pct:+.1}%)"
         ))
     } else {
         Verdict::Stable
@@ -259,16 +254,6 @@ pub fn confirmed(suspect: &Assessment, confirmation: &Assessment) -> Option<Dire
 /// A metric value that can be compared: positive and finite.
 fn is_usable(v: f64) -> bool {
     v.is_finite() && v > 0.0
-}
-
-fn median_of_sorted(sorted: &[f64]) -> Option<f64> {
-    let n = sorted.len();
-    match n {
-        0 => None,
-        _ if n % 2 == 1 => Some(sorted[n / 2]),
-        // Halfway without overflowing near f64::MAX.
-        _ => Some(sorted[n / 2 - 1] + (sorted[n / 2] - sorted[n / 2 - 1]) / 2.0),
-    }
 }
 
 #[cfg(test)]

@@ -23,7 +23,8 @@ const RESULT_COLUMNS: &str = "r.id, r.run_id, r.campaign_id, r.job_id, r.agent_i
     r.device_id, r.backend, r.spec_key, r.kernel, r.variant, r.params_json, r.dtype, r.mode,
     r.status, r.message, r.metric_kind, r.metric_unit, r.metric_value, r.higher_is_better,
     r.pct_of_peak, r.peak_source, r.median_s, r.p10_s, r.p90_s, r.min_s, r.max_s, r.mean_s, r.stddev_s, r.cv,
-    r.ci_low_s, r.ci_high_s, r.target_ci_pct, r.noisy, r.iterations, r.validation_json, r.config_json, r.fingerprint_json, r.stderr_tail, r.signal,
+    r.ci_low_s, r.ci_high_s, r.target_ci_pct, r.noisy, r.robust_cv, r.p25_s, r.p75_s, r.upper_fence_s,
+    r.outliers_high, r.iterations, r.validation_json, r.config_json, r.fingerprint_json, r.stderr_tail, r.signal,
     r.started_at, r.wall_s, r.created_at, r.energy_json, r.energy_j, r.avg_watts,
     r.metric_per_watt, r.joules_per_unit, r.samples_compacted_at, r.power_compacted_at";
 
@@ -418,6 +419,11 @@ fn result_from_row(row: &Named<'_, '_>) -> rusqlite::Result<ResultRow> {
         ci_high_s: row.get("ci_high_s")?,
         target_ci_pct: row.get("target_ci_pct")?,
         noisy: row.get("noisy")?,
+        robust_cv: row.get("robust_cv")?,
+        p25_s: row.get("p25_s")?,
+        p75_s: row.get("p75_s")?,
+        upper_fence_s: row.get("upper_fence_s")?,
+        outliers_high: row.get("outliers_high")?,
         iterations: row.get("iterations")?,
         validation: row.json("validation_json")?,
         config: row.json("config_json")?,

@@ -84,6 +84,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0008_scale.sql"),
         rewrite: None,
     },
+    Migration {
+        version: 9,
+        name: "0009_robust_noise",
+        sql: include_str!("migrations/0009_robust_noise.sql"),
+        rewrite: None,
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.

@@ -104,7 +104,7 @@ impl Store {
                     device_id, backend, spec_key, kernel, variant, params_json, dtype, mode, status,
                     message, metric_kind, metric_unit, metric_value, higher_is_better, pct_of_peak,
                     peak_source, median_s, p10_s, p90_s, min_s, max_s, mean_s, stddev_s, cv, ci_low_s,
-                    ci_high_s, target_ci_pct, noisy, iterations, validation_json, config_json, fingerprint_json, stderr_tail, signal,
+                    ci_high_s, target_ci_pct, noisy, robust_cv, p25_s, p75_s, upper_fence_s, outliers_high, iterations, validation_json, config_json, fingerprint_json, stderr_tail, signal,
                     started_at, wall_s, created_at, energy_json, energy_j, avg_watts,
                     metric_per_watt, joules_per_unit, segment)
                  VALUES (:run_id, :campaign_id, :job_id, :agent_id, :device_row_id,
@@ -112,7 +112,7 @@ impl Store {
                     :status, :message, :metric_kind, :metric_unit, :metric_value,
                     :higher_is_better, :pct_of_peak, :peak_source, :median_s, :p10_s, :p90_s, :min_s, :max_s,
                     :mean_s, :stddev_s, :cv, :ci_low_s, :ci_high_s, :target_ci_pct, :noisy,
-                    :iterations, :validation_json, :config_json,
+                    :robust_cv, :p25_s, :p75_s, :upper_fence_s, :outliers_high, :iterations, :validation_json, :config_json,
                     :fingerprint_json, :stderr_tail, :signal, :started_at, :wall_s, :created_at,
                     :energy_json, :energy_j, :avg_watts, :metric_per_watt, :joules_per_unit,
                     :segment)
@@ -152,6 +152,11 @@ impl Store {
                     ":ci_high_s": r.ci_high_s,
                     ":target_ci_pct": r.target_ci_pct,
                     ":noisy": r.computed_noisy(),
+                    ":robust_cv": r.robust_cv,
+                    ":p25_s": r.p25_s,
+                    ":p75_s": r.p75_s,
+                    ":upper_fence_s": r.upper_fence_s,
+                    ":outliers_high": r.outliers_high,
                     ":iterations": r.iterations,
                     ":validation_json": to_json_text(&r.validation),
                     ":config_json": to_json_text(&r.config),
@@ -332,7 +337,7 @@ fn validate_result(r: &ResultRecord) -> Result<(), StoreError> {
     require_non_empty("device_id", &r.device_id)?;
     require_non_empty("backend", &r.backend)?;
     // SQLite stores NaN as NULL, which would turn a value into "missing" behind the caller's back.
-    let numbers: [(&'static str, Option<f64>); 20] = [
+    let numbers: [(&'static str, Option<f64>); 24] = [
         ("metric_value", r.metric_value),
         ("pct_of_peak", r.pct_of_peak),
         ("median_s", r.median_s),
@@ -346,6 +351,10 @@ fn validate_result(r: &ResultRecord) -> Result<(), StoreError> {
         ("ci_low_s", r.ci_low_s),
         ("ci_high_s", r.ci_high_s),
         ("target_ci_pct", r.target_ci_pct),
+        ("robust_cv", r.robust_cv),
+        ("p25_s", r.p25_s),
+        ("p75_s", r.p75_s),
+        ("upper_fence_s", r.upper_fence_s),
         ("started_at", Some(r.started_at)),
         ("wall_s", Some(r.wall_s)),
         ("created_at", r.created_at),

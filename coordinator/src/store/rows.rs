@@ -409,10 +409,26 @@ pub struct ResultRecord {
     /// The interval target the run measured to, percent of the median; 0: none.
     #[serde(default)]
     pub target_ci_pct: Option<f64>,
-    /// CV above 10% or the interval wider than its target ([`gpufleet_kernels::is_noisy`]); set
-    /// by the store on insert from the figures above, whatever the caller says.
+    /// The robust spread above 12.5% or the interval wider than its target
+    /// ([`gpufleet_kernels::NoiseFigures`]); set by the store on insert from the figures here,
+    /// whatever the caller says.
     #[serde(default)]
     pub noisy: bool,
+    /// 1.4826 × MAD / median of the iteration times; `None` from older agents.
+    #[serde(default)]
+    pub robust_cv: Option<f64>,
+    /// First quartile of the iteration times, seconds.
+    #[serde(default)]
+    pub p25_s: Option<f64>,
+    /// Third quartile of the iteration times, seconds.
+    #[serde(default)]
+    pub p75_s: Option<f64>,
+    /// Tukey's upper fence, Q3 + 1.5 × IQR, seconds: iterations above it are high outliers.
+    #[serde(default)]
+    pub upper_fence_s: Option<f64>,
+    /// Iterations above the upper fence.
+    #[serde(default)]
+    pub outliers_high: Option<u32>,
     /// Timed iterations.
     pub iterations: u64,
     /// Validation outcome (max error, tolerance…); `null` when not validated.
@@ -461,10 +477,23 @@ impl ResultRecord {
         gpufleet_kernels::ci_pct(self.ci_low_s?, self.ci_high_s?, self.median_s?)
     }
 
-    /// Whether this result is noisy by its figures ([`gpufleet_kernels::is_noisy`]); what the
-    /// store writes into `noisy`.
+    /// The figures the noise rule judges this result by.
+    pub fn noise(&self) -> gpufleet_kernels::NoiseFigures {
+        gpufleet_kernels::NoiseFigures {
+            robust_cv: self.robust_cv,
+            quartile_cv: match (self.p25_s, self.p75_s, self.median_s) {
+                (Some(q1), Some(q3), Some(m)) => gpufleet_kernels::quartile_cv(q1, q3, m),
+                _ => None,
+            },
+            ci_pct: self.ci_pct(),
+            target_ci_pct: self.target_ci_pct,
+        }
+    }
+
+    /// Whether this result is noisy by its figures ([`gpufleet_kernels::NoiseFigures`]); what
+    /// the store writes into `noisy`.
     pub fn computed_noisy(&self) -> bool {
-        gpufleet_kernels::is_noisy(self.cv, self.ci_pct(), self.target_ci_pct)
+        self.noise().is_noisy()
     }
 
     /// Whether the run ended `ok` (only then does its metric count).

@@ -25,7 +25,7 @@ mod host;
 mod model;
 mod rows;
 
-pub use debug::DebugKernel;
+pub use debug::{DebugKernel, debug_noise_factor};
 pub use dense::ConvShape;
 pub use elementwise::{ElementwiseKernel, TRIAD_SCALAR};
 pub use host::HostKernel;
@@ -503,7 +503,13 @@ mod tests {
             .collect();
         assert_eq!(
             debug,
-            ["debug_crash", "debug_hang", "debug_wrong", "debug_alloc"]
+            [
+                "debug_crash",
+                "debug_hang",
+                "debug_wrong",
+                "debug_alloc",
+                "debug_noise"
+            ]
         );
     }
 

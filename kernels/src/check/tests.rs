@@ -39,7 +39,7 @@ fn small_problems() -> Vec<Problem> {
                 ("stride", 2),
             ],
             "memlat_cpu" => vec![("size_kib", 16), ("hops", 1000)],
-            "noop" | "debug_hang" | "debug_crash" | "debug_alloc" => vec![],
+            "noop" | "debug_hang" | "debug_crash" | "debug_alloc" | "debug_noise" => vec![],
             _ => vec![("n", 1000)],
         };
         out.push(problem(k.name, &params, "f32"));

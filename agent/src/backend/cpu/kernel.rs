@@ -22,6 +22,8 @@ pub struct CpuKernel {
     conv: Option<ops::conv::ConvShape>,
     /// A network's layers and workspaces (`simple_cnn`, `resnet18`, `mobilenet_v2`).
     model: Option<ops::model::ModelRunner>,
+    /// Launches so far, warm-up included (`debug_noise` draws each one's time from its number).
+    calls: u64,
 }
 
 fn dim(p: &BTreeMap<String, i64>, name: &str) -> usize {
@@ -99,6 +101,7 @@ impl CpuKernel {
             im2col,
             conv,
             model,
+            calls: 0,
         })
     }
 
@@ -157,7 +160,19 @@ impl CpuKernel {
                 hoard(dim(p, "gib"));
                 ops::elementwise(DebugKernel::Alloc.computes(), &x, out);
             }
+            KernelId::Debug(DebugKernel::Noise) => {
+                let factor = gpufleet_kernels::debug_noise_factor(p, self.calls);
+                spin(Duration::from_secs_f64(
+                    dim(p, "base_us") as f64 * 1e-6 * factor,
+                ));
+                // noop's result (out[0] = in[0]) by hand: the thread pool's wake-up that
+                // `ops::elementwise` may pay would add tens of microseconds of its own.
+                for (o, i) in out.iter_mut().zip(x[0]) {
+                    *o = *i;
+                }
+            }
         }
+        self.calls += 1;
         Ok(())
     }
 }
@@ -185,6 +200,15 @@ fn crash(mode: usize) -> ! {
         }
     }
     std::process::abort()
+}
+
+/// Busy-waits for `d`: a sleep's wake-up is late by tens of microseconds, which would be noise of
+/// its own; a spin is late only when the thread is preempted, as any kernel would be.
+fn spin(d: Duration) {
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        std::hint::spin_loop();
+    }
 }
 
 /// Allocates and touches `gib` GiB in 64 MiB chunks, holds them all, then frees them. It uses the

@@ -372,7 +372,7 @@ fn migration_8_fills_its_tables_from_the_results_already_stored() {
     };
     let kept_by_triggers = snapshot(&store);
     assert_eq!(kept_by_triggers.len(), 3 + 2 + 2);
-    // Back to version 7: what migration 8 added is gone, the results stay.
+    // Back to version 7: what migrations 8 and 9 added is gone, the results stay.
     store
         .conn
         .execute_batch(
@@ -384,6 +384,9 @@ fn migration_8_fills_its_tables_from_the_results_already_stored() {
              DROP INDEX checks_by_time;
              ALTER TABLE results DROP COLUMN samples_compacted_at;
              ALTER TABLE results DROP COLUMN power_compacted_at;
+             ALTER TABLE results DROP COLUMN robust_cv; ALTER TABLE results DROP COLUMN p25_s;
+             ALTER TABLE results DROP COLUMN p75_s; ALTER TABLE results DROP COLUMN upper_fence_s;
+             ALTER TABLE results DROP COLUMN outliers_high;
              PRAGMA user_version = 7;",
         )
         .unwrap();

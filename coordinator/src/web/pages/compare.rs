@@ -140,8 +140,16 @@ fn cell_json(p: &Pivot, col: usize, c: &Cell, links: &Links) -> Value {
         let cv =
             r.cv.map(|v| format!("{:.1}%", v * 100.0))
                 .unwrap_or("-".into());
-        let noisy = if r.noisy { " (noisy)" } else { "" };
-        format!("cv {cv}{ci}{noisy}")
+        let robust = r
+            .robust_cv
+            .map(|v| format!(", robust cv {:.1}%", v * 100.0))
+            .unwrap_or_default();
+        let noisy = match (r.noisy, r.noise().reason()) {
+            (true, Some(why)) => format!(" (noisy: {why})"),
+            (true, None) => " (noisy)".into(),
+            (false, _) => String::new(),
+        };
+        format!("cv {cv}{robust}{ci}{noisy}")
     } else {
         format!("{}: {}", r.status, r.message)
     };
@@ -248,7 +256,7 @@ pub fn compare_page(
         base,
         json!({
             "columns": columns, "rows": rows, "filters": filters, "baseline": q.baseline,
-            "baseline_label": baseline_label, "noisy_cv_pct": gpufleet_kernels::NOISY_CV * 100.0,
+            "baseline_label": baseline_label, "noisy_rule": gpufleet_kernels::noisy_rule(),
             "pager": pager,
             "csv_href": links.compare_download(&every_row, "csv"), "json_href": links.compare_download(&every_row, "json"),
             "self_href": links.compare_with(q),

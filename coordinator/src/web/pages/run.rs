@@ -31,7 +31,8 @@ pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
         .into_iter()
         .map(|(a, b, c)| json!([a, b, c]))
         .collect();
-    let times_chart = (!rec.times.is_empty()).then(|| svg::histogram(&rec.times, rec.median_s));
+    let times_chart = (!rec.times.is_empty())
+        .then(|| svg::histogram(&rec.times, rec.median_s, rec.upper_fence_s));
     // What retention dropped: said where the chart would be, so an empty space is explained.
     let compacted: Vec<String> = [
         (rec.samples_compacted_at, "per-iteration times"),
@@ -81,6 +82,41 @@ fn us(v: Option<f64>) -> String {
         .unwrap_or_else(|| "-".into())
 }
 
+/// The robust CV, why the result is noisy if it is, and the high outliers.
+fn robust(rec: &ResultRecord) -> String {
+    let spread = rec
+        .robust_cv
+        .map(|r| format!("{:.2}%", r * 100.0))
+        .unwrap_or("-".into());
+    let noisy = match (rec.noisy, rec.noise().reason()) {
+        (true, Some(why)) => format!(" (noisy: {why})"),
+        (true, None) => " (noisy)".into(),
+        (false, _) => String::new(),
+    };
+    let outliers = match (rec.outliers_high, rec.upper_fence_s) {
+        (Some(n), Some(f)) => format!(" · {n} above the Tukey fence {}", us(Some(f))),
+        _ => String::new(),
+    };
+    format!("{spread}{noisy}{outliers}")
+}
+
+/// Timed iterations, and the warm-up the agent recorded in the config (how many, how long,
+/// how many first samples it dropped as still warming up).
+fn iterations(rec: &ResultRecord) -> String {
+    let config = |key: &str| rec.config.get(key).and_then(Value::as_str);
+    let mut text = rec.iterations.to_string();
+    if let (Some(n), Some(s)) = (config("warmup_iterations"), config("warmup_s")) {
+        text += &format!(" · {n} warm-up in {s} s");
+        if let Some(t) = config("warmup_trimmed") {
+            text += &format!(" ({t} found slow after the fact)");
+        }
+        if config("warmup_capped").is_some() {
+            text += " (capped while still falling)";
+        }
+    }
+    text
+}
+
 /// The result's fields as (label, text, link) in display order; the link is empty where none.
 fn fields(row: &ResultRow, links: &Links) -> Vec<(String, String, String)> {
     let rec = &row.record;
@@ -93,10 +129,7 @@ fn fields(row: &ResultRow, links: &Links) -> Vec<(String, String, String)> {
     let field = |label: &str, text: String| (label.to_string(), text, String::new());
     let cv = rec
         .cv
-        .map(|c| {
-            let noisy = if rec.noisy { " (noisy)" } else { "" };
-            format!("{:.2}%{noisy}", c * 100.0)
-        })
+        .map(|c| format!("{:.2}%", c * 100.0))
         .unwrap_or("-".into());
     let mut fields = vec![
         field("Run id", rec.run_id.clone()),
@@ -139,7 +172,8 @@ fn fields(row: &ResultRow, links: &Links) -> Vec<(String, String, String)> {
             format!("{} · {} · {}", us(rec.min_s), us(rec.max_s), us(rec.mean_s)),
         ),
         field("CV", cv),
-        field("Iterations", rec.iterations.to_string()),
+        field("Robust CV · outliers", robust(rec)),
+        field("Iterations · warm-up", iterations(rec)),
         field("Started", fmt_time(rec.started_at)),
         field("Wall time", format!("{:.2} s", rec.wall_s)),
         field("Stored", rec.created_at.map(fmt_time).unwrap_or_default()),
