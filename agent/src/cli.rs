@@ -1,6 +1,7 @@
 //! Command line of `gpufleet-agent`. Clap types stay here.
 
 use clap::{Parser, Subcommand};
+use gpufleet_proto::addr::parse_host_port;
 use std::net::SocketAddr;
 
 /// gpufleet agent: serves this host's compute backends (cpu, OpenCL, Vulkan,
@@ -16,12 +17,13 @@ pub struct Cli {
     /// Serve the `Agent` gRPC service here (direct mode: the coordinator
     /// dials this address). Anything other than loopback requires --token.
     /// Default: 127.0.0.1:50051 unless --connect is given; both may be on.
-    #[arg(long, env = "GPUFLEET_LISTEN")]
+    /// HOST:PORT, HOST an address or a name such as localhost (its IPv4 address when it has one).
+    #[arg(long, env = "GPUFLEET_LISTEN", value_parser = parse_host_port)]
     pub listen: Option<SocketAddr>,
     /// Serve Prometheus metrics (`GET /metrics`, plain HTTP, no secrets: power, temperature and
     /// clock per sensor channel, runs by status, worker crashes, queue depth) here, e.g.
-    /// 127.0.0.1:9464.
-    #[arg(long, env = "GPUFLEET_METRICS_LISTEN")]
+    /// 127.0.0.1:9464 or localhost:9464.
+    #[arg(long, env = "GPUFLEET_METRICS_LISTEN", value_parser = parse_host_port)]
     pub metrics_listen: Option<SocketAddr>,
     /// The agent's secret. Direct mode: clients must send it
     /// (`authorization: Bearer <token>`). Dial-in: the enrolment token
@@ -180,4 +182,32 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listen_flags_take_a_host_name() {
+        let cli = Cli::try_parse_from([
+            "gpufleet-agent",
+            "--listen",
+            "localhost:0",
+            "--metrics-listen",
+            "localhost:9464",
+        ])
+        .unwrap();
+        let listen = cli.listen.unwrap();
+        assert!(listen.ip().is_loopback() && listen.is_ipv4(), "{listen}");
+        assert_eq!(listen.port(), 0);
+        assert_eq!(cli.metrics_listen.unwrap().port(), 9464);
+        let err = Cli::try_parse_from(["gpufleet-agent", "--listen", "localhost"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("--listen") && err.contains("`localhost` is not HOST:PORT"),
+            "{err}"
+        );
+    }
 }

@@ -1,5 +1,5 @@
 //! Read-only commands on a database the user cannot write (a file and directory without write
-//! permission), and on a path where there is no database.
+//! permission), on a path where there is no database, and on a file that is none.
 
 use std::os::unix::fs::PermissionsExt;
 use std::process::{Command, Output};
@@ -76,4 +76,56 @@ fn a_mistyped_database_path_is_an_error_not_an_empty_database() {
         assert!(err.contains("no gpufleet database"), "{err}");
         assert!(!missing.exists(), "{args:?} created {}", missing.display());
     }
+}
+
+/// An empty file (a `touch`, a copy that failed, a volume mounted before its data) makes every
+/// read command exit 2 saying what the file is and how to make a database of it, never SQLite's
+/// "Query returned no rows"; a file that is not SQLite and a missing path stay as clear.
+#[test]
+fn a_file_that_holds_no_database_is_an_error_saying_what_to_do() {
+    let dir = tempfile::tempdir().unwrap();
+    let empty = dir.path().join("empty.db");
+    std::fs::write(&empty, b"").unwrap();
+    let text = dir.path().join("notes.txt");
+    std::fs::write(&text, b"not a database\n").unwrap();
+    let missing = dir.path().join("typo.db");
+    let cases: [(&std::path::Path, &str); 3] = [
+        (
+            &empty,
+            "is an empty file (0 bytes), not a gpufleet database: run `gpufleet serve --db",
+        ),
+        (&text, "is not a gpufleet database (not an SQLite file)"),
+        (&missing, "no gpufleet database here"),
+    ];
+    for (db, expected) in cases {
+        for args in [
+            &["agents", "list"][..],
+            &["results"],
+            &["compare"],
+            &["describe", "rig"],
+        ] {
+            let out = gpufleet(db, args);
+            let err = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(
+                out.status.code(),
+                Some(2),
+                "{args:?} on {}: {err}",
+                db.display()
+            );
+            assert!(err.contains(expected), "{args:?}: {err}");
+            assert!(!err.contains("no rows"), "{args:?}: {err}");
+        }
+    }
+    assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0, "left empty");
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        2,
+        "nothing created"
+    );
+    // A command that writes makes the empty file a database, as the message says.
+    ok(&gpufleet(
+        &empty,
+        &["agents", "add", "rig", "http://127.0.0.1:50051"],
+    ));
+    assert!(ok(&gpufleet(&empty, &["agents", "list"])).contains("rig"));
 }

@@ -7,6 +7,8 @@
 //! - `gpufleet/v1/fleet.proto`: the `Fleet` service (Attach) that agents
 //!   dialing in to `gpufleet serve` hold open, and its messages.
 //! - [`v1`]: the generated code.
+//! - [`addr`]: `HOST:PORT` (an IPv4 address, a bracketed IPv6 one, or a name such as
+//!   `localhost`), the one parser of the address flags of both binaries.
 //! - [`convert`]: string names of the enums (`ok`, `compute_only`, ...) used by
 //!   the CLI, the store and the JSON outputs, so every part spells them alike.
 //! - [`digest`]: the SHA-256 hex digest (TLS pins, stored token hashes, content names).
@@ -23,6 +25,7 @@
 //! Beyond the transport this crate holds no logic: validation lives in
 //! `gpufleet-kernels`, the service in `gpufleet-agent`.
 
+pub mod addr;
 pub mod convert;
 pub mod digest;
 pub mod display;

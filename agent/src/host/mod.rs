@@ -134,6 +134,27 @@ pub fn cpu_vendor(cpuinfo: &str) -> String {
     }
 }
 
+/// The CPUID family and model of an x86 CPU, as /proc/cpuinfo prints them (`cpu family` and
+/// `model`, decimal, the extended fields already added in): they name the core generation when a
+/// VM masks the model name (`AMD EPYC`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CpuId {
+    /// `cpu family`: 23 Zen/Zen 2, 25 Zen 3/Zen 4, 26 Zen 5 on AMD; 6 on most Intel cores.
+    pub family: u32,
+    /// `model`: which die within the family (1 Milan, 17 Genoa, ...).
+    pub model: u32,
+}
+
+/// The first processor's CPUID family and model; `None` where either line is missing or not a
+/// number (Arm, some emulators).
+pub fn cpu_id(cpuinfo: &str) -> Option<CpuId> {
+    let number = |key: &str| -> Option<u32> { cpuinfo_field(cpuinfo, key).next()?.parse().ok() };
+    Some(CpuId {
+        family: number("cpu family")?,
+        model: number("model")?,
+    })
+}
+
 /// The flag words of the first processor (`flags` on x86, `Features` on Arm).
 pub fn cpu_flags(cpuinfo: &str) -> Vec<String> {
     cpuinfo_field(cpuinfo, "flags")
@@ -243,6 +264,18 @@ mod tests {
         );
         assert_eq!(physical_cores(CPUINFO), Some(2));
         assert_eq!(physical_cores("processor: 0\n"), None);
+        assert_eq!(cpu_id(CPUINFO), None, "no family and model lines");
+        // `model name` is not `model`.
+        let milan =
+            "vendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 1\nmodel name\t: AMD EPYC\n";
+        assert_eq!(
+            cpu_id(milan),
+            Some(CpuId {
+                family: 25,
+                model: 1
+            })
+        );
+        assert_eq!(cpu_id("cpu family\t: 25\nmodel\t\t: x\n"), None);
     }
 
     #[test]

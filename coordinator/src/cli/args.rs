@@ -3,14 +3,17 @@
 
 use crate::compare::By;
 use crate::link::grpc::DEFAULT_CONNECT_TIMEOUT;
-use crate::regression::detect::DetectConfig;
 use crate::table::Format;
 use clap::{Args, Parser, Subcommand};
 use gpufleet_kernels::{BackendKind, Dtype, Mode, PartialSettings, RunSettings};
+use gpufleet_proto::addr::parse_host_port;
+use std::net::SocketAddr;
 use std::path::PathBuf;
 
 mod db;
+mod serve;
 pub use self::db::{CompactArgs, DbCommand, parse_age};
+pub use self::serve::ServeArgs;
 
 /// gpufleet: benchmark GPUs across a fleet and make the numbers comparable.
 ///
@@ -82,8 +85,8 @@ pub enum Command {
     /// prints `listening on ADDR` once bound.
     #[command(hide = true)]
     ServeAgent {
-        #[arg(long, default_value = "127.0.0.1:0")]
-        listen: std::net::SocketAddr,
+        #[arg(long, default_value = "127.0.0.1:0", value_parser = parse_host_port)]
+        listen: SocketAddr,
         #[arg(long)]
         enable_debug_kernels: bool,
         #[arg(long, default_value_t = 16)]
@@ -143,9 +146,14 @@ pub enum Command {
     /// ok (a container HEALTHCHECK). Over TLS when DIR/ca.crt exists (the
     /// CA `serve --tls-self-signed DIR` made).
     Healthz {
-        /// The serve's HTTP address.
-        #[arg(long, env = "GPUFLEET_LISTEN", default_value = "127.0.0.1:8787")]
-        addr: std::net::SocketAddr,
+        /// The serve's HTTP address (HOST:PORT).
+        #[arg(
+            long,
+            env = "GPUFLEET_LISTEN",
+            default_value = "127.0.0.1:8787",
+            value_parser = parse_host_port
+        )]
+        addr: SocketAddr,
         /// The serve's --tls-self-signed directory.
         #[arg(long)]
         tls_dir: Option<std::path::PathBuf>,
@@ -166,81 +174,6 @@ pub struct ReportArgs {
     /// Print what was written as JSON.
     #[arg(long)]
     pub json: bool,
-}
-
-#[derive(Debug, Args)]
-pub struct ServeArgs {
-    /// Address of the HTTP endpoints. Prints `listening on ADDR` once bound.
-    #[arg(long, default_value = "127.0.0.1:8787", env = "GPUFLEET_LISTEN")]
-    pub listen: std::net::SocketAddr,
-    /// Seconds between schedule checks.
-    #[arg(long, default_value_t = 15.0)]
-    pub tick_s: f64,
-    /// Do not run slots missed while the coordinator was down (default: the
-    /// latest missed slot of each schedule runs once at start).
-    #[arg(long)]
-    pub no_catch_up: bool,
-    /// Regression baseline: the last N ok, non-noisy results. The defaults of these knobs were
-    /// chosen by simulation (docs/architecture.md): at ±4% night-to-night jitter about 0.5% of
-    /// 100-night series get a false alert and 98% of 10% steps are confirmed within two nights.
-    #[arg(long, default_value_t = DetectConfig::DEFAULT.baseline_n)]
-    pub baseline: usize,
-    /// Smallest change flagged, percent.
-    #[arg(long, default_value_t = DetectConfig::DEFAULT.threshold_pct)]
-    pub threshold_pct: f64,
-    /// Robust spreads a change must exceed on a noisy baseline.
-    #[arg(long, default_value_t = DetectConfig::DEFAULT.k)]
-    pub k: f64,
-    /// Let noisy results (CV above 10% or an interval wider than their target) into regression
-    /// baselines; by default they are left out.
-    #[arg(long)]
-    pub include_noisy: bool,
-    /// Once a day, drop the raw iteration times of results older than this (90d, 12w): every
-    /// summary stays, and so does whatever an alert or a baseline refers to (see `db compact`).
-    #[arg(long, value_name = "AGE", value_parser = parse_age)]
-    pub retain_samples: Option<f64>,
-    /// Once a day, drop the power traces of results older than this (30d); energy figures stay.
-    #[arg(long, value_name = "AGE", value_parser = parse_age)]
-    pub retain_power: Option<f64>,
-    /// Address of the Fleet gRPC service that dial-in agents attach to
-    /// (`gpufleet-agent --connect`). Not served unless given. Prints
-    /// `fleet listening on ADDR` once bound.
-    #[arg(long, env = "GPUFLEET_FLEET_LISTEN")]
-    pub fleet_listen: Option<std::net::SocketAddr>,
-    /// Seconds a run waits for its dial-in agent to come back after the link
-    /// dropped before the campaign's retry rule applies.
-    #[arg(long, default_value_t = 600.0, env = "GPUFLEET_GRACE_S")]
-    pub grace_s: f64,
-    /// TLS certificate (PEM, chain) for both listeners. Required beyond
-    /// loopback (or --tls-self-signed).
-    #[arg(
-        long,
-        env = "GPUFLEET_TLS_CERT",
-        requires = "tls_key",
-        conflicts_with = "tls_self_signed"
-    )]
-    pub tls_cert: Option<std::path::PathBuf>,
-    /// TLS private key (PEM) for --tls-cert.
-    #[arg(long, env = "GPUFLEET_TLS_KEY", requires = "tls_cert")]
-    pub tls_key: Option<std::path::PathBuf>,
-    /// Make a CA and a server certificate in DIR the first time (kept and
-    /// reused after), serve TLS with them and print the certificate's
-    /// SHA-256 for agents' --pin-sha256 (or give them DIR/ca.crt as
-    /// --ca-cert).
-    #[arg(long, env = "GPUFLEET_TLS_SELF_SIGNED", value_name = "DIR")]
-    pub tls_self_signed: Option<std::path::PathBuf>,
-    /// Extra host name or IP address the self-signed certificate is valid
-    /// for (repeatable; localhost, 127.0.0.1, ::1, the host name and the
-    /// listen addresses are always in it).
-    #[arg(long = "tls-san", value_name = "NAME")]
-    pub tls_sans: Vec<String>,
-    /// Token for reading the HTTP API (GET). Required, with --admin-token,
-    /// when --listen is beyond loopback.
-    #[arg(long, env = "GPUFLEET_READ_TOKEN", hide_env_values = true)]
-    pub read_token: Option<String>,
-    /// Token for everything on the HTTP API (reads, campaigns, enrolment).
-    #[arg(long, env = "GPUFLEET_ADMIN_TOKEN", hide_env_values = true)]
-    pub admin_token: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]

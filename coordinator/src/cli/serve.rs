@@ -404,6 +404,29 @@ mod tests {
     }
 
     #[test]
+    fn listeners_take_a_host_name_and_localhost_is_loopback() {
+        let named = args(&[
+            "--listen",
+            "localhost:0",
+            "--fleet-listen",
+            "localhost:7443",
+        ]);
+        assert!(named.listen.ip().is_loopback(), "{}", named.listen);
+        assert_eq!(named.fleet_listen.map(|a| a.port()), Some(7443));
+        check_exposure(&named, false).unwrap();
+        use crate::cli::{Cli, Command};
+        let cli = Cli::try_parse_from(["gpufleet", "healthz", "--addr", "localhost:8787"]).unwrap();
+        let Command::Healthz { addr, .. } = cli.command else {
+            panic!("{:?}", cli.command)
+        };
+        assert!(addr.ip().is_loopback() && addr.port() == 8787, "{addr}");
+        let err = Cli::try_parse_from(["gpufleet", "serve", "--listen", "localhost"])
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("`localhost` is not HOST:PORT"), "{err}");
+    }
+
+    #[test]
     fn beyond_loopback_needs_tls_and_both_tokens() {
         let strong = "0123456789abcdef";
         let e = check_exposure(&args(&["--fleet-listen", "0.0.0.0:7443"]), false).unwrap_err();

@@ -47,6 +47,40 @@ pub enum StoreError {
         supported: i64,
     },
 
+    /// A command that only reads found a file that holds no gpufleet database yet (0 bytes, or an
+    /// SQLite database without tables). Only a command that writes creates the schema, and a
+    /// reader must not: the path may be a mistake.
+    #[error(
+        "{} is {what}, not a gpufleet database: run `gpufleet serve --db {}` or `gpufleet demo \
+         --db {}` (any command that writes) to create one in it, or delete it",
+        path.display(),
+        path.display(),
+        path.display()
+    )]
+    NotCreated {
+        /// The file that was found.
+        path: PathBuf,
+        /// What it is instead: `an empty file (0 bytes)`, `an empty SQLite database (no tables)`.
+        what: &'static str,
+    },
+
+    /// A command that only reads found a database of an older schema, which only a command that
+    /// writes upgrades.
+    #[error(
+        "{} has schema version {found}, older than this gpufleet's ({latest}); a command that \
+         writes (such as `gpufleet serve --db {}`) upgrades it",
+        path.display(),
+        path.display()
+    )]
+    OlderSchema {
+        /// The database found.
+        path: PathBuf,
+        /// `PRAGMA user_version` found in the file.
+        found: i64,
+        /// The latest migration this binary carries.
+        latest: i64,
+    },
+
     /// `add_agent` with a name an active agent already has.
     #[error("an agent named {name:?} already exists")]
     AgentExists {

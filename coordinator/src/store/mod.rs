@@ -159,6 +159,62 @@ mod tests {
     }
 
     #[test]
+    fn open_read_only_says_what_a_file_without_a_database_is_and_how_to_make_one() {
+        let dir = tempfile::tempdir().unwrap();
+        let empty = dir.path().join("touched.db");
+        std::fs::write(&empty, b"").unwrap();
+        let err = Store::open_read_only(&empty).unwrap_err();
+        assert!(
+            matches!(err, StoreError::NotCreated { what, .. } if what.contains("0 bytes")),
+            "{err}"
+        );
+        let text = err.to_string();
+        assert!(
+            text.starts_with(&format!("{} is an empty file (0 bytes)", empty.display())),
+            "{text}"
+        );
+        assert!(
+            text.contains(&format!("`gpufleet serve --db {}`", empty.display())),
+            "{text}"
+        );
+        assert!(!text.contains("no rows"), "{text}");
+        assert_eq!(std::fs::metadata(&empty).unwrap().len(), 0, "left empty");
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1);
+
+        // An SQLite file without tables (`sqlite3 x.db VACUUM`) holds no database either.
+        let blank = dir.path().join("blank.db");
+        Connection::open(&blank)
+            .unwrap()
+            .execute_batch("VACUUM")
+            .unwrap();
+        let err = Store::open_read_only(&blank).unwrap_err();
+        assert!(
+            err.to_string().contains("an empty SQLite database"),
+            "{err}"
+        );
+
+        // An older schema is named, with what upgrades it.
+        let old = dir.path().join("old.db");
+        let store = Store::open(&old).unwrap();
+        store.conn.pragma_update(None, "user_version", 1).unwrap();
+        drop(store);
+        let err = Store::open_read_only(&old).unwrap_err();
+        assert!(
+            matches!(err, StoreError::OlderSchema { found: 1, .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("schema version 1, older"), "{err}");
+
+        let err = Store::open_read_only(&dir.path().join("typo.db")).unwrap_err();
+        assert!(
+            err.to_string().contains("no gpufleet database here"),
+            "{err}"
+        );
+        let err = Store::open_read_only(dir.path()).unwrap_err();
+        assert!(matches!(err, StoreError::NotSqlite { .. }), "{err}");
+    }
+
+    #[test]
     fn open_refuses_a_file_that_is_not_sqlite_and_leaves_it_untouched() {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("results.csv");

@@ -92,20 +92,33 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::Io`] when there is no file at `path` (a mistyped `--db` must not look like an
-    /// empty database); the guard's refusals as for [`Store::open`]; [`StoreError::Open`] when
-    /// the file cannot be read, or its schema is older than this gpufleet's (a writing command
-    /// upgrades it).
+    /// empty database); [`StoreError::NotCreated`] for an empty file or an SQLite database without
+    /// tables; [`StoreError::OlderSchema`] for a database a command that writes must upgrade first;
+    /// the guard's refusals as for [`Store::open`]; [`StoreError::Open`] when the file cannot be
+    /// read.
     pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
-        if !path.is_file() {
+        // Anything but a missing path (a directory, no permission) is the guard's to name.
+        if let Err(e) = std::fs::metadata(path)
+            && e.kind() == std::io::ErrorKind::NotFound
+        {
             return Err(StoreError::Io {
                 path: path.to_path_buf(),
                 source: std::io::Error::new(
                     std::io::ErrorKind::NotFound,
-                    "no gpufleet database here (a command that stores results creates one)",
+                    "no gpufleet database here (a command that writes, such as `gpufleet serve` \
+                     or `gpufleet demo`, creates one)",
                 ),
             });
         }
-        guard_existing(path)?;
+        // The guard calls a file of 0 bytes fresh (SQLite would make it a database); to a reader
+        // it is a file with nothing in it.
+        if guard::check_header(path)? == guard::Existing::Fresh {
+            return Err(StoreError::NotCreated {
+                path: path.to_path_buf(),
+                what: "an empty file (0 bytes)",
+            });
+        }
+        guard::check_schema(path)?;
         let open_err = |context| open_error(path, context);
         let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;
         let mut conn = Connection::open_with_flags(path, flags).map_err(open_err("opening"))?;
@@ -124,11 +137,18 @@ impl Store {
         let version: i64 = conn
             .pragma_query_value(None, "user_version", |r| r.get(0))
             .map_err(open_err("reading the schema version"))?;
-        if version < migrations::LATEST_VERSION {
-            return Err(StoreError::Open {
+        // The guard let version 0 through only for an SQLite file without tables.
+        if version == 0 {
+            return Err(StoreError::NotCreated {
                 path: path.to_path_buf(),
-                context: "reading an older schema (run a command that writes, such as `gpufleet agents add`, to upgrade it)",
-                source: rusqlite::Error::QueryReturnedNoRows,
+                what: "an empty SQLite database (no tables)",
+            });
+        }
+        if version < migrations::LATEST_VERSION {
+            return Err(StoreError::OlderSchema {
+                path: path.to_path_buf(),
+                found: version,
+                latest: migrations::LATEST_VERSION,
             });
         }
         Ok(Store {

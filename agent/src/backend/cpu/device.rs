@@ -1,6 +1,7 @@
 //! CPU discovery from /proc and /sys: model, cores, clock, memory, ISA
 //! features, and a formula peak (there is no spec table for every CPU).
 
+use super::spec_table::{self, TableMatch};
 use crate::backend::{DeviceInfo, Peaks};
 use crate::host;
 
@@ -22,30 +23,29 @@ fn flops_per_cycle(features: &[String], vendor: &str, family: u32) -> (f64, &'st
     }
 }
 
-/// The theoretical peaks of `cores` cores of the CPU named `model`: from the data-sheet table
-/// ([`spec_table`](super::spec_table)) where the model is in it, else a formula on the clock
-/// the host reports (which in a VM is often the base clock, so measured rows may exceed it).
+/// The theoretical peaks of `cores` cores of the CPU: from the data-sheet table
+/// ([`spec_table`](super::spec_table)) where `table` found the CPU in it, else a formula on the
+/// clock the host reports (which in a VM is often the base clock, so measured rows may exceed it).
 pub fn cpu_peaks(
-    model: &str,
+    table: Option<&TableMatch>,
     cores: u32,
     sockets: u32,
     reported_mhz: u32,
     fpc: (f64, &str),
 ) -> Peaks {
     let none_f16 = "none: the cpu backend runs f32 only".to_string();
-    if let Some(s) = super::spec_table::lookup(model) {
+    if let Some(TableMatch { spec: s, found_by }) = table {
         return Peaks {
             fp32_flops: f64::from(cores) * f64::from(s.boost_mhz) * 1e6 * s.flops_per_cycle,
             fp16_flops: 0.0,
             memory_bytes_per_s: s.memory_gbps * 1e9 * f64::from(sockets.max(1)),
             fp32_source: format!(
-                "cpu table ({}): {cores} cores × {} MHz max boost × {} flop/cycle",
-                s.model, s.boost_mhz, s.flops_per_cycle
+                "cpu table ({found_by}): {cores} cores × {} MHz max boost × {} flop/cycle",
+                s.boost_mhz, s.flops_per_cycle
             ),
             fp16_source: none_f16,
             memory_source: format!(
-                "cpu table ({}): {} GB/s per socket × {}",
-                s.model,
+                "cpu table ({found_by}): {} GB/s per socket × {}",
                 s.memory_gbps,
                 sockets.max(1)
             ),
@@ -75,45 +75,72 @@ pub fn cpu_peaks(
     }
 }
 
+/// What /proc/cpuinfo says about the CPU that decides its peaks.
+#[derive(Debug, Clone, PartialEq)]
+struct CpuInfo {
+    model: String,
+    vendor: String,
+    cpuid: Option<host::CpuId>,
+    /// Distinct `physical id`s (0 where the file has none).
+    sockets: u32,
+    /// The ISA flags that matter here, of the first processor.
+    features: Vec<String>,
+}
+
+impl CpuInfo {
+    fn parse(cpuinfo: &str) -> CpuInfo {
+        let wanted = [
+            "avx512f",
+            "avx2",
+            "fma",
+            "f16c",
+            "avx512_fp16",
+            "neon",
+            "asimd",
+            "sse4_2",
+        ];
+        let sockets = cpuinfo
+            .lines()
+            .filter_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == "physical id"))
+            .map(|(_, v)| v.trim())
+            .collect::<std::collections::BTreeSet<_>>()
+            .len() as u32;
+        CpuInfo {
+            model: host::cpu_model(cpuinfo),
+            vendor: host::cpu_vendor(cpuinfo),
+            cpuid: host::cpu_id(cpuinfo),
+            sockets,
+            features: host::cpu_flags(cpuinfo)
+                .into_iter()
+                .filter(|f| wanted.contains(&f.as_str()))
+                .collect(),
+        }
+    }
+
+    /// The peaks of `cores` of its cores, `reported_mhz` being the clock the host reports.
+    fn peaks(&self, cores: u32, reported_mhz: u32) -> Peaks {
+        let table = spec_table::lookup_cpu(&self.model, &self.vendor, self.cpuid);
+        let family = self.cpuid.map_or(0, |id| id.family);
+        cpu_peaks(
+            table.as_ref(),
+            cores,
+            self.sockets,
+            reported_mhz,
+            flops_per_cycle(&self.features, &self.vendor, family),
+        )
+    }
+}
+
 /// Describes the host CPU as one device, `cpu:0`.
 pub fn discover() -> DeviceInfo {
     let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
     let host = host::HostFacts::read();
-    let wanted = [
-        "avx512f",
-        "avx2",
-        "fma",
-        "f16c",
-        "avx512_fp16",
-        "neon",
-        "asimd",
-        "sse4_2",
-    ];
-    let features: Vec<String> = host::cpu_flags(&cpuinfo)
-        .into_iter()
-        .filter(|f| wanted.contains(&f.as_str()))
-        .collect();
+    let cpu = CpuInfo::parse(&cpuinfo);
     let clock_mhz = host::cpu_max_mhz(&cpuinfo);
-    let cores = host.physical_cores.max(1);
-    let vendor = host::cpu_vendor(&cpuinfo);
-    let family = cpuinfo
-        .lines()
-        .find_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == "cpu family"))
-        .and_then(|(_, v)| v.trim().parse().ok())
-        .unwrap_or(0);
-    let sockets = cpuinfo
-        .lines()
-        .filter_map(|l| l.split_once(':').filter(|(k, _)| k.trim() == "physical id"))
-        .map(|(_, v)| v.trim())
-        .collect::<std::collections::BTreeSet<_>>()
-        .len() as u32;
-    let peaks = cpu_peaks(
-        &host.cpu_model,
-        cores,
-        sockets,
-        clock_mhz,
-        flops_per_cycle(&features, &vendor, family),
-    );
+    let peaks = cpu.peaks(host.physical_cores.max(1), clock_mhz);
+    let CpuInfo {
+        vendor, features, ..
+    } = cpu;
     let isa = if features.iter().any(|f| f == "avx512f") {
         "avx512"
     } else if features.iter().any(|f| f == "avx2") {
@@ -161,16 +188,24 @@ mod tests {
         );
     }
 
+    /// /proc/cpuinfo of a 2-vCPU cloud VM: one socket, `model name` as given, AVX2 and FMA.
+    fn vm_cpuinfo(name: &str, family: u32, model: u32) -> String {
+        (0..2)
+            .map(|i| {
+                format!(
+                    "processor\t: {i}\nvendor_id\t: AuthenticAMD\ncpu family\t: {family}\n\
+                     model\t\t: {model}\nmodel name\t: {name}\ncpu MHz\t\t: 2450.000\n\
+                     physical id\t: 0\ncore id\t\t: {i}\nflags\t\t: fpu sse4_2 avx2 fma f16c\n\n"
+                )
+            })
+            .collect()
+    }
+
     #[test]
     fn a_table_model_uses_its_boost_clock_and_an_unknown_one_says_the_clock_may_be_base() {
         // A Milan VM reporting its 2.45 GHz base clock: the table's 3.5 GHz boost rules.
-        let p = cpu_peaks(
-            "AMD EPYC 7B13 64-Core Processor",
-            2,
-            1,
-            2450,
-            (32.0, "AVX2"),
-        );
+        let p =
+            CpuInfo::parse(&vm_cpuinfo("AMD EPYC 7B13 64-Core Processor", 25, 1)).peaks(2, 2450);
         assert_eq!(p.fp32_flops, 2.0 * 3500e6 * 32.0);
         assert_eq!(p.memory_bytes_per_s, 204.8e9);
         assert!(
@@ -178,13 +213,58 @@ mod tests {
             "{}",
             p.fp32_source
         );
-        let p = cpu_peaks("AMD EPYC", 2, 1, 2596, (32.0, "AVX2"));
-        assert_eq!(p.fp32_flops, 2.0 * 2596e6 * 32.0);
+        // A Ryzen the table lacks keeps the formula, whatever its CPUID.
+        let p = CpuInfo::parse(&vm_cpuinfo(
+            "AMD Ryzen 9 7950X3D 16-Core Processor",
+            25,
+            0x61,
+        ))
+        .peaks(2, 4200);
+        assert_eq!(p.fp32_flops, 2.0 * 4200e6 * 32.0);
         assert!(
             p.fp32_source.contains("may be the base clock"),
             "{}",
             p.fp32_source
         );
+        assert_eq!(p.memory_bytes_per_s, 0.0);
+    }
+
+    #[test]
+    fn a_masked_epyc_gets_its_generation_by_cpuid() {
+        let cpu = CpuInfo::parse(&vm_cpuinfo("AMD EPYC", 25, 1));
+        assert_eq!(
+            cpu.cpuid,
+            Some(host::CpuId {
+                family: 25,
+                model: 1
+            })
+        );
+        assert_eq!(cpu.sockets, 1);
+        let p = cpu.peaks(2, 2450);
+        assert_eq!(p.fp32_flops, 2.0 * 3500e6 * 32.0, "{}", p.fp32_source);
+        assert_eq!(p.memory_bytes_per_s, 204.8e9);
+        assert_eq!(
+            p.fp32_source,
+            "cpu table (Zen 3 EPYC 7003 \"Milan\", by CPUID family 25 model 1, as the EPYC 7B13): \
+             2 cores × 3500 MHz max boost × 32 flop/cycle"
+        );
+        assert!(p.memory_source.contains("Milan"), "{}", p.memory_source);
+
+        // Zen 5 Turin: 4.1 GHz, full-width AVX-512 and 12 channels of DDR5-6000.
+        let p = CpuInfo::parse(&vm_cpuinfo("AMD EPYC", 26, 2)).peaks(2, 2450);
+        assert_eq!(p.fp32_flops, 2.0 * 4100e6 * 64.0, "{}", p.fp32_source);
+        assert_eq!(p.memory_bytes_per_s, 576e9);
+        assert!(
+            p.fp32_source
+                .contains("Turin\", by CPUID family 26 model 2"),
+            "{}",
+            p.fp32_source
+        );
+
+        // A family no generation knows keeps the formula on the reported clock.
+        let p = CpuInfo::parse(&vm_cpuinfo("AMD EPYC", 27, 1)).peaks(2, 2596);
+        assert_eq!(p.fp32_flops, 2.0 * 2596e6 * 32.0);
+        assert!(p.fp32_source.starts_with("formula:"), "{}", p.fp32_source);
         assert_eq!(p.memory_bytes_per_s, 0.0);
     }
 

@@ -1,7 +1,12 @@
 //! Peaks of common CPUs from their data sheets: the maximum boost clock, FP32 FLOP per cycle per
 //! core, and the memory bandwidth of one socket. In VMs /proc/cpuinfo reports the base clock (or
 //! a masked name), so a formula on it makes CPU rows exceed 100% of "peak"; where the model is
-//! in this table its figures are used instead, and the result names the table as its source.
+//! in this table its figures are used instead, and the result names the table as its source. A
+//! masked AMD EPYC name (`AMD EPYC`) is told by its CPUID family and model instead
+//! ([`EPYC_GENERATIONS`]), and gets the figures of its generation's representative cloud part.
+
+use crate::host::CpuId;
+use std::ops::RangeInclusive;
 
 /// One CPU model's data-sheet figures.
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -98,6 +103,93 @@ pub const CPU_TABLE: &[CpuSpec] = &[
     spec("Core(TM) i9-9900K", 5000, FMA256, 41.6),
 ];
 
+/// An AMD EPYC generation told by its CPUID family and model, for a VM whose model name is masked
+/// (`AMD EPYC`, QEMU's `AMD EPYC-Milan Processor`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct EpycGeneration {
+    /// How the peaks' source names it: `Zen 3 EPYC 7003 "Milan"`.
+    pub name: &'static str,
+    /// /proc/cpuinfo's `cpu family`.
+    pub family: u32,
+    /// /proc/cpuinfo's `model` values of the generation's server dies.
+    pub models: RangeInclusive<u32>,
+    /// The table entry whose figures stand for the generation: a cloud provider's part (GCP's
+    /// 7B12, 7B13, 9B14) where the table has one, else the generation's flagship, never a
+    /// frequency-optimised part, whose boost a masked VM's cores would rarely reach.
+    pub like: &'static str,
+}
+
+const fn generation(
+    name: &'static str,
+    family: u32,
+    models: RangeInclusive<u32>,
+    like: &'static str,
+) -> EpycGeneration {
+    EpycGeneration {
+        name,
+        family,
+        models,
+        like,
+    }
+}
+
+/// The EPYC generations by CPUID (AMD's processor programming references; the Threadripper dies
+/// that share these models carry Ryzen names, which never reach this list).
+pub const EPYC_GENERATIONS: &[EpycGeneration] = &[
+    generation("Zen 2 EPYC 7002 \"Rome\"", 23, 0x30..=0x3F, "EPYC 7B12"),
+    generation("Zen 3 EPYC 7003 \"Milan\"", 25, 0x00..=0x0F, "EPYC 7B13"),
+    generation("Zen 4 EPYC 9004 \"Genoa\"", 25, 0x10..=0x1F, "EPYC 9B14"),
+    // Siena (8004) shares the die but has 6 memory channels, half of this figure; clouds use
+    // Bergamo.
+    generation("Zen 4c EPYC 9004 \"Bergamo\"", 25, 0xA0..=0xAF, "EPYC 9754"),
+    generation("Zen 5 EPYC 9005 \"Turin\"", 26, 0x00..=0x0F, "EPYC 9755"),
+    generation(
+        "Zen 5c EPYC 9005 \"Turin Dense\"",
+        26,
+        0x10..=0x1F,
+        "EPYC 9965",
+    ),
+];
+
+/// A CPU's figures from the table, and what found them (for the peaks' sources).
+#[derive(Debug, Clone, PartialEq)]
+pub struct TableMatch {
+    /// The figures.
+    pub spec: &'static CpuSpec,
+    /// `EPYC 7B13` for a model name in the table; for a masked EPYC the generation, the CPUID
+    /// that told it and the entry whose figures it took.
+    pub found_by: String,
+}
+
+/// The table's figures for the CPU named `model_name`: its entry where the name holds one
+/// ([`lookup`]); else, for an AMD part whose name says EPYC but no model of the table (a VM's
+/// masked `AMD EPYC`), the entry that stands for its generation by CPUID family and model.
+/// Anything else (a Ryzen or Xeon not in the table, a family or model not in
+/// [`EPYC_GENERATIONS`]) has none and keeps the formula on the reported clock.
+pub fn lookup_cpu(model_name: &str, vendor: &str, cpuid: Option<CpuId>) -> Option<TableMatch> {
+    if let Some(spec) = lookup(model_name) {
+        return Some(TableMatch {
+            spec,
+            found_by: spec.model.to_string(),
+        });
+    }
+    if vendor != "AMD" || !contains_words(model_name, "EPYC") {
+        return None;
+    }
+    let id = cpuid?;
+    let generation = EPYC_GENERATIONS
+        .iter()
+        .find(|g| g.family == id.family && g.models.contains(&id.model))?;
+    let spec = CPU_TABLE.iter().find(|s| s.model == generation.like)?;
+    Some(TableMatch {
+        spec,
+        found_by: format!(
+            "{}, by CPUID family {} model {}, as the {}",
+            generation.name, id.family, id.model, spec.model
+        ),
+    })
+}
+
 /// The table entry whose model occurs in `model_name` as whole words (so `Ryzen 9 7950X` does
 /// not match `Ryzen 9 7950X3D`); the longest such entry.
 pub fn lookup(model_name: &str) -> Option<&'static CpuSpec> {
@@ -131,6 +223,62 @@ mod tests {
         assert_eq!(m("AMD Ryzen 9 7950X3D 16-Core Processor"), None);
         assert_eq!(m("AMD EPYC"), None, "a masked VM name matches nothing");
         assert_eq!(m("Intel(R) Xeon(R) CPU @ 2.20GHz"), None);
+    }
+
+    #[test]
+    fn a_masked_epyc_is_told_by_cpuid_and_nothing_else_is() {
+        let id = |family, model| Some(CpuId { family, model });
+        let found = |name: &str, vendor: &str, cpuid| {
+            lookup_cpu(name, vendor, cpuid).map(|m| (m.spec.boost_mhz, m.found_by))
+        };
+        assert_eq!(
+            found("AMD EPYC", "AMD", id(25, 1)),
+            Some((
+                3500,
+                "Zen 3 EPYC 7003 \"Milan\", by CPUID family 25 model 1, as the EPYC 7B13".into()
+            ))
+        );
+        assert_eq!(
+            found("AMD EPYC Processor", "AMD", id(23, 0x31)).unwrap().0,
+            3300
+        );
+        assert_eq!(
+            found("AMD EPYC-Genoa Processor", "AMD", id(25, 0x11))
+                .unwrap()
+                .0,
+            3700
+        );
+        assert_eq!(found("AMD EPYC 9B45", "AMD", id(26, 2)).unwrap().0, 4100);
+        // A name in the table wins over the CPUID.
+        assert_eq!(
+            found("AMD EPYC 7763 64-Core Processor", "AMD", id(26, 2)),
+            Some((3500, "EPYC 7763".into()))
+        );
+        // Not an EPYC name, not AMD, no CPUID, or a family/model of no known generation.
+        assert_eq!(
+            found("AMD Ryzen Threadripper PRO 5995WX", "AMD", id(25, 8)),
+            None
+        );
+        assert_eq!(found("AMD Ryzen 9 7950X3D", "AMD", id(25, 0x61)), None);
+        assert_eq!(found("AMD EPYC", "Intel", id(25, 1)), None);
+        assert_eq!(found("AMD EPYC", "AMD", None), None);
+        assert_eq!(found("AMD EPYC", "AMD", id(23, 1)), None, "Naples");
+        assert_eq!(found("AMD EPYC", "AMD", id(27, 0)), None);
+    }
+
+    #[test]
+    fn every_generation_stands_on_an_entry_of_its_own_kind() {
+        for g in EPYC_GENERATIONS {
+            let spec = CPU_TABLE.iter().find(|s| s.model == g.like);
+            let spec = spec.unwrap_or_else(|| panic!("{g:?}: no entry {}", g.like));
+            assert_eq!(spec.flops_per_cycle == FMA512, g.family >= 26, "{g:?}");
+            let overlaps = EPYC_GENERATIONS.iter().filter(|o| {
+                o.family == g.family
+                    && o.models.start() <= g.models.end()
+                    && g.models.start() <= o.models.end()
+            });
+            assert_eq!(overlaps.count(), 1, "{g:?} overlaps another generation");
+        }
     }
 
     #[test]
