@@ -127,9 +127,10 @@ async fn absent_settings_take_the_defaults_and_given_ones_are_used_as_they_are()
     let (_, r) = run(&mut c, "defaults", minimal.clone()).await;
     assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
     let d = gpufleet_kernels::RunSettings::DEFAULT;
-    assert_eq!(r.warmup_done, d.warmup);
+    // The warm-up count is a minimum: warm-up also lasts a minimum time, and on while times fall.
+    assert!(r.warmup_done >= d.warmup, "{}", r.warmup_done);
     assert!(r.stats.unwrap().count >= d.min_iterations);
-    // Given: zero warm-up is zero; an older client's negative target still means none.
+    // Given: zero warm-up is zero (a cold measurement: no minimum time, nothing dropped); an older client's negative target still means none.
     let given = pb::RunSpec {
         warmup: Some(0),
         min_iterations: Some(2),

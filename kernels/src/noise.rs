@@ -33,8 +33,7 @@ pub const NOISY_SPREAD: f64 = 0.125;
 /// The noise rule in words, for legends: what `~ noisy` means.
 pub fn noisy_rule() -> String {
     format!(
-        "the robust spread of its iteration times (robust or quartile CV) above {}%, or the \
-         median's 95% interval wider than its target; a tail of slow iterations alone is not noise",
+        "robust or quartile CV above {}% or the median's interval wider than its target",
         NOISY_SPREAD * 100.0
     )
 }

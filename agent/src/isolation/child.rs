@@ -72,6 +72,17 @@ pub fn main(args: &[String]) -> i32 {
     };
     match args.first().map(String::as_str) {
         Some("serve") => {
+            // This thread measures; as a member of the global rayon pool it works on a cpu
+            // kernel's tasks itself instead of handing them to the pool and sleeping until they
+            // are done. Outside the pool every iteration ends with a wake-up of this thread, and
+            // whether the pool's threads were still awake decides whether an element-wise kernel
+            // runs on all of them or on one: two modes, up to 2× apart, on a small VM.
+            if let Err(e) = rayon::ThreadPoolBuilder::new()
+                .use_current_thread()
+                .build_global()
+            {
+                eprintln!("worker: the cpu thread pool was set up before: {e}");
+            }
             // Each job's kernel and buffers are dropped inside `run_job`, before its outcome goes
             // out, so the parent may hand over the next job as soon as it has read the outcome.
             for line in std::io::stdin().lock().lines() {
@@ -238,6 +249,7 @@ struct Measured {
 }
 
 /// What warming up took, recorded in the result's config.
+#[derive(Default)]
 struct WarmUp {
     /// Untimed iterations before measuring.
     iterations: u32,
@@ -275,7 +287,7 @@ impl WarmUp {
 
 /// Warms up until steady: at least `rule.warmup` iterations and [`WARMUP_MIN_S`] seconds, then
 /// until the last windows show no downward trend ([`steady`]), for at most [`WARMUP_CAP_S`] (or
-/// the measuring budget, when that is shorter).
+/// the measuring budget, when that is shorter). `warmup` 0 asks for none at all: a cold run.
 fn warm_up(
     rule: &gpufleet_kernels::RunSettings,
     kernel: &mut dyn PreparedKernel,
@@ -289,6 +301,10 @@ fn warm_up(
         ),
         0,
     );
+    if rule.warmup == 0 {
+        // Asked for none: a cold measurement, from the first iteration.
+        return Ok(WarmUp::default());
+    }
     let min_s = WARMUP_MIN_S.min(rule.max_seconds);
     let cap_s = rule.max_seconds.clamp(min_s, WARMUP_CAP_S);
     let start = Instant::now();
@@ -306,8 +322,7 @@ fn warm_up(
                     iterations,
                     seconds: elapsed,
                     capped: true,
-                    trimmed: 0,
-                    trimmed_s: 0.0,
+                    ..WarmUp::default()
                 });
             }
         }
@@ -321,9 +336,7 @@ fn warm_up(
     Ok(WarmUp {
         iterations,
         seconds: start.elapsed().as_secs_f64(),
-        capped: false,
-        trimmed: 0,
-        trimmed_s: 0.0,
+        ..WarmUp::default()
     })
 }
 
@@ -355,7 +368,8 @@ fn measure(
         times.push(kernel.run()?.as_secs_f64());
         let elapsed = start.elapsed().as_secs_f64();
         if enough_samples(rule, &times[skip..], elapsed, &mut checked) {
-            let slow = if rounds < TRIM_ROUNDS {
+            // A cold measurement (warmup 0) keeps its slow start: that is what it asked for.
+            let slow = if rounds < TRIM_ROUNDS && rule.warmup > 0 {
                 slow_start(&times[skip..])
             } else {
                 0

@@ -244,7 +244,7 @@ pub struct RunOverrides {
     pub timeout_s: Option<f64>,
     /// Measure until the 95% confidence interval of the median is within this many percent of
     /// it (after the minimums), or the time budget ends; 0 turns the target off. Overrides the
-    /// suite's; default 1. A result that misses it (or has CV above 10%) is marked noisy.
+    /// suite's; default 1. A result that misses it (or whose robust spread is above 12.5%) is marked noisy.
     #[arg(long, value_name = "PCT", value_parser = parse_target_ci_pct)]
     pub target_ci_pct: Option<f64>,
     /// Time budget of that adaptive loop: seconds of measuring per run, after which the run ends
@@ -397,7 +397,8 @@ pub struct RunArgs {
     /// window is that long). A negative value turns those repeats off.
     #[arg(long, allow_negative_numbers = true)]
     pub power_window_s: Option<f64>,
-    /// Ad-hoc: warm-up iterations.
+    /// Ad-hoc: warm-up iterations at least (warm-up also lasts 0.05 s at least and goes on while the
+    /// iteration times still fall, up to 1 s).
     #[arg(long, default_value_t = RunSettings::DEFAULT.warmup)]
     pub warmup: u32,
     /// Ad-hoc: minimum timed iterations.

@@ -111,7 +111,7 @@ impl Pivot {
         });
         if any_noisy {
             legend.push(format!(
-                "~ noisy: {}; never the best, not a regression baseline",
+                "~ noisy: {}; never the best or a baseline",
                 gpufleet_kernels::noisy_rule()
             ));
         }

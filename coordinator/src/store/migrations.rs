@@ -191,6 +191,62 @@ mod tests {
         assert_eq!(LATEST_VERSION, MIGRATIONS.last().unwrap().version);
     }
 
+    /// Results stored before migration 9 were noisy by their plain CV too; after it, only an
+    /// interval wider than its target keeps them noisy (they carry no robust figures).
+    #[test]
+    fn migration_9_judges_stored_results_by_their_interval_alone() {
+        let mut conn = Connection::open_in_memory().unwrap();
+        let path = Path::new(":memory:");
+        migrate_to(&mut conn, path, 8).unwrap();
+        conn.execute_batch(
+            "INSERT INTO agents (id, name, url, added_at) VALUES (1, 'rig', 'http://x', 0);",
+        )
+        .unwrap();
+        // (run id, cv, interval low/high around a median of 1.0, target, noisy then)
+        let rows = [
+            ("tail", 0.4, 0.995, 1.005, 1.0, 1),
+            ("wide", 0.05, 0.95, 1.05, 1.0, 1),
+            ("no-target", 0.3, 0.9, 1.1, 0.0, 1),
+            ("quiet", 0.02, 0.995, 1.005, 1.0, 0),
+        ];
+        for (run, cv, lo, hi, target, noisy) in rows {
+            conn.execute(
+                "INSERT INTO results (run_id, agent_id, device_id, backend, spec_key, kernel,
+                    variant, params_json, dtype, mode, status, message, median_s, cv, ci_low_s,
+                    ci_high_s, target_ci_pct, noisy, iterations, validation_json, config_json,
+                    fingerprint_json, stderr_tail, started_at, wall_s, created_at)
+                 VALUES (?1, 1, 'cpu:0', 'cpu', 'k', 'copy', 'default', '{}', 'f32',
+                    'compute_only', 'ok', '', 1.0, ?2, ?3, ?4, ?5, ?6, 10, 'null', '{}', '{}', '',
+                    0, 0, 0)",
+                rusqlite::params![run, cv, lo, hi, target, noisy],
+            )
+            .unwrap();
+        }
+        migrate(&mut conn, path).unwrap();
+        let noisy: Vec<(String, bool)> = conn
+            .prepare("SELECT run_id, noisy FROM results ORDER BY id")
+            .unwrap()
+            .query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+            .unwrap()
+            .map(Result::unwrap)
+            .collect();
+        let expected = [
+            ("tail", false),
+            ("wide", true),
+            ("no-target", false),
+            ("quiet", false),
+        ];
+        assert_eq!(
+            noisy,
+            expected.map(|(r, n)| (r.to_string(), n)).to_vec(),
+            "the CV no longer decides"
+        );
+        let robust: Option<f64> = conn
+            .query_row("SELECT robust_cv FROM results LIMIT 1", [], |r| r.get(0))
+            .unwrap();
+        assert_eq!(robust, None, "no robust figures are made up");
+    }
+
     #[test]
     fn migrates_an_empty_database_once() {
         let mut conn = Connection::open_in_memory().unwrap();

@@ -36,7 +36,7 @@ pub struct ServeArgs {
     /// Robust spreads a change must exceed on a noisy baseline.
     #[arg(long, default_value_t = DetectConfig::DEFAULT.k)]
     pub k: f64,
-    /// Let noisy results (CV above 10% or an interval wider than their target) into regression
+    /// Let noisy results (robust spread above 12.5% or an interval wider than their target) into regression
     /// baselines; by default they are left out.
     #[arg(long)]
     pub include_noisy: bool,
