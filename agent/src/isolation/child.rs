@@ -229,6 +229,7 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
                 times_s: times,
                 warmup_done: warm_up.total(),
                 validation,
+                trimmed_iterations: u64::from(warm_up.trimmed),
                 config,
                 power_iterations,
             }

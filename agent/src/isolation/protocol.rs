@@ -57,6 +57,10 @@ pub struct WorkerOutcome {
     /// (a power run); 0 when the timed part was long enough.
     #[serde(default)]
     pub power_iterations: u64,
+    /// First timed iterations found still warming up and dropped from `times_s`: inside the
+    /// kernel window too, so the window's energy is shared over them as well.
+    #[serde(default)]
+    pub trimmed_iterations: u64,
 }
 
 impl WorkerOutcome {
@@ -70,6 +74,7 @@ impl WorkerOutcome {
             validation: None,
             config: BTreeMap::new(),
             power_iterations: 0,
+            trimmed_iterations: 0,
         }
     }
 

@@ -203,12 +203,13 @@ impl AgentCore {
         .await;
         let _ = forward.await;
         watcher.abort();
-        let power_iterations = match &outcome {
+        // Untimed kernel runs inside the window: power repeats, and a slow start dropped as warm-up.
+        let (power_iterations, trimmed_iterations) = match &outcome {
             Ok(parent::WorkerRun {
                 ending: parent::Ending::Finished(o),
                 ..
-            }) => o.power_iterations,
-            _ => 0,
+            }) => (o.power_iterations, o.trimmed_iterations),
+            _ => (0, 0),
         };
         let mut result = match outcome {
             Ok(run) => {
@@ -236,7 +237,7 @@ impl AgentCore {
                 worker_start_ns,
                 begin_ns: result.window_begin_ns,
                 end_ns: result.window_end_ns,
-                iterations: result.times_s.len() as u64 + power_iterations,
+                iterations: result.times_s.len() as u64 + power_iterations + trimmed_iterations,
                 power_iterations,
             };
             let metric = result.metric.as_ref().map_or(0.0, |m| m.value);

@@ -238,7 +238,10 @@ fn noisy_and_peak_suspect_cells_are_marked_and_explained() {
     assert_eq!(fmt_short(123_456.7), "123457");
     assert_eq!(fmt_short(1.23456), "1.235");
     assert_eq!(fmt_short(0.012345), "0.0123");
-    assert!(t.contains("~ noisy: robust or quartile CV above 12.5%"), "{t}");
+    assert!(
+        t.contains("~ noisy: robust or quartile CV above 12.5%"),
+        "{t}"
+    );
     assert!(t.contains("peak?: above 100%"), "{t}");
     let csv = p.render(Format::Csv);
     let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
