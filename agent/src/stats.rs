@@ -61,16 +61,13 @@ impl Summary {
     /// The figures the noise rule judges, with the median's interval `ci_pct` and the run's
     /// target.
     pub fn noise(&self, ci_pct: Option<f64>, target_ci_pct: Option<f64>) -> NoiseFigures {
-        NoiseFigures {
-            robust_cv: Some(self.robust.robust_cv),
-            quartile_cv: gpufleet_kernels::quartile_cv(
-                self.robust.p25,
-                self.robust.p75,
-                self.median,
-            ),
+        NoiseFigures::of(
+            Some(self.robust.robust_cv),
+            Some((self.robust.p25, self.robust.p75)),
+            Some(self.median),
             ci_pct,
             target_ci_pct,
-        }
+        )
     }
 }
 

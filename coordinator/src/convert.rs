@@ -40,6 +40,9 @@ pub fn to_record(
 ) -> ResultRecord {
     let spec = r.spec.clone().unwrap_or_default();
     let stats = r.stats;
+    // Agents before the robust figures send zeros: none then (a quiet run's robust CV can be 0,
+    // but not its quartiles).
+    let robust = stats.filter(|s| s.p75_s > 0.0);
     let metric = r.metric.as_ref();
     let energy = r.energy.as_ref();
     ResultRecord {
@@ -77,13 +80,11 @@ pub fn to_record(
         ci_high_s: stats.and_then(|s| (s.median_ci_high_s > 0.0).then_some(s.median_ci_high_s)),
         target_ci_pct: stats.map(|s| s.target_ci_pct),
         noisy: false,
-        // Agents before the robust figures send zeros: none then (a quiet run's robust CV can
-        // be 0, but not its quartiles).
-        robust_cv: stats.filter(|s| s.p75_s > 0.0).map(|s| s.robust_cv),
-        p25_s: stats.filter(|s| s.p75_s > 0.0).map(|s| s.p25_s),
-        p75_s: stats.filter(|s| s.p75_s > 0.0).map(|s| s.p75_s),
-        upper_fence_s: stats.filter(|s| s.p75_s > 0.0).map(|s| s.upper_fence_s),
-        outliers_high: stats.filter(|s| s.p75_s > 0.0).map(|s| s.outliers_high),
+        robust_cv: robust.map(|s| s.robust_cv),
+        p25_s: robust.map(|s| s.p25_s),
+        p75_s: robust.map(|s| s.p75_s),
+        upper_fence_s: robust.map(|s| s.upper_fence_s),
+        outliers_high: robust.map(|s| s.outliers_high),
         iterations: stats.map(|s| s.count as u64).unwrap_or(0),
         validation: r
             .validation

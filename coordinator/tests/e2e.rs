@@ -432,20 +432,17 @@ fn demo_runs_the_smoke_suite_all_ok() {
     let mut noisy = 0;
     for r in &results {
         let f = |k: &str| r[k].as_f64();
-        let figures = gpufleet_kernels::NoiseFigures {
-            robust_cv: f("robust_cv"),
-            quartile_cv: gpufleet_kernels::quartile_cv(
-                f("p25_s").unwrap(),
-                f("p75_s").unwrap(),
-                f("median_s").unwrap(),
-            ),
-            ci_pct: gpufleet_kernels::ci_pct(
+        let figures = gpufleet_kernels::NoiseFigures::of(
+            f("robust_cv"),
+            Some((f("p25_s").unwrap(), f("p75_s").unwrap())),
+            f("median_s"),
+            gpufleet_kernels::ci_pct(
                 f("ci_low_s").unwrap(),
                 f("ci_high_s").unwrap(),
                 f("median_s").unwrap(),
             ),
-            target_ci_pct: f("target_ci_pct"),
-        };
+            f("target_ci_pct"),
+        );
         assert_eq!(r["noisy"], figures.is_noisy(), "{r}");
         assert!(r["outliers_high"].as_u64().is_some(), "{r}");
         assert!(r["config"]["warmup_iterations"].as_str().is_some(), "{r}");

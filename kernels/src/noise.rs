@@ -109,6 +109,26 @@ pub struct NoiseFigures {
 }
 
 impl NoiseFigures {
+    /// The figures of a result that carries its robust CV, quartiles (`p25`, `p75`) and median:
+    /// the quartile CV is derived here, once, for the agent and the store alike.
+    pub fn of(
+        robust_cv: Option<f64>,
+        quartiles: Option<(f64, f64)>,
+        median: Option<f64>,
+        ci_pct: Option<f64>,
+        target_ci_pct: Option<f64>,
+    ) -> NoiseFigures {
+        NoiseFigures {
+            robust_cv,
+            quartile_cv: match (quartiles, median) {
+                (Some((p25, p75)), Some(m)) => quartile_cv(p25, p75, m),
+                _ => None,
+            },
+            ci_pct,
+            target_ci_pct,
+        }
+    }
+
     /// Why these figures make a result noisy, for people ("robust CV 14.2% > 12.5%"); `None` when
     /// they do not. The first reason found: the interval, then the spreads.
     pub fn reason(&self) -> Option<String> {

@@ -479,14 +479,22 @@ impl ResultRecord {
 
     /// The figures the noise rule judges this result by.
     pub fn noise(&self) -> gpufleet_kernels::NoiseFigures {
-        gpufleet_kernels::NoiseFigures {
-            robust_cv: self.robust_cv,
-            quartile_cv: match (self.p25_s, self.p75_s, self.median_s) {
-                (Some(q1), Some(q3), Some(m)) => gpufleet_kernels::quartile_cv(q1, q3, m),
-                _ => None,
-            },
-            ci_pct: self.ci_pct(),
-            target_ci_pct: self.target_ci_pct,
+        gpufleet_kernels::NoiseFigures::of(
+            self.robust_cv,
+            self.p25_s.zip(self.p75_s),
+            self.median_s,
+            self.ci_pct(),
+            self.target_ci_pct,
+        )
+    }
+
+    /// ` (noisy: why)` after a figure of a noisy result, the rule's reason where its figures
+    /// give one; empty for a quiet result.
+    pub fn noisy_note(&self) -> String {
+        match (self.noisy, self.noise().reason()) {
+            (true, Some(why)) => format!(" (noisy: {why})"),
+            (true, None) => " (noisy)".into(),
+            (false, _) => String::new(),
         }
     }
 

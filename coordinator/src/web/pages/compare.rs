@@ -144,11 +144,7 @@ fn cell_json(p: &Pivot, col: usize, c: &Cell, links: &Links) -> Value {
             .robust_cv
             .map(|v| format!(", robust cv {:.1}%", v * 100.0))
             .unwrap_or_default();
-        let noisy = match (r.noisy, r.noise().reason()) {
-            (true, Some(why)) => format!(" (noisy: {why})"),
-            (true, None) => " (noisy)".into(),
-            (false, _) => String::new(),
-        };
+        let noisy = r.noisy_note();
         format!("cv {cv}{robust}{ci}{noisy}")
     } else {
         format!("{}: {}", r.status, r.message)

@@ -88,11 +88,7 @@ fn robust(rec: &ResultRecord) -> String {
         .robust_cv
         .map(|r| format!("{:.2}%", r * 100.0))
         .unwrap_or("-".into());
-    let noisy = match (rec.noisy, rec.noise().reason()) {
-        (true, Some(why)) => format!(" (noisy: {why})"),
-        (true, None) => " (noisy)".into(),
-        (false, _) => String::new(),
-    };
+    let noisy = rec.noisy_note();
     let outliers = match (rec.outliers_high, rec.upper_fence_s) {
         (Some(n), Some(f)) => format!(" · {n} above the Tukey fence {}", us(Some(f))),
         _ => String::new(),
