@@ -215,18 +215,18 @@ pub fn csv_number(v: Option<f64>) -> String {
 pub fn params_text(params: &BTreeMap<String, i64>, sep: &str) -> String {
     params
         .iter()
-        .map(|(k, v)| format!("{k}={v}"))
+        .map(|(k, v)| format!("{k}={}", gpufleet_kernels::show_param(k, *v)))
         .collect::<Vec<_>>()
         .join(sep)
 }
 
 /// The unit of a metric per watt: throughput per watt (`GFLOP/s/W`), or, for `img/s`, images per
-/// joule, the same quantity under its usual name.
+/// joule (`tok/s`: tokens per joule), the same quantity under its usual name.
 pub fn per_watt_unit(unit: &str) -> String {
-    if unit == "img/s" {
-        "img/J".to_string()
-    } else {
-        format!("{unit}/W")
+    match unit {
+        "img/s" => "img/J".to_string(),
+        "tok/s" => "tok/J".to_string(),
+        _ => format!("{unit}/W"),
     }
 }
 

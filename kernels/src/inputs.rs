@@ -24,6 +24,17 @@ pub(crate) struct ValueSet {
     denom: f32,
 }
 
+impl ValueSet {
+    /// Multiples of `2^-bits` from `lo` to `hi` of them: exact in fp16 while `|lo|, |hi|` ≤ 2048.
+    pub(crate) fn scaled(lo: i32, hi: i32, bits: i32) -> ValueSet {
+        ValueSet {
+            lo,
+            hi,
+            denom: 2f32.powi(bits),
+        }
+    }
+}
+
 /// Multiples of 1/256 in [-1, 1]: matrices, vectors, layer-norm input, beta.
 pub(crate) const UNIT: ValueSet = ValueSet {
     lo: -256,

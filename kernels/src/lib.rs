@@ -30,6 +30,8 @@
 //! - `inputs.rs`: seeded value sets (values exact in fp16) the families draw their inputs from.
 //! - `check/`: [`Validation`]: the harness pieces (`harness.rs`), a whole validation
 //!   ([`Problem::check`], `mod.rs`), and a network's layer by layer (`model.rs`).
+//! - `llm/`: the transformer workloads ([`llm::LlmGraph`]: steps over tensors at fixed offsets,
+//!   seeded weights, the f64 reference of each step and of a whole block in `reference.rs`).
 //! - `model/`: the CNN workloads ([`model::Graph`]: layers, seeded weights with batch norm folded,
 //!   the f64 reference of each layer in `reference.rs`, the networks' layer lists in `nets.rs`).
 //! - `sources.rs`: the device code, embedded: OpenCL C files and the Vulkan SPIR-V table
@@ -58,6 +60,7 @@ pub mod env;
 mod error;
 mod inputs;
 mod json;
+pub mod llm;
 pub mod model;
 mod noise;
 mod problem;
@@ -70,9 +73,9 @@ mod types;
 
 pub use backend::BackendKind;
 pub use catalog::{
-    ConvShape, DebugKernel, ElementwiseKernel, HostKernel, KernelDef, KernelId, ModelKernel,
-    NORM_EPS, ParamDef, Problem, RowKernel, SplitStats, TRIAD_SCALAR, catalog, debug_noise_factor,
-    find_kernel,
+    ConvShape, DebugKernel, ElementwiseKernel, HostKernel, KernelDef, KernelId, LlmKernel,
+    ModelKernel, NORM_EPS, ParamDef, Problem, RowKernel, SplitStats, TRIAD_SCALAR, catalog,
+    debug_noise_factor, find_kernel, show_param,
 };
 pub use check::harness::Validation;
 pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};

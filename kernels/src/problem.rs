@@ -143,6 +143,18 @@ impl Problem {
         }
     }
 
+    /// The graph of steps of a transformer kernel (`llm`, `rope`, `attention`, `swiglu`, `gemv`;
+    /// see [`crate::llm`]), else `None`.
+    pub fn llm_graph(&self) -> Option<crate::llm::LlmGraph> {
+        self.family().llm(self)
+    }
+
+    /// Tokens one iteration processes (prefilled or generated), for `tokens_per_s`; 0 for a kernel
+    /// that does not count tokens.
+    pub fn tokens(&self) -> f64 {
+        self.family().tokens(self)
+    }
+
     /// Floating-point operations per iteration (0 for copy, noop and the latency kernels).
     pub fn flops(&self) -> f64 {
         self.family().flops(self)
@@ -155,6 +167,9 @@ impl Problem {
 
     fn footprint_u128(&self) -> u128 {
         let family = self.family();
+        if let Some(bytes) = family.footprint(self) {
+            return bytes;
+        }
         // The pointer chase's table and output are u32 whatever the dtype.
         let elem = match family.elem() {
             BufferKind::U32 => 4,
@@ -209,6 +224,7 @@ impl Problem {
                 MetricKind::Micros => median_s * 1e6,
                 MetricKind::NsPerHop => median_s * 1e9 / self.fparam("hops"),
                 MetricKind::ImagesPerS => self.fparam("batch") / median_s,
+                MetricKind::TokensPerS => self.tokens() / median_s,
             }
         };
         MetricValue { kind, value }

@@ -81,16 +81,20 @@ pub enum MetricKind {
     NsPerHop,
     /// Inference throughput: images per second (`batch / median_s`).
     ImagesPerS,
+    /// Language-model throughput: tokens per second (prefilled or generated per iteration /
+    /// `median_s`).
+    TokensPerS,
 }
 
 impl MetricKind {
     /// Every metric kind.
-    pub const ALL: [MetricKind; 5] = [
+    pub const ALL: [MetricKind; 6] = [
         MetricKind::Gflops,
         MetricKind::Gbps,
         MetricKind::Micros,
         MetricKind::NsPerHop,
         MetricKind::ImagesPerS,
+        MetricKind::TokensPerS,
     ];
 
     /// Stable machine name (`"gflops"`, `"gbps"`, `"us"`, `"ns_per_hop"`, `"images_per_s"`), stored
@@ -102,6 +106,7 @@ impl MetricKind {
             MetricKind::Micros => "us",
             MetricKind::NsPerHop => "ns_per_hop",
             MetricKind::ImagesPerS => "images_per_s",
+            MetricKind::TokensPerS => "tokens_per_s",
         }
     }
 
@@ -113,6 +118,7 @@ impl MetricKind {
             MetricKind::Micros => "µs",
             MetricKind::NsPerHop => "ns/hop",
             MetricKind::ImagesPerS => "img/s",
+            MetricKind::TokensPerS => "tok/s",
         }
     }
 
@@ -120,7 +126,7 @@ impl MetricKind {
     pub fn higher_is_better(self) -> bool {
         matches!(
             self,
-            MetricKind::Gflops | MetricKind::Gbps | MetricKind::ImagesPerS
+            MetricKind::Gflops | MetricKind::Gbps | MetricKind::ImagesPerS | MetricKind::TokensPerS
         )
     }
 
@@ -147,7 +153,7 @@ impl<'de> Deserialize<'de> for MetricKind {
         let s = String::deserialize(d)?;
         MetricKind::parse(&s).ok_or_else(|| {
             serde::de::Error::custom(format!(
-                "unknown metric kind `{s}` (known: gflops, gbps, us, ns_per_hop, images_per_s)"
+                "unknown metric kind `{s}` (known: gflops, gbps, us, ns_per_hop, images_per_s, tokens_per_s)"
             ))
         })
     }

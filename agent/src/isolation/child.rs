@@ -139,18 +139,23 @@ fn perturbed_inputs(
             model::PERTURB_ENV
         ));
     }
-    if problem.net().is_none() {
+    let llm = problem.llm_graph().filter(|g| g.weights_input.is_some());
+    if problem.net().is_none() && llm.is_none() {
         return Err(format!(
-            "{} applies to the networks and the cnn_* layer kernels, not {}",
+            "{} applies to the networks, the cnn_* layer kernels, llm and gemv, not {}",
             model::PERTURB_ENV,
             problem.kernel.name
         ));
     }
     let mut copy = inputs.to_vec();
-    let Some(Buffer::F32(weights)) = copy.get_mut(1) else {
+    let at = llm.as_ref().and_then(|g| g.weights_input).unwrap_or(1);
+    let Some(Buffer::F32(weights)) = copy.get_mut(at) else {
         return Err("model inputs without a weights buffer".into());
     };
-    problem.graph().perturb(weights, &layer)?;
+    match &llm {
+        Some(g) => gpufleet_kernels::llm::perturb(g, weights, &layer)?,
+        None => problem.graph().perturb(weights, &layer)?,
+    }
     Ok(Some((layer, copy)))
 }
 

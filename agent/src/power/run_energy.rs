@@ -258,6 +258,13 @@ pub fn energy(
                 e.joules_per_unit = e.joules_per_iteration / images as f64;
             }
         }
+        MetricKind::TokensPerS => {
+            e.metric_per_watt_unit = "tok/J".into();
+            e.joules_per_unit_unit = "J/tok".into();
+            if problem.tokens() > 0.0 {
+                e.joules_per_unit = e.joules_per_iteration / problem.tokens();
+            }
+        }
         MetricKind::Micros | MetricKind::NsPerHop => {}
     }
     if !e.metric_per_watt_unit.is_empty() && f.avg_watts > 0.0 {

@@ -71,7 +71,11 @@ pub fn pct_of_peak(
         MetricKind::Gflops if dtype == Dtype::F16 => (p.fp16_flops, &p.fp16_source),
         MetricKind::Gflops => (p.fp32_flops, &p.fp32_source),
         MetricKind::Gbps => (p.memory_bytes_per_s, &p.memory_source),
-        MetricKind::Micros | MetricKind::NsPerHop | MetricKind::ImagesPerS => {
+        // Tokens/s has its roofline from the problem (`token_roofline`).
+        MetricKind::Micros
+        | MetricKind::NsPerHop
+        | MetricKind::ImagesPerS
+        | MetricKind::TokensPerS => {
             return (0.0, String::new());
         }
     };
@@ -79,6 +83,70 @@ pub fn pct_of_peak(
         (value * 1e9 / peak * 100.0, source.clone())
     } else {
         (0.0, String::new())
+    }
+}
+
+/// The roofline fraction of a transformer run (% of peak): decode against the memory bandwidth
+/// (the bytes a pass must read: every weight and the cache, over its time), prefill against the
+/// arithmetic peak of its dtype. Records which bound in `config` (`roofline`,
+/// `achieved_gbps` or `achieved_gflops`).
+fn token_roofline(
+    problem: &gpufleet_kernels::Problem,
+    median_s: f64,
+    device: &DeviceInfo,
+    config: &mut std::collections::HashMap<String, String>,
+) -> (f64, String) {
+    let decode = problem.variant == "decode";
+    let (kind, value, key) = if decode {
+        (
+            MetricKind::Gbps,
+            problem.bytes() / median_s / 1e9,
+            "achieved_gbps",
+        )
+    } else {
+        (
+            MetricKind::Gflops,
+            problem.flops() / median_s / 1e9,
+            "achieved_gflops",
+        )
+    };
+    config.insert(
+        "roofline".into(),
+        if decode {
+            "memory bandwidth"
+        } else {
+            "arithmetic"
+        }
+        .into(),
+    );
+    config.insert(key.into(), format!("{value:.1}"));
+    pct_of_peak(kind, value, problem.dtype, device)
+}
+
+/// Per-token latency of a decode run (each iteration's time over its generated tokens; p50 and
+/// p99 over the iterations) and a prefill's time to first token (the median iteration), in ms.
+fn token_latency(
+    problem: &gpufleet_kernels::Problem,
+    sorted: &[f64],
+    config: &mut std::collections::HashMap<String, String>,
+) {
+    let ms = |v: Option<f64>| v.map_or_else(String::new, |v| format!("{:.4}", v * 1e3));
+    if problem.variant == "decode" {
+        let steps = problem.params.get("gen").copied().unwrap_or(1).max(1) as f64;
+        let per: Vec<f64> = sorted.iter().map(|t| t / steps).collect();
+        config.insert(
+            "token_latency_p50_ms".into(),
+            ms(gpufleet_kernels::percentile(&per, 50.0)),
+        );
+        config.insert(
+            "token_latency_p99_ms".into(),
+            ms(gpufleet_kernels::percentile(&per, 99.0)),
+        );
+    } else {
+        config.insert(
+            "time_to_first_token_ms".into(),
+            ms(gpufleet_kernels::percentile(sorted, 50.0)),
+        );
     }
 }
 
@@ -153,6 +221,11 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                     let m = plan.problem.metric(s.median);
                     (r.pct_of_peak, r.peak_source) =
                         pct_of_peak(m.kind, m.value, plan.problem.dtype, &plan.device);
+                    if m.kind == MetricKind::TokensPerS {
+                        (r.pct_of_peak, r.peak_source) =
+                            token_roofline(&plan.problem, s.median, &plan.device, &mut r.config);
+                        token_latency(&plan.problem, &sorted, &mut r.config);
+                    }
                     r.metric = Some(pb::Metric {
                         kind: m.kind.name().to_string(),
                         unit: m.kind.unit().to_string(),

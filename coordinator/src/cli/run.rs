@@ -40,9 +40,17 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
     };
     let mut params = BTreeMap::new();
     for (k, v) in parse_kv(&args.params, "param")? {
-        let n: i64 = v
-            .parse()
-            .with_context(|| format!("--param {k}={v}: the value must be an integer"))?;
+        // A name (`model=1b`) for a parameter that has names; a number otherwise. An unknown
+        // kernel or parameter is refused when the runs are resolved.
+        let def = find_kernel(kernel).and_then(|d| d.param(&k));
+        let n = match def {
+            Some(d) => d
+                .parse_value(&v)
+                .map_err(|e| anyhow::anyhow!("--param {e}"))?,
+            None => v
+                .parse()
+                .with_context(|| format!("--param {k}={v}: the value must be an integer"))?,
+        };
         params.insert(k, n);
     }
     // The kernel's default variant unless one is named (an unknown kernel keeps "" and is

@@ -186,7 +186,10 @@ fn params_cell(params: &BTreeMap<String, i64>, abbr: Option<&BTreeMap<String, St
     match abbr {
         Some(abbr) => params
             .iter()
-            .map(|(k, v)| format!("{}{v}", abbr.get(k).map_or(k.as_str(), String::as_str)))
+            .map(|(k, v)| {
+                let name = abbr.get(k).map_or(k.as_str(), String::as_str);
+                format!("{name}{}", gpufleet_kernels::show_param(k, *v))
+            })
             .collect::<Vec<_>>()
             .join(" "),
         None if params.is_empty() => "-".to_string(),

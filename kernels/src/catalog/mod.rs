@@ -10,6 +10,7 @@
 //! | one output per input element | `Elementwise(ElementwiseKernel)` | `elementwise.rs` |
 //! | a reduction then a map per row | `Rows(RowKernel)` | `rows.rs` |
 //! | the CNNs and their layers | `Model(ModelKernel)` | `model.rs` (graphs in [`crate::model`]) |
+//! | the transformer and its layers | `Llm(LlmKernel)` | `llm.rs` (graphs in [`crate::llm`]) |
 //! | host memory | `Host(HostKernel)` | `host.rs` |
 //! | misbehaving on purpose | `Debug(DebugKernel)` | `debug.rs` |
 //!
@@ -22,6 +23,7 @@ mod debug;
 mod dense;
 mod elementwise;
 mod host;
+mod llm;
 mod model;
 mod rows;
 
@@ -29,6 +31,7 @@ pub use debug::{DebugKernel, debug_noise_factor};
 pub use dense::ConvShape;
 pub use elementwise::{ElementwiseKernel, TRIAD_SCALAR};
 pub use host::HostKernel;
+pub use llm::LlmKernel;
 pub use model::ModelKernel;
 pub use rows::{NORM_EPS, RowKernel, SplitStats};
 
@@ -55,6 +58,8 @@ pub enum KernelId {
     Rows(RowKernel),
     /// A CNN or one of its layers, run as a graph of layers (see [`ModelKernel`] and `model`).
     Model(ModelKernel),
+    /// A transformer or one of its layers, run as a graph of steps (see [`LlmKernel`] and `llm`).
+    Llm(LlmKernel),
     /// Host memory bandwidth and latency, only on the cpu backend (see [`HostKernel`]).
     Host(HostKernel),
     /// Misbehaves on purpose to exercise isolation and validation (see [`DebugKernel`]).
@@ -74,6 +79,47 @@ pub struct ParamDef {
     pub max: i64,
     /// One-line meaning, shown by `Describe` and the CLI.
     pub doc: &'static str,
+    /// Names of the values `0..names.len()` for a parameter that picks one of a list (`model`:
+    /// `tiny`, `small`, `1b`, `8b`); empty for a number. Specs may give the name or the index;
+    /// spec keys show the name.
+    pub names: &'static [&'static str],
+}
+
+impl ParamDef {
+    /// `text` as this parameter's value: an integer, or one of its [`ParamDef::names`].
+    ///
+    /// # Errors
+    /// Neither, naming the parameter and its names.
+    pub fn parse_value(&self, text: &str) -> Result<i64, String> {
+        if let Ok(v) = text.trim().parse::<i64>() {
+            return Ok(v);
+        }
+        if let Some(i) = self.names.iter().position(|n| *n == text.trim()) {
+            return Ok(i as i64);
+        }
+        if self.names.is_empty() {
+            Err(format!(
+                "{}={}: the value must be an integer",
+                self.name,
+                crate::error::quote(text)
+            ))
+        } else {
+            Err(format!(
+                "{}={}: the value must be one of {} (or its index)",
+                self.name,
+                crate::error::quote(text),
+                self.names.join(", ")
+            ))
+        }
+    }
+
+    /// Value `v` as written in spec keys: its name when the parameter has names.
+    pub fn show(&self, v: i64) -> String {
+        usize::try_from(v)
+            .ok()
+            .and_then(|i| self.names.get(i))
+            .map_or_else(|| v.to_string(), |n| (*n).to_string())
+    }
 }
 
 /// Everything static about one kernel.
@@ -132,6 +178,25 @@ pub(crate) const fn p(
         min,
         max,
         doc,
+        names: &[],
+    }
+}
+
+/// A parameter that picks one of `names` (its values are their indices), `default` the index of
+/// the default.
+pub(crate) const fn named(
+    name: &'static str,
+    default: i64,
+    names: &'static [&'static str],
+    doc: &'static str,
+) -> ParamDef {
+    ParamDef {
+        name,
+        default,
+        min: 0,
+        max: names.len() as i64 - 1,
+        doc,
+        names,
     }
 }
 
@@ -246,7 +311,10 @@ impl Problem {
     pub fn params_string(&self) -> String {
         self.params
             .iter()
-            .map(|(k, v)| format!("{k}={v}"))
+            .map(|(k, v)| match self.kernel.param(k) {
+                Some(d) => format!("{k}={}", d.show(*v)),
+                None => format!("{k}={v}"),
+            })
             .collect::<Vec<_>>()
             .join(",")
     }
@@ -320,6 +388,21 @@ pub(crate) trait Family: Sync {
         None
     }
 
+    /// The graph of steps a transformer kernel runs; `None` for every other family.
+    fn llm(&self, _p: &Problem) -> Option<crate::llm::LlmGraph> {
+        None
+    }
+
+    /// Tokens one iteration processes (the `tokens_per_s` metric); 0 for other families.
+    fn tokens(&self, _p: &Problem) -> f64 {
+        0.0
+    }
+
+    /// Bytes of every buffer on the device, when they are not all of the dtype's size.
+    fn footprint(&self, _p: &Problem) -> Option<u128> {
+        None
+    }
+
     /// Seeded inputs (see `inputs.rs`); every input from [`UNIT`] unless the family says
     /// otherwise.
     fn make_inputs(&self, p: &Problem, seed: u64) -> Vec<Buffer> {
@@ -374,6 +457,7 @@ impl KernelId {
             KernelId::Elementwise(k) => k,
             KernelId::Rows(k) => k,
             KernelId::Model(k) => k,
+            KernelId::Llm(k) => k,
             KernelId::Host(k) => k,
             KernelId::Debug(k) => k,
         }
@@ -389,10 +473,22 @@ static CATALOG: LazyLock<Vec<KernelDef>> = LazyLock::new(|| {
     out.push(dense::CONV2D);
     out.extend(elementwise::ACTIVATIONS.iter().map(|e| e.def.clone()));
     out.extend(model::TABLE.iter().cloned());
+    out.extend(llm::TABLE.iter().cloned());
     out.extend(host::TABLE.iter().cloned());
     out.extend(debug::TABLE.iter().cloned());
     out
 });
+
+/// Value `v` of the parameter called `name` as people write it: its name for a parameter that has
+/// names (`model`: `1b`), else the number. Parameter names with names are the same list in every
+/// kernel that has them, so the kernel need not be known (stored specs, compare tables).
+pub fn show_param(name: &str, v: i64) -> String {
+    CATALOG
+        .iter()
+        .flat_map(|k| k.params)
+        .find(|p| p.name == name && !p.names.is_empty())
+        .map_or_else(|| v.to_string(), |p| p.show(v))
+}
 
 /// Every kernel, debug ones included, in display order.
 pub fn catalog() -> &'static [KernelDef] {
@@ -445,6 +541,7 @@ mod tests {
             .chain(ElementwiseKernel::ALL.map(KernelId::Elementwise))
             .chain(RowKernel::ALL.map(KernelId::Rows))
             .chain(ModelKernel::ALL.map(KernelId::Model))
+            .chain(LlmKernel::ALL.map(KernelId::Llm))
             .chain(HostKernel::ALL.map(KernelId::Host))
             .chain(DebugKernel::ALL.map(KernelId::Debug))
             .collect();

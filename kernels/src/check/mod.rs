@@ -15,6 +15,7 @@
 //! admits GPUs' fast math.
 
 pub(crate) mod harness;
+pub(crate) mod llm;
 pub(crate) mod model;
 
 #[cfg(test)]

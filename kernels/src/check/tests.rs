@@ -20,10 +20,11 @@ fn problem(kernel: &str, params: &[(&str, i64)], dtype: &str) -> Problem {
 /// A small problem of every kernel in the catalog.
 fn small_problems() -> Vec<Problem> {
     let mut out = Vec::new();
-    // The networks and the `cnn_*` layers validate as graphs (their own tests: `model/tests.rs`).
+    // The networks, the `cnn_*` layers and the transformer kernels validate as graphs (their own
+    // tests: `model/tests.rs`, `llm/tests.rs`).
     for k in catalog()
         .iter()
-        .filter(|k| !matches!(k.id, KernelId::Model(_)))
+        .filter(|k| !matches!(k.id, KernelId::Model(_) | KernelId::Llm(_)))
     {
         let params: Vec<(&str, i64)> = match k.name {
             "gemm" => vec![("m", 5), ("n", 7), ("k", 9)],

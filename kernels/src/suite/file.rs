@@ -90,8 +90,40 @@ with_options! {
 
 /// A parameter: one value, or an array zipped with the run's other arrays.
 enum ParamValue {
-    One(i64),
-    Many(Vec<i64>),
+    One(Scalar),
+    Many(Vec<Scalar>),
+}
+
+/// One parameter value as written: a number, or a name for a parameter that has names
+/// (`model = "1b"`).
+#[derive(Clone)]
+enum Scalar {
+    Int(i64),
+    Name(String),
+}
+
+impl<'de> Deserialize<'de> for Scalar {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visitor;
+        impl serde::de::Visitor<'_> for Visitor {
+            type Value = Scalar;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("an integer or a name")
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<Scalar, E> {
+                Ok(Scalar::Int(v))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<Scalar, E> {
+                i64::try_from(v)
+                    .map(Scalar::Int)
+                    .map_err(|_| E::custom(format!("{v} is too large")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<Scalar, E> {
+                Ok(Scalar::Name(v.to_string()))
+            }
+        }
+        d.deserialize_any(Visitor)
+    }
 }
 
 impl<'de> Deserialize<'de> for ParamValue {
@@ -100,22 +132,25 @@ impl<'de> Deserialize<'de> for ParamValue {
         impl<'de> serde::de::Visitor<'de> for Visitor {
             type Value = ParamValue;
             fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("an integer or an array of integers")
+                f.write_str("an integer, a name, or an array of them")
             }
             fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<ParamValue, E> {
-                Ok(ParamValue::One(v))
+                Ok(ParamValue::One(Scalar::Int(v)))
             }
             fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<ParamValue, E> {
                 i64::try_from(v)
-                    .map(ParamValue::One)
+                    .map(|v| ParamValue::One(Scalar::Int(v)))
                     .map_err(|_| E::custom(format!("{v} is too large")))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<ParamValue, E> {
+                Ok(ParamValue::One(Scalar::Name(v.to_string())))
             }
             fn visit_seq<A: serde::de::SeqAccess<'de>>(
                 self,
                 mut seq: A,
             ) -> Result<ParamValue, A::Error> {
                 let mut values = Vec::new();
-                while let Some(v) = seq.next_element::<i64>()? {
+                while let Some(v) = seq.next_element::<Scalar>()? {
                     values.push(v);
                 }
                 Ok(ParamValue::Many(values))
@@ -173,11 +208,29 @@ fn count(ctx: &Ctx, value: Option<&Spanned<i64>>, field: &str) -> Result<Option<
     })
 }
 
-/// Zips array params and broadcasts scalars into one map per point.
+/// Zips array params and broadcasts scalars into one map per point; a name is read as the
+/// value of `kernel`'s parameter that has it.
 fn points(
     ctx: &Ctx,
+    kernel: &str,
     params: &BTreeMap<String, Spanned<ParamValue>>,
 ) -> Result<Vec<BTreeMap<String, i64>>, SuiteError> {
+    let resolve = |name: &str, v: &Scalar, span: &Range<usize>| -> Result<i64, SuiteError> {
+        match v {
+            Scalar::Int(x) => Ok(*x),
+            Scalar::Name(text) => {
+                let def = crate::catalog::find_kernel(kernel).and_then(|k| k.param(name));
+                match def {
+                    Some(d) => d.parse_value(text),
+                    None => Err(format!(
+                        "{name}={}: the value must be an integer",
+                        crate::error::quote(text)
+                    )),
+                }
+                .map_err(|m| ctx.invalid(span, &format!("params.{name}"), m))
+            }
+        }
+    };
     let mut len: Option<(&str, usize)> = None;
     for (name, value) in params {
         if let ParamValue::Many(values) = value.get_ref() {
@@ -206,20 +259,20 @@ fn points(
         }
     }
     let n = len.map_or(1, |(_, n)| n);
-    Ok((0..n)
+    (0..n)
         .map(|i| {
             params
                 .iter()
                 .map(|(name, v)| {
                     let value = match v.get_ref() {
-                        ParamValue::One(x) => *x,
-                        ParamValue::Many(xs) => xs[i],
+                        ParamValue::One(x) => x,
+                        ParamValue::Many(xs) => &xs[i],
                     };
-                    (name.clone(), value)
+                    Ok((name.clone(), resolve(name, value, &v.span())?))
                 })
                 .collect()
         })
-        .collect())
+        .collect()
 }
 
 /// Locates a catalog error on the field it is about.
@@ -328,8 +381,8 @@ fn expand(
     let mut env = defaults.env.clone();
     env.extend(o.env.iter().map(|(k, v)| (k.clone(), v.clone())));
 
-    let points = points(ctx, &doc.params)?;
     let kernel = doc.kernel.get_ref();
+    let points = points(ctx, kernel, &doc.params)?;
     let check_variants = variants.clone().unwrap_or_else(|| vec![String::new()]);
     let mut out = Vec::with_capacity(points.len());
     for params in points {

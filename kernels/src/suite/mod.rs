@@ -16,12 +16,13 @@ use crate::run::{Mode, PartialSettings};
 use crate::types::Dtype;
 
 /// Names of the suites embedded in the crate.
-pub const BUILTIN_SUITES: &[&str] = &["smoke", "standard", "perf", "models"];
+pub const BUILTIN_SUITES: &[&str] = &["smoke", "standard", "perf", "models", "llm"];
 
 const SMOKE: &str = include_str!("../../suites/smoke.toml");
 const STANDARD: &str = include_str!("../../suites/standard.toml");
 const PERF: &str = include_str!("../../suites/perf.toml");
 const MODELS: &str = include_str!("../../suites/models.toml");
+const LLM: &str = include_str!("../../suites/llm.toml");
 
 /// A named, validated list of runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -132,6 +133,7 @@ impl Suite {
         let text = match name {
             "smoke" => SMOKE,
             "standard" => STANDARD,
+            "llm" => LLM,
             "perf" => PERF,
             "models" => MODELS,
             _ => {
@@ -288,7 +290,7 @@ mod tests {
         let e = Suite::resolve("smok").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown suite `smok`: not a builtin suite (smoke, standard, perf, models) and no file at that path"
+            "unknown suite `smok`: not a builtin suite (smoke, standard, perf, models, llm) and no file at that path"
         );
 
         let dir = tempfile::tempdir().unwrap();

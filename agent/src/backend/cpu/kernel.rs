@@ -22,6 +22,8 @@ pub struct CpuKernel {
     conv: Option<ops::conv::ConvShape>,
     /// A network's layers and workspaces (`simple_cnn`, `resnet18`, `mobilenet_v2`).
     model: Option<ops::model::ModelRunner>,
+    /// A transformer's steps and transposed weights (`llm`, `rope`, `attention`, `swiglu`, `gemv`).
+    llm: Option<ops::llm::LlmRunner>,
     /// Launches so far, warm-up included (`debug_noise` draws each one's time from its number).
     calls: u64,
 }
@@ -86,6 +88,10 @@ impl CpuKernel {
         let model = problem
             .net()
             .map(|_| ops::model::ModelRunner::new(problem.graph()));
+        let llm = problem.llm_graph().map(|g| {
+            let x: Vec<&[f32]> = inputs.iter().map(f32s).collect();
+            ops::llm::LlmRunner::new(g, &x)
+        });
         Ok(CpuKernel {
             id: problem.id(),
             variant: problem.variant.clone(),
@@ -101,6 +107,7 @@ impl CpuKernel {
             im2col,
             conv,
             model,
+            llm,
             calls: 0,
         })
     }
@@ -139,6 +146,10 @@ impl CpuKernel {
             KernelId::Model(_) => match self.model.as_mut() {
                 Some(m) => m.run(x[0], x[1], out),
                 None => return Err(unsupported("a model without its graph".into())),
+            },
+            KernelId::Llm(_) => match self.llm.as_ref() {
+                Some(m) => m.run(&x, out),
+                None => return Err(unsupported("a transformer without its graph".into())),
             },
             KernelId::Host(HostKernel::MembwCpu) => out[0] = ops::memory::sum_f64(x[0]) as f32,
             KernelId::Host(HostKernel::MemlatCpu) => {
@@ -266,6 +277,10 @@ impl PreparedKernel for CpuKernel {
             (KernelId::Conv2d, _) => loops,
             (KernelId::Model(_), _) => (
                 "layer by layer: im2col + gemm crate, direct depthwise and pooling",
+                true,
+            ),
+            (KernelId::Llm(_), _) => (
+                "step by step: gemm crate for many-row projections, gpufleet loops for the rest",
                 true,
             ),
             (

@@ -76,6 +76,7 @@ pub fn elementwise(problem: &Problem) -> Result<Elementwise, Unsupported> {
         | KernelId::Conv2d
         | KernelId::Rows(_)
         | KernelId::Model(_)
+        | KernelId::Llm(_)
         | KernelId::Host(_) => return Err(not_elementwise()),
     };
     let switch = DebugKernel::ALL

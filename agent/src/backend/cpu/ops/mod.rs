@@ -75,6 +75,7 @@ macro_rules! fma_dispatch {
 pub mod conv;
 pub mod elementwise;
 pub mod gemm;
+pub mod llm;
 pub mod memory;
 pub mod model;
 pub mod rows;

@@ -133,7 +133,7 @@ pub fn plan(
         KernelId::Rows(k) => plan_rows(problem, k, caps)?,
         KernelId::Model(_) => plan_model(problem, caps)?,
         // Host and crashing kernels were refused above; `elementwise` names any other.
-        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
+        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) | KernelId::Llm(_) => {
             plan_elementwise(problem, caps)?
         }
     };

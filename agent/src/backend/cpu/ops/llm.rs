@@ -1,0 +1,307 @@
+//! Transformer inference on the CPU: an [`LlmGraph`]'s steps in order, each reading and writing
+//! tensors at their offsets in the inputs and the arena, on the rayon pool.
+//!
+//! Projections over many rows (prefill) run through [`gemm_blocked_tiles`] on the weight matrix
+//! transposed once when the run is prepared; over a few rows (decode) each task takes a block of
+//! output features and streams their weight rows once for all the rows (the pass is bound by
+//! reading the weights). Attention runs one task per row and head: the scores over the causal
+//! window of the cache, a softmax, the weighted sum of the values.
+
+use std::collections::HashMap;
+
+use gpufleet_kernels::NORM_EPS;
+use gpufleet_kernels::llm::{Buf, LlmGraph, Op, Ref, Step};
+use rayon::prelude::*;
+
+use super::gemm::gemm_blocked_tiles;
+
+/// Projections with at least this many rows go through the blocked GEMM.
+const GEMM_ROWS: usize = 16;
+/// Output features per decode task.
+const GEMV_BLOCK: usize = 32;
+
+/// A graph ready to run, with the transposed weights of its many-row projections.
+pub struct LlmRunner {
+    graph: LlmGraph,
+    /// `Wᵀ` (`[k][n]`) by the offset of `W` in the weights.
+    transposed: HashMap<usize, Vec<f32>>,
+}
+
+impl std::fmt::Debug for LlmRunner {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LlmRunner")
+            .field("steps", &self.graph.steps.len())
+            .field("transposed", &self.transposed.len())
+            .finish()
+    }
+}
+
+/// The arena shared by a step's tasks: each writes elements no other task writes and no task of
+/// the step reads.
+#[derive(Clone, Copy)]
+struct Shared {
+    ptr: *mut f32,
+    len: usize,
+}
+
+// SAFETY: tasks write disjoint elements (see `Shared`), so sharing the pointer across the pool's
+// threads is sound.
+unsafe impl Send for Shared {}
+unsafe impl Sync for Shared {}
+
+impl Shared {
+    /// `len` elements at `off`.
+    ///
+    /// # Safety
+    /// No live `&mut` overlaps them.
+    unsafe fn read(&self, off: usize, len: usize) -> &[f32] {
+        assert!(off + len <= self.len, "arena read past its end");
+        // SAFETY: in bounds (asserted); the caller guarantees no overlapping `&mut`.
+        unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) }
+    }
+
+    /// `len` elements at `off`, for writing.
+    ///
+    /// # Safety
+    /// Nothing else reads or writes them while the slice lives.
+    #[allow(clippy::mut_from_ref)]
+    unsafe fn write(&self, off: usize, len: usize) -> &mut [f32] {
+        assert!(off + len <= self.len, "arena write past its end");
+        // SAFETY: in bounds (asserted); the caller guarantees exclusive access.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), len) }
+    }
+}
+
+/// Where a step reads from: the inputs or the arena.
+struct Bufs<'a> {
+    inputs: &'a [&'a [f32]],
+    arena: Shared,
+}
+
+impl Bufs<'_> {
+    /// `len` elements at `r`.
+    ///
+    /// # Safety
+    /// For the arena: no task of the running step writes them (the graph never has a step read its
+    /// own output).
+    unsafe fn get(&self, r: Ref, len: usize) -> &[f32] {
+        match r.buf {
+            Buf::Input(i) => &self.inputs[i][r.off..r.off + len],
+            // SAFETY: the caller's guarantee.
+            Buf::Arena => unsafe { self.arena.read(r.off, len) },
+        }
+    }
+}
+
+/// `Σ a·b` with eight partial sums (vectorizes).
+fn dot(a: &[f32], b: &[f32]) -> f32 {
+    let mut acc = [0f32; 8];
+    let (ca, cb) = (a.chunks_exact(8), b.chunks_exact(8));
+    let (ra, rb) = (ca.remainder(), cb.remainder());
+    for (x, y) in ca.zip(cb) {
+        for i in 0..8 {
+            acc[i] += x[i] * y[i];
+        }
+    }
+    let tail: f32 = ra.iter().zip(rb).map(|(x, y)| x * y).sum();
+    acc.iter().sum::<f32>() + tail
+}
+
+impl LlmRunner {
+    /// Prepares `graph`: transposes the weights of its projections over [`GEMM_ROWS`] rows or more
+    /// (`weights` as the backend got them).
+    pub fn new(graph: LlmGraph, inputs: &[&[f32]]) -> LlmRunner {
+        let mut transposed = HashMap::new();
+        if let Some(wi) = graph.weights_input {
+            for s in &graph.steps {
+                if let Op::Linear { k, n, w } = s.op
+                    && s.rows.rows >= GEMM_ROWS
+                    && !transposed.contains_key(&w)
+                {
+                    let src = &inputs[wi][w..w + k * n];
+                    let mut t = vec![0f32; k * n];
+                    t.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
+                        for (j, v) in row.iter_mut().enumerate() {
+                            *v = src[j * k + i];
+                        }
+                    });
+                    transposed.insert(w, t);
+                }
+            }
+        }
+        LlmRunner { graph, transposed }
+    }
+
+    /// Runs every step on `inputs`, writing the arena.
+    ///
+    /// # Panics
+    /// If the buffers do not have the graph's lengths (the backend checks them first).
+    pub fn run(&self, inputs: &[&[f32]], arena: &mut [f32]) {
+        assert_eq!(arena.len(), self.graph.arena_len, "arena length");
+        let bufs = Bufs {
+            inputs,
+            arena: Shared {
+                ptr: arena.as_mut_ptr(),
+                len: arena.len(),
+            },
+        };
+        let weights = self.graph.weights_input.map_or(&[][..], |i| inputs[i]);
+        for step in &self.graph.steps {
+            // SAFETY: a step's output never overlaps what it reads (the graph's layout), and each
+            // task below writes its own rows (or heads) of the output.
+            unsafe { self.step(step, &bufs, weights) };
+        }
+    }
+
+    /// # Safety
+    /// See `run`.
+    unsafe fn step(&self, s: &Step, b: &Bufs<'_>, weights: &[f32]) {
+        let rows = s.rows.rows;
+        let out = b.arena;
+        let out_off = s.out.off;
+        // SAFETY (all arms): row `r`'s output elements are written by task `r` alone; inputs are
+        // other regions (see `run`).
+        match s.op {
+            Op::Embed {
+                dim,
+                vocab,
+                table,
+                tok_stride,
+            } => (0..rows).into_par_iter().for_each(|r| {
+                let t = unsafe { b.get(s.x.at(r * tok_stride), 1) };
+                let tok = t[0];
+                let tok = (tok.max(0.0) as usize).min(vocab - 1);
+                let o = unsafe { out.write(out_off + r * dim, dim) };
+                o.copy_from_slice(&weights[table + tok * dim..][..dim]);
+            }),
+            Op::RmsNorm {
+                dim,
+                gamma,
+                in_stride,
+            } => (0..rows).into_par_iter().for_each(|r| {
+                let x = unsafe { b.get(s.x.at(r * in_stride), dim) };
+                let ms = dot(x, x) / dim as f32;
+                let rstd = 1.0 / (ms + NORM_EPS as f32).sqrt();
+                let o = unsafe { out.write(out_off + r * dim, dim) };
+                for ((y, v), g) in o.iter_mut().zip(x).zip(&weights[gamma..gamma + dim]) {
+                    *y = v * rstd * g;
+                }
+            }),
+            Op::Linear { k, n, w } => {
+                let x = unsafe { b.get(s.x, rows * k) };
+                if let Some(t) = self.transposed.get(&w).filter(|_| rows >= GEMM_ROWS) {
+                    let o = unsafe { out.write(out_off, rows * n) };
+                    gemm_blocked_tiles(x, t, o, rows, n, k);
+                } else {
+                    let wm = &weights[w..w + k * n];
+                    (0..n.div_ceil(GEMV_BLOCK)).into_par_iter().for_each(|blk| {
+                        let j0 = blk * GEMV_BLOCK;
+                        for j in j0..(j0 + GEMV_BLOCK).min(n) {
+                            let wr = &wm[j * k..(j + 1) * k];
+                            for r in 0..rows {
+                                let v = dot(&x[r * k..(r + 1) * k], wr);
+                                let o = unsafe { out.write(out_off + r * n + j, 1) };
+                                o[0] = v;
+                            }
+                        }
+                    });
+                }
+            }
+            Op::Rope {
+                heads,
+                table,
+                positions,
+                cache,
+            } => {
+                let (q, kv, hd) = (heads.q_dim(), heads.kv_dim(), heads.head_dim);
+                let half = hd / 2;
+                let in_w = q + 2 * kv;
+                let tab = unsafe { b.get(table, 2 * positions * half) };
+                (0..rows).into_par_iter().for_each(|r| {
+                    let (seq, pos) = s.rows.of(r);
+                    let x = unsafe { b.get(s.x.at(r * in_w), in_w) };
+                    let (cos, sin) = (
+                        &tab[pos * half..][..half],
+                        &tab[(positions + pos) * half..][..half],
+                    );
+                    let turn = |src: &[f32], dst: &mut [f32]| {
+                        for (hs, hd_out) in src.chunks_exact(hd).zip(dst.chunks_exact_mut(hd)) {
+                            for i in 0..half {
+                                let (a, bb) = (hs[i], hs[i + half]);
+                                hd_out[i] = a * cos[i] - bb * sin[i];
+                                hd_out[i + half] = bb * cos[i] + a * sin[i];
+                            }
+                        }
+                    };
+                    turn(&x[..q], unsafe { out.write(out_off + r * q, q) });
+                    let at = cache.index(seq, pos, kv);
+                    let kdst = unsafe { write_ref(b, cache.k.at(at), kv) };
+                    turn(&x[q..q + kv], kdst);
+                    let vdst = unsafe { write_ref(b, cache.v.at(at), kv) };
+                    vdst.copy_from_slice(&x[q + kv..]);
+                });
+            }
+            Op::Attention { heads, cache } => {
+                let (q, kv, hd) = (heads.q_dim(), heads.kv_dim(), heads.head_dim);
+                let scale = heads.scale() as f32;
+                (0..rows * heads.heads).into_par_iter().for_each(|task| {
+                    let (r, h) = (task / heads.heads, task % heads.heads);
+                    let (seq, pos) = s.rows.of(r);
+                    let g = heads.kv_head(h);
+                    let qv = unsafe { b.get(s.x.at(r * q + h * hd), hd) };
+                    let key = |t: usize| unsafe {
+                        b.get(cache.k.at(cache.index(seq, t, kv) + g * hd), hd)
+                    };
+                    let val = |t: usize| unsafe {
+                        b.get(cache.v.at(cache.index(seq, t, kv) + g * hd), hd)
+                    };
+                    let mut p: Vec<f32> = (0..=pos).map(|t| dot(qv, key(t)) * scale).collect();
+                    let max = p.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+                    let mut sum = 0f32;
+                    for v in &mut p {
+                        *v = (*v - max).exp();
+                        sum += *v;
+                    }
+                    let o = unsafe { out.write(out_off + r * q + h * hd, hd) };
+                    o.fill(0.0);
+                    for (t, pt) in p.iter().enumerate() {
+                        let w = pt / sum;
+                        for (y, v) in o.iter_mut().zip(val(t)) {
+                            *y += w * v;
+                        }
+                    }
+                });
+            }
+            Op::SwiGlu { ffn } => (0..rows).into_par_iter().for_each(|r| {
+                let x = unsafe { b.get(s.x.at(r * 2 * ffn), 2 * ffn) };
+                let o = unsafe { out.write(out_off + r * ffn, ffn) };
+                for ((y, g), u) in o.iter_mut().zip(&x[..ffn]).zip(&x[ffn..]) {
+                    *y = g / (1.0 + (-g).exp()) * u;
+                }
+            }),
+            Op::Add { dim, other } => (0..rows).into_par_iter().for_each(|r| {
+                let a = unsafe { b.get(s.x.at(r * dim), dim) };
+                let c = unsafe { b.get(other.at(r * dim), dim) };
+                let o = unsafe { out.write(out_off + r * dim, dim) };
+                for ((y, u), v) in o.iter_mut().zip(a).zip(c) {
+                    *y = u + v;
+                }
+            }),
+            Op::Copy { len } => {
+                let x = unsafe { b.get(s.x, len) };
+                unsafe { out.write(out_off, len) }.copy_from_slice(x);
+            }
+        }
+    }
+}
+
+/// `len` arena elements at `r` for writing (a step's second output, the KV cache).
+///
+/// # Safety
+/// As [`Shared::write`]; `r` must be in the arena.
+#[allow(clippy::mut_from_ref)]
+unsafe fn write_ref<'a>(b: &'a Bufs<'_>, r: Ref, len: usize) -> &'a mut [f32] {
+    debug_assert_eq!(r.buf, Buf::Arena, "a step writes only the arena");
+    // SAFETY: the caller's guarantee.
+    unsafe { b.arena.write(r.off, len) }
+}

@@ -1,0 +1,373 @@
+//! The transformer kernels: `llm` (a Llama-shaped model's prefill or decode) and its layers one at
+//! a time (`rope`, `attention`, `swiglu`, `gemv`), all run as an [`LlmGraph`] of steps (see
+//! [`crate::llm`]) and validated step by step (`check/llm.rs`). This module holds their catalog
+//! entries, the graph of each problem and its sizes.
+
+use super::{CPU_ONLY, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, named, p};
+use crate::check::harness::Validation;
+use crate::check::llm::check_llm;
+use crate::inputs::{UNIT, ValueSet, WIDE, fill, rng_for};
+use crate::llm::{
+    Heads, LayerKind, LlmGraph, LlmModel, MODEL_NAMES, ModelSizes, Phase, layer_graph, model_graph,
+    model_inputs, model_sizes, rope_table, weight_scale_bits,
+};
+use crate::types::{Buffer, Dtype, MetricKind};
+
+/// The kernels that run a graph of transformer steps.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LlmKernel {
+    /// `llm`: a Llama-shaped model's prefill (variant `prefill`) or decode (`decode`).
+    Llm,
+    /// `rope`: rotary position embedding of the queries and keys, keys and values into the cache.
+    Rope,
+    /// `attention`: causal grouped-query attention over a KV cache.
+    Attention,
+    /// `swiglu`: `silu(gate) · up`.
+    SwiGlu,
+    /// `gemv`: rows × a `[n][k]` weight matrix (f32 or f16 weights), the decode projections.
+    Gemv,
+}
+
+const F32_F16: &[Dtype] = &[Dtype::F32, Dtype::F16];
+
+const LLM_PARAMS: &[ParamDef] = &[
+    named(
+        "model",
+        0,
+        MODEL_NAMES,
+        "model shape: tiny, small, 1b (Llama-3.2-1B), 8b (Llama-3-8B)",
+    ),
+    p("batch", 1, 1, 256, "sequences"),
+    p("prompt", 512, 1, 8192, "prefill: tokens per sequence"),
+    p(
+        "context",
+        0,
+        0,
+        32768,
+        "positions already in the KV cache (seeded) before the timed work",
+    ),
+    p("gen", 128, 1, 4096, "decode: tokens generated per sequence"),
+];
+
+const HEAD_PARAMS: [ParamDef; 6] = [
+    p("batch", 1, 1, 256, "sequences"),
+    p(
+        "tokens",
+        512,
+        1,
+        8192,
+        "new positions (queries) per sequence",
+    ),
+    p("context", 0, 0, 32768, "positions before them"),
+    p("heads", 32, 1, 256, "query heads"),
+    p("kv_heads", 8, 1, 256, "key/value heads (divides heads)"),
+    p("head_dim", 64, 2, 512, "width of a head (even)"),
+];
+
+/// Every transformer kernel, in display order.
+pub(super) static TABLE: [KernelDef; 5] = [
+    KernelDef {
+        id: KernelId::Llm(LlmKernel::Llm),
+        name: "llm",
+        description: "Llama-style decoder inference (RMSNorm, fused QKV, RoPE, grouped-query \
+                      attention over a KV cache, SwiGLU MLP, tied or own LM head), seeded weights \
+                      stored f32 or f16 with f32 accumulation; prefill: prompt tokens per sequence \
+                      in one pass; decode: gen tokens one pass each; validated step by step",
+        variants: &["prefill", "decode"],
+        default_variant: "decode",
+        params: LLM_PARAMS,
+        dtypes: F32_F16,
+        metric: MetricKind::TokensPerS,
+        host_only: false,
+        debug: false,
+        backends: CPU_ONLY,
+    },
+    KernelDef {
+        id: KernelId::Llm(LlmKernel::Rope),
+        name: "rope",
+        description: "rotary position embedding (rotate-half pairs, f64 table) of the queries and \
+                      keys of [q | k | v] rows; queries out, keys and values into a KV cache",
+        variants: &["default"],
+        default_variant: "default",
+        params: &HEAD_PARAMS,
+        dtypes: F32_ONLY,
+        metric: MetricKind::Gbps,
+        host_only: false,
+        debug: false,
+        backends: CPU_ONLY,
+    },
+    KernelDef {
+        id: KernelId::Llm(LlmKernel::Attention),
+        name: "attention",
+        description: "causal grouped-query attention of batch×tokens queries over a KV cache of \
+                      context+tokens positions; prefill: tiled over keys; decode: split along the \
+                      sequence and merged",
+        variants: &["prefill", "decode"],
+        default_variant: "prefill",
+        params: &HEAD_PARAMS,
+        dtypes: F32_ONLY,
+        metric: MetricKind::Gflops,
+        host_only: false,
+        debug: false,
+        backends: CPU_ONLY,
+    },
+    KernelDef {
+        id: KernelId::Llm(LlmKernel::SwiGlu),
+        name: "swiglu",
+        description: "SwiGLU of [gate | up] rows: silu(gate) · up",
+        variants: &["default"],
+        default_variant: "default",
+        params: &[
+            p("rows", 512, 1, 65536, "rows (tokens)"),
+            p("ffn", 8192, 1, 65536, "hidden width"),
+        ],
+        dtypes: F32_ONLY,
+        metric: MetricKind::Gbps,
+        host_only: false,
+        debug: false,
+        backends: CPU_ONLY,
+    },
+    KernelDef {
+        id: KernelId::Llm(LlmKernel::Gemv),
+        name: "gemv",
+        description: "rows × a [n][k] weight matrix (PyTorch's Linear without bias), f32 \
+                      activations, f32 or f16 weights, f32 accumulation: the decode projections",
+        variants: &["default"],
+        default_variant: "default",
+        params: &[
+            p("batch", 1, 1, 4096, "rows of the input (tokens)"),
+            p("k", 2048, 1, 65536, "input width"),
+            p("n", 8192, 1, 262_144, "output width"),
+        ],
+        dtypes: F32_F16,
+        metric: MetricKind::Gbps,
+        host_only: false,
+        debug: false,
+        backends: CPU_ONLY,
+    },
+];
+
+impl LlmKernel {
+    /// Every transformer kernel.
+    pub const ALL: [LlmKernel; 5] = [
+        LlmKernel::Llm,
+        LlmKernel::Rope,
+        LlmKernel::Attention,
+        LlmKernel::SwiGlu,
+        LlmKernel::Gemv,
+    ];
+
+    fn heads(p: &Problem) -> Heads {
+        Heads {
+            heads: p.uparam("heads"),
+            kv_heads: p.uparam("kv_heads"),
+            head_dim: p.uparam("head_dim"),
+        }
+    }
+
+    fn phase(p: &Problem) -> Phase {
+        if p.variant == "prefill" {
+            Phase::Prefill {
+                prompt: p.uparam("prompt"),
+            }
+        } else {
+            Phase::Decode {
+                steps: p.uparam("gen"),
+            }
+        }
+    }
+
+    /// The model of an `llm` problem.
+    fn model(p: &Problem) -> LlmModel {
+        LlmModel::from_index(p.param("model")).unwrap_or(LlmModel::Tiny)
+    }
+
+    /// An `llm` problem's sizes, without building its graph.
+    fn sizes(self, p: &Problem) -> ModelSizes {
+        model_sizes(
+            Self::model(p),
+            Self::phase(p),
+            p.uparam("batch"),
+            p.uparam("context"),
+        )
+    }
+
+    /// The graph `p` runs.
+    pub(crate) fn graph(self, p: &Problem) -> LlmGraph {
+        let u = |n: &str| p.uparam(n);
+        match self {
+            LlmKernel::Llm => model_graph(Self::model(p), Self::phase(p), u("batch"), u("context")),
+            LlmKernel::Rope => layer_graph(LayerKind::Rope {
+                batch: u("batch"),
+                tokens: u("tokens"),
+                context: u("context"),
+                heads: Self::heads(p),
+            }),
+            LlmKernel::Attention => layer_graph(LayerKind::Attention {
+                batch: u("batch"),
+                tokens: u("tokens"),
+                context: u("context"),
+                heads: Self::heads(p),
+            }),
+            LlmKernel::SwiGlu => layer_graph(LayerKind::SwiGlu {
+                rows: u("rows"),
+                ffn: u("ffn"),
+            }),
+            LlmKernel::Gemv => layer_graph(LayerKind::Gemv {
+                rows: u("batch"),
+                k: u("k"),
+                n: u("n"),
+            }),
+        }
+    }
+
+    /// Sizes in u128 without building the graph (for footprints of absurd parameters).
+    fn lens(self, p: &Problem) -> (Vec<u128>, u128) {
+        let w = |n: &str| p.wparam(n);
+        match self {
+            LlmKernel::Llm => {
+                let s = self.sizes(p);
+                (s.inputs, s.arena)
+            }
+            LlmKernel::Rope | LlmKernel::Attention => {
+                let (batch, tokens, cap) = (w("batch"), w("tokens"), w("context") + w("tokens"));
+                let (q, kv) = (w("heads") * w("head_dim"), w("kv_heads") * w("head_dim"));
+                let rows = batch * tokens;
+                if self == LlmKernel::Rope {
+                    (
+                        vec![rows * (q + 2 * kv), cap * w("head_dim")],
+                        rows * q + 2 * batch * cap * kv,
+                    )
+                } else {
+                    (vec![rows * q, batch * cap * kv, batch * cap * kv], rows * q)
+                }
+            }
+            LlmKernel::SwiGlu => (vec![w("rows") * 2 * w("ffn")], w("rows") * w("ffn")),
+            LlmKernel::Gemv => (
+                vec![w("batch") * w("k"), w("k") * w("n")],
+                w("batch") * w("n"),
+            ),
+        }
+    }
+}
+
+impl Family for LlmKernel {
+    fn check_params(&self, p: &Problem) -> Result<(), String> {
+        match self {
+            LlmKernel::Rope | LlmKernel::Attention => {
+                let (h, kvh, hd) = (p.param("heads"), p.param("kv_heads"), p.param("head_dim"));
+                if h % kvh != 0 {
+                    return Err(format!(
+                        "kv_heads={kvh} must divide heads={h} (each key/value head serves heads/kv_heads queries)"
+                    ));
+                }
+                if hd % 2 != 0 {
+                    return Err(format!("head_dim={hd} must be even (RoPE turns pairs)"));
+                }
+                Ok(())
+            }
+            LlmKernel::Llm | LlmKernel::SwiGlu | LlmKernel::Gemv => Ok(()),
+        }
+    }
+
+    fn flops(&self, p: &Problem) -> f64 {
+        match self {
+            LlmKernel::Llm => self.sizes(p).flops,
+            _ => self.graph(p).flops,
+        }
+    }
+
+    fn bytes(&self, p: &Problem) -> f64 {
+        let (all, weights) = match self {
+            LlmKernel::Llm => {
+                let s = self.sizes(p);
+                (s.bytes_f32, s.weight_bytes_f32)
+            }
+            _ => {
+                let g = self.graph(p);
+                (g.bytes_f32, g.weight_bytes_f32)
+            }
+        };
+        all - weights * (1.0 - p.dtype.size_bytes() as f64 / 4.0)
+    }
+
+    fn input_lens(&self, p: &Problem) -> Vec<u128> {
+        self.lens(p).0
+    }
+
+    fn output_len(&self, p: &Problem) -> u128 {
+        self.lens(p).1
+    }
+
+    /// f32 buffers but the weights, stored in the dtype.
+    fn footprint(&self, p: &Problem) -> Option<u128> {
+        let (inputs, arena) = self.lens(p);
+        let weights = match self {
+            LlmKernel::Llm | LlmKernel::Gemv => Some(1),
+            _ => None,
+        };
+        let bytes = inputs
+            .iter()
+            .enumerate()
+            .map(|(i, &n)| {
+                n * if Some(i) == weights {
+                    p.dtype.size_bytes() as u128
+                } else {
+                    4
+                }
+            })
+            .sum::<u128>();
+        Some(bytes + 4 * arena)
+    }
+
+    fn llm(&self, p: &Problem) -> Option<LlmGraph> {
+        Some(self.graph(p))
+    }
+
+    fn tokens(&self, p: &Problem) -> f64 {
+        match (self, Self::phase(p)) {
+            (LlmKernel::Llm, Phase::Prefill { prompt }) => (p.uparam("batch") * prompt) as f64,
+            (LlmKernel::Llm, Phase::Decode { steps }) => (p.uparam("batch") * steps) as f64,
+            _ => 0.0,
+        }
+    }
+
+    fn make_inputs(&self, p: &Problem, seed: u64) -> Vec<Buffer> {
+        let g = self.graph(p);
+        let f = |set: ValueSet, i: usize| fill(set, g.input_lens[i], &mut rng_for(seed, i));
+        let bufs = match self {
+            LlmKernel::Llm => model_inputs(&g, seed),
+            LlmKernel::Rope => {
+                let hd = p.uparam("head_dim");
+                let cap = p.uparam("context") + p.uparam("tokens");
+                vec![f(UNIT, 0), rope_table(cap, hd, 10_000.0)]
+            }
+            LlmKernel::Attention => vec![f(UNIT, 0), f(UNIT, 1), f(UNIT, 2)],
+            LlmKernel::SwiGlu => vec![f(WIDE, 0)],
+            LlmKernel::Gemv => {
+                let bits = weight_scale_bits(p.uparam("k"), 1.0);
+                vec![f(UNIT, 0), f(ValueSet::scaled(-256, 256, bits), 1)]
+            }
+        };
+        bufs.into_iter().map(Buffer::F32).collect()
+    }
+
+    fn validate(&self, p: &Problem, inputs: &[Buffer], output: &Buffer) -> Option<Validation> {
+        let f32s: Vec<&[f32]> = inputs.iter().filter_map(Buffer::as_f32).collect();
+        let arena = output.as_f32()?;
+        Some(check_llm(&self.graph(p), &f32s, arena))
+    }
+
+    fn visit(&self, p: &Problem, _x: &[&[f32]], _f: Visit<'_>) -> Result<bool, String> {
+        Err(format!(
+            "{} validates step by step, not element by element",
+            p.kernel.name
+        ))
+    }
+
+    #[cfg(test)]
+    fn reference(&self, p: &Problem, inputs: &[Buffer]) -> Buffer {
+        let f32s: Vec<&[f32]> = inputs.iter().filter_map(Buffer::as_f32).collect();
+        Buffer::F32(crate::check::llm::reference_arena(&self.graph(p), &f32s))
+    }
+}

@@ -1,0 +1,96 @@
+use super::*;
+use crate::check::llm::{check_llm, reference_arena};
+
+fn graph_inputs(g: &LlmGraph) -> Vec<Vec<f32>> {
+    model_inputs(g, 7)
+}
+
+#[test]
+fn shapes_match_the_published_models() {
+    let b1 = LlmModel::B1.config();
+    assert_eq!(b1.head_dim, 64);
+    // Llama-3.2-1B: 1.236 billion parameters with the tied embedding.
+    assert_eq!(b1.weights_len(), 1_235_814_400);
+    let b8 = LlmModel::B8.config();
+    // Llama-3-8B: 8.03 billion.
+    assert_eq!(b8.weights_len(), 8_030_261_248);
+    assert_eq!(LlmModel::from_index(2), Some(LlmModel::B1));
+    assert_eq!(LlmModel::from_index(4), None);
+}
+
+#[test]
+fn sizes_agree_with_the_layout() {
+    for model in [LlmModel::Tiny, LlmModel::Small] {
+        for phase in [
+            Phase::Prefill { prompt: 5 },
+            Phase::Decode { steps: 4 },
+            Phase::Decode { steps: 1 },
+        ] {
+            for (batch, context) in [(1, 0), (3, 2)] {
+                let g = model_graph(model, phase, batch, context);
+                let s = model_sizes(model, phase, batch, context);
+                assert_eq!(
+                    s.arena, g.arena_len as u128,
+                    "{model:?} {phase:?} {batch} {context}"
+                );
+                assert_eq!(s.inputs.len(), 4);
+            }
+        }
+    }
+}
+
+#[test]
+fn a_perfect_arena_passes_and_a_perturbed_weight_is_named() {
+    let g = model_graph(LlmModel::Tiny, Phase::Decode { steps: 3 }, 2, 4);
+    let inputs = graph_inputs(&g);
+    let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+    let arena = reference_arena(&g, &refs);
+    let v = check_llm(&g, &refs, &arena);
+    assert!(v.passed, "{}", v.message);
+    assert!(v.worst_ratio < 0.5, "{}", v.message);
+
+    let mut bad = inputs.clone();
+    perturb(&g, &mut bad[1], "layers.3.feed_forward.w2").unwrap();
+    let bad_refs: Vec<&[f32]> = bad.iter().map(Vec::as_slice).collect();
+    let arena = reference_arena(&g, &bad_refs);
+    let v = check_llm(&g, &refs, &arena);
+    assert!(!v.passed);
+    assert!(
+        v.message.contains("layers.3.feed_forward.w2"),
+        "{}",
+        v.message
+    );
+    assert!(v.message.contains("pass 0"), "{}", v.message);
+}
+
+#[test]
+fn a_middle_block_is_caught_as_a_whole() {
+    let g = model_graph(LlmModel::Tiny, Phase::Prefill { prompt: 6 }, 1, 2);
+    let inputs = graph_inputs(&g);
+    let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
+    let mut bad = inputs.clone();
+    perturb(&g, &mut bad[1], "layers.1.attention.wqkv").unwrap();
+    let bad_refs: Vec<&[f32]> = bad.iter().map(Vec::as_slice).collect();
+    let arena = reference_arena(&g, &bad_refs);
+    let v = check_llm(&g, &refs, &arena);
+    assert!(!v.passed);
+    assert!(v.message.contains("block `layers.1`"), "{}", v.message);
+}
+
+#[test]
+fn an_unknown_layer_to_perturb_lists_some_that_exist() {
+    let g = model_graph(LlmModel::Tiny, Phase::Decode { steps: 1 }, 1, 0);
+    let mut w = vec![0f32; g.input_lens[1]];
+    let e = perturb(&g, &mut w, "layers.9.nope").unwrap_err();
+    assert!(e.contains("layers.0.attention_norm"), "{e}");
+}
+
+#[test]
+fn rope_table_turns_pairs_by_position() {
+    let t = rope_table(3, 4, 10_000.0);
+    // cos then sin, [3][2] each; position 0 does not turn.
+    assert_eq!(&t[0..2], &[1.0, 1.0]);
+    assert_eq!(&t[6..8], &[0.0, 0.0]);
+    assert!((f64::from(t[2]) - 1f64.cos()).abs() < 1e-7);
+    assert!((f64::from(t[8]) - 1f64.sin()).abs() < 1e-7);
+}

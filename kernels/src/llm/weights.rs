@@ -1,0 +1,90 @@
+//! A model's seeded inputs: the weights, the token ids, the RoPE table and the KV-cache prefix.
+//!
+//! Weights are drawn like every other input (`inputs.rs`): integers `k` in `[-256, 256]` over a
+//! power of two, so each is exact in fp16 and f16 storage computes on the same numbers as f32. A
+//! projection with fan-in `K` takes `2^-s` with `256·2^-s` near `1/√K` (He-like uniform); the
+//! projections that end a residual branch (`wo`, `w2`) are `1/√(2·blocks)` smaller, as GPT-2
+//! initialises them, so the residual stream keeps its scale through the blocks. The norms' gains
+//! are in [0.5, 1.5]; the embedding in [-1, 1].
+
+use rand::RngCore;
+
+use super::{Config, LlmGraph};
+use crate::inputs::{GAMMA, UNIT, ValueSet, fill, rng_for};
+
+/// Scale exponent `s` of a projection with fan-in `fan_in` whose bound is divided by `shrink`:
+/// values are `k·2^-s`, `|k| ≤ 256`.
+pub fn weight_scale_bits(fan_in: usize, shrink: f64) -> i32 {
+    let bound = 1.0 / ((fan_in as f64).sqrt() * shrink);
+    (256.0 / bound).log2().round() as i32
+}
+
+/// The weights of `c` (see the module doc), `c.weights_len()` elements.
+pub fn model_weights(c: &Config, seed: u64) -> Vec<f32> {
+    let mut rng = rng_for(seed, 1);
+    let mut w = Vec::with_capacity(c.weights_len());
+    let shrink = (2.0 * c.blocks as f64).sqrt();
+    let proj = |fan_in: usize, shrink: f64| {
+        let s = weight_scale_bits(fan_in, shrink);
+        ValueSet::scaled(-256, 256, s)
+    };
+    let d = c.dim;
+    for _ in 0..c.blocks {
+        let parts = [
+            (GAMMA, d),
+            (proj(d, 1.0), c.qkv_dim() * d),
+            (proj(c.q_dim(), shrink), d * c.q_dim()),
+            (GAMMA, d),
+            (proj(d, 1.0), 2 * c.ffn * d),
+            (proj(c.ffn, shrink), d * c.ffn),
+        ];
+        for (set, len) in parts {
+            w.extend(fill(set, len, &mut rng));
+        }
+    }
+    w.extend(fill(GAMMA, d, &mut rng));
+    w.extend(fill(UNIT, c.vocab * d, &mut rng));
+    if !c.tied {
+        w.extend(fill(proj(d, 1.0), c.vocab * d, &mut rng));
+    }
+    debug_assert_eq!(w.len(), c.weights_len());
+    w
+}
+
+/// The RoPE table of `positions` positions for heads of `head_dim` with base `theta`: `cos` then
+/// `sin`, each `[positions][head_dim/2]`, pair `i` turning by `pos · theta^(-2i/head_dim)`
+/// (computed in f64, rounded once).
+pub fn rope_table(positions: usize, head_dim: usize, theta: f64) -> Vec<f32> {
+    let half = head_dim / 2;
+    let mut t = vec![0f32; 2 * positions * half];
+    let (cos, sin) = t.split_at_mut(positions * half);
+    for p in 0..positions {
+        for i in 0..half {
+            let freq = theta.powf(-2.0 * i as f64 / head_dim as f64);
+            let a = p as f64 * freq;
+            cos[p * half + i] = a.cos() as f32;
+            sin[p * half + i] = a.sin() as f32;
+        }
+    }
+    t
+}
+
+/// `n` token ids below `vocab`, as f32 (exact).
+pub fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<f32> {
+    let mut rng = rng_for(seed, 0);
+    (0..n)
+        .map(|_| ((rng.next_u64() >> 11) % vocab as u64) as f32)
+        .collect()
+}
+
+/// The inputs of a model graph: token ids, weights, the RoPE table and the cache prefix.
+pub fn model_inputs(g: &LlmGraph, seed: u64) -> Vec<Vec<f32>> {
+    let c = &g.config;
+    let positions = g.input_lens[2] / c.head_dim.max(2);
+    vec![
+        tokens(g.input_lens[0], c.vocab, seed),
+        model_weights(c, seed),
+        rope_table(positions, c.head_dim, c.rope_theta),
+        fill(UNIT, g.input_lens[3], &mut rng_for(seed, 3)),
+    ]
+}
