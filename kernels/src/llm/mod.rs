@@ -26,10 +26,12 @@
 //! the same work on the same data.
 
 mod build;
+mod layers;
 mod reference;
 mod weights;
 
-pub use build::{LayerKind, ModelSizes, Phase, layer_graph, model_graph, model_sizes};
+pub use build::{ModelSizes, Phase, model_graph, model_sizes};
+pub use layers::{LayerKind, layer_graph};
 pub use reference::{Tensors, block_row, check_width, output_index, step_element};
 pub use weights::{model_inputs, model_weights, rope_table, tokens, weight_scale_bits};
 
