@@ -39,7 +39,9 @@ fn label(job: &PlannedJob) -> String {
     let params: Vec<String> = {
         let mut p: Vec<_> = job.spec.params.iter().collect();
         p.sort();
-        p.into_iter().map(|(k, v)| format!("{k}={v}")).collect()
+        p.into_iter()
+            .map(|(k, v)| format!("{k}={}", gpufleet_kernels::show_param(k, *v)))
+            .collect()
     };
     format!(
         "{}/{} {} on {}:{}",

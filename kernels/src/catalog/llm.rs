@@ -3,7 +3,8 @@
 //! [`crate::llm`]) and validated step by step (`check/llm.rs`). This module holds their catalog
 //! entries, the graph of each problem and its sizes.
 
-use super::{CPU_ONLY, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, named, p};
+use super::{F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, named, p};
+use crate::backend::BackendKind;
 use crate::check::harness::Validation;
 use crate::check::llm::check_llm;
 use crate::inputs::{UNIT, ValueSet, WIDE, fill, rng_for};
@@ -29,6 +30,8 @@ pub enum LlmKernel {
 }
 
 const F32_F16: &[Dtype] = &[Dtype::F32, Dtype::F16];
+/// The backends that implement the transformer kernels so far.
+pub(crate) const LLM_BACKENDS: &[BackendKind] = &[BackendKind::Cpu, BackendKind::OpenCl];
 
 const LLM_PARAMS: &[ParamDef] = &[
     named(
@@ -80,7 +83,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
         metric: MetricKind::TokensPerS,
         host_only: false,
         debug: false,
-        backends: CPU_ONLY,
+        backends: LLM_BACKENDS,
     },
     KernelDef {
         id: KernelId::Llm(LlmKernel::Rope),
@@ -94,7 +97,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
         metric: MetricKind::Gbps,
         host_only: false,
         debug: false,
-        backends: CPU_ONLY,
+        backends: LLM_BACKENDS,
     },
     KernelDef {
         id: KernelId::Llm(LlmKernel::Attention),
@@ -109,7 +112,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
         metric: MetricKind::Gflops,
         host_only: false,
         debug: false,
-        backends: CPU_ONLY,
+        backends: LLM_BACKENDS,
     },
     KernelDef {
         id: KernelId::Llm(LlmKernel::SwiGlu),
@@ -125,7 +128,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
         metric: MetricKind::Gbps,
         host_only: false,
         debug: false,
-        backends: CPU_ONLY,
+        backends: LLM_BACKENDS,
     },
     KernelDef {
         id: KernelId::Llm(LlmKernel::Gemv),
@@ -143,7 +146,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
         metric: MetricKind::Gbps,
         host_only: false,
         debug: false,
-        backends: CPU_ONLY,
+        backends: LLM_BACKENDS,
     },
 ];
 

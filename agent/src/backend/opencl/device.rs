@@ -194,6 +194,7 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
                 vendor,
                 compute_units: units,
                 preferred_multiple: preferred.max(1),
+                cpu: device_type == "cpu",
             };
             let fingerprint = format!("{pname}|{pversion}|{name}|{driver}|{}", info.id);
             found.push(Found {

@@ -105,7 +105,12 @@ impl Bound {
             inputs.push(b);
         }
         let output_bytes = problem.output_len() * plan.output_storage.size();
-        let output = ffi::buffer(ctx, output_bytes)?;
+        let mut output = ffi::buffer(ctx, output_bytes)?;
+        // A transformer's arena has regions no step writes (a cache's unused positions): zeros,
+        // not whatever the allocation held, for validation's NaN scan.
+        if matches!(problem.id(), gpufleet_kernels::KernelId::Llm(_)) {
+            ffi::write(&queue, &mut output, &vec![0u8; output_bytes], true)?;
+        }
         let scratch = plan
             .scratch_bytes
             .iter()

@@ -11,6 +11,7 @@
 
 mod args;
 mod gemm;
+mod llm;
 #[cfg(test)]
 mod tests;
 mod tuning;
@@ -78,8 +79,12 @@ pub fn plan(
         KernelId::Conv2d => plan_conv_direct(problem, caps),
         KernelId::Rows(k) => plan_rows(problem, k, caps),
         KernelId::Model(_) => plan_model(problem, caps),
+        KernelId::Llm(_) => match problem.llm_graph() {
+            Some(g) => llm::plan_llm(problem, &g, caps),
+            None => Err(Unsupported(format!("{} has no graph", problem.kernel.name))),
+        },
         // Host and crashing kernels were refused above; `elementwise` names any other.
-        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) | KernelId::Llm(_) => {
+        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
             plan_elementwise(problem, caps)
         }
     }

@@ -13,6 +13,7 @@ fn caps(max_wg: usize, local: u64, c: (u32, u32), multiple: usize) -> DeviceCaps
         vendor: "test".into(),
         compute_units: 8,
         preferred_multiple: multiple,
+        cpu: multiple == 8,
     }
 }
 

@@ -17,6 +17,9 @@ pub struct DeviceCaps {
     pub compute_units: u32,
     /// Preferred work-group size multiple (warp/wavefront width), 1 if unknown.
     pub preferred_multiple: usize,
+    /// The device is a CPU (PoCL): work-items of a group run one after another between barriers,
+    /// so kernels that reduce across a group through barriers are slow there.
+    pub cpu: bool,
 }
 
 /// How a buffer is stored on the device (f16: IEEE half, converted on the
