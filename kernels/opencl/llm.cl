@@ -1,5 +1,5 @@
 /* The transformer's steps (kernels/src/llm): one kernel per step kind, every tensor a buffer and
- * an element offset (int arguments), in the order agent/src/backend/opencl/plan/llm.rs passes them.
+ * an element offset (int arguments; the weights' offsets are long, past 2^31 for the 8b shape), in the order agent/src/backend/opencl/plan/llm.rs passes them.
  * OpenCL C 1.1: fp16 weights (-D W_HALF) are read with vload_half, which needs no cl_khr_fp16;
  * all arithmetic is f32.
  *
@@ -15,14 +15,16 @@
 #ifdef W_HALF
 #define WTYPE half
 #define LOADW(p, i) vload_half((i), (p))
+#define LOADW4(p, i) vload_half4((i), (p))
 #else
 #define WTYPE float
 #define LOADW(p, i) ((p)[(i)])
+#define LOADW4(p, i) vload4((i), (p))
 #endif
 
 /* out[r][d] = table[tok(r)][d], tok(r) = tokens[tok_off + r*tok_stride] clamped into the table. */
 __kernel void llm_embed(__global const float *tokens, __global const WTYPE *w, __global float *out,
-                        int tok_off, int tok_stride, int table_off, int out_off, int rows, int dim,
+                        int tok_off, int tok_stride, long table_off, int out_off, int rows, int dim,
                         int vocab)
 {
     int total = rows * dim;
@@ -30,7 +32,7 @@ __kernel void llm_embed(__global const float *tokens, __global const WTYPE *w, _
         int r = i / dim, d = i % dim;
         float t = tokens[tok_off + r * tok_stride];
         int tok = (int)clamp(t, 0.0f, (float)(vocab - 1));
-        out[out_off + i] = LOADW(w, (size_t)table_off + (size_t)tok * dim + d);
+        out[out_off + i] = LOADW(w, table_off + (long)tok * dim + d);
     }
 }
 
@@ -54,7 +56,7 @@ static float group_sum(float v, __local float *scratch, int wg)
 /* One group per row: out[r] = x[r] / rms(x[r]) * gamma, row r of x at x_off + r*in_stride. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 llm_rmsnorm(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
-            int in_stride, int g_off, int out_off, int rows, int dim, float eps)
+            int in_stride, long g_off, int out_off, int rows, int dim, float eps)
 {
     __local float scratch[WG];
     int lid = get_local_id(0);
@@ -74,17 +76,25 @@ llm_rmsnorm(__global const float *x, __global const WTYPE *w, __global float *ou
  * work-items splitting the k-long weight row, which is read once for ROWS rows at a time. */
 __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1))) void
 llm_gemv(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
-         int w_off, int out_off, int rows, int k, int n)
+         long w_off, int out_off, int rows, int k, int n)
 {
     __local float scratch[GEMV_WG];
     int lid = get_local_id(0);
     for (int j = get_group_id(0); j < n; j += get_num_groups(0)) {
-        __global const WTYPE *wr = w + w_off + (size_t)j * k;
+        __global const WTYPE *wr = w + w_off + (long)j * k;
         for (int r0 = 0; r0 < rows; r0 += ROWS) {
             float acc[ROWS];
             for (int q = 0; q < ROWS; q++)
                 acc[q] = 0.0f;
-            for (int i = lid; i < k; i += GEMV_WG) {
+            /* Four weights a load (8 or 16 bytes), then the rest one by one. */
+            int k4 = k / 4;
+            for (int i4 = lid; i4 < k4; i4 += GEMV_WG) {
+                float4 wv = LOADW4(wr, i4);
+                for (int q = 0; q < ROWS; q++)
+                    if (r0 + q < rows)
+                        acc[q] += dot(wv, vload4(i4, x + x_off + (r0 + q) * k));
+            }
+            for (int i = 4 * k4 + lid; i < k; i += GEMV_WG) {
                 float wv = LOADW(wr, i);
                 for (int q = 0; q < ROWS; q++)
                     if (r0 + q < rows)
@@ -101,10 +111,10 @@ llm_gemv(__global const float *x, __global const WTYPE *w, __global float *out, 
 
 /* Few rows on a CPU device: a work-item per output feature, its whole dot products, no barrier. */
 __kernel void llm_gemv_rows(__global const float *x, __global const WTYPE *w, __global float *out,
-                            int x_off, int w_off, int out_off, int rows, int k, int n)
+                            int x_off, long w_off, int out_off, int rows, int k, int n)
 {
     for (int j = get_global_id(0); j < n; j += get_global_size(0)) {
-        __global const WTYPE *wr = w + w_off + (size_t)j * k;
+        __global const WTYPE *wr = w + w_off + (long)j * k;
         for (int r = 0; r < rows; r++) {
             __global const float *xr = x + x_off + r * k;
             float a0 = 0.0f, a1 = 0.0f, a2 = 0.0f, a3 = 0.0f;
@@ -128,7 +138,7 @@ __kernel void llm_gemv_rows(__global const float *x, __global const WTYPE *w, __
 #define KT 16
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void
 llm_matmul(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
-           int w_off, int out_off, int rows, int k, int n)
+           long w_off, int out_off, int rows, int k, int n)
 {
     __local float xs[KT][MT + 1];
     __local float ws[KT][MT + 1];
@@ -146,7 +156,7 @@ llm_matmul(__global const float *x, __global const WTYPE *w, __global float *out
             int gk = k0 + kk;
             int gr = r0 + row, gj = j0 + row;
             xs[kk][row] = (gr < rows && gk < k) ? x[x_off + (size_t)gr * k + gk] : 0.0f;
-            ws[kk][row] = (gj < n && gk < k) ? LOADW(w, (size_t)w_off + (size_t)gj * k + gk) : 0.0f;
+            ws[kk][row] = (gj < n && gk < k) ? LOADW(w, w_off + (long)gj * k + gk) : 0.0f;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
         for (int kk = 0; kk < KT; kk++) {

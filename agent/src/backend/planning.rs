@@ -101,6 +101,9 @@ pub enum Arg {
     /// Scratch buffer `i` of the plan's `scratch_bytes`.
     Scratch(usize),
     Int(i32),
+    /// A 64-bit offset (`long` in OpenCL C, `long long` in HIP): the transformer's weight offsets,
+    /// which pass 2^31 elements for the 8b shape.
+    Long(i64),
     Float(f32),
 }
 

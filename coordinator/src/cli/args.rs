@@ -96,6 +96,8 @@ pub enum Command {
     /// offsets), weights.f32 and images.f32 (little-endian f32, exactly what an agent runs for
     /// this kernel, batch and seed) and reference_logits.f64 (the f64 reference network's logits
     /// for every image). bench/models_vs_torch.py builds the same network in PyTorch from them.
+    /// For `llm`: model.json (shape, every tensor's offset), weights.f32 or weights.f16 and
+    /// tokens.i32 (bench/llm_vs_torch.py).
     ExportModel(ExportModelArgs),
     /// List campaigns with their job and result counts.
     Campaigns {
@@ -448,8 +450,17 @@ pub struct ResultScope {
 
 #[derive(Debug, Args)]
 pub struct ExportModelArgs {
-    /// The network: simple_cnn, resnet18 or mobilenet_v2.
+    /// The network: simple_cnn, resnet18 or mobilenet_v2; or `llm` (the transformer of `--model`).
     pub kernel: String,
+    /// `llm` only: the model shape (tiny, small, 1b, 8b).
+    #[arg(long, default_value = "tiny")]
+    pub model: String,
+    /// `llm` only: how the weights are written, f32 or f16 (weights.f32 or weights.f16).
+    #[arg(long, default_value = "f32")]
+    pub dtype: String,
+    /// `llm` only: token ids written per sequence (tokens.i32, `--batch` sequences).
+    #[arg(long, default_value_t = 512)]
+    pub tokens: usize,
     /// Images per batch.
     #[arg(long, default_value_t = 1)]
     pub batch: i64,

@@ -15,6 +15,9 @@ use super::args::ExportModelArgs;
 /// # Errors
 /// A kernel that is not a network, a batch out of range, or a file that cannot be written.
 pub fn export_model(args: &ExportModelArgs) -> anyhow::Result<()> {
+    if args.kernel == "llm" {
+        return export_llm(args);
+    }
     let params = BTreeMap::from([("batch".to_string(), args.batch)]);
     let problem = Problem::new(&args.kernel, "", &params, "f32", false)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
@@ -106,6 +109,87 @@ pub fn export_model(args: &ExportModelArgs) -> anyhow::Result<()> {
         .flat_map(|v| v.to_le_bytes())
         .collect();
     write("reference_logits.f64", logits)?;
+    println!("{}", out.display());
+    Ok(())
+}
+
+/// `export-model llm`: model.json, the weights (f32 or f16, little-endian) and `batch × tokens`
+/// token ids (i32), as an agent generates them for this model and seed.
+///
+/// # Errors
+/// An unknown model or dtype, or a file that cannot be written.
+fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
+    use gpufleet_kernels::llm::{LlmModel, MODEL_NAMES, model_weights, tokens};
+    let Some(model) = MODEL_NAMES
+        .iter()
+        .position(|n| *n == args.model)
+        .and_then(|i| LlmModel::from_index(i as i64))
+    else {
+        bail!(
+            "--model {}: one of {}",
+            gpufleet_kernels::quote(&args.model),
+            MODEL_NAMES.join(", ")
+        );
+    };
+    let half = match args.dtype.as_str() {
+        "f32" => false,
+        "f16" => true,
+        other => bail!("--dtype {}: f32 or f16", gpufleet_kernels::quote(other)),
+    };
+    let batch = usize::try_from(args.batch).unwrap_or(0).max(1);
+    let c = model.config();
+    eprintln!(
+        "{}: {} weights ({}), {} × {} tokens, seed {}",
+        model.name(),
+        c.weights_len(),
+        args.dtype,
+        batch,
+        args.tokens,
+        args.seed
+    );
+    let weights = model_weights(&c, args.seed);
+    let ids = tokens(batch * args.tokens, c.vocab, args.seed);
+    let blocks: Vec<_> = (0..c.blocks)
+        .map(|b| {
+            let w = c.block_weights(b);
+            json!({"attention_norm": w.attn_norm, "wqkv": w.wqkv, "wo": w.wo,
+                   "ffn_norm": w.ffn_norm, "w_gate_up": w.w_gate_up, "w2": w.w_down})
+        })
+        .collect();
+    let file = if half { "weights.f16" } else { "weights.f32" };
+    let doc = json!({
+        "model": model.name(), "seed": args.seed, "dtype": args.dtype,
+        "dim": c.dim, "blocks": c.blocks, "heads": c.heads, "kv_heads": c.kv_heads,
+        "head_dim": c.head_dim, "ffn": c.ffn, "vocab": c.vocab, "tied": c.tied,
+        "rope_theta": c.rope_theta, "norm_eps": gpufleet_kernels::NORM_EPS,
+        "weights_len": c.weights_len(), "layers": blocks, "norm": c.final_norm(),
+        "tok_embeddings": c.embedding(), "output": c.lm_head(),
+        "batch": batch, "tokens": args.tokens,
+        "files": {
+            file: "the weights buffer, little-endian; each projection [out][in] (PyTorch's Linear)",
+            "tokens.i32": "batch × tokens token ids, little-endian i32",
+        },
+    });
+    let out = &args.out;
+    std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+    let write = |name: &str, bytes: Vec<u8>| -> anyhow::Result<()> {
+        let path: &Path = &out.join(name);
+        std::fs::write(path, bytes).with_context(|| format!("writing {}", path.display()))
+    };
+    write("model.json", serde_json::to_vec_pretty(&doc)?)?;
+    let bytes: Vec<u8> = if half {
+        weights
+            .iter()
+            .flat_map(|v| half::f16::from_f32(*v).to_le_bytes())
+            .collect()
+    } else {
+        weights.iter().flat_map(|v| v.to_le_bytes()).collect()
+    };
+    write(file, bytes)?;
+    write(
+        "tokens.i32",
+        ids.iter().flat_map(|v| (*v as i32).to_le_bytes()).collect(),
+    )?;
     println!("{}", out.display());
     Ok(())
 }

@@ -479,6 +479,7 @@ pub struct Function(sys::hipFunction_t);
 pub enum ArgValue {
     Ptr(*mut c_void),
     Int(i32),
+    Long(i64),
     Float(f32),
 }
 
@@ -500,6 +501,7 @@ pub fn launch(
         .map(|a| match a {
             ArgValue::Ptr(p) => p as *mut *mut c_void as *mut c_void,
             ArgValue::Int(v) => v as *mut i32 as *mut c_void,
+            ArgValue::Long(v) => v as *mut i64 as *mut c_void,
             ArgValue::Float(v) => v as *mut f32 as *mut c_void,
         })
         .collect();

@@ -61,6 +61,7 @@ fn resolve(
                         .device_ptr(),
                 ),
                 Arg::Int(v) => ArgValue::Int(*v),
+                Arg::Long(v) => ArgValue::Long(*v),
                 Arg::Float(v) => ArgValue::Float(*v),
             })
         })

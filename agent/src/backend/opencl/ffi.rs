@@ -104,6 +104,7 @@ pub fn read(
 pub enum ArgValue<'a> {
     Mem(&'a Buffer<u8>),
     Int(i32),
+    Long(i64),
     Float(f32),
     Local(usize),
 }
@@ -122,6 +123,7 @@ pub fn set_args(kernel: &Kernel, name: &str, args: &[ArgValue]) -> Result<(), Ba
             match a {
                 ArgValue::Mem(b) => kernel.set_arg(i, &b.get()),
                 ArgValue::Int(v) => kernel.set_arg(i, v),
+                ArgValue::Long(v) => kernel.set_arg(i, v),
                 ArgValue::Float(v) => kernel.set_arg(i, v),
                 ArgValue::Local(bytes) => kernel.set_arg_local_buffer(i, *bytes),
             }

@@ -128,6 +128,7 @@ impl Bound {
                     Arg::Output => ArgValue::Mem(&output),
                     Arg::Scratch(i) => ArgValue::Mem(&scratch[*i]),
                     Arg::Int(v) => ArgValue::Int(*v),
+                    Arg::Long(v) => ArgValue::Long(*v),
                     Arg::Float(v) => ArgValue::Float(*v),
                 })
                 .collect();

@@ -1,7 +1,8 @@
 //! A transformer graph on OpenCL (`llm`, `rope`, `attention`, `swiglu`, `gemv`): one launch per
 //! step of the [`LlmGraph`], in order, from `kernels/opencl/llm.cl`. Every tensor is its buffer
 //! (an input or the output, the arena) and an element offset; offsets and sizes are `int`
-//! arguments, refused above `i32::MAX` (the `8b` weights, for now).
+//! arguments, refused above `i32::MAX`, but the weights' offsets, which are `long` (the `8b`
+//! shape's weights pass 2^31 elements).
 //!
 //! - On a GPU, projections over [`MATMUL_ROWS`] rows or more run `llm_matmul` (64×64 tiles of
 //!   rows × features), fewer rows (decode) `llm_gemv`, a group per output feature reading its
@@ -50,6 +51,8 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
     let int = |what: &str, v: usize| -> Result<Arg, Unsupported> {
         bounded(problem, what, v, i32::MAX, INT_ARG).map(Arg::Int)
     };
+    // Weight offsets are `long`: the 8b shape's pass 2^31 elements.
+    let long = |v: usize| Arg::Long(v as i64);
     let tensor = |r: Ref, what: &str| -> Result<(Arg, Arg), Unsupported> {
         let buf = match r.buf {
             Buf::Input(i) => Arg::Input(i),
@@ -110,7 +113,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
                     out,
                     x_off,
                     int("token stride", tok_stride)?,
-                    int("embedding offset", table)?,
+                    long(table),
                     out_off,
                     int("rows", rows)?,
                     int("dim", dim)?,
@@ -131,7 +134,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
                     out,
                     x_off,
                     int("row stride", in_stride)?,
-                    int("gain offset", gamma)?,
+                    long(gamma),
                     out_off,
                     int("rows", rows)?,
                     int("dim", dim)?,
@@ -139,7 +142,6 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
                 ],
             ),
             Op::Linear { k, n, w: w_off } => {
-                int("weights", k * n + w_off)?;
                 int("input", rows * k + s.x.off)?;
                 int("output", rows * n + s.out.off)?;
                 let args = vec![
@@ -147,7 +149,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
                     w,
                     out,
                     x_off,
-                    int("weight offset", w_off)?,
+                    long(w_off),
                     out_off,
                     int("rows", rows)?,
                     int("k", k)?,

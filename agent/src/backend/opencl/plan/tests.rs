@@ -91,7 +91,9 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
 #[test]
 fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
     let listed = supported();
-    for (k, (_, variants, dtypes)) in catalog_entries(&listed) {
+    for (k, (_, variants, dtypes)) in
+        catalog_entries(&listed, gpufleet_kernels::BackendKind::OpenCl)
+    {
         assert_eq!(variants.as_slice(), k.variants, "{}", k.name);
         let names: Vec<&str> = k.dtypes.iter().map(|d| d.name()).collect();
         assert_eq!(dtypes, &names, "{}", k.name);
@@ -394,4 +396,50 @@ fn im2col_chunks_the_batch_and_refuses_int_overflow() {
     let err = plan(&problem("conv2d", "im2col", &huge, "f32"), gpu, None).unwrap_err();
     assert!(err.0.contains("exceeds the largest OpenCL int"), "{err}");
     assert!(plan(&problem("conv2d", "direct", &huge, "f32"), gpu, None).is_ok());
+}
+
+/// A transformer on a GPU: tiled projections for prefill's rows, gemv for decode's; on a CPU device
+/// (PoCL) every projection is `llm_gemv_rows`; f16 stores the weights alone as half; the 8b
+/// weights' offsets pass as `long`.
+#[test]
+fn transformer_plans_pick_their_projection_kernels() {
+    let (gpu, cpu) = (&devices()[0], &devices()[1]);
+    let count = |plan: &Plan, k: &str| plan.launches.iter().filter(|l| l.kernel == k).count();
+    let prefill = problem("llm", "prefill", &[("prompt", 32)], "f32");
+    let g = prefill.llm_graph().unwrap();
+    let plan = plan(&prefill, gpu, None).unwrap();
+    assert_eq!(plan.launches.len(), g.steps.len());
+    // 4 blocks × 4 projections over 32 rows; the LM head over the last row of each sequence.
+    assert_eq!(count(&plan, "llm_matmul"), 16);
+    assert_eq!(count(&plan, "llm_gemv"), 1);
+    check_plan(&prefill, &plan, gpu);
+    let on_cpu = super::plan(&prefill, cpu, None).unwrap();
+    assert_eq!(count(&on_cpu, "llm_gemv_rows"), 17);
+
+    let decode = problem("llm", "decode", &[("gen", 3)], "f16");
+    let plan = plan_of(&decode, gpu);
+    assert_eq!(count(&plan, "llm_matmul"), 0);
+    assert_eq!(count(&plan, "llm_gemv"), 3 * 17);
+    assert_eq!(plan.input_storage[1], Storage::F16);
+    assert_eq!(plan.input_storage[0], Storage::F32);
+    assert_eq!(define(&plan, "W_HALF").as_deref(), Some(""));
+    assert_eq!(define(&plan, "HEAD_DIM").as_deref(), Some("32"));
+
+    let big = problem("llm", "decode", &[("model", 3), ("gen", 1)], "f16");
+    let plan = plan_of(&big, gpu);
+    let head = plan
+        .launches
+        .iter()
+        .rev()
+        .find(|l| l.kernel == "llm_gemv")
+        .unwrap();
+    // The LM head of the untied 8b sits past 2^31 elements of the weights.
+    let Arg::Long(off) = head.args[4] else {
+        panic!("the weight offset is a long: {:?}", head.args[4])
+    };
+    assert!(off > i64::from(i32::MAX));
+}
+
+fn plan_of(p: &Problem, caps: &DeviceCaps) -> Plan {
+    super::plan(p, caps, None).unwrap()
 }

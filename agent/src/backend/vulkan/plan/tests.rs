@@ -272,7 +272,9 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &VkCaps) {
 fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
     for caps in devices() {
         let listed = supported(&caps);
-        for (k, (_, variants, dtypes)) in catalog_entries(&listed) {
+        for (k, (_, variants, dtypes)) in
+            catalog_entries(&listed, gpufleet_kernels::BackendKind::Vulkan)
+        {
             let f16 = caps.shader_float16 && caps.storage_buffer_16bit;
             let mut expected = k.variants.to_vec();
             if !f16 {

@@ -1,0 +1,227 @@
+#!/usr/bin/env python3
+"""gpufleet's transformer (`llm`: prefill and decode of a Llama-shaped model) versus PyTorch on the
+same host, in the same run, with the same weights (issue 31).
+
+For each model and dtype, `gpufleet export-model llm` writes the seeded weights an agent generates
+and token ids. This script builds the same network in PyTorch from them (F.linear per projection,
+rotate-half RoPE, grouped-query attention through F.scaled_dot_product_attention over a static KV
+cache, SwiGLU, RMSNorm), checks its logits against the same network in float64 (so both sides
+compute the same function), then times, on the GPU (CUDA events; TF32 off for f32) and on the CPU:
+
+  - prefill: `prompt` tokens per sequence in one forward (pp512), tokens/s;
+  - decode: `gen` tokens one forward each from an empty cache (tg128), eager, tokens/s;
+
+and ours through a real agent (worker process, device timing, every checked step validated against
+f64) on each backend. Ours' decode roofline is its achieved bandwidth (bytes a pass must read, over
+its time) over our own `copy` kernel's bandwidth on the same device, measured in the same run.
+
+Usage (on the GPU host, release binaries in BIN_DIR):
+  python3 bench/llm_vs_torch.py --bin-dir .dev --backend opencl --models tiny small 1b --out llm.md
+"""
+import argparse, datetime, json, math, os, statistics, subprocess, sys, tempfile, time
+
+from benchlib import cpu_model, device_of, emit, local_agent, ours, val
+
+
+def ratio(a, b):
+    """a/b to two places, or "-" when either is missing."""
+    return f"{a / b:.2f}" if b and a == a and b == b else "-"
+
+
+def export(bin_dir, model, dtype, batch, tokens, out):
+    subprocess.run([os.path.join(bin_dir, "gpufleet"), "export-model", "llm", "--model", model, "--dtype", dtype,
+                    "--batch", str(batch), "--tokens", str(tokens), "--out", out], check=True,
+                   capture_output=True, text=True)
+    with open(os.path.join(out, "model.json")) as f:
+        return json.load(f)
+
+
+class TorchLlm:
+    """The exported model in PyTorch: weights on DEVICE in DTYPE (a torch dtype)."""
+
+    def __init__(self, m, out_dir, device, dtype):
+        import numpy as np
+        import torch
+        raw = np.fromfile(os.path.join(out_dir, f"weights.{m['dtype']}"), dtype="<f2" if m["dtype"] == "f16" else "<f4")
+        w = torch.from_numpy(raw).to(device)
+        d, hd, h, kvh, ffn, v = m["dim"], m["head_dim"], m["heads"], m["kv_heads"], m["ffn"], m["vocab"]
+        take = lambda off, *shape: w[off:off + math.prod(shape)].reshape(*shape).to(dtype).contiguous()  # noqa: E731
+        self.m, self.device, self.dtype = m, device, dtype
+        self.layers = [dict(an=take(l["attention_norm"], d), wqkv=take(l["wqkv"], (h + 2 * kvh) * hd, d),
+                            wo=take(l["wo"], d, h * hd), fn=take(l["ffn_norm"], d),
+                            wgu=take(l["w_gate_up"], 2 * ffn, d), w2=take(l["w2"], d, ffn)) for l in m["layers"]]
+        self.norm = take(m["norm"], d)
+        self.emb = take(m["tok_embeddings"], v, d)
+        self.out = take(m["output"], v, d)
+        del w
+        half = hd // 2
+        inv = torch.tensor([m["rope_theta"] ** (-2.0 * i / hd) for i in range(half)], dtype=torch.float64)
+        self.inv = inv
+
+    def rope_tables(self, positions):
+        import torch
+        ang = torch.arange(positions, dtype=torch.float64)[:, None] * self.inv[None, :]
+        return ang.cos().to(self.device, self.dtype), ang.sin().to(self.device, self.dtype)
+
+    def new_cache(self, batch, cap):
+        import torch
+        m = self.m
+        shape = (batch, m["kv_heads"], cap, m["head_dim"])
+        return [(torch.zeros(shape, device=self.device, dtype=self.dtype),
+                 torch.zeros(shape, device=self.device, dtype=self.dtype)) for _ in self.layers]
+
+    def forward(self, tokens, pos0, cache, cos, sin):
+        """Logits of each sequence's last position for TOKENS ([batch, T]) at positions pos0.."""
+        import torch
+        import torch.nn.functional as F
+        m = self.m
+        b, t = tokens.shape
+        h, kvh, hd = m["heads"], m["kv_heads"], m["head_dim"]
+        half = hd // 2
+        c, s = cos[pos0:pos0 + t][None, None], sin[pos0:pos0 + t][None, None]
+
+        def rms(x, g):
+            return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + m["norm_eps"]).to(x.dtype) * g
+
+        def rot(x):
+            x1, x2 = x[..., :half], x[..., half:]
+            return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+
+        x = F.embedding(tokens, self.emb)
+        for l, (kc, vc) in zip(self.layers, cache):
+            qkv = F.linear(rms(x, l["an"]), l["wqkv"])
+            q, k, v = qkv.split((h * hd, kvh * hd, kvh * hd), dim=-1)
+            q = rot(q.view(b, t, h, hd).transpose(1, 2))
+            k = rot(k.view(b, t, kvh, hd).transpose(1, 2))
+            kc[:, :, pos0:pos0 + t] = k
+            vc[:, :, pos0:pos0 + t] = v.view(b, t, kvh, hd).transpose(1, 2)
+            keys = kc[:, :, :pos0 + t].repeat_interleave(h // kvh, dim=1)
+            vals = vc[:, :, :pos0 + t].repeat_interleave(h // kvh, dim=1)
+            a = F.scaled_dot_product_attention(q, keys, vals, is_causal=(t > 1 and pos0 == 0))
+            x = x + F.linear(a.transpose(1, 2).reshape(b, t, h * hd), l["wo"])
+            gu = F.linear(rms(x, l["fn"]), l["wgu"])
+            g, u = gu.chunk(2, dim=-1)
+            x = x + F.linear(F.silu(g) * u, l["w2"])
+        return F.linear(rms(x[:, -1], self.norm), self.out)
+
+
+def timed(fn, cuda, budget_s=2.0, least=3):
+    """Median seconds of FN (CUDA events on a GPU) after one warm call."""
+    import torch
+    fn()
+    ts = []
+    deadline = time.perf_counter() + budget_s
+    while len(ts) < least or (time.perf_counter() < deadline and len(ts) < 50):
+        if cuda:
+            s, e = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            s.record(); fn(); e.record(); e.synchronize()
+            ts.append(s.elapsed_time(e) / 1e3)
+        else:
+            t0 = time.perf_counter(); fn(); ts.append(time.perf_counter() - t0)
+    return statistics.median(ts)
+
+
+def torch_figures(m, out_dir, device, dtype_name, prompt, gen, batch):
+    """(prefill tok/s, decode tok/s, logit error vs float64 / largest logit) of torch on DEVICE."""
+    import torch
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    dtype = torch.float16 if dtype_name == "f16" else torch.float32
+    cuda = device == "cuda"
+    net = TorchLlm(m, out_dir, device, dtype)
+    import numpy as np
+    toks = torch.from_numpy(np.fromfile(os.path.join(out_dir, "tokens.i32"), dtype="<i4").astype("int64")) \
+        .reshape(m["batch"], m["tokens"])[:batch].to(device)
+    cap = max(prompt, gen)
+    cos, sin = net.rope_tables(cap)
+    with torch.inference_mode():
+        # The float64 check on a short prompt (the small models only: float64 of 1b is slow).
+        err = float("nan")
+        if m["model"] in ("tiny", "small"):
+            ref = TorchLlm(m, out_dir, device, torch.float64)
+            c64, s64 = ref.rope_tables(16)
+            want = ref.forward(toks[:, :16], 0, ref.new_cache(batch, 16), c64, s64)
+            got = net.forward(toks[:, :16], 0, net.new_cache(batch, 16), cos, sin).double()
+            err = float((got - want).abs().max() / want.abs().max())
+            del ref
+        cache = net.new_cache(batch, cap)
+        pre = timed(lambda: net.forward(toks[:, :prompt], 0, cache, cos, sin), cuda)
+
+        def decode():
+            for s in range(gen):
+                net.forward(toks[:, s:s + 1], s, cache, cos, sin)
+        dec = timed(decode, cuda, budget_s=4.0)
+    return batch * prompt / pre, batch * gen / dec, err
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--backend", nargs="+", default=["opencl", "cpu"])
+    ap.add_argument("--bin-dir", default=".dev")
+    ap.add_argument("--models", nargs="+", default=["tiny", "small", "1b"])
+    ap.add_argument("--dtypes", nargs="+", default=["f32", "f16"])
+    ap.add_argument("--prompt", type=int, default=512)
+    ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=1)
+    ap.add_argument("--out", default="llm_report.md")
+    args = ap.parse_args()
+    import torch
+    threads = len(os.sched_getaffinity(0))
+    torch.set_num_threads(threads)
+    gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
+    lines = [f"\n### Transformer inference vs PyTorch, same weights, same run ({datetime.date.today()})\n",
+             f"torch {torch.__version__}; CPU {cpu_model()} ({threads} threads); GPU {gpu or 'none'} "
+             "(torch eager, SDPA, static KV cache, TF32 off). Ours: median through the agent, checked steps "
+             f"validated against f64. Prefill: pp{args.prompt}; decode: tg{args.gen} from an empty cache; "
+             f"batch {args.batch}. Roofline: ours' achieved GB/s over ours' `copy` GB/s on the device.\n",
+             "| model | dtype | backend | phase | gpufleet tok/s | torch tok/s | vs torch | roofline | tok/J | torch err | status |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+    bad = 0
+    with local_agent(args.bin_dir, 50979, "gpu") as (db, info), tempfile.TemporaryDirectory() as tmp:
+        for b in info["backends"]:
+            print(f"backend {b['name']}: available={b['available']} {b['reason']}", file=sys.stderr)
+        copy_gbps = {}
+        for backend in args.backend:
+            dev = device_of(info, backend)
+            if dev is not None:
+                r = ours(args.bin_dir, db, "gpu", backend, dev["id"], "copy", {"n": 1 << 28}, iters=10)
+                copy_gbps[backend] = val(r)
+                print(f"copy on {backend}: {val(r):.0f} GB/s", file=sys.stderr)
+        for model in args.models:
+            for dtype in args.dtypes:
+                out = os.path.join(tmp, f"{model}-{dtype}")
+                m = export(args.bin_dir, model, dtype, args.batch, max(args.prompt, args.gen), out)
+                for backend in args.backend:
+                    dev = device_of(info, backend)
+                    if dev is None:
+                        lines.append(f"| {model} | {dtype} | {backend} | - | - | - | - | - | - | - | no device |")
+                        continue
+                    where = "cpu" if backend == "cpu" else ("cuda" if gpu else None)
+                    if where == "cpu" and dtype == "f16":
+                        continue
+                    try:
+                        tp, td, err = torch_figures(m, out, where, dtype, args.prompt, args.gen, args.batch)
+                    except Exception as e:  # noqa: BLE001 - a torch failure is a row, not the end
+                        print(f"torch {model} {dtype} on {where}: {e}", file=sys.stderr)
+                        tp = td = err = float("nan")
+                    for phase, t in (("prefill", tp), ("decode", td)):
+                        params = {"model": model, "batch": args.batch}
+                        params["prompt" if phase == "prefill" else "gen"] = args.prompt if phase == "prefill" else args.gen
+                        r = ours(args.bin_dir, db, "gpu", backend, dev["id"], "llm", params, variant=phase,
+                                 iters=3, min_seconds=1.0, dtype=dtype, timeout_s=600)
+                        roof = "-"
+                        gbps = float(r.get("config", {}).get("achieved_gbps", "nan"))
+                        if phase == "decode" and copy_gbps.get(backend):
+                            roof = f"{gbps / copy_gbps[backend]:.2f}"
+                        status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('message', '')[:120]}"
+                        bad += r["status"] != "ok"
+                        lines.append(f"| {model} | {dtype} | {backend} ({dev['name'][:24]}) | {phase} | {val(r):.1f} | "
+                                     f"{t:.1f} | {ratio(val(r), t)} | {roof} | {r.get('metric_per_watt') or float('nan'):.2f} | "
+                                     f"{err:.1e} | {status} |")
+                        print(lines[-1], file=sys.stderr, flush=True)
+    lines.append(f"\n{bad} results not ok.")
+    emit(lines, args.out, append=False)
+
+
+if __name__ == "__main__":
+    main()
