@@ -3,7 +3,8 @@
 //! [`crate::llm`]) and validated step by step (`check/llm.rs`). This module holds their catalog
 //! entries, the graph of each problem and its sizes.
 
-use super::{CPU_ONLY, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, named, p};
+use super::{F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, named, p};
+use crate::backend::BackendKind;
 use crate::check::harness::Validation;
 use crate::check::llm::check_llm;
 use crate::inputs::{UNIT, ValueSet, WIDE, fill, rng_for};
@@ -29,6 +30,9 @@ pub enum LlmKernel {
 }
 
 const F32_F16: &[Dtype] = &[Dtype::F32, Dtype::F16];
+
+/// The backends that run the transformer kernels.
+const LLM_BACKENDS: &[BackendKind] = &[BackendKind::Cpu, BackendKind::Vulkan];
 
 const LLM_PARAMS: &[ParamDef] = &[
     named(
@@ -80,7 +84,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
         metric: MetricKind::TokensPerS,
         host_only: false,
         debug: false,
-        backends: CPU_ONLY,
+        backends: LLM_BACKENDS,
     },
     KernelDef {
         id: KernelId::Llm(LlmKernel::Rope),
@@ -94,7 +98,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
         metric: MetricKind::Gbps,
         host_only: false,
         debug: false,
-        backends: CPU_ONLY,
+        backends: LLM_BACKENDS,
     },
     KernelDef {
         id: KernelId::Llm(LlmKernel::Attention),
@@ -109,7 +113,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
         metric: MetricKind::Gflops,
         host_only: false,
         debug: false,
-        backends: CPU_ONLY,
+        backends: LLM_BACKENDS,
     },
     KernelDef {
         id: KernelId::Llm(LlmKernel::SwiGlu),
@@ -125,7 +129,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
         metric: MetricKind::Gbps,
         host_only: false,
         debug: false,
-        backends: CPU_ONLY,
+        backends: LLM_BACKENDS,
     },
     KernelDef {
         id: KernelId::Llm(LlmKernel::Gemv),
@@ -143,7 +147,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
         metric: MetricKind::Gbps,
         host_only: false,
         debug: false,
-        backends: CPU_ONLY,
+        backends: LLM_BACKENDS,
     },
 ];
 

@@ -613,10 +613,16 @@ mod tests {
     #[test]
     fn only_the_cpu_runs_host_and_crashing_kernels() {
         for k in catalog() {
-            // The transformer kernels: the cpu backend until the GPU backends implement them.
-            let transformer = matches!(k.id, KernelId::Llm(_));
-            let cpu_only = k.host_only || (k.debug && k.name != "debug_wrong") || transformer;
-            let expected = if cpu_only { CPU_ONLY } else { EVERY_BACKEND };
+            // The transformer kernels: the cpu and vulkan backends until the others implement them.
+            let transformer: &[BackendKind] = &[BackendKind::Cpu, BackendKind::Vulkan];
+            let cpu_only = k.host_only || (k.debug && k.name != "debug_wrong");
+            let expected = if matches!(k.id, KernelId::Llm(_)) {
+                transformer
+            } else if cpu_only {
+                CPU_ONLY
+            } else {
+                EVERY_BACKEND
+            };
             assert_eq!(k.backends, expected, "{}", k.name);
         }
     }

@@ -10,16 +10,17 @@ pub fn problem(kernel: &str, variant: &str, params: &[(&str, i64)], dtype: &str)
     Problem::new(kernel, variant, &params, dtype, true).unwrap()
 }
 
-/// The catalog kernels a GPU backend must list, each with `listed`'s entry for it: every kernel
-/// but the host-only ones and the crashing debug kernels, which must be absent. Also checks
-/// that nothing else is listed.
+/// The catalog kernels GPU backend `backend` must list, each with `listed`'s entry for it: every
+/// kernel the catalog says it runs (not the host-only ones, the crashing debug kernels, nor the
+/// ones it has no code for yet), which must be absent. Also checks that nothing else is listed.
 pub fn catalog_entries(
+    backend: gpufleet_kernels::BackendKind,
     listed: &[SupportEntry],
 ) -> Vec<(&'static gpufleet_kernels::KernelDef, &SupportEntry)> {
     let mut out = Vec::new();
     for k in gpufleet_kernels::catalog() {
         let entry = listed.iter().find(|(name, _, _)| *name == k.name);
-        if k.host_only || (k.debug && k.name != "debug_wrong") {
+        if k.host_only || (k.debug && k.name != "debug_wrong") || !k.backends.contains(&backend) {
             assert!(entry.is_none(), "{} must not be listed", k.name);
         } else {
             out.push((k, entry.unwrap_or_else(|| panic!("{} missing", k.name))));
