@@ -8,15 +8,24 @@
 // overlap within a step, so the bindings are not `restrict`.
 //
 // With HALF defined the weights are IEEE half (GL_EXT_shader_16bit_storage only: loads convert
-// exactly and the arithmetic is f32, so no shaderFloat16 is needed).
+// exactly and the arithmetic is f32, so no shaderFloat16 is needed). With WEIGHTS_VEC4 the weights
+// are also viewed as 4-vectors (LOAD_W4), for offsets the planner knows to be multiples of 4.
 
 #ifdef WEIGHTS_BINDING
 #ifdef HALF
 layout(set = 0, binding = WEIGHTS_BINDING, std430) readonly buffer W { float16_t wt[]; };
 #define LOAD_W(i) float(wt[i])
+#ifdef WEIGHTS_VEC4
+layout(set = 0, binding = WEIGHTS_BINDING, std430) readonly buffer W4 { f16vec4 wt4[]; };
+#define LOAD_W4(i) vec4(wt4[i])
+#endif
 #else
 layout(set = 0, binding = WEIGHTS_BINDING, std430) readonly buffer W { float wt[]; };
 #define LOAD_W(i) wt[i]
+#ifdef WEIGHTS_VEC4
+layout(set = 0, binding = WEIGHTS_BINDING, std430) readonly buffer W4 { vec4 wt4[]; };
+#define LOAD_W4(i) wt4[i]
+#endif
 #endif
 #endif
 

@@ -11,7 +11,7 @@
 //! | --- | --- | --- | --- |
 //! | Embed | `llm_embed[_f16]` | tokens, weights, arena | grid over rows × dim |
 //! | RmsNorm | `llm_rmsnorm[_f16]` | x, weights, arena | one per row (strided) |
-//! | Linear | `llm_linear[_f16]` | x, weights, arena | 4 features × 4 rows each |
+//! | Linear | `llm_linear[_f16][_subgroup]` | x, weights, arena | 4 features × 4 rows each |
 //! | Rope | `llm_rope` | x, table, arena | grid over rows × pairs |
 //! | Attention | `llm_attention` | queries, keys, values, arena | one per (row, head) |
 //! | Add, Copy, SwiGlu | `llm_eltwise` | x, other, arena | grid over elements |
@@ -35,6 +35,8 @@ pub(super) const LINEAR_ROWS: usize = 4;
 /// dimensions one invocation may take (ND), so heads up to `ND × group` wide.
 pub(super) const MAX_HEAD_DIM: usize = 512;
 const ATTENTION_DIMS: usize = 8;
+/// `llm_linear`'s specialization constant VEC4: rows read as 4-vectors.
+const SPEC_VEC4: u32 = 2;
 /// `llm_eltwise`'s ops.
 const ADD: u32 = 0;
 const COPY: u32 = 1;
@@ -170,13 +172,15 @@ impl StepPlanner<'_> {
                 ];
                 // The partials: NF·RB floats per invocation.
                 let per_invocation = 4 * LINEAR_FEATURES * LINEAR_ROWS;
-                dispatch(
-                    &self.weighted("llm_linear"),
-                    self.reducing(0, per_invocation),
-                    push,
-                    vec![x, self.weights()?, out],
-                    groups,
-                )
+                let mut spec = self.reducing(0, per_invocation);
+                // Every row of x and W starts at a multiple of 4 elements.
+                let vec4 = [k, s.x.off, w].iter().all(|v| v.is_multiple_of(4));
+                spec.push((SPEC_VEC4, SpecValue::U32(u32::from(vec4))));
+                let mut shader = self.weighted("llm_linear");
+                if self.caps.subgroup_arithmetic {
+                    shader.push_str("_subgroup");
+                }
+                dispatch(&shader, spec, push, vec![x, self.weights()?, out], groups)
             }
             Op::Rope {
                 heads,

@@ -71,7 +71,10 @@ fn half_weights_are_stored_and_read_as_half_where_the_device_has_16_bit_storage(
             .map(|d| d.shader.as_str())
             .filter(|s| s.starts_with("llm_linear"))
             .collect();
-        assert!(!linear.is_empty() && linear.iter().all(|s| *s == "llm_linear_f16"));
+        assert!(
+            !linear.is_empty() && linear.iter().all(|s| *s == "llm_linear_f16_subgroup"),
+            "{linear:?}"
+        );
         // The inputs other than the weights stay f32.
         for (i, s) in planned.input_storage.iter().enumerate() {
             assert_eq!(*s == Storage::F16, i == 1, "{kernel} input {i}");
@@ -148,6 +151,30 @@ fn the_configuration_names_the_shaders_and_the_weights() {
     let plan = plan(&p, &lavapipe(), None).unwrap();
     let c = &plan.config;
     assert_eq!(c["dispatches"], plan.dispatches.len().to_string());
-    assert!(c["shaders"].contains("llm_linear_f16 ×"), "{c:?}");
+    assert!(c["shaders"].contains("llm_linear_f16_subgroup ×"), "{c:?}");
     assert!(c["weights"].starts_with("f16"), "{c:?}");
+}
+
+#[test]
+fn projections_read_4_vectors_where_every_row_is_aligned_and_reduce_by_subgroups_where_they_can() {
+    let vec4 = |k: i64, caps: &VkCaps| {
+        let p = problem("gemv", "", &[("batch", 2), ("k", k), ("n", 9)], "f32");
+        let plan = plan(&p, caps, None).unwrap();
+        check_plan(&p, &plan, caps);
+        let d = &plan.dispatches[0];
+        (spec(d, 2).unwrap(), d.shader.clone())
+    };
+    assert_eq!(vec4(256, &nvidia()), (1, "llm_linear_subgroup".into()));
+    assert_eq!(vec4(257, &nvidia()), (0, "llm_linear_subgroup".into()));
+    assert_eq!(vec4(256, &tiny()), (1, "llm_linear".into()));
+    // Every projection of the model is aligned.
+    let p = tiny_llm("decode", "f32");
+    let plan = plan(&p, &lavapipe(), None).unwrap();
+    for d in plan
+        .dispatches
+        .iter()
+        .filter(|d| d.shader.starts_with("llm_linear"))
+    {
+        assert_eq!(spec(d, 2), Some(1), "{d:?}");
+    }
 }
