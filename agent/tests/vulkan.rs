@@ -123,3 +123,62 @@ async fn half_weights_of_gemv_and_llm_decode_validate_where_the_device_lists_the
         assert_config(&r, "weights", "f16 (16-bit storage)");
     }
 }
+
+#[tokio::test]
+async fn attention_over_many_positions_and_wide_heads_validates() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    // Positions past one group's chunk (128), heads narrower than half a group (lanes), wider
+    // (one dimension an invocation) and wider than the group (several); an unaligned gemv.
+    let runs: [(&str, &str, &[(&str, i64)]); 4] = [
+        (
+            "attention",
+            "decode",
+            &[
+                ("batch", 2),
+                ("tokens", 2),
+                ("context", 300),
+                ("heads", 4),
+                ("kv_heads", 2),
+                ("head_dim", 16),
+            ],
+        ),
+        (
+            "attention",
+            "prefill",
+            &[
+                ("batch", 1),
+                ("tokens", 5),
+                ("context", 200),
+                ("heads", 2),
+                ("kv_heads", 1),
+                ("head_dim", 96),
+            ],
+        ),
+        (
+            "attention",
+            "prefill",
+            &[
+                ("batch", 1),
+                ("tokens", 3),
+                ("context", 130),
+                ("heads", 2),
+                ("kv_heads", 2),
+                ("head_dim", 258),
+            ],
+        ),
+        ("gemv", "default", &[("batch", 6), ("k", 99), ("n", 37)]),
+    ];
+    for (kernel, variant, params) in runs {
+        let mut s = on(&t.device, spec(kernel, params));
+        s.variant = variant.into();
+        let (_, r) = run(&mut t.client, kernel, s).await;
+        assert_ok(&r);
+        assert!(
+            r.validation.as_ref().unwrap().passed,
+            "{kernel} {params:?}: {}",
+            r.message
+        );
+    }
+}
