@@ -92,8 +92,8 @@ async fn conformance(backend: &str, f16: F16Gemm) {
             seen.insert(r.kernel.clone());
         }
     }
-    // Every kernel the catalog lists for this backend ran (host-only kernels, and the transformer
-    // until the GPU backends have it, list the cpu backend only).
+    // Every kernel the catalog lists for this backend ran (host-only kernels list the cpu backend
+    // only, the transformer kernels the backends that implement them).
     for k in gpufleet_kernels::catalog()
         .iter()
         .filter(|k| !k.debug && k.backends.iter().any(|b| b.name() == backend))

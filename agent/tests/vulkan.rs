@@ -81,3 +81,104 @@ async fn few_wide_rows_run_split_over_groups_and_validate() {
         assert_few_wide_rows_are_split(&mut t).await;
     }
 }
+
+#[tokio::test]
+async fn half_weights_of_gemv_and_llm_decode_validate_where_the_device_lists_them() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    let listed = |kernel: &str| {
+        t.status
+            .kernels
+            .iter()
+            .any(|k| k.kernel == kernel && k.dtypes.iter().any(|d| d == "f16"))
+    };
+    if !listed("gemv") || !listed("llm") {
+        eprintln!("skipped: {} has no 16-bit storage buffers", t.device.name);
+        return;
+    }
+    let mut gemv = on(
+        &t.device,
+        spec("gemv", &[("batch", 3), ("k", 257), ("n", 130)]),
+    );
+    gemv.dtype = "f16".into();
+    let mut llm = on(
+        &t.device,
+        spec(
+            "llm",
+            &[("model", 0), ("context", 5), ("gen", 3), ("batch", 2)],
+        ),
+    );
+    llm.variant = "decode".into();
+    llm.dtype = "f16".into();
+    llm.timeout_s = Some(120.0);
+    for (name, s) in [("gemv-f16", gemv), ("llm-f16", llm)] {
+        let (_, r) = run(&mut t.client, name, s).await;
+        assert_ok(&r);
+        assert!(
+            r.validation.as_ref().unwrap().passed,
+            "{name}: {}",
+            r.message
+        );
+        assert_config(&r, "weights", "f16 (16-bit storage)");
+    }
+}
+
+#[tokio::test]
+async fn attention_over_many_positions_and_wide_heads_validates() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    // Positions past one group's chunk (128), heads narrower than half a group (lanes), wider
+    // (one dimension an invocation) and wider than the group (several); an unaligned gemv.
+    let runs: [(&str, &str, &[(&str, i64)]); 4] = [
+        (
+            "attention",
+            "decode",
+            &[
+                ("batch", 2),
+                ("tokens", 2),
+                ("context", 300),
+                ("heads", 4),
+                ("kv_heads", 2),
+                ("head_dim", 16),
+            ],
+        ),
+        (
+            "attention",
+            "prefill",
+            &[
+                ("batch", 1),
+                ("tokens", 5),
+                ("context", 200),
+                ("heads", 2),
+                ("kv_heads", 1),
+                ("head_dim", 96),
+            ],
+        ),
+        (
+            "attention",
+            "prefill",
+            &[
+                ("batch", 1),
+                ("tokens", 3),
+                ("context", 130),
+                ("heads", 2),
+                ("kv_heads", 2),
+                ("head_dim", 258),
+            ],
+        ),
+        ("gemv", "default", &[("batch", 6), ("k", 99), ("n", 37)]),
+    ];
+    for (kernel, variant, params) in runs {
+        let mut s = on(&t.device, spec(kernel, params));
+        s.variant = variant.into();
+        let (_, r) = run(&mut t.client, kernel, s).await;
+        assert_ok(&r);
+        assert!(
+            r.validation.as_ref().unwrap().passed,
+            "{kernel} {params:?}: {}",
+            r.message
+        );
+    }
+}

@@ -30,8 +30,9 @@ pub enum LlmKernel {
 }
 
 const F32_F16: &[Dtype] = &[Dtype::F32, Dtype::F16];
-/// The backends that implement the transformer kernels so far.
-pub(crate) const LLM_BACKENDS: &[BackendKind] = &[BackendKind::Cpu, BackendKind::OpenCl];
+/// The backends that implement the transformer kernels so far (HIP has no code for them yet).
+pub(crate) const LLM_BACKENDS: &[BackendKind] =
+    &[BackendKind::Cpu, BackendKind::OpenCl, BackendKind::Vulkan];
 
 const LLM_PARAMS: &[ParamDef] = &[
     named(

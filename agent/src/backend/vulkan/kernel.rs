@@ -282,6 +282,9 @@ impl VulkanKernel {
         let out_bytes = (self.output_len * plan.output_storage.size()) as u64;
         self.output = self.create_buffer(mem, out_bytes, false)?;
         self.readback = self.create_buffer(mem, out_bytes, true)?;
+        // Zeros once: a transformer's arena has regions no step writes (validation scans it all
+        // for NaN), and fresh device memory holds whatever was there.
+        self.fill_zero_now(self.output)?;
         let mut scratch = Vec::new();
         for &n in &plan.scratch_bytes {
             scratch.push(self.create_buffer(mem, n as u64, false)?);

@@ -92,7 +92,7 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
 fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
     let listed = supported();
     for (k, (_, variants, dtypes)) in
-        catalog_entries(&listed, gpufleet_kernels::BackendKind::OpenCl)
+        catalog_entries(gpufleet_kernels::BackendKind::OpenCl, &listed)
     {
         assert_eq!(variants.as_slice(), k.variants, "{}", k.name);
         let names: Vec<&str> = k.dtypes.iter().map(|d| d.name()).collect();

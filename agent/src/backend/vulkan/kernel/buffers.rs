@@ -173,6 +173,13 @@ impl VulkanKernel {
         unsafe { dev.cmd_copy_buffer(cb, src.buffer, dst.buffer, &region) };
     }
 
+    /// Fills `b` with zeros now, on a one-shot command buffer.
+    pub(super) fn fill_zero_now(&self, b: DevBuffer) -> Result<(), BackendError> {
+        // SAFETY: one_shot hands a recording command buffer of this device; the buffer is ours
+        // (VK_WHOLE_SIZE fills the largest multiple of 4 bytes it holds, at least 4).
+        self.one_shot(|dev, cb| unsafe { dev.cmd_fill_buffer(cb, b.buffer, 0, vk::WHOLE_SIZE, 0) })
+    }
+
     /// Copies `src` into `dst` now, on a one-shot command buffer.
     pub(super) fn copy_now(&self, src: DevBuffer, dst: DevBuffer) -> Result<(), BackendError> {
         // SAFETY: one_shot hands a recording command buffer of this device; both buffers are ours.

@@ -5,8 +5,8 @@
 //! `types.rs` holds what a plan is made of (caps, dispatches, bindings, GEMM
 //! tuning), `tuning.rs` the GEMM tuning candidates and their rules, `args.rs`
 //! what the planners hand a dispatch (module, spec and push constants, group
-//! counts), `gemm.rs` the GEMM and conv2d planners, `tests.rs` the unit
-//! tests. This file holds the entry points, the device and buffer checks and
+//! counts), `gemm.rs` the GEMM and conv2d planners, `llm.rs` the transformer
+//! kernels' (one dispatch per step), `tests.rs` the unit tests. This file holds the entry points, the device and buffer checks and
 //! the element-wise and row planners.
 //!
 //! (Interface fixed by the lead; implementation by the shader work.)
@@ -29,12 +29,16 @@
 //   `GemmTuning` whose validity rules (`tuning_error`) mirror the shader's assumptions plus the
 //   device limits. f16 gemm needs only 16-bit storage in the shaders (f32 arithmetic); it is
 //   offered where the device also has shaderFloat16, which the host enables with it.
+// - The transformer kernels (`llm.rs`) run one dispatch per step of their graph, binding the arena
+//   (the output) once per role; the shaders that reduce take a power-of-two group of at most 128
+//   that the device's shared memory holds. Their f16 weights need 16-bit storage only.
 // - llvmpipe (lavapipe) ends any loop after 65535 iterations per invocation, so trip counts stay
 //   well below that on its 1024-invocation groups: a 2^20-column row is 1024 iterations a pass,
 //   gemm_naive unrolls k by 4 (k may be 65536), the other loops step by tiles or grids.
 
 mod args;
 mod gemm;
+mod llm;
 #[cfg(test)]
 mod tests;
 mod tuning;
@@ -51,6 +55,7 @@ use args::{
 };
 use gemm::{F16ACC32, plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::{BackendKind, Dtype, KernelId, Problem, RowKernel, SplitStats, find_kernel};
+use llm::plan_llm;
 
 /// Why a catalog kernel this backend does not list is refused.
 const NO_SHADER: &str = "the Vulkan backend has no shader for it";
@@ -68,7 +73,9 @@ fn has_f16(caps: &VkCaps) -> bool {
 /// Kernels/variants/dtypes the Vulkan backend implements on a device with `caps`: every
 /// non-host-only, non-debug catalog kernel with all its variants; gemm in f32, and in f16 (half
 /// storage, f32 accumulation: `gemm_f16acc32` for `blocked`) where the device has shaderFloat16
-/// and 16-bit storage buffers; plus debug_wrong (vec_add with a deliberate error).
+/// and 16-bit storage buffers; plus debug_wrong (vec_add with a deliberate error). The
+/// transformer kernels (`llm`, `gemv`) list f16 (half weights) where the device has 16-bit storage
+/// buffers.
 ///
 /// gemm's `f16acc32` variant (the blocked f16 GEMM under its own name, f16 only) is listed with
 /// the f16 dtype when the catalog defines it.
@@ -82,7 +89,16 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
             gemm_variants.push(F16ACC32);
         }
     }
-    planning::gpu_support(BackendKind::Vulkan, gemm_variants, gemm_dtypes)
+    let mut list = planning::gpu_support(BackendKind::Vulkan, gemm_variants, gemm_dtypes);
+    // The transformer kernels' f16 weights need 16-bit storage buffers (their arithmetic is f32).
+    if !caps.storage_buffer_16bit {
+        for (name, _, dtypes) in &mut list {
+            if find_kernel(name).is_some_and(|k| matches!(k.id, KernelId::Llm(_))) {
+                dtypes.retain(|&d| d != Dtype::F16.name());
+            }
+        }
+    }
+    list
 }
 
 /// What to dispatch for `problem` on a device with `caps`. `tuning` sets `gemm_blocked`'s
@@ -114,6 +130,8 @@ pub fn plan(
                         "the device lacks shaderFloat16 ({}) or storageBuffer16BitAccess ({})",
                         caps.shader_float16, caps.storage_buffer_16bit
                     )
+                } else if matches!(problem.id(), KernelId::Llm(_)) && problem.dtype == Dtype::F16 {
+                    "the device lacks storageBuffer16BitAccess".to_string()
                 } else {
                     let dtypes = miss.entry.map(|e| e.2.join(", ")).unwrap_or_default();
                     format!("implemented: {dtypes}")
@@ -132,8 +150,9 @@ pub fn plan(
         KernelId::Conv2d => plan_conv_direct(problem, caps)?,
         KernelId::Rows(k) => plan_rows(problem, k, caps)?,
         KernelId::Model(_) => plan_model(problem, caps)?,
+        KernelId::Llm(_) => plan_llm(problem, caps)?,
         // Host and crashing kernels were refused above; `elementwise` names any other.
-        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) | KernelId::Llm(_) => {
+        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
             plan_elementwise(problem, caps)?
         }
     };

@@ -9,6 +9,8 @@ use gpufleet_kernels::TRIAD_SCALAR;
 use gpufleet_kernels::sources::vulkan as spv;
 use std::collections::BTreeSet;
 
+mod llm;
+
 /// An NVIDIA H100-like GPU, lavapipe on a 256-bit CPU, RADV on a Polaris (no shaderFloat16), and a
 /// very small device without subgroup arithmetic.
 fn nvidia() -> VkCaps {
@@ -254,9 +256,21 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &VkCaps) {
         let half = module
             .capabilities
             .contains(&CAPABILITY_STORAGE_BUFFER_16BIT);
-        assert_eq!(half, plan.output_storage == Storage::F16, "{what}");
+        // The transformers store their weights as half, the others their every buffer; the
+        // transformers' half shaders need only 16-bit storage (f32 arithmetic).
+        let transformer = matches!(p.id(), KernelId::Llm(_));
+        let stores_half = if transformer {
+            plan.input_storage.contains(&Storage::F16)
+        } else {
+            plan.output_storage == Storage::F16
+        };
+        if transformer {
+            assert!(!half || stores_half, "{what}");
+        } else {
+            assert_eq!(half, stores_half, "{what}");
+        }
         assert!(
-            !half || (caps.storage_buffer_16bit && caps.shader_float16),
+            !half || (caps.storage_buffer_16bit && (transformer || caps.shader_float16)),
             "{what}"
         );
         let subgroup = module
@@ -272,9 +286,7 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &VkCaps) {
 fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
     for caps in devices() {
         let listed = supported(&caps);
-        for (k, (_, variants, dtypes)) in
-            catalog_entries(&listed, gpufleet_kernels::BackendKind::Vulkan)
-        {
+        for (k, (_, variants, dtypes)) in catalog_entries(BackendKind::Vulkan, &listed) {
             let f16 = caps.shader_float16 && caps.storage_buffer_16bit;
             let mut expected = k.variants.to_vec();
             if !f16 {
@@ -285,9 +297,12 @@ fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
             if k.name == "gemm" && !f16 {
                 names.retain(|d| *d == "f32");
             }
+            if matches!(k.id, KernelId::Llm(_)) && !caps.storage_buffer_16bit {
+                names.retain(|d| *d == "f32");
+            }
             assert_eq!(dtypes, &names, "{} on {caps:?}", k.name);
         }
-        assert_eq!(listed.len(), 21);
+        assert_eq!(listed.len(), 26);
     }
     let f16 = |caps: &VkCaps| supported(caps)[0].2.contains(&"f16");
     assert!(f16(&nvidia()) && f16(&lavapipe()));

@@ -1,0 +1,384 @@
+//! The transformer kernels (`llm`, `rope`, `attention`, `swiglu`, `gemv`): one dispatch per step of
+//! the problem's [`LlmGraph`], in order, so one iteration is one submission of one command buffer.
+//!
+//! Every tensor of a step is a buffer (an input, or the arena: the output buffer) and an offset in
+//! elements: the buffer becomes the dispatch's binding, the offset a `uint` push constant. The
+//! arena is bound once per role (a step's input, its output, the KV cache), which the shaders
+//! allow (`kernels/vulkan/include/llm.glsl`). In the f16 dtype the weights input is stored as half
+//! and read by the `_f16` shaders, which need only 16-bit storage buffers (f32 arithmetic).
+//!
+//! | op | shader | bindings | groups |
+//! | --- | --- | --- | --- |
+//! | Embed | `llm_embed[_f16]` | tokens, weights, arena | grid over rows × dim |
+//! | RmsNorm | `llm_rmsnorm[_f16]` | x, weights, arena | one per row (strided) |
+//! | Linear | `llm_linear[_f16][_subgroup]` | x, weights, arena | 4 features × 4 rows each |
+//! | Rope | `llm_rope` | x, table, arena | grid over rows × pairs |
+//! | Attention | `llm_attention` | queries, keys, values, arena | one per (row, head) |
+//! | Add, Copy, SwiGlu | `llm_eltwise` | x, other, arena | grid over elements |
+
+use std::collections::BTreeMap;
+
+use super::args::{
+    GRID_GROUPS_MAX, SPEC_LOCAL_X, dispatch, flat_group, grid_groups, pow2_floor, words,
+};
+use super::types::{Binding, Dispatch, Plan, Planned, SpecValue, Storage, Unsupported, VkCaps};
+use gpufleet_kernels::llm::{Buf, LlmGraph, Op, Ref, Step};
+use gpufleet_kernels::{Dtype, NORM_EPS, Problem};
+
+/// Invocations per group of the shaders that reduce (`llm_rmsnorm`, `llm_linear`,
+/// `llm_attention`) where the device allows: every Vulkan device allows 128.
+pub(super) const REDUCE_GROUP: u32 = 128;
+/// Output features and rows of one `llm_linear` group (NF and RB in its source).
+pub(super) const LINEAR_FEATURES: usize = 4;
+pub(super) const LINEAR_ROWS: usize = 4;
+/// The widest head `llm_attention` keeps in shared memory (MAX_HD in its source), and the
+/// dimensions one invocation may take (ND), so heads up to `ND × group` wide.
+pub(super) const MAX_HEAD_DIM: usize = 512;
+const ATTENTION_DIMS: usize = 8;
+/// `llm_linear`'s specialization constant VEC4: rows read as 4-vectors.
+const SPEC_VEC4: u32 = 2;
+/// `llm_eltwise`'s ops.
+const ADD: u32 = 0;
+const COPY: u32 = 1;
+const SWIGLU: u32 = 2;
+
+/// The plan of a transformer problem on a device with `caps`.
+///
+/// # Errors
+/// [`Unsupported`]: a problem without a graph, f16 weights without 16-bit storage buffers, a
+/// head wider than [`MAX_HEAD_DIM`] (or than the device's groups can take), or a size past a
+/// `uint`.
+pub(super) fn plan_llm(problem: &Problem, caps: &VkCaps) -> Planned {
+    let name = problem.kernel.name;
+    let graph = problem
+        .llm_graph()
+        .ok_or_else(|| Unsupported(format!("{name} has no transformer graph")))?;
+    let half = problem.dtype == Dtype::F16;
+    if half && !caps.storage_buffer_16bit {
+        return Err(Unsupported(format!(
+            "dtype f16 of {name} needs storageBuffer16BitAccess (false on this device)"
+        )));
+    }
+    let mut input_storage = vec![Storage::F32; graph.input_lens.len()];
+    if let (true, Some(w)) = (half, graph.weights_input) {
+        input_storage[w] = Storage::F16;
+    }
+    let planner = StepPlanner {
+        problem,
+        caps,
+        graph: &graph,
+        half,
+        flat: flat_group(caps),
+    };
+    let dispatches = graph
+        .steps
+        .iter()
+        .map(|s| planner.step(s))
+        .collect::<Result<Vec<_>, _>>()?;
+    let config = config(&graph, &dispatches, half);
+    Ok(Plan {
+        input_storage,
+        output_storage: Storage::F32,
+        scratch_bytes: Vec::new(),
+        dispatches,
+        config,
+    })
+}
+
+/// What the dispatch of each step needs to know.
+struct StepPlanner<'a> {
+    problem: &'a Problem,
+    caps: &'a VkCaps,
+    graph: &'a LlmGraph,
+    /// Whether the weights are stored as half.
+    half: bool,
+    /// Invocations per group of the grid-stride shaders.
+    flat: u32,
+}
+
+/// The binding of a tensor's buffer.
+fn binding(r: Ref) -> Binding {
+    match r.buf {
+        Buf::Input(i) => Binding::Input(i),
+        Buf::Arena => Binding::Output,
+    }
+}
+
+impl StepPlanner<'_> {
+    /// The dispatch of step `s`.
+    fn step(&self, s: &Step) -> Result<Dispatch, Unsupported> {
+        let rows = s.rows.rows;
+        let (x, out) = (binding(s.x), Binding::Output);
+        match s.op {
+            Op::Embed {
+                dim,
+                vocab,
+                table,
+                tok_stride,
+            } => {
+                let total = rows * dim;
+                let push = self.words(&[
+                    ("rows·dim", total),
+                    ("dim", dim),
+                    ("vocab", vocab),
+                    ("table", table),
+                    ("tok_stride", tok_stride),
+                    ("x offset", s.x.off),
+                    ("out offset", s.out.off),
+                ])?;
+                self.grid(
+                    &self.weighted("llm_embed"),
+                    total,
+                    push,
+                    vec![x, self.weights()?, out],
+                )
+            }
+            Op::RmsNorm {
+                dim,
+                gamma,
+                in_stride,
+            } => {
+                let mut push = self.words(&[
+                    ("rows", rows),
+                    ("dim", dim),
+                    ("gamma", gamma),
+                    ("in_stride", in_stride),
+                    ("x offset", s.x.off),
+                    ("out offset", s.out.off),
+                ])?;
+                push.push((NORM_EPS as f32).to_bits());
+                let groups = self.groups(rows, 0);
+                dispatch(
+                    &self.weighted("llm_rmsnorm"),
+                    self.reducing(0, 4),
+                    push,
+                    vec![x, self.weights()?, out],
+                    [groups, 1, 1],
+                )
+            }
+            Op::Linear { k, n, w } => {
+                let push = self.words(&[
+                    ("rows", rows),
+                    ("k", k),
+                    ("n", n),
+                    ("x offset", s.x.off),
+                    ("w", w),
+                    ("out offset", s.out.off),
+                ])?;
+                let groups = [
+                    self.groups(n.div_ceil(LINEAR_FEATURES), 0),
+                    self.groups(rows.div_ceil(LINEAR_ROWS), 1),
+                    1,
+                ];
+                // The partials: NF·RB floats per invocation.
+                let per_invocation = 4 * LINEAR_FEATURES * LINEAR_ROWS;
+                let mut spec = self.reducing(0, per_invocation);
+                // Every row of x and W starts at a multiple of 4 elements.
+                let vec4 = [k, s.x.off, w].iter().all(|v| v.is_multiple_of(4));
+                spec.push((SPEC_VEC4, SpecValue::U32(u32::from(vec4))));
+                let mut shader = self.weighted("llm_linear");
+                if self.caps.subgroup_arithmetic {
+                    shader.push_str("_subgroup");
+                }
+                dispatch(&shader, spec, push, vec![x, self.weights()?, out], groups)
+            }
+            Op::Rope {
+                heads,
+                table,
+                positions,
+                cache,
+            } => {
+                self.in_arena(s, "the KV cache", cache.k)?;
+                self.in_arena(s, "the KV cache", cache.v)?;
+                let half = heads.head_dim / 2;
+                let items = (heads.heads + heads.kv_heads) * half + heads.kv_dim();
+                let push = self.words(&[
+                    ("rows", rows),
+                    ("per_seq", s.rows.per_seq),
+                    ("pos0", s.rows.pos0),
+                    ("heads", heads.heads),
+                    ("kv_heads", heads.kv_heads),
+                    ("head_dim/2", half),
+                    ("positions", positions),
+                    ("batch", cache.batch),
+                    ("x offset", s.x.off),
+                    ("table offset", table.off),
+                    ("out offset", s.out.off),
+                    ("cache k offset", cache.k.off),
+                    ("cache v offset", cache.v.off),
+                ])?;
+                self.words(&[("rows·items", rows * items)])?;
+                self.grid("llm_rope", rows * items, push, vec![x, binding(table), out])
+            }
+            Op::Attention { heads, cache } => {
+                // The query, and three floats per invocation (scores, partial sums, reduction).
+                let spec = self.reducing(4 * MAX_HEAD_DIM, 12);
+                let group = self.group(4 * MAX_HEAD_DIM, 12) as usize;
+                let widest = MAX_HEAD_DIM.min(ATTENTION_DIMS * group);
+                if heads.head_dim > widest {
+                    return Err(Unsupported(format!(
+                        "head_dim={} of {} exceeds the {widest} llm_attention takes on groups of \
+                         {group} invocations",
+                        heads.head_dim, self.problem.kernel.name
+                    )));
+                }
+                let mut push = self.words(&[
+                    ("rows", rows),
+                    ("per_seq", s.rows.per_seq),
+                    ("pos0", s.rows.pos0),
+                    ("heads", heads.heads),
+                    ("heads/kv_heads", (heads.heads / heads.kv_heads).max(1)),
+                    ("head_dim", heads.head_dim),
+                    ("kv_dim", heads.kv_dim()),
+                    ("batch", cache.batch),
+                    ("x offset", s.x.off),
+                    ("cache k offset", cache.k.off),
+                    ("cache v offset", cache.v.off),
+                    ("out offset", s.out.off),
+                ])?;
+                push.push((heads.scale() as f32).to_bits());
+                let groups = self.groups(rows * heads.heads, 0);
+                dispatch(
+                    "llm_attention",
+                    spec,
+                    push,
+                    vec![x, binding(cache.k), binding(cache.v), out],
+                    [groups, 1, 1],
+                )
+            }
+            Op::Add { dim, other } => {
+                self.eltwise(s, ADD, rows * dim, 0, other.off, binding(other))
+            }
+            Op::Copy { len } => self.eltwise(s, COPY, len, 0, 0, x),
+            Op::SwiGlu { ffn } => self.eltwise(s, SWIGLU, rows * ffn, ffn, 0, x),
+        }
+    }
+
+    /// An `llm_eltwise` dispatch of `op` over `n` elements.
+    fn eltwise(
+        &self,
+        s: &Step,
+        op: u32,
+        n: usize,
+        width: usize,
+        other_off: usize,
+        other: Binding,
+    ) -> Result<Dispatch, Unsupported> {
+        let mut push = vec![op];
+        push.extend(self.words(&[
+            ("elements", n),
+            ("width", width),
+            ("x offset", s.x.off),
+            ("other offset", other_off),
+            ("out offset", s.out.off),
+        ])?);
+        self.grid(
+            "llm_eltwise",
+            n,
+            push,
+            vec![binding(s.x), other, Binding::Output],
+        )
+    }
+
+    /// A grid-stride dispatch of `shader` over `items`.
+    fn grid(
+        &self,
+        shader: &str,
+        items: usize,
+        push: Vec<u32>,
+        bindings: Vec<Binding>,
+    ) -> Result<Dispatch, Unsupported> {
+        let groups = grid_groups(self.caps, items, self.flat);
+        let spec = vec![(SPEC_LOCAL_X, SpecValue::U32(self.flat))];
+        dispatch(shader, spec, push, bindings, [groups, 1, 1])
+    }
+
+    /// Groups along `axis` for `items` group-sized pieces of work: the shaders stride their
+    /// groups over them, so at most [`GRID_GROUPS_MAX`] and the device's count.
+    fn groups(&self, items: usize, axis: usize) -> u32 {
+        u32::try_from(items)
+            .unwrap_or(u32::MAX)
+            .min(GRID_GROUPS_MAX)
+            .min(self.caps.max_compute_workgroup_count[axis])
+            .max(1)
+    }
+
+    /// Invocations per group of a reducing shader taking `fixed` bytes of shared memory and
+    /// `per_invocation` more per invocation: [`REDUCE_GROUP`] or the largest power of two below
+    /// it that the device's groups and shared memory hold.
+    fn group(&self, fixed: usize, per_invocation: usize) -> u32 {
+        let mut g = REDUCE_GROUP.min(self.flat);
+        let shared = self.caps.max_shared_memory_bytes as usize;
+        while g > 1 && fixed + per_invocation * g as usize > shared {
+            g /= 2;
+        }
+        pow2_floor(g)
+    }
+
+    /// The specialization of a reducing shader (see [`Self::group`]).
+    fn reducing(&self, fixed: usize, per_invocation: usize) -> Vec<(u32, SpecValue)> {
+        let g = self.group(fixed, per_invocation);
+        vec![(SPEC_LOCAL_X, SpecValue::U32(g))]
+    }
+
+    /// `stem`, or its half-weights variant.
+    fn weighted(&self, stem: &str) -> String {
+        if self.half {
+            format!("{stem}_f16")
+        } else {
+            stem.to_string()
+        }
+    }
+
+    /// The weights' binding.
+    fn weights(&self) -> Result<Binding, Unsupported> {
+        self.graph.weights_input.map(Binding::Input).ok_or_else(|| {
+            Unsupported(format!(
+                "{} has a step with weights but no weights input",
+                self.problem.kernel.name
+            ))
+        })
+    }
+
+    /// Refuses a step writing `what` outside the arena (graphs write only the arena).
+    fn in_arena(&self, s: &Step, what: &str, r: Ref) -> Result<(), Unsupported> {
+        if r.buf == Buf::Arena {
+            Ok(())
+        } else {
+            Err(Unsupported(format!(
+                "step {} of {} writes {what} outside the output buffer",
+                s.name, self.problem.kernel.name
+            )))
+        }
+    }
+
+    fn words(&self, named: &[(&str, usize)]) -> Result<Vec<u32>, Unsupported> {
+        words(self.problem, named)
+    }
+}
+
+/// The recorded configuration: the shaders and how many dispatches each has.
+fn config(graph: &LlmGraph, dispatches: &[Dispatch], half: bool) -> BTreeMap<String, String> {
+    let mut count: BTreeMap<&str, usize> = BTreeMap::new();
+    for d in dispatches {
+        *count.entry(&d.shader).or_default() += 1;
+    }
+    let shaders = count
+        .iter()
+        .map(|(s, n)| format!("{s} ×{n}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let mut c = BTreeMap::new();
+    c.insert("shaders".into(), shaders);
+    c.insert("dispatches".into(), dispatches.len().to_string());
+    c.insert("steps".into(), graph.steps.len().to_string());
+    c.insert(
+        "weights".into(),
+        if half { "f16 (16-bit storage)" } else { "f32" }.into(),
+    );
+    c.insert(
+        "linear".into(),
+        format!("{LINEAR_FEATURES} features × {LINEAR_ROWS} rows per group"),
+    );
+    c
+}

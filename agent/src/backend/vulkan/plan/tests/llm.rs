@@ -1,0 +1,180 @@
+//! The transformer planner (`plan/llm.rs`): one dispatch per step with its tensors' buffers bound,
+//! half weights where the device has 16-bit storage, and groups within every device's limits.
+
+use super::*;
+use gpufleet_kernels::llm::{Buf, Op};
+
+/// `llm` tiny at the smoke suite's sizes.
+fn tiny_llm(variant: &str, dtype: &str) -> Problem {
+    problem(
+        "llm",
+        variant,
+        &[("model", 0), ("prompt", 32), ("context", 16), ("gen", 8)],
+        dtype,
+    )
+}
+
+/// The binding of a tensor's buffer, as the planner makes it.
+fn bound(buf: Buf) -> Binding {
+    match buf {
+        Buf::Input(i) => Binding::Input(i),
+        Buf::Arena => Binding::Output,
+    }
+}
+
+#[test]
+fn every_step_is_one_dispatch_reading_its_buffers_and_writing_the_arena() {
+    for variant in ["prefill", "decode"] {
+        let p = tiny_llm(variant, "f32");
+        let graph = p.llm_graph().unwrap();
+        for caps in devices() {
+            let plan = plan(&p, &caps, None).unwrap_or_else(|e| panic!("{variant}: {e}"));
+            check_plan(&p, &plan, &caps);
+            assert_eq!(plan.dispatches.len(), graph.steps.len(), "{variant}");
+            assert_eq!(plan.input_storage, vec![Storage::F32; 4]);
+            for (s, d) in graph.steps.iter().zip(&plan.dispatches) {
+                let what = format!("{variant} {}", s.name);
+                assert!(d.shader.starts_with("llm_"), "{what}: {}", d.shader);
+                assert_eq!(d.bindings[0], bound(s.x.buf), "{what}");
+                assert_eq!(d.bindings.last(), Some(&Binding::Output), "{what}");
+                let weights = matches!(
+                    s.op,
+                    Op::Embed { .. } | Op::RmsNorm { .. } | Op::Linear { .. }
+                );
+                if weights {
+                    assert_eq!(d.bindings[1], Binding::Input(1), "{what}");
+                }
+                if let Op::Attention { cache, .. } = s.op {
+                    assert_eq!(d.bindings[1..3], [bound(cache.k.buf), bound(cache.v.buf)]);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn half_weights_are_stored_and_read_as_half_where_the_device_has_16_bit_storage() {
+    for (kernel, p) in [
+        ("llm", tiny_llm("decode", "f16")),
+        (
+            "gemv",
+            problem("gemv", "", &[("k", 256), ("n", 688)], "f16"),
+        ),
+    ] {
+        let planned = plan(&p, &polaris(), None).unwrap();
+        check_plan(&p, &planned, &polaris());
+        assert_eq!(planned.input_storage[1], Storage::F16, "{kernel}");
+        assert_eq!(planned.output_storage, Storage::F32, "{kernel}");
+        let linear: Vec<&str> = planned
+            .dispatches
+            .iter()
+            .map(|d| d.shader.as_str())
+            .filter(|s| s.starts_with("llm_linear"))
+            .collect();
+        assert!(
+            !linear.is_empty() && linear.iter().all(|s| *s == "llm_linear_f16_subgroup"),
+            "{linear:?}"
+        );
+        // The inputs other than the weights stay f32.
+        for (i, s) in planned.input_storage.iter().enumerate() {
+            assert_eq!(*s == Storage::F16, i == 1, "{kernel} input {i}");
+        }
+        let err = plan(&p, &tiny(), None).unwrap_err();
+        assert!(
+            err.0.contains(&format!("dtype f16 of {kernel}"))
+                && err.0.contains("storageBuffer16BitAccess"),
+            "{err}"
+        );
+    }
+}
+
+#[test]
+fn groups_stay_within_the_device_and_shared_memory_and_the_widest_head_fits() {
+    // The widest gemv: more feature blocks than one dispatch's groups, strided.
+    let p = problem(
+        "gemv",
+        "",
+        &[("batch", 300), ("k", 64), ("n", 262_144)],
+        "f32",
+    );
+    for caps in devices() {
+        let plan = plan(&p, &caps, None).unwrap();
+        check_plan(&p, &plan, &caps);
+        let d = &plan.dispatches[0];
+        assert_eq!(d.groups[0], 65535);
+        assert_eq!(d.groups[1], 75, "300 rows, 4 a group");
+        // The partials fit the device's shared memory.
+        let g = spec(d, SPEC_LOCAL_X).unwrap() as usize;
+        assert!(64 * g <= caps.max_shared_memory_bytes as usize, "{g}");
+    }
+    let heads = |hd| {
+        problem(
+            "attention",
+            "decode",
+            &[
+                ("batch", 1),
+                ("tokens", 1),
+                ("context", 8),
+                ("heads", 2),
+                ("kv_heads", 1),
+                ("head_dim", hd),
+            ],
+            "f32",
+        )
+    };
+    for caps in devices() {
+        for hd in [2, 62, 64, 130, 512] {
+            let p = heads(hd);
+            let plan = plan(&p, &caps, None).unwrap_or_else(|e| panic!("hd {hd}: {e}"));
+            check_plan(&p, &plan, &caps);
+        }
+    }
+    // One (row, head) a group, strided past 65535.
+    let p = problem(
+        "attention",
+        "prefill",
+        &[
+            ("batch", 64),
+            ("tokens", 1024),
+            ("heads", 32),
+            ("kv_heads", 8),
+        ],
+        "f32",
+    );
+    let plan = plan(&p, &nvidia(), None).unwrap();
+    assert_eq!(plan.dispatches[0].groups, [65535, 1, 1]);
+}
+
+#[test]
+fn the_configuration_names_the_shaders_and_the_weights() {
+    let p = tiny_llm("decode", "f16");
+    let plan = plan(&p, &lavapipe(), None).unwrap();
+    let c = &plan.config;
+    assert_eq!(c["dispatches"], plan.dispatches.len().to_string());
+    assert!(c["shaders"].contains("llm_linear_f16_subgroup ×"), "{c:?}");
+    assert!(c["weights"].starts_with("f16"), "{c:?}");
+}
+
+#[test]
+fn projections_read_4_vectors_where_every_row_is_aligned_and_reduce_by_subgroups_where_they_can() {
+    let vec4 = |k: i64, caps: &VkCaps| {
+        let p = problem("gemv", "", &[("batch", 2), ("k", k), ("n", 9)], "f32");
+        let plan = plan(&p, caps, None).unwrap();
+        check_plan(&p, &plan, caps);
+        let d = &plan.dispatches[0];
+        (spec(d, 2).unwrap(), d.shader.clone())
+    };
+    assert_eq!(vec4(256, &nvidia()), (1, "llm_linear_subgroup".into()));
+    assert_eq!(vec4(257, &nvidia()), (0, "llm_linear_subgroup".into()));
+    assert_eq!(vec4(256, &tiny()), (1, "llm_linear".into()));
+    // Every projection of the model is aligned.
+    let p = tiny_llm("decode", "f32");
+    let plan = plan(&p, &lavapipe(), None).unwrap();
+    for d in plan
+        .dispatches
+        .iter()
+        .filter(|d| d.shader.starts_with("llm_linear"))
+    {
+        assert_eq!(spec(d, 2), Some(1), "{d:?}");
+    }
+}

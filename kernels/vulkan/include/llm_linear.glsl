@@ -1,0 +1,117 @@
+// llm_linear.glsl: the Linear step, out[r][j] = Σ_i x[r][i] · W[j][i] with W `[n][k]` (PyTorch's
+// nn.Linear without bias), the decode projections' gemv and, for now, prefill's too.
+//
+// A workgroup of WG invocations computes NF output features for RB rows at a time: invocation l
+// walks i = l, l + WG, ... of the NF weight rows (coalesced reads, each weight loaded once for the
+// RB rows; 4-vectors with VEC4) and the RB input rows, then the NF·RB sums are reduced: with
+// SUBGROUP (the *_subgroup shaders) by subgroupAdd then the subgroups' partials through shared
+// memory, otherwise by a tree in shared memory. Groups stride over the feature blocks along x and
+// over the row blocks along y, so a decode pass (a few rows) reads each weight once.
+//
+// Bindings: 0 x, 1 the weights (f32, or half with HALF), 2 the arena.
+// Push constants (uint): rows, k, n, x_off, w_off, out_off. Specialization: 0 local size x = WG
+// (see llm.glsl; the partials take NF·RB·WG floats of shared memory); 2 VEC4: k, x_off and w_off
+// are multiples of 4, so rows are read as 4-vectors (16 bytes of f32, 8 of half).
+
+#define WEIGHTS_BINDING 1
+#define WEIGHTS_VEC4 1
+#define SPEC_WG 1
+#include "llm.glsl"
+
+#define NF 4u
+#define RB 4u
+
+layout(constant_id = 2) const bool VEC4 = false;
+
+layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
+layout(set = 0, binding = 0, std430) readonly buffer X4 { vec4 x4[]; };
+layout(set = 0, binding = 2, std430) writeonly buffer Out { float dst[]; };
+
+layout(push_constant) uniform Push {
+    uint rows;
+    uint k;
+    uint n;
+    uint x_off;
+    uint w_off;
+    uint out_off;
+} pc;
+
+shared float part[NF * RB][WG];
+
+void main()
+{
+    const uint lid = gl_LocalInvocationID.x;
+    const uint blocks = (pc.n + NF - 1u) / NF;
+    for (uint blk = gl_WorkGroupID.x; blk < blocks; blk += gl_NumWorkGroups.x) {
+        const uint j0 = blk * NF;
+        for (uint r0 = gl_WorkGroupID.y * RB; r0 < pc.rows; r0 += gl_NumWorkGroups.y * RB) {
+            float acc[NF][RB];
+            for (uint f = 0u; f < NF; ++f)
+                for (uint r = 0u; r < RB; ++r)
+                    acc[f][r] = 0.0;
+            if (VEC4) {
+                const uint k4 = pc.k / 4u;
+                for (uint i = lid; i < k4; i += WG) {
+                    vec4 xv[RB];
+                    for (uint r = 0u; r < RB; ++r)
+                        xv[r] = r0 + r < pc.rows ? x4[(pc.x_off + (r0 + r) * pc.k) / 4u + i]
+                                                 : vec4(0.0);
+                    for (uint f = 0u; f < NF; ++f) {
+                        if (j0 + f < pc.n) {
+                            const vec4 w = LOAD_W4((pc.w_off + (j0 + f) * pc.k) / 4u + i);
+                            for (uint r = 0u; r < RB; ++r)
+                                acc[f][r] += dot(w, xv[r]);
+                        }
+                    }
+                }
+            } else {
+                for (uint i = lid; i < pc.k; i += WG) {
+                    float xv[RB];
+                    for (uint r = 0u; r < RB; ++r)
+                        xv[r] = r0 + r < pc.rows ? x[pc.x_off + (r0 + r) * pc.k + i] : 0.0;
+                    for (uint f = 0u; f < NF; ++f) {
+                        if (j0 + f < pc.n) {
+                            const float w = LOAD_W(pc.w_off + (j0 + f) * pc.k + i);
+                            for (uint r = 0u; r < RB; ++r)
+                                acc[f][r] += w * xv[r];
+                        }
+                    }
+                }
+            }
+#ifdef SUBGROUP
+            for (uint f = 0u; f < NF; ++f)
+                for (uint r = 0u; r < RB; ++r) {
+                    const float v = subgroupAdd(acc[f][r]);
+                    if (gl_SubgroupInvocationID == 0u)
+                        part[f * RB + r][gl_SubgroupID] = v;
+                }
+            barrier();
+            if (lid < NF * RB) {
+                float v = 0.0;
+                for (uint s = 0u; s < gl_NumSubgroups; ++s)
+                    v += part[lid][s];
+                part[lid][0] = v;
+            }
+#else
+            for (uint f = 0u; f < NF; ++f)
+                for (uint r = 0u; r < RB; ++r)
+                    part[f * RB + r][lid] = acc[f][r];
+            barrier();
+            for (uint s = WG / 2u; s > 0u; s >>= 1u) {
+                if (lid < s)
+                    for (uint a = 0u; a < NF * RB; ++a)
+                        part[a][lid] += part[a][lid + s];
+                barrier();
+            }
+#endif
+            if (lid < NF * RB) {
+                const uint f = lid / RB;
+                const uint r = lid - f * RB;
+                if (j0 + f < pc.n && r0 + r < pc.rows)
+                    dst[pc.out_off + (r0 + r) * pc.n + j0 + f] = part[lid][0];
+            }
+            // The partials are overwritten by the next block.
+            barrier();
+        }
+    }
+}

@@ -1,0 +1,137 @@
+#version 450
+// llm_attention: the transformer's Attention step, causal grouped-query attention of the queries x
+// ([rows][heads·hd]) over a KV cache: row r (sequence seq = r / per_seq, position
+// pos = pos0 + r % per_seq), head h attends to its sequence's positions 0..=pos of key/value head
+// h / group, whose key at position t starts at k_off + (t·batch + seq)·kv_dim + (h / group)·hd
+// (values alike from v_off). softmax(q·k · scale) · V, with the maximum subtracted before exp.
+//
+// One workgroup of WG invocations per (row, head), the groups striding over them. The query is
+// kept in shared memory; a first pass over the positions finds the maximum score; the second
+// takes the positions WG at a time: each invocation turns one score into p = exp(s - max) in shared
+// memory, then the weighted sum of the values is accumulated with the invocations split into
+// WG / hd lanes of hd dimensions (hd ≤ WG/2; each lane takes every lanes-th position, the lanes'
+// sums added at the end) or, for wider heads, each invocation taking dimensions l, l + WG, ...
+// (hd ≤ 512, WG ≥ 64). The sum of p divides at the end.
+//
+// Bindings: 0 x (the queries), 1 the keys, 2 the values, 3 the arena.
+// Push constants: rows, per_seq, pos0, heads, group, hd, kv_dim, batch, x_off, k_off, v_off,
+// out_off (uint), scale (float). Specialization: 0 local size x = WG (see llm.glsl).
+#extension GL_GOOGLE_include_directive : require
+#define SPEC_WG 1
+#define REDUCE 1
+#include "include/llm.glsl"
+
+// The widest head, and the dimensions per invocation it takes on 64 invocations.
+#define MAX_HD 512u
+#define ND 8u
+
+layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
+layout(set = 0, binding = 1, std430) readonly buffer K { float kc[]; };
+layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
+layout(set = 0, binding = 3, std430) writeonly buffer Out { float dst[]; };
+
+layout(push_constant) uniform Push {
+    uint rows;
+    uint per_seq;
+    uint pos0;
+    uint heads;
+    uint group;
+    uint hd;
+    uint kv_dim;
+    uint batch;
+    uint x_off;
+    uint k_off;
+    uint v_off;
+    uint out_off;
+    float scale;
+} pc;
+
+shared float qs[MAX_HD];
+shared float ps[WG];
+shared float part[WG];
+
+// -infinity (a literal: uintBitsToFloat is not a constant expression).
+const float NEG_INF = -1.0 / 0.0;
+
+void main()
+{
+    const uint lid = gl_LocalInvocationID.x;
+    const uint hd = pc.hd;
+    const bool lanes_split = hd <= WG / 2u;
+    const uint lanes = lanes_split ? WG / hd : 1u;
+    const uint d0 = lanes_split ? lid % hd : lid;
+    const uint lane = lanes_split ? lid / hd : 0u;
+    for (uint task = gl_WorkGroupID.x; task < pc.rows * pc.heads; task += gl_NumWorkGroups.x) {
+        const uint r = task / pc.heads;
+        const uint h = task - r * pc.heads;
+        const uint seq = r / pc.per_seq;
+        const uint pos = pc.pos0 + (r - seq * pc.per_seq);
+        const uint head = (h / pc.group) * hd;
+        const uint out_at = pc.out_off + r * pc.heads * hd + h * hd;
+        for (uint d = lid; d < hd; d += WG)
+            qs[d] = x[pc.x_off + r * pc.heads * hd + h * hd + d];
+        barrier();
+        const uint n = pos + 1u;
+        float m = NEG_INF;
+        for (uint t = lid; t < n; t += WG) {
+            const uint kb = pc.k_off + (t * pc.batch + seq) * pc.kv_dim + head;
+            float s = 0.0;
+            for (uint d = 0u; d < hd; ++d)
+                s += qs[d] * kc[kb + d];
+            m = max(m, s * pc.scale);
+        }
+        m = group_max(m);
+        float l = 0.0;
+        float acc[ND];
+        for (uint j = 0u; j < ND; ++j)
+            acc[j] = 0.0;
+        for (uint c0 = 0u; c0 < n; c0 += WG) {
+            const uint t = c0 + lid;
+            float p = 0.0;
+            if (t < n) {
+                const uint kb = pc.k_off + (t * pc.batch + seq) * pc.kv_dim + head;
+                float s = 0.0;
+                for (uint d = 0u; d < hd; ++d)
+                    s += qs[d] * kc[kb + d];
+                p = exp(s * pc.scale - m);
+            }
+            ps[lid] = p;
+            l += p;
+            barrier();
+            const uint cn = min(WG, n - c0);
+            if (lanes_split) {
+                if (lane < lanes)
+                    for (uint j = lane; j < cn; j += lanes)
+                        acc[0] += ps[j] * vc[pc.v_off + ((c0 + j) * pc.batch + seq) * pc.kv_dim + head + d0];
+            } else {
+                for (uint jj = 0u; jj < ND; ++jj) {
+                    const uint d = lid + jj * WG;
+                    if (d < hd)
+                        for (uint j = 0u; j < cn; ++j)
+                            acc[jj] += ps[j] * vc[pc.v_off + ((c0 + j) * pc.batch + seq) * pc.kv_dim + head + d];
+                }
+            }
+            // ps is overwritten by the next chunk.
+            barrier();
+        }
+        l = group_sum(l);
+        if (lanes_split) {
+            part[lid] = lane < lanes ? acc[0] : 0.0;
+            barrier();
+            if (lid < hd) {
+                float s = 0.0;
+                for (uint k = 0u; k < lanes; ++k)
+                    s += part[k * hd + lid];
+                dst[out_at + lid] = s / l;
+            }
+        } else {
+            for (uint jj = 0u; jj < ND; ++jj) {
+                const uint d = lid + jj * WG;
+                if (d < hd)
+                    dst[out_at + d] = acc[jj] / l;
+            }
+        }
+        // qs and part are overwritten by the next task.
+        barrier();
+    }
+}
