@@ -124,6 +124,9 @@ async fn half_weights_of_gemv_and_llm_decode_validate_where_the_device_lists_the
     }
 }
 
+/// A kernel, its variant and its parameters.
+type Run<'a> = (&'a str, &'a str, &'a [(&'a str, i64)]);
+
 #[tokio::test]
 async fn attention_over_many_positions_and_wide_heads_validates() {
     let Some(mut t) = on_backend("vulkan").await else {
@@ -131,7 +134,7 @@ async fn attention_over_many_positions_and_wide_heads_validates() {
     };
     // Positions past one group's chunk (128), heads narrower than half a group (lanes), wider
     // (one dimension an invocation) and wider than the group (several); an unaligned gemv.
-    let runs: [(&str, &str, &[(&str, i64)]); 4] = [
+    let runs: [Run<'_>; 4] = [
         (
             "attention",
             "decode",

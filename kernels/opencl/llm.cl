@@ -16,10 +16,12 @@
 #define WTYPE half
 #define LOADW(p, i) vload_half((i), (p))
 #define LOADW4(p, i) vload_half4((i), (p))
+#define LOADW8(p, i) vload_half8((i), (p))
 #else
 #define WTYPE float
 #define LOADW(p, i) ((p)[(i)])
 #define LOADW4(p, i) vload4((i), (p))
+#define LOADW8(p, i) vload8((i), (p))
 #endif
 
 /* out[r][d] = table[tok(r)][d], tok(r) = tokens[tok_off + r*tok_stride] clamped into the table. */
@@ -38,7 +40,7 @@ __kernel void llm_embed(__global const float *tokens, __global const WTYPE *w, _
 
 /* Sums `v` over the group (`wg` work-items, a power of two) through `scratch`; every work-item
  * gets the sum. */
-static float group_sum(float v, __local float *scratch, int wg)
+float group_sum(float v, __local float *scratch, int wg)
 {
     int lid = get_local_id(0);
     scratch[lid] = v;
@@ -72,39 +74,56 @@ llm_rmsnorm(__global const float *x, __global const WTYPE *w, __global float *ou
     }
 }
 
-/* Few rows (decode) on a GPU: one group per output feature j (grid-strided), its GEMV_WG
- * work-items splitting the k-long weight row, which is read once for ROWS rows at a time. */
+/* Few rows (decode) on a GPU: a group takes FEATS output features at once (grid-strided), its
+ * GEMV_WG work-items splitting their k-long weight rows eight weights a load (16 bytes in f16),
+ * each weight read once for ROWS input rows at a time. The FEATS x ROWS partial sums of every
+ * work-item meet in local memory and are added up by one work-item each: two barriers a block. */
+#define FEATS 4
 __kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1))) void
 llm_gemv(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
          long w_off, int out_off, int rows, int k, int n)
 {
-    __local float scratch[GEMV_WG];
+    __local float part[FEATS * ROWS][GEMV_WG];
     int lid = get_local_id(0);
-    for (int j = get_group_id(0); j < n; j += get_num_groups(0)) {
-        __global const WTYPE *wr = w + w_off + (long)j * k;
+    int k8 = k / 8;
+    for (int j0 = get_group_id(0) * FEATS; j0 < n; j0 += get_num_groups(0) * FEATS) {
         for (int r0 = 0; r0 < rows; r0 += ROWS) {
-            float acc[ROWS];
-            for (int q = 0; q < ROWS; q++)
-                acc[q] = 0.0f;
-            /* Four weights a load (8 or 16 bytes), then the rest one by one. */
-            int k4 = k / 4;
-            for (int i4 = lid; i4 < k4; i4 += GEMV_WG) {
-                float4 wv = LOADW4(wr, i4);
+            float acc[FEATS][ROWS];
+            for (int f = 0; f < FEATS; f++)
                 for (int q = 0; q < ROWS; q++)
-                    if (r0 + q < rows)
-                        acc[q] += dot(wv, vload4(i4, x + x_off + (r0 + q) * k));
+                    acc[f][q] = 0.0f;
+            for (int i8 = lid; i8 < k8; i8 += GEMV_WG) {
+                float8 wv[FEATS];
+                for (int f = 0; f < FEATS; f++)
+                    wv[f] = j0 + f < n ? LOADW8(w + w_off + (long)(j0 + f) * k, i8) : (float8)(0.0f);
+                for (int q = 0; q < ROWS; q++) {
+                    if (r0 + q < rows) {
+                        float8 xv = vload8(i8, x + x_off + (r0 + q) * k);
+                        for (int f = 0; f < FEATS; f++)
+                            acc[f][q] += dot(wv[f].lo, xv.lo) + dot(wv[f].hi, xv.hi);
+                    }
+                }
             }
-            for (int i = 4 * k4 + lid; i < k; i += GEMV_WG) {
-                float wv = LOADW(wr, i);
+            for (int i = 8 * k8 + lid; i < k; i += GEMV_WG)
+                for (int f = 0; f < FEATS && j0 + f < n; f++) {
+                    float wv = LOADW(w, w_off + (long)(j0 + f) * k + i);
+                    for (int q = 0; q < ROWS; q++)
+                        if (r0 + q < rows)
+                            acc[f][q] += wv * x[x_off + (r0 + q) * k + i];
+                }
+            for (int f = 0; f < FEATS; f++)
                 for (int q = 0; q < ROWS; q++)
-                    if (r0 + q < rows)
-                        acc[q] += wv * x[x_off + (r0 + q) * k + i];
+                    part[f * ROWS + q][lid] = acc[f][q];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int a = lid; a < FEATS * ROWS; a += GEMV_WG) {
+                int f = a / ROWS, q = a % ROWS;
+                float sum = 0.0f;
+                for (int t = 0; t < GEMV_WG; t++)
+                    sum += part[a][t];
+                if (j0 + f < n && r0 + q < rows)
+                    out[out_off + (r0 + q) * n + j0 + f] = sum;
             }
-            for (int q = 0; q < ROWS && r0 + q < rows; q++) {
-                float s = group_sum(acc[q], scratch, GEMV_WG);
-                if (lid == 0)
-                    out[out_off + (r0 + q) * n + j] = s;
-            }
+            barrier(CLK_LOCAL_MEM_FENCE);
         }
     }
 }

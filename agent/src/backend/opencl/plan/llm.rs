@@ -5,10 +5,10 @@
 //! shape's weights pass 2^31 elements).
 //!
 //! - On a GPU, projections over [`MATMUL_ROWS`] rows or more run `llm_matmul` (64×64 tiles of
-//!   rows × features), fewer rows (decode) `llm_gemv`, a group per output feature reading its
-//!   weight row once for [`GEMV_ROWS`] rows at a time. On a CPU device (PoCL) every projection runs
-//!   `llm_gemv_rows`, a work-item per output feature over all rows: no barriers, which PoCL runs
-//!   slowly (a tiled GEMM there is 10× slower).
+//!   rows × features), fewer rows (decode) `llm_gemv`, a group per [`GEMV_FEATS`] output features
+//!   reading their weight rows eight weights a load, once for [`GEMV_ROWS`] rows at a time. On a
+//!   CPU device (PoCL) every projection runs `llm_gemv_rows`, a work-item per output feature over
+//!   all rows: no barriers, which PoCL runs slowly (a tiled GEMM there is 10× slower).
 //! - Attention runs a group per row and head of [`attention_group`] work-items, each taking every
 //!   `ATT_WG`-th position with an online softmax, merged at the end; the head width is a build
 //!   parameter (its accumulators are private).
@@ -23,8 +23,12 @@ use std::collections::BTreeMap;
 
 /// Projections with at least this many rows use the tiled `llm_matmul`.
 pub const MATMUL_ROWS: usize = 16;
+/// Local memory `llm_matmul` needs (two 16×65 f32 tiles); a device with less runs `llm_gemv`.
+const MATMUL_LOCAL_BYTES: u64 = 2 * 16 * 65 * 4;
 /// Rows a `llm_gemv` group accumulates at once.
 pub const GEMV_ROWS: usize = 8;
+/// Output features a `llm_gemv` group takes at once (`FEATS` in `llm.cl`).
+pub const GEMV_FEATS: usize = 4;
 /// Work-items of a `llm_gemv` group (GPUs; on a CPU device `llm_gemv_rows` takes a work-item per
 /// output feature instead).
 pub const GEMV_WG: usize = 64;
@@ -33,11 +37,23 @@ const GROUPS_MAX: usize = 65536;
 /// Local memory an attention group may use for its merge, in bytes.
 const ATTENTION_LOCAL_MAX: usize = 16 << 10;
 
-/// Work-items of an attention group for heads `head_dim` wide: 32, fewer for wide heads so that
-/// the merge's `ATT_WG × head_dim` floats fit [`ATTENTION_LOCAL_MAX`], at least 1.
+/// Work-items of an attention group for heads `head_dim` wide: 32, fewer for wide heads or small
+/// local memories so that the merge's `ATT_WG × (head_dim + 2)` floats and the query fit
+/// [`ATTENTION_LOCAL_MAX`] and the device; 0 when not even one fits.
 pub fn attention_group(head_dim: usize, caps: &DeviceCaps) -> usize {
-    let fit = ATTENTION_LOCAL_MAX / (4 * head_dim.max(1));
-    pow2_floor(fit.clamp(1, 32).min(caps.max_work_group_size.max(1)))
+    let local = (ATTENTION_LOCAL_MAX as u64).min(caps.local_mem_bytes) as usize;
+    let fit = local.saturating_sub(4 * head_dim) / (4 * (head_dim + 2));
+    if fit == 0 {
+        return 0;
+    }
+    pow2_floor(fit.min(32).min(caps.max_work_group_size.max(1)))
+}
+
+/// Work-items of a `llm_gemv` group: [`GEMV_WG`], fewer where the group size or half the local
+/// memory (its `FEATS × ROWS` partial sums a work-item) is smaller.
+fn gemv_group(group: usize, caps: &DeviceCaps) -> usize {
+    let fit = (caps.local_mem_bytes / 2) as usize / (4 * GEMV_FEATS * GEMV_ROWS);
+    pow2_floor(GEMV_WG.min(group).min(fit.max(1)))
 }
 
 /// The plan of a transformer problem.
@@ -47,7 +63,7 @@ pub fn attention_group(head_dim: usize, caps: &DeviceCaps) -> usize {
 /// or a device whose local memory cannot hold the attention's merge.
 pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
     let group = flat_group(caps);
-    let gemv_wg = GEMV_WG.min(group);
+    let gemv_wg = gemv_group(group, caps);
     let int = |what: &str, v: usize| -> Result<Arg, Unsupported> {
         bounded(problem, what, v, i32::MAX, INT_ARG).map(Arg::Int)
     };
@@ -70,12 +86,10 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
         })
         .unwrap_or(2);
     let att_wg = attention_group(head_dim, caps);
-    let local_needed = 4 * (att_wg * (head_dim + 2) + head_dim);
-    if g.steps.iter().any(|s| matches!(s.op, Op::Attention { .. }))
-        && (local_needed as u64) > caps.local_mem_bytes
-    {
+    if g.steps.iter().any(|s| matches!(s.op, Op::Attention { .. })) && att_wg == 0 {
         return Err(Unsupported(format!(
-            "attention over heads of {head_dim} needs {local_needed} bytes of local memory; the device has {}",
+            "attention over heads of {head_dim} needs {} bytes of local memory; the device has {}",
+            4 * (3 * head_dim + 2),
             caps.local_mem_bytes
         )));
     }
@@ -157,7 +171,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
                 ];
                 if caps.cpu {
                     one("llm_gemv_rows", grid(n), group, args)
-                } else if rows >= MATMUL_ROWS {
+                } else if rows >= MATMUL_ROWS && caps.local_mem_bytes >= MATMUL_LOCAL_BYTES {
                     Launch {
                         kernel: "llm_matmul".into(),
                         global: vec![n.div_ceil(64) * 16, rows.div_ceil(64) * 16],
@@ -165,7 +179,8 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
                         args,
                     }
                 } else {
-                    one("llm_gemv", vec![n.min(GROUPS_MAX) * gemv_wg], gemv_wg, args)
+                    let groups = n.div_ceil(GEMV_FEATS).min(GROUPS_MAX);
+                    one("llm_gemv", vec![groups * gemv_wg], gemv_wg, args)
                 }
             }
             Op::Rope {
@@ -269,7 +284,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
         ("GEMV_WG", gemv_wg.to_string()),
         ("ROWS", GEMV_ROWS.to_string()),
         ("HEAD_DIM", head_dim.to_string()),
-        ("ATT_WG", att_wg.to_string()),
+        ("ATT_WG", att_wg.max(1).to_string()),
     ];
     if half {
         defines.push(("W_HALF", String::new()));

@@ -70,6 +70,7 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &DeviceCaps) {
                 Arg::Scratch(i) => assert!(*i < plan.scratch_bytes.len(), "{what}: {a:?}"),
                 Arg::Output => output_written = true,
                 Arg::Int(v) => assert!(*v >= 0, "{what}: {a:?}"),
+                Arg::Long(v) => assert!(*v >= 0, "{what}: {a:?}"),
                 Arg::Float(_) => {}
             }
         }
@@ -98,7 +99,7 @@ fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
         let names: Vec<&str> = k.dtypes.iter().map(|d| d.name()).collect();
         assert_eq!(dtypes, &names, "{}", k.name);
     }
-    assert_eq!(listed.len(), 21);
+    assert_eq!(listed.len(), 26);
 }
 
 #[test]
