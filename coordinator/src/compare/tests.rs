@@ -274,6 +274,27 @@ fn long_params_are_abbreviated_with_a_legend_and_json_params_are_objects() {
     assert_eq!(j[0]["params"]["channels"], 8);
 }
 
+/// A name whose shortest unique prefix runs into its second word (`head_dim` beside `heads`) is
+/// shown by its initials, which keeps the attention kernels' row inside a terminal.
+#[test]
+fn a_prefix_into_a_second_word_becomes_initials() {
+    let mut r = row("attention/decode", "cpu:0", "ok", Some(1.0), true);
+    r.record.params = [
+        ("batch", 2),
+        ("context", 60),
+        ("head_dim", 32),
+        ("heads", 8),
+        ("kv_heads", 2),
+        ("tokens", 4),
+    ]
+    .into_iter()
+    .map(|(k, v)| (k.to_string(), v))
+    .collect();
+    let t = Pivot::new(vec![r], By::Device).render(Format::Table);
+    assert!(t.contains("b2 c60 hd32 heads8 k2 t4"), "{t}");
+    assert!(t.contains("hd=head_dim"), "{t}");
+}
+
 #[test]
 fn energy_figures_are_plain_numbers_in_csv() {
     let mut a = row("gemm/x", "cpu:0", "ok", Some(500.0), true);

@@ -197,11 +197,26 @@ fn params_cell(params: &BTreeMap<String, i64>, abbr: Option<&BTreeMap<String, St
     }
 }
 
+/// `short` (a name's shortest unique prefix), or the name's initials when that prefix runs into a
+/// second word (`head_dim` beside `heads` is `head_`; its initials `hd` say more in less) and no
+/// other name of `all` starts with them.
+fn initials(name: &str, short: &str, all: &BTreeSet<String>) -> String {
+    if !short.contains('_') {
+        return short.to_string();
+    }
+    let init: String = name.split('_').filter_map(|w| w.chars().next()).collect();
+    if all.iter().any(|o| o != name && o.starts_with(&init)) {
+        short.to_string()
+    } else {
+        init
+    }
+}
+
 /// Params written out longer than this are abbreviated (`b1 c8 h32`), with a legend line.
 const PARAMS_WIDTH: usize = 20;
 
 /// Per kernel whose params text is too wide: each param name's shortest prefix that is unique
-/// among that kernel's params.
+/// among that kernel's params ([`initials`] where that prefix runs into a second word).
 fn param_abbreviations(rows: &[PivotRow]) -> BTreeMap<String, BTreeMap<String, String>> {
     let mut names: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
     let mut wide: BTreeSet<String> = BTreeSet::new();
@@ -226,7 +241,7 @@ fn param_abbreviations(rows: &[PivotRow]) -> BTreeMap<String, BTreeMap<String, S
                         .map(|n| &name[..n])
                         .find(|p| all.iter().filter(|o| o.starts_with(p)).count() == 1)
                         .unwrap_or(name);
-                    (name.clone(), short.to_string())
+                    (name.clone(), initials(name, short, all))
                 })
                 .collect();
             (kernel, abbr)
