@@ -3,7 +3,7 @@
 //! [`crate::llm`]) and validated step by step (`check/llm.rs`). This module holds their catalog
 //! entries, the graph of each problem and its sizes.
 
-use super::{F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, named, p};
+use super::{F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, lens, named, p};
 use crate::backend::BackendKind;
 use crate::check::harness::Validation;
 use crate::check::llm::check_llm;
@@ -225,32 +225,21 @@ impl LlmKernel {
         }
     }
 
-    /// Sizes in u128 without building the graph (for footprints of absurd parameters).
+    /// Input and arena sizes; a model's in u128 without building its graph (for footprints of
+    /// absurd parameters).
     fn lens(self, p: &Problem) -> (Vec<u128>, u128) {
-        let w = |n: &str| p.wparam(n);
         match self {
             LlmKernel::Llm => {
                 let s = self.sizes(p);
                 (s.inputs, s.arena)
             }
-            LlmKernel::Rope | LlmKernel::Attention => {
-                let (batch, tokens, cap) = (w("batch"), w("tokens"), w("context") + w("tokens"));
-                let (q, kv) = (w("heads") * w("head_dim"), w("kv_heads") * w("head_dim"));
-                let rows = batch * tokens;
-                if self == LlmKernel::Rope {
-                    (
-                        vec![rows * (q + 2 * kv), cap * w("head_dim")],
-                        rows * q + 2 * batch * cap * kv,
-                    )
-                } else {
-                    (vec![rows * q, batch * cap * kv, batch * cap * kv], rows * q)
-                }
+            // One step: its graph is cheap, and the parameters' bounds keep its sizes far inside
+            // usize.
+            LlmKernel::Rope | LlmKernel::Attention | LlmKernel::SwiGlu | LlmKernel::Gemv => {
+                let g = self.graph(p);
+                let inputs = g.input_lens.iter().map(|&n| n as u128).collect();
+                (inputs, g.arena_len as u128)
             }
-            LlmKernel::SwiGlu => (vec![w("rows") * 2 * w("ffn")], w("rows") * w("ffn")),
-            LlmKernel::Gemv => (
-                vec![w("batch") * w("k"), w("k") * w("n")],
-                w("batch") * w("n"),
-            ),
         }
     }
 }
@@ -337,10 +326,11 @@ impl Family for LlmKernel {
     }
 
     fn make_inputs(&self, p: &Problem, seed: u64) -> Vec<Buffer> {
-        let g = self.graph(p);
-        let f = |set: ValueSet, i: usize| fill(set, g.input_lens[i], &mut rng_for(seed, i));
+        // The model's sizes without its graph (a long decode has many steps).
+        let lens = lens(&self.lens(p).0);
+        let f = |set: ValueSet, i: usize| fill(set, lens[i], &mut rng_for(seed, i));
         let bufs = match self {
-            LlmKernel::Llm => model_inputs(&g, seed),
+            LlmKernel::Llm => model_inputs(&Self::model(p).config(), &lens, seed),
             LlmKernel::Rope => {
                 let hd = p.uparam("head_dim");
                 let cap = p.uparam("context") + p.uparam("tokens");

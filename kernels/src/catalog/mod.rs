@@ -483,12 +483,21 @@ static CATALOG: LazyLock<Vec<KernelDef>> = LazyLock::new(|| {
 /// names (`model`: `1b`), else the number. Parameter names with names are the same list in every
 /// kernel that has them, so the kernel need not be known (stored specs, compare tables).
 pub fn show_param(name: &str, v: i64) -> String {
+    NAMED_PARAMS
+        .iter()
+        .find(|p| p.name == name)
+        .map_or_else(|| v.to_string(), |p| p.show(v))
+}
+
+/// The parameters that have names, once: [`show_param`] runs for every parameter of every row a
+/// listing prints.
+static NAMED_PARAMS: LazyLock<Vec<&'static ParamDef>> = LazyLock::new(|| {
     CATALOG
         .iter()
         .flat_map(|k| k.params)
-        .find(|p| p.name == name && !p.names.is_empty())
-        .map_or_else(|| v.to_string(), |p| p.show(v))
-}
+        .filter(|p| !p.names.is_empty())
+        .collect()
+});
 
 /// Every kernel, debug ones included, in display order.
 pub fn catalog() -> &'static [KernelDef] {

@@ -116,6 +116,41 @@ pub(crate) fn error_ratio(err: f64, tol: f64) -> f64 {
     }
 }
 
+/// The running figures of a graph's validation (a network's layers, a transformer's steps): elements
+/// compared, the largest error and the largest error-to-tolerance ratio.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    pub(crate) checked: u64,
+    pub(crate) max_abs: f64,
+    pub(crate) worst: f64,
+}
+
+impl Tally {
+    /// Records one comparison; whether it is out of tolerance.
+    pub(crate) fn misses(&mut self, got: f64, expected: f64, tol: f64) -> bool {
+        let err = (got - expected).abs();
+        self.checked += 1;
+        let ratio = error_ratio(err, tol);
+        self.max_abs = self.max_abs.max(if err.is_nan() { f64::MAX } else { err });
+        self.worst = self.worst.max(ratio);
+        ratio > 1.0
+    }
+
+    /// The sampled validation of `total` elements so far: passed when nothing missed and something
+    /// was compared (`failed`: something missed), with `message`.
+    pub(crate) fn outcome(&self, total: u64, failed: bool, message: String) -> Validation {
+        Validation {
+            passed: !failed && self.checked > 0,
+            max_abs_error: self.max_abs,
+            worst_ratio: self.worst,
+            elements_checked: self.checked,
+            elements_total: total,
+            sampled: true,
+            message,
+        }
+    }
+}
+
 /// Receives reference values from a visitor and compares them with the output.
 pub(crate) struct Comparer<'a> {
     out: &'a [f32],

@@ -6,31 +6,13 @@
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
 
-use super::harness::{Validation, error_ratio, pick};
+use super::harness::{Tally, Validation, pick};
 use crate::llm::{LlmGraph, Op, Step, Tensors, block_row, check_width, output_index, step_element};
 
 /// Elements of a step compared.
 const SAMPLES_PER_STEP: usize = 256;
 /// Elements of each row of the logits compared (with the row's first and last).
 const SAMPLES_PER_LOGITS_ROW: usize = 12;
-
-#[derive(Default)]
-struct Tally {
-    checked: u64,
-    max_abs: f64,
-    worst: f64,
-}
-
-impl Tally {
-    fn compare(&mut self, got: f64, expected: f64, tol: f64) -> bool {
-        let err = (got - expected).abs();
-        self.checked += 1;
-        let ratio = error_ratio(err, tol);
-        self.max_abs = self.max_abs.max(if err.is_nan() { f64::MAX } else { err });
-        self.worst = self.worst.max(ratio);
-        ratio > 1.0
-    }
-}
 
 /// The `(row, column)` pairs of `step` compared.
 fn samples(step: &Step, rng: &mut Pcg64) -> Vec<(usize, usize)> {
@@ -75,15 +57,7 @@ pub(crate) fn check_llm(g: &LlmGraph, inputs: &[&[f32]], arena: &[f32]) -> Valid
         .and_then(|i| inputs.get(i).copied())
         .unwrap_or(&[]);
     let mut tally = Tally::default();
-    let fail = |tally: &Tally, message: String| Validation {
-        passed: false,
-        max_abs_error: tally.max_abs,
-        worst_ratio: tally.worst,
-        elements_checked: tally.checked,
-        elements_total: total,
-        sampled: true,
-        message,
-    };
+    let fail = |tally: &Tally, message: String| tally.outcome(total, true, message);
     let mut rng = Pcg64::seed_from_u64(0x6c6c_6d73 ^ g.steps.len() as u64);
     let (mut steps, mut blocks) = (0usize, 0usize);
     for (i, step) in g.steps.iter().enumerate() {
@@ -95,7 +69,7 @@ pub(crate) fn check_llm(g: &LlmGraph, inputs: &[&[f32]], arena: &[f32]) -> Valid
                     .at(output_index(step, r, j))
                     .first()
                     .map_or(f64::NAN, |&x| f64::from(x));
-                if tally.compare(got, v, tol) {
+                if tally.misses(got, v, tol) {
                     let what = match step.op {
                         Op::Copy { .. } => format!("element {j}"),
                         _ => {
@@ -125,7 +99,7 @@ pub(crate) fn check_llm(g: &LlmGraph, inputs: &[&[f32]], arena: &[f32]) -> Valid
                 let got = t.at(b.out.at(r * g.config.dim));
                 for (j, (v, tol)) in reference.iter().enumerate() {
                     let x = got.get(j).map_or(f64::NAN, |&x| f64::from(x));
-                    if tally.compare(x, *v, *tol) {
+                    if tally.misses(x, *v, *tol) {
                         let (seq, pos) = b.rows.of(r);
                         return fail(
                             &tally,
@@ -145,18 +119,11 @@ pub(crate) fn check_llm(g: &LlmGraph, inputs: &[&[f32]], arena: &[f32]) -> Valid
     } else {
         String::new()
     };
-    Validation {
-        passed: tally.checked > 0,
-        max_abs_error: tally.max_abs,
-        worst_ratio: tally.worst,
-        elements_checked: tally.checked,
-        elements_total: total,
-        sampled: true,
-        message: format!(
-            "{steps} steps{whole} sampled against their f64 reference from the backend's own inputs: max |err| {:.3e}, {:.3} of tolerance",
-            tally.max_abs, tally.worst
-        ),
-    }
+    let message = format!(
+        "{steps} steps{whole} sampled against their f64 reference from the backend's own inputs: max |err| {:.3e}, {:.3} of tolerance",
+        tally.max_abs, tally.worst
+    );
+    tally.outcome(total, false, message)
 }
 
 /// The arena of a perfect fp32 backend: each step in f64 from the rounded earlier tensors, then

@@ -12,7 +12,7 @@
 use rand::SeedableRng;
 use rand_pcg::Pcg64;
 
-use super::harness::{EPS32, Validation, error_ratio, format_index, pick};
+use super::harness::{EPS32, Tally, Validation, format_index, pick};
 use crate::model::{Graph, Layer, Op, layer_element, layer_forward};
 
 /// Tolerance of the logits, relative to the largest reference logit of the image.
@@ -31,23 +31,11 @@ struct Miss {
     message: String,
 }
 
-#[derive(Default)]
-struct Tally {
-    checked: u64,
-    max_abs: f64,
-    worst: f64,
-}
-
-impl Tally {
-    /// Records one comparison; the message when it is out of tolerance.
-    fn compare(&mut self, got: f32, expected: f64, tol: f64) -> Option<String> {
-        let err = (f64::from(got) - expected).abs();
-        self.checked += 1;
-        let ratio = error_ratio(err, tol);
-        self.max_abs = self.max_abs.max(if err.is_nan() { f64::MAX } else { err });
-        self.worst = self.worst.max(ratio);
-        (ratio > 1.0).then(|| format!("got {got}, expected {expected} (tol {tol:.3e})"))
-    }
+/// Records one comparison in `tally`; the message when it is out of tolerance.
+fn compare(tally: &mut Tally, got: f32, expected: f64, tol: f64) -> Option<String> {
+    tally
+        .misses(f64::from(got), expected, tol)
+        .then(|| format!("got {got}, expected {expected} (tol {tol:.3e})"))
 }
 
 /// The layer's element index `o` of image `img` as `[n,c,y,x]`.
@@ -98,7 +86,7 @@ fn check_layer(
     };
     let got = graph.tensor(i + 1, img, images, arena);
     let miss = |o: usize, v: f64, t: f64, tally: &mut Tally| {
-        tally.compare(got[o], v, t).map(|m| Miss {
+        compare(tally, got[o], v, t).map(|m| Miss {
             layer: i,
             message: format!("element {}: {m}", where_in(l, img, o)),
         })
@@ -137,15 +125,7 @@ pub(crate) fn check_model(
     let last = graph.batch - 1;
     let checked_images: Vec<usize> = if last == 0 { vec![0] } else { vec![0, last] };
     let mut tally = Tally::default();
-    let fail = |tally: &Tally, message: String| Validation {
-        passed: false,
-        max_abs_error: tally.max_abs,
-        worst_ratio: tally.worst,
-        elements_checked: tally.checked,
-        elements_total: total,
-        sampled: true,
-        message,
-    };
+    let fail = |tally: &Tally, message: String| tally.outcome(total, true, message);
 
     // Each layer from the backend's own input: the first layer out of tolerance is the culprit.
     let run = Checked {
@@ -183,7 +163,7 @@ pub(crate) fn check_model(
         let scale = reference.iter().fold(0f64, |m, v| m.max(v.abs()));
         let tol = LOGITS_REL_TOL * scale + EPS32;
         for (c, (&g, &r)) in got.iter().zip(reference).enumerate().take(classes) {
-            if let Some(m) = tally.compare(g, r, tol) {
+            if let Some(m) = compare(&mut tally, g, r, tol) {
                 // Name the layer: every element of every layer of this image.
                 let mut full = Tally::default();
                 let culprit = (0..graph.layers.len())
@@ -208,21 +188,14 @@ pub(crate) fn check_model(
             }
         }
     }
-    Validation {
-        passed: tally.checked > 0,
-        max_abs_error: tally.max_abs,
-        worst_ratio: tally.worst,
-        elements_checked: tally.checked,
-        elements_total: total,
-        sampled: true,
-        message: format!(
-            "{} layers × {} image(s) sampled against their f64 reference from the backend's own inputs, and the logits against the f64 network: max |err| {:.3e}, {:.3} of tolerance",
-            graph.layers.len(),
-            checked_images.len(),
-            tally.max_abs,
-            tally.worst
-        ),
-    }
+    let message = format!(
+        "{} layers × {} image(s) sampled against their f64 reference from the backend's own inputs, and the logits against the f64 network: max |err| {:.3e}, {:.3} of tolerance",
+        graph.layers.len(),
+        checked_images.len(),
+        tally.max_abs,
+        tally.worst
+    );
+    tally.outcome(total, false, message)
 }
 
 /// The arena of a perfect fp32 backend: each layer in f64 from the rounded earlier tensors, then

@@ -9,16 +9,11 @@
 //! row's largest element: errors compound through four projections and two norms.
 
 use super::{BlockCheck, Buf, Cache, Config, Heads, LlmGraph, Op, Ref, Step};
-
-/// Unit roundoff of f32.
-const EPS32: f64 = 1.0 / 16_777_216.0;
+use crate::check::harness::EPS32;
+use crate::model::reference::dot_factor;
 
 /// Tolerance of a block's output, relative to the largest element of its row.
 pub const BLOCK_REL_TOL: f64 = 5e-4;
-
-fn dot_factor(k: usize) -> f64 {
-    (4.0 * (k as f64).sqrt()).max(16.0)
-}
 
 /// The backend's buffers: the inputs as f32 and its arena.
 #[derive(Debug, Clone, Copy)]

@@ -2,7 +2,7 @@ use super::*;
 use crate::check::llm::{check_llm, reference_arena};
 
 fn graph_inputs(g: &LlmGraph) -> Vec<Vec<f32>> {
-    model_inputs(g, 7)
+    model_inputs(&g.config, &g.input_lens, 7)
 }
 
 #[test]

@@ -9,7 +9,7 @@
 
 use rand::RngCore;
 
-use super::{Config, LlmGraph};
+use super::Config;
 use crate::inputs::{GAMMA, UNIT, ValueSet, fill, rng_for};
 
 /// Scale exponent `s` of a projection with fan-in `fan_in` whose bound is divided by `shrink`:
@@ -77,14 +77,14 @@ pub fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<f32> {
         .collect()
 }
 
-/// The inputs of a model graph: token ids, weights, the RoPE table and the cache prefix.
-pub fn model_inputs(g: &LlmGraph, seed: u64) -> Vec<Vec<f32>> {
-    let c = &g.config;
-    let positions = g.input_lens[2] / c.head_dim.max(2);
+/// The inputs of a model of shape `c` whose inputs have `input_lens` elements (a graph's, or
+/// [`super::model_sizes`]'): token ids, weights, the RoPE table and the cache prefix.
+pub fn model_inputs(c: &Config, input_lens: &[usize], seed: u64) -> Vec<Vec<f32>> {
+    let positions = input_lens[2] / c.head_dim.max(2);
     vec![
-        tokens(g.input_lens[0], c.vocab, seed),
+        tokens(input_lens[0], c.vocab, seed),
         model_weights(c, seed),
         rope_table(positions, c.head_dim, c.rope_theta),
-        fill(UNIT, g.input_lens[3], &mut rng_for(seed, 3)),
+        fill(UNIT, input_lens[3], &mut rng_for(seed, 3)),
     ]
 }

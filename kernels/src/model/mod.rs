@@ -17,7 +17,7 @@
 //! the trained networks') folded as `w·γ/√(var+ε)` and `β − mean·γ/√(var+ε)`.
 
 mod nets;
-mod reference;
+pub(crate) mod reference;
 
 use nets::{Builder, mobilenet_v2, resnet18, simple_cnn};
 pub use reference::{LayerRef, layer_element, layer_forward};

@@ -20,7 +20,8 @@ pub struct LayerRef {
     pub tol: Vec<f64>,
 }
 
-fn dot_factor(k: usize) -> f64 {
+/// The factor `c = max(16, 4·√K)` of a K-long dot product's tolerance `c·2^-24·Σ|w·x|`.
+pub(crate) fn dot_factor(k: usize) -> f64 {
     (4.0 * (k as f64).sqrt()).max(16.0)
 }
 
