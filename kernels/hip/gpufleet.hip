@@ -9,3 +9,4 @@
 #include "rows.hip"
 #include "conv.hip"
 #include "model.hip"
+#include "llm.hip"

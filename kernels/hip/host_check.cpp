@@ -148,6 +148,90 @@ int main() {
   { std::vector<float> o(1, NAN); launch([&] { noop_f32(X.data(), o.data()); }, 1, 1, 1, 1, 1, 1); report("noop_f32", o[0] == X[0] ? 0 : 1, 0);
     launch([&] { copy_f32(X.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1); report("copy_f32", Z == X ? 0 : 1, 0);
     launch([&] { relu_f32(X.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1); int bad = 0; for (int i = 0; i < N; ++i) bad += Z[i] != std::max(X[i], 0.0f); report("relu_f32", bad, 0); }
+  // llm.hip: every transformer kernel against f64, buffers padded with a sentinel on both sides (a stray or
+  // missing write shows); f16 weights are the random floats rounded to _Float16, the reference reads them back
+  { const float S = 7.5f; const int PAD = 5;
+    auto half = [](const std::vector<float>& v) { return std::vector<_Float16>(v.begin(), v.end()); };
+    auto wide = [](const std::vector<_Float16>& v) { return std::vector<float>(v.begin(), v.end()); };
+    auto go = [](unsigned groups, unsigned block, auto f) { launch(f, groups, 1, 1, block, 1, 1); };
+    auto check = [&](const char* name, const std::vector<float>& o, const std::vector<double>& r, double tol) { report(name, maxerr(o, r), tol); };
+    char nm[96];
+    { // embed: tokens at 1, 3, 5, 7, 9: 9 clamps to 6, -1 to 0, 3.7 truncates to 3
+      const int rows = 5, dim = 100, vocab = 7, tok_off = 1, tok_stride = 2, out_off = 3; const long table_off = 3;
+      std::vector<float> tok = {0, 2, 0, 9, 0, -1, 0, 3.7f, 0, 6, 0}; const int ids[] = {2, 6, 0, 3, 6};
+      auto tf = rnd(table_off + vocab * dim); auto th = half(tf); auto tr = wide(th);
+      auto ref = [&](const std::vector<float>& t) { std::vector<double> r(out_off + rows * dim + PAD, S);
+        for (int i = 0; i < rows * dim; ++i) r[out_off + i] = t[table_off + ids[i / dim] * dim + i % dim]; return r; };
+      std::vector<float> o(out_off + rows * dim + PAD, S);
+      go(1, 256, [&] { llm_embed_f32(tok.data(), tf.data(), o.data(), tok_off, tok_stride, table_off, out_off, rows, dim, vocab); });
+      check("llm_embed_f32 (clamped tokens, grid-strided)", o, ref(tf), 0);
+      std::fill(o.begin(), o.end(), S);
+      go(1, 256, [&] { llm_embed_f16(tok.data(), th.data(), o.data(), tok_off, tok_stride, table_off, out_off, rows, dim, vocab); });
+      check("llm_embed_f16 (clamped tokens, grid-strided)", o, ref(tr), 0); }
+    { // rmsnorm: 3 rows of 300 at stride 310 over 2 groups
+      const int rows = 3, dim = 300, stride = 310, x_off = 5, out_off = 3; const long g_off = 7;
+      auto x = rnd(x_off + rows * stride), gf = rnd(g_off + dim); auto gh = half(gf); auto gr = wide(gh);
+      auto ref = [&](const std::vector<float>& g) { std::vector<double> r(out_off + rows * dim + PAD, S);
+        for (int i = 0; i < rows; ++i) { const float* xr = &x[x_off + i * stride]; double ss = 0; for (int d = 0; d < dim; ++d) ss += (double)xr[d] * xr[d];
+          for (int d = 0; d < dim; ++d) r[out_off + i * dim + d] = xr[d] / std::sqrt(ss / dim + 1e-5) * g[g_off + d]; } return r; };
+      std::vector<float> o(out_off + rows * dim + PAD, S);
+      go(2, 256, [&] { llm_rmsnorm_f32(x.data(), gf.data(), o.data(), x_off, stride, g_off, out_off, rows, dim, 1e-5f); });
+      check("llm_rmsnorm_f32 3x300, row stride 310", o, ref(gf), 2e-6);
+      std::fill(o.begin(), o.end(), S);
+      go(2, 256, [&] { llm_rmsnorm_f16(x.data(), gh.data(), o.data(), x_off, stride, g_off, out_off, rows, dim, 1e-5f); });
+      check("llm_rmsnorm_f16 3x300, row stride 310", o, ref(gr), 2e-6); }
+    // gemv (vector loads when offsets and k are multiples of 8, element loads otherwise; 5 groups for 12 feature
+    // quads, 11 rows = 8 + 3) and matmul (2 row tiles), both weight types
+    for (auto [rows, k, n, x_off, w_off] : std::vector<std::tuple<int, int, int, int, long>>{{11, 520, 45, 8, 16}, {11, 64, 45, 0, 8}, {11, 523, 45, 3, 5}, {11, 37, 45, 1, 7}, {70, 37, 45, 3, 5}}) {
+      const int out_off = 2; const bool mm = rows > 16;
+      auto x = rnd(x_off + rows * k), wf = rnd(w_off + (long)n * k); auto wh = half(wf); auto wr = wide(wh);
+      auto ref = [&](const std::vector<float>& w) { std::vector<double> r(out_off + rows * n + PAD, S);
+        for (int i = 0; i < rows; ++i) for (int j = 0; j < n; ++j) { double s = 0; for (int p = 0; p < k; ++p) s += (double)x[x_off + i * k + p] * w[w_off + (long)j * k + p]; r[out_off + i * n + j] = s; } return r; };
+      std::vector<float> o(out_off + rows * n + PAD, S);
+      const char* how = mm ? "" : ((w_off | k | x_off) & 7) == 0 ? " vec" : " elem";
+      for (int h = 0; h < 2; ++h) {
+        std::fill(o.begin(), o.end(), S);
+        if (mm) launch([&] { h ? llm_matmul_f16(x.data(), wh.data(), o.data(), x_off, w_off, out_off, rows, k, n) : llm_matmul_f32(x.data(), wf.data(), o.data(), x_off, w_off, out_off, rows, k, n); }, (n + 63) / 64, (rows + 63) / 64, 1, 16, 16, 1);
+        else go(5, 64, [&] { h ? llm_gemv_f16(x.data(), wh.data(), o.data(), x_off, w_off, out_off, rows, k, n) : llm_gemv_f32(x.data(), wf.data(), o.data(), x_off, w_off, out_off, rows, k, n); });
+        snprintf(nm, sizeof nm, "llm_%s_%s %dx%dx%d off %d/%ld%s", mm ? "matmul" : "gemv", h ? "f16" : "f32", rows, k, n, x_off, w_off, how);
+        check(nm, o, ref(h ? wr : wf), 1e-5); } }
+    // rope: q to the arena, k and v to the caches at (pos·batch + seq)·kvd; random cos/sin tables
+    for (auto [rows, per_seq, batch, pos0, heads, kvh, hd] : std::vector<std::tuple<int, int, int, int, int, int, int>>{{4, 2, 2, 3, 4, 2, 8}, {3, 3, 1, 2, 2, 1, 32}}) {
+      const int half_d = hd / 2, qd = heads * hd, kvd = kvh * hd, width = qd + 2 * kvd, positions = pos0 + per_seq + 1;
+      const int x_off = 3, t_off = 2, q_off = 1, k_off = q_off + rows * qd + 4, v_off = k_off + positions * batch * kvd + 2, size = v_off + positions * batch * kvd + PAD;
+      auto x = rnd(x_off + rows * width), tab = rnd(t_off + 2 * positions * half_d); std::vector<float> o(size, S); std::vector<double> r(size, S);
+      for (int i = 0; i < rows; ++i) { const int seq = i / per_seq, pos = pos0 + i % per_seq; const float* xr = &x[x_off + i * width];
+        for (int hh = 0; hh < heads + kvh; ++hh) for (int e = 0; e < half_d; ++e) { const int c = hh * hd + e;
+          const double cs = tab[t_off + pos * half_d + e], sn = tab[t_off + (positions + pos) * half_d + e], a = xr[c], b = xr[c + half_d];
+          double* dst = hh < heads ? &r[q_off + i * qd + c] : &r[k_off + (pos * batch + seq) * kvd + c - qd]; dst[0] = a * cs - b * sn; dst[half_d] = b * cs + a * sn; }
+        for (int c = 0; c < kvd; ++c) r[v_off + (pos * batch + seq) * kvd + c] = xr[qd + kvd + c]; }
+      go(1, 256, [&] { llm_rope(x.data(), tab.data(), o.data(), x_off, t_off, q_off, k_off, v_off, rows, per_seq, pos0, heads, kvh, hd, positions, batch); });
+      snprintf(nm, sizeof nm, "llm_rope %d rows b%d pos0 %d heads %d/%d x %d", rows, batch, pos0, heads, kvh, hd); check(nm, o, r, 1e-6); }
+    // attention over a cache of random keys and values (every position filled), grouped-query heads 4/2
+    auto attention = [&](const char* name, auto kern, int hd, int wg, int rows, int per_seq, int batch, int pos0, unsigned groups) {
+      const int heads = 4, kvh = 2, qd = heads * hd, kvd = kvh * hd, cap = pos0 + per_seq, q_off = 3, k_off = 2, v_off = 1, out_off = 4;
+      auto q = rnd(q_off + rows * qd), kc = rnd(k_off + cap * batch * kvd), vc = rnd(v_off + cap * batch * kvd);
+      for (auto* v : {&q, &kc}) for (auto& e : *v) e *= 0.5f;  // scores of a few units: the softmax is neither flat nor one-hot
+      const double scale = 1 / std::sqrt((double)hd); std::vector<float> o(out_off + rows * qd + PAD, S); std::vector<double> r(o.size(), S);
+      for (int i = 0; i < rows; ++i) for (int h = 0; h < heads; ++h) { const int seq = i / per_seq, pos = pos0 + i % per_seq, g = h / (heads / kvh);
+        std::vector<double> s(pos + 1); double mx = -INFINITY, den = 0;
+        for (int t = 0; t <= pos; ++t) { double a = 0; for (int d = 0; d < hd; ++d) a += (double)q[q_off + i * qd + h * hd + d] * kc[k_off + (t * batch + seq) * kvd + g * hd + d]; s[t] = a * scale; mx = std::max(mx, s[t]); }
+        for (auto& e : s) { e = std::exp(e - mx); den += e; }
+        for (int d = 0; d < hd; ++d) { double y = 0; for (int t = 0; t <= pos; ++t) y += s[t] * vc[v_off + (t * batch + seq) * kvd + g * hd + d]; r[out_off + i * qd + h * hd + d] = y / den; } }
+      go(groups, wg, [&] { kern(q.data(), kc.data(), vc.data(), o.data(), q_off, k_off, v_off, out_off, rows, per_seq, pos0, heads, kvh, batch, (float)scale); });
+      snprintf(nm, sizeof nm, "%s %d rows b%d pos0 %d", name, rows, batch, pos0); check(nm, o, r, 1e-5); };
+    attention("llm_attention_hd32", llm_attention_hd32, 32, 32, 6, 3, 2, 5, 10);
+    attention("llm_attention_hd64", llm_attention_hd64, 64, 32, 2, 2, 1, 40, 8);
+    attention("llm_attention_hd128", llm_attention_hd128, 128, 32, 1, 1, 1, 33, 4);
+    attention("llm_attention_hd256", llm_attention_hd256, 256, 16, 2, 2, 1, 2, 3);
+    { // swiglu, add, copy, grid-strided over 2 groups
+      const int rows = 3, ffn = 300, n = rows * ffn; auto x = rnd(2 + 2 * n), y = rnd(n + 4); std::vector<float> o(1 + n + PAD, S); std::vector<double> r(o.size(), S);
+      for (int i = 0; i < n; ++i) { const double g = x[2 + i / ffn * 2 * ffn + i % ffn], u = x[2 + i / ffn * 2 * ffn + ffn + i % ffn]; r[1 + i] = g / (1 + std::exp(-g)) * u; }
+      go(2, 256, [&] { llm_swiglu(x.data(), o.data(), 2, 1, rows, ffn); }); check("llm_swiglu 3x300", o, r, 1e-6);
+      std::fill(o.begin(), o.end(), S); for (int i = 0; i < n; ++i) r[1 + i] = (double)x[3 + i] + y[4 + i];
+      go(2, 256, [&] { llm_add(x.data(), y.data(), o.data(), 3, 4, 1, n); }); check("llm_add 900", o, r, 0);
+      std::fill(o.begin(), o.end(), S); for (int i = 0; i < n; ++i) r[1 + i] = x[5 + i];
+      go(2, 256, [&] { llm_copy(x.data(), o.data(), 5, 1, n); }); check("llm_copy 900", o, r, 0); } }
   if (failures) { printf("%d kernel check(s) failed\n", failures); return 1; }
   printf("all kernel checks passed\n");
   return 0;

@@ -8,12 +8,15 @@
 //! family's definition in the catalog (row group sizes and splits in `rows.rs`). `gemm.rs`:
 //! conv2d's window arguments and im2col chunking, the GEMM size arguments, and the
 //! register-blocked GEMM tile rules and candidate ordering. `model.rs`: a network's launches.
+//! `llm.rs`: a transformer graph's launches (OpenCL and HIP).
 //!
 //! Each planner keeps what is its API's own (OpenCL build options, Vulkan specialization
 //! constants and push-constant words, HIP's compiled instantiations) and maps these pieces onto it.
 
 mod elementwise;
 mod gemm;
+/// The launches of a transformer graph, shared by the OpenCL and HIP planners.
+pub mod llm;
 /// The launches of a network or a `cnn_*` layer, shared by the OpenCL, Vulkan and HIP planners.
 pub mod model;
 mod rows;

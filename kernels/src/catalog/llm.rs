@@ -30,9 +30,13 @@ pub enum LlmKernel {
 }
 
 const F32_F16: &[Dtype] = &[Dtype::F32, Dtype::F16];
-/// The backends that implement the transformer kernels so far (HIP has no code for them yet).
-pub(crate) const LLM_BACKENDS: &[BackendKind] =
-    &[BackendKind::Cpu, BackendKind::OpenCl, BackendKind::Vulkan];
+/// The backends that implement the transformer kernels.
+pub(crate) const LLM_BACKENDS: &[BackendKind] = &[
+    BackendKind::Cpu,
+    BackendKind::OpenCl,
+    BackendKind::Vulkan,
+    BackendKind::Hip,
+];
 
 const LLM_PARAMS: &[ParamDef] = &[
     named(

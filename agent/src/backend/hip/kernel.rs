@@ -100,7 +100,12 @@ impl HipKernel {
             device_inputs.push(b);
         }
         let output_bytes = problem.output_len() * plan.output_storage.size();
-        let output = DeviceBuffer::new(output_bytes)?;
+        let mut output = DeviceBuffer::new(output_bytes)?;
+        // A transformer's arena has regions no step writes (a cache's unused positions): zeros,
+        // not whatever the allocation held, for validation's NaN scan (as on OpenCL).
+        if matches!(problem.id(), gpufleet_kernels::KernelId::Llm(_)) {
+            output.upload(&vec![0u8; output_bytes])?;
+        }
         let scratch = plan
             .scratch_bytes
             .iter()

@@ -253,6 +253,29 @@ pub fn gemm_blocked_with(
     blocked_product(isa, a, k, b, n, c, n, m, n, k, parallelism);
 }
 
+/// `C = A·B` on the calling thread over row-major operands with leading dimensions (`a[i·lda + p]`,
+/// `b[p·ldb + j]`, `c[i·ldc + j]`): a product inside a task that is already one of many (the
+/// transformer's attention tiles).
+///
+/// # Panics
+///
+/// Panics if an operand is too short for its shape and leading dimension.
+#[allow(clippy::too_many_arguments)]
+pub fn gemm_strided_serial(
+    a: &[f32],
+    lda: usize,
+    b: &[f32],
+    ldb: usize,
+    c: &mut [f32],
+    ldc: usize,
+    m: usize,
+    n: usize,
+    k: usize,
+) {
+    let serial = gemm_common::Parallelism::None;
+    blocked_product(Isa::active(), a, lda, b, ldb, c, ldc, m, n, k, serial);
+}
+
 /// Fewest rows of C in one task of [`gemm_blocked_tiles`]: a multiple of every microkernel's
 /// row count, and enough rows that packing B once per task stays cheap.
 const ROW_BLOCK_MIN: usize = 32;

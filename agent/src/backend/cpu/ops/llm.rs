@@ -1,24 +1,34 @@
 //! Transformer inference on the CPU: an [`LlmGraph`]'s steps in order, each reading and writing
 //! tensors at their offsets in the inputs and the arena, on the rayon pool.
 //!
-//! Projections over many rows (prefill) run through [`gemm_blocked_tiles`] on the weight matrix
-//! transposed once when the run is prepared; over a few rows (decode) each task takes a block of
+//! Projections over many rows (prefill) run through [`gemm_blocked`] (the `gemm` crate's own
+//! threading, which splits these wide products well: 1.4× the row-and-column tasks of
+//! `gemm_blocked_tiles` on a 16-core Xeon) on the weight matrix transposed once when the run is
+//! prepared; over a few rows (decode) each task takes a block of
 //! output features and streams their weight rows once for all the rows (the pass is bound by
-//! reading the weights). Attention runs one task per row and head: the scores over the causal
-//! window of the cache, a softmax, the weighted sum of the values.
+//! reading the weights). Attention over many rows of a sequence (prefill) runs a task per head and
+//! [`ATTENTION_ROWS`] rows: the scores of the block as one product with the keys (gathered
+//! transposed), a causal softmax per row, the weighted values as a second product; over a few rows
+//! (decode), one task per row and head: the scores over the causal window of the cache, a softmax,
+//! the weighted sum of the values.
 
 use std::collections::HashMap;
 
 use gpufleet_kernels::NORM_EPS;
-use gpufleet_kernels::llm::{Buf, LlmGraph, Op, Ref, Step};
+use gpufleet_kernels::llm::{Buf, Cache, Heads, LlmGraph, Op, Ref, Step};
 use rayon::prelude::*;
 
-use super::gemm::gemm_blocked_tiles;
+use super::elementwise::exp_approx;
+use super::gemm::{gemm_blocked, gemm_strided_serial};
+use super::has_avx2_fma;
+use super::rows::{blocked_sum, row_max};
 
 /// Projections with at least this many rows go through the blocked GEMM.
 const GEMM_ROWS: usize = 16;
 /// Output features per decode task.
 const GEMV_BLOCK: usize = 32;
+/// Query rows of one sequence a prefill attention task takes at once (as two products).
+const ATTENTION_ROWS: usize = 32;
 
 /// A graph ready to run, with the transposed weights of its many-row projections.
 pub struct LlmRunner {
@@ -107,6 +117,33 @@ fn dot(a: &[f32], b: &[f32]) -> f32 {
     acc.iter().sum::<f32>() + tail
 }
 
+fma_dispatch! {
+    /// `row = softmax(row · scale)` in place (`scale` > 0), through the exponential that vectorizes.
+    fn softmax_scaled(row: &mut [f32], scale: f32) => softmax_scaled_impl::<FMA>
+}
+
+#[inline(always)]
+fn softmax_scaled_impl<const FMA: bool>(row: &mut [f32], scale: f32) {
+    let max = row_max(row) * scale;
+    for v in row.iter_mut() {
+        *v = exp_approx::<FMA>(*v * scale - max);
+    }
+    let inv = (1.0 / blocked_sum(row, |v| v)) as f32;
+    row.iter_mut().for_each(|v| *v *= inv);
+}
+
+fma_dispatch! {
+    /// `y = silu(g) · u`, through the exponential that vectorizes.
+    fn swiglu_row(g: &[f32], u: &[f32], y: &mut [f32]) => swiglu_row_impl::<FMA>
+}
+
+#[inline(always)]
+fn swiglu_row_impl<const FMA: bool>(g: &[f32], u: &[f32], y: &mut [f32]) {
+    for ((y, &g), &u) in y.iter_mut().zip(g).zip(u) {
+        *y = g / (1.0 + exp_approx::<FMA>(-g)) * u;
+    }
+}
+
 impl LlmRunner {
     /// Prepares `graph`: transposes the weights of its projections over [`GEMM_ROWS`] rows or more
     /// (`weights` as the backend got them).
@@ -157,6 +194,7 @@ impl LlmRunner {
     /// See `run`.
     unsafe fn step(&self, s: &Step, b: &Bufs<'_>, weights: &[f32]) {
         let rows = s.rows.rows;
+        let fma = has_avx2_fma();
         let out = b.arena;
         let out_off = s.out.off;
         // SAFETY (all arms): row `r`'s output elements are written by task `r` alone; inputs are
@@ -191,7 +229,7 @@ impl LlmRunner {
                 let x = unsafe { b.get(s.x, rows * k) };
                 if let Some(t) = self.transposed.get(&w).filter(|_| rows >= GEMM_ROWS) {
                     let o = unsafe { out.write(out_off, rows * n) };
-                    gemm_blocked_tiles(x, t, o, rows, n, k);
+                    gemm_blocked(x, t, o, rows, n, k);
                 } else {
                     let wm = &weights[w..w + k * n];
                     (0..n.div_ceil(GEMV_BLOCK)).into_par_iter().for_each(|blk| {
@@ -241,6 +279,9 @@ impl LlmRunner {
                     vdst.copy_from_slice(&x[q + kv..]);
                 });
             }
+            Op::Attention { heads, cache } if s.rows.per_seq >= GEMM_ROWS => unsafe {
+                attention_blocks(s, b, heads, cache, fma)
+            },
             Op::Attention { heads, cache } => {
                 let (q, kv, hd) = (heads.q_dim(), heads.kv_dim(), heads.head_dim);
                 let scale = heads.scale() as f32;
@@ -255,17 +296,11 @@ impl LlmRunner {
                     let val = |t: usize| unsafe {
                         b.get(cache.v.at(cache.index(seq, t, kv) + g * hd), hd)
                     };
-                    let mut p: Vec<f32> = (0..=pos).map(|t| dot(qv, key(t)) * scale).collect();
-                    let max = p.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-                    let mut sum = 0f32;
-                    for v in &mut p {
-                        *v = (*v - max).exp();
-                        sum += *v;
-                    }
+                    let mut p: Vec<f32> = (0..=pos).map(|t| dot(qv, key(t))).collect();
+                    softmax_scaled(&mut p, scale, fma);
                     let o = unsafe { out.write(out_off + r * q + h * hd, hd) };
                     o.fill(0.0);
-                    for (t, pt) in p.iter().enumerate() {
-                        let w = pt / sum;
+                    for (t, w) in p.iter().enumerate() {
                         for (y, v) in o.iter_mut().zip(val(t)) {
                             *y += w * v;
                         }
@@ -275,9 +310,7 @@ impl LlmRunner {
             Op::SwiGlu { ffn } => (0..rows).into_par_iter().for_each(|r| {
                 let x = unsafe { b.get(s.x.at(r * 2 * ffn), 2 * ffn) };
                 let o = unsafe { out.write(out_off + r * ffn, ffn) };
-                for ((y, g), u) in o.iter_mut().zip(&x[..ffn]).zip(&x[ffn..]) {
-                    *y = g / (1.0 + (-g).exp()) * u;
-                }
+                swiglu_row(&x[..ffn], &x[ffn..], o, fma);
             }),
             Op::Add { dim, other } => (0..rows).into_par_iter().for_each(|r| {
                 let a = unsafe { b.get(s.x.at(r * dim), dim) };
@@ -293,6 +326,59 @@ impl LlmRunner {
             }
         }
     }
+}
+
+/// Prefill attention: a task per sequence, head and block of [`ATTENTION_ROWS`] consecutive rows
+/// (positions `p0..p1`), over keys `0..p1`: `S = Q·Kᵀ` (the block's keys gathered transposed),
+/// each row's softmax over its causal window (later keys get weight 0), `O = P·V` straight from
+/// the cache (its rows `batch · kv_dim` apart).
+///
+/// # Safety
+/// As [`LlmRunner::run`]: the queries and the cache are not written by the step, each task writes
+/// its own rows of its own head.
+unsafe fn attention_blocks(s: &Step, b: &Bufs<'_>, heads: Heads, cache: Cache, fma: bool) {
+    let (q, kv, hd) = (heads.q_dim(), heads.kv_dim(), heads.head_dim);
+    let scale = heads.scale() as f32;
+    let per_seq = s.rows.per_seq;
+    let blocks = per_seq.div_ceil(ATTENTION_ROWS);
+    let seqs = s.rows.rows / per_seq;
+    let stride = cache.batch * kv;
+    (0..seqs * heads.heads * blocks)
+        .into_par_iter()
+        .for_each(|task| {
+            let (seq, rest) = (task / (heads.heads * blocks), task % (heads.heads * blocks));
+            let (h, blk) = (rest / blocks, rest % blocks);
+            let g = heads.kv_head(h);
+            let i0 = blk * ATTENTION_ROWS;
+            let m = ATTENTION_ROWS.min(per_seq - i0);
+            let r0 = seq * per_seq + i0;
+            let p0 = s.rows.pos0 + i0;
+            let t = p0 + m; // keys 0..t
+            let first = cache.index(seq, 0, kv) + g * hd;
+            let span = (t - 1) * stride + hd;
+            let keys = unsafe { b.get(cache.k.at(first), span) };
+            let vals = unsafe { b.get(cache.v.at(first), span) };
+            let mut kt = vec![0f32; hd * t];
+            for (j, key) in keys.chunks(stride).take(t).enumerate() {
+                for (d, v) in key[..hd].iter().enumerate() {
+                    kt[d * t + j] = *v;
+                }
+            }
+            let qs = unsafe { b.get(s.x.at(r0 * q + h * hd), (m - 1) * q + hd) };
+            let mut sc = vec![0f32; m * t];
+            gemm_strided_serial(qs, q, &kt, t, &mut sc, t, m, t, hd);
+            for (i, row) in sc.chunks_exact_mut(t).enumerate() {
+                let live = p0 + i + 1;
+                softmax_scaled(&mut row[..live], scale, fma);
+                row[live..].fill(0.0);
+            }
+            let mut o = vec![0f32; m * hd];
+            gemm_strided_serial(&sc, t, vals, stride, &mut o, hd, m, hd, t);
+            for (i, row) in o.chunks_exact(hd).enumerate() {
+                let dst = unsafe { b.arena.write(s.out.off + (r0 + i) * q + h * hd, hd) };
+                dst.copy_from_slice(row);
+            }
+        });
 }
 
 /// `len` arena elements at `r` for writing (a step's second output, the KV cache).

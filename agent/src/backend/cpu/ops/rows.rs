@@ -234,7 +234,7 @@ fn rms_inverse(x: &[f32], eps: f32) -> f32 {
 
 /// Largest element of `x` (NaN elements are skipped; -inf for an empty slice).
 #[inline(always)]
-fn row_max(x: &[f32]) -> f32 {
+pub(super) fn row_max(x: &[f32]) -> f32 {
     let mut lanes = [f32::NEG_INFINITY; LANES];
     let mut chunks = x.chunks_exact(LANES);
     for chunk in &mut chunks {
@@ -250,7 +250,7 @@ fn row_max(x: &[f32]) -> f32 {
 
 /// `Σ f(x[i])` with f32 lanes inside blocks of [`BLOCK`] and an f64 total across blocks.
 #[inline(always)]
-fn blocked_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f64 {
+pub(super) fn blocked_sum(x: &[f32], f: impl Fn(f32) -> f32) -> f64 {
     let mut total = 0.0f64;
     for block in x.chunks(BLOCK) {
         let mut lanes = [0.0f32; LANES];

@@ -8,12 +8,13 @@
 //!
 //! `types.rs` holds what a plan is made of (caps, launches, arguments), `args.rs` the kernel
 //! arguments and block counts the planners share, `gemm.rs` the GEMM and conv2d planners (they
-//! share the blocked GEMM), `tests.rs` the unit tests; the pieces every GPU planner shares are in
+//! share the blocked GEMM), `llm.rs` the transformer's instantiations, `tests.rs` the unit tests; the pieces every GPU planner shares are in
 //! [`crate::backend::planning`]. This file holds the entry points and the element-wise and row
 //! planners.
 
 mod args;
 mod gemm;
+mod llm;
 #[cfg(test)]
 mod tests;
 mod types;
@@ -54,6 +55,7 @@ pub fn kernel_symbols() -> Vec<String> {
         out.extend([format!("conv2d_direct_k{k}"), format!("im2col_k{k}")]);
     }
     out.extend(["model_layer".to_string(), "model_conv".to_string()]);
+    out.extend(llm::symbols());
     for b in BLOCKED {
         out.push(b.symbol(false));
         out.push(b.symbol(true));
@@ -102,8 +104,12 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
         KernelId::Conv2d => plan_conv_direct(problem)?,
         KernelId::Rows(k) => plan_rows(problem, k)?,
         KernelId::Model(_) => plan_model(problem, caps)?,
+        KernelId::Llm(_) => match problem.llm_graph() {
+            Some(g) => llm::plan_llm(problem, &g)?,
+            None => return Err(Unsupported(format!("{name} has no graph"))),
+        },
         // Host and crashing kernels were refused above; `elementwise` names any other.
-        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) | KernelId::Llm(_) => {
+        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
             plan_elementwise(problem)?
         }
     };

@@ -148,3 +148,42 @@ fn networks_run_model_conv_and_model_layer_in_blocks_of_256() {
     assert_eq!(reduces, split);
     assert_eq!(plan.config["split_convolutions"], split.to_string());
 }
+
+/// A transformer on HIP: the dtype and head width pick the instantiation, prefill's projections
+/// are tiled (grid in blocks of 64×64), decode's are gemv; heads the code objects have no
+/// attention for are refused naming the widths that exist.
+#[test]
+fn transformer_plans_pick_their_instantiations() {
+    let caps = HipCaps::default();
+    let count = |plan: &Plan, k: &str| plan.launches.iter().filter(|l| l.kernel == k).count();
+    let prefill = problem("llm", "prefill", "f32", &[("prompt", 70)]);
+    let planned = plan(&prefill, &caps).unwrap();
+    assert_eq!(
+        planned.launches.len(),
+        prefill.llm_graph().unwrap().steps.len()
+    );
+    assert_eq!(count(&planned, "llm_matmul_f32"), 16);
+    assert_eq!(count(&planned, "llm_attention_hd32"), 4);
+    let tiled = planned
+        .launches
+        .iter()
+        .find(|l| l.kernel == "llm_matmul_f32")
+        .unwrap();
+    // The first QKV projection: 256 + 2·128 features over 70 rows.
+    assert_eq!(tiled.grid, [8, 2, 1]);
+    assert_eq!(tiled.block, [16, 16, 1]);
+
+    let decode = problem("llm", "decode", "f16", &[("gen", 2)]);
+    let planned = plan(&decode, &caps).unwrap();
+    assert_eq!(count(&planned, "llm_gemv_f16"), 2 * 17);
+    assert_eq!(count(&planned, "llm_rmsnorm_f16"), 2 * 9);
+    assert_eq!(planned.input_storage[1], crate::backend::storage::Elem::F16);
+    assert!(planned.launches.iter().all(|l| !l.kernel.ends_with("_f32")));
+
+    let odd = problem("attention", "decode", "f32", &[("head_dim", 48)]);
+    let e = plan(&odd, &caps).unwrap_err();
+    assert!(
+        e.0.contains("32, 64, 128, 256") && e.0.contains("head_dim=48"),
+        "{e}"
+    );
+}
