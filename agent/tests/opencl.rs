@@ -7,9 +7,10 @@ mod common;
 
 use common::{
     assert_config, assert_few_wide_rows_are_split, assert_gemm_tuning_is_searched_then_cached,
-    assert_transfers_take_longer, compute_then_with_transfers, on_backend, required,
-    unavailable_with, vec_add_twice,
+    assert_ok, assert_transfers_take_longer, compute_then_with_transfers, on, on_backend, required,
+    run, spec, unavailable_with, vec_add_twice,
 };
+use gpufleet_proto::v1 as pb;
 
 #[tokio::test]
 async fn programs_are_cached_and_gemm_tuning_is_recorded() {
@@ -36,6 +37,39 @@ async fn with_transfers_mode_includes_the_copies() {
     };
     let (compute, transfers) = compute_then_with_transfers(&mut t.client, &t.device).await;
     assert_transfers_take_longer(compute, transfers);
+}
+
+/// The transformer's GPU kernels (`llm_matmul` for prefill's projections, `llm_gemv` and, for a
+/// wide one-row projection, `llm_gemv_team`) validated on whatever OpenCL device is here: a CPU
+/// device (PoCL in CI) is planned as a GPU through the debug switch.
+#[tokio::test]
+async fn the_transformer_gpu_kernels_validate_on_the_device_at_hand() {
+    let Some(mut t) = on_backend("opencl").await else {
+        return;
+    };
+    let gpu = |mut s: pb::RunSpec| {
+        s.env
+            .insert("GPUFLEET_DEBUG_OPENCL_GPU_PLANS".into(), "1".into());
+        s.timeout_s = Some(120.0);
+        on(&t.device, s)
+    };
+    let mut prefill = spec("llm", &[("model", 0), ("prompt", 20), ("batch", 2)]);
+    prefill.variant = "prefill".into();
+    let mut decode = spec("llm", &[("model", 0), ("gen", 3), ("context", 4)]);
+    decode.variant = "decode".into();
+    let wide = spec("gemv", &[("batch", 1), ("k", 72), ("n", 8200)]);
+    for (name, s, want) in [
+        ("prefill", prefill, "16 tiled"),
+        ("decode", decode, "0 tiled"),
+        ("wide-gemv", wide, "(1 by teams)"),
+    ] {
+        let (_, r) = run(&mut t.client, name, gpu(s)).await;
+        assert_ok(&r);
+        assert!(r.validation.as_ref().unwrap().passed, "{name}");
+        let projections = &r.config["projections"];
+        assert!(projections.contains(want), "{name}: {projections}");
+        assert!(!projections.contains("gemv_rows"), "{name}: {projections}");
+    }
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
  *   WG         work-items of an rmsnorm group, a power of two
  *   GEMV_WG    work-items of a gemv group, a power of two
  *   ROWS       rows a gemv group accumulates at once (its private accumulators)
+ *   TEAM       work-items a llm_gemv_team feature takes (a power of two, at most GEMV_WG)
  *   HEAD_DIM   the attention's head width (its private accumulator), even
  *   ATT_WG     work-items of an attention group (one row and head each)
  *   W_HALF     weights stored as IEEE half
@@ -122,6 +123,61 @@ llm_gemv(__global const float *x, __global const WTYPE *w, __global float *out, 
                     sum += part[a][t];
                 if (j0 + f < n && r0 + q < rows)
                     out[out_off + (r0 + q) * n + j0 + f] = sum;
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
+}
+
+/* Few rows (decode) on a GPU, by teams: a group's GEMV_WG work-items are GEMV_WG/TEAM teams of TEAM,
+ * a team per output feature (grid-strided over n), its work-items reading the weight row eight
+ * weights a load (TEAM·16 contiguous bytes a step in f16), each weight once for ROWS input rows at
+ * a time. A team's partial sums meet in local memory and one work-item a row adds its TEAM of them:
+ * a short sum, where one group of four features had one work-item add GEMV_WG partial sums. */
+#define TEAMS (GEMV_WG / TEAM)
+__kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1))) void
+llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
+              long w_off, int out_off, int rows, int k, int n)
+{
+    __local float part[GEMV_WG][ROWS + 1];
+    int lid = get_local_id(0);
+    int team = lid / TEAM, lane = lid % TEAM;
+    int k8 = k / 8;
+    /* Every team makes the same trips (the barriers are the group's); a team past n idles. */
+    for (int j0 = get_group_id(0) * TEAMS; j0 < n; j0 += get_num_groups(0) * TEAMS) {
+        int j = j0 + team;
+        for (int r0 = 0; r0 < rows; r0 += ROWS) {
+            int nr = min(ROWS, rows - r0);
+            float acc[ROWS];
+            for (int q = 0; q < ROWS; q++)
+                acc[q] = 0.0f;
+            if (j < n) {
+                __global const WTYPE *wr = w + w_off + (long)j * k;
+                __global const float *xr = x + x_off + r0 * k;
+                for (int i8 = lane; i8 < k8; i8 += TEAM) {
+                    float8 wv = LOADW8(wr, i8);
+                    for (int q = 0; q < ROWS; q++) {
+                        if (q < nr) {
+                            float8 xv = vload8(i8, xr + q * k);
+                            acc[q] += dot(wv.lo, xv.lo) + dot(wv.hi, xv.hi);
+                        }
+                    }
+                }
+                for (int i = 8 * k8 + lane; i < k; i += TEAM) {
+                    float wv = LOADW(wr, i);
+                    for (int q = 0; q < ROWS; q++)
+                        if (q < nr)
+                            acc[q] += wv * xr[q * k + i];
+                }
+            }
+            for (int q = 0; q < ROWS; q++)
+                part[lid][q] = acc[q];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int q = lane; q < nr && j < n; q += TEAM) {
+                float sum = 0.0f;
+                for (int t = 0; t < TEAM; t++)
+                    sum += part[team * TEAM + t][q];
+                out[out_off + (r0 + q) * n + j] = sum;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }

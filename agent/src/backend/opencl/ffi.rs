@@ -133,6 +133,45 @@ pub fn set_args(kernel: &Kernel, name: &str, args: &[ArgValue]) -> Result<(), Ba
     Ok(())
 }
 
+/// [`launch`] without an event: the launches between an iteration's first and last, whose
+/// timestamps nobody reads (an event a launch costs host time on some drivers, and a decode pass
+/// enqueues hundreds of small kernels).
+///
+/// # Errors
+/// `Driver` naming clEnqueueNDRangeKernel and the kernel.
+pub fn launch_quiet(
+    q: &CommandQueue,
+    kernel: &Kernel,
+    name: &str,
+    global: &[usize],
+    local: Option<&[usize]>,
+) -> Result<(), BackendError> {
+    let error = |status| driver(format!("clEnqueueNDRangeKernel({name})"), ClError(status));
+    let runtime = cl3::load_library()
+        .as_ref()
+        .map_err(|_| error(cl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE))?;
+    // dlopen2 declares the call safe; what it needs is what `launch` needs (`global` and `local`
+    // hold `global.len()` sizes, every argument set), and a null event pointer asks for no event.
+    let status = runtime
+        .clEnqueueNDRangeKernel(
+            q.get(),
+            kernel.get(),
+            global.len() as u32,
+            ptr::null(),
+            global.as_ptr(),
+            local.map_or(ptr::null(), |l| l.as_ptr()),
+            0,
+            ptr::null(),
+            ptr::null_mut(),
+        )
+        .ok_or_else(|| error(cl3::error_codes::DLOPEN_FUNCTION_NOT_AVAILABLE))?;
+    if status == cl3::error_codes::CL_SUCCESS {
+        Ok(())
+    } else {
+        Err(error(status))
+    }
+}
+
 /// Enqueues `kernel` over `global` with optional `local` sizes.
 ///
 /// # Errors

@@ -59,6 +59,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph) -> Result<Plan, Unsupported> {
     let groups = LlmGroups {
         flat: 256,
         gemv: GEMV_WG,
+        gemv_team: None,
         attention,
         rows_only: false,
         matmul: true,

@@ -421,6 +421,15 @@ fn transformer_plans_pick_their_projection_kernels() {
     let plan = plan_of(&decode, gpu);
     assert_eq!(count(&plan, "llm_matmul"), 0);
     assert_eq!(count(&plan, "llm_gemv"), 3 * 17);
+    // tiny's projections are all narrower than TEAM_MIN_N; 1b's gate/up and LM head are not.
+    assert_eq!(count(&plan, "llm_gemv_team"), 0);
+    let wide = plan_of(
+        &problem("llm", "decode", &[("model", 2), ("gen", 1)], "f16"),
+        gpu,
+    );
+    assert_eq!(count(&wide, "llm_gemv_team"), 16 + 1);
+    assert_eq!(count(&wide, "llm_gemv"), 16 * 3);
+    assert_eq!(define(&wide, "TEAM").as_deref(), Some("8"));
     assert_eq!(plan.input_storage[1], Storage::F16);
     assert_eq!(plan.input_storage[0], Storage::F32);
     assert_eq!(define(&plan, "W_HALF").as_deref(), Some(""));
@@ -432,7 +441,7 @@ fn transformer_plans_pick_their_projection_kernels() {
         .launches
         .iter()
         .rev()
-        .find(|l| l.kernel == "llm_gemv")
+        .find(|l| l.kernel == "llm_gemv_team")
         .unwrap();
     // The LM head of the untied 8b sits past 2^31 elements of the weights.
     let Arg::Long(off) = head.args[4] else {
