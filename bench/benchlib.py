@@ -101,7 +101,8 @@ def load(url):
     return time.perf_counter() - t, len(body)
 
 
-def pct(xs, p):
+def percentile(xs, p):
+    """The P-th percentile of XS (nearest rank)."""
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(round(p / 100 * (len(xs) - 1))))]
 

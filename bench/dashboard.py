@@ -19,7 +19,7 @@ import urllib.parse
 import urllib.request
 from pathlib import Path
 
-from benchlib import free_port, load, pct, timed_loads
+from benchlib import free_port, load, percentile, timed_loads
 
 
 def main():
@@ -62,7 +62,7 @@ def main():
         for name, path in pages:
             times, size = timed_loads(base, path, a.loads)
             weight = size + (assets if not path.startswith(("/api", "/compare.csv")) else 0)
-            rows.append((name, pct(times, 50) * 1e3, pct(times, 95) * 1e3, weight / 1024))
+            rows.append((name, percentile(times, 50) * 1e3, percentile(times, 95) * 1e3, weight / 1024))
         print(f"\n| page | p50 ms | p95 ms | weight KB |\n| --- | ---: | ---: | ---: |")
         for name, p50, p95, kb in rows:
             print(f"| {name} | {p50:.1f} | {p95:.1f} | {kb:.1f} |")

@@ -32,7 +32,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from benchlib import free_port, load, pct, timed_loads  # noqa: E402
+from benchlib import free_port, load, percentile, timed_loads  # noqa: E402
 
 
 def get_json(base, path):
@@ -120,9 +120,9 @@ def main():
         worst = 0.0
         for name, path in routes:
             times, size = timed_loads(base, path, a.loads)
-            p95 = pct(times, 95) * 1e3
+            p95 = percentile(times, 95) * 1e3
             worst = max(worst, p95)
-            out.append(f"| {name} | {pct(times, 50) * 1e3:.1f} | {p95:.1f} | {size / 1024:.1f} |")
+            out.append(f"| {name} | {percentile(times, 50) * 1e3:.1f} | {p95:.1f} | {size / 1024:.1f} |")
             print(out[-1], flush=True)
         rss, hwm = rss_mb(serve.pid)
         out += ["", f"Slowest p95: {worst:.1f} ms. `serve` RSS after the loads: {rss:.0f} MB (peak {hwm:.0f} MB).", ""]
@@ -156,7 +156,7 @@ def main():
                     "| request during inserts | loads | p50 ms | p95 ms |", "| --- | ---: | ---: | ---: |"]
             for p in hot:
                 xs = during[p]
-                out.append(f"| {p[:60]} | {len(xs)} | {pct(xs, 50) * 1e3:.1f} | {pct(xs, 95) * 1e3:.1f} |")
+                out.append(f"| {p[:60]} | {len(xs)} | {percentile(xs, 50) * 1e3:.1f} | {percentile(xs, 95) * 1e3:.1f} |")
             rss, hwm = rss_mb(serve.pid)
             out += ["", f"`serve` RSS after: {rss:.0f} MB (peak {hwm:.0f} MB).", ""]
 

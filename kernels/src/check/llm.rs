@@ -18,7 +18,7 @@ const SAMPLES_PER_LOGITS_ROW: usize = 12;
 fn samples(step: &Step, rng: &mut Pcg64) -> Vec<(usize, usize)> {
     let width = check_width(&step.op);
     let rows = step.rows.rows;
-    if step.name.ends_with("output") {
+    if step.is_logits() {
         // Every row of the logits.
         return (0..rows)
             .flat_map(|r| {

@@ -1,7 +1,9 @@
 //! The graph of a whole model's prefill or decode ([`model_graph`]), with the arena laid out as the
 //! module doc says.
 
-use super::{BlockCheck, Cache, Config, Heads, LlmGraph, LlmModel, Op, Ref, Rows, Step};
+use super::{
+    BlockCheck, Cache, Config, Heads, LOGITS_STEP, LlmGraph, LlmModel, Op, Ref, Rows, Step,
+};
 
 /// Model inputs, in order.
 const TOKENS: usize = 0;
@@ -336,7 +338,7 @@ pub fn model_graph(model: LlmModel, phase: Phase, batch: usize, context: usize) 
             keep,
         );
         b.push(
-            format!("{pass}output"),
+            format!("{pass}{LOGITS_STEP}"),
             Op::Linear {
                 k: c.dim,
                 n: c.vocab,

@@ -519,6 +519,19 @@ pub struct LlmGraph {
     pub weight_bytes_f32: f64,
 }
 
+/// The name of the LM head's step (with its pass, `pass 2: output`, when there are several).
+pub const LOGITS_STEP: &str = "output";
+
+impl Step {
+    /// Whether this is the LM head, whose output is the logits (every row of them is checked).
+    pub fn is_logits(&self) -> bool {
+        self.name
+            .rsplit(": ")
+            .next()
+            .is_some_and(|n| n == LOGITS_STEP)
+    }
+}
+
 impl LlmGraph {
     /// The step called `name`.
     pub fn step(&self, name: &str) -> Option<&Step> {

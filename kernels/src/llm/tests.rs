@@ -40,6 +40,25 @@ fn sizes_agree_with_the_layout() {
 }
 
 #[test]
+fn the_logits_are_the_lm_head_of_every_pass() {
+    let g = model_graph(LlmModel::Tiny, Phase::Decode { steps: 3 }, 1, 0);
+    let vocab = g.config.vocab;
+    let logits: Vec<&Step> = g.steps.iter().filter(|s| s.is_logits()).collect();
+    assert_eq!(logits.len(), 3);
+    assert!(
+        logits
+            .iter()
+            .all(|s| matches!(s.op, Op::Linear { n, .. } if n == vocab))
+    );
+    let prefill = model_graph(LlmModel::Tiny, Phase::Prefill { prompt: 4 }, 1, 0);
+    assert_eq!(prefill.steps.iter().filter(|s| s.is_logits()).count(), 1);
+    // A step whose name merely ends in the word is not the LM head.
+    let mut other = logits[0].clone();
+    other.name = "layers.0.attention_output".into();
+    assert!(!other.is_logits());
+}
+
+#[test]
 fn a_perfect_arena_passes_and_a_perturbed_weight_is_named() {
     let g = model_graph(LlmModel::Tiny, Phase::Decode { steps: 3 }, 2, 4);
     let inputs = graph_inputs(&g);
