@@ -8,7 +8,7 @@
 //! family's definition in the catalog (row group sizes and splits in `rows.rs`). `gemm.rs`:
 //! conv2d's window arguments and im2col chunking, the GEMM size arguments, and the
 //! register-blocked GEMM tile rules and candidate ordering. `model.rs`: a network's launches.
-//! `llm.rs`: a transformer graph's launches (OpenCL and HIP).
+//! `llm.rs`: a transformer graph's launches (OpenCL and HIP) and its inputs' storage (all three).
 //!
 //! Each planner keeps what is its API's own (OpenCL build options, Vulkan specialization
 //! constants and push-constant words, HIP's compiled instantiations) and maps these pieces onto it.

@@ -59,10 +59,7 @@ pub(super) fn plan_llm(problem: &Problem, caps: &VkCaps) -> Planned {
             "dtype f16 of {name} needs storageBuffer16BitAccess (false on this device)"
         )));
     }
-    let mut input_storage = vec![Storage::F32; graph.input_lens.len()];
-    if let (true, Some(w)) = (half, graph.weights_input) {
-        input_storage[w] = Storage::F16;
-    }
+    let input_storage = crate::backend::planning::llm::input_storage(problem, &graph);
     let planner = StepPlanner {
         problem,
         caps,
