@@ -39,9 +39,11 @@ async fn with_transfers_mode_includes_the_copies() {
     assert_transfers_take_longer(compute, transfers);
 }
 
-/// The transformer's GPU kernels (`llm_matmul` for prefill's projections, `llm_gemv` and, for a
-/// wide one-row projection, `llm_gemv_team`) validated on whatever OpenCL device is here: a CPU
-/// device (PoCL in CI) is planned as a GPU through the debug switch.
+/// The transformer's GPU kernels validated on whatever OpenCL device is here: `llm_matmul` and
+/// `llm_attention_tiled` for prefill, `llm_gemv_team` for one-row projections with the unchecked
+/// blocks' norms, SwiGLUs and residual adds folded in, `llm_gemv` for a few rows, `llm_matmul_64`
+/// for a projection too small to fill the compute units. A CPU device (PoCL in CI) is planned as
+/// a GPU through the debug switch.
 #[tokio::test]
 async fn the_transformer_gpu_kernels_validate_on_the_device_at_hand() {
     let Some(mut t) = on_backend("opencl").await else {
@@ -57,11 +59,19 @@ async fn the_transformer_gpu_kernels_validate_on_the_device_at_hand() {
     prefill.variant = "prefill".into();
     let mut decode = spec("llm", &[("model", 0), ("gen", 3), ("context", 4)]);
     decode.variant = "decode".into();
+    let mut batched = spec("llm", &[("model", 0), ("gen", 2), ("batch", 3)]);
+    batched.variant = "decode".into();
     let wide = spec("gemv", &[("batch", 1), ("k", 72), ("n", 8200)]);
-    for (name, s, want) in [
-        ("prefill", prefill, "16 tiled"),
-        ("decode", decode, "0 tiled"),
-        ("wide-gemv", wide, "(1 by teams)"),
+    let odd = spec("gemv", &[("batch", 1), ("k", 61), ("n", 7)]);
+    // One tile of 128 rows × 128 features: fewer than the compute units (2 or more).
+    let small = spec("gemv", &[("batch", 100), ("k", 40), ("n", 70)]);
+    for (name, s, want, attention, folded) in [
+        ("prefill", prefill, "16 tiled", "4 tiled", "0"),
+        ("decode", decode, "0 tiled", "0 tiled", "30"),
+        ("batched", batched, "0 tiled", "0 tiled", "0"),
+        ("wide-gemv", wide, "(1 by teams)", "", "0"),
+        ("odd-gemv", odd, "(1 by teams)", "", "0"),
+        ("small-matmul", small, "1 of them 64x128", "", "0"),
     ] {
         let (_, r) = run(&mut t.client, name, gpu(s)).await;
         assert_ok(&r);
@@ -69,6 +79,12 @@ async fn the_transformer_gpu_kernels_validate_on_the_device_at_hand() {
         let projections = &r.config["projections"];
         assert!(projections.contains(want), "{name}: {projections}");
         assert!(!projections.contains("gemv_rows"), "{name}: {projections}");
+        assert!(
+            r.config["attention"].starts_with(attention),
+            "{name}: {:?}",
+            r.config
+        );
+        assert_eq!(r.config["folded_steps"], folded, "{name}");
     }
 }
 

@@ -1,15 +1,21 @@
-/* The transformer's steps (kernels/src/llm): one kernel per step kind, every tensor a buffer and
- * an element offset (int arguments; the weights' offsets are long, past 2^31 for the 8b shape), in the order agent/src/backend/opencl/plan/llm.rs passes them.
- * OpenCL C 1.1: fp16 weights (-D W_HALF) are read with vload_half, which needs no cl_khr_fp16;
- * all arithmetic is f32.
+/* The transformer's steps (kernels/src/llm): one kernel per step kind (and llm_gemv_team, which
+ * also does the norm before a one-row projection and the SwiGLU or residual add after it), every
+ * tensor a buffer and an element offset (int arguments; the weights' offsets are long, past 2^31
+ * for the 8b shape), in the order agent/src/backend/planning/llm.rs passes them.
+ * OpenCL C 1.1: fp16 weights (-D W_HALF) are read with vload_half or converted from their bits,
+ * which needs no cl_khr_fp16; all arithmetic is f32.
  *
  * Build-time parameters:
  *   WG         work-items of an rmsnorm group, a power of two
  *   GEMV_WG    work-items of a gemv group, a power of two
  *   ROWS       rows a gemv group accumulates at once (its private accumulators)
- *   TEAM       work-items a llm_gemv_team feature takes (a power of two, at most GEMV_WG)
+ *   TEAM       work-items a llm_gemv_team team has (a power of two, at most TEAM_WG)
+ *   TEAM_WG    work-items of a llm_gemv_team group
+ *   FT         output features a llm_gemv_team team takes at once
  *   HEAD_DIM   the attention's head width (its private accumulator), even
  *   ATT_WG     work-items of an attention group (one row and head each)
+ *   ATT_TILED  build llm_attention_tiled (HEAD_DIM a multiple of 4), with
+ *   BQ, BK     its rows a group (work-items) and keys a tile
  *   W_HALF     weights stored as IEEE half
  */
 
@@ -129,55 +135,172 @@ llm_gemv(__global const float *x, __global const WTYPE *w, __global float *out, 
     }
 }
 
-/* Few rows (decode) on a GPU, by teams: a group's GEMV_WG work-items are GEMV_WG/TEAM teams of TEAM,
- * a team per output feature (grid-strided over n), its work-items reading the weight row eight
- * weights a load (TEAM·16 contiguous bytes a step in f16), each weight once for ROWS input rows at
- * a time. A team's partial sums meet in local memory and one work-item a row adds its TEAM of them:
- * a short sum, where one group of four features had one work-item add GEMV_WG partial sums. */
-#define TEAMS (GEMV_WG / TEAM)
-__kernel __attribute__((reqd_work_group_size(GEMV_WG, 1, 1))) void
-llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
-              long w_off, int out_off, int rows, int k, int n)
+/* One-row projections on a GPU, by teams (llm_gemv_team). Eight weights are read at once: where
+ * the launch is aligned (every row a multiple of 8 elements from a 16-byte aligned buffer), as one
+ * 16-byte load of halves converted by bit arithmetic (on an H200 1.2-1.5x faster than
+ * vloada_half8, whose conversions the driver does one by one), or two float4 loads of floats;
+ * element by element otherwise. */
+#ifdef W_HALF
+#define WRAW uint4
+#define W_RAW(p, i8) (((__global const uint4 *)(p))[i8])
+/* IEEE half bits to float: normals and subnormals exact (the weights have no inf or NaN). */
+float h2f(uint h)
 {
-    __local float part[GEMV_WG][ROWS + 1];
+    return as_float(((h & 0x8000u) << 16) | as_uint(as_float((h & 0x7fffu) << 13) * 0x1p112f));
+}
+float8 w_conv(uint4 u)
+{
+    return (float8)(h2f(u.x & 0xffffu), h2f(u.x >> 16), h2f(u.y & 0xffffu), h2f(u.y >> 16),
+                    h2f(u.z & 0xffffu), h2f(u.z >> 16), h2f(u.w & 0xffffu), h2f(u.w >> 16));
+}
+#else
+#define WRAW float8
+#define W_RAW(p, i8) x8_aligned((p), (i8))
+#define w_conv(v) (v)
+#endif
+float8 x8_aligned(__global const float *p, int i8)
+{
+    __global const float4 *q = (__global const float4 *)p;
+    return (float8)(q[2 * i8], q[2 * i8 + 1]);
+}
+#define W_ELEM_RAW(p, i8) LOADW8(p, i8)
+#define X_ELEM(p, i8) vload8((i8), (p))
+#define DOT8(a, b) (dot((a).lo, (b).lo) + dot((a).hi, (b).hi))
+
+/* Features a team takes at once (each x load serves all of them), and eight-weight steps a
+ * work-item keeps in flight for each. */
+#ifndef FT
+#define FT 1
+#endif
+#ifndef UNROLL
+#define UNROLL (FT >= 4 ? 1 : 4 / FT)
+#endif
+
+/* One step of UNROLL eight-element chunks from chunk i8 on (TEAM apart) of a team's FT weight rows
+ * (from wr, k apart; their up rows from ur with glu) against x row xr, scaled by the gains from gr
+ * with norm (whose squares go to ss). WL loads eight weights raw, WC converts them, XL loads
+ * eight activations. */
+#define TEAM_STEP(WT, WL, WC, XL, U, NORM, GLU)                                                   \
+    do {                                                                                         \
+        WT wv[U][FT], uv[U][FT];                                                                 \
+        for (int u = 0; u < (U); u++)                                                            \
+            for (int f = 0; f < FT; f++) {                                                       \
+                wv[u][f] = WL(wr[f], i8 + u * TEAM);                                             \
+                if (GLU)                                                                         \
+                    uv[u][f] = WL(ur[f], i8 + u * TEAM);                                         \
+            }                                                                                    \
+        for (int u = 0; u < (U); u++) {                                                          \
+            float8 xv = XL(xr, i8 + u * TEAM);                                                   \
+            if (NORM) {                                                                          \
+                ss += DOT8(xv, xv);                                                              \
+                xv *= WC(WL(gr, i8 + u * TEAM));                                                 \
+            }                                                                                    \
+            for (int f = 0; f < FT; f++) {                                                       \
+                acc[f] += DOT8(WC(wv[u][f]), xv);                                                \
+                if (GLU)                                                                         \
+                    up[f] += DOT8(WC(uv[u][f]), xv);                                             \
+            }                                                                                    \
+        }                                                                                        \
+    } while (0)
+#define TEAM_LOOP(WT, WL, WC, XL, NORM, GLU)                                                     \
+    do {                                                                                         \
+        int i8 = lane;                                                                           \
+        for (; i8 + (UNROLL - 1) * TEAM < k8; i8 += UNROLL * TEAM)                               \
+            TEAM_STEP(WT, WL, WC, XL, UNROLL, NORM, GLU);                                        \
+        for (; i8 < k8; i8 += TEAM)                                                              \
+            TEAM_STEP(WT, WL, WC, XL, 1, NORM, GLU);                                             \
+    } while (0)
+/* The loop specialised for the four combinations of norm and glu (uniform over the launch): a
+ * flag tested inside it cost the widest projections a third of their speed on an H200. */
+#define TEAM_DOTS(WT, WL, WC, XL)                                                                \
+    do {                                                                                         \
+        if (norm && glu)                                                                         \
+            TEAM_LOOP(WT, WL, WC, XL, 1, 1);                                                     \
+        else if (norm)                                                                           \
+            TEAM_LOOP(WT, WL, WC, XL, 1, 0);                                                     \
+        else if (glu)                                                                            \
+            TEAM_LOOP(WT, WL, WC, XL, 0, 1);                                                     \
+        else                                                                                     \
+            TEAM_LOOP(WT, WL, WC, XL, 0, 0);                                                     \
+    } while (0)
+#define NP (2 * FT + 1)
+
+/* out[r][j] = Σ_i x[r][i] w[j][i] for one row at a time (decode), with what the planner folds in:
+ *   norm   x[r] is first RMS-normalised with gains w[g_off..] (eps): the team sums x[r][i]² as
+ *          it goes and scales its dot products by 1/rms at the end;
+ *   glu    out[r][j] = silu(dot_j) · dot_{n+j}: the SwiGLU of a gate/up projection 2n features
+ *          wide (rows j and n + j of w);
+ *   add    out[r][j] += res[res_off + r·n + j]: the residual add.
+ * x row r starts at x_off + r·x_stride. A group's GEMV_WG work-items are GEMV_WG/TEAM teams of
+ * TEAM, a team per FT consecutive output features (grid-strided; a team past n repeats the last
+ * feature's loads and writes nothing), its work-items reading the rows eight weights a load,
+ * UNROLL loads in flight each. A team's partial sums meet in local memory and one work-item a
+ * feature adds its TEAM of them. */
+#define TEAMS (TEAM_WG / TEAM)
+__kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void
+llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
+              long w_off, int out_off, int rows, int k, int n, int x_stride, int norm, long g_off,
+              __global const float *res, int add, int res_off, int glu, float eps)
+{
+    __local float part[TEAM_WG][NP + 1];
     int lid = get_local_id(0);
     int team = lid / TEAM, lane = lid % TEAM;
     int k8 = k / 8;
-    /* Every team makes the same trips (the barriers are the group's); a team past n idles. */
-    for (int j0 = get_group_id(0) * TEAMS; j0 < n; j0 += get_num_groups(0) * TEAMS) {
-        int j = j0 + team;
-        for (int r0 = 0; r0 < rows; r0 += ROWS) {
-            int nr = min(ROWS, rows - r0);
-            float acc[ROWS];
-            for (int q = 0; q < ROWS; q++)
-                acc[q] = 0.0f;
-            if (j < n) {
-                __global const WTYPE *wr = w + w_off + (long)j * k;
-                __global const float *xr = x + x_off + r0 * k;
-                for (int i8 = lane; i8 < k8; i8 += TEAM) {
-                    float8 wv = LOADW8(wr, i8);
-                    for (int q = 0; q < ROWS; q++) {
-                        if (q < nr) {
-                            float8 xv = vload8(i8, xr + q * k);
-                            acc[q] += dot(wv.lo, xv.lo) + dot(wv.hi, xv.hi);
-                        }
-                    }
+    int aligned = ((w_off | (long)k | (long)x_off | (long)x_stride | (norm ? g_off : 0)) & 7) == 0;
+    /* Every team makes the same trips (the barriers are the group's). */
+    for (int jg = get_group_id(0) * TEAMS * FT; jg < n; jg += get_num_groups(0) * TEAMS * FT) {
+        int j = jg + team * FT;
+        for (int r = 0; r < rows; r++) {
+            float acc[FT], up[FT], ss = 0.0f;
+            for (int f = 0; f < FT; f++)
+                acc[f] = up[f] = 0.0f;
+            __global const float *xr = x + x_off + r * x_stride;
+            __global const WTYPE *gr = w + (norm ? g_off : 0);
+            /* Features past n read the last row again (in bounds) and are written nowhere. */
+            __global const WTYPE *wr[FT], *ur[FT];
+            for (int f = 0; f < FT; f++) {
+                wr[f] = w + w_off + (long)min(j + f, n - 1) * k;
+                ur[f] = wr[f] + (long)n * k;
+            }
+            if (aligned)
+                TEAM_DOTS(WRAW, W_RAW, w_conv, x8_aligned);
+            else
+                TEAM_DOTS(float8, W_ELEM_RAW, , X_ELEM);
+            for (int i = 8 * k8 + lane; i < k; i += TEAM) {
+                float xv = xr[i];
+                if (norm) {
+                    ss += xv * xv;
+                    xv *= LOADW(gr, i);
                 }
-                for (int i = 8 * k8 + lane; i < k; i += TEAM) {
-                    float wv = LOADW(wr, i);
-                    for (int q = 0; q < ROWS; q++)
-                        if (q < nr)
-                            acc[q] += wv * xr[q * k + i];
+                for (int f = 0; f < FT; f++) {
+                    acc[f] += LOADW(wr[f], i) * xv;
+                    if (glu)
+                        up[f] += LOADW(ur[f], i) * xv;
                 }
             }
-            for (int q = 0; q < ROWS; q++)
-                part[lid][q] = acc[q];
+            for (int f = 0; f < FT; f++) {
+                part[lid][f] = acc[f];
+                part[lid][FT + f] = up[f];
+            }
+            part[lid][2 * FT] = ss;
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int q = lane; q < nr && j < n; q += TEAM) {
-                float sum = 0.0f;
-                for (int t = 0; t < TEAM; t++)
-                    sum += part[team * TEAM + t][q];
-                out[out_off + (r0 + q) * n + j] = sum;
+            if (lane < FT && j + lane < n) {
+                int jf = j + lane;
+                float d = 0.0f, e = 0.0f, q = 0.0f;
+                for (int t = 0; t < TEAM; t++) {
+                    d += part[team * TEAM + t][lane];
+                    e += part[team * TEAM + t][FT + lane];
+                    q += part[team * TEAM + t][2 * FT];
+                }
+                if (norm) {
+                    float rstd = 1.0f / sqrt(q / (float)k + eps);
+                    d *= rstd;
+                    e *= rstd;
+                }
+                float y = glu ? d / (1.0f + exp(-d)) * e : d;
+                if (add)
+                    y += res[res_off + r * n + jf];
+                out[out_off + r * n + jf] = y;
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
@@ -207,53 +330,125 @@ __kernel void llm_gemv_rows(__global const float *x, __global const WTYPE *w, __
     }
 }
 
-/* Many rows (prefill): out[r][j] = sum_i x[r][i] w[j][i] over 64x64 tiles of (rows x features),
- * 16x16 work-items of 4x4 outputs each, k in steps of 16 through local memory. */
-#define MT 64
-#define KT 16
+/* Many rows (prefill): out[r][j] = sum_i x[r][i] w[j][i] over MM×MM tiles of (rows × features),
+ * 16×16 work-items of 8×8 outputs each (rows 4·ty.. and 64 + 4·ty.., features likewise by tx),
+ * k in steps of MK through two local buffers: step t stores the slice fetched during step t-1,
+ * waits once, fetches slice t+1 into registers and multiplies slice t while it travels (buffer
+ * t&1 was last read in step t-2, which every work-item finished before the barrier of step t-1).
+ * Each work-item fetches four consecutive k of one row of each operand a step: one 16-byte load
+ * (8 bytes of half weights) where the launch is aligned (offsets and k multiples of 4, uniform),
+ * element loads otherwise; out-of-range elements are zeros. */
+#define MM 128
+#define MK 8
+#define MLD (MM + 4)
+float4 mm_load_x(__global const float *x, int x_off, int r, int kc, int rows, int k, int vec)
+{
+    __global const float *p = x + x_off + (long)r * k + kc;
+    if (r >= rows)
+        return (float4)(0.0f);
+    if (vec && kc + 3 < k)
+        return *(__global const float4 *)p;
+    return (float4)(kc < k ? p[0] : 0.0f, kc + 1 < k ? p[1] : 0.0f, kc + 2 < k ? p[2] : 0.0f,
+                    kc + 3 < k ? p[3] : 0.0f);
+}
+float4 mm_load_w(__global const WTYPE *w, long w_off, int j, int kc, int n, int k, int vec)
+{
+    __global const WTYPE *p = w + w_off + (long)j * k + kc;
+    if (j >= n)
+        return (float4)(0.0f);
+#ifdef W_HALF
+    if (vec && kc + 3 < k)
+        return vloada_half4(0, p);
+#else
+    if (vec && kc + 3 < k)
+        return *(__global const float4 *)p;
+#endif
+    return (float4)(kc < k ? LOADW(p, 0) : 0.0f, kc + 1 < k ? LOADW(p, 1) : 0.0f,
+                    kc + 2 < k ? LOADW(p, 2) : 0.0f, kc + 3 < k ? LOADW(p, 3) : 0.0f);
+}
+#define MM_STORE(buf, kc, r, v)                                                                  \
+    do {                                                                                         \
+        (buf)[(kc)][(r)] = (v).x;                                                                \
+        (buf)[(kc) + 1][(r)] = (v).y;                                                            \
+        (buf)[(kc) + 2][(r)] = (v).z;                                                            \
+        (buf)[(kc) + 3][(r)] = (v).w;                                                            \
+    } while (0)
+/* A tile of RA·16 rows × MM features (RA 8 or 4; the kernels below fix it, so it folds away):
+ * work-item (tx, ty) computes rows 4·ty + a and 64 + 4·ty + a (a < 4, the second set with RA 8)
+ * and features 4·tx + b and 64 + 4·tx + b. */
+void matmul_tile(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
+                 long w_off, int out_off, int rows, int k, int n, const int RA,
+                 __local float (*xs)[MK][MLD], __local float (*ws)[MK][MLD])
+{
+    int tx = get_local_id(0), ty = get_local_id(1);
+    int tid = ty * 16 + tx;
+    int mr = 16 * RA;
+    int j0 = get_group_id(0) * MM, r0 = get_group_id(1) * mr;
+    int vx = ((x_off | k) & 3) == 0, vw = ((w_off | (long)k) & 3) == 0;
+    /* This work-item's fetch: row (and feature) lr of the tile, k from lk to lk + 3; only the
+     * first 2·mr work-items fetch rows. */
+    int lr = tid >> 1, lk = (tid & 1) * 4;
+    int fetch_x = lr < mr;
+    float acc[8][8];
+    for (int a = 0; a < 8; a++)
+        for (int b = 0; b < 8; b++)
+            acc[a][b] = 0.0f;
+    int tiles = (k + MK - 1) / MK;
+    float4 px = fetch_x ? mm_load_x(x, x_off, r0 + lr, lk, rows, k, vx) : (float4)(0.0f);
+    float4 pw = mm_load_w(w, w_off, j0 + lr, lk, n, k, vw);
+    for (int t = 0; t < tiles; t++) {
+        int cur = t & 1;
+        if (fetch_x)
+            MM_STORE(xs[cur], lk, lr, px);
+        MM_STORE(ws[cur], lk, lr, pw);
+        barrier(CLK_LOCAL_MEM_FENCE);
+        if (t + 1 < tiles) {
+            int kc = (t + 1) * MK + lk;
+            if (fetch_x)
+                px = mm_load_x(x, x_off, r0 + lr, kc, rows, k, vx);
+            pw = mm_load_w(w, w_off, j0 + lr, kc, n, k, vw);
+        }
+        for (int kk = 0; kk < MK; kk++) {
+            float4 a0 = *(__local const float4 *)&xs[cur][kk][4 * ty];
+            float4 a1 = RA == 8 ? *(__local const float4 *)&xs[cur][kk][64 + 4 * ty] : a0;
+            float4 b0 = *(__local const float4 *)&ws[cur][kk][4 * tx];
+            float4 b1 = *(__local const float4 *)&ws[cur][kk][64 + 4 * tx];
+            float av[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+            float bv[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            for (int a = 0; a < RA; a++)
+                for (int b = 0; b < 8; b++)
+                    acc[a][b] += av[a] * bv[b];
+        }
+    }
+    for (int a = 0; a < RA; a++) {
+        int r = r0 + (a < 4 ? 4 * ty + a : 64 + 4 * ty + a - 4);
+        if (r >= rows)
+            continue;
+        for (int b = 0; b < 8; b++) {
+            int j = j0 + (b < 4 ? 4 * tx + b : 64 + 4 * tx + b - 4);
+            if (j < n)
+                out[out_off + (long)r * n + j] = acc[a][b];
+        }
+    }
+}
+/* Tiles of 128 rows. */
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void
 llm_matmul(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
            long w_off, int out_off, int rows, int k, int n)
 {
-    __local float xs[KT][MT + 1];
-    __local float ws[KT][MT + 1];
-    int tx = get_local_id(0), ty = get_local_id(1);
-    int j0 = get_group_id(0) * MT, r0 = get_group_id(1) * MT;
-    int tid = ty * 16 + tx;
-    float acc[4][4];
-    for (int a = 0; a < 4; a++)
-        for (int b = 0; b < 4; b++)
-            acc[a][b] = 0.0f;
-    for (int k0 = 0; k0 < k; k0 += KT) {
-        /* 64x16 of each operand: 1024 elements, 4 per work-item, k fastest. */
-        for (int e = tid; e < MT * KT; e += 256) {
-            int row = e / KT, kk = e % KT;
-            int gk = k0 + kk;
-            int gr = r0 + row, gj = j0 + row;
-            xs[kk][row] = (gr < rows && gk < k) ? x[x_off + (size_t)gr * k + gk] : 0.0f;
-            ws[kk][row] = (gj < n && gk < k) ? LOADW(w, w_off + (long)gj * k + gk) : 0.0f;
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-        for (int kk = 0; kk < KT; kk++) {
-            float xv[4], wv[4];
-            for (int a = 0; a < 4; a++)
-                xv[a] = xs[kk][ty + 16 * a];
-            for (int b = 0; b < 4; b++)
-                wv[b] = ws[kk][tx + 16 * b];
-            for (int a = 0; a < 4; a++)
-                for (int b = 0; b < 4; b++)
-                    acc[a][b] += xv[a] * wv[b];
-        }
-        barrier(CLK_LOCAL_MEM_FENCE);
-    }
-    for (int a = 0; a < 4; a++) {
-        int r = r0 + ty + 16 * a;
-        for (int b = 0; b < 4; b++) {
-            int j = j0 + tx + 16 * b;
-            if (r < rows && j < n)
-                out[out_off + (size_t)r * n + j] = acc[a][b];
-        }
-    }
+    __local float xs[2][MK][MLD] __attribute__((aligned(16)));
+    __local float ws[2][MK][MLD] __attribute__((aligned(16)));
+    matmul_tile(x, w, out, x_off, w_off, out_off, rows, k, n, 8, xs, ws);
+}
+/* Tiles of 64 rows: twice the groups, for projections too narrow to give every compute unit a
+ * 128-row tile (the entry points differ only in the tile, so the duplicate is the kernel ABI). */
+__kernel __attribute__((reqd_work_group_size(16, 16, 1))) void
+llm_matmul_64(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
+              long w_off, int out_off, int rows, int k, int n)
+{
+    __local float xs[2][MK][MLD] __attribute__((aligned(16)));
+    __local float ws[2][MK][MLD] __attribute__((aligned(16)));
+    matmul_tile(x, w, out, x_off, w_off, out_off, rows, k, n, 4, xs, ws);
 }
 
 /* RoPE: for each row, the queries (rotate-half pairs) to q_off, the keys (rotated) and values to
@@ -346,6 +541,76 @@ llm_attention(__global const float *q, __global const float *kc, __global const 
         barrier(CLK_LOCAL_MEM_FENCE);
     }
 }
+
+/* Causal attention of many rows a sequence (prefill), tiled over keys: a group per (sequence,
+ * block of BQ consecutive rows, head), a work-item per row holding its query and accumulator in
+ * registers; the group steps through the sequence's keys and values BK positions at a time in
+ * local memory (read as float4 by every work-item at once), each work-item scoring the tile,
+ * rescaling its running sum and accumulator once a tile (online softmax) and adding the tile's
+ * weighted values. Built only where HEAD_DIM is a multiple of 4 (ATT_TILED). */
+#ifdef ATT_TILED
+#define HD4 (HEAD_DIM / 4)
+__kernel __attribute__((reqd_work_group_size(BQ, 1, 1))) void
+llm_attention_tiled(__global const float *q, __global const float *kc, __global const float *vc,
+                    __global float *out, int q_off, int k_off, int v_off, int out_off, int rows,
+                    int per_seq, int pos0, int heads, int kv_heads, int batch, float scale)
+{
+    __local float4 ks[BK][HD4], vs[BK][HD4];
+    int lid = get_local_id(0);
+    int kvd = kv_heads * HEAD_DIM, qd = heads * HEAD_DIM;
+    int blocks = (per_seq + BQ - 1) / BQ;
+    int seqs = rows / per_seq;
+    for (int task = get_group_id(0); task < seqs * blocks * heads; task += get_num_groups(0)) {
+        int h = task % heads, qb = task / heads % blocks, seq = task / heads / blocks;
+        int g = h / (heads / kv_heads);
+        int i = qb * BQ + lid; /* this work-item's row within its sequence */
+        int live = i < per_seq;
+        int r = seq * per_seq + (live ? i : per_seq - 1);
+        int pos = pos0 + (live ? i : per_seq - 1);
+        int last = pos0 + min(per_seq, qb * BQ + BQ) - 1; /* the block's last position */
+        float4 qv[HD4], acc[HD4];
+        for (int d = 0; d < HD4; d++) {
+            qv[d] = vload4(d, q + q_off + r * qd + h * HEAD_DIM) * scale;
+            acc[d] = (float4)(0.0f);
+        }
+        float m = -INFINITY, l = 0.0f;
+        for (int t0 = 0; t0 <= last; t0 += BK) {
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int e = lid; e < BK * HD4; e += BQ) {
+                int j = e / HD4, d = e % HD4, t = t0 + j;
+                int at = (t * batch + seq) * kvd + g * HEAD_DIM;
+                ks[j][d] = t <= last ? vload4(d, kc + k_off + at) : (float4)(0.0f);
+                vs[j][d] = t <= last ? vload4(d, vc + v_off + at) : (float4)(0.0f);
+            }
+            barrier(CLK_LOCAL_MEM_FENCE);
+            float sc[BK];
+            float mt = m;
+            for (int j = 0; j < BK; j++) {
+                float4 a = (float4)(0.0f);
+                for (int d = 0; d < HD4; d++)
+                    a += qv[d] * ks[j][d];
+                sc[j] = t0 + j <= pos ? a.x + a.y + a.z + a.w : -INFINITY;
+                mt = fmax(mt, sc[j]);
+            }
+            /* t0 <= pos on the first tile, so mt is finite from then on. */
+            float keep = exp(m - mt);
+            l *= keep;
+            for (int d = 0; d < HD4; d++)
+                acc[d] *= keep;
+            for (int j = 0; j < BK; j++) {
+                float p = exp(sc[j] - mt);
+                l += p;
+                for (int d = 0; d < HD4; d++)
+                    acc[d] += p * vs[j][d];
+            }
+            m = mt;
+        }
+        if (live)
+            for (int d = 0; d < HD4; d++)
+                vstore4(acc[d] / l, d, out + out_off + r * qd + h * HEAD_DIM);
+    }
+}
+#endif
 
 /* out[r][i] = silu(x[r][i]) * x[r][ffn + i]. */
 __kernel void llm_swiglu(__global const float *x, __global float *out, int x_off, int out_off,

@@ -28,9 +28,10 @@ pub mod opencl {
     /// `model.cl`: a CNN's layers, `model_conv` (dense convolutions and linear layers as an
     /// implicit GEMM) and `model_layer` (the rest).
     pub const MODEL: &str = include_str!("../opencl/model.cl");
-    /// `llm.cl`: the transformer's steps (`llm_embed`, `llm_rmsnorm`, `llm_gemv`, `llm_matmul`,
-    /// `llm_rope`, `llm_attention`, `llm_swiglu`, `llm_add`, `llm_copy`), fp16 weights with
-    /// `-DW_HALF`.
+    /// `llm.cl`: the transformer's steps (`llm_embed`, `llm_rmsnorm`, `llm_gemv`,
+    /// `llm_gemv_team`, `llm_gemv_rows`, `llm_matmul`, `llm_matmul_64`, `llm_rope`,
+    /// `llm_attention`, `llm_attention_tiled`, `llm_swiglu`, `llm_add`, `llm_copy`), fp16 weights
+    /// with `-DW_HALF`.
     pub const LLM: &str = include_str!("../opencl/llm.cl");
 
     /// Every file as `(file name, source)`.

@@ -1,17 +1,24 @@
-//! A transformer graph's launches for the OpenCL and HIP planners: one launch per step of the
+//! A transformer graph's launches for the OpenCL and HIP planners: a launch per step of the
 //! [`LlmGraph`], in order, from `kernels/opencl/llm.cl` or `kernels/hip/llm.hip` (same kernels,
-//! same arguments). Every tensor is its buffer (an input or the output, the arena) and an element
-//! offset; offsets and sizes are `int` arguments, refused above `i32::MAX`, but the weights'
-//! offsets, which are 64-bit (the `8b` shape's weights pass 2^31 elements).
+//! same arguments), but where a projection takes over its neighbours (below). Every tensor is its
+//! buffer (an input or the output, the arena) and an element offset; offsets and sizes are `int`
+//! arguments, refused above `i32::MAX`, but the weights' offsets, which are 64-bit (the `8b`
+//! shape's weights pass 2^31 elements).
 //!
-//! - Projections over [`MATMUL_ROWS`] rows or more run `llm_matmul` (64×64 tiles of rows ×
-//!   features, 16×16 work-items), fewer rows (decode) `llm_gemv`, a group per [`GEMV_FEATS`]
-//!   output features reading their weight rows eight weights a load, once for [`GEMV_ROWS`] rows
-//!   at a time. Where [`LlmGroups::rows_only`] (a CPU device) every projection runs
-//!   `llm_gemv_rows`, a work-item per output feature over all rows: no barriers.
+//! - Projections over [`MATMUL_ROWS`] rows or more run `llm_matmul` (square tiles of rows ×
+//!   features, [`LlmGroups::matmul`] a side, 16×16 work-items; `llm_matmul_64`, half the rows,
+//!   where the full tiles would leave compute units idle). Fewer rows (decode) run `llm_gemv`, a
+//!   group per [`GEMV_FEATS`] output features reading their weight rows eight weights a load,
+//!   once for [`GEMV_ROWS`] rows at a time; where the device has [`LlmGroups::gemv_team`], one
+//!   row runs `llm_gemv_team` instead, teams of work-items a few features each, which also
+//!   folds in the RMSNorm before the projection and the SwiGLU or residual add after it when
+//!   nothing else reads what they pass on ([`folded`]): 6 launches a decode block instead of
+//!   11. Where [`LlmGroups::rows_only`] (a CPU device) every projection runs `llm_gemv_rows`, a
+//!   work-item per output feature over all rows: no barriers.
 //! - Attention runs a group per row and head, each work-item taking every group-size-th position
-//!   with an online softmax, merged at the end; the head width is fixed at build time (its
-//!   accumulators are private).
+//!   with an online softmax, merged at the end; over many rows a sequence (prefill) where the
+//!   device has [`LlmGroups::attention_tiled`], a group per block of rows and head, tiled over
+//!   keys. The head width is fixed at build time (the accumulators are private).
 //! - The element-wise steps (embedding, RoPE, SwiGLU, add, copy) grid-stride over their elements.
 //!
 //! Each planner maps [`LlmLaunch`] onto its API: OpenCL passes the sizes as `-D` options and
@@ -31,11 +38,6 @@ pub const GEMV_ROWS: usize = 8;
 pub const GEMV_FEATS: usize = 4;
 /// Work-items of a `llm_gemv` group on a GPU.
 pub const GEMV_WG: usize = 64;
-/// Output features from which a one-row projection runs `llm_gemv_team` where the device has it:
-/// on an H200 (OpenCL, f16, teams of 8) it read 1.3-1.45x faster than `llm_gemv` at 16,384 to
-/// 128,256 features, 0.5-0.6x as fast at 2,048 and 3,072 (too few groups, one load a work-item in
-/// flight), and slower at 8 rows.
-pub const TEAM_MIN_N: usize = 8192;
 /// Most groups of a grid-strided launch.
 const GROUPS_MAX: usize = 65536;
 
@@ -46,15 +48,34 @@ pub struct LlmGroups {
     pub flat: usize,
     /// Work-items of a `llm_gemv` group.
     pub gemv: usize,
-    /// Work-items a feature takes in `llm_gemv_team` (`gemv / team` features a group), which runs
-    /// the one-row projections [`TEAM_MIN_N`] features wide or wider; `None`: `llm_gemv` always.
-    pub gemv_team: Option<usize>,
+    /// How `llm_gemv_team` runs the one-row projections, folding in the RMSNorm before them and
+    /// the SwiGLU or residual add after them where nothing else reads what they pass on; `None`:
+    /// `llm_gemv` always, nothing folded.
+    pub gemv_team: Option<Teams>,
     /// Work-items of an attention group.
     pub attention: usize,
+    /// Rows (work-items) of a `llm_attention_tiled` group, which runs attention over
+    /// [`MATMUL_ROWS`] rows a sequence or more (prefill); `None`: `llm_attention` always.
+    pub attention_tiled: Option<usize>,
     /// Every projection runs `llm_gemv_rows` (a CPU device, where barriers are slow).
     pub rows_only: bool,
-    /// `llm_matmul`'s two 16×65 tiles fit the device's local memory.
-    pub matmul: bool,
+    /// The side of `llm_matmul`'s square tile of rows × features (16×16 work-items a tile),
+    /// where the device's local memory holds its tiles; `None`: every projection runs a gemv.
+    pub matmul: Option<usize>,
+    /// `llm_matmul_64` exists (half the rows of `llm_matmul`'s tile): projections whose tiles
+    /// would not give each of the device's `compute_units` one run it instead.
+    pub matmul_half_rows: bool,
+    /// The device's compute units (0: unknown).
+    pub compute_units: usize,
+}
+
+/// `llm_gemv_team`'s shape: a group of `group` work-items, teams of `lanes` (`TEAM`), each team
+/// taking `features` output features at once (`FT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Teams {
+    pub lanes: usize,
+    pub group: usize,
+    pub features: usize,
 }
 
 /// One launch: the kernel's base name (`llm_attention`, not its HIP instantiation), the global
@@ -126,7 +147,56 @@ pub fn launches(
         args,
     };
     let mut out = Vec::with_capacity(g.steps.len());
-    for s in &g.steps {
+    let mut at = 0;
+    while at < g.steps.len() {
+        if let Some(teams) = groups.gemv_team.filter(|_| !groups.rows_only)
+            && let Some(f) = folded(g, at)
+        {
+            let s = &g.steps[f.linear];
+            let Op::Linear { k, n, w: w_off } = s.op else {
+                unreachable!("folded() returns projections")
+            };
+            let (x, x_off) = tensor(f.x, "input offset")?;
+            let (o, out_off) = tensor(f.out, "output offset")?;
+            let (res, res_off) = match f.add {
+                Some(r) => tensor(r, "addend offset")?,
+                None => (Arg::Output, Arg::Int(0)),
+            };
+            let (g_off, x_stride) = f.norm.unwrap_or((0, k));
+            // With the SwiGLU, n outputs from 2n weight rows (gate j and up n + j).
+            let n = if f.glu { n / 2 } else { n };
+            int("input", x_stride * s.rows.rows + f.x.off)?;
+            int("output", n * s.rows.rows + f.out.off)?;
+            let per_group = teams.features * (teams.group / teams.lanes);
+            out.push(one(
+                "llm_gemv_team",
+                vec![n.div_ceil(per_group).min(GROUPS_MAX) * teams.group],
+                teams.group,
+                vec![
+                    x,
+                    Arg::Input(g.weights_input.unwrap_or(0)),
+                    o,
+                    x_off,
+                    long(w_off),
+                    out_off,
+                    int("rows", s.rows.rows)?,
+                    int("k", k)?,
+                    int("n", n)?,
+                    int("row stride", x_stride)?,
+                    Arg::Int(i32::from(f.norm.is_some())),
+                    long(g_off),
+                    res,
+                    Arg::Int(i32::from(f.add.is_some())),
+                    res_off,
+                    Arg::Int(i32::from(f.glu)),
+                    Arg::Float(NORM_EPS as f32),
+                ],
+            ));
+            at += f.steps;
+            continue;
+        }
+        let s = &g.steps[at];
+        at += 1;
         let rows = s.rows.rows;
         let (x, x_off) = tensor(s.x, "input offset")?;
         let (o, out_off) = tensor(s.out, "output offset")?;
@@ -191,22 +261,23 @@ pub fn launches(
                 ];
                 if groups.rows_only {
                     one("llm_gemv_rows", strided(n), flat, args)
-                } else if rows >= MATMUL_ROWS && groups.matmul {
+                } else if let Some(tile) = groups.matmul.filter(|_| rows >= MATMUL_ROWS) {
+                    let short = groups.matmul_half_rows
+                        && n.div_ceil(tile) * rows.div_ceil(tile) < groups.compute_units;
+                    let (kernel, tile_rows) = if short {
+                        ("llm_matmul_64", tile / 2)
+                    } else {
+                        ("llm_matmul", tile)
+                    };
                     LlmLaunch {
-                        kernel: "llm_matmul",
-                        global: vec![n.div_ceil(64) * 16, rows.div_ceil(64) * 16],
+                        kernel,
+                        global: vec![n.div_ceil(tile) * 16, rows.div_ceil(tile_rows) * 16],
                         local: vec![16, 16],
                         args,
                     }
                 } else {
-                    let (kernel, feats) = match groups.gemv_team {
-                        Some(team) if n >= TEAM_MIN_N && rows == 1 => {
-                            ("llm_gemv_team", groups.gemv / team)
-                        }
-                        _ => ("llm_gemv", GEMV_FEATS),
-                    };
-                    let count = n.div_ceil(feats).min(GROUPS_MAX);
-                    one(kernel, vec![count * groups.gemv], groups.gemv, args)
+                    let count = n.div_ceil(GEMV_FEATS).min(GROUPS_MAX);
+                    one("llm_gemv", vec![count * groups.gemv], groups.gemv, args)
                 }
             }
             Op::Rope {
@@ -248,11 +319,18 @@ pub fn launches(
                     "cache",
                     cache.cap * cache.batch * heads.kv_dim() + cache.k.off.max(cache.v.off),
                 )?;
-                let tasks = rows * heads.heads;
+                let (kernel, tasks, local) = match groups.attention_tiled {
+                    Some(bq) if s.rows.per_seq >= MATMUL_ROWS => (
+                        "llm_attention_tiled",
+                        rows.div_ceil(s.rows.per_seq) * s.rows.per_seq.div_ceil(bq) * heads.heads,
+                        bq,
+                    ),
+                    _ => ("llm_attention", rows * heads.heads, groups.attention),
+                };
                 one(
-                    "llm_attention",
-                    vec![tasks.min(GROUPS_MAX) * groups.attention],
-                    groups.attention,
+                    kernel,
+                    vec![tasks.min(GROUPS_MAX) * local],
+                    local,
                     vec![
                         x,
                         kc,
@@ -299,16 +377,115 @@ pub fn launches(
     Ok(out)
 }
 
+/// A one-row projection run by `llm_gemv_team` with what it takes over from the steps around it.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Folded {
+    /// The projection's step.
+    linear: usize,
+    /// Steps the launch does (1 to 3).
+    steps: usize,
+    /// The RMSNorm before it: its gains' offset and the input's row stride.
+    norm: Option<(usize, usize)>,
+    /// The SwiGLU after it.
+    glu: bool,
+    /// The residual add after it: the other addend.
+    add: Option<Ref>,
+    /// The launch's input and output.
+    x: Ref,
+    out: Ref,
+}
+
+/// The team launch starting at step `at`, if step `at` is a one-row projection, or an RMSNorm
+/// that one reads. A step is folded in only when its output is neither checked nor read again
+/// before it is next written (see [`unread`]): a detailed block keeps every layer's tensor.
+fn folded(g: &LlmGraph, at: usize) -> Option<Folded> {
+    let steps = &g.steps;
+    let one_row = |i: usize| {
+        steps
+            .get(i)
+            .filter(|s| s.rows.rows == 1 && matches!(s.op, Op::Linear { .. }))
+    };
+    let s = &steps[at];
+    let (norm, li) = match s.op {
+        Op::RmsNorm {
+            dim,
+            gamma,
+            in_stride,
+        } if !s.check => match one_row(at + 1) {
+            Some(l)
+                if l.x == s.out
+                    && l.rows == s.rows
+                    && matches!(l.op, Op::Linear { k, .. } if k == dim)
+                    && unread(g, s.out, s.rows.rows * dim, at + 2) =>
+            {
+                (Some((gamma, in_stride)), at + 1)
+            }
+            _ => return None,
+        },
+        _ => (None, at),
+    };
+    let l = one_row(li)?;
+    let Op::Linear { n, .. } = l.op else {
+        return None;
+    };
+    let next = steps
+        .get(li + 1)
+        .filter(|a| !l.check && a.x == l.out && a.rows == l.rows && unread(g, l.out, n, li + 2));
+    let (glu, add, out, steps_done) = match next.map(|a| (a, a.op)) {
+        Some((a, Op::SwiGlu { ffn })) if 2 * ffn == n => (true, None, a.out, li + 2 - at),
+        Some((a, Op::Add { dim, other })) if dim == n && other != l.out => {
+            (false, Some(other), a.out, li + 2 - at)
+        }
+        _ => (false, None, l.out, li + 1 - at),
+    };
+    Some(Folded {
+        linear: li,
+        steps: steps_done,
+        norm,
+        glu,
+        add,
+        x: s.x,
+        out,
+    })
+}
+
+/// Whether the `len` elements at `t` are not read from step `from` on before a step writes `t`
+/// again (the graph's work slots are reused by every block). Reads are a step's input rows and an
+/// addend; the rest (tables, caches) never share a slot.
+fn unread(g: &LlmGraph, t: Ref, len: usize, from: usize) -> bool {
+    let overlaps = |r: Ref, n: usize| r.buf == t.buf && r.off < t.off + len && t.off < r.off + n;
+    for s in &g.steps[from.min(g.steps.len())..] {
+        let span = match s.op {
+            Op::RmsNorm { in_stride, dim, .. } => (s.rows.rows - 1) * in_stride + dim,
+            Op::Embed { tok_stride, .. } => (s.rows.rows - 1) * tok_stride + 1,
+            op => s.rows.rows * op.in_width(),
+        };
+        let other = match s.op {
+            Op::Add { other, dim } => overlaps(other, s.rows.rows * dim),
+            _ => false,
+        };
+        if overlaps(s.x, span) || other {
+            return false;
+        }
+        if s.out == t {
+            return true;
+        }
+    }
+    true
+}
+
 /// The configuration recorded with the result: launches, group sizes, how the projections ran
 /// and the weights' storage.
 pub fn config(
     problem: &Problem,
+    g: &LlmGraph,
     launches: &[LlmLaunch],
     groups: LlmGroups,
 ) -> BTreeMap<String, String> {
     let count = |name: &str| launches.iter().filter(|l| l.kernel == name).count();
     let team = count("llm_gemv_team");
     let gemv = count("llm_gemv") + team + count("llm_gemv_rows");
+    let tile = groups.matmul.unwrap_or(0);
     let weights = if problem.dtype == Dtype::F16 {
         "f16"
     } else {
@@ -319,12 +496,28 @@ pub fn config(
         ("group".to_string(), groups.flat.to_string()),
         ("attention_group".to_string(), groups.attention.to_string()),
         (
+            "attention".to_string(),
+            format!(
+                "{} tiled ({} rows a group), {} by row",
+                count("llm_attention_tiled"),
+                groups.attention_tiled.unwrap_or(0),
+                count("llm_attention")
+            ),
+        ),
+        (
             "projections".to_string(),
             format!(
-                "{} tiled (64x64, {MATMUL_ROWS}+ rows), {gemv} gemv ({team} by teams)",
-                count("llm_matmul")
+                "{} tiled ({tile}x{tile}, {MATMUL_ROWS}+ rows; {} of them {}x{tile}), {gemv} gemv \
+                 ({team} by teams)",
+                count("llm_matmul") + count("llm_matmul_64"),
+                count("llm_matmul_64"),
+                tile / 2,
             ),
         ),
         ("weights".to_string(), weights.to_string()),
+        (
+            "folded_steps".to_string(),
+            g.steps.len().saturating_sub(launches.len()).to_string(),
+        ),
     ])
 }

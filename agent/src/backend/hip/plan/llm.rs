@@ -61,11 +61,14 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph) -> Result<Plan, Unsupported> {
         gemv: GEMV_WG,
         gemv_team: None,
         attention,
+        attention_tiled: None,
         rows_only: false,
-        matmul: true,
+        matmul: Some(64),
+        matmul_half_rows: false,
+        compute_units: 0,
     };
     let planned = llm::launches(problem, g, groups, INT_ARG)?;
-    let config = llm::config(problem, &planned, groups);
+    let config = llm::config(problem, g, &planned, groups);
     let dtype = if problem.dtype == Dtype::F16 {
         "f16"
     } else {

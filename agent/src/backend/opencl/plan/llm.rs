@@ -1,21 +1,31 @@
 //! A transformer graph on OpenCL (`llm`, `rope`, `attention`, `swiglu`, `gemv`): the launches
 //! [`planning::llm`] lays out, from `kernels/opencl/llm.cl`, with the group sizes as `-D` build
-//! options; wide one-row projections (the LM head, gate/up) by teams of [`GEMV_TEAM`] work-items a
-//! feature. On a CPU device (PoCL) every projection runs `llm_gemv_rows`: no barriers, which PoCL
-//! runs slowly (a tiled GEMM there is 10× slower).
+//! options. On a GPU one-row projections run by teams ([`TEAMS`]) with the RMSNorm before them
+//! and the SwiGLU or residual add after them folded in where unchecked, prefill's projections in
+//! 128×128 tiles (64×128 where those would leave compute units idle), and prefill's attention
+//! tiled over keys. On a CPU device (PoCL) every projection runs `llm_gemv_rows`: no barriers,
+//! which PoCL runs slowly (a tiled GEMM there is 10× slower).
 
 use super::args::{INT_ARG, flat_group, options};
 use super::types::{DeviceCaps, Launch, Plan, Program, Storage, Unsupported};
-use crate::backend::planning::llm::{self, GEMV_FEATS, GEMV_ROWS, GEMV_WG, LlmGroups};
+use crate::backend::planning::llm::{self, GEMV_FEATS, GEMV_ROWS, GEMV_WG, LlmGroups, Teams};
 use crate::backend::planning::pow2_floor;
 use gpufleet_kernels::llm::LlmGraph;
 use gpufleet_kernels::{Dtype, Problem, sources::opencl as cl};
 
-/// Work-items a feature takes in `llm_gemv_team` (wide one-row projections, see
-/// [`llm::TEAM_MIN_N`]): 8 read 1.3-1.45x faster than 16 or 32 on an H200.
-const GEMV_TEAM: usize = 8;
-/// Local memory `llm_matmul` needs (two 16×65 f32 tiles); a device with less runs `llm_gemv`.
-const MATMUL_LOCAL_BYTES: u64 = 2 * 16 * 65 * 4;
+/// `llm_gemv_team`'s shape on a GPU (one-row projections): teams of 32 in groups of 256, four
+/// features a team, the fastest of the shapes tried on an H200 over the `1b` and `8b` widths
+/// (1.3-2.0x the former `llm_gemv` and teams of 8; docs/PERFORMANCE.md).
+const TEAMS: Teams = Teams {
+    lanes: 32,
+    group: 256,
+    features: 4,
+};
+/// The side of `llm_matmul`'s tile (`MM` in the kernel).
+const MATMUL_TILE: usize = 128;
+/// Local memory `llm_matmul` needs (two operands, double-buffered, 8 × (MM + 4) f32 each); a
+/// device with less runs `llm_gemv`.
+const MATMUL_LOCAL_BYTES: u64 = 2 * 2 * 8 * (MATMUL_TILE as u64 + 4) * 4;
 /// Local memory an attention group may use for its merge, in bytes.
 const ATTENTION_LOCAL_MAX: usize = 16 << 10;
 
@@ -31,11 +41,29 @@ pub fn attention_group(head_dim: usize, caps: &DeviceCaps) -> usize {
     pow2_floor(fit.min(32).min(caps.max_work_group_size.max(1)))
 }
 
+/// `llm_attention_tiled`'s rows a group and keys a tile for heads `head_dim` wide: 64 rows, and
+/// as many keys (up to 32, at least 4) as [`ATTENTION_LOCAL_MAX`] holds keys and values of; `None`
+/// on a CPU device, for heads not a multiple of 4 wide, or where that does not fit.
+fn attention_tiles(head_dim: usize, caps: &DeviceCaps) -> Option<(usize, usize)> {
+    let local = (ATTENTION_LOCAL_MAX as u64).min(caps.local_mem_bytes) as usize;
+    let bk = pow2_floor((local / (8 * head_dim.max(1))).min(32));
+    let bq = pow2_floor(64.min(caps.max_work_group_size));
+    (!caps.cpu && head_dim.is_multiple_of(4) && bk >= 4 && bq >= 16).then_some((bq, bk))
+}
+
 /// Work-items of a `llm_gemv` group: [`GEMV_WG`], fewer where the group size or half the local
 /// memory (its `FEATS × ROWS` partial sums a work-item) is smaller.
 fn gemv_group(group: usize, caps: &DeviceCaps) -> usize {
     let fit = (caps.local_mem_bytes / 2) as usize / (4 * GEMV_FEATS * GEMV_ROWS);
     pow2_floor(GEMV_WG.min(group).min(fit.max(1)))
+}
+
+/// [`TEAMS`], fewer work-items where the device's groups or local memory (a float per partial
+/// sum) are smaller; `None` on a CPU device or one without groups of a team.
+fn team_shape(caps: &DeviceCaps) -> Option<Teams> {
+    let fit = (caps.local_mem_bytes / 2) as usize / (4 * (2 * TEAMS.features + 2));
+    let group = pow2_floor(TEAMS.group.min(caps.max_work_group_size).min(fit.max(1)));
+    (!caps.cpu && group >= TEAMS.lanes).then_some(Teams { group, ..TEAMS })
 }
 
 /// The plan of a transformer problem.
@@ -47,13 +75,18 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
     let flat = flat_group(caps);
     let head_dim = llm::head_dim(g);
     let gemv = gemv_group(flat, caps);
+    let tiled = attention_tiles(head_dim, caps);
+    let teams = team_shape(caps);
     let groups = LlmGroups {
         flat,
         gemv,
-        gemv_team: Some(GEMV_TEAM.min(gemv)),
+        gemv_team: teams,
         attention: attention_group(head_dim, caps),
+        attention_tiled: tiled.map(|(bq, _)| bq),
         rows_only: caps.cpu,
-        matmul: caps.local_mem_bytes >= MATMUL_LOCAL_BYTES,
+        matmul: (caps.local_mem_bytes >= MATMUL_LOCAL_BYTES).then_some(MATMUL_TILE),
+        matmul_half_rows: true,
+        compute_units: caps.compute_units as usize,
     };
     if llm::has_attention(g) && groups.attention == 0 {
         return Err(Unsupported(format!(
@@ -63,7 +96,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
         )));
     }
     let planned = llm::launches(problem, g, groups, INT_ARG)?;
-    let config = llm::config(problem, &planned, groups);
+    let config = llm::config(problem, g, &planned, groups);
     let launches = planned
         .into_iter()
         .map(|l| Launch {
@@ -77,10 +110,19 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
         ("WG", flat.to_string()),
         ("GEMV_WG", groups.gemv.to_string()),
         ("ROWS", GEMV_ROWS.to_string()),
-        ("TEAM", groups.gemv_team.unwrap_or(1).to_string()),
+        ("TEAM", teams.map_or(1, |t| t.lanes).to_string()),
+        ("TEAM_WG", teams.map_or(1, |t| t.group).to_string()),
+        ("FT", teams.map_or(1, |t| t.features).to_string()),
         ("HEAD_DIM", head_dim.to_string()),
         ("ATT_WG", groups.attention.max(1).to_string()),
     ];
+    if let Some((bq, bk)) = tiled {
+        defines.extend([
+            ("ATT_TILED", String::new()),
+            ("BQ", bq.to_string()),
+            ("BK", bk.to_string()),
+        ]);
+    }
     if problem.dtype == Dtype::F16 {
         defines.push(("W_HALF", String::new()));
     }

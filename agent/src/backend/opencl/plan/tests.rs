@@ -399,9 +399,11 @@ fn im2col_chunks_the_batch_and_refuses_int_overflow() {
     assert!(plan(&problem("conv2d", "direct", &huge, "f32"), gpu, None).is_ok());
 }
 
-/// A transformer on a GPU: tiled projections for prefill's rows, gemv for decode's; on a CPU device
-/// (PoCL) every projection is `llm_gemv_rows`; f16 stores the weights alone as half; the 8b
-/// weights' offsets pass as `long`.
+/// A transformer on a GPU: tiled projections for prefill's rows (half-height tiles where full ones
+/// would leave compute units idle) and tiled attention, teams for one-row projections with the
+/// unchecked norms, SwiGLUs and residual adds folded in, `llm_gemv` for a few rows; on a CPU
+/// device (PoCL) every projection is `llm_gemv_rows`; f16 stores the weights alone as half; the
+/// 8b weights' offsets pass as `long`.
 #[test]
 fn transformer_plans_pick_their_projection_kernels() {
     let (gpu, cpu) = (&devices()[0], &devices()[1]);
@@ -410,26 +412,70 @@ fn transformer_plans_pick_their_projection_kernels() {
     let g = prefill.llm_graph().unwrap();
     let plan = plan(&prefill, gpu, None).unwrap();
     assert_eq!(plan.launches.len(), g.steps.len());
-    // 4 blocks × 4 projections over 32 rows; the LM head over the last row of each sequence.
-    assert_eq!(count(&plan, "llm_matmul"), 16);
-    assert_eq!(count(&plan, "llm_gemv"), 1);
+    // 4 blocks × 4 projections over 32 rows: on 8 compute units q/k/v (4 tiles of 128), wo and
+    // w2 (2) run 64-row tiles, gate/up (11) full ones; the LM head over the last row by teams.
+    assert_eq!(count(&plan, "llm_matmul_64"), 12);
+    assert_eq!(count(&plan, "llm_matmul"), 4);
+    assert_eq!(count(&plan, "llm_gemv_team"), 1);
+    assert_eq!(count(&plan, "llm_attention_tiled"), 4);
+    assert_eq!(define(&plan, "BQ").as_deref(), Some("64"));
     check_plan(&prefill, &plan, gpu);
     let on_cpu = super::plan(&prefill, cpu, None).unwrap();
     assert_eq!(count(&on_cpu, "llm_gemv_rows"), 17);
+    assert_eq!(count(&on_cpu, "llm_attention"), 4);
+    assert_eq!(define(&on_cpu, "ATT_TILED"), None);
 
+    // Three passes, every one kept: blocks 0 and 3 keep their 11 checked steps, blocks 1 and 2
+    // fold theirs into 6 launches (norm+wqkv, rope, sdpa, wo+add, norm+gate/up+swiglu, w2+add).
     let decode = problem("llm", "decode", &[("gen", 3)], "f16");
+    let g = decode.llm_graph().unwrap();
     let plan = plan_of(&decode, gpu);
+    assert_eq!(plan.launches.len(), g.steps.len() - 3 * 2 * 5);
+    assert_eq!(plan.config["folded_steps"], "30");
     assert_eq!(count(&plan, "llm_matmul"), 0);
-    assert_eq!(count(&plan, "llm_gemv"), 3 * 17);
-    // tiny's projections are all narrower than TEAM_MIN_N; 1b's gate/up and LM head are not.
-    assert_eq!(count(&plan, "llm_gemv_team"), 0);
+    assert_eq!(count(&plan, "llm_gemv"), 0);
+    assert_eq!(count(&plan, "llm_gemv_team"), 3 * 17);
+    assert_eq!(count(&plan, "llm_rmsnorm"), 3 * (2 * 2 + 1));
+    assert_eq!(count(&plan, "llm_swiglu"), 3 * 2);
+    assert_eq!(count(&plan, "llm_add"), 3 * 2 * 2);
+    check_plan(&decode, &plan, gpu);
+    let team_args = |l: &Launch| (l.args[10].clone(), l.args[13].clone(), l.args[15].clone());
+    let folded: Vec<_> = plan
+        .launches
+        .iter()
+        .filter(|l| l.kernel == "llm_gemv_team")
+        .map(team_args)
+        .collect();
+    // Block 1 of pass 0: norm + wqkv, wo + add, norm + gate/up + SwiGLU, w2 + add.
+    let norm = |a: &Arg| *a == Arg::Int(1);
+    let added = |a: &Arg| *a == Arg::Int(1);
+    let b1 = &folded[4..8];
+    assert!(norm(&b1[0].0) && !added(&b1[0].1) && b1[0].2 == Arg::Int(0));
+    assert!(!norm(&b1[1].0) && added(&b1[1].1) && b1[1].2 == Arg::Int(0));
+    assert!(norm(&b1[2].0) && !added(&b1[2].1) && b1[2].2 == Arg::Int(1));
+    assert!(!norm(&b1[3].0) && added(&b1[3].1) && b1[3].2 == Arg::Int(0));
+    // Block 0 (checked) folds nothing.
+    assert!(
+        folded[..4]
+            .iter()
+            .all(|(g, a, u)| !norm(g) && !added(a) && *u == Arg::Int(0))
+    );
+    assert_eq!(define(&plan, "TEAM").as_deref(), Some("32"));
+    assert_eq!(define(&plan, "TEAM_WG").as_deref(), Some("256"));
+    assert_eq!(define(&plan, "FT").as_deref(), Some("4"));
+    // Two rows a pass: llm_gemv, nothing folded.
+    let two = plan_of(
+        &problem("llm", "decode", &[("gen", 3), ("batch", 2)], "f16"),
+        gpu,
+    );
+    assert_eq!(count(&two, "llm_gemv"), 3 * 17);
+    assert_eq!(two.config["folded_steps"], "0");
     let wide = plan_of(
         &problem("llm", "decode", &[("model", 2), ("gen", 1)], "f16"),
         gpu,
     );
-    assert_eq!(count(&wide, "llm_gemv_team"), 16 + 1);
-    assert_eq!(count(&wide, "llm_gemv"), 16 * 3);
-    assert_eq!(define(&wide, "TEAM").as_deref(), Some("8"));
+    assert_eq!(count(&wide, "llm_gemv_team"), 16 * 4 + 1);
+    assert_eq!(wide.config["folded_steps"], (14 * 5).to_string());
     assert_eq!(plan.input_storage[1], Storage::F16);
     assert_eq!(plan.input_storage[0], Storage::F32);
     assert_eq!(define(&plan, "W_HALF").as_deref(), Some(""));
