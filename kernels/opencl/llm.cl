@@ -10,8 +10,9 @@
  *   GEMV_WG    work-items of a gemv group, a power of two
  *   ROWS       rows a gemv group accumulates at once (its private accumulators)
  *   TEAM       work-items a llm_gemv_team team has (a power of two, at most TEAM_WG)
- *   TEAM_WG    work-items of a llm_gemv_team group
+ *   TEAM_WG    work-items of a llm_gemv_team group (llm_gemv_team is built only with it)
  *   FT         output features a llm_gemv_team team takes at once
+ *   ROWS_ONLY  a CPU device: leaves out llm_gemv, llm_gemv_team and llm_matmul*
  *   HEAD_DIM   the attention's head width (its private accumulator), even
  *   ATT_WG     work-items of an attention group (one row and head each)
  *   ATT_TILED  build llm_attention_tiled (HEAD_DIM a multiple of 4), with
@@ -81,6 +82,9 @@ llm_rmsnorm(__global const float *x, __global const WTYPE *w, __global float *ou
     }
 }
 
+/* The GPU kernels are left out of a CPU device's build (ROWS_ONLY), which runs none of them:
+ * PoCL compiles every kernel of a program, slowly. */
+#ifndef ROWS_ONLY
 /* Few rows (decode) on a GPU: a group takes FEATS output features at once (grid-strided), its
  * GEMV_WG work-items splitting their k-long weight rows eight weights a load (16 bytes in f16),
  * each weight read once for ROWS input rows at a time. The FEATS x ROWS partial sums of every
@@ -135,6 +139,9 @@ llm_gemv(__global const float *x, __global const WTYPE *w, __global float *out, 
     }
 }
 
+#endif
+
+#ifdef TEAM_WG
 /* One-row projections on a GPU, by teams (llm_gemv_team). Eight weights are read at once: where
  * the launch is aligned (every row a multiple of 8 elements from a 16-byte aligned buffer), as one
  * 16-byte load of halves converted by bit arithmetic (on an H200 1.2-1.5x faster than
@@ -307,6 +314,8 @@ llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *
     }
 }
 
+#endif
+
 /* Few rows on a CPU device: a work-item per output feature, its whole dot products, no barrier. */
 __kernel void llm_gemv_rows(__global const float *x, __global const WTYPE *w, __global float *out,
                             int x_off, long w_off, int out_off, int rows, int k, int n)
@@ -330,6 +339,7 @@ __kernel void llm_gemv_rows(__global const float *x, __global const WTYPE *w, __
     }
 }
 
+#ifndef ROWS_ONLY
 /* Many rows (prefill): out[r][j] = sum_i x[r][i] w[j][i] over MM×MM tiles of (rows × features),
  * 16×16 work-items of 8×8 outputs each (rows 4·ty.. and 64 + 4·ty.., features likewise by tx),
  * k in steps of MK through two local buffers: step t stores the slice fetched during step t-1,
@@ -450,6 +460,8 @@ llm_matmul_64(__global const float *x, __global const WTYPE *w, __global float *
     __local float ws[2][MK][MLD] __attribute__((aligned(16)));
     matmul_tile(x, w, out, x_off, w_off, out_off, rows, k, n, 4, xs, ws);
 }
+
+#endif
 
 /* RoPE: for each row, the queries (rotate-half pairs) to q_off, the keys (rotated) and values to
  * the cache at the row's sequence and position ((pos*batch + seq)*kv_dim). */

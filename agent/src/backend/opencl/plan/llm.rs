@@ -110,12 +110,19 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
         ("WG", flat.to_string()),
         ("GEMV_WG", groups.gemv.to_string()),
         ("ROWS", GEMV_ROWS.to_string()),
-        ("TEAM", teams.map_or(1, |t| t.lanes).to_string()),
-        ("TEAM_WG", teams.map_or(1, |t| t.group).to_string()),
-        ("FT", teams.map_or(1, |t| t.features).to_string()),
         ("HEAD_DIM", head_dim.to_string()),
         ("ATT_WG", groups.attention.max(1).to_string()),
     ];
+    if let Some(t) = teams {
+        defines.extend([
+            ("TEAM", t.lanes.to_string()),
+            ("TEAM_WG", t.group.to_string()),
+            ("FT", t.features.to_string()),
+        ]);
+    }
+    if groups.rows_only {
+        defines.push(("ROWS_ONLY", String::new()));
+    }
     if let Some((bq, bk)) = tiled {
         defines.extend([
             ("ATT_TILED", String::new()),

@@ -424,6 +424,10 @@ fn transformer_plans_pick_their_projection_kernels() {
     assert_eq!(count(&on_cpu, "llm_gemv_rows"), 17);
     assert_eq!(count(&on_cpu, "llm_attention"), 4);
     assert_eq!(define(&on_cpu, "ATT_TILED"), None);
+    // PoCL compiles every kernel of a program: the GPU ones are left out.
+    assert_eq!(define(&on_cpu, "ROWS_ONLY").as_deref(), Some(""));
+    assert_eq!(define(&on_cpu, "TEAM_WG"), None);
+    assert_eq!(define(&plan, "ROWS_ONLY"), None);
 
     // Three passes, every one kept: blocks 0 and 3 keep their 11 checked steps, blocks 1 and 2
     // fold theirs into 6 launches (norm+wqkv, rope, sdpa, wo+add, norm+gate/up+swiglu, w2+add).
