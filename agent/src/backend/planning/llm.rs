@@ -153,9 +153,7 @@ pub fn launches(
             && let Some(f) = folded(g, at)
         {
             let s = &g.steps[f.linear];
-            let Op::Linear { k, n, w: w_off } = s.op else {
-                unreachable!("folded() returns projections")
-            };
+            let (k, n, w_off) = (f.k, f.n, f.w);
             let (x, x_off) = tensor(f.x, "input offset")?;
             let (o, out_off) = tensor(f.out, "output offset")?;
             let (res, res_off) = match f.add {
@@ -380,8 +378,11 @@ pub fn launches(
 /// A one-row projection run by `llm_gemv_team` with what it takes over from the steps around it.
 #[derive(Debug, Clone, Copy, PartialEq)]
 struct Folded {
-    /// The projection's step.
+    /// The projection's step, and its input width, output width and weights' offset.
     linear: usize,
+    k: usize,
+    n: usize,
+    w: usize,
     /// Steps the launch does (1 to 3).
     steps: usize,
     /// The RMSNorm before it: its gains' offset and the input's row stride.
@@ -425,7 +426,7 @@ fn folded(g: &LlmGraph, at: usize) -> Option<Folded> {
         _ => (None, at),
     };
     let l = one_row(li)?;
-    let Op::Linear { n, .. } = l.op else {
+    let Op::Linear { k, n, w } = l.op else {
         return None;
     };
     let next = steps
@@ -440,6 +441,9 @@ fn folded(g: &LlmGraph, at: usize) -> Option<Folded> {
     };
     Some(Folded {
         linear: li,
+        k,
+        n,
+        w,
         steps: steps_done,
         norm,
         glu,
