@@ -34,8 +34,9 @@ def export(bin_dir, net, batch, out):
     return graph
 
 
-def torch_net(graph, out_dir, device):
-    """The network of GRAPH as a function of a batch of images, its weights on DEVICE, and the images."""
+def torch_net(graph, out_dir, device, half=False):
+    """The network of GRAPH as a function of a batch of images, its weights on DEVICE (in f16 when
+    HALF), and the images."""
     import numpy as np
     import torch
     import torch.nn.functional as F
@@ -43,6 +44,8 @@ def torch_net(graph, out_dir, device):
     c, h, wd = graph["image"]
     images = torch.from_numpy(np.fromfile(os.path.join(out_dir, "images.f32"), dtype="<f4")) \
         .reshape(graph["batch"], c, h, wd).to(device)
+    if half:
+        w, images = w.half(), images.half()
     act = {"none": lambda x: x, "relu": F.relu, "relu6": lambda x: F.hardtanh(x, 0.0, 6.0)}
     layers = []
     for l in graph["layers"]:
@@ -82,15 +85,16 @@ def torch_net(graph, out_dir, device):
     return forward, images
 
 
-def torch_figures(graph, out_dir, device, threads):
-    """(images/s, max |logit error| / largest reference logit) of torch on DEVICE."""
+def torch_figures(graph, out_dir, device, threads, half=False):
+    """(images/s, max |logit error| / largest reference logit) of torch on DEVICE (HALF: weights and
+    images in f16 on CUDA, cuDNN's f16 kernels)."""
     import numpy as np
     import torch
     torch.set_num_threads(threads)
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
     torch.backends.cudnn.benchmark = True
-    forward, images = torch_net(graph, out_dir, device)
+    forward, images = torch_net(graph, out_dir, device, half)
     ref = np.fromfile(os.path.join(out_dir, "reference_logits.f64"), dtype="<f8").reshape(graph["batch"], -1)
     with torch.inference_mode():
         got = forward(images).double().cpu().numpy()
@@ -129,6 +133,8 @@ def main():
     ap.add_argument("--bin-dir", default=".dev")
     ap.add_argument("--nets", nargs="+", default=list(NETS))
     ap.add_argument("--batches", nargs="+", type=int, default=list(BATCHES))
+    ap.add_argument("--dtypes", nargs="+", default=["f32"], choices=["f32", "f16"],
+                    help="f16: ours in f16 storage (f32 arithmetic) against torch in f16 on the GPU")
     ap.add_argument("--out", default="models_report.md")
     args = ap.parse_args()
     import torch
@@ -138,8 +144,8 @@ def main():
              f"torch {torch.__version__}; CPU {cpu_model()} ({threads} threads on both sides); "
              f"GPU {gpu or 'none'} (torch: cuDNN, TF32 off, eager). Ours: median through the agent, every layer "
              "validated; torch: logits checked against the same f64 reference.\n",
-             "| network | batch | backend | gpufleet img/s | torch img/s | vs torch | ours p50 / p99 per batch (ms) | ours img/J | torch logit err | status |",
-             "| --- | ---: | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             "| network | batch | dtype | backend | gpufleet img/s | torch img/s | vs torch | ours p50 / p99 per batch (ms) | ours img/J | torch logit err | status |",
+             "| --- | ---: | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     bad = 0
     with local_agent(args.bin_dir, 50978, "gpu") as (db, info), tempfile.TemporaryDirectory() as tmp:
         for b in info["backends"]:
@@ -148,19 +154,22 @@ def main():
             for batch in args.batches:
                 out = os.path.join(tmp, f"{net}-{batch}")
                 graph = export(args.bin_dir, net, batch, out)
-                for backend in args.backend:
+                for backend, dtype in [(b, d) for d in args.dtypes for b in args.backend]:
                     dev = device_of(info, backend)
-                    if dev is None:
-                        lines.append(f"| {net} | {batch} | {backend} | - | - | - | - | - | - | no device |")
+                    row = f"| {net} | {batch} | {dtype} | {backend}"
+                    if dev is None or (dtype == "f16" and backend == "cpu"):
+                        lines.append(f"{row} | - | - | - | - | - | - | {'no device' if dev is None else 'f32 only'} |")
                         continue
                     where = "cpu" if backend == "cpu" else ("cuda" if gpu else None)
-                    t, err = torch_figures(graph, out, where, threads) if where else (float("nan"), float("nan"))
+                    half = dtype == "f16"
+                    t, err = (torch_figures(graph, out, where, threads, half) if where
+                              else (float("nan"), float("nan")))
                     r = ours(args.bin_dir, db, "gpu", backend, dev["id"], net, {"batch": batch}, iters=10,
-                             min_seconds=1.0)
+                             min_seconds=1.0, dtype=dtype)
                     lat = "{:.2f} / {:.2f}".format(*latency_ms(args.bin_dir, db, r))
                     status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('message', '')[:120]}"
                     bad += r["status"] != "ok"
-                    lines.append(f"| {net} | {batch} | {backend} ({dev['name'][:28]}) | {val(r):.1f} | {t:.1f} | "
+                    lines.append(f"{row} ({dev['name'][:28]}) | {val(r):.1f} | {t:.1f} | "
                                  f"{pct(val(r), t)} | {lat} | {r.get('metric_per_watt') or float('nan'):.2f} | {err:.1e} | {status} |")
                     print(lines[-1], file=sys.stderr, flush=True)
     lines.append(f"\n{bad} results not ok.")

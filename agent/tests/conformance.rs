@@ -134,6 +134,47 @@ async fn conformance(backend: &str, f16: F16Gemm) {
             res.message
         );
     }
+    // f16 storage (f32 arithmetic) of every other kernel the backend lists in f16, the CNN and
+    // transformer kernels, at the smoke suite's sizes; and a linear layer of few outputs whose dot
+    // products are split into partial sums (f32 even in f16 storage).
+    let half: Vec<_> = suite
+        .runs
+        .iter()
+        .filter(|r| r.kernel != "gemm")
+        .filter(|r| {
+            status
+                .kernels
+                .iter()
+                .any(|k| k.kernel == r.kernel && k.dtypes.iter().any(|d| d == "f16"))
+        })
+        .map(|r| (r.kernel.clone(), r.params.clone().into_iter().collect()))
+        .chain(
+            status
+                .kernels
+                .iter()
+                .any(|k| k.kernel == "cnn_linear" && k.dtypes.iter().any(|d| d == "f16"))
+                .then(|| {
+                    let params = [("batch", 1), ("inputs", 3000), ("outputs", 70)];
+                    let params = params.map(|(k, v)| (k.to_string(), v));
+                    ("cnn_linear".to_string(), params.into_iter().collect())
+                }),
+        )
+        .collect();
+    for (i, (kernel, params)) in half.into_iter().enumerate() {
+        let mut s = on(&dev, spec(&kernel, &[]));
+        s.params = params;
+        s.dtype = "f16".into();
+        s.timeout_s = None;
+        let (_, res) = run(&mut c, &format!("f16-{i}-{kernel}"), s).await;
+        assert_eq!(
+            res.status(),
+            pb::RunStatus::Ok,
+            "{kernel} f16 on {}: {}",
+            dev.id,
+            res.message
+        );
+        eprintln!("{kernel} f16 on {}: ok", dev.id);
+    }
     // A wrong answer on the device is caught like anywhere else.
     let (_, res) = run(&mut c, "wrong", on(&dev, spec("debug_wrong", &[]))).await;
     assert_eq!(res.status(), pb::RunStatus::Invalid, "{}", res.message);

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <random>
 #include <functional>
+#include <string>
 struct Packet { uint16_t header, setup, wx, wy, wz, res; uint32_t gx, gy, gz; };
 static thread_local int t_x, t_y, t_z; static int g_x, g_y, g_z; static Packet pkt; static std::barrier<>* bar;
 #define __builtin_amdgcn_workitem_id_x() t_x
@@ -41,7 +42,13 @@ static void report(const char* what, double err, double tol) {
   bool ok = err <= tol; if (!ok) ++failures;
   printf("%-48s max rel err %.3g (tol %.0e) %s\n", what, err, tol, ok ? "ok" : "FAIL");
 }
-double maxerr(const std::vector<float>& a, const std::vector<double>& b) { double m = 0; for (size_t i = 0; i < a.size(); ++i) { double e = std::fabs(a[i] - b[i]) / (1 + std::fabs(b[i])); if (!(e <= m)) m = e; } return m; }
+// Largest |a - b| / (1 + |b|); with `half_store` (a half output) |a - b| is allowed the rounding of the store first,
+// 2^-10 |b| + 2^-24 (twice the rounding's bound for normals, and for subnormals)
+double maxerr(const std::vector<float>& a, const std::vector<double>& b, bool half_store = false) { double m = 0;
+  for (size_t i = 0; i < a.size(); ++i) { double d = std::fabs(a[i] - b[i]); if (half_store) d -= 0x1p-10 * std::fabs(b[i]) + 0x1p-24; double e = d / (1 + std::fabs(b[i])); if (!(e <= m)) m = e; } return m; }
+// Floats rounded to half (nearest even), and stored elements read back as float: the f16 checks' inputs and outputs
+std::vector<_Float16> half(const std::vector<float>& v) { return std::vector<_Float16>(v.begin(), v.end()); }
+template <typename T> std::vector<float> wide(const std::vector<T>& v) { return std::vector<float>(v.begin(), v.end()); }
 int main() {
   // GEMM all variants, odd sizes
   int m = 70, n = 45, k = 33;
@@ -111,39 +118,48 @@ int main() {
     launch([&] { gemm_blocked_f32_32x32x16_4x4(w.data(), col.data(), o2.data(), F, plane, ckk, 0, ckk*plane, F*plane, 0); }, (plane+31)/32, (F+31)/32, B_, 8, 8, 1);
     report("conv2d_direct_k3", maxerr(o1, r), 1e-6); report("im2col_k3 + gemm_blocked (batched)", maxerr(o2, r), 1e-6); }
   // model.hip: a strided conv as model_conv unsplit and split in 3 + the op-4 reduce; depthwise ReLU6,
-  // max-pool, average pool and add on model_layer; each against f64
+  // max-pool, average pool and add on model_layer; each against f64, for each storage: float, then half
+  // (model_*_f16: images and weights rounded to half, the reference from those values, the outputs half but
+  // the float partial sums, which op 4 reads as its x; max-pool exact, the rest allowed the half store's rounding)
   { const int N_ = 2, C_ = 5, H = 9, W = 7, F = 70, K = 3, S = 2, P = 1, OH = (H + 2*P - K)/S + 1, OW = (W + 2*P - K)/S + 1;
     const int nf = F*C_*K*K, ncols = N_*OH*OW, kdim = C_*K*K, total = N_*F*OH*OW;
-    auto x = rnd(N_*C_*H*W), wb = rnd(nf + F); std::vector<double> r(total);
-    for (int b = 0; b < N_; ++b) for (int f = 0; f < F; ++f) for (int oy = 0; oy < OH; ++oy) for (int ox = 0; ox < OW; ++ox) { double s = wb[nf + f];
-      for (int c = 0; c < C_; ++c) for (int ky = 0; ky < K; ++ky) for (int kx = 0; kx < K; ++kx) { int iy = oy*S+ky-P, ix = ox*S+kx-P; if (iy>=0&&iy<H&&ix>=0&&ix<W) s += (double)wb[((f*C_+c)*K+ky)*K+kx]*x[((b*C_+c)*H+iy)*W+ix]; }
-      r[((b*F+f)*OH+oy)*OW+ox] = std::max(s, 0.0); }
-    std::vector<float> o1(total, NAN), o2(total, NAN), part(3*F*ncols, NAN);
-    launch([&] { model_conv(x.data(), wb.data(), o1.data(), o1.data(), 0, 0, nf, 0, C_, H, W, F, OH, OW, K, S, P, 1, ncols, kdim, kdim, 1); }, (ncols+63)/64, (F+63)/64, 1, 256, 1, 1);
-    report("model_conv (one chunk, bias, ReLU)", maxerr(o1, r), 1e-5);
-    launch([&] { model_conv(x.data(), wb.data(), o2.data(), part.data(), 0, 0, nf, 0, C_, H, W, F, OH, OW, K, S, P, 1, ncols, kdim, 16, 3); }, (ncols+63)/64, (F+63)/64, 3, 256, 1, 1);
-    launch([&] { model_layer(part.data(), wb.data(), o2.data(), o2.data(), 4, total, 0, 0, nf, 0, 0, F, 1, 1, F, OH, OW, 1, 1, 0, 3, 1); }, (total+255)/256, 1, 1, 256, 1, 1);
-    report("model_conv (3 chunks) + model_layer reduce", maxerr(o2, r), 1e-5);
-    // depthwise 3×3 stride 1 with ReLU6, then max-pool 3×3/2 pad 1, average pool, add of the two convs' inputs
-    std::vector<double> rd(N_*C_*H*W), rm(N_*C_*5*4), ra(N_*C_), rs(N_*C_*H*W);
-    for (int b = 0; b < N_; ++b) for (int c = 0; c < C_; ++c) { double sum = 0;
-      for (int oy = 0; oy < H; ++oy) for (int ox = 0; ox < W; ++ox) { double s = wb[C_*9 + c];
-        for (int ky = 0; ky < 3; ++ky) for (int kx = 0; kx < 3; ++kx) { int iy = oy+ky-1, ix = ox+kx-1; if (iy>=0&&iy<H&&ix>=0&&ix<W) s += (double)wb[c*9+ky*3+kx]*x[((b*C_+c)*H+iy)*W+ix]; }
-        int i = ((b*C_+c)*H+oy)*W+ox; rd[i] = std::min(std::max(s, 0.0), 6.0); sum += x[i]; rs[i] = 2.0 * x[i]; }
-      ra[b*C_+c] = sum / (H*W);
-      for (int oy = 0; oy < 5; ++oy) for (int ox = 0; ox < 4; ++ox) { double m = -INFINITY;
-        for (int ky = 0; ky < 3; ++ky) for (int kx = 0; kx < 3; ++kx) { int iy = oy*2+ky-1, ix = ox*2+kx-1; if (iy>=0&&iy<H&&ix>=0&&ix<W) m = std::max(m, (double)x[((b*C_+c)*H+iy)*W+ix]); }
-        rm[((b*C_+c)*5+oy)*4+ox] = m; } }
-    std::vector<float> od(rd.size(), NAN), om(rm.size(), NAN), oa(ra.size(), NAN), os(rs.size(), NAN);
-    int n1 = (int)rd.size(), n2 = (int)rm.size(), n3 = (int)ra.size();
-    launch([&] { model_layer(x.data(), wb.data(), od.data(), x.data(), 0, n1, 0, 0, C_*9, 0, 0, C_, H, W, C_, H, W, 3, 1, 1, C_, 2); }, (n1+255)/256, 1, 1, 256, 1, 1);
-    report("model_layer op 0 (depthwise, ReLU6)", maxerr(od, rd), 1e-5);
-    launch([&] { model_layer(x.data(), wb.data(), om.data(), x.data(), 1, n2, 0, 0, 0, 0, 0, C_, H, W, C_, 5, 4, 3, 2, 1, 1, 0); }, 1, 1, 1, 256, 1, 1);
-    report("model_layer op 1 (max-pool, grid-strided)", maxerr(om, rm), 0);
-    launch([&] { model_layer(x.data(), wb.data(), oa.data(), x.data(), 2, n3, 0, 0, 0, 0, 0, C_, H, W, C_, 1, 1, 1, 1, 0, 1, 0); }, 1, 1, 1, 256, 1, 1);
-    report("model_layer op 2 (average pool)", maxerr(oa, ra), 1e-6);
-    launch([&] { model_layer(x.data(), wb.data(), os.data(), x.data(), 3, n1, 0, 0, 0, 0, 0, C_, H, W, C_, H, W, 1, 1, 0, 1, 0); }, 2, 1, 1, 256, 1, 1);
-    report("model_layer op 3 (add)", maxerr(os, rs), 0); }
+    const auto xf = rnd(N_*C_*H*W), wf = rnd(nf + F);
+    auto model = [&](auto zero, const char* suf, auto conv, auto layer) { using T = decltype(zero); const bool h = sizeof(T) == 2;
+      const std::vector<T> xs(xf.begin(), xf.end()), ws(wf.begin(), wf.end()); const auto x = wide(xs), wb = wide(ws);
+      const std::string cv = std::string("model_conv") + suf, ly = std::string("model_layer") + suf;
+      auto check = [&](const std::string& what, const std::vector<T>& o, const std::vector<double>& r, double tol, bool store) { report(what.c_str(), maxerr(wide(o), r, store), tol); };
+      std::vector<double> r(total);
+      for (int b = 0; b < N_; ++b) for (int f = 0; f < F; ++f) for (int oy = 0; oy < OH; ++oy) for (int ox = 0; ox < OW; ++ox) { double s = wb[nf + f];
+        for (int c = 0; c < C_; ++c) for (int ky = 0; ky < K; ++ky) for (int kx = 0; kx < K; ++kx) { int iy = oy*S+ky-P, ix = ox*S+kx-P; if (iy>=0&&iy<H&&ix>=0&&ix<W) s += (double)wb[((f*C_+c)*K+ky)*K+kx]*x[((b*C_+c)*H+iy)*W+ix]; }
+        r[((b*F+f)*OH+oy)*OW+ox] = std::max(s, 0.0); }
+      std::vector<T> o1(total, T(NAN)), o2(total, T(NAN)); std::vector<float> part(3*F*ncols, NAN);
+      launch([&] { conv(xs.data(), ws.data(), o1.data(), part.data(), 0, 0, nf, 0, C_, H, W, F, OH, OW, K, S, P, 1, ncols, kdim, kdim, 1); }, (ncols+63)/64, (F+63)/64, 1, 256, 1, 1);
+      check(cv + " (one chunk, bias, ReLU)", o1, r, 1e-5, h);
+      launch([&] { conv(xs.data(), ws.data(), o2.data(), part.data(), 0, 0, nf, 0, C_, H, W, F, OH, OW, K, S, P, 1, ncols, kdim, 16, 3); }, (ncols+63)/64, (F+63)/64, 3, 256, 1, 1);
+      launch([&] { layer((const T*)part.data(), ws.data(), o2.data(), o2.data(), 4, total, 0, 0, nf, 0, 0, F, 1, 1, F, OH, OW, 1, 1, 0, 3, 1); }, (total+255)/256, 1, 1, 256, 1, 1);
+      check(cv + " (3 chunks) + " + ly + " reduce", o2, r, 1e-5, h);
+      // depthwise 3×3 stride 1 with ReLU6, then max-pool 3×3/2 pad 1, average pool, add of the two convs' inputs
+      std::vector<double> rd(N_*C_*H*W), rm(N_*C_*5*4), ra(N_*C_), rs(N_*C_*H*W);
+      for (int b = 0; b < N_; ++b) for (int c = 0; c < C_; ++c) { double sum = 0;
+        for (int oy = 0; oy < H; ++oy) for (int ox = 0; ox < W; ++ox) { double s = wb[C_*9 + c];
+          for (int ky = 0; ky < 3; ++ky) for (int kx = 0; kx < 3; ++kx) { int iy = oy+ky-1, ix = ox+kx-1; if (iy>=0&&iy<H&&ix>=0&&ix<W) s += (double)wb[c*9+ky*3+kx]*x[((b*C_+c)*H+iy)*W+ix]; }
+          int i = ((b*C_+c)*H+oy)*W+ox; rd[i] = std::min(std::max(s, 0.0), 6.0); sum += x[i]; rs[i] = 2.0 * x[i]; }
+        ra[b*C_+c] = sum / (H*W);
+        for (int oy = 0; oy < 5; ++oy) for (int ox = 0; ox < 4; ++ox) { double m = -INFINITY;
+          for (int ky = 0; ky < 3; ++ky) for (int kx = 0; kx < 3; ++kx) { int iy = oy*2+ky-1, ix = ox*2+kx-1; if (iy>=0&&iy<H&&ix>=0&&ix<W) m = std::max(m, (double)x[((b*C_+c)*H+iy)*W+ix]); }
+          rm[((b*C_+c)*5+oy)*4+ox] = m; } }
+      std::vector<T> od(rd.size(), T(NAN)), om(rm.size(), T(NAN)), oa(ra.size(), T(NAN)), os(rs.size(), T(NAN));
+      int n1 = (int)rd.size(), n2 = (int)rm.size(), n3 = (int)ra.size();
+      launch([&] { layer(xs.data(), ws.data(), od.data(), xs.data(), 0, n1, 0, 0, C_*9, 0, 0, C_, H, W, C_, H, W, 3, 1, 1, C_, 2); }, (n1+255)/256, 1, 1, 256, 1, 1);
+      check(ly + " op 0 (depthwise, ReLU6)", od, rd, 1e-5, h);
+      launch([&] { layer(xs.data(), ws.data(), om.data(), xs.data(), 1, n2, 0, 0, 0, 0, 0, C_, H, W, C_, 5, 4, 3, 2, 1, 1, 0); }, 1, 1, 1, 256, 1, 1);
+      check(ly + " op 1 (max-pool, grid-strided)", om, rm, 0, false);
+      launch([&] { layer(xs.data(), ws.data(), oa.data(), xs.data(), 2, n3, 0, 0, 0, 0, 0, C_, H, W, C_, 1, 1, 1, 1, 0, 1, 0); }, 1, 1, 1, 256, 1, 1);
+      check(ly + " op 2 (average pool)", oa, ra, 1e-6, h);
+      launch([&] { layer(xs.data(), ws.data(), os.data(), xs.data(), 3, n1, 0, 0, 0, 0, 0, C_, H, W, C_, H, W, 1, 1, 0, 1, 0); }, 2, 1, 1, 256, 1, 1);
+      check(ly + " op 3 (add)", os, rs, 0, h); };
+    model(0.0f, "", model_conv, model_layer);
+    model((_Float16)0, "_f16", model_conv_f16, model_layer_f16); }
   // noop, copy, relu
   { std::vector<float> o(1, NAN); launch([&] { noop_f32(X.data(), o.data()); }, 1, 1, 1, 1, 1, 1); report("noop_f32", o[0] == X[0] ? 0 : 1, 0);
     launch([&] { copy_f32(X.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1); report("copy_f32", Z == X ? 0 : 1, 0);
@@ -151,8 +167,6 @@ int main() {
   // llm.hip: every transformer kernel against f64, buffers padded with a sentinel on both sides (a stray or
   // missing write shows); f16 weights are the random floats rounded to _Float16, the reference reads them back
   { const float S = 7.5f; const int PAD = 5;
-    auto half = [](const std::vector<float>& v) { return std::vector<_Float16>(v.begin(), v.end()); };
-    auto wide = [](const std::vector<_Float16>& v) { return std::vector<float>(v.begin(), v.end()); };
     auto go = [](unsigned groups, unsigned block, auto f) { launch(f, groups, 1, 1, block, 1, 1); };
     auto check = [&](const char* name, const std::vector<float>& o, const std::vector<double>& r, double tol) { report(name, maxerr(o, r), tol); };
     char nm[96];

@@ -15,6 +15,13 @@
  *       work-item; NCHW with bias and act when unsplit, raw partial sums part[s][co][col] when
  *       split.
  * Both run in blocks of 256 work-items; offsets are elements, `long` where they can pass 2^31.
+ *
+ * The f16 dtype runs model_layer_f16 and model_conv_f16 (same arguments): the images, the weights
+ * and the arena (out, and s, the residual operand in it) are IEEE half (gf_half), while
+ * model_conv's partial sums `part` stay float, and so does model_layer's x for op 4, which the
+ * planner binds to them. The arithmetic is float in both dtypes: loads widen to float (model_conv's
+ * LDS tiles are float), and a result is rounded to half once, when stored. Each kernel is one
+ * template on the storage type T with an extern "C" instantiation per dtype.
  */
 
 #include "common.h"
@@ -28,31 +35,34 @@ GF_DEVICE float model_act(float v, int act)
     return v;
 }
 
-GF_KERNEL(256)
-void model_layer(const float *x, const float *w, float *out, const float *s, int op, int total,
-                 int x_off, int w_off, int b_off, int s_off, int out_off, int cin, int h, int wd,
-                 int cout, int oh, int ow, int k, int stride, int pad, int groups, int act)
+template <typename T>
+GF_DEVICE void model_layer_body(const T *x, const T *w, T *out, const T *s, int op, int total,
+                                int x_off, int w_off, int b_off, int s_off, int out_off, int cin,
+                                int h, int wd, int cout, int oh, int ow, int k, int stride,
+                                int pad, int groups, int act)
 {
     const int step = gf_num_groups_x() * gf_group_size_x();
     for (int i = (int)gf_global_x(); i < total; i += step) {
         float r;
         if (op == 3) {
-            r = model_act(x[x_off + i] + s[s_off + i], act);
+            r = model_act((float)x[x_off + i] + (float)s[s_off + i], act);
         } else if (op == 4) {
             const int plane = oh * ow;
             const int co = (i / plane) % cout;
             const int col = (i / (plane * cout)) * plane + i % plane;
             const int ncols = total / cout;
-            float acc = w[b_off + co];
+            /* x is the split model_conv's partial sums, float whatever T is. */
+            const float *part = (const float *)x;
+            float acc = (float)w[b_off + co];
             for (int sp = 0; sp < groups; ++sp)
-                acc += x[x_off + ((long)sp * cout + co) * ncols + col];
+                acc += part[x_off + ((long)sp * cout + co) * ncols + col];
             r = model_act(acc, act);
         } else if (op == 2) {
             const int plane = h * wd;
-            const float *p = x + x_off + (long)i * plane;
+            const T *p = x + x_off + (long)i * plane;
             float acc = 0.0f;
             for (int j = 0; j < plane; ++j)
-                acc += p[j];
+                acc += (float)p[j];
             r = acc / (float)plane;
         } else {
             const int ox = i % ow;
@@ -62,7 +72,7 @@ void model_layer(const float *x, const float *w, float *out, const float *s, int
             const int iy0 = oy * stride - pad;
             const int ix0 = ox * stride - pad;
             if (op == 1) {
-                const float *p = x + x_off + ((long)n * cin + co) * h * wd;
+                const T *p = x + x_off + ((long)n * cin + co) * h * wd;
                 float m = -__builtin_inff();
                 for (int ky = 0; ky < k; ++ky) {
                     const int iy = iy0 + ky;
@@ -71,15 +81,15 @@ void model_layer(const float *x, const float *w, float *out, const float *s, int
                     for (int kx = 0; kx < k; ++kx) {
                         const int ix = ix0 + kx;
                         if (ix >= 0 && ix < wd)
-                            m = gf_fmax(m, p[iy * wd + ix]);
+                            m = gf_fmax(m, (float)p[iy * wd + ix]);
                     }
                 }
                 r = m;
             } else {
                 const int cin_g = cin / groups;
                 const int g = co / (cout / groups);
-                const float *f = w + w_off + (long)co * cin_g * k * k;
-                const float *p = x + x_off + ((long)n * cin + g * cin_g) * h * wd;
+                const T *f = w + w_off + (long)co * cin_g * k * k;
+                const T *p = x + x_off + ((long)n * cin + g * cin_g) * h * wd;
                 float acc = 0.0f;
                 for (int ci = 0; ci < cin_g; ++ci) {
                     for (int ky = 0; ky < k; ++ky) {
@@ -89,14 +99,15 @@ void model_layer(const float *x, const float *w, float *out, const float *s, int
                         for (int kx = 0; kx < k; ++kx) {
                             const int ix = ix0 + kx;
                             if (ix >= 0 && ix < wd)
-                                acc += f[(ci * k + ky) * k + kx] * p[(long)ci * h * wd + iy * wd + ix];
+                                acc += (float)f[(ci * k + ky) * k + kx] *
+                                       (float)p[(long)ci * h * wd + iy * wd + ix];
                         }
                     }
                 }
-                r = model_act(acc + w[b_off + co], act);
+                r = model_act(acc + (float)w[b_off + co], act);
             }
         }
-        out[out_off + i] = r;
+        out[out_off + i] = (T)r;
     }
 }
 
@@ -104,10 +115,11 @@ void model_layer(const float *x, const float *w, float *out, const float *s, int
 #define MC_TN 64
 #define MC_TK 16
 
-GF_KERNEL(256)
-void model_conv(const float *x, const float *w, float *out, float *part, int x_off, int w_off,
-                int b_off, int out_off, int cin, int h, int wd, int cout, int oh, int ow, int k,
-                int stride, int pad, int act, int ncols, int kdim, int k_chunk, int splits)
+template <typename T>
+GF_DEVICE void model_conv_body(const T *x, const T *w, T *out, float *part, int x_off, int w_off,
+                               int b_off, int out_off, int cin, int h, int wd, int cout, int oh,
+                               int ow, int k, int stride, int pad, int act, int ncols, int kdim,
+                               int k_chunk, int splits)
 {
     GF_SHARED float as[MC_TK][MC_TM];
     GF_SHARED float bs[MC_TK][MC_TN];
@@ -133,8 +145,8 @@ void model_conv(const float *x, const float *w, float *out, float *part, int x_o
         iy0 = (p / ow) * stride - pad;
         ix0 = (p % ow) * stride - pad;
     }
-    const float *xi = x + x_off + (long)img * cin * h * wd;
-    const float *wr = w + w_off + (long)(m0 + am) * kdim;
+    const T *xi = x + x_off + (long)img * cin * h * wd;
+    const T *wr = w + w_off + (long)(m0 + am) * kdim;
     const bool rowok = m0 + am < cout;
     float acc[4][4];
     for (int i = 0; i < 4; ++i)
@@ -143,7 +155,7 @@ void model_conv(const float *x, const float *w, float *out, float *part, int x_o
     for (int k0 = kbeg; k0 < kend; k0 += MC_TK) {
         for (int j = 0; j < 4; ++j) {
             const int kidx = k0 + ak + j;
-            as[ak + j][am] = (rowok && kidx < kend) ? wr[kidx] : 0.0f;
+            as[ak + j][am] = (rowok && kidx < kend) ? (float)wr[kidx] : 0.0f;
         }
         for (int j = 0; j < 4; ++j) {
             const int kk = t / MC_TN + 4 * j;
@@ -156,7 +168,7 @@ void model_conv(const float *x, const float *w, float *out, float *part, int x_o
                 const int iy = iy0 + ky;
                 const int ix = ix0 + r - ky * k;
                 if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
-                    v = xi[(ci * h + iy) * wd + ix];
+                    v = (float)xi[(ci * h + iy) * wd + ix];
             }
             bs[kk][nn] = v;
         }
@@ -184,10 +196,34 @@ void model_conv(const float *x, const float *w, float *out, float *part, int x_o
             if (splits == 1) {
                 const int n = c / plane;
                 out[out_off + ((long)n * cout + co) * plane + (c - n * plane)] =
-                    model_act(acc[i][j] + w[b_off + co], act);
+                    (T)model_act(acc[i][j] + (float)w[b_off + co], act);
             } else {
                 part[((long)split * cout + co) * ncols + c] = acc[i][j];
             }
         }
     }
 }
+
+/* The kernels of one storage type T, their names ending in SUF: float keeps the bare names. */
+#define MODEL_KERNELS(T, SUF)                                                                  \
+    GF_KERNEL(256)                                                                             \
+    void model_layer##SUF(const T *x, const T *w, T *out, const T *s, int op, int total,       \
+                          int x_off, int w_off, int b_off, int s_off, int out_off, int cin,    \
+                          int h, int wd, int cout, int oh, int ow, int k, int stride, int pad, \
+                          int groups, int act)                                                 \
+    {                                                                                          \
+        model_layer_body<T>(x, w, out, s, op, total, x_off, w_off, b_off, s_off, out_off, cin, \
+                            h, wd, cout, oh, ow, k, stride, pad, groups, act);                 \
+    }                                                                                          \
+    GF_KERNEL(256)                                                                             \
+    void model_conv##SUF(const T *x, const T *w, T *out, float *part, int x_off, int w_off,    \
+                         int b_off, int out_off, int cin, int h, int wd, int cout, int oh,     \
+                         int ow, int k, int stride, int pad, int act, int ncols, int kdim,     \
+                         int k_chunk, int splits)                                              \
+    {                                                                                          \
+        model_conv_body<T>(x, w, out, part, x_off, w_off, b_off, out_off, cin, h, wd, cout,    \
+                           oh, ow, k, stride, pad, act, ncols, kdim, k_chunk, splits);         \
+    }
+
+MODEL_KERNELS(float, )
+MODEL_KERNELS(gf_half, _f16)

@@ -4,6 +4,8 @@
  * `w` the weights buffer (filters then biases), `out` the arena written at out_off. Offsets are in
  * elements.
  *
+ * Tensors are f32, or IEEE half with -DHALF (below).
+ *
  * model_conv: a dense convolution (groups = 1; a linear layer is the 1×1 convolution of a 1×1
  * image with cin = its input length) as an implicit GEMM, C[co][col] = Σ_kk W[co][kk]·X[kk][col]
  * with col = image·oh·ow + output pixel and kk = (ci, ky, kx): the im2col matrix X is never
@@ -24,6 +26,20 @@
 
 #ifndef GPUFLEET_WG
 #define GPUFLEET_WG 256
+#endif
+
+/* HALF (the f16 dtype): the images, the weights and the arena (x, w, out, s) hold IEEE halves,
+ * read with vload_half and written with vstore_half_rte (OpenCL C 1.1 core, no cl_khr_fp16
+ * needed); the arithmetic and the partial sums of a split model_conv stay float, so op 4 reads
+ * its x as floats. Each output is rounded once, when stored. */
+#ifdef HALF
+#define ELEM half
+#define LOAD(p, i) vload_half((size_t)(i), (p))
+#define STORE(p, i, v) vstore_half_rte((v), (size_t)(i), (p))
+#else
+#define ELEM float
+#define LOAD(p, i) ((p)[i])
+#define STORE(p, i, v) ((p)[i] = (v))
 #endif
 
 float model_act(float v, int act)
@@ -51,8 +67,8 @@ float model_act(float v, int act)
     }
 
 __kernel __attribute__((reqd_work_group_size(GPUFLEET_WG, 1, 1)))
-void model_layer(__global const float *x, __global const float *w, __global float *out,
-                 __global const float *s, int op, int total, int x_off, int w_off, int b_off,
+void model_layer(__global const ELEM *x, __global const ELEM *w, __global ELEM *out,
+                 __global const ELEM *s, int op, int total, int x_off, int w_off, int b_off,
                  int s_off, int out_off, int cin, int h, int wd, int cout, int oh, int ow, int k,
                  int stride, int pad, int groups, int act)
 {
@@ -60,22 +76,23 @@ void model_layer(__global const float *x, __global const float *w, __global floa
     for (int i = (int)get_global_id(0); i < total; i += step) {
         float r;
         if (op == 3) {
-            r = model_act(x[x_off + i] + s[s_off + i], act);
+            r = model_act(LOAD(x, x_off + i) + LOAD(s, s_off + i), act);
         } else if (op == 4) {
             const int plane = oh * ow;
             const int co = (i / plane) % cout;
             const int col = (i / (plane * cout)) * plane + i % plane;
             const int ncols = total / cout;
-            float acc = w[b_off + co];
+            __global const float *part = (__global const float *)x;
+            float acc = LOAD(w, b_off + co);
             for (int sp = 0; sp < groups; ++sp)
-                acc += x[x_off + ((long)sp * cout + co) * ncols + col];
+                acc += part[x_off + ((long)sp * cout + co) * ncols + col];
             r = model_act(acc, act);
         } else if (op == 2) {
             const int plane = h * wd;
-            __global const float *p = x + x_off + (long)i * plane;
+            __global const ELEM *p = x + x_off + (long)i * plane;
             float acc = 0.0f;
             for (int j = 0; j < plane; ++j)
-                acc += p[j];
+                acc += LOAD(p, j);
             r = acc / (float)plane;
         } else {
             const int ox = i % ow;
@@ -85,23 +102,24 @@ void model_layer(__global const float *x, __global const float *w, __global floa
             const int iy0 = oy * stride - pad;
             const int ix0 = ox * stride - pad;
             if (op == 1) {
-                __global const float *p = x + x_off + ((long)n * cin + co) * h * wd;
+                __global const ELEM *p = x + x_off + ((long)n * cin + co) * h * wd;
                 float m = -INFINITY;
-                WINDOW_TAPS(m = fmax(m, p[iy * wd + ix]))
+                WINDOW_TAPS(m = fmax(m, LOAD(p, iy * wd + ix)))
                 r = m;
             } else {
                 const int cin_g = cin / groups;
                 const int g = co / (cout / groups);
-                __global const float *f = w + w_off + (long)co * cin_g * k * k;
-                __global const float *p = x + x_off + ((long)n * cin + g * cin_g) * h * wd;
+                __global const ELEM *f = w + w_off + (long)co * cin_g * k * k;
+                __global const ELEM *p = x + x_off + ((long)n * cin + g * cin_g) * h * wd;
                 float acc = 0.0f;
                 for (int ci = 0; ci < cin_g; ++ci) {
-                    WINDOW_TAPS(acc += f[(ci * k + ky) * k + kx] * p[(long)ci * h * wd + iy * wd + ix])
+                    WINDOW_TAPS(acc += LOAD(f, (ci * k + ky) * k + kx) *
+                                       LOAD(p, (long)ci * h * wd + iy * wd + ix))
                 }
-                r = model_act(acc + w[b_off + co], act);
+                r = model_act(acc + LOAD(w, b_off + co), act);
             }
         }
-        out[out_off + i] = r;
+        STORE(out, out_off + i, r);
     }
 }
 
@@ -110,7 +128,7 @@ void model_layer(__global const float *x, __global const float *w, __global floa
 #define MC_TK 16
 
 __kernel __attribute__((reqd_work_group_size(256, 1, 1)))
-void model_conv(__global const float *x, __global const float *w, __global float *out,
+void model_conv(__global const ELEM *x, __global const ELEM *w, __global ELEM *out,
                 __global float *part, int x_off, int w_off, int b_off, int out_off, int cin, int h,
                 int wd, int cout, int oh, int ow, int k, int stride, int pad, int act, int ncols,
                 int kdim, int k_chunk, int splits)
@@ -141,8 +159,8 @@ void model_conv(__global const float *x, __global const float *w, __global float
         iy0 = (p / ow) * stride - pad;
         ix0 = (p % ow) * stride - pad;
     }
-    __global const float *xi = x + x_off + (long)img * cin * h * wd;
-    __global const float *wr = w + w_off + (long)(m0 + am) * kdim;
+    __global const ELEM *xi = x + x_off + (long)img * cin * h * wd;
+    __global const ELEM *wr = w + w_off + (long)(m0 + am) * kdim;
     const int rowok = m0 + am < cout;
     float acc[4][4];
     for (int i = 0; i < 4; ++i)
@@ -151,7 +169,7 @@ void model_conv(__global const float *x, __global const float *w, __global float
     for (int k0 = kbeg; k0 < kend; k0 += MC_TK) {
         for (int j = 0; j < 4; ++j) {
             const int kidx = k0 + ak + j;
-            as[ak + j][am] = (rowok && kidx < kend) ? wr[kidx] : 0.0f;
+            as[ak + j][am] = (rowok && kidx < kend) ? LOAD(wr, kidx) : 0.0f;
         }
         for (int j = 0; j < 4; ++j) {
             const int kk = t / MC_TN + 4 * j;
@@ -164,7 +182,7 @@ void model_conv(__global const float *x, __global const float *w, __global float
                 const int iy = iy0 + ky;
                 const int ix = ix0 + r - ky * k;
                 if (iy >= 0 && iy < h && ix >= 0 && ix < wd)
-                    v = xi[(ci * h + iy) * wd + ix];
+                    v = LOAD(xi, (ci * h + iy) * wd + ix);
             }
             bs[kk][nn] = v;
         }
@@ -191,8 +209,8 @@ void model_conv(__global const float *x, __global const float *w, __global float
                 continue;
             if (splits == 1) {
                 const int n = c / plane;
-                out[out_off + ((long)n * cout + co) * plane + (c - n * plane)] =
-                    model_act(acc[i][j] + w[b_off + co], act);
+                STORE(out, out_off + ((long)n * cout + co) * plane + (c - n * plane),
+                      model_act(acc[i][j] + LOAD(w, b_off + co), act));
             } else {
                 part[((long)split * cout + co) * ncols + c] = acc[i][j];
             }

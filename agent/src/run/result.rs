@@ -8,7 +8,7 @@ use crate::isolation::memory_limit::OutOfMemory;
 use crate::isolation::parent::{Ending, WorkerRun, signal_name};
 use crate::isolation::protocol::WorkerStatus;
 use crate::stats::Summary;
-use gpufleet_kernels::{Dtype, KERNELS_VERSION, MetricKind};
+use gpufleet_kernels::{Dtype, KERNELS_VERSION, KernelId, MetricKind};
 use gpufleet_proto::v1 as pb;
 
 /// A result with no measurement (unsupported, cancelled while queued, ...).
@@ -58,8 +58,17 @@ fn fingerprint(plan: &Plan) -> pb::Fingerprint {
     }
 }
 
+/// The dtype of `problem`'s arithmetic, whose peak its FLOP/s are measured against: the
+/// transformer and CNN kernels store f16 but compute in f32.
+fn arithmetic(problem: &gpufleet_kernels::Problem) -> Dtype {
+    match problem.id() {
+        KernelId::Llm(_) | KernelId::Model(_) => Dtype::F32,
+        _ => problem.dtype,
+    }
+}
+
 /// Percentage of the device's theoretical peak for this metric and where that peak came from;
-/// (0, "") if the peak is unknown or the metric has none (latency).
+/// (0, "") if the peak is unknown or the metric has none (latency). `dtype`: the arithmetic's.
 pub fn pct_of_peak(
     kind: MetricKind,
     value: f64,
@@ -120,7 +129,7 @@ fn token_roofline(
         .into(),
     );
     config.insert(key.into(), format!("{value:.1}"));
-    pct_of_peak(kind, value, problem.dtype, device)
+    pct_of_peak(kind, value, arithmetic(problem), device)
 }
 
 /// Per-token latency of a decode run (each iteration's time over its generated tokens; p50 and
@@ -220,7 +229,7 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                 if o.status == WorkerStatus::Ok {
                     let m = plan.problem.metric(s.median);
                     (r.pct_of_peak, r.peak_source) =
-                        pct_of_peak(m.kind, m.value, plan.problem.dtype, &plan.device);
+                        pct_of_peak(m.kind, m.value, arithmetic(&plan.problem), &plan.device);
                     if m.kind == MetricKind::TokensPerS {
                         (r.pct_of_peak, r.peak_source) =
                             token_roofline(&plan.problem, s.median, &plan.device, &mut r.config);

@@ -3,7 +3,9 @@
 //! [`crate::llm`]) and validated step by step (`check/llm.rs`). This module holds their catalog
 //! entries, the graph of each problem and its sizes.
 
-use super::{F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, lens, named, p};
+use super::{
+    F32_F16, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, lens, named, p,
+};
 use crate::backend::BackendKind;
 use crate::check::harness::Validation;
 use crate::check::llm::check_llm;
@@ -12,7 +14,7 @@ use crate::llm::{
     Heads, LayerKind, LlmGraph, LlmModel, MODEL_NAMES, ModelSizes, Phase, layer_graph, model_graph,
     model_inputs, model_sizes, rope_table, weight_scale_bits,
 };
-use crate::types::{Buffer, Dtype, MetricKind};
+use crate::types::{Buffer, MetricKind};
 
 /// The kernels that run a graph of transformer steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -29,7 +31,6 @@ pub enum LlmKernel {
     Gemv,
 }
 
-const F32_F16: &[Dtype] = &[Dtype::F32, Dtype::F16];
 /// The backends that implement the transformer kernels.
 pub(crate) const LLM_BACKENDS: &[BackendKind] = &[
     BackendKind::Cpu,

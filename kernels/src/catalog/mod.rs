@@ -162,6 +162,8 @@ pub(crate) const EVERY_BACKEND: &[BackendKind] = &BackendKind::ALL;
 /// The host kernels and those that crash or exhaust their worker.
 pub(crate) const CPU_ONLY: &[BackendKind] = &[BackendKind::Cpu];
 pub(crate) const F32_ONLY: &[Dtype] = &[Dtype::F32];
+/// f32, or f16 storage with f32 arithmetic.
+pub(crate) const F32_F16: &[Dtype] = &[Dtype::F32, Dtype::F16];
 const DEFAULT_VARIANT: &[&str] = &["default"];
 
 /// A parameter definition.

@@ -4,14 +4,14 @@
 //! each `cnn_*` kernel with its cross-parameter rules, and their sizes.
 
 use super::{
-    EVERY_BACKEND, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit,
+    EVERY_BACKEND, F32_F16, Family, KernelDef, KernelId, ParamDef, Problem, Visit,
     default_variant_def, join, nchw, p, stride,
 };
 use crate::check::harness::Validation;
-use crate::check::model::check_model;
+use crate::check::model::{Storage, check_model};
 use crate::inputs::{UNIT, fill, rng_for};
 use crate::model::{Act, Conv, Graph, Net, Op, Shape};
-use crate::types::{Buffer, MetricKind};
+use crate::types::{Buffer, Dtype, MetricKind};
 
 /// The kernels that run a graph of CNN layers ([`crate::model::Graph`]): every backend runs them
 /// with the same code, layer by layer, and validates them layer by layer.
@@ -91,31 +91,41 @@ const CNN_LINEAR_PARAMS: &[ParamDef] = &[
 ];
 use ModelKernel as MK;
 
+/// `def` in f16 storage too: images, weights and every layer's output stored as IEEE half (each
+/// rounded once, when stored), the arithmetic and the partial sums of a split convolution f32.
+const fn half_too(def: KernelDef) -> KernelDef {
+    KernelDef {
+        dtypes: F32_F16,
+        ..def
+    }
+}
+
 /// Every model kernel, in display order.
 pub(super) static TABLE: [KernelDef; 7] = [
-    default_variant_def(
+    half_too(default_variant_def(
         KernelId::Model(MK::SimpleCnn),
         "simple_cnn",
         "CNN inference on 3×32×32 images: 3 × (3×3 conv + ReLU + 2×2 max-pool), linear to 10 \
-         classes; seeded weights, fp32",
+         classes; seeded weights; fp32, or f16 storage with fp32 arithmetic",
         MODEL_PARAMS,
         MetricKind::ImagesPerS,
-    ),
-    default_variant_def(
+    )),
+    half_too(default_variant_def(
         KernelId::Model(MK::Resnet18),
         "resnet18",
-        "ResNet-18 inference on 3×224×224 images, batch norm folded, seeded weights, fp32",
+        "ResNet-18 inference on 3×224×224 images, batch norm folded, seeded weights; fp32, or f16 \
+         storage with fp32 arithmetic",
         MODEL_PARAMS,
         MetricKind::ImagesPerS,
-    ),
-    default_variant_def(
+    )),
+    half_too(default_variant_def(
         KernelId::Model(MK::MobilenetV2),
         "mobilenet_v2",
         "MobileNetV2 (width 1.0) inference on 3×224×224 images, batch norm folded, seeded \
-         weights, fp32",
+         weights; fp32, or f16 storage with fp32 arithmetic",
         MODEL_PARAMS,
         MetricKind::ImagesPerS,
-    ),
+    )),
     KernelDef {
         id: KernelId::Model(MK::CnnConv),
         name: "cnn_conv",
@@ -125,33 +135,33 @@ pub(super) static TABLE: [KernelDef; 7] = [
         variants: &["dense", "depthwise"],
         default_variant: "dense",
         params: CNN_CONV_PARAMS,
-        dtypes: F32_ONLY,
+        dtypes: F32_F16,
         metric: MetricKind::Gflops,
         host_only: false,
         debug: false,
         backends: EVERY_BACKEND,
     },
-    default_variant_def(
+    half_too(default_variant_def(
         KernelId::Model(MK::CnnMaxPool),
         "cnn_maxpool",
         "one CNN max-pooling layer over ksize×ksize windows (padding never wins)",
         CNN_POOL_PARAMS,
         MetricKind::Gbps,
-    ),
-    default_variant_def(
+    )),
+    half_too(default_variant_def(
         KernelId::Model(MK::CnnAvgPool),
         "cnn_avgpool",
         "one CNN global-average-pooling layer: the mean of each channel's plane",
         CNN_AVGPOOL_PARAMS,
         MetricKind::Gbps,
-    ),
-    default_variant_def(
+    )),
+    half_too(default_variant_def(
         KernelId::Model(MK::CnnLinear),
         "cnn_linear",
         "one fully connected layer: y = act(W·x + b) per row of the input",
         CNN_LINEAR_PARAMS,
         MetricKind::Gflops,
-    ),
+    )),
 ];
 
 impl ModelKernel {
@@ -259,11 +269,12 @@ impl Family for ModelKernel {
         self.graph(p).flops()
     }
 
-    /// Images, weights and logits (a layer kernel: its input, weights and output); the
-    /// activations in between are the backend's business.
+    /// Images, weights and logits (a layer kernel: its input, weights and output) at the dtype's
+    /// size; the activations in between are the backend's business.
     fn bytes(&self, p: &Problem) -> f64 {
         let g = self.graph(p);
-        4.0 * (g.batch * (g.image.len() + g.classes()) + g.weights_len) as f64
+        let size = if p.dtype == Dtype::F16 { 2.0 } else { 4.0 };
+        size * (g.batch * (g.image.len() + g.classes()) + g.weights_len) as f64
     }
 
     fn input_lens(&self, p: &Problem) -> Vec<u128> {
@@ -280,18 +291,32 @@ impl Family for ModelKernel {
         Some(self.network(p))
     }
 
-    /// Images like every other input; weights scaled per layer by the model.
+    /// Images like every other input (multiples of 1/256, exact in f16); weights scaled per layer
+    /// by the model, rounded to f16 in the f16 dtype so that the reference computes on the values
+    /// the device holds.
     fn make_inputs(&self, p: &Problem, seed: u64) -> Vec<Buffer> {
         let g = self.graph(p);
         let images = fill(UNIT, g.batch * g.image.len(), &mut rng_for(seed, 0));
-        let weights = g.weights(&mut rng_for(seed, 1));
+        let mut weights = g.weights(&mut rng_for(seed, 1));
+        if p.dtype == Dtype::F16 {
+            for w in &mut weights {
+                *w = half::f16::from_f32(*w).to_f32();
+            }
+        }
         vec![Buffer::F32(images), Buffer::F32(weights)]
     }
 
     fn validate(&self, p: &Problem, inputs: &[Buffer], output: &Buffer) -> Option<Validation> {
         let f32s: Vec<&[f32]> = inputs.iter().filter_map(Buffer::as_f32).collect();
         let arena = output.as_f32()?;
-        Some(check_model(&self.graph(p), f32s[0], f32s[1], arena))
+        let storage = Storage::of(p.dtype);
+        Some(check_model(
+            &self.graph(p),
+            storage,
+            f32s[0],
+            f32s[1],
+            arena,
+        ))
     }
 
     fn visit(&self, p: &Problem, _x: &[&[f32]], _f: Visit<'_>) -> Result<bool, String> {
@@ -304,7 +329,8 @@ impl Family for ModelKernel {
     #[cfg(test)]
     fn reference(&self, p: &Problem, inputs: &[Buffer]) -> Buffer {
         let f32s: Vec<&[f32]> = inputs.iter().filter_map(Buffer::as_f32).collect();
-        let arena = crate::check::model::reference_arena(&self.graph(p), f32s[0], f32s[1]);
+        let storage = Storage::of(p.dtype);
+        let arena = crate::check::model::reference_arena(&self.graph(p), storage, f32s[0], f32s[1]);
         Buffer::F32(arena)
     }
 }

@@ -1,5 +1,6 @@
 use super::*;
 use crate::check::harness::Validation;
+use crate::check::model::{LOGITS_REL_TOL_F16, Storage, check_model};
 use crate::problem::Problem;
 use crate::types::Buffer;
 use rand::SeedableRng;
@@ -142,7 +143,7 @@ fn a_perfect_arena_passes_and_a_wrong_layer_is_named() {
     let inputs = p.inputs(5);
     let g = p.graph();
     let (images, weights) = (inputs[0].as_f32().unwrap(), inputs[1].as_f32().unwrap());
-    let good = crate::check::model::reference_arena(&g, images, weights);
+    let good = crate::check::model::reference_arena(&g, Storage::F32, images, weights);
     let v = run_check(&p, good.clone());
     assert!(v.passed, "{}", v.message);
     assert!(v.worst_ratio <= 1.0 && v.elements_checked > 1000);
@@ -224,7 +225,7 @@ fn each_layer_kernel_passes_its_reference_and_fails_a_wrong_output() {
         }
         let inputs = p.inputs(5);
         let (images, weights) = (inputs[0].as_f32().unwrap(), inputs[1].as_f32().unwrap());
-        let good = crate::check::model::reference_arena(&g, images, weights);
+        let good = crate::check::model::reference_arena(&g, Storage::F32, images, weights);
         assert_eq!(good.len(), p.output_len(), "{kernel}");
         let v = run_check(&p, good.clone());
         assert!(v.passed, "{kernel} {params:?}: {}", v.message);
@@ -270,7 +271,12 @@ fn perturbed_weights_are_caught_and_the_layer_named() {
         let g = p.graph();
         let mut wrong = inputs[1].as_f32().unwrap().to_vec();
         g.perturb(&mut wrong, layer).unwrap();
-        let arena = crate::check::model::reference_arena(&g, inputs[0].as_f32().unwrap(), &wrong);
+        let arena = crate::check::model::reference_arena(
+            &g,
+            Storage::F32,
+            inputs[0].as_f32().unwrap(),
+            &wrong,
+        );
         let v = p.check(&inputs, &Buffer::F32(arena));
         assert!(!v.passed, "{kernel}");
         assert!(
@@ -313,6 +319,50 @@ fn model_problems_size_and_measure_in_images() {
         false,
     );
     assert!(err.unwrap_err().to_string().contains("batch"));
-    let err = Problem::new("mobilenet_v2", "", &BTreeMap::new(), "f16", false);
+    let err = Problem::new("mobilenet_v2", "", &BTreeMap::new(), "f64", false);
     assert!(err.is_err());
+    // f16 storage halves the bytes moved.
+    let half = Problem::new("cnn_maxpool", "", &BTreeMap::new(), "f16", false).unwrap();
+    let full = Problem::new("cnn_maxpool", "", &BTreeMap::new(), "", false).unwrap();
+    assert_eq!(2.0 * half.bytes(), full.bytes());
+}
+
+#[test]
+fn f16_storage_is_checked_with_its_own_tolerance_and_still_names_a_wrong_layer() {
+    let batch: BTreeMap<String, i64> = [("batch".to_string(), 1)].into();
+    for kernel in ["simple_cnn", "mobilenet_v2", "resnet18"] {
+        let p = Problem::new(kernel, "", &batch, "f16", false).expect("valid spec");
+        let inputs = p.inputs(5);
+        let g = p.graph();
+        let (images, weights) = (inputs[0].as_f32().unwrap(), inputs[1].as_f32().unwrap());
+        let in_f16 = |v: &f32| half::f16::from_f32(*v).to_f32() == *v;
+        assert!(images.iter().chain(weights).all(in_f16), "{kernel}");
+        // A perfect f16-storage backend passes, well inside the logits' tolerance.
+        let good = crate::check::model::reference_arena(&g, Storage::F16, images, weights);
+        let v = p.check(&inputs, &Buffer::F32(good.clone()));
+        assert!(v.passed, "{kernel}: {}", v.message);
+        let reference = g.forward_f64(0, images, weights);
+        let scale = reference.iter().fold(0f64, |m, r| m.max(r.abs()));
+        let logits = g.tensor(g.layers.len(), 0, images, &good);
+        let worst = logits
+            .iter()
+            .zip(&reference)
+            .map(|(&l, r)| (f64::from(l) - r).abs() / scale)
+            .fold(0f64, f64::max);
+        println!("{kernel}: f16 logits off the f64 network by {worst:.2e} of the largest");
+        assert!(worst < LOGITS_REL_TOL_F16 / 3.0, "{kernel}: {worst:e}");
+        // The rounding is real: the same arena fails the f32 check.
+        let strict = check_model(&g, Storage::F32, images, weights, &good);
+        assert!(!strict.passed, "{kernel}");
+    }
+    // The perturbed layer is still named.
+    let p = Problem::new("simple_cnn", "", &batch, "f16", false).expect("valid spec");
+    let inputs = p.inputs(5);
+    let g = p.graph();
+    let mut wrong = inputs[1].as_f32().unwrap().to_vec();
+    g.perturb(&mut wrong, "conv2").unwrap();
+    let images = inputs[0].as_f32().unwrap();
+    let arena = crate::check::model::reference_arena(&g, Storage::F16, images, &wrong);
+    let v = p.check(&inputs, &Buffer::F32(arena));
+    assert!(!v.passed && v.message.contains("`conv2`"), "{}", v.message);
 }

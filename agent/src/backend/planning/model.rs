@@ -17,10 +17,11 @@
 //!
 //! Offsets are in elements.
 
-use gpufleet_kernels::Problem;
 use gpufleet_kernels::model::{Graph, Layer, Op};
+use gpufleet_kernels::{Dtype, Problem};
 
 use super::{Arg, Unsupported, bounded};
+use crate::backend::storage::Elem;
 
 /// `model_layer` op codes shared with the sources.
 const OP_CONV: usize = 0;
@@ -112,9 +113,22 @@ pub struct ModelPlan {
     pub steps: Vec<LayerStep>,
     /// Floats of the partial-sum scratch buffer (0 when no convolution is split).
     pub partial_floats: usize,
+    /// How the images, the weights and the arena are stored: f32, or IEEE half in the f16 dtype
+    /// (the arithmetic and the partial sums stay f32; each output is rounded once, when stored).
+    pub storage: Elem,
 }
 
 impl ModelPlan {
+    /// The entry point of `kernel` in this plan's storage: `model_conv`, or `model_conv_f16` for
+    /// half tensors (HIP's instantiation, Vulkan's module; OpenCL builds the one name with `HALF`
+    /// defined instead).
+    pub fn symbol(&self, kernel: StepKernel) -> String {
+        match self.storage {
+            Elem::F16 => format!("{}_f16", kernel.entry()),
+            _ => kernel.entry().to_string(),
+        }
+    }
+
     /// The plan's scratch buffers in bytes: the partial sums, when a convolution is split.
     pub fn scratch_bytes(&self) -> Vec<usize> {
         if self.partial_floats > 0 {
@@ -173,6 +187,11 @@ pub fn layer_steps(
     let mut plan = ModelPlan {
         steps: Vec::new(),
         partial_floats: 0,
+        storage: if problem.dtype == Dtype::F16 {
+            Elem::F16
+        } else {
+            Elem::F32
+        },
     };
     for l in &g.layers {
         steps_of(problem, &g, l, compute_units, tiled, &mut plan)?;
@@ -499,6 +518,14 @@ pub fn model_config(
         ("split_convolutions", split.to_string()),
         ("local", group.to_string()),
         ("gflop_per_batch", format!("{:.3}", g.flops() / 1e9)),
+        (
+            "storage",
+            match plan.storage {
+                Elem::F16 => "f16 (f32 arithmetic)",
+                _ => "f32",
+            }
+            .to_string(),
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v))
@@ -600,6 +627,32 @@ mod tests {
         assert_eq!(fc.args[0], OP_CONV);
         assert_eq!(&fc.args[7..10], &[128 * 4 * 4, 1, 1]);
         assert_eq!(fc.args[10], 10);
+    }
+
+    #[test]
+    fn f16_storage_names_the_half_entry_points_and_keeps_the_partials_f32() {
+        let params = BTreeMap::from([("batch".to_string(), 1)]);
+        let half = Problem::new("resnet18", "", &params, "f16", false).unwrap();
+        let plan = layer_steps(&half, 132, true).unwrap();
+        let full = layer_steps(&problem("resnet18", 1), 132, true).unwrap();
+        assert_eq!((plan.storage, full.storage), (Elem::F16, Elem::F32));
+        // The same launches; only the entry points and the tensors' storage differ.
+        assert_eq!(plan.steps, full.steps);
+        assert_eq!(plan.scratch_bytes(), full.scratch_bytes());
+        assert_eq!(plan.partial_floats * 4, plan.scratch_bytes()[0]);
+        let conv = StepKernel::Conv {
+            tiles_n: 1,
+            tiles_m: 1,
+            splits: 1,
+        };
+        assert_eq!(plan.symbol(conv), "model_conv_f16");
+        assert_eq!(full.symbol(conv), "model_conv");
+        assert_eq!(
+            plan.symbol(StepKernel::Layer { total: 1 }),
+            "model_layer_f16"
+        );
+        let config = model_config(&half, &plan, 256);
+        assert_eq!(config["storage"], "f16 (f32 arithmetic)");
     }
 
     #[test]

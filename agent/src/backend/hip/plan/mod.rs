@@ -54,7 +54,9 @@ pub fn kernel_symbols() -> Vec<String> {
     for k in [3, 5] {
         out.extend([format!("conv2d_direct_k{k}"), format!("im2col_k{k}")]);
     }
-    out.extend(["model_layer".to_string(), "model_conv".to_string()]);
+    for suffix in ["", "_f16"] {
+        out.extend(["model_layer", "model_conv"].map(|k| format!("{k}{suffix}")));
+    }
     out.extend(llm::symbols());
     for b in BLOCKED {
         out.push(b.symbol(false));
@@ -149,7 +151,7 @@ fn plan_model(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
             } => [tiles_n, tiles_m, splits].map(|g| u32::try_from(g).unwrap_or(u32::MAX)),
         };
         launches.push(Launch {
-            kernel: st.kernel.entry().into(),
+            kernel: model.symbol(st.kernel),
             grid,
             block: [block, 1, 1],
             args: st.launch_args(),
@@ -157,8 +159,8 @@ fn plan_model(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     }
     Ok(Plan {
         program: (),
-        input_storage: vec![crate::backend::storage::Elem::F32; 2],
-        output_storage: crate::backend::storage::Elem::F32,
+        input_storage: vec![model.storage; 2],
+        output_storage: model.storage,
         scratch_bytes: model.scratch_bytes(),
         launches,
         config: model_config(problem, &model, CONV_GROUP),

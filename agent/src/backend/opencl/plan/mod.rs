@@ -122,13 +122,14 @@ fn plan_model(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported>
             }
         })
         .collect();
+    let mut defines = vec![("GPUFLEET_WG", group.to_string())];
+    if model.storage == Storage::F16 {
+        defines.push(("HALF", String::new()));
+    }
     Ok(Plan {
-        program: Program::new(
-            ("model.cl", cl::MODEL),
-            options(caps, &[("GPUFLEET_WG", group.to_string())]),
-        ),
-        input_storage: vec![Storage::F32; 2],
-        output_storage: Storage::F32,
+        program: Program::new(("model.cl", cl::MODEL), options(caps, &defines)),
+        input_storage: vec![model.storage; 2],
+        output_storage: model.storage,
         scratch_bytes: model.scratch_bytes(),
         launches,
         config: model_config(problem, &model, group),

@@ -90,15 +90,22 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
         }
     }
     let mut list = planning::gpu_support(BackendKind::Vulkan, gemm_variants, gemm_dtypes);
-    // The transformer kernels' f16 weights need 16-bit storage buffers (their arithmetic is f32).
+    // The f16 storage of the transformer and CNN kernels needs 16-bit storage buffers (their
+    // arithmetic is f32).
     if !caps.storage_buffer_16bit {
         for (name, _, dtypes) in &mut list {
-            if find_kernel(name).is_some_and(|k| matches!(k.id, KernelId::Llm(_))) {
+            if find_kernel(name).is_some_and(|k| half_storage(k.id)) {
                 dtypes.retain(|&d| d != Dtype::F16.name());
             }
         }
     }
     list
+}
+
+/// Whether the f16 dtype of kernel `id` stores halves and computes in f32 (16-bit storage, no
+/// f16 arithmetic).
+fn half_storage(id: KernelId) -> bool {
+    matches!(id, KernelId::Llm(_) | KernelId::Model(_))
 }
 
 /// What to dispatch for `problem` on a device with `caps`. `tuning` sets `gemm_blocked`'s
@@ -130,7 +137,7 @@ pub fn plan(
                         "the device lacks shaderFloat16 ({}) or storageBuffer16BitAccess ({})",
                         caps.shader_float16, caps.storage_buffer_16bit
                     )
-                } else if matches!(problem.id(), KernelId::Llm(_)) && problem.dtype == Dtype::F16 {
+                } else if half_storage(problem.id()) && problem.dtype == Dtype::F16 {
                     "the device lacks storageBuffer16BitAccess".to_string()
                 } else {
                     let dtypes = miss.entry.map(|e| e.2.join(", ")).unwrap_or_default();
@@ -266,7 +273,7 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
             ];
             match st.kernel {
                 StepKernel::Layer { total } => dispatch(
-                    st.kernel.entry(),
+                    &model.symbol(st.kernel),
                     vec![(SPEC_LOCAL_X, SpecValue::U32(group))],
                     push,
                     bindings,
@@ -283,14 +290,14 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
                         [tiles_n as u64, tiles_m as u64, splits as u64],
                     )?;
                     let local = vec![(SPEC_LOCAL_X, SpecValue::U32(CONV_GROUP as u32))];
-                    dispatch(st.kernel.entry(), local, push, bindings, groups)
+                    dispatch(&model.symbol(st.kernel), local, push, bindings, groups)
                 }
             }
         })
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Plan {
-        input_storage: vec![Storage::F32; 2],
-        output_storage: Storage::F32,
+        input_storage: vec![model.storage; 2],
+        output_storage: model.storage,
         scratch_bytes: model.scratch_bytes(),
         dispatches,
         config: model_config(problem, &model, group as usize),
