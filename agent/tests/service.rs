@@ -436,6 +436,53 @@ fn runpod_ids_and_the_host_probe_are_in_the_host_description() {
     );
 }
 
+#[test]
+fn describe_shows_a_gpu_in_a_narrow_slot_with_its_warning() {
+    let agent = env!("CARGO_BIN_EXE_gpufleet-agent");
+    // An RX 580 (gen3 x16) in a x4 slot, as sysfs nests it under its root port and links it from
+    // sys/bus/pci/devices; no backend here claims it.
+    let root = tempfile::tempdir().unwrap();
+    let port = root.path().join("sys/devices/pci0000:00/0000:00:03.1");
+    let gpu = port.join("0000:0a:00.0");
+    let attrs = [(&port, "0x060400", "4"), (&gpu, "0x030000", "16")];
+    for (dir, class, max_width) in attrs {
+        std::fs::create_dir_all(dir).unwrap();
+        for (file, value) in [
+            ("class", class),
+            ("current_link_speed", "8.0 GT/s PCIe"),
+            ("current_link_width", "4"),
+            ("max_link_speed", "8.0 GT/s PCIe"),
+            ("max_link_width", max_width),
+        ] {
+            std::fs::write(dir.join(file), format!("{value}\n")).unwrap();
+        }
+    }
+    let bus = root.path().join("sys/bus/pci/devices");
+    std::fs::create_dir_all(&bus).unwrap();
+    std::os::unix::fs::symlink(&gpu, bus.join("0000:0a:00.0")).unwrap();
+    std::os::unix::fs::symlink(&port, bus.join("0000:00:03.1")).unwrap();
+    let out = std::process::Command::new(agent)
+        .args(["--discovery-timeout-s", "20", "--sysfs-root"])
+        .arg(root.path())
+        .arg("describe")
+        .output()
+        .expect("running gpufleet-agent describe");
+    assert!(out.status.success(), "{out:?}");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let other = text
+        .split("other GPUs on the PCI bus (no backend device):")
+        .nth(1)
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        other.contains("0000:0a:00.0  pcie gen3 x4 (max gen3 x16)"),
+        "{text}"
+    );
+    assert!(
+        other.contains("warning: runs at gen3 x4, below its gen3 x16: x4 is the width of the link at 0000:00:03.1"),
+        "{text}"
+    );
+}
+
 /// Pids of the `worker serve` processes of test agent `a` (children of this process, since the
 /// agent runs in-process; told from other tests' by the agent's cache directory).
 fn idle_serve_workers(a: &common::TestAgent) -> Vec<u32> {

@@ -8,7 +8,33 @@ fn gib(bytes: u64) -> String {
     format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
 }
 
-fn device_line(out: &mut String, d: &Device) {
+/// A GPU's PCIe link as `describe` and the fleet page show it, from the host probe's facts
+/// (`platform` looks one up by key): `gen3 x4 (max gen3 x16)`, `none: …`, or, for an integrated
+/// GPU, that it shares system memory; with the probe's warning when the link runs below the
+/// card's maximum. `None` for a device without a PCI address (a CPU) or a link not probed.
+pub fn pcie_link(
+    device_type: &str,
+    pci_bus_id: &str,
+    platform: impl Fn(&str) -> Option<String>,
+) -> Option<(String, Option<String>)> {
+    if device_type == "integrated_gpu" {
+        return Some((
+            "none: an integrated GPU shares system memory (no PCIe transfers)".into(),
+            None,
+        ));
+    }
+    if pci_bus_id.is_empty() {
+        return None;
+    }
+    let link = platform(&format!("pcie_link:{pci_bus_id}"))?;
+    let text = match platform(&format!("pcie_link_max:{pci_bus_id}")) {
+        Some(max) => format!("{link} (max {max})"),
+        None => link,
+    };
+    Some((text, platform(&format!("pcie_link_warning:{pci_bus_id}"))))
+}
+
+fn device_line(out: &mut String, d: &Device, info: &AgentInfo) {
     let _ = writeln!(out, "  {}  {} ({})", d.id, d.name, d.vendor);
     let _ = write!(
         out,
@@ -31,6 +57,13 @@ fn device_line(out: &mut String, d: &Device) {
     }
     if !d.features.is_empty() {
         let _ = writeln!(out, "      features {}", d.features.join(" "));
+    }
+    let platform = |k: &str| info.host.as_ref()?.platform.get(k).cloned();
+    if let Some((link, warning)) = pcie_link(&d.device_type, &d.pci_bus_id, platform) {
+        let _ = writeln!(out, "      pcie {link}");
+        if let Some(w) = warning {
+            let _ = writeln!(out, "      warning: {w}");
+        }
     }
     if let Some(p) = &d.peaks {
         let peaks = [
@@ -70,6 +103,16 @@ pub fn agent_info_text(info: &AgentInfo) -> String {
         if !h.container_hints.is_empty() {
             let _ = writeln!(out, "  container: {}", h.container_hints.join(", "));
         }
+        // The driver stack; the PCIe links go with their devices below.
+        let mut facts: Vec<_> = h
+            .platform
+            .iter()
+            .filter(|(k, _)| !k.starts_with("pcie_link"))
+            .collect();
+        facts.sort();
+        for (k, v) in facts {
+            let _ = writeln!(out, "  {k}: {v}");
+        }
     }
     let _ = writeln!(
         out,
@@ -95,7 +138,29 @@ pub fn agent_info_text(info: &AgentInfo) -> String {
         let _ = writeln!(out, "  none");
     }
     for d in &info.devices {
-        device_line(&mut out, d);
+        device_line(&mut out, d, info);
+    }
+    // GPUs the host probe found on the bus that no backend claims (a card whose driver stack is
+    // gone still shows its link).
+    let mut unclaimed: Vec<&str> = info
+        .host
+        .iter()
+        .flat_map(|h| h.platform.keys())
+        .filter_map(|k| k.strip_prefix("pcie_link:"))
+        .filter(|bdf| info.devices.iter().all(|d| d.pci_bus_id != *bdf))
+        .collect();
+    unclaimed.sort();
+    if !unclaimed.is_empty() {
+        let _ = writeln!(out, "other GPUs on the PCI bus (no backend device):");
+    }
+    for bdf in unclaimed {
+        let platform = |k: &str| info.host.as_ref()?.platform.get(k).cloned();
+        if let Some((link, warning)) = pcie_link("", bdf, platform) {
+            let _ = writeln!(out, "  {bdf}  pcie {link}");
+            if let Some(w) = warning {
+                let _ = writeln!(out, "      warning: {w}");
+            }
+        }
     }
     let _ = writeln!(out, "kernels:");
     for k in &info.kernels {
@@ -199,6 +264,66 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("devices:\n  none"));
+    }
+
+    #[test]
+    fn pcie_links_go_with_their_devices_and_unclaimed_gpus_are_listed() {
+        let platform = [
+            ("nvidia_driver", "550.54.15"),
+            ("pcie_link:0000:0a:00.0", "gen3 x4"),
+            ("pcie_link_max:0000:0a:00.0", "gen3 x16"),
+            (
+                "pcie_link_warning:0000:0a:00.0",
+                "runs at gen3 x4, below its gen3 x16: x4 is the width of the link at 0000:00:03.1",
+            ),
+            ("pcie_link:0000:0b:00.0", "gen4 x16"),
+            ("pcie_link_max:0000:0b:00.0", "gen4 x16"),
+            ("pcie_link:0000:05:00.0", "gen3 x16"),
+        ];
+        let gpu = |id: &str, bdf: &str, kind: &str| Device {
+            id: id.into(),
+            pci_bus_id: bdf.into(),
+            device_type: kind.into(),
+            ..Default::default()
+        };
+        let info = AgentInfo {
+            host: Some(HostInfo {
+                platform: platform
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                ..Default::default()
+            }),
+            devices: vec![
+                gpu("vulkan:0000:0a:00.0", "0000:0a:00.0", "discrete_gpu"),
+                gpu("vulkan:0000:05:00.0", "0000:05:00.0", "integrated_gpu"),
+                gpu("cpu:0", "", "cpu"),
+            ],
+            ..Default::default()
+        };
+        let t = agent_info_text(&info);
+        let rx580 = t.split("vulkan:0000:0a:00.0").nth(1).unwrap();
+        assert!(
+            rx580.contains("pcie gen3 x4 (max gen3 x16)\n      warning: runs at gen3 x4"),
+            "{t}"
+        );
+        let apu = t.split("vulkan:0000:05:00.0").nth(1).unwrap();
+        assert!(
+            apu.contains("pcie none: an integrated GPU shares system memory"),
+            "{t}"
+        );
+        assert!(t.contains("  nvidia_driver: 550.54.15\n"), "{t}");
+        assert!(
+            !t.contains("pcie_link"),
+            "the links are shown with their devices: {t}"
+        );
+        // A GPU no backend claims is still listed with its link.
+        let other = t.split("other GPUs on the PCI bus").nth(1).unwrap();
+        assert!(
+            other.contains("0000:0b:00.0  pcie gen4 x16 (max gen4 x16)"),
+            "{t}"
+        );
+        assert!(!other.contains("0000:0a:00.0"), "{t}");
     }
 
     #[test]

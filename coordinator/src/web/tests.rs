@@ -405,3 +405,41 @@ fn a_large_matrix_comes_in_pages_and_its_downloads_hold_every_row() {
     let all = pages::compare::matrix(&store, &CompareQuery::default(), &Scope::default()).unwrap();
     assert_eq!(all.cells().len(), specs, "the download holds every row");
 }
+
+#[test]
+fn the_fleet_page_shows_each_gpus_pcie_link_and_warns_below_its_maximum() {
+    use crate::store::DeviceRecord;
+    let mut store = Store::open_in_memory().unwrap();
+    let a = store.add_agent("rig", "http://127.0.0.1:1", None).unwrap();
+    let info = serde_json::json!({"host": {"hostname": "rig", "platform": {
+        "pcie_link:0000:0a:00.0": "gen3 x4",
+        "pcie_link_max:0000:0a:00.0": "gen3 x16",
+        "pcie_link_warning:0000:0a:00.0": "runs at gen3 x4, below its gen3 x16: x4 is the width of the link at 0000:00:03.1",
+        "pcie_link:0000:05:00.0": "gen3 x16"}}});
+    store.set_agent_info(a.id, &info.to_string()).unwrap();
+    for (id, bdf, kind) in [
+        ("vulkan:0000:0a:00.0", "0000:0a:00.0", "discrete_gpu"),
+        ("vulkan:0000:05:00.0", "0000:05:00.0", "integrated_gpu"),
+    ] {
+        let d = DeviceRecord {
+            device_id: id.into(),
+            backend: "vulkan".into(),
+            vendor: "AMD".into(),
+            name: format!("card {bdf}"),
+            arch: "gfx803".into(),
+            pci_bus_id: bdf.into(),
+            info_json: serde_json::json!({ "device_type": kind }).to_string(),
+        };
+        store.upsert_device(a.id, &d).unwrap();
+    }
+    let html = render(pages::fleet::fleet(&store, &Links::default()));
+    assert!(html.contains("gen3 x4 (max gen3 x16)"), "{html}");
+    assert!(
+        html.contains("below its maximum: runs at gen3 x4, below its gen3 x16"),
+        "{html}"
+    );
+    assert!(
+        html.contains("none: an integrated GPU shares system memory"),
+        "{html}"
+    );
+}

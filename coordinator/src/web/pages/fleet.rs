@@ -8,6 +8,7 @@ use crate::table::fmt_metric;
 use crate::time::fmt_time;
 use crate::web::links::Links;
 use crate::web::page::{Page, WebError};
+use gpufleet_proto::display::pcie_link;
 use serde_json::{Value, json};
 use std::collections::HashMap;
 
@@ -95,12 +96,17 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
                 let peaks = &d.info["peaks"];
                 let flops = peaks["fp32_flops"].as_f64().filter(|v| *v > 0.0);
                 let bw = peaks["memory_bytes_per_s"].as_f64().filter(|v| *v > 0.0);
+                let platform = |k: &str| host["platform"][k].as_str().map(String::from);
+                let kind = d.info["device_type"].as_str().unwrap_or("");
+                let (pcie, pcie_warning) =
+                    pcie_link(kind, &d.pci_bus_id, platform).unwrap_or_else(|| ("-".into(), None));
                 json!({
                     "name": d.name, "id": d.device_id, "backend": d.backend, "vendor": d.vendor,
                     "arch": d.arch,
                     "peak_flops": flops.map(|v| si(v, "FLOP/s")).unwrap_or_else(|| "-".into()),
                     "peak_bw": bw.map(|v| si(v, "B/s")).unwrap_or_else(|| "-".into()),
                     "power": power_text(sensor_of(&d.pci_bus_id)),
+                    "pcie": pcie, "pcie_warning": pcie_warning,
                 })
             })
             .collect();
