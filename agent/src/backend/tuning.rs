@@ -1,15 +1,15 @@
-//! The autotuner every tuning backend uses (OpenCL and Vulkan tune GEMM `blocked`) and its
-//! cache: one JSON file per backend under the agent cache dir, keyed by device fingerprint,
-//! kernel, dtype, power-of-two size class and a hash of the kernel's device code (so an edited
-//! kernel never reuses a stale tuning), written atomically (temp + rename). Fields added later
-//! take `#[serde(default)]` so old files still load.
+//! The autotuner every tuning backend uses (OpenCL and Vulkan tune GEMM `blocked` and the GEMM of
+//! conv2d `im2col`: [`tunable`]) and its cache: one JSON file per backend under the agent cache
+//! dir, keyed by device fingerprint, kernel, dtype, power-of-two size class and a hash of the
+//! kernel's device code (so an edited kernel never reuses a stale tuning), written atomically
+//! (temp + rename). Fields added later take `#[serde(default)]` so old files still load.
 //!
 //! A backend supplies only its candidates and how to prepare one ([`Trial`]); [`search`] times
 //! and validates them the same way everywhere and [`cached_or_search`] consults the cache first.
 
 use super::{BackendError, PreparedKernel};
 use crate::cache;
-use gpufleet_kernels::{Buffer, Problem};
+use gpufleet_kernels::{Buffer, KernelId, Problem};
 use serde::{Deserialize, Serialize, de::DeserializeOwned};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -37,18 +37,47 @@ fn path(backend: &str) -> PathBuf {
     cache::dir().join(backend).join("gemm_tuning.json")
 }
 
+/// Whether `problem` runs a tuned GEMM: gemm `blocked`, and conv2d `im2col`, whose GEMM (filters ×
+/// output pixels × channels·ksize², batched over the images) has its own best tile. The first
+/// candidate that fits the filters, taken untuned, ran conv2d at 0.10-0.13 of OpenCL's speed on an
+/// H200's Vulkan driver (128×128 tiles; docs/PERFORMANCE.md).
+pub fn tunable(problem: &Problem) -> bool {
+    matches!(
+        (problem.id(), problem.variant.as_str()),
+        (KernelId::Gemm, "blocked") | (KernelId::Conv2d, "im2col")
+    )
+}
+
+/// The power of two at or above `v` (at least 1).
+fn bucket(v: usize) -> usize {
+    v.max(1).next_power_of_two()
+}
+
 /// The key of `problem`'s GEMM class on the device with `fingerprint`, run by the device code
-/// `sources` (OpenCL C or SPIR-V bytes): a changed kernel is a different key.
+/// `sources` (OpenCL C or SPIR-V bytes): a changed kernel is a different key. A gemm's class is
+/// the power of two above its largest side; a conv2d's the powers of two above each side of its
+/// GEMM.
 pub fn key(fingerprint: &str, problem: &Problem, sources: &[&[u8]]) -> String {
-    let size = problem
-        .param("m")
-        .max(problem.param("n"))
-        .max(problem.param("k"))
-        .max(1);
-    let bucket = 1i64 << (64 - (size - 1).leading_zeros()).min(62);
+    let class = if problem.id() == KernelId::Conv2d {
+        let s = problem.conv_shape();
+        format!(
+            "{}x{}x{}",
+            bucket(s.filters),
+            bucket(s.out_h * s.out_w),
+            bucket(s.channels * s.ksize * s.ksize)
+        )
+    } else {
+        let size = problem
+            .param("m")
+            .max(problem.param("n"))
+            .max(problem.param("k"))
+            .max(1);
+        bucket(size as usize).to_string()
+    };
     format!(
-        "{:016x}|gemm|{}|{bucket}|{:016x}",
+        "{:016x}|{}|{}|{class}|{:016x}",
         cache::fnv64(&[fingerprint.as_bytes()]),
+        problem.kernel.name,
         problem.dtype.name(),
         cache::fnv64(sources)
     )
@@ -278,6 +307,37 @@ mod tests {
         assert_ne!(key("d", &p(257)), key("d", &p(256)));
         assert_eq!(key("d", &p(300)), key("d", &p(512)));
         assert_ne!(key("d", &p(512)), key("e", &p(512)));
+        assert!(
+            key("d", &p(256)).contains("|gemm|f32|256|"),
+            "{}",
+            key("d", &p(256))
+        );
+    }
+
+    #[test]
+    fn conv2d_im2col_is_tuned_per_shape_of_its_gemm() {
+        let conv = |variant: &str, channels: i64, side: i64| {
+            let params = BTreeMap::from([
+                ("batch".to_string(), 8),
+                ("channels".to_string(), channels),
+                ("filters".to_string(), channels),
+                ("height".to_string(), side),
+                ("width".to_string(), side),
+            ]);
+            Problem::new("conv2d", variant, &params, "f32", false).unwrap()
+        };
+        assert!(tunable(&conv("im2col", 128, 28)));
+        assert!(!tunable(&conv("direct", 128, 28)));
+        let gemm = Problem::new("gemm", "blocked", &BTreeMap::new(), "f32", false).unwrap();
+        assert!(tunable(&gemm));
+        let naive = Problem::new("gemm", "naive", &BTreeMap::new(), "f32", false).unwrap();
+        assert!(!tunable(&naive));
+        let key = |p: &Problem| key("d", p, &[b"source"]);
+        // 128 filters × 784 pixels × 1152: the 128x1024x2048 class.
+        assert!(key(&conv("im2col", 128, 28)).contains("|conv2d|f32|128x1024x2048|"));
+        // Two shapes whose largest side is in one class but whose GEMMs differ.
+        assert_ne!(key(&conv("im2col", 64, 56)), key(&conv("im2col", 256, 14)));
+        assert_ne!(key(&conv("im2col", 64, 8)), key(&gemm));
     }
 
     #[test]

@@ -108,7 +108,7 @@ impl Bound {
         let mut output = ffi::buffer(ctx, output_bytes)?;
         // A transformer's arena has regions no step writes (a cache's unused positions): zeros,
         // not whatever the allocation held, for validation's NaN scan.
-        if matches!(problem.id(), gpufleet_kernels::KernelId::Llm(_)) {
+        if matches!(problem.id(), KernelId::Llm(_)) {
             ffi::write(&queue, &mut output, &vec![0u8; output_bytes], true)?;
         }
         let scratch = plan
@@ -289,7 +289,7 @@ impl OpenClKernel {
             .map(|(b, s)| storage::to_bytes(b, *s))
             .collect();
         let mut config = BTreeMap::new();
-        let plan = if problem.id() == KernelId::Gemm && problem.variant == "blocked" {
+        let plan = if tuning::tunable(problem) {
             let (tuning, line) = tuned(
                 &ctx,
                 found,

@@ -31,7 +31,7 @@ pub mod plan;
 use super::{
     Backend, BackendError, DeviceInfo, KernelSupport, Mode, Prepare, PreparedKernel, lookup, tuning,
 };
-use gpufleet_kernels::{BackendKind, KernelId};
+use gpufleet_kernels::BackendKind;
 
 /// The Vulkan backend.
 #[derive(Debug, Default)]
@@ -67,7 +67,7 @@ impl Backend for VulkanBackend {
 
     fn prepare(&self, job: &Prepare<'_>) -> Result<Box<dyn PreparedKernel>, BackendError> {
         let (info, problem, inputs, mode) = (job.device, job.problem, job.inputs, job.mode);
-        if problem.id() != KernelId::Gemm || problem.variant != "blocked" {
+        if !tuning::tunable(problem) {
             return Ok(Box::new(kernel::VulkanKernel::new(
                 &info.id, problem, inputs, mode, None,
             )?));
