@@ -104,7 +104,7 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
 
 /// Whether the f16 dtype of kernel `id` stores halves and computes in f32 (16-bit storage, no
 /// f16 arithmetic).
-fn half_storage(id: KernelId) -> bool {
+pub(super) fn half_storage(id: KernelId) -> bool {
     matches!(id, KernelId::Llm(_) | KernelId::Model(_))
 }
 

@@ -256,21 +256,22 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &VkCaps) {
         let half = module
             .capabilities
             .contains(&CAPABILITY_STORAGE_BUFFER_16BIT);
-        // The transformers store their weights as half, the others their every buffer; the
-        // transformers' half shaders need only 16-bit storage (f32 arithmetic).
-        let transformer = matches!(p.id(), KernelId::Llm(_));
-        let stores_half = if transformer {
+        // The transformers and the CNNs store half (the transformers their weights, the CNNs
+        // their images, weights and arena) and compute in f32, so their half shaders need only
+        // 16-bit storage; the others store their every buffer as half and compute in it.
+        let storage_only = half_storage(p.id());
+        let stores_half = if storage_only {
             plan.input_storage.contains(&Storage::F16)
         } else {
             plan.output_storage == Storage::F16
         };
-        if transformer {
+        if storage_only {
             assert!(!half || stores_half, "{what}");
         } else {
             assert_eq!(half, stores_half, "{what}");
         }
         assert!(
-            !half || (caps.storage_buffer_16bit && (transformer || caps.shader_float16)),
+            !half || (caps.storage_buffer_16bit && (storage_only || caps.shader_float16)),
             "{what}"
         );
         let subgroup = module
@@ -297,7 +298,7 @@ fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
             if k.name == "gemm" && !f16 {
                 names.retain(|d| *d == "f32");
             }
-            if matches!(k.id, KernelId::Llm(_)) && !caps.storage_buffer_16bit {
+            if half_storage(k.id) && !caps.storage_buffer_16bit {
                 names.retain(|d| *d == "f32");
             }
             assert_eq!(dtypes, &names, "{} on {caps:?}", k.name);
