@@ -100,16 +100,18 @@ async fn conformance(backend: &str, f16: F16Gemm) {
     {
         assert!(seen.contains(k.name), "{} did not run on {backend}", k.name);
     }
+    // Whether the backend lists `kernel` in f16 (on Vulkan, a device feature).
+    let lists_f16 = |kernel: &str| {
+        status
+            .kernels
+            .iter()
+            .any(|k| k.kernel == kernel && k.dtypes.iter().any(|d| d == "f16"))
+    };
     let f16_variants: &[&str] = match f16 {
         F16Gemm::No => &[],
         F16Gemm::Always(v) => v,
-        F16Gemm::WhereListed(v) => {
-            let listed = status
-                .kernels
-                .iter()
-                .any(|k| k.kernel == "gemm" && k.dtypes.iter().any(|d| d == "f16"));
-            if listed { v } else { &[] }
-        }
+        F16Gemm::WhereListed(v) if lists_f16("gemm") => v,
+        F16Gemm::WhereListed(_) => &[],
     };
     // Awkward sizes, so edge tiles are exercised.
     for &v in f16_variants {
@@ -140,25 +142,13 @@ async fn conformance(backend: &str, f16: F16Gemm) {
     let half: Vec<_> = suite
         .runs
         .iter()
-        .filter(|r| r.kernel != "gemm")
-        .filter(|r| {
-            status
-                .kernels
-                .iter()
-                .any(|k| k.kernel == r.kernel && k.dtypes.iter().any(|d| d == "f16"))
-        })
+        .filter(|r| r.kernel != "gemm" && lists_f16(&r.kernel))
         .map(|r| (r.kernel.clone(), r.params.clone().into_iter().collect()))
-        .chain(
-            status
-                .kernels
-                .iter()
-                .any(|k| k.kernel == "cnn_linear" && k.dtypes.iter().any(|d| d == "f16"))
-                .then(|| {
-                    let params = [("batch", 1), ("inputs", 3000), ("outputs", 70)];
-                    let params = params.map(|(k, v)| (k.to_string(), v));
-                    ("cnn_linear".to_string(), params.into_iter().collect())
-                }),
-        )
+        .chain(lists_f16("cnn_linear").then(|| {
+            let params = [("batch", 1), ("inputs", 3000), ("outputs", 70)];
+            let params = params.map(|(k, v)| (k.to_string(), v));
+            ("cnn_linear".to_string(), params.into_iter().collect())
+        }))
         .collect();
     for (i, (kernel, params)) in half.into_iter().enumerate() {
         let mut s = on(&dev, spec(&kernel, &[]));

@@ -34,6 +34,18 @@ pub fn pcie_link(
     Some((text, platform(&format!("pcie_link_warning:{pci_bus_id}"))))
 }
 
+/// Writes a GPU's PCIe link after `lead`, and the probe's warning under it, when `info`'s host
+/// probe has the link ([`pcie_link`]).
+fn pcie_lines(out: &mut String, lead: &str, info: &AgentInfo, device_type: &str, pci_bus_id: &str) {
+    let platform = |k: &str| info.host.as_ref()?.platform.get(k).cloned();
+    if let Some((link, warning)) = pcie_link(device_type, pci_bus_id, platform) {
+        let _ = writeln!(out, "{lead}pcie {link}");
+        if let Some(w) = warning {
+            let _ = writeln!(out, "      warning: {w}");
+        }
+    }
+}
+
 fn device_line(out: &mut String, d: &Device, info: &AgentInfo) {
     let _ = writeln!(out, "  {}  {} ({})", d.id, d.name, d.vendor);
     let _ = write!(
@@ -58,13 +70,7 @@ fn device_line(out: &mut String, d: &Device, info: &AgentInfo) {
     if !d.features.is_empty() {
         let _ = writeln!(out, "      features {}", d.features.join(" "));
     }
-    let platform = |k: &str| info.host.as_ref()?.platform.get(k).cloned();
-    if let Some((link, warning)) = pcie_link(&d.device_type, &d.pci_bus_id, platform) {
-        let _ = writeln!(out, "      pcie {link}");
-        if let Some(w) = warning {
-            let _ = writeln!(out, "      warning: {w}");
-        }
-    }
+    pcie_lines(out, "      ", info, &d.device_type, &d.pci_bus_id);
     if let Some(p) = &d.peaks {
         let peaks = [
             ("fp32", p.fp32_flops, "GFLOP/s", &p.fp32_source),
@@ -154,13 +160,7 @@ pub fn agent_info_text(info: &AgentInfo) -> String {
         let _ = writeln!(out, "other GPUs on the PCI bus (no backend device):");
     }
     for bdf in unclaimed {
-        let platform = |k: &str| info.host.as_ref()?.platform.get(k).cloned();
-        if let Some((link, warning)) = pcie_link("", bdf, platform) {
-            let _ = writeln!(out, "  {bdf}  pcie {link}");
-            if let Some(w) = warning {
-                let _ = writeln!(out, "      warning: {w}");
-            }
-        }
+        pcie_lines(&mut out, &format!("  {bdf}  "), info, "", bdf);
     }
     let _ = writeln!(out, "kernels:");
     for k in &info.kernels {
