@@ -63,7 +63,9 @@ async fn conformance(backend: &str, f16: F16Gemm) {
         let Some(sup) = status.kernels.iter().find(|k| k.kernel == r.kernel) else {
             continue;
         };
-        for v in r.variants.clone().unwrap_or_else(|| sup.variants.clone()) {
+        // The suite's variants the backend lists (the cpu has no fp16 compute_peak).
+        let variants = r.variants.clone().unwrap_or_else(|| sup.variants.clone());
+        for v in variants.into_iter().filter(|v| sup.variants.contains(v)) {
             let mut s = on(&dev, spec(&r.kernel, &[]));
             s.params = r.params.iter().map(|(k, v)| (k.clone(), *v)).collect();
             s.variant = v.clone();
@@ -79,6 +81,16 @@ async fn conformance(backend: &str, f16: F16Gemm) {
                 dev.id,
                 started.elapsed().as_secs_f64()
             );
+            // compute_peak's fp16 and fp64 need a device feature (cl_khr_fp16, shaderFloat64...)
+            // that the backend can only refuse once it sees the device.
+            if r.kernel == "compute_peak"
+                && matches!(v.as_str(), "fp16" | "fp64")
+                && res.status() == pb::RunStatus::Unsupported
+            {
+                assert!(res.message.contains("lacks"), "{}", res.message);
+                eprintln!("  skipped: {}", res.message);
+                continue;
+            }
             assert_eq!(
                 res.status(),
                 pb::RunStatus::Ok,

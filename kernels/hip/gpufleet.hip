@@ -10,3 +10,4 @@
 #include "conv.hip"
 #include "model.hip"
 #include "llm.hip"
+#include "peak.hip"

@@ -246,6 +246,14 @@ int main() {
       go(2, 256, [&] { llm_add(x.data(), y.data(), o.data(), 3, 4, 1, n); }); check("llm_add 900", o, r, 0);
       std::fill(o.begin(), o.end(), S); for (int i = 0; i < n; ++i) r[1 + i] = x[5 + i];
       go(2, 256, [&] { llm_copy(x.data(), o.data(), 5, 1, n); }); check("llm_copy 900", o, r, 0); } }
+  // peak.hip: compute_peak in every type against its closed form (each pair adds 1: item i ends at
+  // 8·(i mod 8) + 28 + 8·pairs), 300 items over 2 blocks, 37 pairs (4 unrolled trips and 5 single pairs)
+  { const float K[4] = {-1, 1, 2, 0}; const int items = 300, pairs = 37;
+    auto peak = [&](const char* name, auto kern) { std::vector<float> o(items + 1, NAN); o[items] = 7.5f;
+      launch([&] { kern(K, o.data(), items, pairs); }, 2, 1, 1, 256, 1, 1); int bad = o[items] != 7.5f;
+      for (int i = 0; i < items; ++i) bad += o[i] != (float)(8 * (i % 8) + 28 + 8 * pairs); report(name, bad, 0); };
+    peak("compute_peak_fp32", compute_peak_fp32); peak("compute_peak_fp16", compute_peak_fp16);
+    peak("compute_peak_fp64", compute_peak_fp64); peak("compute_peak_int32", compute_peak_int32); }
   if (failures) { printf("%d kernel check(s) failed\n", failures); return 1; }
   printf("all kernel checks passed\n");
   return 0;

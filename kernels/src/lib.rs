@@ -73,9 +73,10 @@ mod types;
 
 pub use backend::BackendKind;
 pub use catalog::{
-    ConvShape, DebugKernel, ElementwiseKernel, HostKernel, KernelDef, KernelId, LlmKernel,
-    ModelKernel, NORM_EPS, ParamDef, Problem, RowKernel, SplitStats, TRIAD_SCALAR, catalog,
-    debug_noise_factor, find_kernel, show_param,
+    CHAINS, CeilingKernel, ConvShape, DebugKernel, ElementwiseKernel, HostKernel, KernelDef,
+    KernelId, LlmKernel, ModelKernel, NORM_EPS, PEAK_CONSTANTS, PEAK_VARIANTS, ParamDef, Problem,
+    RowKernel, SplitStats, TRANSFER_VARIANTS, TRIAD_SCALAR, catalog, debug_noise_factor,
+    find_kernel, peak_item_value, show_param,
 };
 pub use check::harness::Validation;
 pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};

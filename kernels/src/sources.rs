@@ -33,15 +33,19 @@ pub mod opencl {
     /// `llm_attention`, `llm_attention_tiled`, `llm_swiglu`, `llm_add`, `llm_copy`), fp16 weights
     /// with `-DW_HALF`.
     pub const LLM: &str = include_str!("../opencl/llm.cl");
+    /// `peak.cl`: `compute_peak_<variant>` (fp16 with `-DGPUFLEET_HAS_FP16`, fp64 with
+    /// `-DGPUFLEET_HAS_FP64`).
+    pub const PEAK: &str = include_str!("../opencl/peak.cl");
 
     /// Every file as `(file name, source)`.
-    pub const ALL: [(&str, &str); 6] = [
+    pub const ALL: [(&str, &str); 7] = [
         ("gemm.cl", GEMM),
         ("elementwise.cl", ELEMENTWISE),
         ("rows.cl", ROWS),
         ("conv.cl", CONV),
         ("model.cl", MODEL),
         ("llm.cl", LLM),
+        ("peak.cl", PEAK),
     ];
 }
 

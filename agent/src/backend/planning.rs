@@ -9,10 +9,13 @@
 //! conv2d's window arguments and im2col chunking, the GEMM size arguments, and the
 //! register-blocked GEMM tile rules and candidate ordering. `model.rs`: a network's launches.
 //! `llm.rs`: a transformer graph's launches (OpenCL and HIP) and its inputs' storage (all three).
+//! `ceilings.rs`: compute_peak's entry point, group and the arithmetic it needs of a device, and
+//! transfer's direction, size and host memory.
 //!
 //! Each planner keeps what is its API's own (OpenCL build options, Vulkan specialization
 //! constants and push-constant words, HIP's compiled instantiations) and maps these pieces onto it.
 
+mod ceilings;
 mod elementwise;
 mod gemm;
 /// The launches of a transformer graph, shared by the OpenCL and HIP planners.
@@ -26,6 +29,9 @@ pub mod testing;
 #[cfg(test)]
 mod tests;
 
+pub use ceilings::{
+    Direction, PEAK_GROUP, PeakLaunch, PeakTypes, Transfer, peak, transfer_has_no_plan,
+};
 pub use elementwise::{Elementwise, elementwise};
 pub use gemm::{
     GPU_TILES, GemmTile, Im2col, MAX_WORK_PER_ITEM, SMALL_TILES, Tile, candidates,

@@ -8,7 +8,7 @@ use crate::isolation::memory_limit::OutOfMemory;
 use crate::isolation::parent::{Ending, WorkerRun, signal_name};
 use crate::isolation::protocol::WorkerStatus;
 use crate::stats::Summary;
-use gpufleet_kernels::{Dtype, KERNELS_VERSION, KernelId, MetricKind};
+use gpufleet_kernels::{CeilingKernel, Dtype, KERNELS_VERSION, KernelId, MetricKind};
 use gpufleet_proto::v1 as pb;
 
 /// A result with no measurement (unsupported, cancelled while queued, ...).
@@ -59,25 +59,33 @@ fn fingerprint(plan: &Plan) -> pb::Fingerprint {
 }
 
 /// The dtype of `problem`'s arithmetic, whose peak its FLOP/s are measured against: the
-/// transformer and CNN kernels store f16 but compute in f32.
-fn arithmetic(problem: &gpufleet_kernels::Problem) -> Dtype {
+/// transformer and CNN kernels store f16 but compute in f32; compute_peak computes in its
+/// variant's type, and `None` where the device tables have no peak for it (fp64, int32).
+fn arithmetic(problem: &gpufleet_kernels::Problem) -> Option<Dtype> {
     match problem.id() {
-        KernelId::Llm(_) | KernelId::Model(_) => Dtype::F32,
-        _ => problem.dtype,
+        KernelId::Llm(_) | KernelId::Model(_) => Some(Dtype::F32),
+        KernelId::Ceiling(_) => match problem.variant.as_str() {
+            "fp32" => Some(Dtype::F32),
+            "fp16" => Some(Dtype::F16),
+            _ => None,
+        },
+        _ => Some(problem.dtype),
     }
 }
 
 /// Percentage of the device's theoretical peak for this metric and where that peak came from;
-/// (0, "") if the peak is unknown or the metric has none (latency). `dtype`: the arithmetic's.
+/// (0, "") if the peak is unknown or the metric has none (latency). `dtype`: the arithmetic's,
+/// `None` for one without a known peak.
 pub fn pct_of_peak(
     kind: MetricKind,
     value: f64,
-    dtype: Dtype,
+    dtype: Option<Dtype>,
     device: &DeviceInfo,
 ) -> (f64, String) {
     let p = &device.peaks;
     let (peak, source) = match kind {
-        MetricKind::Gflops if dtype == Dtype::F16 => (p.fp16_flops, &p.fp16_source),
+        MetricKind::Gflops if dtype.is_none() => return (0.0, String::new()),
+        MetricKind::Gflops if dtype == Some(Dtype::F16) => (p.fp16_flops, &p.fp16_source),
         MetricKind::Gflops => (p.fp32_flops, &p.fp32_source),
         MetricKind::Gbps => (p.memory_bytes_per_s, &p.memory_source),
         // Tokens/s has its roofline from the problem (`token_roofline`).
@@ -228,8 +236,12 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                 // The metric exists only for results that count.
                 if o.status == WorkerStatus::Ok {
                     let m = plan.problem.metric(s.median);
-                    (r.pct_of_peak, r.peak_source) =
-                        pct_of_peak(m.kind, m.value, arithmetic(&plan.problem), &plan.device);
+                    // A transfer's ceiling is the PCIe link (or the copy engine), which the peak
+                    // tables do not hold: no % of peak rather than a % of memory bandwidth.
+                    if plan.problem.id() != KernelId::Ceiling(CeilingKernel::Transfer) {
+                        (r.pct_of_peak, r.peak_source) =
+                            pct_of_peak(m.kind, m.value, arithmetic(&plan.problem), &plan.device);
+                    }
                     if m.kind == MetricKind::TokensPerS {
                         (r.pct_of_peak, r.peak_source) =
                             token_roofline(&plan.problem, s.median, &plan.device, &mut r.config);

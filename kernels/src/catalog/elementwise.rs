@@ -188,7 +188,7 @@ fn sum(x: &[&[f32]], j: usize) -> (f64, f64) {
     (v, ulps(v))
 }
 
-fn same(x: &[&[f32]], j: usize) -> (f64, f64) {
+pub(super) fn same(x: &[&[f32]], j: usize) -> (f64, f64) {
     (at(x, 0, j), ulps(at(x, 0, j)))
 }
 
@@ -296,7 +296,7 @@ const BLOCK: usize = 1024;
 
 /// Feeds `reference(j)` for each of the `n` elements, or for sampled blocks when `ops` per element
 /// times `n` is too expensive; returns whether it sampled.
-fn each(
+pub(super) fn each(
     problem: &Problem,
     n: usize,
     ops: f64,

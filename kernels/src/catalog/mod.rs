@@ -12,6 +12,7 @@
 //! | the CNNs and their layers | `Model(ModelKernel)` | `model.rs` (graphs in [`crate::model`]) |
 //! | the transformer and its layers | `Llm(LlmKernel)` | `llm.rs` (graphs in [`crate::llm`]) |
 //! | host memory | `Host(HostKernel)` | `host.rs` |
+//! | a device's ceilings | `Ceiling(CeilingKernel)` | `ceilings.rs` |
 //! | misbehaving on purpose | `Debug(DebugKernel)` | `debug.rs` |
 //!
 //! The tables are data, so the agent can advertise them in `Describe`, the coordinator can
@@ -19,6 +20,7 @@
 //! [`Problem`] (a kernel with every parameter resolved) is defined here because the families
 //! compute on it; validating a spec into one and the numbers derived from it are `problem.rs`.
 
+mod ceilings;
 mod debug;
 mod dense;
 mod elementwise;
@@ -27,6 +29,9 @@ mod llm;
 mod model;
 mod rows;
 
+pub use ceilings::{
+    CHAINS, CeilingKernel, PEAK_CONSTANTS, PEAK_VARIANTS, TRANSFER_VARIANTS, peak_item_value,
+};
 pub use debug::{DebugKernel, debug_noise_factor};
 pub use dense::ConvShape;
 pub use elementwise::{ElementwiseKernel, TRIAD_SCALAR};
@@ -62,6 +67,8 @@ pub enum KernelId {
     Llm(LlmKernel),
     /// Host memory bandwidth and latency, only on the cpu backend (see [`HostKernel`]).
     Host(HostKernel),
+    /// A device's ceilings: peak arithmetic per type (see [`CeilingKernel`]).
+    Ceiling(CeilingKernel),
     /// Misbehaves on purpose to exercise isolation and validation (see [`DebugKernel`]).
     Debug(DebugKernel),
 }
@@ -461,6 +468,7 @@ impl KernelId {
             KernelId::Model(k) => k,
             KernelId::Llm(k) => k,
             KernelId::Host(k) => k,
+            KernelId::Ceiling(k) => k,
             KernelId::Debug(k) => k,
         }
     }
@@ -476,6 +484,7 @@ static CATALOG: LazyLock<Vec<KernelDef>> = LazyLock::new(|| {
     out.extend(elementwise::ACTIVATIONS.iter().map(|e| e.def.clone()));
     out.extend(model::TABLE.iter().cloned());
     out.extend(llm::TABLE.iter().cloned());
+    out.extend(ceilings::TABLE.iter().cloned());
     out.extend(host::TABLE.iter().cloned());
     out.extend(debug::TABLE.iter().cloned());
     out
@@ -554,6 +563,7 @@ mod tests {
             .chain(ModelKernel::ALL.map(KernelId::Model))
             .chain(LlmKernel::ALL.map(KernelId::Llm))
             .chain(HostKernel::ALL.map(KernelId::Host))
+            .chain(CeilingKernel::ALL.map(KernelId::Ceiling))
             .chain(DebugKernel::ALL.map(KernelId::Debug))
             .collect();
         assert_eq!(ids.len(), catalog().len());

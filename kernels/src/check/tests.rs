@@ -40,6 +40,8 @@ fn small_problems() -> Vec<Problem> {
                 ("stride", 2),
             ],
             "memlat_cpu" => vec![("size_kib", 16), ("hops", 1000)],
+            "compute_peak" => vec![("items", 300), ("pairs", 37)],
+            "transfer" => vec![("bytes", 4000)],
             "noop" | "debug_hang" | "debug_crash" | "debug_alloc" | "debug_noise" => vec![],
             _ => vec![("n", 1000)],
         };

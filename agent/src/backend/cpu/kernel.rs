@@ -2,7 +2,7 @@
 
 use super::ops;
 use crate::backend::{BackendError, Mode, PreparedKernel};
-use gpufleet_kernels::{Buffer, DebugKernel, HostKernel, KernelId, Problem};
+use gpufleet_kernels::{Buffer, CeilingKernel, DebugKernel, HostKernel, KernelId, Problem};
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
@@ -155,6 +155,13 @@ impl CpuKernel {
             KernelId::Host(HostKernel::MemlatCpu) => {
                 return Err(unsupported("memlat_cpu with an f32 output".into()));
             }
+            // Host memory on both sides: a transfer is a memcpy whatever its direction.
+            KernelId::Ceiling(CeilingKernel::Transfer) => out.copy_from_slice(x[0]),
+            KernelId::Ceiling(CeilingKernel::ComputePeak) => {
+                ops::peak::compute_peak(&self.variant, x[0], out, dim(p, "pairs")).ok_or_else(
+                    || unsupported(format!("variant {} of compute_peak", self.variant)),
+                )?;
+            }
             KernelId::Debug(DebugKernel::Wrong) => {
                 ops::elementwise(DebugKernel::Wrong.computes(), &x, out);
                 // Deliberately wrong, so validation has something to catch.
@@ -283,10 +290,14 @@ impl PreparedKernel for CpuKernel {
                 "step by step: gemm crate for many-row projections, gpufleet loops for the rest",
                 true,
             ),
+            (KernelId::Ceiling(CeilingKernel::Transfer), _) => {
+                ("memcpy (host memory on both sides, pinned or not)", false)
+            }
             (
                 KernelId::Elementwise(_)
                 | KernelId::Rows(_)
                 | KernelId::Host(_)
+                | KernelId::Ceiling(_)
                 | KernelId::Debug(_),
                 _,
             ) => loops,

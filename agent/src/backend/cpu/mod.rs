@@ -19,7 +19,7 @@ pub mod ops;
 pub mod spec_table;
 
 use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel};
-use gpufleet_kernels::{BackendKind, catalog};
+use gpufleet_kernels::{BackendKind, CeilingKernel, KernelId, catalog};
 
 /// The CPU backend.
 #[derive(Debug, Default)]
@@ -42,13 +42,21 @@ impl Backend for CpuBackend {
 
     fn kernels(&self) -> Vec<KernelSupport> {
         // The CPU implements every catalog kernel that lists it (all of them), every variant, in
-        // f32.
+        // f32; compute_peak in the arithmetic types it has (no fp16).
         catalog()
             .iter()
             .filter(|k| k.backends.contains(&BackendKind::Cpu))
             .map(|k| KernelSupport {
                 kernel: k.name.to_string(),
-                variants: k.variants.iter().map(|v| v.to_string()).collect(),
+                variants: k
+                    .variants
+                    .iter()
+                    .filter(|v| {
+                        k.id != KernelId::Ceiling(CeilingKernel::ComputePeak)
+                            || ops::peak::VARIANTS.contains(v)
+                    })
+                    .map(|v| v.to_string())
+                    .collect(),
                 dtypes: vec!["f32".to_string()],
             })
             .collect()

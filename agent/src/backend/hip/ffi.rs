@@ -50,6 +50,12 @@ unsafe extern "C" {
         size: usize,
         stream: sys::hipStream_t,
     ) -> Status;
+    fn hipMemcpyDtoDAsync(
+        dst: *mut c_void,
+        src: *mut c_void,
+        size: usize,
+        stream: sys::hipStream_t,
+    ) -> Status;
     fn hipStreamCreate(stream: *mut sys::hipStream_t) -> Status;
     fn hipStreamDestroy(stream: sys::hipStream_t) -> Status;
     fn hipStreamSynchronize(stream: sys::hipStream_t) -> Status;
@@ -363,6 +369,21 @@ impl Stream {
         // SAFETY: as in `upload`.
         check("hipMemcpyDtoHAsync", unsafe {
             hipMemcpyDtoHAsync(dst.ptr, src.ptr, n, self.0)
+        })
+    }
+}
+
+impl Stream {
+    /// Queues a copy of `src` into `dst` on the device (at most the smaller size).
+    ///
+    /// # Errors
+    /// `Driver` naming hipMemcpyDtoDAsync.
+    pub fn copy(&self, dst: &DeviceBuffer, src: &DeviceBuffer) -> Result<(), BackendError> {
+        let n = dst.bytes.min(src.bytes);
+        // SAFETY: both device regions hold `n` bytes and outlive the copy (the caller
+        // synchronizes the stream before either is freed).
+        check("hipMemcpyDtoDAsync", unsafe {
+            hipMemcpyDtoDAsync(dst.ptr, src.ptr, n, self.0)
         })
     }
 }

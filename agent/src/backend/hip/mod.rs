@@ -30,6 +30,7 @@ pub mod elf;
 pub mod ffi;
 pub mod kernel;
 pub mod plan;
+pub mod transfer;
 
 use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel, lookup};
 use gpufleet_kernels::BackendKind;
@@ -57,6 +58,9 @@ impl Backend for HipBackend {
     fn prepare(&self, job: &Prepare<'_>) -> Result<Box<dyn PreparedKernel>, BackendError> {
         let (info, problem, inputs, mode) = (job.device, job.problem, job.inputs, job.mode);
         let found = lookup::find(self.name(), device::enumerate()?, &info.id)?;
+        if let Some(t) = super::planning::Transfer::of(problem) {
+            return Ok(Box::new(transfer::HipTransfer::new(&found, job, t)?));
+        }
         let plan = kernel::plan_for(&found, problem)?;
         let override_value = std::env::var(HSA_OVERRIDE).ok();
         let choice = code_objects::choose_arch(&found.gcn_arch_name, override_value.as_deref())?;

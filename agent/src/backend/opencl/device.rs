@@ -190,6 +190,7 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
                 max_work_group_size: d.max_work_group_size().unwrap_or(64),
                 local_mem_bytes: d.local_mem_size().unwrap_or(16 * 1024),
                 fp16,
+                fp64: extensions.contains("cl_khr_fp64"),
                 opencl_c: parse_c_version(&c_version),
                 vendor,
                 compute_units: units,

@@ -198,3 +198,119 @@ pub fn launch(
     }
     .map_err(|e| driver(format!("clEnqueueNDRangeKernel({name})"), e))
 }
+
+/// Page-locked host memory: a buffer the driver allocates in host memory
+/// (`CL_MEM_ALLOC_HOST_PTR`), mapped for the host as long as it lives, which is how OpenCL hands
+/// out pinned memory (NVIDIA's bandwidth test does the same). Reads and writes of device buffers
+/// from its slice go at DMA speed.
+pub struct Pinned {
+    queue: CommandQueue,
+    buffer: Buffer<u8>,
+    ptr: *mut u8,
+    len: usize,
+}
+
+impl Pinned {
+    /// `bytes` (at least 1) of pinned memory, mapped for reading and writing.
+    ///
+    /// # Errors
+    /// `OutOfMemory`/`Driver` naming clCreateBuffer or clEnqueueMapBuffer.
+    pub fn new(ctx: &Context, bytes: usize) -> Result<Pinned, BackendError> {
+        use opencl3::memory::{CL_MAP_READ, CL_MAP_WRITE, CL_MEM_ALLOC_HOST_PTR};
+        let queue =
+            CommandQueue::create_default(ctx, 0).map_err(|e| driver("clCreateCommandQueue", e))?;
+        let len = bytes.max(1);
+        // SAFETY: no host pointer is passed; OpenCL allocates (in host memory) and owns it.
+        let buffer = unsafe {
+            Buffer::<u8>::create(
+                ctx,
+                CL_MEM_READ_WRITE | CL_MEM_ALLOC_HOST_PTR,
+                len,
+                ptr::null_mut(),
+            )
+        }
+        .map_err(|e| driver("clCreateBuffer(CL_MEM_ALLOC_HOST_PTR)", e))?;
+        let mut mapped: opencl3::types::cl_mem = ptr::null_mut();
+        // SAFETY: a blocking map of the whole buffer we just made; the pointer stays valid until
+        // the unmap in `drop`, and nothing else maps it.
+        unsafe {
+            queue.enqueue_map_buffer(
+                &buffer,
+                CL_BLOCKING,
+                CL_MAP_READ | CL_MAP_WRITE,
+                0,
+                len,
+                &mut mapped,
+                &[],
+            )
+        }
+        .map_err(|e| driver("clEnqueueMapBuffer", e))?;
+        if mapped.is_null() {
+            return Err(BackendError::Driver {
+                backend: "opencl".into(),
+                call: "clEnqueueMapBuffer".into(),
+                message: "returned a null pointer".into(),
+            });
+        }
+        Ok(Pinned {
+            queue,
+            buffer,
+            ptr: mapped.cast(),
+            len,
+        })
+    }
+
+    /// The mapped bytes.
+    pub fn bytes(&self) -> &[u8] {
+        // SAFETY: `ptr` maps `len` bytes for as long as `self` lives (see `new`).
+        unsafe { std::slice::from_raw_parts(self.ptr, self.len) }
+    }
+
+    /// The mapped bytes, for writing.
+    pub fn bytes_mut(&mut self) -> &mut [u8] {
+        // SAFETY: as in `bytes`, and `&mut self` makes this the only reference.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr, self.len) }
+    }
+}
+
+impl Drop for Pinned {
+    fn drop(&mut self) {
+        // SAFETY: `ptr` is the mapping of `buffer` made in `new`, unmapped once, here.
+        let unmapped = unsafe {
+            self.queue
+                .enqueue_unmap_mem_object(self.buffer.get(), self.ptr.cast(), &[])
+        };
+        if unmapped.is_ok() {
+            let _ = self.queue.finish();
+        }
+    }
+}
+
+/// Copies `bytes` bytes of `src` into `dst` on the device (not waiting).
+///
+/// # Errors
+/// `Driver` naming clEnqueueCopyBuffer.
+pub fn copy(
+    q: &CommandQueue,
+    src: &Buffer<u8>,
+    dst: &mut Buffer<u8>,
+    bytes: usize,
+) -> Result<Event, BackendError> {
+    // SAFETY: both buffers hold at least `bytes` bytes (the caller made them so).
+    unsafe { q.enqueue_copy_buffer(src, dst, 0, 0, bytes, &[]) }
+        .map_err(|e| driver("clEnqueueCopyBuffer", e))
+}
+
+/// The device time of `event`, from its start to its end (profiling queue).
+///
+/// # Errors
+/// `Driver` naming clGetEventProfilingInfo.
+pub fn elapsed(first: &Event, last: &Event) -> Result<std::time::Duration, BackendError> {
+    let start = first
+        .profiling_command_start()
+        .map_err(|e| driver("clGetEventProfilingInfo(START)", e))?;
+    let end = last
+        .profiling_command_end()
+        .map_err(|e| driver("clGetEventProfilingInfo(END)", e))?;
+    Ok(std::time::Duration::from_nanos(end.saturating_sub(start)))
+}

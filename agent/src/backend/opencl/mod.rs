@@ -10,7 +10,8 @@
 //! that is all the device speaks), buffers and launches. Programs are built
 //! once per device fingerprint, options and source hash and their binaries
 //! cached under the agent cache dir. Times come from profiling events
-//! (start of the first command to end of the last). GEMM `blocked` is tuned
+//! (start of the first command to end of the last). `transfer` launches
+//! nothing: `transfer.rs` runs it as one copy command. GEMM `blocked` is tuned
 //! per device and size class through the shared autotuner
 //! ([`crate::backend::tuning`], keyed also by the source's hash) and the
 //! winner cached.
@@ -25,8 +26,11 @@ pub mod device;
 pub mod ffi;
 pub mod kernel;
 pub mod plan;
+pub mod transfer;
 
-use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel, lookup};
+use super::{
+    Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel, lookup, planning,
+};
 use gpufleet_kernels::BackendKind;
 
 /// The OpenCL backend.
@@ -48,6 +52,9 @@ impl Backend for OpenClBackend {
 
     fn prepare(&self, job: &Prepare<'_>) -> Result<Box<dyn PreparedKernel>, BackendError> {
         let found = lookup::find(self.name(), device::enumerate()?, &job.device.id)?;
+        if let Some(t) = planning::Transfer::of(job.problem) {
+            return Ok(Box::new(transfer::OpenClTransfer::new(&found, job, t)?));
+        }
         let kernel = kernel::OpenClKernel::new(&found, job)?;
         Ok(Box::new(kernel))
     }

@@ -77,7 +77,8 @@ pub fn elementwise(problem: &Problem) -> Result<Elementwise, Unsupported> {
         | KernelId::Rows(_)
         | KernelId::Model(_)
         | KernelId::Llm(_)
-        | KernelId::Host(_) => return Err(not_elementwise()),
+        | KernelId::Host(_)
+        | KernelId::Ceiling(_) => return Err(not_elementwise()),
     };
     let switch = DebugKernel::ALL
         .iter()

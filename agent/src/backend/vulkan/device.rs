@@ -146,6 +146,8 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             // SAFETY: Vulkan 1.2 device: both structs are core.
             unsafe { inst.get_physical_device_features2(pd, &mut f2) };
         }
+        // SAFETY: a physical device of this instance.
+        let core = unsafe { inst.get_physical_device_features(pd) };
         // SAFETY: as above.
         let families = unsafe { inst.get_physical_device_queue_family_properties(pd) };
         let compute: Vec<(u32, &vk::QueueFamilyProperties)> = families
@@ -204,6 +206,7 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             max_workgroup_size: l.max_compute_work_group_size,
             max_shared_memory_bytes: l.max_compute_shared_memory_size,
             shader_float16: f12.shader_float16 == vk::TRUE,
+            shader_float64: core.shader_float64 == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             max_compute_workgroup_count: l.max_compute_work_group_count,
             vendor_id: props.vendor_id,
@@ -223,6 +226,9 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         }
         if caps.shader_float16 {
             features.push("fp16".into());
+        }
+        if caps.shader_float64 {
+            features.push("fp64".into());
         }
         if f12.shader_int8 == vk::TRUE {
             features.push("int8".into());

@@ -9,6 +9,7 @@ mod record;
 use super::device::{Found, enumerate};
 use super::ffi::{Vk, fail};
 use super::plan::{self, Binding, Dispatch, Plan, SpecValue, Storage};
+use crate::backend::planning::{Direction, Transfer};
 use crate::backend::storage;
 use crate::backend::{BackendError, Mode, PreparedKernel, lookup};
 use crate::cache;
@@ -54,6 +55,12 @@ pub struct VulkanKernel {
     timestamp_ns: f64,
     timestamp_mask: u64,
     config: BTreeMap<String, String>,
+    /// `transfer`: what the timed command buffer copies instead of dispatching (see
+    /// `record.rs`), and for pageable host memory the host side (`run` copies through it).
+    transfer: Option<(Transfer, Vec<u8>)>,
+    /// Input 0 in its host-visible staging buffer and on the device (h2d reads the first, d2h
+    /// and d2d the second).
+    staging_input: Option<DevBuffer>,
 }
 
 impl VulkanKernel {
@@ -74,10 +81,34 @@ impl VulkanKernel {
     ) -> Result<Self, BackendError> {
         let vk = Vk::new()?;
         let found: Found = lookup::find("vulkan", enumerate(&vk)?, id)?;
-        let plan = plan::plan(problem, &found.caps, tuning).map_err(|e| e.for_backend("vulkan"))?;
+        let transfer = Transfer::of(problem);
+        let plan = match transfer {
+            // A copy in the timed command buffer instead of dispatches: nothing is bound.
+            Some(t) => Plan {
+                input_storage: vec![Storage::F32],
+                output_storage: Storage::F32,
+                scratch_bytes: Vec::new(),
+                dispatches: Vec::new(),
+                config: t.config(
+                    if t.pinned || t.direction == Direction::DeviceToDevice {
+                        "vkCmdCopyBuffer"
+                    } else {
+                        "memcpy through a host-visible buffer + vkCmdCopyBuffer (host clock)"
+                    },
+                    "host-visible coherent memory",
+                ),
+            },
+            None => {
+                plan::plan(problem, &found.caps, tuning).map_err(|e| e.for_backend("vulkan"))?
+            }
+        };
         // A binding past maxStorageBufferRange reads garbage on some drivers
-        // (lavapipe: 128 MiB) instead of failing, so refuse it up front.
-        let limit = found.max_storage_buffer_range as usize;
+        // (lavapipe: 128 MiB) instead of failing, so refuse it up front (a transfer binds none).
+        let limit = if transfer.is_some() {
+            usize::MAX
+        } else {
+            found.max_storage_buffer_range as usize
+        };
         let sizes = inputs
             .iter()
             .zip(&plan.input_storage)
@@ -103,7 +134,10 @@ impl VulkanKernel {
             .storage_buffer16_bit_access(found.caps.storage_buffer_16bit);
         let mut f12 =
             vk::PhysicalDeviceVulkan12Features::default().shader_float16(found.caps.shader_float16);
-        let mut info = vk::DeviceCreateInfo::default().queue_create_infos(&queues);
+        let core = vk::PhysicalDeviceFeatures::default().shader_float64(found.caps.shader_float64);
+        let mut info = vk::DeviceCreateInfo::default()
+            .queue_create_infos(&queues)
+            .enabled_features(&core);
         if found.api_version >= vk::API_VERSION_1_2 && vk.api >= vk::API_VERSION_1_2 {
             info = info.push_next(&mut f11).push_next(&mut f12);
         }
@@ -145,6 +179,8 @@ impl VulkanKernel {
                 (1u64 << found.timestamp_bits) - 1
             },
             config: plan.config.clone(),
+            transfer: transfer.map(|t| (t, Vec::new())),
+            staging_input: None,
         };
         k.vk = Some(vk);
         k.build(&found, &plan, &mem, inputs, mode)?;
@@ -279,6 +315,15 @@ impl VulkanKernel {
             device_inputs.push(d);
             staging_inputs.push(st);
         }
+        self.staging_input = staging_inputs.first().copied();
+        if let Some((t, host)) = &mut self.transfer
+            && !t.pinned
+        {
+            *host = inputs
+                .first()
+                .map(|b| storage::to_bytes(b, Storage::F32))
+                .unwrap_or_default();
+        }
         let out_bytes = (self.output_len * plan.output_storage.size()) as u64;
         self.output = self.create_buffer(mem, out_bytes, false)?;
         self.readback = self.create_buffer(mem, out_bytes, true)?;
@@ -403,6 +448,22 @@ impl VulkanKernel {
 impl PreparedKernel for VulkanKernel {
     fn run(&mut self) -> Result<Duration, BackendError> {
         let host_start = Instant::now();
+        // A pageable transfer: the host copy into or out of the host-visible buffer is part of
+        // it, so the host clock times the whole.
+        if let Some((t, mut host)) = self.transfer.take_if(|(t, _)| !t.pinned) {
+            let done = match (t.direction, self.staging_input) {
+                (Direction::HostToDevice, Some(staging)) => self
+                    .write_host(staging, &host)
+                    .and_then(|()| self.submit_and_wait(self.cmd)),
+                (Direction::DeviceToHost, _) => self
+                    .submit_and_wait(self.cmd)
+                    .and_then(|()| self.read_host_into(self.readback, &mut host)),
+                _ => self.submit_and_wait(self.cmd),
+            };
+            let elapsed = host_start.elapsed();
+            self.transfer = Some((t, host));
+            return done.map(|()| elapsed);
+        }
         // Waits for completion before the queries are read.
         self.submit_and_wait(self.cmd)?;
         let dev = self.dev();
@@ -428,6 +489,17 @@ impl PreparedKernel for VulkanKernel {
 
     fn output(&mut self) -> Result<Buffer, BackendError> {
         let (out, rb) = (self.output, self.readback);
+        // d2h copied into the readback buffer (pinned) or through it into host memory.
+        if let Some((t, host)) = &self.transfer
+            && t.direction == Direction::DeviceToHost
+        {
+            let bytes = if t.pinned {
+                self.read_host(rb, t.bytes)?
+            } else {
+                host.clone()
+            };
+            return Ok(storage::from_bytes(&bytes, Storage::F32));
+        }
         self.copy_now(out, rb)?;
         let bytes = self.read_host(rb, self.output_len * self.output_storage.size())?;
         Ok(storage::from_bytes(&bytes, self.output_storage))

@@ -57,6 +57,7 @@ impl Backend for VulkanBackend {
             max_workgroup_size: [1024, 1024, 64],
             max_shared_memory_bytes: 48 * 1024,
             shader_float16: true,
+            shader_float64: true,
             storage_buffer_16bit: true,
             max_compute_workgroup_count: [65535, 65535, 65535],
             vendor_id: 0,

@@ -10,6 +10,7 @@
 //! | [`conv`] | `conv2d_direct`, `Im2col` | NCHW 2-D convolution with zero padding and a square kernel, directly or via im2col + GEMM |
 //! | [`model`] | `ModelRunner` | CNN inference: a network's layers in order (convolutions through im2col + GEMM, depthwise, pooling, residual add, linear) |
 //! | [`memory`] | `sum_f64`, `pointer_chase`, `pool_roundtrip` | read bandwidth, dependent-load latency, and the backend's "launch latency" |
+//! | [`peak`] | `compute_peak` | chains of fused multiply-adds in f32, f64 or i32: peak arithmetic |
 //!
 //! # Threading model
 //!
@@ -78,6 +79,7 @@ pub mod gemm;
 pub mod llm;
 pub mod memory;
 pub mod model;
+pub mod peak;
 pub mod rows;
 
 use gpufleet_kernels::{ElementwiseKernel, TRIAD_SCALAR};

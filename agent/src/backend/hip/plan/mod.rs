@@ -26,7 +26,9 @@ use crate::backend::config;
 use crate::backend::planning::{self, ROW_CHUNKS_MAX, WIDE_ROW_COLS};
 use args::{FLAT, INT_ARG, blocks};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{BackendKind, DebugKernel, ElementwiseKernel, KernelId, Problem, RowKernel};
+use gpufleet_kernels::{
+    BackendKind, CeilingKernel, DebugKernel, ElementwiseKernel, KernelId, Problem, RowKernel,
+};
 
 /// Why a catalog kernel this backend does not list is refused.
 const NO_KERNEL: &str = "the HIP backend has no kernel for it";
@@ -58,6 +60,11 @@ pub fn kernel_symbols() -> Vec<String> {
         out.extend(["model_layer", "model_conv"].map(|k| format!("{k}{suffix}")));
     }
     out.extend(llm::symbols());
+    out.extend(
+        gpufleet_kernels::PEAK_VARIANTS
+            .iter()
+            .map(|v| format!("compute_peak_{v}")),
+    );
     for b in BLOCKED {
         out.push(b.symbol(false));
         out.push(b.symbol(true));
@@ -110,6 +117,8 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
             Some(g) => llm::plan_llm(problem, &g)?,
             None => return Err(Unsupported(format!("{name} has no graph"))),
         },
+        KernelId::Ceiling(CeilingKernel::Transfer) => return Err(planning::transfer_has_no_plan()),
+        KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem)?,
         // Host and crashing kernels were refused above; `elementwise` names any other.
         KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
             plan_elementwise(problem)?
@@ -195,6 +204,31 @@ fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
             ("grid", grid.to_string()),
             ("block", block.to_string()),
         ]),
+    ))
+}
+
+/// compute_peak: `compute_peak_<variant>` from peak.hip; every AMD GPU has half and double
+/// arithmetic (packed halves from gfx9 on).
+fn plan_peak(problem: &Problem) -> Result<Plan, Unsupported> {
+    let types = planning::PeakTypes {
+        fp16: (true, "half arithmetic"),
+        fp64: (true, "double arithmetic"),
+    };
+    let p = planning::peak(problem, types, "HIP")?;
+    let block = planning::PEAK_GROUP as u32;
+    let grid = blocks(problem, "items", p.items, block)?;
+    let groups = grid as usize;
+    let launch = Launch {
+        kernel: p.entry.clone(),
+        grid: [grid, 1, 1],
+        block: [block, 1, 1],
+        args: p.args(problem, INT_ARG)?,
+    };
+    Ok(Plan::one_launch(
+        (),
+        1,
+        launch,
+        p.config(("kernel", p.entry.clone()), groups, block as usize),
     ))
 }
 

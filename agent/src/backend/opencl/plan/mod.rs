@@ -40,7 +40,7 @@ use gpufleet_kernels::Problem;
 //   launch into scratch 0 and one GEMM launch batched over the chunk's images (dimension 2).
 
 use gpufleet_kernels::sources::opencl as cl;
-use gpufleet_kernels::{BackendKind, KernelId, RowKernel, SplitStats};
+use gpufleet_kernels::{BackendKind, CeilingKernel, KernelId, RowKernel, SplitStats};
 
 /// Why a catalog kernel this backend does not list is refused.
 const NO_KERNEL: &str = "the OpenCL backend has no kernel for it";
@@ -83,11 +83,41 @@ pub fn plan(
             Some(g) => llm::plan_llm(problem, &g, caps),
             None => Err(Unsupported(format!("{} has no graph", problem.kernel.name))),
         },
+        KernelId::Ceiling(CeilingKernel::Transfer) => Err(planning::transfer_has_no_plan()),
+        KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem, caps),
         // Host and crashing kernels were refused above; `elementwise` names any other.
         KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
             plan_elementwise(problem, caps)
         }
     }
+}
+
+/// compute_peak: `compute_peak_<variant>` from peak.cl, fp16 where the device has cl_khr_fp16 and
+/// fp64 where it has cl_khr_fp64.
+fn plan_peak(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
+    let types = planning::PeakTypes {
+        fp16: (caps.fp16, "cl_khr_fp16"),
+        fp64: (caps.fp64, "cl_khr_fp64"),
+    };
+    let p = planning::peak(problem, types, "OpenCL")?;
+    let group = flat_group(caps);
+    let mut defines = vec![("GPUFLEET_WG", group.to_string())];
+    if caps.fp64 {
+        defines.push(("GPUFLEET_HAS_FP64", String::new()));
+    }
+    let groups = p.groups(group);
+    let launch = Launch {
+        kernel: p.entry.clone(),
+        global: vec![groups * group],
+        local: Some(vec![group]),
+        args: p.args(problem, INT_ARG)?,
+    };
+    Ok(Plan::one_launch(
+        Program::new(("peak.cl", cl::PEAK), options(caps, &defines)),
+        1,
+        launch,
+        p.config(("kernel", p.entry.clone()), groups, group),
+    ))
 }
 
 /// A network: `model_conv` for its dense convolutions and linear layers, `model_layer` for the rest

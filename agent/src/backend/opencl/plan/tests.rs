@@ -9,6 +9,7 @@ fn caps(max_wg: usize, local: u64, c: (u32, u32), multiple: usize) -> DeviceCaps
         max_work_group_size: max_wg,
         local_mem_bytes: local,
         fp16: false,
+        fp64: false,
         opencl_c: c,
         vendor: "test".into(),
         compute_units: 8,
@@ -99,7 +100,7 @@ fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
         let names: Vec<&str> = k.dtypes.iter().map(|d| d.name()).collect();
         assert_eq!(dtypes, &names, "{}", k.name);
     }
-    assert_eq!(listed.len(), 26);
+    assert_eq!(listed.len(), 28);
 }
 
 #[test]
@@ -117,6 +118,17 @@ fn every_supported_combination_plans_on_every_device_at_default_and_awkward_size
     ];
     for caps in devices() {
         for_every_listed(supported(), odd, |what, p| {
+            // The list holds for any device; compute_peak's fp16 and fp64 need the extensions.
+            let lacks = match (p.kernel.name, p.variant.as_str()) {
+                ("compute_peak", "fp16") => (!caps.fp16).then_some("cl_khr_fp16"),
+                ("compute_peak", "fp64") => (!caps.fp64).then_some("cl_khr_fp64"),
+                _ => None,
+            };
+            if let Some(ext) = lacks {
+                let err = plan(p, &caps, None).unwrap_err();
+                assert!(err.0.contains(ext), "{what}: {err}");
+                return;
+            }
             let plan = plan(p, &caps, None).unwrap_or_else(|e| panic!("{what} on {caps:?}: {e}"));
             check_plan(p, &plan, &caps);
         });
@@ -502,4 +514,23 @@ fn transformer_plans_pick_their_projection_kernels() {
 
 fn plan_of(p: &Problem, caps: &DeviceCaps) -> Plan {
     super::plan(p, caps, None).unwrap()
+}
+
+#[test]
+fn compute_peak_builds_its_type_where_the_device_has_it() {
+    let mut gpu = devices().remove(0);
+    (gpu.fp16, gpu.fp64) = (true, true);
+    for v in gpufleet_kernels::PEAK_VARIANTS {
+        let p = problem("compute_peak", v, &[("items", 1000), ("pairs", 3)], "f32");
+        let plan = plan(&p, &gpu, None).unwrap();
+        assert_eq!(plan.launches[0].kernel, format!("compute_peak_{v}"));
+        // 1000 items in groups of 256: 4 groups, the last one partly idle (the kernel checks).
+        assert_eq!(plan.launches[0].global, vec![1024]);
+        assert_eq!(
+            plan.launches[0].args,
+            vec![Arg::Input(0), Arg::Output, Arg::Int(1000), Arg::Int(3)]
+        );
+        assert!(define(&plan, "GPUFLEET_HAS_FP64").is_some());
+        assert!(define(&plan, "GPUFLEET_HAS_FP16").is_some());
+    }
 }

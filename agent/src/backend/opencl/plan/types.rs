@@ -11,6 +11,8 @@ pub struct DeviceCaps {
     /// `cl_khr_fp16`: half arithmetic. Without it half data is still read
     /// and written through vload_half/vstore_half.
     pub fp16: bool,
+    /// `cl_khr_fp64`: double arithmetic (compute_peak's fp64).
+    pub fp64: bool,
     /// OpenCL C version the device compiles (1.1 on Clover, 1.2 on PoCL...).
     pub opencl_c: (u32, u32),
     pub vendor: String,

@@ -97,17 +97,24 @@ impl VulkanKernel {
     }
 
     pub(super) fn read_host(&self, b: DevBuffer, len: usize) -> Result<Vec<u8>, BackendError> {
-        let dev = self.dev();
         let mut out = vec![0u8; len.min(b.size as usize)];
+        self.read_host_into(b, &mut out)?;
+        Ok(out)
+    }
+
+    /// Copies the start of host-visible `b` into `out` (as much as both hold).
+    pub(super) fn read_host_into(&self, b: DevBuffer, out: &mut [u8]) -> Result<(), BackendError> {
+        let dev = self.dev();
+        let len = out.len().min(b.size as usize);
         // SAFETY: as in write_host, reading instead.
         unsafe {
             let p = dev
                 .map_memory(b.memory, 0, b.size, vk::MemoryMapFlags::empty())
                 .map_err(|e| fail("vkMapMemory", e))?;
-            std::ptr::copy_nonoverlapping(p.cast::<u8>(), out.as_mut_ptr(), out.len());
+            std::ptr::copy_nonoverlapping(p.cast::<u8>(), out.as_mut_ptr(), len);
             dev.unmap_memory(b.memory);
         }
-        Ok(out)
+        Ok(())
     }
 
     /// Records and runs `f` on a one-shot command buffer, waiting for it.

@@ -1,7 +1,9 @@
 //! The timed command buffer of a [`VulkanKernel`]: timestamps around the work, the uploads and
-//! readback in `with_transfers` mode, one dispatch per plan step with barriers between them.
+//! readback in `with_transfers` mode, one dispatch per plan step with barriers between them; for
+//! `transfer`, its one copy.
 
 use super::{DevBuffer, VulkanKernel};
+use crate::backend::planning::Direction;
 use crate::backend::vulkan::ffi::fail;
 use crate::backend::vulkan::plan::Plan;
 use crate::backend::{BackendError, Mode};
@@ -48,7 +50,16 @@ impl VulkanKernel {
                 dev.cmd_reset_query_pool(cb, self.query, 0, 2);
                 dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, self.query, 0);
             }
-            if mode == Mode::WithTransfers {
+            // transfer: one copy (see `VulkanKernel::transfer`), whatever the mode.
+            if let Some((t, _)) = &self.transfer {
+                let (src, dst) = match t.direction {
+                    Direction::HostToDevice => (staging_inputs[0], self.output),
+                    Direction::DeviceToHost => (device_inputs[0], self.readback),
+                    Direction::DeviceToDevice => (device_inputs[0], self.output),
+                };
+                Self::record_copy(&dev, cb, src, dst);
+            }
+            if mode == Mode::WithTransfers && self.transfer.is_none() {
                 for (st, d) in staging_inputs.iter().zip(device_inputs) {
                     Self::record_copy(&dev, cb, *st, *d);
                 }
@@ -91,7 +102,7 @@ impl VulkanKernel {
                     );
                 }
             }
-            if mode == Mode::WithTransfers {
+            if mode == Mode::WithTransfers && self.transfer.is_none() {
                 barrier(
                     cb,
                     vk::AccessFlags::SHADER_WRITE,

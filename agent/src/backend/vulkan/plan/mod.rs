@@ -54,7 +54,9 @@ use args::{
     flat_group, grid_groups, pow2_floor, word, words,
 };
 use gemm::{F16ACC32, plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{BackendKind, Dtype, KernelId, Problem, RowKernel, SplitStats, find_kernel};
+use gpufleet_kernels::{
+    BackendKind, CeilingKernel, Dtype, KernelId, Problem, RowKernel, SplitStats, find_kernel,
+};
 use llm::plan_llm;
 
 /// Why a catalog kernel this backend does not list is refused.
@@ -78,7 +80,8 @@ fn has_f16(caps: &VkCaps) -> bool {
 /// buffers.
 ///
 /// gemm's `f16acc32` variant (the blocked f16 GEMM under its own name, f16 only) is listed with
-/// the f16 dtype when the catalog defines it.
+/// the f16 dtype when the catalog defines it. compute_peak lists fp16 where the device has
+/// shaderFloat16 and fp64 where it has shaderFloat64.
 pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
     let mut gemm_variants = vec!["naive", "tiled", "blocked"];
     let mut gemm_dtypes = vec!["f32"];
@@ -90,6 +93,16 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
         }
     }
     let mut list = planning::gpu_support(BackendKind::Vulkan, gemm_variants, gemm_dtypes);
+    // compute_peak's arithmetic types beyond fp32 and int32 need their shader features.
+    for (name, variants, _) in &mut list {
+        if find_kernel(name).is_some_and(|k| matches!(k.id, KernelId::Ceiling(_))) {
+            variants.retain(|v| match *v {
+                "fp16" => caps.shader_float16,
+                "fp64" => caps.shader_float64,
+                _ => true,
+            });
+        }
+    }
     // The f16 storage of the transformer and CNN kernels needs 16-bit storage buffers (their
     // arithmetic is f32).
     if !caps.storage_buffer_16bit {
@@ -158,6 +171,8 @@ pub fn plan(
         KernelId::Rows(k) => plan_rows(problem, k, caps)?,
         KernelId::Model(_) => plan_model(problem, caps)?,
         KernelId::Llm(_) => plan_llm(problem, caps)?,
+        KernelId::Ceiling(CeilingKernel::Transfer) => return Err(planning::transfer_has_no_plan()),
+        KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem, caps)?,
         // Host and crashing kernels were refused above; `elementwise` names any other.
         KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
             plan_elementwise(problem, caps)?
@@ -242,6 +257,29 @@ fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupporte
             group as usize,
             "elements_per_invocation",
         ),
+    })
+}
+
+/// compute_peak: `compute_peak_<variant>`, fp16 where the device has shaderFloat16 and fp64
+/// where it has shaderFloat64; a grid-stride dispatch of the one-dimensional group size.
+fn plan_peak(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
+    let types = planning::PeakTypes {
+        fp16: (caps.shader_float16, "shaderFloat16"),
+        fp64: (caps.shader_float64, "shaderFloat64"),
+    };
+    let p = planning::peak(problem, types, "Vulkan")?;
+    let group = flat_group(caps);
+    let groups = grid_groups(caps, p.items, group);
+    let push = words(problem, &[("items", p.items), ("pairs", p.pairs)])?;
+    let bindings = planning::buffers(1, Binding::Input, Binding::Output);
+    let spec = vec![(SPEC_LOCAL_X, SpecValue::U32(group))];
+    let config = p.config(("shader", p.entry.clone()), groups as usize, group as usize);
+    Ok(Plan {
+        input_storage: vec![Storage::F32],
+        output_storage: Storage::F32,
+        scratch_bytes: Vec::new(),
+        dispatches: vec![dispatch(&p.entry, spec, push, bindings, [groups, 1, 1])?],
+        config,
     })
 }
 

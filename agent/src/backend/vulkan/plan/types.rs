@@ -17,6 +17,8 @@ pub struct VkCaps {
     pub max_shared_memory_bytes: u32,
     /// `shaderFloat16` + 16-bit storage buffer access: the `f16acc32` GEMM.
     pub shader_float16: bool,
+    /// `shaderFloat64`: compute_peak's fp64.
+    pub shader_float64: bool,
     pub storage_buffer_16bit: bool,
     pub max_compute_workgroup_count: [u32; 3],
     pub vendor_id: u32,

@@ -1,0 +1,174 @@
+//! `compute_peak` on the CPU: the catalog's chains of fused multiply-adds (see
+//! `gpufleet_kernels::CeilingKernel`) in f32, f64 or i32, for every work-item of the output.
+//!
+//! A block of work-items runs together so the vector unit has enough independent chains: the
+//! block's chains are one fixed-size array of `L` lanes that LLVM keeps in vector registers (64
+//! lanes of f32 or i32, 32 of f64: eight 256-bit registers, the FMA latency of 4 cycles times 2
+//! ports), every pair one multiply-add per register. Blocks of 256 work-items are one rayon task.
+//! There is no fp16 variant: the CPUs we run on have no half arithmetic worth the name.
+
+use super::fmadd;
+use gpufleet_kernels::CHAINS;
+use rayon::prelude::*;
+
+/// Work-items per rayon task.
+const TASK: usize = 256;
+
+/// One arithmetic type of the chains.
+trait Lane: Copy + Default {
+    fn from_f32(v: f32) -> Self;
+    fn to_f32(self) -> f32;
+    /// `x·a + b`, fused in the FMA copy.
+    fn mad<const FMA: bool>(self, a: Self, b: Self) -> Self;
+}
+
+impl Lane for f32 {
+    fn from_f32(v: f32) -> Self {
+        v
+    }
+    fn to_f32(self) -> f32 {
+        self
+    }
+    #[inline(always)]
+    fn mad<const FMA: bool>(self, a: Self, b: Self) -> Self {
+        fmadd::<FMA>(self, a, b)
+    }
+}
+
+impl Lane for f64 {
+    fn from_f32(v: f32) -> Self {
+        f64::from(v)
+    }
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
+    #[inline(always)]
+    fn mad<const FMA: bool>(self, a: Self, b: Self) -> Self {
+        if FMA {
+            self.mul_add(a, b)
+        } else {
+            self * a + b
+        }
+    }
+}
+
+impl Lane for i32 {
+    fn from_f32(v: f32) -> Self {
+        v as i32
+    }
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
+    #[inline(always)]
+    fn mad<const FMA: bool>(self, a: Self, b: Self) -> Self {
+        self.wrapping_mul(a).wrapping_add(b)
+    }
+}
+
+/// The chains of work-items `first..first + out.len()` into `out`, `L / CHAINS` work-items a block.
+#[inline(always)]
+fn chains<T: Lane, const FMA: bool, const L: usize>(
+    k: &[f32],
+    out: &mut [f32],
+    first: usize,
+    pairs: usize,
+) {
+    let (a, b, c) = (T::from_f32(k[0]), T::from_f32(k[1]), T::from_f32(k[2]));
+    let per_block = L / CHAINS;
+    for (block, outs) in out.chunks_mut(per_block).enumerate() {
+        let item0 = first + block * per_block;
+        let mut x = [T::default(); L];
+        for (lane, v) in x.iter_mut().enumerate() {
+            *v = T::from_f32(((item0 + lane / CHAINS) % 8 + lane % CHAINS) as f32);
+        }
+        for _ in 0..pairs {
+            for v in &mut x {
+                *v = v.mad::<FMA>(a, b);
+            }
+            for v in &mut x {
+                *v = v.mad::<FMA>(a, c);
+            }
+        }
+        for (item, o) in outs.iter_mut().enumerate() {
+            let lanes = &x[item * CHAINS..(item + 1) * CHAINS];
+            *o = lanes.iter().map(|v| v.to_f32()).sum();
+        }
+    }
+}
+
+#[inline(always)]
+fn chains_f32<const FMA: bool>(k: &[f32], out: &mut [f32], first: usize, pairs: usize) {
+    chains::<f32, FMA, 64>(k, out, first, pairs);
+}
+
+#[inline(always)]
+fn chains_f64<const FMA: bool>(k: &[f32], out: &mut [f32], first: usize, pairs: usize) {
+    chains::<f64, FMA, 32>(k, out, first, pairs);
+}
+
+#[inline(always)]
+fn chains_i32<const FMA: bool>(k: &[f32], out: &mut [f32], first: usize, pairs: usize) {
+    chains::<i32, FMA, 64>(k, out, first, pairs);
+}
+
+fma_dispatch!(
+    /// f32 chains, AVX2+FMA where the CPU has them.
+    fn run_f32(k: &[f32], out: &mut [f32], first: usize, pairs: usize) => chains_f32::<FMA>
+);
+fma_dispatch!(
+    /// f64 chains, AVX2+FMA where the CPU has them.
+    fn run_f64(k: &[f32], out: &mut [f32], first: usize, pairs: usize) => chains_f64::<FMA>
+);
+fma_dispatch!(
+    /// i32 chains, AVX2 where the CPU has it.
+    fn run_i32(k: &[f32], out: &mut [f32], first: usize, pairs: usize) => chains_i32::<FMA>
+);
+
+/// The arithmetic types the CPU runs compute_peak in (its variants but fp16).
+pub const VARIANTS: [&str; 3] = ["fp32", "fp64", "int32"];
+
+/// compute_peak `variant` with constants `k` (`[a, b, c, 0]`) and `pairs` pairs per chain, one
+/// value per work-item into `out`; `None` for a variant the CPU does not run.
+pub fn compute_peak(variant: &str, k: &[f32], out: &mut [f32], pairs: usize) -> Option<()> {
+    type Run = fn(&[f32], &mut [f32], usize, usize, bool);
+    let run: Run = match variant {
+        "fp32" => run_f32,
+        "fp64" => run_f64,
+        "int32" => run_i32,
+        _ => return None,
+    };
+    super::check_len("k", k.len(), 4);
+    let fma = super::has_avx2_fma();
+    if out.len() <= TASK {
+        run(k, out, 0, pairs, fma);
+    } else {
+        out.par_chunks_mut(TASK)
+            .enumerate()
+            .for_each(|(task, chunk)| run(k, chunk, task * TASK, pairs, fma));
+    }
+    Some(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gpufleet_kernels::{PEAK_CONSTANTS, peak_item_value};
+
+    #[test]
+    fn every_variant_gives_the_closed_form_on_ragged_lengths() {
+        for variant in VARIANTS {
+            for (items, pairs) in [(1, 1), (13, 5), (TASK + 9, 33), (3 * TASK, 2)] {
+                let mut out = vec![f32::NAN; items];
+                compute_peak(variant, &PEAK_CONSTANTS, &mut out, pairs).unwrap();
+                for (i, v) in out.iter().enumerate() {
+                    assert_eq!(
+                        f64::from(*v),
+                        peak_item_value(i, pairs as i64),
+                        "{variant} item {i} of {items}, pairs {pairs}"
+                    );
+                }
+            }
+        }
+        assert!(compute_peak("fp16", &PEAK_CONSTANTS, &mut [0.0], 1).is_none());
+    }
+}

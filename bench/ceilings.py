@@ -1,0 +1,98 @@
+#!/usr/bin/env python3
+"""A device's arithmetic ceilings (issue 32): `compute_peak` in every arithmetic type on each
+backend, through a real agent (worker process, device timing, every result checked against the
+chain's closed form), next to the theoretical peak of the device table and, on NVIDIA, the
+boost-clock peak from `nvidia-smi` (SMs x 128 FP32 lanes x 2 x max SM clock) and the SM clock read
+while the kernels run.
+
+Usage (on the GPU host, release binaries in BIN_DIR):
+  python3 bench/ceilings.py --bin-dir .dev --backends opencl vulkan --out ceilings.md
+"""
+import argparse, datetime, subprocess, threading
+
+from benchlib import cpu_model, device_of, emit, free_port, local_agent, ours, val
+
+VARIANTS = ["fp32", "fp16", "fp64", "int32"]
+
+
+def smi(query):
+    """One `nvidia-smi --query-gpu` value of GPU 0, or None without nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={query}", "--format=csv,noheader,nounits", "-i", "0"],
+                             capture_output=True, text=True, timeout=10).stdout.strip()
+        return out or None
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+
+
+class ClockWatch:
+    """The SM clocks nvidia-smi reports every 100 ms while a block runs (the lowest and highest)."""
+
+    def __enter__(self):
+        self.seen, self.stop = [], threading.Event()
+        self.thread = threading.Thread(target=self.watch, daemon=True)
+        self.thread.start()
+        return self
+
+    def watch(self):
+        while not self.stop.wait(0.1):
+            v = smi("clocks.sm")
+            if v and v.isdigit():
+                self.seen.append(int(v))
+
+    def __exit__(self, *exc):
+        self.stop.set()
+        self.thread.join()
+
+    def span(self):
+        return f"{min(self.seen)}-{max(self.seen)}" if self.seen else "-"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin-dir", required=True)
+    ap.add_argument("--backends", nargs="+", default=["opencl", "vulkan"])
+    ap.add_argument("--items", type=int, default=1 << 22)
+    ap.add_argument("--pairs", type=int, default=1024)
+    ap.add_argument("--out")
+    args = ap.parse_args()
+    lines = [f"### compute_peak, {datetime.date.today()}, {cpu_model()}", ""]
+    gpu = smi("name")
+    boost = None
+    if gpu:
+        sms = None
+        max_sm = smi("clocks.max.sm")
+        lines.append(f"GPU: {gpu}, max SM clock {max_sm} MHz, power limit {smi('power.limit')} W")
+    with local_agent(args.bin_dir, free_port(), "peak") as (db, info):
+        lines += ["", "| backend | variant | items | pairs | GOP/s | % of table peak | peak source | vs boost fp32 | SM MHz during | status |",
+                  "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+        for backend in args.backends:
+            dev = device_of(info, backend)
+            if dev is None:
+                lines.append(f"| {backend} | - | | | | | | | | no device |")
+                continue
+            if gpu and boost is None and dev["compute_units"]:
+                sms = dev["compute_units"]
+                boost = sms * 128 * 2 * float(max_sm) * 1e6 if max_sm else None
+            for variant in VARIANTS:
+                pairs = min(args.pairs, 2034) if variant == "fp16" else args.pairs
+                params = {"items": args.items, "pairs": pairs}
+                with ClockWatch() as clocks:
+                    r = ours(args.bin_dir, db, "peak", backend, dev["id"], "compute_peak", params, variant=variant,
+                             iters=20, min_seconds=1.0)
+                v = val(r)
+                pct = r.get("pct_of_peak") or 0
+                vs_boost = f"{v * 1e9 / boost:.3f}" if boost and variant == "fp32" and v == v else "-"
+                status = r["status"]
+                if r["status"] != "ok":
+                    status += ": " + r.get("message", "")[:120].replace("|", "/")
+                lines.append(f"| {backend} | {variant} | {args.items} | {pairs} | {v:,.0f} | "
+                             f"{pct:.1f} | {r.get('peak_source', '') or '-'} | {vs_boost} | {clocks.span()} | {status} |")
+        if boost:
+            lines.append("")
+            lines.append(f"Boost-clock fp32 peak: {sms} SMs x 128 x 2 x {max_sm} MHz = {boost / 1e12:.1f} TFLOP/s.")
+    emit(lines, args.out)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,101 @@
+/*
+ * peak.hip: compute_peak, chains of fused multiply-adds in one arithmetic type. Same semantics and
+ * arguments as kernels/opencl/peak.cl (kernels/src/catalog/ceilings.rs has the chain and its
+ * closed form): work-item i runs 8 chains from (i mod 8) + j, each pair x = a·x + b; x = a·x + c
+ * with a, b, c = k[0..2] (-1, 1, 2) adds 1 exactly, and it writes the sum of its chains as a
+ * float. Blocks of 256 over `items` work-items; the pair loop is written out 8 times per trip.
+ *
+ * Kernels (arguments k, out, items, pairs):
+ *   compute_peak_fp32    float chains, fma
+ *   compute_peak_fp16    four packed half pairs (v_pk_fma_f16 where the GPU has it)
+ *   compute_peak_fp64    double chains, fma
+ *   compute_peak_int32   int chains, x * a + b
+ */
+
+#include "common.h"
+
+typedef _Float16 gf_half2 __attribute__((ext_vector_type(2)));
+
+GF_DEVICE float peak_mad(float x, float m, float add) { return __builtin_fmaf(x, m, add); }
+GF_DEVICE double peak_mad(double x, double m, double add) { return __builtin_fma(x, m, add); }
+GF_DEVICE int peak_mad(int x, int m, int add) { return x * m + add; }
+GF_DEVICE gf_half2 peak_mad(gf_half2 x, gf_half2 m, gf_half2 add)
+{
+    return __builtin_elementwise_fma(x, m, add);
+}
+
+/* `pairs` pairs on the N chains x[] (8 per trip, then one by one). */
+template <typename T, int N>
+GF_DEVICE void peak_chains(T (&x)[N], T a, T b, T c, int pairs)
+{
+    int p = 0;
+    for (; p + 8 <= pairs; p += 8) {
+#pragma unroll
+        for (int u = 0; u < 8; ++u) {
+#pragma unroll
+            for (int j = 0; j < N; ++j)
+                x[j] = peak_mad(x[j], a, b);
+#pragma unroll
+            for (int j = 0; j < N; ++j)
+                x[j] = peak_mad(x[j], a, c);
+        }
+    }
+    for (; p < pairs; ++p) {
+#pragma unroll
+        for (int j = 0; j < N; ++j) {
+            x[j] = peak_mad(x[j], a, b);
+            x[j] = peak_mad(x[j], a, c);
+        }
+    }
+}
+
+template <typename T>
+GF_DEVICE void peak_scalar(const float *GF_RESTRICT k, float *GF_RESTRICT out, int items, int pairs)
+{
+    const long i = gf_global_x();
+    if (i >= items)
+        return;
+    const T a = (T)k[0], b = (T)k[1], c = (T)k[2];
+    T x[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+        x[j] = (T)((int)(i & 7) + j);
+    peak_chains(x, a, b, c, pairs);
+    out[i] = (((float)x[0] + (float)x[1]) + ((float)x[2] + (float)x[3])) +
+             (((float)x[4] + (float)x[5]) + ((float)x[6] + (float)x[7]));
+}
+
+GF_KERNEL(256) void compute_peak_fp32(const float *k, float *out, int items, int pairs)
+{
+    peak_scalar<float>(k, out, items, pairs);
+}
+
+GF_KERNEL(256) void compute_peak_fp64(const float *k, float *out, int items, int pairs)
+{
+    peak_scalar<double>(k, out, items, pairs);
+}
+
+GF_KERNEL(256) void compute_peak_int32(const float *k, float *out, int items, int pairs)
+{
+    peak_scalar<int>(k, out, items, pairs);
+}
+
+/* Lane 0 of x[j] is chain j, lane 1 chain j + 4. */
+GF_KERNEL(256) void compute_peak_fp16(const float *k, float *out, int items, int pairs)
+{
+    const long i = gf_global_x();
+    if (i >= items)
+        return;
+    const gf_half2 a = (gf_half2)((_Float16)k[0]), b = (gf_half2)((_Float16)k[1]);
+    const gf_half2 c = (gf_half2)((_Float16)k[2]);
+    gf_half2 x[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+        x[j].x = (_Float16)((int)(i & 7) + j);
+        x[j].y = (_Float16)((int)(i & 7) + j + 4);
+    }
+    peak_chains(x, a, b, c, pairs);
+    const float lo = ((float)x[0].x + (float)x[1].x) + ((float)x[2].x + (float)x[3].x);
+    const float hi = ((float)x[0].y + (float)x[1].y) + ((float)x[2].y + (float)x[3].y);
+    out[i] = lo + hi;
+}

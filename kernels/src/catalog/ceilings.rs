@@ -1,0 +1,277 @@
+//! The ceiling kernels: what a device can do at most, to judge every other result against.
+//! `transfer` copies `bytes` between host and device memory (`h2d`, `d2h`) or within the device
+//! (`d2d`), from page-locked or pageable host memory (`pinned`), in GB/s; the output is what
+//! arrived, checked against the input. `compute_peak` runs long chains of fused multiply-adds in one arithmetic type per variant
+//! (`fp32`, `fp16` packed in pairs, `fp64`, `int32`), enough independent chains per work-item to
+//! hide the latency and enough work-items to fill the device.
+//!
+//! # The chain and its closed form
+//!
+//! Work-item `i` runs [`CHAINS`] chains; chain `j` starts at `x = (i mod 8) + j` and applies
+//! `pairs` times the pair `x = a·x + b; x = a·x + c` with `a = -1, b = 1, c = 2`, so each pair adds
+//! `c - b = 1` exactly: the chain ends at `x0 + pairs`. The constants come from the one input
+//! buffer (`[a, b, c, 0]`), so no compiler can fold the chain away, and a skipped pair changes the
+//! result. Every intermediate is an integer of at most `x0 + pairs` in magnitude, exact in every
+//! type while that stays within the type's integers (2048 for fp16, which bounds `pairs` there).
+//! Work-item `i` writes the sum of its chains as f32: `8·(i mod 8) + 28 + 8·pairs`, exact below
+//! 2^24, so the check is exact.
+//!
+//! One pair is 2 fused multiply-adds per chain, 4 operations (FLOPs, or integer operations for
+//! `int32`); the metric is GFLOP/s for every variant (GOP/s for `int32`).
+
+use super::{Family, KernelDef, KernelId, ParamDef, Problem, Visit, default_variant_def, p};
+use crate::check::harness::EPS32;
+use crate::inputs::{UNIT, seeded};
+use crate::types::{Buffer, MetricKind};
+
+/// Independent chains per work-item (for fp16, four packed pairs).
+pub const CHAINS: usize = 8;
+
+/// The constants of the chain, the one input: `a`, `b`, `c` and a zero.
+pub const PEAK_CONSTANTS: [f32; 4] = [-1.0, 1.0, 2.0, 0.0];
+
+/// The largest chain start: `(i mod 8) + j` with `j < CHAINS`.
+const X0_MAX: i64 = 7 + CHAINS as i64 - 1;
+
+/// The ceiling kernels.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CeilingKernel {
+    /// `transfer`: host-to-device, device-to-host or device-to-device copies.
+    Transfer,
+    /// `compute_peak`: chains of fused multiply-adds, peak arithmetic per type.
+    ComputePeak,
+}
+
+impl CeilingKernel {
+    /// Every ceiling kernel.
+    pub const ALL: [CeilingKernel; 2] = [CeilingKernel::Transfer, CeilingKernel::ComputePeak];
+}
+
+/// The directions of `transfer`, its variants.
+pub const TRANSFER_VARIANTS: &[&str] = &["h2d", "d2h", "d2d"];
+
+const TRANSFER_PARAMS: &[ParamDef] = &[
+    p(
+        "bytes",
+        1 << 26,
+        4,
+        1 << 32,
+        "bytes copied, a multiple of 4",
+    ),
+    p(
+        "pinned",
+        1,
+        0,
+        1,
+        "1: page-locked host memory (an APU's zero-copy path); 0: pageable",
+    ),
+];
+
+/// The arithmetic types of `compute_peak`, its variants.
+pub const PEAK_VARIANTS: &[&str] = &["fp32", "fp16", "fp64", "int32"];
+
+/// How far a chain may run in each variant so every value stays an exact integer of its type:
+/// fp16 holds the integers up to 2048, fp32 up to 2^24 (the sum of the chains must stay below that
+/// too), int32 and fp64 much more than `pairs` allows.
+fn pairs_max(variant: &str) -> i64 {
+    match variant {
+        "fp16" => 2048 - X0_MAX,
+        _ => PAIRS_MAX,
+    }
+}
+
+/// The largest `pairs` of every variant (the sums of the chains stay below 2^24).
+const PAIRS_MAX: i64 = 1 << 20;
+
+const PEAK_PARAMS: &[ParamDef] = &[
+    p(
+        "items",
+        1 << 20,
+        1,
+        1 << 26,
+        "work-items, each running 8 independent chains",
+    ),
+    p(
+        "pairs",
+        1024,
+        1,
+        PAIRS_MAX,
+        "pairs of fused multiply-adds per chain (fp16: at most 2034)",
+    ),
+];
+
+/// Every ceiling kernel, in display order.
+pub(super) static TABLE: [KernelDef; 2] = [
+    KernelDef {
+        variants: TRANSFER_VARIANTS,
+        default_variant: "h2d",
+        ..default_variant_def(
+            KernelId::Ceiling(CeilingKernel::Transfer),
+            "transfer",
+            "copies between host and device memory (variant: h2d, d2h, d2d), pinned or pageable; GB/s",
+            TRANSFER_PARAMS,
+            MetricKind::Gbps,
+        )
+    },
+    KernelDef {
+        variants: PEAK_VARIANTS,
+        default_variant: "fp32",
+        ..default_variant_def(
+            KernelId::Ceiling(CeilingKernel::ComputePeak),
+            "compute_peak",
+            "chains of fused multiply-adds per arithmetic type (variant); peak GFLOP/s (GOP/s for int32)",
+            PEAK_PARAMS,
+            MetricKind::Gflops,
+        )
+    },
+];
+
+/// The value work-item `i` writes after `pairs` pairs: the sum of its chains' ends.
+pub fn peak_item_value(i: usize, pairs: i64) -> f64 {
+    let base = (i % 8) as i64;
+    (0..CHAINS as i64).map(|j| (base + j + pairs) as f64).sum()
+}
+
+impl Family for CeilingKernel {
+    fn check_params(&self, p: &Problem) -> Result<(), String> {
+        match self {
+            CeilingKernel::Transfer => {
+                let bytes = p.param("bytes");
+                if bytes % 4 != 0 {
+                    return Err(format!(
+                        "bytes={bytes} must be a multiple of 4 (the data is f32 elements)"
+                    ));
+                }
+            }
+            CeilingKernel::ComputePeak => {
+                let max = pairs_max(&p.variant);
+                let pairs = p.param("pairs");
+                if pairs > max {
+                    return Err(format!(
+                        "pairs={pairs} is too long for variant {}: its chains stay exact \
+                         integers only up to pairs={max}",
+                        p.variant
+                    ));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// compute_peak: two fused multiply-adds (4 operations) per pair, chain and work-item.
+    fn flops(&self, p: &Problem) -> f64 {
+        match self {
+            CeilingKernel::Transfer => 0.0,
+            CeilingKernel::ComputePeak => {
+                p.fparam("items") * CHAINS as f64 * p.fparam("pairs") * 4.0
+            }
+        }
+    }
+
+    /// transfer: the bytes copied (once: GB/s is the link's rate); compute_peak: the one f32
+    /// each work-item writes.
+    fn bytes(&self, p: &Problem) -> f64 {
+        match self {
+            CeilingKernel::Transfer => p.fparam("bytes"),
+            CeilingKernel::ComputePeak => 4.0 * p.fparam("items"),
+        }
+    }
+
+    fn input_lens(&self, p: &Problem) -> Vec<u128> {
+        match self {
+            CeilingKernel::Transfer => vec![p.wparam("bytes") / 4],
+            CeilingKernel::ComputePeak => vec![PEAK_CONSTANTS.len() as u128],
+        }
+    }
+
+    fn output_len(&self, p: &Problem) -> u128 {
+        match self {
+            CeilingKernel::Transfer => p.wparam("bytes") / 4,
+            CeilingKernel::ComputePeak => p.wparam("items"),
+        }
+    }
+
+    fn make_inputs(&self, p: &Problem, seed: u64) -> Vec<Buffer> {
+        match self {
+            CeilingKernel::Transfer => seeded(&[UNIT], &super::lens(&self.input_lens(p)), seed),
+            CeilingKernel::ComputePeak => vec![Buffer::F32(PEAK_CONSTANTS.to_vec())],
+        }
+    }
+
+    /// transfer: what arrived is the input, element for element (sampled in blocks when large);
+    /// compute_peak: the closed form, exactly (to one f32 ulp, which an exact result never
+    /// uses): every value is an integer below 2^24, so any slip is caught.
+    fn visit(&self, p: &Problem, x: &[&[f32]], f: Visit<'_>) -> Result<bool, String> {
+        match self {
+            CeilingKernel::Transfer => {
+                let n = super::lens(&[self.output_len(p)])[0];
+                Ok(super::elementwise::each(p, n, 1.0, f, |j| {
+                    super::elementwise::same(x, j)
+                }))
+            }
+            CeilingKernel::ComputePeak => {
+                let pairs = p.param("pairs");
+                for i in 0..p.uparam("items") {
+                    let v = peak_item_value(i, pairs);
+                    f(i, v, v.abs().max(1.0) * EPS32);
+                }
+                Ok(false)
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::testing::problem;
+    use super::*;
+
+    /// The closed form against the chain itself, run in f32 as a device would.
+    #[test]
+    fn the_closed_form_is_what_the_chain_computes() {
+        let [a, b, c, _] = PEAK_CONSTANTS;
+        for pairs in [1i64, 2, 7, 300] {
+            for i in 0..10usize {
+                let mut sum = 0.0f32;
+                for j in 0..CHAINS {
+                    let mut x = (i % 8 + j) as f32;
+                    for _ in 0..pairs {
+                        x = x.mul_add(a, b);
+                        x = x.mul_add(a, c);
+                    }
+                    sum += x;
+                }
+                assert_eq!(
+                    f64::from(sum),
+                    peak_item_value(i, pairs),
+                    "i {i} pairs {pairs}"
+                );
+            }
+        }
+        // One pair fewer is caught.
+        assert!((peak_item_value(3, 99) - peak_item_value(3, 100)).abs() > 0.5);
+    }
+
+    #[test]
+    fn fp16_chains_are_bounded_to_exact_halves() {
+        let ok = problem("compute_peak", &[("pairs", 2034)]);
+        let odd = problem("transfer", &[("bytes", 4)]);
+        assert!(CeilingKernel::Transfer.check_params(&odd).is_ok());
+        assert!(CeilingKernel::ComputePeak.check_params(&ok).is_ok());
+        let mut long = problem("compute_peak", &[("pairs", 2035)]);
+        assert!(CeilingKernel::ComputePeak.check_params(&long).is_ok());
+        long.variant = "fp16".into();
+        let err = CeilingKernel::ComputePeak.check_params(&long).unwrap_err();
+        assert!(err.contains("pairs=2035") && err.contains("fp16"), "{err}");
+    }
+
+    #[test]
+    fn counts_four_operations_per_pair_and_chain() {
+        let p = problem("compute_peak", &[("items", 1000), ("pairs", 10)]);
+        assert_eq!(
+            CeilingKernel::ComputePeak.flops(&p),
+            1000.0 * 8.0 * 10.0 * 4.0
+        );
+        assert_eq!(p.inputs(1)[0].as_f32().unwrap(), &PEAK_CONSTANTS[..]);
+    }
+}
