@@ -253,7 +253,11 @@ int main() {
       launch([&] { kern(K, o.data(), items, pairs); }, 2, 1, 1, 256, 1, 1); int bad = o[items] != 7.5f;
       for (int i = 0; i < items; ++i) bad += o[i] != (float)(8 * (i % 8) + 28 + 8 * pairs); report(name, bad, 0); };
     peak("compute_peak_fp32", compute_peak_fp32); peak("compute_peak_fp16", compute_peak_fp16);
-    peak("compute_peak_fp64", compute_peak_fp64); peak("compute_peak_int32", compute_peak_int32); }
+    peak("compute_peak_fp64", compute_peak_fp64); peak("compute_peak_int32", compute_peak_int32);
+    // roofline: y = x + pairs on 1030 elements (a ragged tail) over 2 blocks, 0 and 7 pairs
+    for (int pr : {0, 7}) { const int n = 1030; auto x = rnd(n); std::vector<float> y(n + 1, NAN); y[n] = 7.5f;
+      launch([&] { roofline(x.data(), K, y.data(), n, pr); }, 2, 1, 1, 256, 1, 1); int bad = y[n] != 7.5f;
+      for (int i = 0; i < n; ++i) bad += y[i] != x[i] + pr; report(pr ? "roofline (7 pairs)" : "roofline (0 pairs)", bad, 0); } }
   if (failures) { printf("%d kernel check(s) failed\n", failures); return 1; }
   printf("all kernel checks passed\n");
   return 0;

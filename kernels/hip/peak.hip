@@ -1,5 +1,6 @@
 /*
- * peak.hip: compute_peak, chains of fused multiply-adds in one arithmetic type. Same semantics and
+ * peak.hip: compute_peak, chains of fused multiply-adds in one arithmetic type, and roofline, the same
+ * chain on every element of a buffer. Same semantics and
  * arguments as kernels/opencl/peak.cl (kernels/src/catalog/ceilings.rs has the chain and its
  * closed form): work-item i runs 8 chains from (i mod 8) + j, each pair x = a·x + b; x = a·x + c
  * with a, b, c = k[0..2] (-1, 1, 2) adds 1 exactly, and it writes the sum of its chains as a
@@ -10,6 +11,8 @@
  *   compute_peak_fp16    four packed half pairs (v_pk_fma_f16 where the GPU has it)
  *   compute_peak_fp64    double chains, fma
  *   compute_peak_int32   int chains, x * a + b
+ *   roofline(x, k, y, n, pairs)  y = x after `pairs` pairs on each element (one float4 a
+ *                        work-item, blocks of 256 over n / 4)
  */
 
 #include "common.h"
@@ -19,6 +22,10 @@ typedef _Float16 gf_half2 __attribute__((ext_vector_type(2)));
 GF_DEVICE float peak_mad(float x, float m, float add) { return __builtin_fmaf(x, m, add); }
 GF_DEVICE double peak_mad(double x, double m, double add) { return __builtin_fma(x, m, add); }
 GF_DEVICE int peak_mad(int x, int m, int add) { return x * m + add; }
+GF_DEVICE gf_float4 peak_mad(gf_float4 x, gf_float4 m, gf_float4 add)
+{
+    return __builtin_elementwise_fma(x, m, add);
+}
 GF_DEVICE gf_half2 peak_mad(gf_half2 x, gf_half2 m, gf_half2 add)
 {
     return __builtin_elementwise_fma(x, m, add);
@@ -98,4 +105,27 @@ GF_KERNEL(256) void compute_peak_fp16(const float *k, float *out, int items, int
     const float lo = ((float)x[0].x + (float)x[1].x) + ((float)x[2].x + (float)x[3].x);
     const float hi = ((float)x[0].y + (float)x[1].y) + ((float)x[2].y + (float)x[3].y);
     out[i] = lo + hi;
+}
+
+/* roofline: y = x after `pairs` pairs of the chain on each element (y = x + pairs exactly), one
+ * float4 per work-item over n / 4 work-items in blocks of 256 (the last one finishes a ragged tail
+ * element by element); 4 pairs per loop trip. */
+GF_KERNEL(256) void roofline(const float *GF_RESTRICT x, const float *GF_RESTRICT k,
+                             float *GF_RESTRICT y, int n, int pairs)
+{
+    const long i = gf_global_x();
+    const long e = i * 4;
+    const float a = k[0], b = k[1], c = k[2];
+    if (e + 4 <= n) {
+        gf_float4 v[1] = {((const gf_float4 *)x)[i]};
+        const gf_float4 a4 = a, b4 = b, c4 = c;
+        peak_chains(v, a4, b4, c4, pairs);
+        ((gf_float4 *)y)[i] = v[0];
+    } else {
+        for (long j = e; j < n; ++j) {
+            float v[1] = {x[j]};
+            peak_chains(v, a, b, c, pairs);
+            y[j] = v[0];
+        }
+    }
 }

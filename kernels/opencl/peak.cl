@@ -1,5 +1,6 @@
 /*
- * peak.cl: compute_peak, chains of fused multiply-adds in one arithmetic type (see
+ * peak.cl: compute_peak, chains of fused multiply-adds in one arithmetic type, and roofline, the
+ * same chain on every element of a buffer (see
  * kernels/src/catalog/ceilings.rs for the chain and its closed form).
  *
  * Work-item i runs 8 independent chains starting at x = (i mod 8) + j; each of `pairs` pairs is
@@ -12,6 +13,7 @@
  *   compute_peak_fp16    4 half2 chains, fma() on half2 (needs cl_khr_fp16: -DGPUFLEET_HAS_FP16)
  *   compute_peak_fp64    double chains, fma() (needs cl_khr_fp64: -DGPUFLEET_HAS_FP64)
  *   compute_peak_int32   int chains, x * a + b (mad)
+ *   roofline             (x, k, y, n, pairs): y = x after `pairs` pairs on each element
  *
  * -D parameters: GPUFLEET_WG (the local size).
  */
@@ -97,3 +99,37 @@ compute_peak_fp16(__global const float *k, __global float *out, int items, int p
     out[i] = lo + hi;
 }
 #endif
+
+/* roofline: y = x after `pairs` pairs of the chain on each element (y = x + pairs exactly), one
+ * float4 per work-item over n / 4 work-items (the last one finishes a ragged tail element by
+ * element); 4 pairs per loop trip. Arguments x, k, y, n, pairs. */
+#define ROOF_PAIR(v, a, b, c) v = fma(v, a, b); v = fma(v, a, c)
+
+__kernel __attribute__((reqd_work_group_size(GPUFLEET_WG, 1, 1))) void
+roofline(__global const float *x, __global const float *k, __global float *y, int n, int pairs)
+{
+    const long i = get_global_id(0);
+    const long e = i * 4;
+    const float a = k[0], b = k[1], c = k[2];
+    if (e + 4 <= n) {
+        float4 v = vload4(i, x);
+        const float4 a4 = (float4)(a), b4 = (float4)(b), c4 = (float4)(c);
+        int p = 0;
+        for (; p + 4 <= pairs; p += 4) {
+            ROOF_PAIR(v, a4, b4, c4); ROOF_PAIR(v, a4, b4, c4);
+            ROOF_PAIR(v, a4, b4, c4); ROOF_PAIR(v, a4, b4, c4);
+        }
+        for (; p < pairs; ++p) {
+            ROOF_PAIR(v, a4, b4, c4);
+        }
+        vstore4(v, i, y);
+    } else {
+        for (long j = e; j < n; ++j) {
+            float v = x[j];
+            for (int p = 0; p < pairs; ++p) {
+                ROOF_PAIR(v, a, b, c);
+            }
+            y[j] = v;
+        }
+    }
+}

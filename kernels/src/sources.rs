@@ -34,7 +34,7 @@ pub mod opencl {
     /// with `-DW_HALF`.
     pub const LLM: &str = include_str!("../opencl/llm.cl");
     /// `peak.cl`: `compute_peak_<variant>` (fp16 with `-DGPUFLEET_HAS_FP16`, fp64 with
-    /// `-DGPUFLEET_HAS_FP64`).
+    /// `-DGPUFLEET_HAS_FP64`) and `roofline`.
     pub const PEAK: &str = include_str!("../opencl/peak.cl");
 
     /// Every file as `(file name, source)`.

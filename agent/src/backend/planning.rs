@@ -30,7 +30,7 @@ pub mod testing;
 mod tests;
 
 pub use ceilings::{
-    Direction, PEAK_GROUP, PeakLaunch, PeakTypes, Transfer, peak, transfer_has_no_plan,
+    Direction, PEAK_GROUP, PeakLaunch, PeakTypes, Roofline, Transfer, peak, transfer_has_no_plan,
 };
 pub use elementwise::{Elementwise, elementwise};
 pub use gemm::{

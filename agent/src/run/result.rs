@@ -64,7 +64,7 @@ fn fingerprint(plan: &Plan) -> pb::Fingerprint {
 fn arithmetic(problem: &gpufleet_kernels::Problem) -> Option<Dtype> {
     match problem.id() {
         KernelId::Llm(_) | KernelId::Model(_) => Some(Dtype::F32),
-        KernelId::Ceiling(_) => match problem.variant.as_str() {
+        KernelId::Ceiling(CeilingKernel::ComputePeak) => match problem.variant.as_str() {
             "fp32" => Some(Dtype::F32),
             "fp16" => Some(Dtype::F16),
             _ => None,
@@ -241,6 +241,14 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                     if plan.problem.id() != KernelId::Ceiling(CeilingKernel::Transfer) {
                         (r.pct_of_peak, r.peak_source) =
                             pct_of_peak(m.kind, m.value, arithmetic(&plan.problem), &plan.device);
+                    }
+                    // A roofline point is both a rate of arithmetic and of memory traffic.
+                    if plan.problem.id() == KernelId::Ceiling(CeilingKernel::Roofline)
+                        && s.median > 0.0
+                    {
+                        let gbps = plan.problem.bytes() / s.median / 1e9;
+                        r.config
+                            .insert("achieved_gbps".into(), format!("{gbps:.1}"));
                     }
                     if m.kind == MetricKind::TokensPerS {
                         (r.pct_of_peak, r.peak_source) =

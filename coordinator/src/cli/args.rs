@@ -206,7 +206,7 @@ pub struct ScheduleAddArgs {
     /// Cron expression, 5 fields, UTC: "0 3 * * *" is 03:00 every day.
     #[arg(long)]
     pub cron: String,
-    /// Suite: smoke, standard, perf, models, or a TOML file path.
+    /// Suite: smoke, standard, perf, models, llm, ceilings, or a TOML file path.
     #[arg(long, default_value = "standard")]
     pub suite: String,
     /// Agents to run on. Repeatable; or --all.
@@ -362,7 +362,7 @@ const BACKENDS: [&str; BackendKind::ALL.len()] = BackendKind::NAMES;
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// Suite to run: smoke, standard, perf, models, or a path to a suite TOML file.
+    /// Suite to run: smoke, standard, perf, models, llm, ceilings, or a path to a suite TOML file.
     /// Without it, run one ad-hoc spec given by --kernel, --variant, --param.
     #[arg(long)]
     pub suite: Option<String>,

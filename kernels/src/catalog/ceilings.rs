@@ -1,7 +1,10 @@
 //! The ceiling kernels: what a device can do at most, to judge every other result against.
 //! `transfer` copies `bytes` between host and device memory (`h2d`, `d2h`) or within the device
 //! (`d2d`), from page-locked or pageable host memory (`pinned`), in GB/s; the output is what
-//! arrived, checked against the input. `compute_peak` runs long chains of fused multiply-adds in one arithmetic type per variant
+//! arrived, checked against the input. `roofline` is one point of a sweep of operational
+//! intensity: every element of a buffer too large for any cache goes through `pairs` pairs of the
+//! chain below (`y = x + pairs`, exactly), so its flops per byte are `4·pairs / 8`: 0 (a copy),
+//! 0.5, 1, ... 512; GFLOP/s, with the GB/s in the result's configuration. `compute_peak` runs long chains of fused multiply-adds in one arithmetic type per variant
 //! (`fp32`, `fp16` packed in pairs, `fp64`, `int32`), enough independent chains per work-item to
 //! hide the latency and enough work-items to fill the device.
 //!
@@ -40,11 +43,17 @@ pub enum CeilingKernel {
     Transfer,
     /// `compute_peak`: chains of fused multiply-adds, peak arithmetic per type.
     ComputePeak,
+    /// `roofline`: one point of the operational-intensity sweep.
+    Roofline,
 }
 
 impl CeilingKernel {
     /// Every ceiling kernel.
-    pub const ALL: [CeilingKernel; 2] = [CeilingKernel::Transfer, CeilingKernel::ComputePeak];
+    pub const ALL: [CeilingKernel; 3] = [
+        CeilingKernel::Transfer,
+        CeilingKernel::ComputePeak,
+        CeilingKernel::Roofline,
+    ];
 }
 
 /// The directions of `transfer`, its variants.
@@ -100,8 +109,25 @@ const PEAK_PARAMS: &[ParamDef] = &[
     ),
 ];
 
+const ROOFLINE_PARAMS: &[ParamDef] = &[
+    p(
+        "n",
+        1 << 26,
+        1,
+        1 << 30,
+        "f32 elements read and written (make it larger than the caches)",
+    ),
+    p(
+        "pairs",
+        8,
+        0,
+        1024,
+        "pairs of fused multiply-adds per element: pairs/2 flops per byte",
+    ),
+];
+
 /// Every ceiling kernel, in display order.
-pub(super) static TABLE: [KernelDef; 2] = [
+pub(super) static TABLE: [KernelDef; 3] = [
     KernelDef {
         variants: TRANSFER_VARIANTS,
         default_variant: "h2d",
@@ -124,6 +150,14 @@ pub(super) static TABLE: [KernelDef; 2] = [
             MetricKind::Gflops,
         )
     },
+    default_variant_def(
+        KernelId::Ceiling(CeilingKernel::Roofline),
+        "roofline",
+        "one point of the operational-intensity sweep: y = x after `pairs` fused multiply-add \
+         pairs; GFLOP/s (GB/s in the config)",
+        ROOFLINE_PARAMS,
+        MetricKind::Gflops,
+    ),
 ];
 
 /// The value work-item `i` writes after `pairs` pairs: the sum of its chains' ends.
@@ -143,6 +177,7 @@ impl Family for CeilingKernel {
                     ));
                 }
             }
+            CeilingKernel::Roofline => {}
             CeilingKernel::ComputePeak => {
                 let max = pairs_max(&p.variant);
                 let pairs = p.param("pairs");
@@ -162,6 +197,7 @@ impl Family for CeilingKernel {
     fn flops(&self, p: &Problem) -> f64 {
         match self {
             CeilingKernel::Transfer => 0.0,
+            CeilingKernel::Roofline => 4.0 * p.fparam("pairs") * p.fparam("n"),
             CeilingKernel::ComputePeak => {
                 p.fparam("items") * CHAINS as f64 * p.fparam("pairs") * 4.0
             }
@@ -173,6 +209,7 @@ impl Family for CeilingKernel {
     fn bytes(&self, p: &Problem) -> f64 {
         match self {
             CeilingKernel::Transfer => p.fparam("bytes"),
+            CeilingKernel::Roofline => 8.0 * p.fparam("n"),
             CeilingKernel::ComputePeak => 4.0 * p.fparam("items"),
         }
     }
@@ -180,6 +217,7 @@ impl Family for CeilingKernel {
     fn input_lens(&self, p: &Problem) -> Vec<u128> {
         match self {
             CeilingKernel::Transfer => vec![p.wparam("bytes") / 4],
+            CeilingKernel::Roofline => vec![p.wparam("n"), PEAK_CONSTANTS.len() as u128],
             CeilingKernel::ComputePeak => vec![PEAK_CONSTANTS.len() as u128],
         }
     }
@@ -187,6 +225,7 @@ impl Family for CeilingKernel {
     fn output_len(&self, p: &Problem) -> u128 {
         match self {
             CeilingKernel::Transfer => p.wparam("bytes") / 4,
+            CeilingKernel::Roofline => p.wparam("n"),
             CeilingKernel::ComputePeak => p.wparam("items"),
         }
     }
@@ -194,11 +233,17 @@ impl Family for CeilingKernel {
     fn make_inputs(&self, p: &Problem, seed: u64) -> Vec<Buffer> {
         match self {
             CeilingKernel::Transfer => seeded(&[UNIT], &super::lens(&self.input_lens(p)), seed),
+            CeilingKernel::Roofline => {
+                let mut x = seeded(&[UNIT], &super::lens(&[p.wparam("n")]), seed);
+                x.push(Buffer::F32(PEAK_CONSTANTS.to_vec()));
+                x
+            }
             CeilingKernel::ComputePeak => vec![Buffer::F32(PEAK_CONSTANTS.to_vec())],
         }
     }
 
     /// transfer: what arrived is the input, element for element (sampled in blocks when large);
+    /// roofline: `x + pairs`, exact (x a multiple of 1/256 in [-1, 1]) to a few ulps;
     /// compute_peak: the closed form, exactly (to one f32 ulp, which an exact result never
     /// uses): every value is an integer below 2^24, so any slip is caught.
     fn visit(&self, p: &Problem, x: &[&[f32]], f: Visit<'_>) -> Result<bool, String> {
@@ -207,6 +252,14 @@ impl Family for CeilingKernel {
                 let n = super::lens(&[self.output_len(p)])[0];
                 Ok(super::elementwise::each(p, n, 1.0, f, |j| {
                     super::elementwise::same(x, j)
+                }))
+            }
+            CeilingKernel::Roofline => {
+                let n = super::lens(&[self.output_len(p)])[0];
+                let pairs = p.fparam("pairs");
+                Ok(super::elementwise::each(p, n, 1.0, f, |j| {
+                    let v = f64::from(x[0][j]) + pairs;
+                    (v, super::elementwise::ulps(v))
                 }))
             }
             CeilingKernel::ComputePeak => {

@@ -175,7 +175,7 @@ fn at(x: &[&[f32]], i: usize, j: usize) -> f64 {
 }
 
 /// Four ulps of `v` in f32, with a floor so an exact zero still has a non-zero tolerance.
-fn ulps(v: f64) -> f64 {
+pub(super) fn ulps(v: f64) -> f64 {
     8.0 * EPS32 * v.abs() + f64::from(f32::MIN_POSITIVE)
 }
 

@@ -42,6 +42,7 @@ fn small_problems() -> Vec<Problem> {
             "memlat_cpu" => vec![("size_kib", 16), ("hops", 1000)],
             "compute_peak" => vec![("items", 300), ("pairs", 37)],
             "transfer" => vec![("bytes", 4000)],
+            "roofline" => vec![("n", 1000), ("pairs", 3)],
             "noop" | "debug_hang" | "debug_crash" | "debug_alloc" | "debug_noise" => vec![],
             _ => vec![("n", 1000)],
         };

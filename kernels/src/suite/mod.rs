@@ -16,13 +16,14 @@ use crate::run::{Mode, PartialSettings};
 use crate::types::Dtype;
 
 /// Names of the suites embedded in the crate.
-pub const BUILTIN_SUITES: &[&str] = &["smoke", "standard", "perf", "models", "llm"];
+pub const BUILTIN_SUITES: &[&str] = &["smoke", "standard", "perf", "models", "llm", "ceilings"];
 
 const SMOKE: &str = include_str!("../../suites/smoke.toml");
 const STANDARD: &str = include_str!("../../suites/standard.toml");
 const PERF: &str = include_str!("../../suites/perf.toml");
 const MODELS: &str = include_str!("../../suites/models.toml");
 const LLM: &str = include_str!("../../suites/llm.toml");
+const CEILINGS: &str = include_str!("../../suites/ceilings.toml");
 
 /// A named, validated list of runs.
 #[derive(Debug, Clone, PartialEq)]
@@ -136,6 +137,7 @@ impl Suite {
             "llm" => LLM,
             "perf" => PERF,
             "models" => MODELS,
+            "ceilings" => CEILINGS,
             _ => {
                 return Err(SuiteError::UnknownSuite {
                     name: name.to_string(),
@@ -290,7 +292,7 @@ mod tests {
         let e = Suite::resolve("smok").unwrap_err();
         assert_eq!(
             e.to_string(),
-            "unknown suite `smok`: not a builtin suite (smoke, standard, perf, models, llm) and no file at that path"
+            "unknown suite `smok`: not a builtin suite (smoke, standard, perf, models, llm, ceilings) and no file at that path"
         );
 
         let dir = tempfile::tempdir().unwrap();

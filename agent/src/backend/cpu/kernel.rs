@@ -157,6 +157,9 @@ impl CpuKernel {
             }
             // Host memory on both sides: a transfer is a memcpy whatever its direction.
             KernelId::Ceiling(CeilingKernel::Transfer) => out.copy_from_slice(x[0]),
+            KernelId::Ceiling(CeilingKernel::Roofline) => {
+                ops::peak::roofline(x[0], x[1], out, dim(p, "pairs"));
+            }
             KernelId::Ceiling(CeilingKernel::ComputePeak) => {
                 ops::peak::compute_peak(&self.variant, x[0], out, dim(p, "pairs")).ok_or_else(
                     || unsupported(format!("variant {} of compute_peak", self.variant)),

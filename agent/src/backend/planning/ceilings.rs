@@ -93,6 +93,63 @@ pub fn peak(problem: &Problem, types: PeakTypes, backend: &str) -> Result<PeakLa
     })
 }
 
+/// A `roofline` point as every GPU planner launches it: one vector of 4 elements per work-item.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Roofline {
+    /// Elements.
+    pub n: usize,
+    /// Pairs of fused multiply-adds per element.
+    pub pairs: usize,
+}
+
+impl Roofline {
+    /// `problem` (roofline) as a launch.
+    pub fn of(problem: &Problem) -> Roofline {
+        Roofline {
+            n: crate::backend::param(problem, "n"),
+            pairs: crate::backend::param(problem, "pairs"),
+        }
+    }
+
+    /// Work-items: one per vector of 4 elements.
+    pub fn items(&self) -> usize {
+        self.n.div_ceil(4)
+    }
+
+    /// The arguments of an OpenCL or HIP launch: x, the constants, y, then `n` and `pairs` as
+    /// `int`s (`largest` names their bound).
+    ///
+    /// # Errors
+    /// [`Unsupported`] when `n` exceeds an `int` (the catalog keeps it at 2^30).
+    pub fn args(&self, problem: &Problem, largest: &str) -> Result<Vec<Arg>, Unsupported> {
+        let mut args = buffers(2, Arg::Input, Arg::Output);
+        args.extend(int_args(
+            problem,
+            &[("n", self.n), ("pairs", self.pairs)],
+            largest,
+            Arg::Int,
+        )?);
+        Ok(args)
+    }
+
+    /// The configuration recorded with the result: the entry point, `groups` of `group`
+    /// work-items, 4 elements a work-item, and the point's operational intensity.
+    pub fn config(
+        &self,
+        entry: (&str, String),
+        groups: usize,
+        group: usize,
+    ) -> BTreeMap<String, String> {
+        crate::backend::config(&[
+            entry,
+            ("groups", groups.to_string()),
+            ("local", group.to_string()),
+            ("elements_per_item", "4".to_string()),
+            ("flops_per_byte", format!("{}", self.pairs as f64 / 2.0)),
+        ])
+    }
+}
+
 /// Where a `transfer` copies.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Direction {

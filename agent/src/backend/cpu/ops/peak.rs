@@ -6,6 +6,7 @@
 //! lanes of f32 or i32, 32 of f64: eight 256-bit registers, the FMA latency of 4 cycles times 2
 //! ports), every pair one multiply-add per register. Blocks of 256 work-items are one rayon task.
 //! There is no fp16 variant: the CPUs we run on have no half arithmetic worth the name.
+//! `roofline` runs the same chain on every element of a buffer, 64 elements at a time.
 
 use super::fmadd;
 use gpufleet_kernels::CHAINS;
@@ -149,6 +150,51 @@ pub fn compute_peak(variant: &str, k: &[f32], out: &mut [f32], pairs: usize) -> 
     Some(())
 }
 
+/// Elements a roofline block runs together (eight 256-bit vectors of f32).
+const ROOF_LANES: usize = 64;
+
+/// roofline over `x` into `y`: each element through `pairs` pairs of the chain, blocks of
+/// [`ROOF_LANES`] elements in vector registers.
+#[inline(always)]
+fn roofline_chunk<const FMA: bool>(x: &[f32], k: &[f32], y: &mut [f32], pairs: usize) {
+    let (a, b, c) = (k[0], k[1], k[2]);
+    for (xs, ys) in x.chunks(ROOF_LANES).zip(y.chunks_mut(ROOF_LANES)) {
+        let mut v = [0.0f32; ROOF_LANES];
+        v[..xs.len()].copy_from_slice(xs);
+        for _ in 0..pairs {
+            for e in &mut v {
+                *e = fmadd::<FMA>(*e, a, b);
+            }
+            for e in &mut v {
+                *e = fmadd::<FMA>(*e, a, c);
+            }
+        }
+        ys.copy_from_slice(&v[..ys.len()]);
+    }
+}
+
+fma_dispatch!(
+    /// One task's elements of roofline, AVX2+FMA where the CPU has them.
+    fn roofline_task(x: &[f32], k: &[f32], y: &mut [f32], pairs: usize) => roofline_chunk::<FMA>
+);
+
+/// Elements per rayon task of roofline (256 KiB of f32, as the element-wise kernels).
+const ROOF_TASK: usize = 1 << 16;
+
+/// roofline with constants `k` (`[a, b, c, 0]`): `y = x` after `pairs` pairs on each element.
+pub fn roofline(x: &[f32], k: &[f32], y: &mut [f32], pairs: usize) {
+    super::check_len("y", y.len(), x.len());
+    super::check_len("k", k.len(), 4);
+    let fma = super::has_avx2_fma();
+    if y.len() <= ROOF_TASK {
+        roofline_task(x, k, y, pairs, fma);
+    } else {
+        y.par_chunks_mut(ROOF_TASK)
+            .zip(x.par_chunks(ROOF_TASK))
+            .for_each(|(ys, xs)| roofline_task(xs, k, ys, pairs, fma));
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -170,5 +216,17 @@ mod tests {
             }
         }
         assert!(compute_peak("fp16", &PEAK_CONSTANTS, &mut [0.0], 1).is_none());
+    }
+
+    #[test]
+    fn roofline_adds_pairs_to_every_element() {
+        for (n, pairs) in [(1, 0), (67, 3), (ROOF_TASK + 5, 2)] {
+            let x = crate::backend::cpu::ops::test_values(n, 3, 0.0, 1.0);
+            let mut y = vec![f32::NAN; n];
+            roofline(&x, &PEAK_CONSTANTS, &mut y, pairs);
+            for (i, (a, b)) in x.iter().zip(&y).enumerate() {
+                assert_eq!(*b, *a + pairs as f32, "n {n} pairs {pairs} element {i}");
+            }
+        }
     }
 }

@@ -65,6 +65,7 @@ pub fn kernel_symbols() -> Vec<String> {
             .iter()
             .map(|v| format!("compute_peak_{v}")),
     );
+    out.push("roofline".into());
     for b in BLOCKED {
         out.push(b.symbol(false));
         out.push(b.symbol(true));
@@ -119,6 +120,7 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
         },
         KernelId::Ceiling(CeilingKernel::Transfer) => return Err(planning::transfer_has_no_plan()),
         KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem)?,
+        KernelId::Ceiling(CeilingKernel::Roofline) => plan_roofline(problem)?,
         // Host and crashing kernels were refused above; `elementwise` names any other.
         KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
             plan_elementwise(problem)?
@@ -204,6 +206,24 @@ fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
             ("grid", grid.to_string()),
             ("block", block.to_string()),
         ]),
+    ))
+}
+
+/// roofline: `roofline` from peak.hip, one float4 per work-item in blocks of 256.
+fn plan_roofline(problem: &Problem) -> Result<Plan, Unsupported> {
+    let r = planning::Roofline::of(problem);
+    let grid = blocks(problem, "n", r.items(), FLAT)?;
+    let launch = Launch {
+        kernel: "roofline".into(),
+        grid: [grid, 1, 1],
+        block: [FLAT, 1, 1],
+        args: r.args(problem, INT_ARG)?,
+    };
+    Ok(Plan::one_launch(
+        (),
+        2,
+        launch,
+        r.config(("kernel", "roofline".into()), grid as usize, FLAT as usize),
     ))
 }
 

@@ -85,11 +85,32 @@ pub fn plan(
         },
         KernelId::Ceiling(CeilingKernel::Transfer) => Err(planning::transfer_has_no_plan()),
         KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem, caps),
+        KernelId::Ceiling(CeilingKernel::Roofline) => plan_roofline(problem, caps),
         // Host and crashing kernels were refused above; `elementwise` names any other.
         KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
             plan_elementwise(problem, caps)
         }
     }
+}
+
+/// roofline: `roofline` from peak.cl, one float4 per work-item.
+fn plan_roofline(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
+    let r = planning::Roofline::of(problem);
+    let group = flat_group(caps);
+    let groups = r.items().div_ceil(group);
+    let launch = Launch {
+        kernel: "roofline".into(),
+        global: vec![groups * group],
+        local: Some(vec![group]),
+        args: r.args(problem, INT_ARG)?,
+    };
+    let defines = [("GPUFLEET_WG", group.to_string())];
+    Ok(Plan::one_launch(
+        Program::new(("peak.cl", cl::PEAK), options(caps, &defines)),
+        2,
+        launch,
+        r.config(("kernel", "roofline".into()), groups, group),
+    ))
 }
 
 /// compute_peak: `compute_peak_<variant>` from peak.cl, fp16 where the device has cl_khr_fp16 and

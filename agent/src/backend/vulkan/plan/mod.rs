@@ -173,6 +173,7 @@ pub fn plan(
         KernelId::Llm(_) => plan_llm(problem, caps)?,
         KernelId::Ceiling(CeilingKernel::Transfer) => return Err(planning::transfer_has_no_plan()),
         KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem, caps)?,
+        KernelId::Ceiling(CeilingKernel::Roofline) => plan_roofline(problem, caps)?,
         // Host and crashing kernels were refused above; `elementwise` names any other.
         KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
             plan_elementwise(problem, caps)?
@@ -256,6 +257,27 @@ fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupporte
             ("groups", groups as usize),
             group as usize,
             "elements_per_invocation",
+        ),
+    })
+}
+
+/// roofline: one vec4 per invocation and iteration of a grid-stride dispatch.
+fn plan_roofline(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
+    let r = planning::Roofline::of(problem);
+    let group = flat_group(caps);
+    let groups = grid_groups(caps, r.items(), group);
+    let push = words(problem, &[("n", r.n), ("pairs", r.pairs)])?;
+    let bindings = vec![Binding::Input(0), Binding::Input(1), Binding::Output];
+    let spec = vec![(SPEC_LOCAL_X, SpecValue::U32(group))];
+    Ok(Plan {
+        input_storage: vec![Storage::F32; 2],
+        output_storage: Storage::F32,
+        scratch_bytes: Vec::new(),
+        dispatches: vec![dispatch("roofline", spec, push, bindings, [groups, 1, 1])?],
+        config: r.config(
+            ("shader", "roofline".into()),
+            groups as usize,
+            group as usize,
         ),
     })
 }
