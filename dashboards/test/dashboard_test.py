@@ -127,6 +127,7 @@ def main():
         "campaigns": ("/campaigns", ["nightly", "smoke"]),
         "campaign": ("/campaigns/1", ["smoke", "done"]),
         "alerts": ("/alerts", ["regression", "Acknowledge"]),
+        "device": ("/devices/local/cpu:0", ["Ceilings", "Roofline", "fp32 arithmetic (compute_peak)", "theoretical"]),
     }
     print("== pages in headless Chromium")
     from selenium.webdriver.common.by import By
@@ -148,6 +149,19 @@ def main():
         check(len(pts) >= 30, f"the history SVG has {len(pts)} points (30 nights and the rerun)")
         check(len(d.find_elements(By.CSS_SELECTOR, "svg.series .alert")) == 1, "one alert is marked on it")
         check(d.find_elements(By.CSS_SELECTOR, "svg.series .band"), "with the p10-p90 band")
+        # The device page: the demo's smoke results on its roofline, under both roofs.
+        d.get(base + "/devices/local/cpu:0")
+        pts = d.find_elements(By.CSS_SELECTOR, "svg.roofline .pt")
+        check(len(pts) >= 20, f"the roofline places {len(pts)} of the demo's results")
+        check(d.find_elements(By.CSS_SELECTOR, "svg.roofline .roof.measured")
+              and d.find_elements(By.CSS_SELECTOR, "svg.roofline .roof.theoretical"), "under the measured and theoretical roofs")
+        title = pts[0].find_element(By.TAG_NAME, "title").get_attribute("textContent")
+        check("GFLOP/s at" in title and "FLOP/byte" in title, f"a point's tooltip names its spec: {title!r}")
+        d.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", pts[0])
+        check("/runs/" in d.current_url and "Result #" in d.page_source, f"a point opens its result ({d.current_url})")
+        d.get(base + "/")
+        d.find_element(By.CSS_SELECTOR, "a[href='/devices/local/cpu:0']").click()
+        check(d.current_url.endswith("/devices/local/cpu:0"), "the fleet page links each device's page")
         d.get(base + f"/runs/{seed['power_result']}")
         check(d.find_elements(By.CSS_SELECTOR, "svg.power rect.window"), "the power trace marks the kernel window")
         check(d.find_elements(By.CSS_SELECTOR, "svg.power line.idle"), "and the idle baseline")
@@ -169,6 +183,8 @@ def main():
             d.save_screenshot(str(OUT / f"{name}-nojs.png"))
         d.get(base + history)
         check(len(d.find_elements(By.CSS_SELECTOR, "svg.series .pt")) >= 30, "history chart without JavaScript")
+        d.get(base + "/devices/local/cpu:0")
+        check(len(d.find_elements(By.CSS_SELECTOR, "svg.roofline .pt")) >= 20, "roofline without JavaScript")
     finally:
         d.quit()
 
@@ -196,6 +212,11 @@ def main():
         d.find_element(By.PARTIAL_LINK_TEXT, "Alerts").click()
         d.find_element(By.CSS_SELECTOR, "table td a").click()
         check("/history/" in d.current_url and d.find_elements(By.CSS_SELECTOR, "svg.series .alert"), "an alert opens its history")
+        d.get((report / "index.html").as_uri())
+        dev_links = [a.get_attribute("href") for a in d.find_elements(By.CSS_SELECTOR, "a[href*='devices/']")]
+        check(len(dev_links) >= 3, f"the report's fleet page links {len(dev_links)} device pages")
+        d.get(dev_links[0])
+        check(d.find_elements(By.CSS_SELECTOR, "svg.roofline .pt"), f"a report device page draws its roofline ({d.current_url})")
         check(not console_errors(d), "no console errors in the report")
         d.save_screenshot(str(OUT / "report-history.png"))
     finally:

@@ -180,6 +180,16 @@ pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> J
                         ));
                         continue;
                     }
+                    // A variant that needs a device feature (compute_peak's fp16 and fp64).
+                    if let Some(f) = gpufleet_kernels::variant_feature(&run.kernel, &variant)
+                        && !device.features.iter().any(|x| x == f)
+                    {
+                        plan.skipped.push(format!(
+                            "{}:{} {}/{variant} (the device lacks {f})",
+                            t.agent, device.id, run.kernel
+                        ));
+                        continue;
+                    }
                     let Some(problem) = problems.iter().find(|p| p.variant == variant) else {
                         plan.skipped.push(format!(
                             "{}:{} {}/{variant}",
@@ -328,6 +338,32 @@ mod tests {
             "gemm/naive/k=256,m=64,n=256/f32/compute_only"
         );
         assert_eq!(p.jobs[0].spec.seed, CAMPAIGN_SEED);
+    }
+
+    #[test]
+    fn a_variant_needing_a_device_feature_runs_only_where_the_device_has_it() {
+        let mut t = target(
+            "a",
+            vec![(
+                "opencl",
+                true,
+                vec![("compute_peak", vec!["fp32", "fp16", "fp64", "int32"])],
+            )],
+        );
+        // Like NVIDIA's OpenCL: double arithmetic, no cl_khr_fp16.
+        t.info.devices[0].features = vec!["fp64".into(), "cl_khr_fp64".into()];
+        let none = Selection::default();
+        let runs = resolve_runs(&[run("compute_peak", None, &[])], &none).unwrap();
+        let p = plan_jobs(&runs, std::slice::from_ref(&t), &none);
+        let vs: Vec<&str> = p.jobs.iter().map(|j| j.spec.variant.as_str()).collect();
+        assert_eq!(vs, vec!["fp32", "fp64", "int32"]);
+        assert_eq!(
+            p.skipped,
+            vec!["a:opencl:0 compute_peak/fp16 (the device lacks fp16)"]
+        );
+        // A device with half arithmetic runs it.
+        t.info.devices[0].features.push("fp16".into());
+        assert_eq!(plan_jobs(&runs, &[t], &none).jobs.len(), 4);
     }
 
     #[test]

@@ -38,7 +38,7 @@ pub fn print_outcome(db: &Db, o: &CampaignOutcome, json: bool) -> anyhow::Result
             bad,
             if o.planned.skipped > 0 {
                 format!(
-                    ", {} combinations skipped (not implemented by the backend)",
+                    ", {} combinations skipped (not implemented by the backend or the device)",
                     o.planned.skipped
                 )
             } else {
@@ -419,12 +419,13 @@ pub fn report(db: &Db, a: super::args::ReportArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&summary)?);
     } else {
         println!(
-            "wrote {} pages to {} ({} results, {} histories, {} campaigns); open {}",
+            "wrote {} pages to {} ({} results, {} histories, {} campaigns, {} devices); open {}",
             summary.pages,
             a.html.display(),
             summary.runs,
             summary.histories,
             summary.campaigns,
+            summary.devices,
             a.html.join("index.html").display()
         );
     }

@@ -75,6 +75,26 @@ pub enum Ref {
     Run(i64),
     History(HistoryQuery),
     Campaign(i64),
+    /// A device page: agent name, device id.
+    Device(String, String),
+}
+
+/// A device page's file name in a report: 16 hex digits of the SHA-256 of agent and device.
+pub fn device_file_key(agent: &str, device: &str) -> String {
+    gpufleet_proto::digest::sha256_hex(format!("{agent}\n{device}").as_bytes())[..16].to_string()
+}
+
+/// A path segment with every byte outside the unreserved set (and `:`) percent-encoded.
+fn segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~:".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 /// How pages link to each other: server paths, or relative files of a static report (which records
@@ -172,6 +192,14 @@ impl Links {
     }
     pub fn alerts(&self) -> String {
         self.pick("/alerts".into(), "alerts.html")
+    }
+    /// A device's page (ceilings and roofline).
+    pub fn device(&self, agent: &str, device: &str) -> String {
+        self.note(Ref::Device(agent.to_string(), device.to_string()));
+        self.pick(
+            format!("/devices/{}/{}", segment(agent), segment(device)),
+            &format!("devices/{}.html", device_file_key(agent, device)),
+        )
     }
     pub fn run(&self, id: i64) -> String {
         self.note(Ref::Run(id));

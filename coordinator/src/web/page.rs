@@ -50,6 +50,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "error.html",
         include_str!("../../../dashboards/templates/error.html"),
     ),
+    (
+        "device.html",
+        include_str!("../../../dashboards/templates/device.html"),
+    ),
 ];
 
 fn templates() -> &'static Environment<'static> {

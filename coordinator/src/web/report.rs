@@ -1,9 +1,10 @@
 //! `gpufleet report --html DIR`: the dashboard's pages written as static files with relative
 //! links, for sharing and for CI artifacts. The report covers one campaign or a time window; it
-//! writes the fleet, compare (with its CSV and JSON), campaigns and alerts pages, then every result
-//! and history page those link to (histories show their whole series).
+//! writes the fleet, compare (with its CSV and JSON), campaigns and alerts pages, then every result,
+//! history and device page those link to (histories show their whole series, device pages every
+//! latest result of the device).
 
-use super::links::{CompareQuery, HistoryQuery, Links, Ref, Scope};
+use super::links::{CompareQuery, HistoryQuery, Links, Ref, Scope, device_file_key};
 use super::page::{CSS, JS, WebError};
 use super::pages;
 use crate::store::Store;
@@ -17,6 +18,7 @@ pub struct ReportSummary {
     pub runs: usize,
     pub histories: usize,
     pub campaigns: usize,
+    pub devices: usize,
 }
 
 /// Stop following links after this many pages (a report over a huge window stays bounded).
@@ -78,7 +80,7 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
         write(dir, name, &page.render()?)?;
         summary.pages += 1;
     }
-    // Every page but the four above lives one folder down (runs/, history/, campaigns/); they share
+    // Every page but the four above lives one folder down (runs/, history/, campaigns/, devices/); they share
     // the root's list of links.
     let nested = root.at_depth(1);
     let mut done: BTreeSet<Ref> = BTreeSet::new();
@@ -109,6 +111,14 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
                         &pages::campaigns::campaign(store, &nested, *id)?.render()?,
                     )?;
                     summary.campaigns += 1;
+                }
+                Ref::Device(agent, device) => {
+                    write(
+                        dir,
+                        &format!("devices/{}.html", device_file_key(agent, device)),
+                        &pages::device::device(store, &nested, agent, device)?.render()?,
+                    )?;
+                    summary.devices += 1;
                 }
             }
             summary.pages += 1;

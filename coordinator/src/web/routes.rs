@@ -165,6 +165,16 @@ async fn get_run(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult 
     render_page(db(&s), move |st, l| pages::run::run(st, l, id)).await
 }
 
+async fn get_device(
+    State(s): State<Daemon>,
+    Path((agent, device)): Path<(String, String)>,
+) -> PageResult {
+    render_page(db(&s), move |st, l| {
+        pages::device::device(st, l, &agent, &device)
+    })
+    .await
+}
+
 async fn get_campaigns(State(s): State<Daemon>) -> PageResult {
     render_page(db(&s), |st, l| {
         pages::campaigns::campaigns(st, l, &Scope::default())
@@ -221,6 +231,7 @@ pub fn pages_router() -> Router<Daemon> {
         .route("/history", get(get_history))
         .route("/history.csv", get(get_history_csv))
         .route("/runs/{id}", get(get_run))
+        .route("/devices/{agent}/{device}", get(get_device))
         .route("/campaigns", get(get_campaigns))
         .route("/campaigns/{id}", get(get_campaign))
         .route("/alerts", get(get_alerts))

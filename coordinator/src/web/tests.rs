@@ -268,6 +268,8 @@ fn a_report_is_self_contained() {
         summary.runs > 100 && summary.histories == 18 && summary.campaigns == 30,
         "{summary:?}"
     );
+    // The fleet page links every device's page: 2 agents with 3 devices each.
+    assert_eq!(summary.devices, 6, "{summary:?}");
     let mut checked = 0;
     for entry in walk(dir.path()) {
         if entry.extension().is_none_or(|e| e != "html") {
@@ -442,4 +444,148 @@ fn the_fleet_page_shows_each_gpus_pcie_link_and_warns_below_its_maximum() {
         html.contains("none: an integrated GPU shares system memory"),
         "{html}"
     );
+}
+
+/// A stored result on seed-a0's cpu:0 like the seed's gemm ones, as `kernel`/`variant` with
+/// `params`, its metric `value` in `unit`, and `config`; returns its row id.
+fn add_result(
+    store: &mut Store,
+    (kernel, variant): (&str, &str),
+    params: &[(&str, i64)],
+    (value, unit, median_s): (f64, &str, f64),
+    config: serde_json::Value,
+) -> i64 {
+    let template = store
+        .results(&crate::store::ResultFilter {
+            agent: Some("seed-a0".into()),
+            device_id: Some("cpu:0".into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .pop()
+        .unwrap()
+        .record;
+    let params: std::collections::BTreeMap<String, i64> =
+        params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    let keyed: Vec<String> = params.iter().map(|(k, v)| format!("{k}={v}")).collect();
+    let r = crate::store::ResultRecord {
+        run_id: format!("ceiling-{kernel}-{variant}-{}", keyed.join("-")),
+        campaign_id: None,
+        job_id: None,
+        kernel: kernel.into(),
+        variant: variant.into(),
+        spec_key: format!("{kernel}/{variant}/{}/f32/compute_only", keyed.join(",")),
+        params,
+        metric_unit: Some(unit.into()),
+        metric_value: Some(value),
+        median_s: Some(median_s),
+        config,
+        created_at: Some(template.created_at.unwrap() + 10.0),
+        ..template
+    };
+    store.insert_result(&r).unwrap();
+    store
+        .results(&crate::store::ResultFilter {
+            agent: Some("seed-a0".into()),
+            device_id: Some("cpu:0".into()),
+            kernel: Some(kernel.into()),
+            ..Default::default()
+        })
+        .unwrap()
+        .into_iter()
+        .find(|row| row.record.run_id == r.run_id)
+        .unwrap()
+        .id
+}
+
+#[test]
+fn a_device_page_shows_its_ceilings_and_places_every_result_on_its_roofline() {
+    let (mut store, _) = seeded();
+    let l = Links::default();
+    // The ceilings suite's results: fp32 at 800 GFLOP/s (the device table says 1000), copy at 300
+    // GB/s and the sweep's low end at 320 (the table says 400), a pinned upload at 25 GB/s.
+    let items = 1 << 20;
+    let peak = add_result(
+        &mut store,
+        ("compute_peak", "fp32"),
+        &[("items", items), ("pairs", 1024)],
+        (800.0, "GFLOP/s", items as f64 * 8.0 * 1024.0 * 4.0 / 800e9),
+        serde_json::json!({}),
+    );
+    add_result(
+        &mut store,
+        ("copy", "default"),
+        &[("n", 1 << 26)],
+        (300.0, "GB/s", 8.0 * f64::from(1 << 26) / 300e9),
+        serde_json::json!({}),
+    );
+    add_result(
+        &mut store,
+        ("roofline", "default"),
+        &[("n", 1 << 26), ("pairs", 0)],
+        (0.0, "GFLOP/s", 8.0 * f64::from(1 << 26) / 320e9),
+        serde_json::json!({"achieved_gbps": "320.0"}),
+    );
+    add_result(
+        &mut store,
+        ("transfer", "h2d"),
+        &[("bytes", 1 << 28), ("pinned", 1)],
+        (25.0, "GB/s", f64::from(1 << 28) / 25e9),
+        serde_json::json!({}),
+    );
+    let html = render(pages::device::device(&store, &l, "seed-a0", "cpu:0")).replace("&#x2f;", "/");
+    assert!(html.contains("Seed cpu device 0"), "{html}");
+    // Measured beside theoretical, and the share.
+    let row = |what: &str| {
+        let at = html
+            .find(what)
+            .unwrap_or_else(|| panic!("{what} missing: {html}"));
+        html[at..at + html[at..].find("</tr>").unwrap()].to_string()
+    };
+    let fp32 = row("fp32 arithmetic");
+    assert!(
+        fp32.contains("800.0 GFLOP/s") && fp32.contains("1000.0 GFLOP/s") && fp32.contains("80.0%"),
+        "{fp32}"
+    );
+    assert!(fp32.contains(&format!("/runs/{peak}")), "{fp32}");
+    let mem = row("memory bandwidth");
+    assert!(
+        mem.contains("320.0 GB/s") && mem.contains("400.0 GB/s") && mem.contains("80.0%"),
+        "the best of copy and the sweep: {mem}"
+    );
+    assert!(row("host to device, pinned").contains("25.00 GB/s"));
+    let svg = &html[html.find("<svg").unwrap()..html.find("</svg>").unwrap()];
+    assert!(svg.contains("class=\"roofline\""));
+    assert_eq!(svg.matches("class=\"roof measured\"").count(), 1, "{svg}");
+    assert_eq!(
+        svg.matches("class=\"roof theoretical\"").count(),
+        1,
+        "{svg}"
+    );
+    // The seed's three GEMM sizes and compute_peak are placed; copy, the sweep's copy point and
+    // the transfer move bytes without arithmetic.
+    assert_eq!(svg.matches("<circle class=\"pt gemm\"").count(), 3, "{svg}");
+    assert_eq!(
+        svg.matches("<circle class=\"pt ceiling\"").count(),
+        1,
+        "{svg}"
+    );
+    assert!(svg.contains(&format!("<a href=\"/runs/{peak}\">")));
+    assert!(
+        svg.contains("compute_peak fp32 items=1048576,pairs=1024 f32: 800.0 GFLOP/s"),
+        "{svg}"
+    );
+    assert!(html.contains("3 results without arithmetic"), "{html}");
+    // Another device: no ceilings measured, the theoretical roof alone.
+    let other = render(pages::device::device(&store, &l, "seed-a1", "opencl:0"));
+    assert!(other.contains("No ceilings measured yet"), "{other}");
+    assert_eq!(other.matches("class=\"roof theoretical\"").count(), 1);
+    assert_eq!(other.matches("class=\"roof measured\"").count(), 0);
+    // The fleet page links it; an unknown device is a 404 naming it.
+    let fleet = render(pages::fleet::fleet(&store, &l)).replace("&#x2f;", "/");
+    assert!(fleet.contains("href=\"/devices/seed-a0/cpu:0\""), "{fleet}");
+    match pages::device::device(&store, &l, "seed-a0", "rocm:<9>") {
+        Err(WebError::NotFound(m)) => assert!(m.contains("seed-a0") && m.contains("rocm"), "{m}"),
+        other => panic!("{:?}", other.map(|p| p.template)),
+    }
 }

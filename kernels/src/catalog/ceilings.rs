@@ -160,6 +160,18 @@ pub(super) static TABLE: [KernelDef; 3] = [
     ),
 ];
 
+/// The device feature (in a device's `features`) that `variant` of `kernel` needs beyond what its
+/// backend lists: compute_peak's `fp16` and `fp64` need half and double arithmetic, which a
+/// backend has on some devices only (NVIDIA's OpenCL has no `cl_khr_fp16`). A campaign skips the
+/// combination on a device without it, as it skips what a backend does not implement.
+pub fn variant_feature(kernel: &str, variant: &str) -> Option<&'static str> {
+    match (kernel, variant) {
+        ("compute_peak", "fp16") => Some("fp16"),
+        ("compute_peak", "fp64") => Some("fp64"),
+        _ => None,
+    }
+}
+
 /// The value work-item `i` writes after `pairs` pairs: the sum of its chains' ends.
 pub fn peak_item_value(i: usize, pairs: i64) -> f64 {
     let base = (i % 8) as i64;

@@ -31,6 +31,7 @@ mod rows;
 
 pub use ceilings::{
     CHAINS, CeilingKernel, PEAK_CONSTANTS, PEAK_VARIANTS, TRANSFER_VARIANTS, peak_item_value,
+    variant_feature,
 };
 pub use debug::{DebugKernel, debug_noise_factor};
 pub use dense::ConvShape;

@@ -160,7 +160,8 @@ pub fn discover() -> DeviceInfo {
         memory_bytes: host.memory_bytes,
         driver_version: String::new(),
         api_version: format!("rayon {} threads", rayon::current_num_threads()),
-        features,
+        // Every CPU does double arithmetic (compute_peak's fp64 asks for the feature).
+        features: features.into_iter().chain(["fp64".to_string()]).collect(),
         peaks,
         device_type: "cpu".to_string(),
     }

@@ -82,7 +82,9 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
             format!("wavefront:{}", p.warpSize),
             format!("max_threads_per_block:{}", p.maxThreadsPerBlock),
             format!("lds_bytes:{}", p.sharedMemPerBlock),
+            // Every AMD GPU does half and double arithmetic (compute_peak asks for both).
             "fp16".to_string(),
+            "fp64".to_string(),
         ];
         features.push(if available.contains(&arch.as_str()) {
             format!("code_object:{arch}")

@@ -148,6 +148,9 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
             if fp16 {
                 features.push("fp16".into());
             }
+            if extensions.contains("cl_khr_fp64") {
+                features.push("fp64".into());
+            }
             for ext in [
                 "cl_khr_fp64",
                 "cl_khr_subgroups",

@@ -102,6 +102,7 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
                     pcie_link(kind, &d.pci_bus_id, platform).unwrap_or_else(|| ("-".into(), None));
                 json!({
                     "name": d.name, "id": d.device_id, "backend": d.backend, "vendor": d.vendor,
+                    "href": links.device(&a.name, &d.device_id),
                     "arch": d.arch,
                     "peak_flops": flops.map(|v| si(v, "FLOP/s")).unwrap_or_else(|| "-".into()),
                     "peak_bw": bw.map(|v| si(v, "B/s")).unwrap_or_else(|| "-".into()),

@@ -9,12 +9,14 @@
 //! | `compare.rs` | `/compare` and its CSV/JSON: the matrix of the latest results |
 //! | `history.rs` | `/history` and its CSV: one series over time |
 //! | `run.rs` | `/runs/{id}`: one result with its charts |
+//! | `device.rs` | `/devices/{agent}/{device}`: a device's ceilings and roofline |
 //! | `campaigns.rs` | `/campaigns`, `/campaigns/{id}` |
 //! | `alerts.rs` | `/alerts`, and the alert table other pages embed |
 
 pub mod alerts;
 pub mod campaigns;
 pub mod compare;
+pub mod device;
 pub mod fleet;
 pub mod history;
 pub mod run;
