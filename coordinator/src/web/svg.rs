@@ -792,16 +792,23 @@ mod tests {
         assert!(
             svg.contains("<a href=\"/runs/100\">") && svg.contains("<title>gemm at 100</title>")
         );
-        // Higher intensity is further right, higher GFLOP/s further up.
-        let cx: Vec<f64> = svg
-            .match_indices("cx=\"")
-            .map(|(i, _)| svg[i + 4..].split('"').next().unwrap().parse().unwrap())
-            .collect();
-        let cy: Vec<f64> = svg
-            .match_indices("cy=\"")
-            .map(|(i, _)| svg[i + 4..].split('"').next().unwrap().parse().unwrap())
-            .collect();
+        // Higher intensity is further right, higher GFLOP/s further up (the points, not the
+        // legend's mark).
+        let attr = |name: &str| -> Vec<f64> {
+            svg.match_indices("<circle class=\"pt ")
+                .map(|(i, _)| {
+                    let at = svg[i..].find(name).unwrap() + i + name.len();
+                    svg[at..].split('"').next().unwrap().parse().unwrap()
+                })
+                .collect()
+        };
+        let (cx, cy) = (attr("cx=\""), attr("cy=\""));
         assert!(cx[1] > cx[0] && cy[1] < cy[0], "{cx:?} {cy:?}");
+        assert_eq!(
+            svg.matches("class=\"legend-label\"").count(),
+            1,
+            "one family, one entry"
+        );
         // No roofs and no points still makes a chart.
         assert!(roofline_chart(&[], &[]).ends_with("</svg>"));
     }
