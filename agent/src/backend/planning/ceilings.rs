@@ -43,14 +43,12 @@ impl PeakLaunch {
     /// # Errors
     /// [`Unsupported`] when a count exceeds an `int` (the catalog's bounds keep them below).
     pub fn args(&self, problem: &Problem, largest: &str) -> Result<Vec<Arg>, Unsupported> {
-        let mut args = buffers(1, Arg::Input, Arg::Output);
-        args.extend(int_args(
+        launch_args(
             problem,
+            1,
             &[("items", self.items), ("pairs", self.pairs)],
             largest,
-            Arg::Int,
-        )?);
-        Ok(args)
+        )
     }
 
     /// The configuration recorded with the result: the entry point (`("kernel", …)` or
@@ -61,12 +59,11 @@ impl PeakLaunch {
         groups: usize,
         group: usize,
     ) -> BTreeMap<String, String> {
-        crate::backend::config(&[
+        launch_config(
             entry,
-            ("groups", groups.to_string()),
-            ("local", group.to_string()),
-            ("chains_per_item", CHAINS.to_string()),
-        ])
+            (groups, group),
+            [("chains_per_item", CHAINS.to_string())],
+        )
     }
 }
 
@@ -122,14 +119,7 @@ impl Roofline {
     /// # Errors
     /// [`Unsupported`] when `n` exceeds an `int` (the catalog keeps it at 2^30).
     pub fn args(&self, problem: &Problem, largest: &str) -> Result<Vec<Arg>, Unsupported> {
-        let mut args = buffers(2, Arg::Input, Arg::Output);
-        args.extend(int_args(
-            problem,
-            &[("n", self.n), ("pairs", self.pairs)],
-            largest,
-            Arg::Int,
-        )?);
-        Ok(args)
+        launch_args(problem, 2, &[("n", self.n), ("pairs", self.pairs)], largest)
     }
 
     /// The configuration recorded with the result: the entry point, `groups` of `group`
@@ -140,14 +130,44 @@ impl Roofline {
         groups: usize,
         group: usize,
     ) -> BTreeMap<String, String> {
-        crate::backend::config(&[
+        launch_config(
             entry,
-            ("groups", groups.to_string()),
-            ("local", group.to_string()),
-            ("elements_per_item", "4".to_string()),
-            ("flops_per_byte", format!("{}", self.pairs as f64 / 2.0)),
-        ])
+            (groups, group),
+            [
+                ("elements_per_item", "4".to_string()),
+                ("flops_per_byte", format!("{}", self.pairs as f64 / 2.0)),
+            ],
+        )
     }
+}
+
+/// A ceiling kernel's OpenCL or HIP arguments: `inputs` input buffers, the output, then `named`
+/// counts as `int`s (`largest` names their bound).
+fn launch_args(
+    problem: &Problem,
+    inputs: usize,
+    named: &[(&str, usize)],
+    largest: &str,
+) -> Result<Vec<Arg>, Unsupported> {
+    let mut args = buffers(inputs, Arg::Input, Arg::Output);
+    args.extend(int_args(problem, named, largest, Arg::Int)?);
+    Ok(args)
+}
+
+/// The configuration a ceiling kernel's launch records: its entry point, `groups` of `group`
+/// work-items, then what is its own.
+fn launch_config<const N: usize>(
+    entry: (&str, String),
+    (groups, group): (usize, usize),
+    own: [(&str, String); N],
+) -> BTreeMap<String, String> {
+    let mut out = crate::backend::config(&[
+        entry,
+        ("groups", groups.to_string()),
+        ("local", group.to_string()),
+    ]);
+    out.extend(own.map(|(k, v)| (k.to_string(), v)));
+    out
 }
 
 /// Where a `transfer` copies.

@@ -40,31 +40,35 @@ fn placed(r: &ResultRow) -> Option<(f64, f64, &'static str)> {
     Some((flops / bytes, flops / median / 1e9, family))
 }
 
-/// The metric of the latest ok result of `kernel`/`variant` (any parameters: the best of them).
-fn best(results: &[ResultRow], kernel: &str, variant: Option<&str>) -> Option<(f64, i64)> {
+/// The highest `value` among the results `keep` selects, with its result's id.
+fn highest(
+    results: &[ResultRow],
+    keep: impl Fn(&ResultRow) -> bool,
+    value: impl Fn(&ResultRow) -> Option<f64>,
+) -> Option<(f64, i64)> {
     results
         .iter()
-        .filter(|r| r.record.kernel == kernel && variant.is_none_or(|v| r.record.variant == v))
-        .filter_map(|r| r.record.metric_value.map(|v| (v, r.id)))
+        .filter(|r| keep(r))
+        .filter_map(|r| value(r).map(|v| (v, r.id)))
         .max_by(|a, b| a.0.total_cmp(&b.0))
+}
+
+/// The best metric among the latest ok results of `kernel`/`variant` (any parameters).
+fn best(results: &[ResultRow], kernel: &str, variant: Option<&str>) -> Option<(f64, i64)> {
+    highest(
+        results,
+        |r| r.record.kernel == kernel && variant.is_none_or(|v| r.record.variant == v),
+        |r| r.record.metric_value,
+    )
 }
 
 /// The roofline sweep's low end (flops per byte 0: a copy), in GB/s from its configuration.
 fn sweep_bandwidth(results: &[ResultRow]) -> Option<(f64, i64)> {
-    results
-        .iter()
-        .filter(|r| r.record.kernel == "roofline" && r.record.params.get("pairs") == Some(&0))
-        .filter_map(|r| {
-            let gbps: f64 = r
-                .record
-                .config
-                .get("achieved_gbps")?
-                .as_str()?
-                .parse()
-                .ok()?;
-            Some((gbps, r.id))
-        })
-        .max_by(|a, b| a.0.total_cmp(&b.0))
+    highest(
+        results,
+        |r| r.record.kernel == "roofline" && r.record.params.get("pairs") == Some(&0),
+        |r| r.record.config.get("achieved_gbps")?.as_str()?.parse().ok(),
+    )
 }
 
 /// `/devices/{agent}/{device}`.
@@ -171,15 +175,15 @@ pub fn device(
             if variant == "d2d" && pinned == 0 {
                 continue;
             }
-            let m = results
-                .iter()
-                .filter(|r| {
+            let m = highest(
+                &results,
+                |r| {
                     r.record.kernel == "transfer"
                         && r.record.variant == variant
                         && r.record.params.get("pinned") == Some(&pinned)
-                })
-                .filter_map(|r| r.record.metric_value.map(|v| (v, r.id)))
-                .max_by(|a, b| a.0.total_cmp(&b.0));
+                },
+                |r| r.record.metric_value,
+            );
             let label = if variant == "d2d" {
                 format!("{what} (transfer)")
             } else {
