@@ -20,6 +20,9 @@ use rayon::prelude::*;
 
 use super::{Isa, check_len, checked_len, fmadd, has_avx2_fma};
 
+#[cfg(target_arch = "x86_64")]
+mod avx2;
+
 /// Rows of the register tile of [`gemm_tiled`].
 const MR: usize = 4;
 /// Columns of the register tile of [`gemm_tiled`] (two 8-wide AVX vectors).
@@ -387,8 +390,22 @@ fn blocked_product(
     // The driver wants a column-major destination, so it computes Cᵀ(n×m) = Bᵀ·Aᵀ: row-major C is
     // column-major Cᵀ with column stride ldc, row-major B is Bᵀ with row stride 1 and column stride
     // ldb, and A is Aᵀ with row stride 1 and column stride lda. (`gemm::gemm` does the same swap.)
+    // The crate's threshold is one global: the AVX2 path packs B for its own microkernel, the
+    // others keep the crate's default (measured on AVX-512 with it).
+    let default_packing = || {
+        gemm_common::gemm::set_rhs_packing_threshold(
+            gemm_common::gemm::DEFAULT_RHS_PACKING_THRESHOLD,
+        )
+    };
     macro_rules! run {
         ($simd:expr, $ukr:path, $lanes:expr) => {{
+            default_packing();
+            run!($simd, $ukr, $lanes, {
+                use $ukr as table;
+                &table::UKR
+            })
+        }};
+        ($simd:expr, $ukr:path, $lanes:expr, $table:expr) => {{
             use $ukr as ukr;
             // SAFETY: the assert above proved (m−1)·lda + k ≤ a.len(), (k−1)·ldb + n ≤ b.len() and
             // (m−1)·ldc + n ≤ c.len(), with k ≤ lda, n ≤ ldb and n ≤ ldc. With the strides above the
@@ -428,7 +445,7 @@ fn blocked_product(
                     false,
                     false,
                     |x, y, z| x * y + z,
-                    &ukr::UKR,
+                    $table,
                     &ukr::H_UKR,
                     false,
                     parallelism,
@@ -448,7 +465,8 @@ fn blocked_product(
         if isa >= Isa::Avx2Fma
             && let Some(simd) = <V3 as MixedSimd<f32, f32, f32, f32>>::try_new()
         {
-            return run!(simd, gemm_f32::microkernel::fma::f32, 8);
+            gemm_common::gemm::set_rhs_packing_threshold(avx2::RHS_PACKING_THRESHOLD);
+            return run!(simd, gemm_f32::microkernel::fma::f32, 8, &avx2::UKR);
         }
     }
     let _ = isa;
@@ -514,6 +532,9 @@ mod tests {
         run_all(131, 67, 300);
         // Large enough to take the parallel path in every version.
         run_all(96, 200, 160);
+        // Packed B on the AVX2 path (n > 32) with full 16×6 tiles, several k panels (the tile
+        // accumulates into C after the first) and k not a multiple of the kernel's unroll.
+        run_all(48, 96, 1027);
     }
 
     #[test]
