@@ -144,6 +144,23 @@ def main():
         d.get(base + "/compare")
         heads = [h.text.split("\n")[0] for h in d.find_elements(By.CSS_SELECTOR, "table.matrix thead th")]
         check({"Seed cpu device 0", "Seed cpu device 1", "Seed opencl device 0"} <= set(heads), f"device names are the matrix columns: {heads[:8]}")
+        # The chart view beside the table: every spec as a heat map here (many specs), and as bars
+        # against a baseline column once a filter leaves a few.
+        cells = d.find_elements(By.CSS_SELECTOR, "svg.compare-chart.heat g.cell")
+        check(len(cells) >= 20, f"the compare page's heat map has {len(cells)} cells")
+        keys = [o.get_attribute("value") for o in d.find_elements(By.CSS_SELECTOR, "select[name=baseline] option")]
+        base_key = next(k for k in keys if k.startswith("seed-a0:cpu"))
+        d.get(base + "/compare?" + urllib.parse.urlencode({"kernel": "gemm", "baseline": base_key}))
+        bars = d.find_elements(By.CSS_SELECTOR, "svg.compare-chart.bars rect.bar")
+        check(len(bars) >= 3 and d.find_elements(By.CSS_SELECTOR, "svg.compare-chart rect.bar.base"),
+              f"gemm against {base_key}: {len(bars)} bars, the baseline's among them")
+        check(d.find_elements(By.CSS_SELECTOR, "svg.compare-chart rect.bar.better, svg.compare-chart rect.bar.worse"),
+              "and the other devices better or worse than it")
+        tip = d.find_elements(By.CSS_SELECTOR, "svg.compare-chart rect.bar.worse, svg.compare-chart rect.bar.better")[0]
+        title = tip.find_element(By.TAG_NAME, "title").get_attribute("textContent")
+        check("×" in title and ":" in title, f"a bar's tooltip gives the device, figure and ratio: {title!r}")
+        d.execute_script("arguments[0].dispatchEvent(new MouseEvent('click', {bubbles: true}))", tip)
+        check("/runs/" in d.current_url and "Result #" in d.page_source, f"a bar opens its result ({d.current_url})")
         d.get(base + history)
         pts = d.find_elements(By.CSS_SELECTOR, "svg.series .pt")
         check(len(pts) >= 30, f"the history SVG has {len(pts)} points (30 nights and the rerun)")
@@ -185,6 +202,8 @@ def main():
         check(len(d.find_elements(By.CSS_SELECTOR, "svg.series .pt")) >= 30, "history chart without JavaScript")
         d.get(base + "/devices/local/cpu:0")
         check(len(d.find_elements(By.CSS_SELECTOR, "svg.roofline .pt")) >= 20, "roofline without JavaScript")
+        d.get(base + "/compare")
+        check(len(d.find_elements(By.CSS_SELECTOR, "svg.compare-chart g.cell")) >= 20, "compare chart without JavaScript")
     finally:
         d.quit()
 
@@ -207,6 +226,7 @@ def main():
         check("seed-a0" in d.page_source, "the report's index opens from disk")
         d.find_element(By.LINK_TEXT, "Compare").click()
         check("Seed cpu device 0" in d.page_source and d.current_url.endswith("compare.html"), "its Compare link works")
+        check(len(d.find_elements(By.CSS_SELECTOR, "svg.compare-chart g.cell")) >= 20, "the report's compare page has its chart")
         d.find_element(By.CSS_SELECTOR, "table.matrix td.cell a").click()
         check("/runs/" in d.current_url and "Result #" in d.page_source, f"a matrix cell opens its result ({d.current_url})")
         d.find_element(By.PARTIAL_LINK_TEXT, "Alerts").click()

@@ -1,9 +1,13 @@
 //! A small SVG writer for the dashboard's charts: drawn on the server, so every chart shows with
-//! JavaScript disabled, and each mark carries a `<title>` tooltip. Three charts: a series over time
+//! JavaScript disabled, and each mark carries a `<title>` tooltip. The charts: a series over time
 //! with a band ([`series_chart`]), a histogram of iteration times ([`histogram`]), a power trace
-//! with the kernel window ([`power_chart`]) and a device's roofline ([`roofline_chart`]).
+//! with the kernel window ([`power_chart`]), a device's roofline ([`roofline_chart`]) and the
+//! compare page's devices side by side ([`compare_chart`]).
 
 use std::fmt::Write;
+
+mod compare;
+pub use compare::{RatioCell, RatioRow, compare_chart};
 
 const W: f64 = 760.0;
 const H: f64 = 300.0;
@@ -154,10 +158,15 @@ struct Svg {
 
 impl Svg {
     fn new(class: &str, label: &str) -> Svg {
+        Svg::tall(class, label, H)
+    }
+
+    /// A chart of the usual width and `height` pixels (one that grows with its rows).
+    fn tall(class: &str, label: &str, height: f64) -> Svg {
         let mut out = String::new();
         let _ = write!(
             out,
-            r#"<svg xmlns="http://www.w3.org/2000/svg" class="{}" viewBox="0 0 {W} {H}" width="{W}" height="{H}" role="img" aria-label="{}" font-family="system-ui, sans-serif" font-size="11">"#,
+            r#"<svg xmlns="http://www.w3.org/2000/svg" class="{}" viewBox="0 0 {W} {height:.0}" width="{W}" height="{height:.0}" role="img" aria-label="{}" font-family="system-ui, sans-serif" font-size="11">"#,
             esc(class),
             esc(label)
         );

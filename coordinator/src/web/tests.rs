@@ -162,6 +162,20 @@ fn compare_has_device_columns_a_baseline_and_a_numeric_csv() {
         &Scope::default(),
     ));
     assert!(html.contains("Changes are against"), "{html}");
+    // The chart view: 3 specs × 6 devices are bars, each the cell against the baseline's cell,
+    // turned so that above 1 is better.
+    assert!(html.contains("compare-chart bars"), "{html}");
+    assert_eq!(html.matches(r#"<rect class="bar base""#).count(), 3);
+    for c in m.cells() {
+        let (Some(v), Some(b)) = (c.metric(), c.baseline) else {
+            continue;
+        };
+        let want = crate::compare::ratio(v, b, c.record().higher_is_better()).unwrap();
+        assert!(
+            html.contains(&format!("×{want:.3}</title>")),
+            "no bar of {want:.3} for {c:?}"
+        );
+    }
     let bad = CompareQuery {
         baseline: "nobody:gpu".into(),
         ..Default::default()

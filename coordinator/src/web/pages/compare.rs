@@ -2,11 +2,12 @@
 //! CSV/JSON of exactly what it shows.
 
 use super::{base, page};
-use crate::compare::{By, Cell, Pivot, PivotColumn, csv};
+use crate::compare::{By, Cell, Pivot, PivotColumn, PivotRow, csv, ratio};
 use crate::store::{ResultFilter, ResultRow, Store};
 use crate::table::{fmt_metric, or_dash, params_text, per_watt_unit};
 use crate::web::links::{CompareQuery, HistoryQuery, Links, Scope};
 use crate::web::page::{Page, WebError};
+use crate::web::svg::{RatioCell, RatioRow, compare_chart};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
 
@@ -158,6 +159,50 @@ fn cell_json(p: &Pivot, col: usize, c: &Cell, links: &Links) -> Value {
     })
 }
 
+/// A matrix cell for the chart: its figure relative to the baseline column (or, without one, to
+/// the best of its row), oriented so above 1 is better.
+fn ratio_cell(p: &Pivot, col: usize, c: &Cell, device: &str, links: &Links) -> RatioCell {
+    let r = c.record();
+    let reference = p.baseline_column == Some(col);
+    let figure = match (c.metric(), p.baseline_column) {
+        (None, _) => None,
+        (Some(_), Some(_)) if reference => Some(1.0),
+        (Some(v), Some(_)) => c.baseline.and_then(|b| ratio(v, b, r.higher_is_better())),
+        (Some(_), None) => c.relative,
+    };
+    let what = match (c.metric(), figure) {
+        (Some(v), Some(f)) if !reference => {
+            format!("{} {}, ×{f:.3}", fmt_metric(v), r.unit())
+        }
+        (Some(v), _) => format!("{} {}", fmt_metric(v), r.unit()),
+        (None, _) => format!("{}: {}", r.status, crate::web::page::clip(&r.message)),
+    };
+    RatioCell {
+        ratio: figure,
+        reference,
+        title: format!("{device}: {what}{}", if r.noisy { " (noisy)" } else { "" }),
+        href: links.run(c.result.id),
+    }
+}
+
+/// A spec's label in the chart.
+fn spec_label(row: &PivotRow) -> String {
+    let spec = row.spec();
+    let mut label = spec.kernel.clone();
+    if !spec.variant.is_empty() {
+        label = format!("{label}/{}", spec.variant);
+    }
+    for part in [params_text(&spec.params, ","), spec.dtype.clone()] {
+        if !part.is_empty() {
+            label = format!("{label} {part}");
+        }
+    }
+    if !spec.env_set().is_empty() {
+        label = format!("{label} @{}", spec.env_set());
+    }
+    label
+}
+
 /// Spec rows per page of `/compare`: a matrix of thousands of specs is pages, not one page of
 /// megabytes. The CSV/JSON downloads and the static report give every row.
 pub const ROWS_PER_PAGE: usize = 200;
@@ -217,6 +262,33 @@ pub fn compare_page(
         .baseline_column
         .map(|i| format!("{} ({})", device_of(&p.columns[i]), p.columns[i].key));
     let (shown, pager) = page_rows(p.rows.len(), q, links)?;
+    let chart_reference = if p.baseline_column.is_some() {
+        "the baseline"
+    } else {
+        "the best of each row"
+    };
+    let chart_rows: Vec<RatioRow> = p.rows[shown.clone()]
+        .iter()
+        .map(|row| RatioRow {
+            label: spec_label(row),
+            cells: row
+                .cells
+                .iter()
+                .enumerate()
+                .map(|(i, c)| {
+                    let device = device_of(&p.columns[i]);
+                    c.as_ref().map(|c| ratio_cell(p, i, c, &device, links))
+                })
+                .collect(),
+        })
+        .collect();
+    let chart_columns: Vec<String> = p
+        .columns
+        .iter()
+        .map(|c| format!("{} ({})", device_of(c), c.key))
+        .collect();
+    let chart = (!chart_rows.is_empty())
+        .then(|| compare_chart(&chart_columns, &chart_rows, chart_reference));
     let rows: Vec<Value> = p.rows[shown]
         .iter()
         .map(|row| {
@@ -253,7 +325,7 @@ pub fn compare_page(
         json!({
             "columns": columns, "rows": rows, "filters": filters, "baseline": q.baseline,
             "baseline_label": baseline_label, "noisy_rule": gpufleet_kernels::noisy_rule(),
-            "pager": pager,
+            "pager": pager, "chart": chart, "chart_reference": chart_reference,
             "csv_href": links.compare_download(&every_row, "csv"), "json_href": links.compare_download(&every_row, "json"),
             "self_href": links.compare_with(q),
         }),
