@@ -8,8 +8,14 @@ use gpufleet_kernels::Problem;
 /// Local size of the one-dimensional kernels (element-wise, conv2d), capped by the device.
 const FLAT_GROUP: usize = 256;
 
+/// A debug switch: compiler options appended to every program's (`-cl-mad-enable`,
+/// `-cl-nv-maxrregcount=255`...), to measure what a driver's compiler makes of them. They are part
+/// of the options, so of the binary cache's key and of the result's `build_options`.
+pub const EXTRA_OPTIONS_ENV: &str = "GPUFLEET_DEBUG_OPENCL_OPTIONS";
+
 /// Build options: the language version (1.1 where that is all the device speaks, else 1.2, never
-/// higher since nothing newer is used), the fp16 flag and `defines`.
+/// higher since nothing newer is used), the fp16 flag, `defines`, and the options of
+/// [`EXTRA_OPTIONS_ENV`] when it is set.
 pub(super) fn options(caps: &DeviceCaps, defines: &[(&str, String)]) -> String {
     let std = if caps.opencl_c == (1, 1) {
         "CL1.1"
@@ -26,6 +32,12 @@ pub(super) fn options(caps: &DeviceCaps, defines: &[(&str, String)]) -> String {
         } else {
             out.push_str(&format!(" -D{name}={value}"));
         }
+    }
+    if let Ok(extra) = std::env::var(EXTRA_OPTIONS_ENV)
+        && !extra.trim().is_empty()
+    {
+        out.push(' ');
+        out.push_str(extra.trim());
     }
     out
 }
