@@ -2,8 +2,8 @@
 //! CSV/JSON of exactly what it shows.
 
 use super::{base, page};
-use crate::compare::{By, Cell, Pivot, PivotColumn, PivotRow, csv, ratio};
-use crate::store::{ResultFilter, ResultRow, Store};
+use crate::compare::{By, Cell, Pivot, csv, ratio};
+use crate::store::{ResultFilter, ResultRecord, ResultRow, Store};
 use crate::table::{fmt_metric, or_dash, params_text, per_watt_unit};
 use crate::web::links::{CompareQuery, HistoryQuery, Links, Scope};
 use crate::web::page::{Page, WebError};
@@ -185,20 +185,19 @@ fn ratio_cell(p: &Pivot, col: usize, c: &Cell, device: &str, links: &Links) -> R
     }
 }
 
-/// A spec's label in the chart.
-fn spec_label(row: &PivotRow) -> String {
-    let spec = row.spec();
-    let mut label = spec.kernel.clone();
-    if !spec.variant.is_empty() {
-        label = format!("{label}/{}", spec.variant);
+/// A spec in one line for the chart's label: `kernel/variant params dtype @env`.
+fn spec_label(r: &ResultRecord) -> String {
+    let mut label = r.kernel.clone();
+    if !r.variant.is_empty() {
+        label = format!("{label}/{}", r.variant);
     }
-    for part in [params_text(&spec.params, ","), spec.dtype.clone()] {
+    for part in [params_text(&r.params, ","), r.dtype.clone()] {
         if !part.is_empty() {
             label = format!("{label} {part}");
         }
     }
-    if !spec.env_set().is_empty() {
-        label = format!("{label} @{}", spec.env_set());
+    if !r.env_set().is_empty() {
+        label = format!("{label} @{}", r.env_set());
     }
     label
 }
@@ -248,19 +247,29 @@ pub fn compare_page(
 ) -> Result<Page, WebError> {
     let m = matrix(store, q, scope)?;
     let p = &m.pivot;
-    let device_of = |c: &PivotColumn| c.devices.iter().next().cloned().unwrap_or_default();
+    // Each column's device name and its label, `name (agent:device)`.
+    let devices: Vec<String> = p
+        .columns
+        .iter()
+        .map(|c| c.devices.iter().next().cloned().unwrap_or_default())
+        .collect();
+    let labels: Vec<String> = p
+        .columns
+        .iter()
+        .zip(&devices)
+        .map(|(c, device)| format!("{device} ({})", c.key))
+        .collect();
     let columns: Vec<Value> = p
         .columns
         .iter()
-        .map(|c| {
+        .zip(devices.iter().zip(&labels))
+        .map(|(c, (device, label))| {
             let (agent, device_id) = c.key.split_once(':').unwrap_or((&c.key, ""));
             let backend = device_id.split(':').next().unwrap_or("");
-            json!({"key": c.key, "label": format!("{} ({})", device_of(c), c.key), "device": device_of(c), "agent": agent, "backend": backend})
+            json!({"key": c.key, "label": label, "device": device, "agent": agent, "backend": backend})
         })
         .collect();
-    let baseline_label = p
-        .baseline_column
-        .map(|i| format!("{} ({})", device_of(&p.columns[i]), p.columns[i].key));
+    let baseline_label = p.baseline_column.map(|i| labels[i].clone());
     let (shown, pager) = page_rows(p.rows.len(), q, links)?;
     let chart_reference = if p.baseline_column.is_some() {
         "the baseline"
@@ -270,25 +279,17 @@ pub fn compare_page(
     let chart_rows: Vec<RatioRow> = p.rows[shown.clone()]
         .iter()
         .map(|row| RatioRow {
-            label: spec_label(row),
+            label: spec_label(row.spec()),
             cells: row
                 .cells
                 .iter()
                 .enumerate()
-                .map(|(i, c)| {
-                    let device = device_of(&p.columns[i]);
-                    c.as_ref().map(|c| ratio_cell(p, i, c, &device, links))
-                })
+                .map(|(i, c)| c.as_ref().map(|c| ratio_cell(p, i, c, &devices[i], links)))
                 .collect(),
         })
         .collect();
-    let chart_columns: Vec<String> = p
-        .columns
-        .iter()
-        .map(|c| format!("{} ({})", device_of(c), c.key))
-        .collect();
-    let chart = (!chart_rows.is_empty())
-        .then(|| compare_chart(&chart_columns, &chart_rows, chart_reference));
+    let chart =
+        (!chart_rows.is_empty()).then(|| compare_chart(&labels, &chart_rows, chart_reference));
     let rows: Vec<Value> = p.rows[shown]
         .iter()
         .map(|row| {

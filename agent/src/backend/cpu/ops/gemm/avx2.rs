@@ -193,6 +193,8 @@ mod tests {
             return;
         }
         for rhs_cs in [1, 6] {
+            // What dst holds before the call (k = 0 with alpha one leaves it as it was).
+            let start = both(0, rhs_cs, 1)[1].clone();
             for k in [0, 1, 3, 4, 5, 8, 13, 64] {
                 for alpha_status in [0, 1, 2] {
                     let [ours, theirs] = both(k, rhs_cs, alpha_status);
@@ -203,7 +205,6 @@ mod tests {
                         );
                     }
                     // Padding between columns is never written.
-                    let start = both(0, rhs_cs, 1)[1].clone();
                     for j in 0..6 {
                         assert_eq!(
                             ours[j * 19 + 16..j * 19 + 19],
