@@ -13,7 +13,7 @@ import argparse, datetime, json, os, subprocess, threading, time
 
 from benchlib import cpu_model, device_of, emit, free_port, local_agent, ours, val
 
-VARIANTS = ["fp32", "fp16", "fp64", "int32"]
+VARIANTS = ["fp32", "fp16", "fp64", "int32", "int8"]
 
 
 def smi(query):
@@ -55,6 +55,8 @@ def main():
     ap.add_argument("--backends", nargs="+", default=["opencl", "vulkan"])
     ap.add_argument("--items", type=int, default=1 << 22)
     ap.add_argument("--pairs", type=int, default=1024)
+    ap.add_argument("--variants", nargs="+", default=VARIANTS, choices=VARIANTS,
+                    help="compute_peak's arithmetic types to run (default: all)")
     ap.add_argument("--suite", action="store_true", help="also run the ceilings suite on each backend")
     ap.add_argument("--skip-peak", action="store_true", help="only the suite")
     ap.add_argument("--out")
@@ -77,7 +79,7 @@ def main():
             if gpu and boost is None and dev["compute_units"]:
                 sms = dev["compute_units"]
                 boost = sms * 128 * 2 * float(max_sm) * 1e6 if max_sm else None
-            for variant in VARIANTS:
+            for variant in args.variants:
                 pairs = min(args.pairs, 2034) if variant == "fp16" else args.pairs
                 params = {"items": args.items, "pairs": pairs}
                 with ClockWatch() as clocks:

@@ -81,10 +81,11 @@ async fn conformance(backend: &str, f16: F16Gemm) {
                 dev.id,
                 started.elapsed().as_secs_f64()
             );
-            // compute_peak's fp16 and fp64 need a device feature (cl_khr_fp16, shaderFloat64...)
-            // that the backend can only refuse once it sees the device.
+            // compute_peak's fp16, fp64 and int8 need a device feature (cl_khr_fp16,
+            // shaderFloat64, a dot product of bytes...) that the backend can only refuse once it
+            // sees the device.
             if r.kernel == "compute_peak"
-                && matches!(v.as_str(), "fp16" | "fp64")
+                && matches!(v.as_str(), "fp16" | "fp64" | "int8")
                 && res.status() == pb::RunStatus::Unsupported
             {
                 assert!(res.message.contains("lacks"), "{}", res.message);

@@ -131,10 +131,12 @@ fn every_plan_builds_with_cl_1_1() {
             for d in &dtypes {
                 let p = gpufleet_kernels::Problem::new(kernel, v, &Default::default(), d, true)
                     .unwrap();
-                // compute_peak's fp16 and fp64 need cl_khr_fp16 / cl_khr_fp64 of the device.
+                // compute_peak's fp16, fp64 and int8 need cl_khr_fp16, cl_khr_fp64 and
+                // cl_khr_integer_dot_product of the device.
                 let lacks = match (kernel, *v) {
                     ("compute_peak", "fp16") => !caps.fp16,
                     ("compute_peak", "fp64") => !caps.fp64,
+                    ("compute_peak", "int8") => !caps.int8_dot,
                     _ => false,
                 };
                 if lacks {

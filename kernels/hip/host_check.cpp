@@ -254,6 +254,11 @@ int main() {
       for (int i = 0; i < items; ++i) bad += o[i] != (float)(8 * (i % 8) + 28 + 8 * pairs); report(name, bad, 0); };
     peak("compute_peak_fp32", compute_peak_fp32); peak("compute_peak_fp16", compute_peak_fp16);
     peak("compute_peak_fp64", compute_peak_fp64); peak("compute_peak_int32", compute_peak_int32);
+    // int8: each pair adds 1 to a chain's low byte, which wraps past 255 (300 pairs)
+    { const int p8 = 300; std::vector<float> o(items + 1, NAN); o[items] = 7.5f;
+      launch([&] { compute_peak_int8(K, o.data(), items, p8); }, 2, 1, 1, 256, 1, 1); int bad = o[items] != 7.5f;
+      for (int i = 0; i < items; ++i) { int want = 0; for (int j = 0; j < 8; ++j) want += (i % 8 + j + p8) % 256;
+        bad += o[i] != (float)want; } report("compute_peak_int8 (300 pairs)", bad, 0); }
     // roofline: y = x + pairs on 1030 elements (a ragged tail) over 2 blocks, 0 and 7 pairs
     for (int pr : {0, 7}) { const int n = 1030; auto x = rnd(n); std::vector<float> y(n + 1, NAN); y[n] = 7.5f;
       launch([&] { roofline(x.data(), K, y.data(), n, pr); }, 2, 1, 1, 256, 1, 1); int bad = y[n] != 7.5f;

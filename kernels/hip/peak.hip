@@ -11,6 +11,10 @@
  *   compute_peak_fp16    four packed half pairs (v_pk_fma_f16 where the GPU has it)
  *   compute_peak_fp64    double chains, fma
  *   compute_peak_int32   int chains, x * a + b
+ *   compute_peak_int8    int chains, dot of four packed bytes + b (v_dot4_i32_i8 where the GPU has
+ *                        it: gfx906, gfx908, gfx90a, gfx94x, gfx1011/1012, gfx103x; v_dot4_i32_iu8
+ *                        on gfx11/gfx12; the planner refuses the others); a = k[0] & 0xFF packs the
+ *                        bytes (-1, 0, 0, 0), and the work-item sums its chains' low bytes
  *   roofline(x, k, y, n, pairs)  y = x after `pairs` pairs on each element (one float4 a
  *                        work-item, blocks of 256 over n / 4)
  */
@@ -30,6 +34,32 @@ GF_DEVICE gf_half2 peak_mad(gf_half2 x, gf_half2 m, gf_half2 add)
 {
     return __builtin_elementwise_fma(x, m, add);
 }
+
+/* A chain of compute_peak_int8: an int whose four bytes are one operand of the dot product. */
+struct gf_dot8 {
+    int v;
+};
+
+/* The dot product of the four signed bytes of a and b, plus c. */
+GF_DEVICE int gf_sdot4(int a, int b, int c)
+{
+#if defined(__gfx906__) || defined(__gfx908__) || defined(__gfx90a__) || defined(__gfx940__) ||      \
+    defined(__gfx941__) || defined(__gfx942__) || defined(__gfx1011__) || defined(__gfx1012__) ||     \
+    defined(__gfx1030__) || defined(__gfx1031__) || defined(__gfx1032__) || defined(__gfx1033__) ||   \
+    defined(__gfx1034__) || defined(__gfx1035__) || defined(__gfx1036__)
+    return __builtin_amdgcn_sdot4(a, b, c, false);
+#elif defined(__GFX11__) || defined(__GFX12__)
+    return __builtin_amdgcn_sudot4(true, a, true, b, c, false);
+#else
+    /* The host check, and GPUs without a dot instruction (never launched there). */
+    int sum = c;
+    for (int s = 0; s < 32; s += 8)
+        sum += (int)(signed char)(a >> s) * (int)(signed char)(b >> s);
+    return sum;
+#endif
+}
+
+GF_DEVICE gf_dot8 peak_mad(gf_dot8 x, gf_dot8 m, gf_dot8 add) { return {gf_sdot4(x.v, m.v, add.v)}; }
 
 /* `pairs` pairs on the N chains x[] (8 per trip, then one by one). */
 template <typename T, int N>
@@ -85,6 +115,24 @@ GF_KERNEL(256) void compute_peak_fp64(const float *k, float *out, int items, int
 GF_KERNEL(256) void compute_peak_int32(const float *k, float *out, int items, int pairs)
 {
     peak_scalar<int>(k, out, items, pairs);
+}
+
+GF_KERNEL(256) void compute_peak_int8(const float *k, float *out, int items, int pairs)
+{
+    const long i = gf_global_x();
+    if (i >= items)
+        return;
+    const gf_dot8 a = {(int)k[0] & 255}, b = {(int)k[1]}, c = {(int)k[2]};
+    gf_dot8 x[8];
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+        x[j].v = (int)(i & 7) + j;
+    peak_chains(x, a, b, c, pairs);
+    int sum = 0;
+#pragma unroll
+    for (int j = 0; j < 8; ++j)
+        sum += x[j].v & 255;
+    out[i] = (float)sum;
 }
 
 /* Lane 0 of x[j] is chain j, lane 1 chain j + 4. */

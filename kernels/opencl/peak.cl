@@ -13,6 +13,9 @@
  *   compute_peak_fp16    4 half2 chains, fma() on half2 (needs cl_khr_fp16: -DGPUFLEET_HAS_FP16)
  *   compute_peak_fp64    double chains, fma() (needs cl_khr_fp64: -DGPUFLEET_HAS_FP64)
  *   compute_peak_int32   int chains, x * a + b (mad)
+ *   compute_peak_int8    int chains, dot of four packed bytes + b (needs cl_khr_integer_dot_product
+ *                        with the packed input: -DGPUFLEET_HAS_INT8_DOT); a = k[0] & 0xFF packs the
+ *                        bytes (-1, 0, 0, 0), and the work-item sums its chains' low bytes
  *   roofline             (x, k, y, n, pairs): y = x after `pairs` pairs on each element
  *
  * -D parameters: GPUFLEET_WG (the local size).
@@ -23,6 +26,9 @@
 #endif
 #ifdef GPUFLEET_HAS_FP64
 #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+#endif
+#ifdef GPUFLEET_HAS_INT8_DOT
+#pragma OPENCL EXTENSION cl_khr_integer_dot_product : enable
 #endif
 
 /* One pair on chains x0..x7 (or the four packed ones) with op(x, m, add). */
@@ -78,6 +84,26 @@ __kernel __attribute__((reqd_work_group_size(GPUFLEET_WG, 1, 1))) void
 compute_peak_fp64(__global const float *k, __global float *out, int items, int pairs)
 {
     PEAK_SCALAR(double, PEAK_FMA)
+}
+#endif
+
+#ifdef GPUFLEET_HAS_INT8_DOT
+#define PEAK_DOT(x, m, add) (dot_4x8packed_ss_int(as_uint(x), m) + (add))
+
+__kernel __attribute__((reqd_work_group_size(GPUFLEET_WG, 1, 1))) void
+compute_peak_int8(__global const float *k, __global float *out, int items, int pairs)
+{
+    const int i = get_global_id(0);
+    if (i >= items)
+        return;
+    const uint a = (uint)((int)k[0]) & 0xFFu;
+    const int b = (int)k[1], c = (int)k[2];
+    const int base = i & 7;
+    int x0 = base, x1 = base + 1, x2 = base + 2, x3 = base + 3;
+    int x4 = base + 4, x5 = base + 5, x6 = base + 6, x7 = base + 7;
+    PEAK_LOOP(PEAK_PAIR8(PEAK_DOT, x, a, b, c))
+    out[i] = (float)(((x0 & 255) + (x1 & 255)) + ((x2 & 255) + (x3 & 255)) +
+                     ((x4 & 255) + (x5 & 255)) + ((x6 & 255) + (x7 & 255)));
 }
 #endif
 

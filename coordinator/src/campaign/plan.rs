@@ -347,23 +347,36 @@ mod tests {
             vec![(
                 "opencl",
                 true,
-                vec![("compute_peak", vec!["fp32", "fp16", "fp64", "int32"])],
+                vec![(
+                    "compute_peak",
+                    vec!["fp32", "fp16", "fp64", "int32", "int8"],
+                )],
             )],
         );
-        // Like NVIDIA's OpenCL: double arithmetic, no cl_khr_fp16.
-        t.info.devices[0].features = vec!["fp64".into(), "cl_khr_fp64".into()];
+        // Like NVIDIA's OpenCL: double arithmetic, no cl_khr_fp16, dot products of bytes.
+        t.info.devices[0].features = vec!["fp64".into(), "cl_khr_fp64".into(), "int8_dot".into()];
         let none = Selection::default();
         let runs = resolve_runs(&[run("compute_peak", None, &[])], &none).unwrap();
         let p = plan_jobs(&runs, std::slice::from_ref(&t), &none);
         let vs: Vec<&str> = p.jobs.iter().map(|j| j.spec.variant.as_str()).collect();
-        assert_eq!(vs, vec!["fp32", "fp64", "int32"]);
+        assert_eq!(vs, vec!["fp32", "fp64", "int32", "int8"]);
         assert_eq!(
             p.skipped,
             vec!["a:opencl:0 compute_peak/fp16 (the device lacks fp16)"]
         );
+        // Without the dot product feature int8 is skipped too.
+        let mut old = t.clone();
+        old.info.devices[0].features.retain(|f| f != "int8_dot");
+        let p = plan_jobs(&runs, std::slice::from_ref(&old), &none);
+        assert!(
+            p.skipped
+                .contains(&"a:opencl:0 compute_peak/int8 (the device lacks int8_dot)".to_string()),
+            "{:?}",
+            p.skipped
+        );
         // A device with half arithmetic runs it.
         t.info.devices[0].features.push("fp16".into());
-        assert_eq!(plan_jobs(&runs, &[t], &none).jobs.len(), 4);
+        assert_eq!(plan_jobs(&runs, &[t], &none).jobs.len(), 5);
     }
 
     #[test]

@@ -4,9 +4,10 @@
 //! arrived, checked against the input. `roofline` is one point of a sweep of operational
 //! intensity: every element of a buffer too large for any cache goes through `pairs` pairs of the
 //! chain below (`y = x + pairs`, exactly), so its flops per byte are `4·pairs / 8`: 0 (a copy),
-//! 0.5, 1, ... 512; GFLOP/s, with the GB/s in the result's configuration. `compute_peak` runs long chains of fused multiply-adds in one arithmetic type per variant
-//! (`fp32`, `fp16` packed in pairs, `fp64`, `int32`), enough independent chains per work-item to
-//! hide the latency and enough work-items to fill the device.
+//! 0.5, 1, ... 512; GFLOP/s, with the GB/s in the result's configuration. `compute_peak` runs long
+//! chains of fused multiply-adds in one arithmetic type per variant (`fp32`, `fp16` packed in
+//! pairs, `fp64`, `int32`, and `int8` dot products of four bytes), enough independent chains per
+//! work-item to hide the latency and enough work-items to fill the device.
 //!
 //! # The chain and its closed form
 //!
@@ -20,7 +21,17 @@
 //! 2^24, so the check is exact.
 //!
 //! One pair is 2 fused multiply-adds per chain, 4 operations (FLOPs, or integer operations for
-//! `int32`); the metric is GFLOP/s for every variant (GOP/s for `int32`).
+//! `int32`); the metric is GFLOP/s for every variant (GOP/s for `int32` and `int8`).
+//!
+//! # The int8 chain
+//!
+//! `int8` runs the same pairs with a dot product of four bytes in place of the multiply:
+//! `x = dot4(bytes(x), bytes(A)) + b`, where `A = a & 0xFF` packs the bytes `(-1, 0, 0, 0)`, so
+//! only the low byte of `x` counts and the step is `-x + b` modulo 256, whether the hardware
+//! reads that byte as signed (`sdot4`, `dp4a`, OpSDot) or unsigned (x86 VNNI's `u8 × s8`). Each
+//! pair again adds `c - b = 1` modulo 256, and the work-item writes the sum of its chains' low
+//! bytes, `Σ (x0 + pairs) mod 256`. A dot product of four bytes is 4 multiplies and 4 adds, so
+//! an int8 pair is 16 operations per chain.
 
 use super::{Family, KernelDef, KernelId, ParamDef, Problem, Visit, default_variant_def, p};
 use crate::check::harness::EPS32;
@@ -77,7 +88,7 @@ const TRANSFER_PARAMS: &[ParamDef] = &[
 ];
 
 /// The arithmetic types of `compute_peak`, its variants.
-pub const PEAK_VARIANTS: &[&str] = &["fp32", "fp16", "fp64", "int32"];
+pub const PEAK_VARIANTS: &[&str] = &["fp32", "fp16", "fp64", "int32", "int8"];
 
 /// How far a chain may run in each variant so every value stays an exact integer of its type:
 /// fp16 holds the integers up to 2048, fp32 up to 2^24 (the sum of the chains must stay below that
@@ -145,7 +156,8 @@ pub(super) static TABLE: [KernelDef; 3] = [
         ..default_variant_def(
             KernelId::Ceiling(CeilingKernel::ComputePeak),
             "compute_peak",
-            "chains of fused multiply-adds per arithmetic type (variant); peak GFLOP/s (GOP/s for int32)",
+            "chains of fused multiply-adds per arithmetic type (variant: fp32, fp16, fp64, int32, \
+             int8 dot products); peak GFLOP/s (GOP/s for int32 and int8)",
             PEAK_PARAMS,
             MetricKind::Gflops,
         )
@@ -161,21 +173,37 @@ pub(super) static TABLE: [KernelDef; 3] = [
 ];
 
 /// The device feature (in a device's `features`) that `variant` of `kernel` needs beyond what its
-/// backend lists: compute_peak's `fp16` and `fp64` need half and double arithmetic, which a
-/// backend has on some devices only (NVIDIA's OpenCL has no `cl_khr_fp16`). A campaign skips the
-/// combination on a device without it, as it skips what a backend does not implement.
+/// backend lists: compute_peak's `fp16` and `fp64` need half and double arithmetic and `int8`
+/// a dot product of four bytes, which a backend has on some devices only (NVIDIA's OpenCL has
+/// no `cl_khr_fp16`, an RX 580 no dot instruction). A campaign skips the combination on a device
+/// without it, as it skips what a backend does not implement.
 pub fn variant_feature(kernel: &str, variant: &str) -> Option<&'static str> {
     match (kernel, variant) {
         ("compute_peak", "fp16") => Some("fp16"),
         ("compute_peak", "fp64") => Some("fp64"),
+        ("compute_peak", "int8") => Some(INT8_DOT),
         _ => None,
     }
 }
 
-/// The value work-item `i` writes after `pairs` pairs: the sum of its chains' ends.
-pub fn peak_item_value(i: usize, pairs: i64) -> f64 {
+/// The device feature of a dot product of four bytes into an int (compute_peak's `int8`).
+pub const INT8_DOT: &str = "int8_dot";
+
+/// Operations per pair and chain of compute_peak `variant`: two multiply-adds (4), or two dot
+/// products of four bytes with their accumulation (16) for `int8`.
+pub fn peak_ops_per_pair(variant: &str) -> f64 {
+    if variant == "int8" { 16.0 } else { 4.0 }
+}
+
+/// The value work-item `i` of compute_peak `variant` writes after `pairs` pairs: the sum of its
+/// chains' ends (for `int8`, of their low bytes).
+pub fn peak_item_value(variant: &str, i: usize, pairs: i64) -> f64 {
     let base = (i % 8) as i64;
-    (0..CHAINS as i64).map(|j| (base + j + pairs) as f64).sum()
+    let end = |j: i64| {
+        let x = base + j + pairs;
+        if variant == "int8" { x % 256 } else { x }
+    };
+    (0..CHAINS as i64).map(|j| end(j) as f64).sum()
 }
 
 impl Family for CeilingKernel {
@@ -205,13 +233,17 @@ impl Family for CeilingKernel {
         Ok(())
     }
 
-    /// compute_peak: two fused multiply-adds (4 operations) per pair, chain and work-item.
+    /// compute_peak: two fused multiply-adds (4 operations) per pair, chain and work-item, or two
+    /// dot products of four bytes (16) for `int8`.
     fn flops(&self, p: &Problem) -> f64 {
         match self {
             CeilingKernel::Transfer => 0.0,
             CeilingKernel::Roofline => 4.0 * p.fparam("pairs") * p.fparam("n"),
             CeilingKernel::ComputePeak => {
-                p.fparam("items") * CHAINS as f64 * p.fparam("pairs") * 4.0
+                p.fparam("items")
+                    * CHAINS as f64
+                    * p.fparam("pairs")
+                    * peak_ops_per_pair(&p.variant)
             }
         }
     }
@@ -277,7 +309,7 @@ impl Family for CeilingKernel {
             CeilingKernel::ComputePeak => {
                 let pairs = p.param("pairs");
                 for i in 0..p.uparam("items") {
-                    let v = peak_item_value(i, pairs);
+                    let v = peak_item_value(&p.variant, i, pairs);
                     f(i, v, v.abs().max(1.0) * EPS32);
                 }
                 Ok(false)
@@ -308,13 +340,58 @@ mod tests {
                 }
                 assert_eq!(
                     f64::from(sum),
-                    peak_item_value(i, pairs),
+                    peak_item_value("fp32", i, pairs),
                     "i {i} pairs {pairs}"
                 );
             }
         }
         // One pair fewer is caught.
-        assert!((peak_item_value(3, 99) - peak_item_value(3, 100)).abs() > 0.5);
+        assert!((peak_item_value("fp32", 3, 99) - peak_item_value("fp32", 3, 100)).abs() > 0.5);
+    }
+
+    /// The int8 chain as the hardware runs it, the low byte read as signed (`sdot4`, `dp4a`) or
+    /// unsigned (VNNI), against its closed form; past 256 pairs the low bytes wrap.
+    #[test]
+    fn the_int8_closed_form_holds_for_signed_and_unsigned_bytes() {
+        let [a, b, c, _] = PEAK_CONSTANTS.map(|v| v as i32);
+        let packed = a & 0xFF;
+        let dot4 = |x: i32, signed: bool| -> i32 {
+            (0..4)
+                .map(|k| {
+                    let xb = (x >> (8 * k)) & 0xFF;
+                    let xb = if signed { xb as u8 as i8 as i32 } else { xb };
+                    xb * ((packed >> (8 * k)) as u8 as i8 as i32)
+                })
+                .sum()
+        };
+        for signed in [true, false] {
+            for pairs in [1i64, 2, 7, 255, 256, 300, 1000] {
+                for i in 0..10usize {
+                    let sum: i32 = (0..CHAINS)
+                        .map(|j| {
+                            let mut x = (i % 8 + j) as i32;
+                            for _ in 0..pairs {
+                                x = dot4(x, signed) + b;
+                                x = dot4(x, signed) + c;
+                            }
+                            x & 0xFF
+                        })
+                        .sum();
+                    assert_eq!(
+                        f64::from(sum),
+                        peak_item_value("int8", i, pairs),
+                        "signed {signed} i {i} pairs {pairs}"
+                    );
+                }
+            }
+        }
+        assert!((peak_item_value("int8", 3, 99) - peak_item_value("int8", 3, 100)).abs() > 0.5);
+        let p = problem("compute_peak", &[("items", 10), ("pairs", 3)]);
+        let mut int8 = p.clone();
+        int8.variant = "int8".into();
+        let ceiling = CeilingKernel::ComputePeak;
+        assert_eq!(ceiling.flops(&int8), 4.0 * ceiling.flops(&p));
+        assert_eq!(variant_feature("compute_peak", "int8"), Some(INT8_DOT));
     }
 
     #[test]

@@ -30,8 +30,8 @@ mod model;
 mod rows;
 
 pub use ceilings::{
-    CHAINS, CeilingKernel, PEAK_CONSTANTS, PEAK_VARIANTS, TRANSFER_VARIANTS, peak_item_value,
-    variant_feature,
+    CHAINS, CeilingKernel, INT8_DOT, PEAK_CONSTANTS, PEAK_VARIANTS, TRANSFER_VARIANTS,
+    peak_item_value, variant_feature,
 };
 pub use debug::{DebugKernel, debug_noise_factor};
 pub use dense::ConvShape;

@@ -49,6 +49,9 @@ fn small_problems() -> Vec<Problem> {
         out.push(problem(k.name, &params, "f32"));
     }
     out.push(problem("gemm", &[("m", 5), ("n", 7), ("k", 9)], "f16"));
+    let mut int8 = problem("compute_peak", &[("items", 300), ("pairs", 300)], "f32");
+    int8.variant = "int8".into();
+    out.push(int8);
     out.push(problem(
         "conv2d",
         &[

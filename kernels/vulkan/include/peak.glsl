@@ -2,7 +2,8 @@
 // and its closed form), shared by the compute_peak_<type> shaders.
 //
 // The including shader defines T (the chain type: float, double, int) and MAD(x, m, add) (fma, or
-// x * m + add for int). Invocation i runs 8 chains from (i mod 8) + j; each of `pairs` pairs is
+// x * m + add for int), and may define PEAK_A(v) (the multiplier from k[0], default T(v)) and
+// PEAK_END(x) (what of a chain's end is summed, default float(x)). Invocation i runs 8 chains from (i mod 8) + j; each of `pairs` pairs is
 // x = a·x + b; x = a·x + c with a, b, c = k[0..2] (-1, 1, 2), adding 1 exactly; it writes the sum
 // of its chains as a float. The pair loop is written out 8 times per trip, and nested so no loop
 // runs more than 65535 trips (llvmpipe ends a loop there).
@@ -19,6 +20,13 @@ layout(set = 0, binding = 1, std430) writeonly buffer Out { float out_[]; };
 
 layout(push_constant) uniform Push { uint items; uint pairs; } pc;
 
+#ifndef PEAK_A
+#define PEAK_A(v) T(v)
+#endif
+#ifndef PEAK_END
+#define PEAK_END(x) float(x)
+#endif
+
 #define HALF_PAIR(m, add)                                                                      \
     x0 = MAD(x0, m, add); x1 = MAD(x1, m, add); x2 = MAD(x2, m, add); x3 = MAD(x3, m, add);   \
     x4 = MAD(x4, m, add); x5 = MAD(x5, m, add); x6 = MAD(x6, m, add); x7 = MAD(x7, m, add)
@@ -27,7 +35,7 @@ layout(push_constant) uniform Push { uint items; uint pairs; } pc;
 
 void main()
 {
-    const T a = T(k[0]), b = T(k[1]), c = T(k[2]);
+    const T a = PEAK_A(k[0]), b = T(k[1]), c = T(k[2]);
     const uint pairs = pc.pairs;
     GRID_LOOP(i, pc.items) {
         const T base = T(i & 7u);
@@ -46,7 +54,7 @@ void main()
         for (uint r = 0u; r < rest % 8u; ++r) {
             PAIR();
         }
-        out_[i] = ((float(x0) + float(x1)) + (float(x2) + float(x3))) +
-                  ((float(x4) + float(x5)) + (float(x6) + float(x7)));
+        out_[i] = ((PEAK_END(x0) + PEAK_END(x1)) + (PEAK_END(x2) + PEAK_END(x3))) +
+                  ((PEAK_END(x4) + PEAK_END(x5)) + (PEAK_END(x6) + PEAK_END(x7)));
     }
 }

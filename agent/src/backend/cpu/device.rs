@@ -160,8 +160,16 @@ pub fn discover() -> DeviceInfo {
         memory_bytes: host.memory_bytes,
         driver_version: String::new(),
         api_version: format!("rayon {} threads", rayon::current_num_threads()),
-        // Every CPU does double arithmetic (compute_peak's fp64 asks for the feature).
-        features: features.into_iter().chain(["fp64".to_string()]).collect(),
+        // Every CPU does double arithmetic (compute_peak's fp64 asks for the feature); VNNI's
+        // dot products of bytes are compute_peak's int8.
+        features: features
+            .into_iter()
+            .chain(["fp64".to_string()])
+            .chain(
+                crate::backend::cpu::ops::peak::Int8Dot::active()
+                    .map(|_| gpufleet_kernels::INT8_DOT.to_string()),
+            )
+            .collect(),
         peaks,
         device_type: "cpu".to_string(),
     }

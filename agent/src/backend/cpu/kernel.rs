@@ -67,6 +67,16 @@ impl CpuKernel {
         }
         // A mistyped cap is the run's error, not a silent full-width run.
         ops::Isa::from_env().map_err(unsupported)?;
+        if problem.id() == KernelId::Ceiling(CeilingKernel::ComputePeak)
+            && problem.variant == "int8"
+            && ops::peak::Int8Dot::active().is_none()
+        {
+            return Err(unsupported(format!(
+                "variant int8 of compute_peak needs VNNI (AVX-512 VNNI or AVX-VNNI), which this \
+                 CPU lacks or {} caps",
+                ops::ISA_ENV
+            )));
+        }
         let len = problem.output_len();
         let mut output_vec: Vec<f32> = Vec::new();
         let output = match problem.output_kind() {
@@ -311,7 +321,12 @@ impl PreparedKernel for CpuKernel {
         } else {
             ops::Isa::active().min(ops::Isa::Avx2Fma)
         };
-        c.insert("isa".to_string(), isa.name().to_string());
+        let int8 = (self.id == KernelId::Ceiling(CeilingKernel::ComputePeak)
+            && self.variant == "int8")
+            .then(ops::peak::Int8Dot::active)
+            .flatten();
+        let isa = int8.map_or(isa.name(), ops::peak::Int8Dot::name);
+        c.insert("isa".to_string(), isa.to_string());
         c
     }
 }

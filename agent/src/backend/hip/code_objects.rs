@@ -46,6 +46,21 @@ pub fn base_arch(gcn_arch_name: &str) -> String {
         .to_ascii_lowercase()
 }
 
+/// Whether `arch` (a base arch, `gfx906`) has a dot product of four bytes into an int
+/// (`v_dot4_i32_i8`: gfx906, gfx908, gfx90a, gfx94x, gfx1011, gfx1012, gfx103x; `v_dot4_i32_iu8`:
+/// gfx11, gfx12), compute_peak's int8; kernels/hip/peak.hip picks the instruction by the same list.
+/// Not the RX 580 (gfx803), Vega 10 (gfx900) nor the RX 5600/5700 (gfx1010).
+pub fn has_int8_dot(arch: &str) -> bool {
+    let Some(digits) = arch.strip_prefix("gfx") else {
+        return false;
+    };
+    matches!(
+        digits,
+        "906" | "908" | "90a" | "940" | "941" | "942" | "1011" | "1012"
+    ) || (digits.starts_with("103") && digits.len() == 4)
+        || ((digits.starts_with("11") || digits.starts_with("12")) && digits.len() == 4)
+}
+
 /// The arch `HSA_OVERRIDE_GFX_VERSION` makes ROCm report: `major.minor.stepping`, each a
 /// decimal number, as ROCr reads it (`10.3.0` → gfx1030, `9.0.10` → gfx90a); a stepping may
 /// also be written as one hex digit (`9.0.a`). The name is `gfx` + major + minor + stepping in hex.
@@ -217,6 +232,18 @@ mod tests {
         ] {
             let e = parse_override(bad).unwrap_err();
             assert!(e.contains("major.minor.stepping"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn int8_dot_follows_the_instruction_sets() {
+        for arch in [
+            "gfx906", "gfx90a", "gfx942", "gfx1011", "gfx1030", "gfx1036", "gfx1100", "gfx1201",
+        ] {
+            assert!(has_int8_dot(arch), "{arch}");
+        }
+        for arch in ["gfx803", "gfx900", "gfx1010", "gfx110", "sm_90", ""] {
+            assert!(!has_int8_dot(arch), "{arch}");
         }
     }
 

@@ -86,6 +86,9 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
             "fp16".to_string(),
             "fp64".to_string(),
         ];
+        if code_objects::has_int8_dot(&arch) {
+            features.push(gpufleet_kernels::INT8_DOT.to_string());
+        }
         features.push(if available.contains(&arch.as_str()) {
             format!("code_object:{arch}")
         } else {
@@ -120,6 +123,7 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
             compute_units: units,
             max_threads_per_block: u32::try_from(p.maxThreadsPerBlock).unwrap_or(0),
             shared_mem_per_block: p.sharedMemPerBlock as u64,
+            int8_dot: code_objects::has_int8_dot(&arch),
         };
         found.push(Found {
             info,

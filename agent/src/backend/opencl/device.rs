@@ -24,6 +24,16 @@ impl crate::backend::lookup::Enumerated for Found {
     }
 }
 
+/// Whether the device has `cl_khr_integer_dot_product` with the packed input (four bytes in a
+/// `uint`, `dot_4x8packed_ss_int`), compute_peak's int8.
+fn int8_dot(d: &Device, extensions: &str) -> bool {
+    /// `CL_DEVICE_INTEGER_DOT_PRODUCT_INPUT_4x8BIT_PACKED_KHR`.
+    const PACKED: u64 = 1 << 0;
+    extensions.contains("cl_khr_integer_dot_product")
+        && d.integer_dot_product_capabilities_khr()
+            .is_ok_and(|caps| caps & PACKED != 0)
+}
+
 fn unavailable(reason: String) -> BackendError {
     BackendError::Unavailable {
         backend: "opencl".into(),
@@ -126,6 +136,7 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
             let arch = arch(&d, &name, &extensions);
             let c_version = d.opencl_c_version().unwrap_or_default();
             let fp16 = extensions.contains("cl_khr_fp16");
+            let int8_dot = int8_dot(&d, &extensions);
             let vendor = d.vendor().unwrap_or_default().trim().to_string();
             let driver = d.driver_version().unwrap_or_default().trim().to_string();
             let device_type = if dev_type & CL_DEVICE_TYPE_CPU != 0 {
@@ -150,6 +161,9 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
             }
             if extensions.contains("cl_khr_fp64") {
                 features.push("fp64".into());
+            }
+            if int8_dot {
+                features.push(gpufleet_kernels::INT8_DOT.into());
             }
             for ext in [
                 "cl_khr_fp64",
@@ -194,6 +208,7 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
                 local_mem_bytes: d.local_mem_size().unwrap_or(16 * 1024),
                 fp16,
                 fp64: extensions.contains("cl_khr_fp64"),
+                int8_dot,
                 opencl_c: parse_c_version(&c_version),
                 vendor,
                 compute_units: units,

@@ -18,6 +18,8 @@ pub struct PeakTypes {
     pub fp16: (bool, &'static str),
     /// Double arithmetic (the fp64 variant), and the feature's name.
     pub fp64: (bool, &'static str),
+    /// A dot product of four bytes into an int (the int8 variant), and the feature's name.
+    pub int8: (bool, &'static str),
 }
 
 /// A compute_peak launch: its entry point and work-items.
@@ -70,12 +72,14 @@ impl PeakLaunch {
 /// `problem` (compute_peak) as a launch on a device offering `types` on `backend`.
 ///
 /// # Errors
-/// [`Unsupported`] for fp16 or fp64 on a device without that arithmetic, naming the feature.
+/// [`Unsupported`] for fp16, fp64 or int8 on a device without that arithmetic, naming the
+/// feature.
 pub fn peak(problem: &Problem, types: PeakTypes, backend: &str) -> Result<PeakLaunch, Unsupported> {
     let variant = problem.variant.as_str();
     let lacking = match variant {
         "fp16" => (!types.fp16.0).then_some(types.fp16.1),
         "fp64" => (!types.fp64.0).then_some(types.fp64.1),
+        "int8" => (!types.int8.0).then_some(types.int8.1),
         _ => None,
     };
     if let Some(feature) = lacking {

@@ -139,11 +139,19 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         }
         let mut f11 = vk::PhysicalDeviceVulkan11Features::default();
         let mut f12 = vk::PhysicalDeviceVulkan12Features::default();
+        // Dot products of packed bytes (compute_peak's int8): the KHR extension, which a Vulkan
+        // 1.3 driver still lists (the instance asks for 1.2).
+        let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
+        let has_dot = has_ext(vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME);
         if v12 {
             let mut f2 = vk::PhysicalDeviceFeatures2::default()
                 .push_next(&mut f11)
                 .push_next(&mut f12);
-            // SAFETY: Vulkan 1.2 device: both structs are core.
+            if has_dot {
+                f2 = f2.push_next(&mut dot);
+            }
+            // SAFETY: Vulkan 1.2 device: both structs are core; the dot product one is chained
+            // only where the device lists its extension.
             unsafe { inst.get_physical_device_features2(pd, &mut f2) };
         }
         // SAFETY: a physical device of this instance.
@@ -207,6 +215,7 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             max_shared_memory_bytes: l.max_compute_shared_memory_size,
             shader_float16: f12.shader_float16 == vk::TRUE,
             shader_float64: core.shader_float64 == vk::TRUE,
+            integer_dot_product: v12 && has_dot && dot.shader_integer_dot_product == vk::TRUE,
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             max_compute_workgroup_count: l.max_compute_work_group_count,
             vendor_id: props.vendor_id,
@@ -232,6 +241,9 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         }
         if f12.shader_int8 == vk::TRUE {
             features.push("int8".into());
+        }
+        if caps.integer_dot_product {
+            features.push(gpufleet_kernels::INT8_DOT.into());
         }
         if caps.storage_buffer_16bit {
             features.push("storage_16bit".into());

@@ -135,11 +135,18 @@ impl VulkanKernel {
         let mut f12 =
             vk::PhysicalDeviceVulkan12Features::default().shader_float16(found.caps.shader_float16);
         let core = vk::PhysicalDeviceFeatures::default().shader_float64(found.caps.shader_float64);
+        let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default()
+            .shader_integer_dot_product(true);
+        let dot_ext = [vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME.as_ptr()];
         let mut info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queues)
             .enabled_features(&core);
         if found.api_version >= vk::API_VERSION_1_2 && vk.api >= vk::API_VERSION_1_2 {
             info = info.push_next(&mut f11).push_next(&mut f12);
+        }
+        // `integer_dot_product` holds only where the device lists the extension.
+        if found.caps.integer_dot_product {
+            info = info.enabled_extension_names(&dot_ext).push_next(&mut dot);
         }
         // SAFETY: the physical device and queue family came from this instance.
         let device = unsafe { inst.create_device(found.physical, &info, None) }

@@ -58,6 +58,7 @@ impl Backend for VulkanBackend {
             max_shared_memory_bytes: 48 * 1024,
             shader_float16: true,
             shader_float64: true,
+            integer_dot_product: true,
             storage_buffer_16bit: true,
             max_compute_workgroup_count: [65535, 65535, 65535],
             vendor_id: 0,

@@ -161,6 +161,12 @@ pub fn device(
         None,
     );
     row(
+        "int8 dot products (compute_peak)",
+        best(&results, "compute_peak", Some("int8")),
+        "GOP/s",
+        None,
+    );
+    row(
         "memory bandwidth (copy, roofline sweep)",
         bandwidth,
         "GB/s",

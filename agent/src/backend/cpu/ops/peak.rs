@@ -5,7 +5,10 @@
 //! block's chains are one fixed-size array of `L` lanes that LLVM keeps in vector registers (64
 //! lanes of f32 or i32, 32 of f64: eight 256-bit registers, the FMA latency of 4 cycles times 2
 //! ports), every pair one multiply-add per register. Blocks of 256 work-items are one rayon task.
-//! There is no fp16 variant: the CPUs we run on have no half arithmetic worth the name.
+//! There is no fp16 variant: the CPUs we run on have no half arithmetic worth the name. `int8`
+//! runs where the CPU has VNNI's `vpdpbusd` (AVX-512 VNNI on 512-bit vectors, else AVX-VNNI on
+//! 256-bit ones; see [`Int8Dot`]), `u8 × s8` dot products of four bytes: the chain's low byte is
+//! read unsigned, which the catalog's int8 chain allows.
 //! `roofline` runs the same chain on every element of a buffer, 64 elements at a time.
 
 use super::fmadd;
@@ -125,17 +128,133 @@ fma_dispatch!(
     fn run_i32(k: &[f32], out: &mut [f32], first: usize, pairs: usize) => chains_i32::<FMA>
 );
 
-/// The arithmetic types the CPU runs compute_peak in (its variants but fp16).
-pub const VARIANTS: [&str; 3] = ["fp32", "fp64", "int32"];
+/// Generates a VNNI runner of the int8 chains: `$regs` vectors of `$lanes` i32 lanes (lane `l`
+/// is chain `l mod 8` of work-item `l / 8` of the block), each pair two `vpdpbusd` per vector
+/// (`x = b + u8(bytes(x)) · s8(bytes(A))`, `A = a & 0xFF`), then each work-item's low bytes
+/// summed.
+#[cfg(target_arch = "x86_64")]
+macro_rules! vnni_chains {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $vec:ty, $lanes:literal, $regs:literal,
+     $set1:ident, $dot:ident) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        fn $name(k: &[f32], out: &mut [f32], first: usize, pairs: usize) {
+            use std::arch::x86_64::*;
+            const L: usize = $lanes * $regs;
+            let a = $set1((k[0] as i32) & 0xFF);
+            let (b, c) = ($set1(k[1] as i32), $set1(k[2] as i32));
+            for (block, outs) in out.chunks_mut(L / CHAINS).enumerate() {
+                let item0 = first + block * (L / CHAINS);
+                let mut lanes = [0i32; L];
+                for (lane, v) in lanes.iter_mut().enumerate() {
+                    *v = ((item0 + lane / CHAINS) % 8 + lane % CHAINS) as i32;
+                }
+                // SAFETY: the same size (L i32s), and every bit pattern is a valid vector.
+                let mut x: [$vec; $regs] = unsafe { std::mem::transmute(lanes) };
+                for _ in 0..pairs {
+                    for v in &mut x {
+                        *v = $dot(b, *v, a);
+                    }
+                    for v in &mut x {
+                        *v = $dot(c, *v, a);
+                    }
+                }
+                // SAFETY: as above, back to lanes.
+                let lanes: [i32; L] = unsafe { std::mem::transmute(x) };
+                for (item, o) in outs.iter_mut().enumerate() {
+                    let chains = &lanes[item * CHAINS..(item + 1) * CHAINS];
+                    *o = chains.iter().map(|v| v & 0xFF).sum::<i32>() as f32;
+                }
+            }
+        }
+    };
+}
+
+#[cfg(target_arch = "x86_64")]
+vnni_chains!(
+    /// int8 chains on AVX-512 VNNI: 16 vectors of 16 lanes (32 work-items), enough for
+    /// `vpdpbusd`'s latency of 5 cycles on 2 ports.
+    chains_vnni512, "avx512f,avx512vnni", __m512i, 16, 16, _mm512_set1_epi32, _mm512_dpbusd_epi32
+);
+#[cfg(target_arch = "x86_64")]
+vnni_chains!(
+    /// int8 chains on AVX-VNNI: 12 vectors of 8 lanes (12 work-items) and the three constants
+    /// fill the 16 ymm registers.
+    chains_avxvnni, "avx2,avxvnni", __m256i, 8, 12, _mm256_set1_epi32, _mm256_dpbusd_avx_epi32
+);
+
+/// The CPU's dot product of four bytes, compute_peak's int8.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Int8Dot {
+    /// AVX-512 VNNI, `vpdpbusd` on zmm.
+    Avx512Vnni,
+    /// AVX-VNNI, `vpdpbusd` on ymm (Alder Lake and later cores, Zen 5).
+    AvxVnni,
+}
+
+impl Int8Dot {
+    /// The instruction set this process uses for int8 dot products: what the CPU has within
+    /// [`super::Isa::active`] (`avx2` keeps AVX-VNNI, `portable` none); `None` without VNNI.
+    pub fn active() -> Option<Int8Dot> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            use super::Isa;
+            use std::arch::is_x86_feature_detected as has;
+            let isa = Isa::active();
+            if isa >= Isa::Avx512 && has!("avx512vnni") {
+                return Some(Int8Dot::Avx512Vnni);
+            }
+            if isa >= Isa::Avx2Fma && has!("avxvnni") {
+                return Some(Int8Dot::AvxVnni);
+            }
+        }
+        None
+    }
+
+    /// The name in results' `isa` config.
+    pub fn name(self) -> &'static str {
+        match self {
+            Int8Dot::Avx512Vnni => "avx512_vnni",
+            Int8Dot::AvxVnni => "avx_vnni",
+        }
+    }
+
+    /// The chains of work-items `first..first + out.len()` into `out`.
+    fn run(self, k: &[f32], out: &mut [f32], first: usize, pairs: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: `self` came from `active()`, which checked that this CPU has the features.
+        unsafe {
+            match self {
+                Int8Dot::Avx512Vnni => chains_vnni512(k, out, first, pairs),
+                Int8Dot::AvxVnni => chains_avxvnni(k, out, first, pairs),
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = (k, out, first, pairs);
+    }
+}
+
+/// The arithmetic types the CPU runs compute_peak in (its variants but fp16; int8 only with
+/// [`Int8Dot`]).
+pub const VARIANTS: [&str; 4] = ["fp32", "fp64", "int32", "int8"];
 
 /// compute_peak `variant` with constants `k` (`[a, b, c, 0]`) and `pairs` pairs per chain, one
-/// value per work-item into `out`; `None` for a variant the CPU does not run.
+/// value per work-item into `out`; `None` for a variant the CPU does not run (fp16, and int8
+/// without VNNI).
 pub fn compute_peak(variant: &str, k: &[f32], out: &mut [f32], pairs: usize) -> Option<()> {
     type Run = fn(&[f32], &mut [f32], usize, usize, bool);
     let run: Run = match variant {
         "fp32" => run_f32,
         "fp64" => run_f64,
         "int32" => run_i32,
+        "int8" => {
+            let dot = Int8Dot::active()?;
+            super::check_len("k", k.len(), 4);
+            out.par_chunks_mut(TASK)
+                .enumerate()
+                .for_each(|(task, chunk)| dot.run(k, chunk, task * TASK, pairs));
+            return Some(());
+        }
         _ => return None,
     };
     super::check_len("k", k.len(), 4);
@@ -203,19 +322,47 @@ mod tests {
     #[test]
     fn every_variant_gives_the_closed_form_on_ragged_lengths() {
         for variant in VARIANTS {
-            for (items, pairs) in [(1, 1), (13, 5), (TASK + 9, 33), (3 * TASK, 2)] {
+            if variant == "int8" && Int8Dot::active().is_none() {
+                eprintln!("skipping int8: this CPU has no VNNI (AVX-512 VNNI or AVX-VNNI)");
+                assert!(compute_peak(variant, &PEAK_CONSTANTS, &mut [0.0], 1).is_none());
+                continue;
+            }
+            for (items, pairs) in [(1, 1), (13, 5), (TASK + 9, 33), (3 * TASK, 300)] {
                 let mut out = vec![f32::NAN; items];
                 compute_peak(variant, &PEAK_CONSTANTS, &mut out, pairs).unwrap();
                 for (i, v) in out.iter().enumerate() {
                     assert_eq!(
                         f64::from(*v),
-                        peak_item_value(i, pairs as i64),
+                        peak_item_value(variant, i, pairs as i64),
                         "{variant} item {i} of {items}, pairs {pairs}"
                     );
                 }
             }
         }
         assert!(compute_peak("fp16", &PEAK_CONSTANTS, &mut [0.0], 1).is_none());
+    }
+
+    /// Both VNNI widths where the CPU has them (the active one is covered above).
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn both_vnni_widths_give_the_closed_form() {
+        use std::arch::is_x86_feature_detected as has;
+        for (dot, present) in [
+            (Int8Dot::Avx512Vnni, has!("avx512f") && has!("avx512vnni")),
+            (Int8Dot::AvxVnni, has!("avx2") && has!("avxvnni")),
+        ] {
+            if !present {
+                eprintln!("skipping {}: not on this CPU", dot.name());
+                continue;
+            }
+            let (items, pairs) = (77, 261);
+            let mut out = vec![f32::NAN; items];
+            dot.run(&PEAK_CONSTANTS, &mut out, 5, pairs);
+            for (i, v) in out.iter().enumerate() {
+                let want = peak_item_value("int8", i + 5, pairs as i64);
+                assert_eq!(f64::from(*v), want, "{} item {i}", dot.name());
+            }
+        }
     }
 
     #[test]

@@ -119,7 +119,7 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
             None => return Err(Unsupported(format!("{name} has no graph"))),
         },
         KernelId::Ceiling(CeilingKernel::Transfer) => return Err(planning::transfer_has_no_plan()),
-        KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem)?,
+        KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem, caps)?,
         KernelId::Ceiling(CeilingKernel::Roofline) => plan_roofline(problem)?,
         // Host and crashing kernels were refused above; `elementwise` names any other.
         KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
@@ -228,11 +228,15 @@ fn plan_roofline(problem: &Problem) -> Result<Plan, Unsupported> {
 }
 
 /// compute_peak: `compute_peak_<variant>` from peak.hip; every AMD GPU has half and double
-/// arithmetic (packed halves from gfx9 on).
-fn plan_peak(problem: &Problem) -> Result<Plan, Unsupported> {
+/// arithmetic (packed halves from gfx9 on), and int8 where it has a dot instruction.
+fn plan_peak(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     let types = planning::PeakTypes {
         fp16: (true, "half arithmetic"),
         fp64: (true, "double arithmetic"),
+        int8: (
+            caps.int8_dot,
+            "a dot product of four bytes (gfx906, gfx90a, gfx94x, gfx103x, gfx11 and later)",
+        ),
     };
     let p = planning::peak(problem, types, "HIP")?;
     let block = planning::PEAK_GROUP as u32;

@@ -11,6 +11,8 @@ pub struct HipCaps {
     pub max_threads_per_block: u32,
     /// `sharedMemPerBlock` (64 KiB on every AMD GPU).
     pub shared_mem_per_block: u64,
+    /// A dot product of four bytes (`code_objects::has_int8_dot`): compute_peak's int8.
+    pub int8_dot: bool,
 }
 
 impl Default for HipCaps {
@@ -19,6 +21,7 @@ impl Default for HipCaps {
             compute_units: 64,
             max_threads_per_block: 1024,
             shared_mem_per_block: 64 * 1024,
+            int8_dot: true,
         }
     }
 }

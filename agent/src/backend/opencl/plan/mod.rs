@@ -113,18 +113,25 @@ fn plan_roofline(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupport
     ))
 }
 
-/// compute_peak: `compute_peak_<variant>` from peak.cl, fp16 where the device has cl_khr_fp16 and
-/// fp64 where it has cl_khr_fp64.
+/// compute_peak: `compute_peak_<variant>` from peak.cl, fp16 where the device has cl_khr_fp16,
+/// fp64 where it has cl_khr_fp64 and int8 where it has cl_khr_integer_dot_product.
 fn plan_peak(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
     let types = planning::PeakTypes {
         fp16: (caps.fp16, "cl_khr_fp16"),
         fp64: (caps.fp64, "cl_khr_fp64"),
+        int8: (
+            caps.int8_dot,
+            "cl_khr_integer_dot_product (packed 4x8-bit input)",
+        ),
     };
     let p = planning::peak(problem, types, "OpenCL")?;
     let group = flat_group(caps);
     let mut defines = vec![("GPUFLEET_WG", group.to_string())];
     if caps.fp64 {
         defines.push(("GPUFLEET_HAS_FP64", String::new()));
+    }
+    if caps.int8_dot {
+        defines.push(("GPUFLEET_HAS_INT8_DOT", String::new()));
     }
     let groups = p.groups(group);
     let launch = Launch {

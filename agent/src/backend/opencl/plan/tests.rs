@@ -10,6 +10,7 @@ fn caps(max_wg: usize, local: u64, c: (u32, u32), multiple: usize) -> DeviceCaps
         local_mem_bytes: local,
         fp16: false,
         fp64: false,
+        int8_dot: false,
         opencl_c: c,
         vendor: "test".into(),
         compute_units: 8,
@@ -118,10 +119,14 @@ fn every_supported_combination_plans_on_every_device_at_default_and_awkward_size
     ];
     for caps in devices() {
         for_every_listed(supported(), odd, |what, p| {
-            // The list holds for any device; compute_peak's fp16 and fp64 need the extensions.
+            // The list holds for any device; compute_peak's fp16, fp64 and int8 need the
+            // extensions.
             let lacks = match (p.kernel.name, p.variant.as_str()) {
                 ("compute_peak", "fp16") => (!caps.fp16).then_some("cl_khr_fp16"),
                 ("compute_peak", "fp64") => (!caps.fp64).then_some("cl_khr_fp64"),
+                ("compute_peak", "int8") => {
+                    (!caps.int8_dot).then_some("cl_khr_integer_dot_product")
+                }
                 _ => None,
             };
             if let Some(ext) = lacks {
@@ -519,7 +524,7 @@ fn plan_of(p: &Problem, caps: &DeviceCaps) -> Plan {
 #[test]
 fn compute_peak_builds_its_type_where_the_device_has_it() {
     let mut gpu = devices().remove(0);
-    (gpu.fp16, gpu.fp64) = (true, true);
+    (gpu.fp16, gpu.fp64, gpu.int8_dot) = (true, true, true);
     for v in gpufleet_kernels::PEAK_VARIANTS {
         let p = problem("compute_peak", v, &[("items", 1000), ("pairs", 3)], "f32");
         let plan = plan(&p, &gpu, None).unwrap();
@@ -532,5 +537,23 @@ fn compute_peak_builds_its_type_where_the_device_has_it() {
         );
         assert!(define(&plan, "GPUFLEET_HAS_FP64").is_some());
         assert!(define(&plan, "GPUFLEET_HAS_FP16").is_some());
+        assert!(define(&plan, "GPUFLEET_HAS_INT8_DOT").is_some());
     }
+    // Without the extension int8 is refused, naming it, and no other variant asks for it.
+    gpu.int8_dot = false;
+    let int8 = problem(
+        "compute_peak",
+        "int8",
+        &[("items", 10), ("pairs", 3)],
+        "f32",
+    );
+    let err = plan(&int8, &gpu, None).unwrap_err();
+    assert!(err.0.contains("cl_khr_integer_dot_product"), "{err}");
+    let fp32 = problem(
+        "compute_peak",
+        "fp32",
+        &[("items", 10), ("pairs", 3)],
+        "f32",
+    );
+    assert!(define(&plan(&fp32, &gpu, None).unwrap(), "GPUFLEET_HAS_INT8_DOT").is_none());
 }

@@ -13,6 +13,8 @@ pub struct DeviceCaps {
     pub fp16: bool,
     /// `cl_khr_fp64`: double arithmetic (compute_peak's fp64).
     pub fp64: bool,
+    /// `cl_khr_integer_dot_product` with packed bytes: compute_peak's int8.
+    pub int8_dot: bool,
     /// OpenCL C version the device compiles (1.1 on Clover, 1.2 on PoCL...).
     pub opencl_c: (u32, u32),
     pub vendor: String,

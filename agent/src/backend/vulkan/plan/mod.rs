@@ -81,7 +81,7 @@ fn has_f16(caps: &VkCaps) -> bool {
 ///
 /// gemm's `f16acc32` variant (the blocked f16 GEMM under its own name, f16 only) is listed with
 /// the f16 dtype when the catalog defines it. compute_peak lists fp16 where the device has
-/// shaderFloat16 and fp64 where it has shaderFloat64.
+/// shaderFloat16, fp64 where it has shaderFloat64 and int8 where it has shaderIntegerDotProduct.
 pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> {
     let mut gemm_variants = vec!["naive", "tiled", "blocked"];
     let mut gemm_dtypes = vec!["f32"];
@@ -99,6 +99,7 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
             variants.retain(|v| match *v {
                 "fp16" => caps.shader_float16,
                 "fp64" => caps.shader_float64,
+                "int8" => caps.integer_dot_product,
                 _ => true,
             });
         }
@@ -282,12 +283,14 @@ fn plan_roofline(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> 
     })
 }
 
-/// compute_peak: `compute_peak_<variant>`, fp16 where the device has shaderFloat16 and fp64
-/// where it has shaderFloat64; a grid-stride dispatch of the one-dimensional group size.
+/// compute_peak: `compute_peak_<variant>`, fp16 where the device has shaderFloat16, fp64 where
+/// it has shaderFloat64 and int8 where it has shaderIntegerDotProduct; a grid-stride dispatch of
+/// the one-dimensional group size.
 fn plan_peak(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
     let types = planning::PeakTypes {
         fp16: (caps.shader_float16, "shaderFloat16"),
         fp64: (caps.shader_float64, "shaderFloat64"),
+        int8: (caps.integer_dot_product, "shaderIntegerDotProduct"),
     };
     let p = planning::peak(problem, types, "Vulkan")?;
     let group = flat_group(caps);

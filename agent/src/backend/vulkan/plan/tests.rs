@@ -22,6 +22,7 @@ fn nvidia() -> VkCaps {
         max_shared_memory_bytes: 49152,
         shader_float16: true,
         shader_float64: true,
+        integer_dot_product: true,
         storage_buffer_16bit: true,
         max_compute_workgroup_count: [2_147_483_647, 65535, 65535],
         vendor_id: 0x10de,
@@ -38,6 +39,7 @@ fn lavapipe() -> VkCaps {
         max_shared_memory_bytes: 32768,
         shader_float16: true,
         shader_float64: true,
+        integer_dot_product: true,
         storage_buffer_16bit: true,
         max_compute_workgroup_count: [65535, 65535, 65535],
         vendor_id: 0x10005,
@@ -54,6 +56,7 @@ fn polaris() -> VkCaps {
         max_shared_memory_bytes: 65536,
         shader_float16: false,
         shader_float64: true,
+        integer_dot_product: false,
         storage_buffer_16bit: true,
         max_compute_workgroup_count: [u32::MAX, 65535, 65535],
         vendor_id: 0x1002,
@@ -70,6 +73,7 @@ fn tiny() -> VkCaps {
         max_shared_memory_bytes: 4096,
         shader_float16: false,
         shader_float64: false,
+        integer_dot_product: false,
         storage_buffer_16bit: false,
         max_compute_workgroup_count: [65535, 65535, 65535],
         vendor_id: 0,
@@ -299,7 +303,9 @@ fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
             }
             if k.name == "compute_peak" {
                 expected.retain(|v| {
-                    (*v != "fp16" || caps.shader_float16) && (*v != "fp64" || caps.shader_float64)
+                    (*v != "fp16" || caps.shader_float16)
+                        && (*v != "fp64" || caps.shader_float64)
+                        && (*v != "int8" || caps.integer_dot_product)
                 });
             }
             assert_eq!(variants, &expected, "{}", k.name);
@@ -362,6 +368,16 @@ fn unsupported_kernels_dtypes_and_devices_say_why() {
         err.0.contains("dtype f16 of gemm") && err.0.contains("shaderFloat16 (false)"),
         "{err}"
     );
+    let int8 = problem(
+        "compute_peak",
+        "int8",
+        &[("items", 10), ("pairs", 3)],
+        "f32",
+    );
+    let err = plan(&int8, &polaris(), None).unwrap_err();
+    assert!(err.0.contains("`int8` of compute_peak"), "{err}");
+    let ok = plan(&int8, &lavapipe(), None).unwrap();
+    assert_eq!(ok.dispatches[0].shader, "compute_peak_int8");
     let p = problem("vec_add", "", &[], "f32");
     let broken = VkCaps {
         max_workgroup_invocations: 0,

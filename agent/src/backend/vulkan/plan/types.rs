@@ -19,6 +19,8 @@ pub struct VkCaps {
     pub shader_float16: bool,
     /// `shaderFloat64`: compute_peak's fp64.
     pub shader_float64: bool,
+    /// `shaderIntegerDotProduct` (VK_KHR_shader_integer_dot_product): compute_peak's int8.
+    pub integer_dot_product: bool,
     pub storage_buffer_16bit: bool,
     pub max_compute_workgroup_count: [u32; 3],
     pub vendor_id: u32,
