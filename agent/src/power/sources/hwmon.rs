@@ -14,6 +14,12 @@
 //!
 //! Everything is read through a configurable root (`--sysfs-root`) so that
 //! tests can build fixture trees; nothing here needs root privileges.
+//!
+//! A channel is its card's PCI address, never its `cardN` or `hwmonM` index:
+//! channels are ordered by address and labelled by the files they read, so a
+//! kernel update that renumbers the DRM cards keeps each sensor on its GPU.
+//! A card whose hwmon directory vanishes mid-stream (driver reload, GPU reset)
+//! is looked for again by its address at the next poll, wherever it is then.
 
 use std::fs;
 use std::path::{Path, PathBuf};
@@ -94,6 +100,8 @@ struct Card {
 /// The amdgpu hwmon source: one channel per GPU with a power file.
 #[derive(Debug)]
 pub struct HwmonSource {
+    /// Where `sys/class/drm` is looked for, at probe and when a card moves.
+    sysfs_root: PathBuf,
     cards: Vec<Card>,
     channels: Vec<Channel>,
 }
@@ -105,23 +113,23 @@ impl HwmonSource {
     /// The reason shown in Describe when there is no amdgpu hwmon with a
     /// power file.
     pub fn discover(sysfs_root: &Path) -> Result<HwmonSource, String> {
-        let drm = sysfs_root.join("sys/class/drm");
-        let pattern = format!("{}/card*/device/hwmon", drm.display());
-        let Ok(cards) = numbered_entries(&drm, CARD_PREFIX) else {
-            return Err(format!("no amdgpu hwmon under {pattern}"));
-        };
-
+        let pattern = format!(
+            "{}/card*/device/hwmon",
+            sysfs_root.join("sys/class/drm").display()
+        );
         let mut found = Vec::new();
         let mut without_power = Vec::new();
-        for (_, card_dir) in cards {
-            let device_dir = card_dir.join("device");
-            for hwmon_dir in amdgpu_hwmon_dirs(&device_dir) {
-                match describe_card(&device_dir, &hwmon_dir) {
-                    Some(pair) => found.push(pair),
-                    None => without_power.push(hwmon_dir.display().to_string()),
-                }
+        for (device_dir, hwmon_dir) in amdgpu_hwmons(sysfs_root) {
+            match describe_card(&device_dir, &hwmon_dir) {
+                Some(pair) => found.push(pair),
+                None => without_power.push(hwmon_dir.display().to_string()),
             }
         }
+        // By PCI address, so renumbered cards keep their channel numbers (a card without an
+        // address, which real sysfs does not have, sorts first by its path).
+        found.sort_by(|(a, ca), (b, cb)| {
+            (&ca.pci_bus_id, &a.hwmon_dir).cmp(&(&cb.pci_bus_id, &b.hwmon_dir))
+        });
         if found.is_empty() {
             return Err(if without_power.is_empty() {
                 format!("no amdgpu hwmon under {pattern}")
@@ -133,7 +141,31 @@ impl HwmonSource {
             });
         }
         let (cards, channels) = found.into_iter().unzip();
-        Ok(HwmonSource { cards, channels })
+        Ok(HwmonSource {
+            sysfs_root: sysfs_root.to_path_buf(),
+            cards,
+            channels,
+        })
+    }
+
+    /// Looks for card `index` again by its PCI address after its hwmon directory vanished: the
+    /// driver may have come back under another `cardN`/`hwmonM`. True when it was found.
+    fn relocate(&mut self, index: usize) -> bool {
+        let pci = &self.channels[index].pci_bus_id;
+        if pci.is_empty() {
+            return false;
+        }
+        let moved = amdgpu_hwmons(&self.sysfs_root)
+            .into_iter()
+            .find(|(device_dir, _)| pci_bus_id(device_dir).as_ref() == Some(pci));
+        let Some((device_dir, hwmon_dir)) = moved else {
+            return false;
+        };
+        let Some((card, _)) = describe_card(&device_dir, &hwmon_dir) else {
+            return false;
+        };
+        self.cards[index] = card;
+        true
     }
 }
 
@@ -148,23 +180,24 @@ impl PowerSource for HwmonSource {
 
     fn poll(&mut self) -> Result<Vec<ChannelReading>, PollError> {
         let mut readings = Vec::with_capacity(self.cards.len());
-        for (channel, card) in self.cards.iter().enumerate() {
-            // A hwmon dir disappears on driver unload or GPU reset; its
-            // channel has no reading until it comes back.
-            if !card.hwmon_dir.is_dir() {
+        for channel in 0..self.cards.len() {
+            // A hwmon dir disappears on driver unload or GPU reset, and may come back under
+            // another number; the channel has no reading until its card is found again.
+            if !self.cards[channel].hwmon_dir.is_dir() && !self.relocate(channel) {
                 continue;
             }
-            readings.push(read_card(channel, card));
+            readings.push(read_card(channel, &self.cards[channel]));
         }
         if readings.is_empty() {
-            let dirs: Vec<_> = self
+            let gone: Vec<_> = self
                 .cards
                 .iter()
-                .map(|c| c.hwmon_dir.display().to_string())
+                .zip(&self.channels)
+                .map(|(c, ch)| format!("{} (was {})", ch.pci_bus_id, c.hwmon_dir.display()))
                 .collect();
             return Err(PollError::Retry(format!(
-                "amdgpu hwmon vanished: {}",
-                dirs.join(", ")
+                "amdgpu hwmon vanished, looking for it again: {}",
+                gone.join(", ")
             )));
         }
         Ok(readings)
@@ -173,6 +206,21 @@ impl PowerSource for HwmonSource {
 
 /// The DRM entries that are cards: `card0`, not `card0-DP-1` or `renderD128`.
 const CARD_PREFIX: &str = "card";
+
+/// Every amdgpu hwmon under `<sysfs_root>/sys/class/drm/card*/device/`: (device dir, hwmon dir).
+fn amdgpu_hwmons(sysfs_root: &Path) -> Vec<(PathBuf, PathBuf)> {
+    let Ok(cards) = numbered_entries(&sysfs_root.join("sys/class/drm"), CARD_PREFIX) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (_, card_dir) in cards {
+        let device_dir = card_dir.join("device");
+        for hwmon_dir in amdgpu_hwmon_dirs(&device_dir) {
+            out.push((device_dir.clone(), hwmon_dir));
+        }
+    }
+    out
+}
 
 /// `device/hwmon/hwmon*` entries whose `name` is `amdgpu`, sorted.
 fn amdgpu_hwmon_dirs(device_dir: &Path) -> Vec<PathBuf> {
@@ -209,10 +257,16 @@ fn describe_card(device_dir: &Path, hwmon_dir: &Path) -> Option<(Card, Channel)>
         power,
         temp_file: choose_temp_file(hwmon_dir),
     };
+    // What the channel reads, not where: the same after the cards are renumbered.
+    let temp = card
+        .temp_file
+        .as_deref()
+        .and_then(|t| t.file_name()?.to_str())
+        .map_or_else(|| ", no temperature".to_string(), |t| format!(", {t}"));
     let channel = Channel {
         pci_bus_id: pci_bus_id(device_dir).unwrap_or_default(),
         scope: scope_for(device_id, has_average && has_input),
-        label: hwmon_dir.display().to_string(),
+        label: format!("amdgpu {}{temp}", power.file_name()),
         energy_counter: false,
         power_cap_w: read_parsed::<u64>(&hwmon_dir.join("power1_cap"))
             .map(|uw| uw as f64 / 1e6)

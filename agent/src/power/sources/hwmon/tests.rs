@@ -349,3 +349,101 @@ fn card_names() {
     assert_eq!(card_number("card"), None);
     assert_eq!(card_number("renderD128"), None);
 }
+
+/// Renames `<root>/sys/class/drm/<from>` to `<to>` and the card's `hwmon/<hw_from>` to
+/// `hwmon/<hw_to>`, as a kernel that numbers the DRM cards and hwmon devices differently does.
+fn renumber(root: &Path, (from, to): (&str, &str), (hw_from, hw_to): (&str, &str)) {
+    let drm = root.join("sys/class/drm");
+    fs::rename(drm.join(from), drm.join(to)).unwrap();
+    let hwmon = drm.join(to).join("device/hwmon");
+    fs::rename(hwmon.join(hw_from), hwmon.join(hw_to)).unwrap();
+}
+
+/// An RX 580 at 0000:03:00.0 as card0/hwmon2 reading `watts`.
+fn rx580_at(root: &Path, card: &str, pci: &str, watts: &str) -> PathBuf {
+    fixture_card(
+        root,
+        card,
+        pci,
+        &[
+            ("device", "0x67df\n"),
+            ("hwmon/hwmon2/name", "amdgpu\n"),
+            ("hwmon/hwmon2/power1_input", watts),
+            ("hwmon/hwmon2/temp1_input", "41000\n"),
+            ("hwmon/hwmon2/temp1_label", "edge\n"),
+        ],
+    )
+}
+
+#[test]
+fn renumbered_cards_keep_their_channel_between_two_probes() {
+    let root = tempfile::tempdir().unwrap();
+    rx580_at(root.path(), "card0", "0000:03:00.0", "8123000\n");
+    let (_, before, r0) = only_channel(root.path());
+    assert_eq!(before.label, "amdgpu power1_input, temp1_input");
+    renumber(root.path(), ("card0", "card1"), ("hwmon2", "hwmon5"));
+    let (src, after, r1) = only_channel(root.path());
+    assert_eq!(after, before, "same PCI device, scope and name");
+    assert_eq!((r1.watts, r1.temperature_c), (r0.watts, r0.temperature_c));
+    assert!(
+        src.cards[0]
+            .hwmon_dir
+            .ends_with("card1/device/hwmon/hwmon5")
+    );
+}
+
+#[test]
+fn a_card_renumbered_mid_stream_is_found_again_by_its_address() {
+    let root = tempfile::tempdir().unwrap();
+    rx580_at(root.path(), "card0", "0000:03:00.0", "8000000\n");
+    let mut src = HwmonSource::discover(root.path()).unwrap();
+    assert_eq!(src.poll().unwrap()[0].reading.watts, Some(8.0));
+    renumber(root.path(), ("card0", "card1"), ("hwmon2", "hwmon5"));
+    let moved = root
+        .path()
+        .join("sys/devices/pci0000:00/0000:03:00.0/hwmon/hwmon5/power1_input");
+    fs::write(moved, "9500000\n").unwrap();
+    let r = src.poll().unwrap();
+    assert_eq!((r[0].channel, r[0].reading.watts), (0, Some(9.5)));
+    assert_eq!(
+        r[0].reading.temperature_c,
+        Some(41.0),
+        "its temperature file too"
+    );
+    // Gone altogether: reported as gone (with its address), not streamed as zeros.
+    fs::remove_dir_all(root.path().join("sys/class/drm/card1")).unwrap();
+    match src.poll() {
+        Err(PollError::Retry(msg)) => assert!(msg.contains("0000:03:00.0"), "{msg}"),
+        other => panic!("expected Retry, got {other:?}"),
+    }
+}
+
+#[test]
+fn two_cards_whose_numbers_swap_keep_their_own_sensors() {
+    let root = tempfile::tempdir().unwrap();
+    rx580_at(root.path(), "card0", "0000:03:00.0", "8000000\n");
+    rx580_at(root.path(), "card1", "0000:0a:00.0", "30000000\n");
+    let probe_all = |root: &Path| {
+        let mut src = HwmonSource::discover(root).unwrap();
+        let watts: Vec<_> = src
+            .poll()
+            .unwrap()
+            .iter()
+            .map(|r| r.reading.watts)
+            .collect();
+        let ids: Vec<_> = src
+            .channels()
+            .iter()
+            .map(|c| c.pci_bus_id.clone())
+            .collect();
+        (ids, watts)
+    };
+    let before = probe_all(root.path());
+    assert_eq!(before.0, ["0000:03:00.0", "0000:0a:00.0"]);
+    assert_eq!(before.1, [Some(8.0), Some(30.0)]);
+    let drm = root.path().join("sys/class/drm");
+    fs::rename(drm.join("card0"), drm.join("tmp")).unwrap();
+    fs::rename(drm.join("card1"), drm.join("card0")).unwrap();
+    fs::rename(drm.join("tmp"), drm.join("card1")).unwrap();
+    assert_eq!(probe_all(root.path()), before);
+}
