@@ -41,9 +41,10 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         listen,
         enable_debug_kernels,
         queue_capacity,
+        sysfs_root,
     } = cli.command
     {
-        return serve_agent(listen, enable_debug_kernels, queue_capacity).await;
+        return serve_agent(listen, enable_debug_kernels, queue_capacity, sysfs_root).await;
     }
     // Listings and comparisons only read: they work on a database the user cannot write and
     // never create one at a mistyped path.
@@ -55,6 +56,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             | Command::Regressions(_)
             | Command::Report(_)
             | Command::Describe { .. }
+            | Command::Power(_)
             | Command::Agents(cli::AgentsCommand::List { .. })
             | Command::Schedule(cli::ScheduleCommand::List { .. })
             | Command::Db(cli::DbCommand::Backup { .. } | cli::DbCommand::Stats { .. })
@@ -75,8 +77,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(_) => ServeLock::acquire(&cli.db)?,
         _ => None,
     };
+    let by_url = |agent: &str| agent.starts_with("http://") || agent.starts_with("https://");
     let db = if let Command::Describe { agent, .. } = &cli.command
-        && (agent.starts_with("http://") || agent.starts_with("https://"))
+        && by_url(agent)
+    {
+        Db::in_memory()?
+    } else if let Command::Power(args) = &cli.command
+        && by_url(&args.agent)
     {
         Db::in_memory()?
     } else if read_only {
@@ -95,6 +102,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 .map(|_| 0)
         }
         Command::Run(args) => cli::run::run(&db, args, connect_timeout).await,
+        Command::Power(args) => cli::power::power(&db, args, connect_timeout).await,
         Command::Compare(args) => cli::results::compare(&db, args),
         Command::Results(args) => cli::results::results(&db, args).map(|_| 0),
         Command::ServeAgent { .. }
@@ -163,6 +171,7 @@ async fn serve_agent(
     listen: std::net::SocketAddr,
     debug: bool,
     queue_capacity: usize,
+    sysfs_root: Option<std::path::PathBuf>,
 ) -> anyhow::Result<i32> {
     use gpufleet_agent::isolation::WorkerCommand;
     use std::io::Write;
@@ -175,6 +184,12 @@ async fn serve_agent(
         gpufleet_agent::AgentConfig::new(WorkerCommand::current_exe(&["agent-worker"])?);
     config.enable_debug_kernels = debug;
     config.queue_capacity = queue_capacity;
+    if let Some(root) = sysfs_root {
+        config.power = gpufleet_agent::power::PowerConfig {
+            sysfs_root: root,
+            ..gpufleet_agent::power::PowerConfig::none()
+        };
+    }
     let listener = tokio::net::TcpListener::bind(listen).await?;
     let core = gpufleet_agent::AgentCore::start(config).await;
     println!("listening on {}", listener.local_addr()?);
@@ -184,6 +199,11 @@ async fn serve_agent(
 }
 
 #[cfg(not(feature = "local-agent"))]
-async fn serve_agent(_: std::net::SocketAddr, _: bool, _: usize) -> anyhow::Result<i32> {
+async fn serve_agent(
+    _: std::net::SocketAddr,
+    _: bool,
+    _: usize,
+    _: Option<std::path::PathBuf>,
+) -> anyhow::Result<i32> {
     anyhow::bail!("built without the `local-agent` feature")
 }

@@ -157,21 +157,26 @@ impl Table {
     }
 
     fn csv(&self) -> String {
-        let field = |c: &String| {
-            if c.contains([',', '"', '\n']) {
-                format!("\"{}\"", c.replace('"', "\"\""))
-            } else {
-                c.clone()
-            }
-        };
-        let row = |cells: &[String]| cells.iter().map(field).collect::<Vec<_>>().join(",") + "\n";
         let headers: Vec<String> = self.headers.iter().map(|h| h.replace('\n', " ")).collect();
-        let mut out = row(&headers);
+        let mut out = csv_line(&headers);
         for r in &self.rows {
-            out.push_str(&row(r));
+            out.push_str(&csv_line(r));
         }
         out
     }
+}
+
+/// One CSV line (with its newline): cells joined by commas, quoted where they hold a comma, a
+/// quote or a newline.
+pub fn csv_line(cells: &[String]) -> String {
+    let field = |c: &String| {
+        if c.contains([',', '"', '\n']) {
+            format!("\"{}\"", c.replace('"', "\"\""))
+        } else {
+            c.clone()
+        }
+    };
+    cells.iter().map(field).collect::<Vec<_>>().join(",") + "\n"
 }
 
 /// The text of a cell for people: `-` where there is nothing to show.

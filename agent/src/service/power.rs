@@ -108,7 +108,13 @@ pub fn select_channels(core: &AgentCore, req: &pb::PowerRequest) -> Result<Vec<u
                 "source"
             },
             message: format!(
-                "no power channel matches (channels: {})",
+                "no power channel matches {} (channels: {})",
+                [("source", &req.source), ("device", &req.device_id)]
+                    .iter()
+                    .filter(|(_, v)| !v.is_empty())
+                    .map(|(k, v)| format!("{k} {}", quote(v)))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
                 if have.is_empty() {
                     "none".into()
                 } else {

@@ -77,6 +77,11 @@ pub enum Command {
     },
     /// Run a suite, or one ad-hoc spec, on one or more agents.
     Run(RunArgs),
+    /// Watch an agent's power sensors live: watts, temperature, clocks and busy % of each
+    /// channel, updated in place on a terminal, a line (or CSV row, or JSON object) per sample
+    /// otherwise; until Ctrl-C or --seconds. Exit 1 when the agent cannot be reached or ends the
+    /// stream.
+    Power(super::power::PowerArgs),
     /// Compare the latest result of each spec on each device, side by side.
     Compare(CompareArgs),
     /// List stored results.
@@ -91,6 +96,9 @@ pub enum Command {
         enable_debug_kernels: bool,
         #[arg(long, default_value_t = 16)]
         queue_capacity: usize,
+        /// Read power sensors under this sysfs root only (a fixture tree; no NVML or tools).
+        #[arg(long)]
+        sysfs_root: Option<std::path::PathBuf>,
     },
     /// Write a network's seeded buffers for another framework: graph.json (layers, shapes, weight
     /// offsets), weights.f32 and images.f32 (little-endian f32, exactly what an agent runs for

@@ -6,6 +6,7 @@
 //! | `args.rs` | the clap types of every command |
 //! | `parse.rs` | `NAME=VALUE` lists and `--env-set` values |
 //! | `agents.rs` | `agents add/list/rm`, `describe` |
+//! | `power.rs` | `power`: an agent's power samples, live |
 //! | `run.rs` | `run` (a suite or one ad-hoc spec) |
 //! | `results.rs` | `results`, `compare`, `campaigns`, a campaign's outcome |
 //! | `schedule.rs` | `schedule add/list/rm/run-now`, `regressions` |
@@ -18,6 +19,7 @@ pub mod args;
 pub mod db;
 pub mod model;
 pub mod parse;
+pub mod power;
 pub mod results;
 pub mod run;
 pub mod schedule;

@@ -1,0 +1,447 @@
+//! `gpufleet power`: an agent's power samples, live, from its `StreamPower`.
+//!
+//! The agent samples every channel at its own rate (`gpufleet-agent --power-rate-hz`, 20 by
+//! default) and streams every sample; [`Pace`] keeps `--rate-hz` of them per channel, on a fixed
+//! schedule so the rate shown is the rate asked for whenever the agent samples at least that often.
+//! On a terminal the table view is one line per channel, redrawn in place; otherwise (a pipe, a
+//! file) every kept sample is a line of its own. Ctrl-C or `--seconds` end it cleanly (exit 0, a
+//! summary on stderr); an agent that cannot be reached, refuses, or closes the stream exits 1 with
+//! the reason (bad arguments and unknown names are errors, exit 2).
+
+use super::agents::lookup_agent;
+use crate::db::Db;
+use crate::link::grpc::AgentAddr;
+use crate::store::AgentKind;
+use crate::table::{csv_line, or_dash};
+use anyhow::bail;
+use futures::StreamExt;
+use gpufleet_proto::power::PowerPoint;
+use gpufleet_proto::v1 as pb;
+use std::collections::BTreeMap;
+use std::io::{IsTerminal, Write};
+use std::time::{Duration, Instant};
+
+/// How `gpufleet power` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum PowerFormat {
+    /// One line per channel, updated in place on a terminal; a line per sample otherwise.
+    Table,
+    /// A header, then one row per sample.
+    Csv,
+    /// One JSON object per line per sample (JSON Lines).
+    Json,
+}
+
+/// The arguments of `gpufleet power`.
+#[derive(Debug, clap::Args)]
+pub struct PowerArgs {
+    /// Registered agent name, or an agent URL (http://host:port).
+    pub agent: String,
+    /// Only this device: its id (`opencl:0.0`) or its PCI bus id.
+    #[arg(long)]
+    pub device: Option<String>,
+    /// Only this source (`nvml`, `amdgpu-hwmon`, `rapl`, `rocm-smi`, ...).
+    #[arg(long)]
+    pub source: Option<String>,
+    /// Stop after this many seconds (default: until Ctrl-C).
+    #[arg(long)]
+    pub seconds: Option<f64>,
+    /// Samples shown per second and channel, at most what the agent takes (its --power-rate-hz,
+    /// 20 by default); 0 shows every sample.
+    #[arg(long, default_value_t = 2.0)]
+    pub rate_hz: f64,
+    /// table, csv or json (JSON Lines: one object per sample).
+    #[arg(long, value_enum, default_value = "table")]
+    pub format: PowerFormat,
+}
+
+/// A channel of the stream: its source, device and label.
+type Key = (String, String, String);
+
+fn key(s: &pb::PowerSample) -> Key {
+    (s.source.clone(), s.pci_bus_id.clone(), s.label.clone())
+}
+
+/// Keeps one sample per `period` and channel, on the schedule first, second, ... period after the
+/// channel's first sample: a sample is kept once its time reaches the next slot less a quarter
+/// period (the agent's own clock jitters), and a gap longer than a period restarts the schedule.
+#[derive(Debug)]
+pub struct Pace {
+    period_ns: u64,
+    next: BTreeMap<Key, u64>,
+}
+
+impl Pace {
+    /// `rate_hz` samples a second per channel; 0 keeps every sample.
+    pub fn new(rate_hz: f64) -> Pace {
+        let period_ns = if rate_hz > 0.0 {
+            (1e9 / rate_hz) as u64
+        } else {
+            0
+        };
+        Pace {
+            period_ns,
+            next: BTreeMap::new(),
+        }
+    }
+
+    /// Whether to show the sample taken at `t_ns` (the agent's monotonic clock) of `channel`.
+    pub fn keep(&mut self, channel: Key, t_ns: u64) -> bool {
+        let p = self.period_ns;
+        if p == 0 {
+            return true;
+        }
+        match self.next.get_mut(&channel) {
+            None => {
+                self.next.insert(channel, t_ns.saturating_add(p));
+                true
+            }
+            Some(due) if t_ns.saturating_add(p / 4) >= *due => {
+                *due = if t_ns >= due.saturating_add(p) {
+                    t_ns.saturating_add(p)
+                } else {
+                    due.saturating_add(p)
+                };
+                true
+            }
+            Some(_) => false,
+        }
+    }
+}
+
+/// What is left of a figure the sensor did not report: `-`.
+fn figure(v: Option<f64>, unit: &str, decimals: usize) -> String {
+    v.map_or_else(|| "-".into(), |v| format!("{v:.decimals$} {unit}"))
+}
+
+/// A sample's figures for people: watts, temperature, clocks, busy.
+fn text_cells(p: &PowerPoint) -> [String; 5] {
+    let r = &p.reading;
+    [
+        figure(r.watts, "W", 1),
+        figure(r.temperature_c, "°C", 1),
+        figure(r.sclk_mhz.map(f64::from), "MHz", 0),
+        figure(r.mclk_mhz.map(f64::from), "MHz", 0),
+        figure(r.utilization_pct, "%", 0),
+    ]
+}
+
+const CSV_HEADER: [&str; 11] = [
+    "wall_unix_s",
+    "source",
+    "scope",
+    "pci_bus_id",
+    "label",
+    "watts",
+    "temperature_c",
+    "sclk_mhz",
+    "mclk_mhz",
+    "utilization_pct",
+    "energy_j",
+];
+
+fn csv_cells(p: &PowerPoint, label: &str) -> Vec<String> {
+    let n = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
+    let r = &p.reading;
+    vec![
+        format!("{:.3}", p.wall_unix_s),
+        p.source.clone(),
+        p.scope.clone(),
+        p.pci_bus_id.clone(),
+        label.to_string(),
+        n(r.watts),
+        n(r.temperature_c),
+        n(r.sclk_mhz.map(f64::from)),
+        n(r.mclk_mhz.map(f64::from)),
+        n(r.utilization_pct),
+        n(r.energy_j),
+    ]
+}
+
+/// The sample as a JSON object: [`PowerPoint`]'s fields and the channel's label.
+fn json_line(p: &PowerPoint, label: &str) -> String {
+    let mut v = serde_json::to_value(p).unwrap_or_default();
+    v["label"] = label.into();
+    v.to_string()
+}
+
+/// The wall time of day (UTC) of a sample, `12:00:01.250`.
+fn clock(wall_unix_s: f64) -> String {
+    let ms = (wall_unix_s.max(0.0) * 1000.0) as u64 % 86_400_000;
+    format!(
+        "{:02}:{:02}:{:02}.{:03}",
+        ms / 3_600_000,
+        ms / 60_000 % 60,
+        ms / 1000 % 60,
+        ms % 1000
+    )
+}
+
+/// The latest sample of each channel and how many were shown, for the live table and the summary.
+#[derive(Default)]
+struct Channels {
+    latest: BTreeMap<Key, (PowerPoint, u64)>,
+    /// Lines the live table drew last time (to move back over them).
+    drawn: usize,
+}
+
+impl Channels {
+    fn note(&mut self, k: Key, p: PowerPoint) {
+        let e = self.latest.entry(k).or_insert_with(|| (p.clone(), 0));
+        *e = (p, e.1 + 1);
+    }
+
+    /// The live table: a header and one line per channel.
+    fn table(&self) -> Vec<String> {
+        let mut lines = vec![format!(
+            "{:<13} {:<13} {:<8} {:>9} {:>9} {:>9} {:>9} {:>6} {:>7}  label",
+            "source", "device", "scope", "power", "temp", "sclk", "mclk", "busy", "samples"
+        )];
+        for ((source, pci, label), (p, n)) in &self.latest {
+            let [w, t, s, m, u] = text_cells(p);
+            let device = if pci.is_empty() { "host" } else { pci };
+            lines.push(format!(
+                "{source:<13} {device:<13} {:<8} {w:>9} {t:>9} {s:>9} {m:>9} {u:>6} {n:>7}  {}",
+                or_dash(&p.scope),
+                or_dash(label)
+            ));
+        }
+        lines
+    }
+
+    /// Redraws the table over the previous one (a terminal).
+    fn redraw(&mut self, out: &mut impl Write) -> std::io::Result<()> {
+        let lines = self.table();
+        if self.drawn > 0 {
+            write!(out, "\x1b[{}A", self.drawn)?;
+        }
+        for l in &lines {
+            writeln!(out, "\x1b[2K{l}")?;
+        }
+        self.drawn = lines.len();
+        out.flush()
+    }
+}
+
+/// How to reach `agent` (a registered name or a URL), or why its power cannot be read from here.
+fn address(db: &Db, agent: &str, connect_timeout: Duration) -> anyhow::Result<AgentAddr> {
+    if agent.starts_with("http://") || agent.starts_with("https://") {
+        return Ok(AgentAddr {
+            name: agent.to_string(),
+            url: agent.to_string(),
+            token: None,
+            trust: None,
+            connect_timeout,
+        });
+    }
+    let row = lookup_agent(db, agent)?;
+    if row.kind == AgentKind::DialIn {
+        bail!(
+            "agent {agent} dials in to a `gpufleet serve`: its power reaches that coordinator over \
+             its link, which this command cannot read (only agents the coordinator dials)"
+        );
+    }
+    Ok(AgentAddr::of(&row, connect_timeout))
+}
+
+/// `gpufleet power`: exit 0 when `--seconds` or Ctrl-C ends it, 1 (the reason on stderr) when
+/// the agent cannot be reached, refuses or ends the stream.
+///
+/// # Errors
+/// Bad arguments, an unknown agent name, or stdout failing.
+pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyhow::Result<i32> {
+    if !(args.rate_hz.is_finite() && (0.0..=1000.0).contains(&args.rate_hz)) {
+        bail!("--rate-hz {} must be between 0 and 1000", args.rate_hz);
+    }
+    let limit = match args.seconds {
+        Some(s) if !(s.is_finite() && s > 0.0) => bail!("--seconds {s} must be positive"),
+        Some(s) => Some(Duration::from_secs_f64(s.min(1e9))),
+        None => None,
+    };
+    let addr = address(db, &args.agent, connect_timeout)?;
+    let request = pb::PowerRequest {
+        device_id: args.device.clone().unwrap_or_default(),
+        source: args.source.clone().unwrap_or_default(),
+    };
+    let opened = async {
+        let mut client = addr.connect().await?;
+        client
+            .stream_power(request)
+            .await
+            .map_err(|s| addr.refused(s))
+    };
+    let mut stream = match opened.await {
+        Ok(r) => r.into_inner(),
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(1);
+        }
+    };
+
+    let started = Instant::now();
+    let deadline = limit.map(|l| tokio::time::Instant::now() + l);
+    let mut pace = Pace::new(args.rate_hz);
+    let mut channels = Channels::default();
+    let live = args.format == PowerFormat::Table && std::io::stdout().is_terminal();
+    let mut out = std::io::BufWriter::new(std::io::stdout().lock());
+    if args.format == PowerFormat::Csv {
+        out.write_all(csv_line(&CSV_HEADER.map(String::from)).as_bytes())?;
+        out.flush()?;
+    }
+    let mut last_draw = Instant::now() - Duration::from_secs(1);
+    let ended = loop {
+        let next = async {
+            match deadline {
+                Some(d) => tokio::time::timeout_at(d, stream.next()).await.ok(),
+                None => Some(stream.next().await),
+            }
+        };
+        let item = tokio::select! {
+            item = next => item,
+            _ = tokio::signal::ctrl_c() => break None,
+        };
+        let sample = match item {
+            None => break None, // --seconds
+            Some(Some(Ok(s))) => s,
+            Some(Some(Err(status))) => break Some(addr.refused(status).to_string()),
+            Some(None) => break Some(format!("agent {} ended the power stream", addr.name)),
+        };
+        let k = key(&sample);
+        if !pace.keep(k.clone(), sample.monotonic_ns) {
+            continue;
+        }
+        let point = PowerPoint::from(&sample);
+        match args.format {
+            PowerFormat::Json => writeln!(out, "{}", json_line(&point, &sample.label))?,
+            PowerFormat::Csv => {
+                out.write_all(csv_line(&csv_cells(&point, &sample.label)).as_bytes())?
+            }
+            PowerFormat::Table if !live => {
+                let [w, t, s, m, u] = text_cells(&point);
+                let device = if point.pci_bus_id.is_empty() {
+                    "host"
+                } else {
+                    &point.pci_bus_id
+                };
+                writeln!(
+                    out,
+                    "{}  {:<13} {device:<13} {:<8} {w:>9} {t:>9} {s:>9} {m:>9} {u:>6}",
+                    clock(point.wall_unix_s),
+                    point.source,
+                    or_dash(&point.scope)
+                )?;
+            }
+            PowerFormat::Table => {}
+        }
+        channels.note(k, point);
+        if live {
+            // At most ten redraws a second, whatever the rate.
+            if last_draw.elapsed() >= Duration::from_millis(100) {
+                channels.redraw(&mut out)?;
+                last_draw = Instant::now();
+            }
+        } else {
+            out.flush()?;
+        }
+    };
+    if live {
+        channels.redraw(&mut out)?;
+    }
+    out.flush()?;
+    drop(out);
+    let secs = started.elapsed().as_secs_f64();
+    let shown: u64 = channels.latest.values().map(|(_, n)| n).sum();
+    eprintln!(
+        "{shown} samples of {} channel(s) from {} in {secs:.1} s",
+        channels.latest.len(),
+        addr.name
+    );
+    match ended {
+        None => Ok(0),
+        Some(why) => {
+            eprintln!("error: {why}");
+            Ok(1)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ch(label: &str) -> Key {
+        ("amdgpu-hwmon".into(), "0000:03:00.0".into(), label.into())
+    }
+
+    /// Samples every `step_ms` (with `jitter_ms` alternating either side) for `secs` seconds,
+    /// paced to `rate_hz`: how many are kept.
+    fn kept(rate_hz: f64, step_ms: u64, jitter_ms: i64, secs: u64) -> usize {
+        let mut pace = Pace::new(rate_hz);
+        (0..secs * 1000 / step_ms)
+            .filter(|i| {
+                let j = if i % 2 == 0 { jitter_ms } else { -jitter_ms };
+                let t = (i * step_ms * 1_000_000) as i64 + j * 1_000_000 + 1_000_000_000;
+                pace.keep(ch("a"), t as u64)
+            })
+            .count()
+    }
+
+    #[test]
+    fn pace_keeps_the_asked_rate_from_a_faster_feed() {
+        // 20 Hz feed, 3 Hz asked: 30 in 10 s (a rate that does not divide the feed's).
+        let n = kept(3.0, 50, 0, 10);
+        assert!((29..=31).contains(&n), "{n}");
+        // Jitter of 5 ms either side does not drop a slot.
+        let n = kept(5.0, 50, 5, 10);
+        assert!((49..=51).contains(&n), "{n}");
+        // Asked faster than the feed: every sample.
+        assert_eq!(kept(50.0, 50, 0, 2), 40);
+        assert_eq!(kept(0.0, 50, 0, 2), 40);
+    }
+
+    #[test]
+    fn pace_counts_each_channel_on_its_own_and_restarts_after_a_gap() {
+        let mut pace = Pace::new(1.0);
+        assert!(pace.keep(ch("a"), 0));
+        assert!(pace.keep(ch("b"), 100_000_000), "another channel's first");
+        assert!(!pace.keep(ch("a"), 500_000_000));
+        assert!(pace.keep(ch("a"), 1_000_000_000));
+        // A 10 s gap: one sample, then the schedule from there, not a burst of catch-up.
+        assert!(pace.keep(ch("a"), 11_000_000_000));
+        assert!(!pace.keep(ch("a"), 11_100_000_000));
+        assert!(pace.keep(ch("a"), 12_000_000_000));
+    }
+
+    #[test]
+    fn outputs_name_every_figure_and_leave_missing_ones_empty() {
+        let mut s = pb::PowerSample {
+            source: "amdgpu-hwmon".into(),
+            scope: "asic".into(),
+            pci_bus_id: "0000:03:00.0".into(),
+            monotonic_ns: 5,
+            wall_unix_s: 1_760_000_000.25,
+            label: "amdgpu power1_input, temp1_input".into(),
+            ..Default::default()
+        };
+        gpufleet_proto::power::Reading {
+            watts: Some(8.123),
+            temperature_c: Some(41.0),
+            ..Default::default()
+        }
+        .write_to(&mut s);
+        let p = PowerPoint::from(&s);
+        let line = csv_line(&csv_cells(&p, &s.label));
+        assert_eq!(
+            line,
+            "1760000000.250,amdgpu-hwmon,asic,0000:03:00.0,\"amdgpu power1_input, temp1_input\",8.123,41,,,,\n"
+        );
+        assert_eq!(csv_cells(&p, "").len(), CSV_HEADER.len());
+        let v: serde_json::Value = serde_json::from_str(&json_line(&p, &s.label)).unwrap();
+        assert_eq!(v["watts"], 8.123);
+        assert_eq!(v["label"], "amdgpu power1_input, temp1_input");
+        assert!(v["sclk_mhz"].is_null());
+        assert_eq!(text_cells(&p)[0], "8.1 W");
+        assert_eq!(text_cells(&p)[2], "-");
+        assert_eq!(clock(1_760_000_000.25), "08:53:20.250");
+    }
+}

@@ -1,0 +1,174 @@
+//! `gpufleet power` against a real agent over gRPC, its power read from an RX 580 sysfs fixture.
+
+use std::fs;
+use std::os::unix::fs::symlink;
+use std::path::Path;
+use std::process::{Command, Stdio};
+
+mod common;
+use common::{BIN, Proc, gpufleet, ok_stdout as ok};
+
+/// An RX 580 at 0000:03:00.0 as `card0`/`hwmon2` under `root`, reading `watts_uw` µW and 41 °C;
+/// returns its hwmon directory.
+fn rx580(root: &Path, watts_uw: &str) -> std::path::PathBuf {
+    let dev = root.join("sys/devices/pci0000:00/0000:03:00.0");
+    let hwmon = dev.join("hwmon/hwmon2");
+    fs::create_dir_all(&hwmon).unwrap();
+    let card = root.join("sys/class/drm/card0");
+    fs::create_dir_all(&card).unwrap();
+    symlink(&dev, card.join("device")).unwrap();
+    fs::write(dev.join("device"), "0x67df\n").unwrap();
+    fs::write(dev.join("gpu_busy_percent"), "37\n").unwrap();
+    for (f, v) in [
+        ("name", "amdgpu\n"),
+        ("power1_input", watts_uw),
+        ("temp1_input", "41000\n"),
+        ("temp1_label", "edge\n"),
+        ("freq1_input", "1340000000\n"),
+    ] {
+        fs::write(hwmon.join(f), v).unwrap();
+    }
+    hwmon
+}
+
+/// `gpufleet power URL ARGS...` on `db`.
+fn power(db: &Path, url: &str, args: &str) -> std::process::Output {
+    let mut all = vec!["power", url];
+    all.extend(args.split_whitespace());
+    gpufleet(db, &all)
+}
+
+fn agent_on(root: &Path) -> Proc {
+    let mut cmd = Command::new(BIN);
+    cmd.args(["serve-agent", "--listen", "127.0.0.1:0", "--sysfs-root"])
+        .arg(root);
+    Proc::start(cmd)
+}
+
+#[test]
+fn live_samples_at_the_asked_rate_in_every_format() {
+    let dir = tempfile::tempdir().unwrap();
+    let hwmon = rx580(dir.path(), "8123000\n");
+    let agent = agent_on(dir.path());
+    let db = dir.path().join("fleet.db");
+
+    // JSON Lines: 3 s at 5 Hz is 15 samples (within 20%), each the fixture's figures.
+    let out = ok(&power(
+        &db,
+        &agent.url,
+        "--seconds 3 --rate-hz 5 --format json",
+    ));
+    let samples: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        (12..=18).contains(&samples.len()),
+        "{} samples in 3 s at 5 Hz",
+        samples.len()
+    );
+    for s in &samples {
+        assert_eq!(s["source"], "amdgpu-hwmon");
+        assert_eq!(s["pci_bus_id"], "0000:03:00.0");
+        assert_eq!(s["scope"], "asic");
+        assert_eq!(s["watts"], 8.123);
+        assert_eq!(s["temperature_c"], 41.0);
+        assert_eq!(s["sclk_mhz"], 1340);
+        assert_eq!(s["utilization_pct"], 37.0);
+        assert_eq!(s["label"], "amdgpu power1_input, temp1_input");
+    }
+    let t = |i: usize| samples[i]["monotonic_ns"].as_u64().unwrap() as f64 / 1e9;
+    let span = t(samples.len() - 1) - t(0);
+    let rate = (samples.len() - 1) as f64 / span;
+    assert!((4.0..=6.0).contains(&rate), "{rate:.2} Hz over {span:.2} s");
+
+    // CSV follows the sensor: a new value shows up.
+    fs::write(hwmon.join("power1_input"), "30500000\n").unwrap();
+    let out = ok(&power(
+        &db,
+        &agent.url,
+        "--seconds 1 --rate-hz 4 --format csv",
+    ));
+    let mut lines = out.lines();
+    assert_eq!(
+        lines.next().unwrap(),
+        "wall_unix_s,source,scope,pci_bus_id,label,watts,temperature_c,sclk_mhz,mclk_mhz,utilization_pct,energy_j"
+    );
+    let rows: Vec<&str> = lines.collect();
+    assert!(!rows.is_empty());
+    assert!(
+        rows.iter().all(|r| r.contains(",30.5,41,1340,,37,")),
+        "{rows:?}"
+    );
+
+    // Plain lines when stdout is not a terminal; a filter that matches nothing is the agent's
+    // refusal, exit 1 with its reason.
+    let out = ok(&power(&db, &agent.url, "--seconds 1 --device 0000:03:00.0"));
+    assert!(
+        out.lines()
+            .all(|l| l.contains("30.5 W") && l.contains("41.0 °C")),
+        "{out}"
+    );
+    let out = power(&db, &agent.url, "--source nvml --seconds 1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no power channel matches source `nvml`"),
+        "{err}"
+    );
+}
+
+#[test]
+fn ctrl_c_ends_it_cleanly_and_an_unreachable_agent_exits_1() {
+    let dir = tempfile::tempdir().unwrap();
+    rx580(dir.path(), "8000000\n");
+    let agent = agent_on(dir.path());
+    let db = dir.path().join("fleet.db");
+    let child = Command::new(BIN)
+        .arg("--db")
+        .arg(&db)
+        .args(["power", &agent.url, "--format", "json", "--rate-hz", "10"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    let n = String::from_utf8_lossy(&out.stdout).lines().count();
+    assert!(n >= 5, "{n} samples before Ctrl-C");
+    assert!(
+        err.contains(&format!("{n} samples of 1 channel(s)")),
+        "{err}"
+    );
+
+    // Nothing listens on port 1; an agent killed mid-stream ends it.
+    let out = power(&db, "http://127.0.0.1:1", "--seconds 1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("cannot reach agent"), "{err}");
+    let child = Command::new(BIN)
+        .arg("--db")
+        .arg(&db)
+        .args(["power", &agent.url, "--seconds", "30"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1000));
+    drop(agent);
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error:"), "{err}");
+
+    // Bad arguments are usage errors, naming the flag.
+    let out = power(&db, "http://127.0.0.1:1", "--rate-hz=5000");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--rate-hz"));
+}
