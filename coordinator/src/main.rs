@@ -3,6 +3,7 @@
 use clap::Parser;
 use gpufleet_coordinator::cli::{self, Cli, Command};
 use gpufleet_coordinator::db::Db;
+use gpufleet_coordinator::link::grpc::is_url;
 use gpufleet_coordinator::store::ServeLock;
 
 fn main() {
@@ -77,14 +78,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(_) => ServeLock::acquire(&cli.db)?,
         _ => None,
     };
-    let by_url = |agent: &str| agent.starts_with("http://") || agent.starts_with("https://");
-    let db = if let Command::Describe { agent, .. } = &cli.command
-        && by_url(agent)
-    {
-        Db::in_memory()?
-    } else if let Command::Power(args) = &cli.command
-        && by_url(&args.agent)
-    {
+    // A command given an agent's URL needs no registered agents, so no database file.
+    let by_url = match &cli.command {
+        Command::Describe { agent, .. } => is_url(agent),
+        Command::Power(args) => is_url(&args.agent),
+        _ => false,
+    };
+    let db = if by_url {
         Db::in_memory()?
     } else if read_only {
         Db::open_read_only(&cli.db)?

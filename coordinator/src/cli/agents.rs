@@ -265,14 +265,8 @@ pub async fn describe(
     json: bool,
     connect_timeout: Duration,
 ) -> anyhow::Result<()> {
-    let a = if agent.starts_with("http://") || agent.starts_with("https://") {
-        AgentAddr {
-            name: agent.to_string(),
-            url: agent.to_string(),
-            token: None,
-            trust: None,
-            connect_timeout,
-        }
+    let a = if let Some(a) = AgentAddr::of_url(agent, connect_timeout) {
+        a
     } else {
         let row = lookup_agent(db, agent)?;
         if row.kind == AgentKind::DialIn {

@@ -12,7 +12,7 @@ use super::agents::lookup_agent;
 use crate::db::Db;
 use crate::link::grpc::AgentAddr;
 use crate::store::AgentKind;
-use crate::table::{csv_line, or_dash};
+use crate::table::{csv_line, csv_number, or_dash};
 use anyhow::bail;
 use futures::StreamExt;
 use gpufleet_proto::power::PowerPoint;
@@ -141,7 +141,6 @@ const CSV_HEADER: [&str; 11] = [
 ];
 
 fn csv_cells(p: &PowerPoint, label: &str) -> Vec<String> {
-    let n = |v: Option<f64>| v.map(|v| v.to_string()).unwrap_or_default();
     let r = &p.reading;
     vec![
         format!("{:.3}", p.wall_unix_s),
@@ -149,12 +148,12 @@ fn csv_cells(p: &PowerPoint, label: &str) -> Vec<String> {
         p.scope.clone(),
         p.pci_bus_id.clone(),
         label.to_string(),
-        n(r.watts),
-        n(r.temperature_c),
-        n(r.sclk_mhz.map(f64::from)),
-        n(r.mclk_mhz.map(f64::from)),
-        n(r.utilization_pct),
-        n(r.energy_j),
+        csv_number(r.watts),
+        csv_number(r.temperature_c),
+        csv_number(r.sclk_mhz.map(f64::from)),
+        csv_number(r.mclk_mhz.map(f64::from)),
+        csv_number(r.utilization_pct),
+        csv_number(r.energy_j),
     ]
 }
 
@@ -187,8 +186,8 @@ struct Channels {
 
 impl Channels {
     fn note(&mut self, k: Key, p: PowerPoint) {
-        let e = self.latest.entry(k).or_insert_with(|| (p.clone(), 0));
-        *e = (p, e.1 + 1);
+        let shown = self.latest.get(&k).map_or(0, |(_, n)| *n);
+        self.latest.insert(k, (p, shown + 1));
     }
 
     /// The live table: a header and one line per channel.
@@ -225,14 +224,8 @@ impl Channels {
 
 /// How to reach `agent` (a registered name or a URL), or why its power cannot be read from here.
 fn address(db: &Db, agent: &str, connect_timeout: Duration) -> anyhow::Result<AgentAddr> {
-    if agent.starts_with("http://") || agent.starts_with("https://") {
-        return Ok(AgentAddr {
-            name: agent.to_string(),
-            url: agent.to_string(),
-            token: None,
-            trust: None,
-            connect_timeout,
-        });
+    if let Some(a) = AgentAddr::of_url(agent, connect_timeout) {
+        return Ok(a);
     }
     let row = lookup_agent(db, agent)?;
     if row.kind == AgentKind::DialIn {

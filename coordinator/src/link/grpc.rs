@@ -76,6 +76,12 @@ impl Interceptor for Token {
 
 pub type Client = AgentClient<tonic::service::interceptor::InterceptedService<Channel, Token>>;
 
+/// Whether the command line names an agent by URL (`http://`, `https://`) rather than by its
+/// registered name.
+pub fn is_url(agent: &str) -> bool {
+    agent.starts_with("http://") || agent.starts_with("https://")
+}
+
 /// A named agent and how to reach it.
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentAddr {
@@ -104,6 +110,18 @@ impl AgentAddr {
             trust,
             connect_timeout,
         }
+    }
+
+    /// An agent the command line names by its URL (`http://host:port`): no token, no pinned
+    /// certificate or CA; `None` for anything else (a registered name).
+    pub fn of_url(agent: &str, connect_timeout: Duration) -> Option<AgentAddr> {
+        is_url(agent).then(|| AgentAddr {
+            name: agent.to_string(),
+            url: agent.to_string(),
+            token: None,
+            trust: None,
+            connect_timeout,
+        })
     }
 
     /// Connects within its connect timeout.
