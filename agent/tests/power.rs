@@ -175,6 +175,7 @@ async fn stream_power_filters_and_a_run_without_sensor_has_no_energy() {
         .stream_power(pb::PowerRequest {
             device_id: "cpu:0".into(),
             source: String::new(),
+            rate_hz: 0.0,
         })
         .await
         .unwrap()
@@ -197,11 +198,54 @@ async fn stream_power_filters_and_a_run_without_sensor_has_no_energy() {
             .all(|w| w[0].monotonic_ns < w[1].monotonic_ns)
     );
 
+    drop(live);
+
+    // A rate keeps that many samples a second of the sampler's 100: 5 Hz for 2 s is about 10.
+    let mut paced = c
+        .stream_power(pb::PowerRequest {
+            device_id: "cpu:0".into(),
+            source: String::new(),
+            rate_hz: 5.0,
+        })
+        .await
+        .unwrap()
+        .into_inner();
+    let first = paced.next().await.unwrap().unwrap().monotonic_ns;
+    let mut last = first;
+    let mut n = 1;
+    while last - first < 2_000_000_000 {
+        let s = tokio::time::timeout(Duration::from_secs(5), paced.next())
+            .await
+            .expect("a sample within 5 s")
+            .unwrap()
+            .unwrap();
+        assert!(
+            s.monotonic_ns - last >= 150_000_000,
+            "{} ms between samples at 5 Hz",
+            (s.monotonic_ns - last) / 1_000_000
+        );
+        last = s.monotonic_ns;
+        n += 1;
+    }
+    assert!((10..=12).contains(&n), "{n} samples in 2 s at 5 Hz");
+    drop(paced);
+    let err = c
+        .stream_power(pb::PowerRequest {
+            rate_hz: -3.0,
+            ..Default::default()
+        })
+        .await
+        .err()
+        .unwrap();
+    assert_eq!(err.code(), tonic::Code::InvalidArgument);
+    assert!(err.message().contains("rate_hz"), "{}", err.message());
+
     // Filters that match nothing are refused naming the field.
     let err = c
         .stream_power(pb::PowerRequest {
             device_id: String::new(),
             source: "nvml".into(),
+            rate_hz: 0.0,
         })
         .await
         .err()
@@ -212,6 +256,7 @@ async fn stream_power_filters_and_a_run_without_sensor_has_no_energy() {
         .stream_power(pb::PowerRequest {
             device_id: "no-such-device".into(),
             source: String::new(),
+            rate_hz: 0.0,
         })
         .await
         .err()
@@ -223,6 +268,7 @@ async fn stream_power_filters_and_a_run_without_sensor_has_no_energy() {
         .stream_power(pb::PowerRequest {
             device_id: "d".repeat(100_000),
             source: String::new(),
+            rate_hz: 0.0,
         })
         .await
         .err()

@@ -15,6 +15,9 @@
 //! - `fleet/`: agents that dial in: the `Fleet` service of `gpufleet serve --fleet-listen`, the
 //!   hub of attached agents that stores and acknowledges their finished runs, and their
 //!   [`AgentLink`](link::AgentLink) (`link.rs`, with `links()` choosing by the agent's kind).
+//! - `live/`: live power at a serve: one subscription per connected agent fanned out to watchers
+//!   through bounded buffers that drop and count (`mod.rs`), the latest sample of every channel
+//!   for `/metrics` and the agent page, and the direct agents followed over gRPC (`direct.rs`).
 //! - `campaign/`: a suite × agents × devices: the request and its stored form (`request.rs`), its
 //!   filters and overrides (`selection.rs`), why it stops before running (`error.rs`), the
 //!   validation of runs, their settings resolved once, and the pure planner (`plan.rs`), describing and storing jobs (`prepare.rs`), executing them with
@@ -77,6 +80,7 @@ pub mod demo;
 pub mod fleet;
 pub mod http;
 pub mod link;
+pub mod live;
 pub mod regression;
 pub mod schedule;
 pub mod store;

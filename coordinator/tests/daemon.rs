@@ -6,14 +6,14 @@ use gpufleet_coordinator::db::Db;
 use gpufleet_coordinator::schedule::{Daemon, DaemonConfig};
 use gpufleet_coordinator::store::{ResultFilter, Store};
 use std::collections::BTreeSet;
-use std::io::{Read, Write};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{BIN, Proc, Quiet, gpufleet, ok_stdout as ok, spawn_quiet};
+use common::{BIN, Proc, Quiet, gpufleet, http_get, ok_stdout as ok, spawn_quiet};
 
 /// A suite of `n` quick CPU runs, each measured for `seconds`.
 fn suite(dir: &Path, n: usize, seconds: f64) -> PathBuf {
@@ -227,18 +227,6 @@ fn a_campaign_survives_sigkill_of_its_coordinator() {
     assert!(results.iter().all(|r| r.record.status == "ok"));
     let keys: BTreeSet<_> = results.iter().map(|r| r.record.spec_key.clone()).collect();
     assert_eq!(keys.len(), 8, "each job's result exactly once");
-}
-
-fn http_get(addr: &str, path: &str) -> String {
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 #[test]

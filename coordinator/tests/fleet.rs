@@ -5,100 +5,16 @@
 
 use gpufleet_coordinator::store::{ResultFilter, Store};
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader, Read, Write};
+use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 mod common;
-use common::{BIN, gpufleet, ok_stdout as ok};
-
-/// The agent binary, built next to `gpufleet` by `cargo test --workspace`.
-fn agent_bin() -> PathBuf {
-    let p = Path::new(BIN).with_file_name("gpufleet-agent");
-    assert!(
-        p.exists(),
-        "{} is missing: run the workspace's tests (`cargo test --workspace`) or `cargo build -p gpufleet-agent` first",
-        p.display()
-    );
-    p
-}
-
-/// `gpufleet serve` and what it printed at start. Its stdout stays open (read to the end by a
-/// thread), so its later lines never meet a closed pipe.
-struct Serve {
-    child: Child,
-    /// The HTTP API's address.
-    http: String,
-    /// The fleet listener's address, when it has one.
-    fleet: String,
-    /// The certificate's SHA-256, when it serves TLS.
-    pin: String,
-}
-
-impl Serve {
-    /// `gpufleet --db DB serve --listen 127.0.0.1:0 ARGS`.
-    fn with_args(db: &Path, args: &[&str]) -> Serve {
-        let mut child = Command::new(BIN)
-            .arg("--db")
-            .arg(db)
-            .args(["serve", "--listen", "127.0.0.1:0"])
-            .args(args)
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .unwrap();
-        let mut out = BufReader::new(child.stdout.take().unwrap());
-        let (mut http, mut fleet, mut pin) = (String::new(), String::new(), String::new());
-        let wants_fleet = args.contains(&"--fleet-listen");
-        let wants_pin = args.iter().any(|a| a.starts_with("--tls"));
-        while http.is_empty() || (wants_fleet && fleet.is_empty()) || (wants_pin && pin.is_empty())
-        {
-            let mut line = String::new();
-            assert!(out.read_line(&mut line).unwrap() > 0, "serve exited");
-            let line = line.trim();
-            for (prefix, slot) in [
-                ("listening on ", &mut http),
-                ("fleet listening on ", &mut fleet),
-                ("tls sha256 ", &mut pin),
-            ] {
-                if let Some(v) = line.strip_prefix(prefix) {
-                    *slot = v.to_string();
-                }
-            }
-        }
-        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
-        Serve {
-            child,
-            http,
-            fleet,
-            pin,
-        }
-    }
-
-    /// With a fleet listener, TLS made in `dir/tls` and a 60 s grace period.
-    fn start(db: &Path, dir: &Path) -> Serve {
-        let tls = dir.join("tls").display().to_string();
-        let serve = Serve::with_args(
-            db,
-            &[
-                "--fleet-listen",
-                "127.0.0.1:0",
-                "--tick-s",
-                "0.5",
-                "--grace-s",
-                "60",
-                "--tls-self-signed",
-                &tls,
-            ],
-        );
-        assert_eq!(serve.pin.len(), 64, "{}", serve.pin);
-        serve
-    }
-}
+use common::{BIN, Serve, agent_bin, dial_url, enrol, gpufleet, ok_stdout as ok, wait_for};
 
 /// `gpufleet --db DB run ARGS`, output captured, not waited for.
 fn spawn_run(db: &Path, args: &[&str]) -> Child {
@@ -113,45 +29,8 @@ fn spawn_run(db: &Path, args: &[&str]) -> Child {
         .unwrap()
 }
 
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Enrols `name` and returns its token.
-fn enrol(db: &Path, name: &str) -> String {
-    let out = ok(&gpufleet(
-        db,
-        &["agents", "add", name, "--dial-in", "--json"],
-    ));
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(v["name"], name);
-    v["token"].as_str().unwrap().to_string()
-}
-
 fn dial(addr: &str, name: &str, token: &str, pin: &str, state: &Path) -> Command {
     dial_url(&format!("https://{addr}"), name, token, pin, state)
-}
-
-fn dial_url(url: &str, name: &str, token: &str, pin: &str, state: &Path) -> Command {
-    let mut cmd = Command::new(agent_bin());
-    cmd.args(["--connect", url, "--name", name])
-        .args(["--max-backoff-s", "1", "--state-dir"])
-        .arg(state)
-        .env("GPUFLEET_TOKEN", token)
-        .env(
-            "GPUFLEET_CACHE_DIR",
-            std::env::temp_dir().join("gpufleet-test-cache"),
-        )
-        .env_remove("GPUFLEET_LISTEN")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null());
-    if !pin.is_empty() {
-        cmd.args(["--pin-sha256", pin]);
-    }
-    cmd
 }
 
 /// A TCP relay whose connections can be cut (both sides shut down, new ones refused) and
@@ -221,14 +100,6 @@ fn attached(db: &Path) -> BTreeSet<String> {
         .filter(|a| a["attached"] == true)
         .map(|a| a["name"].as_str().unwrap().to_string())
         .collect()
-}
-
-fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    while !f() {
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
 }
 
 fn stored(db: &Path) -> usize {

@@ -1,4 +1,6 @@
-//! `gpufleet power` against a real agent over gRPC, its power read from an RX 580 sysfs fixture.
+//! `gpufleet power` against a real agent over gRPC, its power read from an RX 580 sysfs fixture;
+//! and the same agent dialing in to `gpufleet serve`, read through the serve's API and its
+//! `/metrics`.
 
 use std::fs;
 use std::os::unix::fs::symlink;
@@ -6,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{BIN, Proc, gpufleet, ok_stdout as ok};
+use common::{BIN, Proc, Serve, dial_url, enrol, gpufleet, http_get, ok_stdout as ok, wait_for};
 
 /// An RX 580 at 0000:03:00.0 as `card0`/`hwmon2` under `root`, reading `watts_uw` µW and 41 °C;
 /// returns its hwmon directory.
@@ -171,4 +173,113 @@ fn ctrl_c_ends_it_cleanly_and_an_unreachable_agent_exits_1() {
     let out = power(&db, "http://127.0.0.1:1", "--rate-hz=5000");
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("--rate-hz"));
+}
+
+/// The `gpufleet_power_watts` gauge of `agent`'s RX 580 channel in serve's `/metrics`, if any.
+fn gauge(http: &str, agent: &str) -> Option<f64> {
+    let metrics = http_get(http, "/metrics");
+    let prefix = format!(
+        "gpufleet_power_watts{{agent=\"{agent}\",device=\"0000:03:00.0\",source=\"amdgpu-hwmon\",channel=\"amdgpu power1_input, temp1_input\"}} "
+    );
+    metrics
+        .lines()
+        .find_map(|l| l.strip_prefix(prefix.as_str()))
+        .map(|v| v.trim().parse().unwrap())
+}
+
+/// A JSON body of an HTTP answer.
+fn body(answer: &str) -> serde_json::Value {
+    let (_, body) = answer.split_once("\r\n\r\n").unwrap();
+    serde_json::from_str(body).unwrap_or_else(|e| panic!("{e}: {body}"))
+}
+
+#[test]
+fn a_dial_in_agents_power_through_the_serve_and_its_metrics() {
+    let dir = tempfile::tempdir().unwrap();
+    let hwmon = rx580(dir.path(), "8123000\n");
+    let db = dir.path().join("fleet.db");
+    let token = enrol(&db, "rig");
+    let serve = Serve::with_args(&db, &["--fleet-listen", "127.0.0.1:0"]);
+
+    // Not attached yet: exit 1 saying so.
+    let out = power(&db, "rig", "--seconds 1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("dial-in agent rig has never attached"),
+        "{err}"
+    );
+
+    let mut agent = dial_url(
+        &format!("http://{}", serve.fleet),
+        "rig",
+        &token,
+        "",
+        &dir.path().join("state"),
+    );
+    let mut agent = agent.arg("--sysfs-root").arg(dir.path()).spawn().unwrap();
+    // The gauges (1 Hz by default) carry the fixture's watts, labelled with the agent.
+    wait_for("rig's power gauge", 30, || {
+        gauge(&serve.http, "rig") == Some(8.123)
+    });
+
+    // 3 s at 5 Hz through the serve: 15 samples within 20%, each the fixture's figures.
+    let out = ok(&power(&db, "rig", "--seconds 3 --rate-hz 5 --format json"));
+    let samples: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        (12..=18).contains(&samples.len()),
+        "{} samples in 3 s at 5 Hz",
+        samples.len()
+    );
+    for s in &samples {
+        assert_eq!(s["pci_bus_id"], "0000:03:00.0");
+        assert_eq!(s["watts"], 8.123);
+        assert_eq!(s["temperature_c"], 41.0);
+        assert_eq!(s["label"], "amdgpu power1_input, temp1_input");
+    }
+    let latest = body(&http_get(&serve.http, "/api/agents/rig/power/latest"));
+    assert_eq!(latest["connected"], true);
+    assert_eq!(latest["samples"][0]["watts"], 8.123);
+
+    // A changed reading reaches the gauge and a watcher.
+    std::fs::write(hwmon.join("power1_input"), "31500000\n").unwrap();
+    wait_for("the new reading in the gauge", 10, || {
+        gauge(&serve.http, "rig") == Some(31.5)
+    });
+
+    // A bad filter exits 1 naming the field; so does an unknown agent's stream on the API.
+    let out = power(&db, "rig", "--device vulkan:9 --seconds 1");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("device: `vulkan:9` is neither"), "{err}");
+    let missing = http_get(&serve.http, "/api/agents/nobody/power");
+    assert!(missing.starts_with("HTTP/1.1 404"), "{missing}");
+    assert!(
+        body(&missing)["error"]
+            .as_str()
+            .unwrap()
+            .contains("not connected")
+    );
+
+    // The agent goes: a watcher ends with exit 1 saying why, and the gauges disappear.
+    let watcher = std::process::Command::new(BIN)
+        .arg("--db")
+        .arg(&db)
+        .args(["power", "rig", "--format", "csv"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(1500));
+    let _ = agent.kill();
+    let _ = agent.wait();
+    let out = watcher.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(err.contains("error: dial-in agent rig"), "{err}");
+    assert!(String::from_utf8_lossy(&out.stdout).lines().count() > 2);
+    assert_eq!(gauge(&serve.http, "rig"), None, "the gauge disappears");
 }

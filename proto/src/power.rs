@@ -106,9 +106,187 @@ impl From<&pb::PowerSample> for PowerPoint {
     }
 }
 
+/// A live sample as the coordinator's power stream (`/api/agents/{name}/power`) and
+/// `gpufleet power --format json` write it: the [`PowerPoint`]'s flat form and the channel's
+/// label. One JSON form for a live sample, read back by `gpufleet power` and the agent page.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct LiveSample {
+    #[serde(flatten)]
+    pub point: PowerPoint,
+    /// The channel's label (see `PowerSourceInfo.label`).
+    pub label: String,
+}
+
+impl From<&pb::PowerSample> for LiveSample {
+    fn from(sample: &pb::PowerSample) -> LiveSample {
+        LiveSample {
+            point: PowerPoint::from(sample),
+            label: sample.label.clone(),
+        }
+    }
+}
+
+impl LiveSample {
+    /// The sample on the wire again.
+    pub fn to_wire(&self) -> pb::PowerSample {
+        let p = &self.point;
+        let mut s = pb::PowerSample {
+            source: p.source.clone(),
+            scope: p.scope.clone(),
+            pci_bus_id: p.pci_bus_id.clone(),
+            monotonic_ns: p.monotonic_ns,
+            wall_unix_s: p.wall_unix_s,
+            label: self.label.clone(),
+            ..Default::default()
+        };
+        p.reading.write_to(&mut s);
+        s
+    }
+}
+
+/// Keeps one sample per `period` and channel, on the schedule first, second, ... period after the
+/// channel's first sample: a sample is kept once its time reaches the next slot less a quarter
+/// period (the sensor's clock jitters), and a gap longer than a period restarts the schedule.
+/// The one rule for "N samples a second": the agent paces a `PowerRequest.rate_hz` with it, the
+/// coordinator each watcher of a live stream, `gpufleet power` its `--rate-hz`.
+#[derive(Debug)]
+pub struct Pace<K> {
+    period_ns: u64,
+    next: std::collections::HashMap<K, u64>,
+}
+
+/// Checks a requested rate: finite, 0 (every sample) to 1000 a second.
+///
+/// # Errors
+/// A message saying what the rate must be.
+pub fn check_rate_hz(rate_hz: f64) -> Result<f64, String> {
+    if rate_hz.is_finite() && (0.0..=1000.0).contains(&rate_hz) {
+        Ok(rate_hz)
+    } else {
+        Err(format!(
+            "{rate_hz} must be between 0 (every sample) and 1000 samples a second"
+        ))
+    }
+}
+
+impl<K: std::hash::Hash + Eq> Pace<K> {
+    /// `rate_hz` samples a second per channel; 0 (or anything not positive) keeps every sample.
+    pub fn new(rate_hz: f64) -> Pace<K> {
+        let period_ns = if rate_hz > 0.0 && rate_hz.is_finite() {
+            (1e9 / rate_hz) as u64
+        } else {
+            0
+        };
+        Pace {
+            period_ns,
+            next: std::collections::HashMap::new(),
+        }
+    }
+
+    /// Whether to keep the sample taken at `t_ns` (the agent's monotonic clock) of `channel`.
+    pub fn keep(&mut self, channel: K, t_ns: u64) -> bool {
+        let p = self.period_ns;
+        if p == 0 {
+            return true;
+        }
+        match self.next.get_mut(&channel) {
+            None => {
+                self.next.insert(channel, t_ns.saturating_add(p));
+                true
+            }
+            Some(due) if t_ns.saturating_add(p / 4) >= *due => {
+                *due = if t_ns >= due.saturating_add(p) {
+                    t_ns.saturating_add(p)
+                } else {
+                    due.saturating_add(p)
+                };
+                true
+            }
+            Some(_) => false,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn ch(label: &str) -> String {
+        label.to_string()
+    }
+
+    /// Samples every `step_ms` (with `jitter_ms` alternating either side) for `secs` seconds,
+    /// paced to `rate_hz`: how many are kept.
+    fn kept(rate_hz: f64, step_ms: u64, jitter_ms: i64, secs: u64) -> usize {
+        let mut pace = Pace::new(rate_hz);
+        (0..secs * 1000 / step_ms)
+            .filter(|i| {
+                let j = if i % 2 == 0 { jitter_ms } else { -jitter_ms };
+                let t = (i * step_ms * 1_000_000) as i64 + j * 1_000_000 + 1_000_000_000;
+                pace.keep(ch("a"), t as u64)
+            })
+            .count()
+    }
+
+    #[test]
+    fn pace_keeps_the_asked_rate_from_a_faster_feed() {
+        // 20 Hz feed, 3 Hz asked: 30 in 10 s (a rate that does not divide the feed's).
+        let n = kept(3.0, 50, 0, 10);
+        assert!((29..=31).contains(&n), "{n}");
+        // Jitter of 5 ms either side does not drop a slot.
+        let n = kept(5.0, 50, 5, 10);
+        assert!((49..=51).contains(&n), "{n}");
+        // Asked faster than the feed: every sample.
+        assert_eq!(kept(50.0, 50, 0, 2), 40);
+        assert_eq!(kept(0.0, 50, 0, 2), 40);
+    }
+
+    #[test]
+    fn pace_counts_each_channel_on_its_own_and_restarts_after_a_gap() {
+        let mut pace = Pace::new(1.0);
+        assert!(pace.keep(ch("a"), 0));
+        assert!(pace.keep(ch("b"), 100_000_000), "another channel's first");
+        assert!(!pace.keep(ch("a"), 500_000_000));
+        assert!(pace.keep(ch("a"), 1_000_000_000));
+        // A 10 s gap: one sample, then the schedule from there, not a burst of catch-up.
+        assert!(pace.keep(ch("a"), 11_000_000_000));
+        assert!(!pace.keep(ch("a"), 11_100_000_000));
+        assert!(pace.keep(ch("a"), 12_000_000_000));
+    }
+
+    #[test]
+    fn a_live_sample_goes_through_json_and_back() {
+        let mut wire = pb::PowerSample {
+            source: "amdgpu-hwmon".into(),
+            scope: "asic".into(),
+            pci_bus_id: "0000:03:00.0".into(),
+            monotonic_ns: 7_000_000_000,
+            wall_unix_s: 1_760_000_000.5,
+            label: "amdgpu power1_input, temp1_input".into(),
+            ..Default::default()
+        };
+        full().write_to(&mut wire);
+        let text = serde_json::to_string(&LiveSample::from(&wire)).unwrap();
+        assert!(text.contains(r#""watts":430.5"#), "{text}");
+        assert!(
+            text.contains(r#""label":"amdgpu power1_input, temp1_input""#),
+            "{text}"
+        );
+        let back: LiveSample = serde_json::from_str(&text).unwrap();
+        assert_eq!(back.to_wire(), wire);
+    }
+
+    #[test]
+    fn a_rate_is_checked() {
+        assert_eq!(check_rate_hz(0.0), Ok(0.0));
+        assert_eq!(check_rate_hz(20.0), Ok(20.0));
+        for bad in [-1.0, f64::NAN, f64::INFINITY, 1000.5] {
+            assert!(
+                check_rate_hz(bad).unwrap_err().contains("between 0"),
+                "{bad}"
+            );
+        }
+    }
 
     fn full() -> Reading {
         Reading {

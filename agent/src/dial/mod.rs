@@ -398,7 +398,7 @@ impl Dialer {
 
     /// Streams the power samples the coordinator asked for while attached.
     async fn subscribe_power(self: &Arc<Self>, req: pb::PowerRequest) {
-        let chosen = match crate::service::power::select_channels(&self.core, &req) {
+        let mut wanted = match crate::service::power::Subscription::new(&self.core, &req) {
             Ok(c) => c,
             Err(e) => {
                 tracing::warn!("power subscription refused: {e}");
@@ -410,7 +410,7 @@ impl Dialer {
             let mut feed = d.core.power.sampler.subscribe();
             loop {
                 match feed.recv().await {
-                    Ok(s) if chosen.contains(&s.channel) => {
+                    Ok(s) if wanted.pass(&s) => {
                         let wire = crate::power::wire::sample_pb(&d.core.power.sampler, &s);
                         let Some(tx) = d.link() else { return };
                         let _ = tx.try_send(up(Up::Power(wire)));

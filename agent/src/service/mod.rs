@@ -83,14 +83,14 @@ impl Agent for AgentService {
                 "this agent has no power sources (see Describe for why each is unavailable)",
             ));
         }
-        let chosen = power::select_channels(&self.core, &req)?;
+        let mut wanted = power::Subscription::new(&self.core, &req)?;
         let mut feed = self.core.power.sampler.subscribe();
         let (tx, rx) = mpsc::channel::<Result<pb::PowerSample, Status>>(256);
         let core = self.core.clone();
         tokio::spawn(async move {
             loop {
                 match feed.recv().await {
-                    Ok(s) if chosen.contains(&s.channel) => {
+                    Ok(s) if wanted.pass(&s) => {
                         let wire = sample_pb(&core.power.sampler, &s);
                         if tx.send(Ok(wire)).await.is_err() {
                             return;

@@ -1,10 +1,13 @@
-//! Power on the wire: Describe's power-source list and StreamPower's filter.
+//! Power on the wire: Describe's power-source list, and the [`Subscription`] of a power request
+//! (StreamPower, or the coordinator's subscription over a dial-in link).
 
 use crate::error::AgentError;
 use crate::host::pci::normalize_pci;
 use crate::power::Unavailable;
+use crate::power::sampler::Sample;
 use crate::run::AgentCore;
 use gpufleet_kernels::quote;
+use gpufleet_proto::power::{Pace, check_rate_hz};
 use gpufleet_proto::v1 as pb;
 
 /// Describe's list: one entry per channel, then the unavailable sources.
@@ -124,4 +127,31 @@ pub fn select_channels(core: &AgentCore, req: &pb::PowerRequest) -> Result<Vec<u
         });
     }
     Ok(chosen)
+}
+
+/// What one power request forwards: the samples of the channels it selects, paced to its
+/// `rate_hz` per channel.
+pub struct Subscription {
+    chosen: Vec<usize>,
+    pace: Pace<usize>,
+}
+
+impl Subscription {
+    /// # Errors
+    /// An unknown device or source, a filter that matches no channel, or a bad `rate_hz`.
+    pub fn new(core: &AgentCore, req: &pb::PowerRequest) -> Result<Subscription, AgentError> {
+        let rate = check_rate_hz(req.rate_hz).map_err(|message| AgentError::InvalidArgument {
+            field: "rate_hz",
+            message,
+        })?;
+        Ok(Subscription {
+            chosen: select_channels(core, req)?,
+            pace: Pace::new(rate),
+        })
+    }
+
+    /// Whether `s` goes out.
+    pub fn pass(&mut self, s: &Sample) -> bool {
+        self.chosen.contains(&s.channel) && self.pace.keep(s.channel, s.monotonic_ns)
+    }
 }

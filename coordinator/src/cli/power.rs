@@ -1,21 +1,27 @@
-//! `gpufleet power`: an agent's power samples, live, from its `StreamPower`.
+//! `gpufleet power`: an agent's power samples, live: a direct agent's from its `StreamPower`, a
+//! dial-in agent's from the serve that holds its link (`/api/agents/{name}/power`, found through
+//! the agent's row; see [`crate::link::serve_api`]).
 //!
 //! The agent samples every channel at its own rate (`gpufleet-agent --power-rate-hz`, 20 by
-//! default) and streams every sample; [`Pace`] keeps `--rate-hz` of them per channel, on a fixed
-//! schedule so the rate shown is the rate asked for whenever the agent samples at least that often.
+//! default); the request asks for `--rate-hz` per channel, which the agent (or the serve) keeps
+//! with [`Pace`], on a fixed schedule so the rate shown is the rate asked for whenever the agent
+//! samples at least that often. The same pace applies here too, for an agent too old to pace.
 //! On a terminal the table view is one line per channel, redrawn in place; otherwise (a pipe, a
 //! file) every kept sample is a line of its own. Ctrl-C or `--seconds` end it cleanly (exit 0, a
 //! summary on stderr); an agent that cannot be reached, refuses, or closes the stream exits 1 with
 //! the reason (bad arguments and unknown names are errors, exit 2).
 
 use super::agents::lookup_agent;
+use crate::campaign::handoff::attached;
 use crate::db::Db;
 use crate::link::grpc::AgentAddr;
-use crate::store::AgentKind;
+use crate::link::serve_api::{PowerEvents, power_events};
+use crate::live::{Key, key};
+use crate::store::{AgentKind, AgentRow};
 use crate::table::{csv_line, csv_number, or_dash};
 use anyhow::bail;
 use futures::StreamExt;
-use gpufleet_proto::power::PowerPoint;
+use gpufleet_proto::power::{LiveSample, Pace, PowerPoint, check_rate_hz};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
@@ -53,60 +59,6 @@ pub struct PowerArgs {
     /// table, csv or json (JSON Lines: one object per sample).
     #[arg(long, value_enum, default_value = "table")]
     pub format: PowerFormat,
-}
-
-/// A channel of the stream: its source, device and label.
-type Key = (String, String, String);
-
-fn key(s: &pb::PowerSample) -> Key {
-    (s.source.clone(), s.pci_bus_id.clone(), s.label.clone())
-}
-
-/// Keeps one sample per `period` and channel, on the schedule first, second, ... period after the
-/// channel's first sample: a sample is kept once its time reaches the next slot less a quarter
-/// period (the agent's own clock jitters), and a gap longer than a period restarts the schedule.
-#[derive(Debug)]
-pub struct Pace {
-    period_ns: u64,
-    next: BTreeMap<Key, u64>,
-}
-
-impl Pace {
-    /// `rate_hz` samples a second per channel; 0 keeps every sample.
-    pub fn new(rate_hz: f64) -> Pace {
-        let period_ns = if rate_hz > 0.0 {
-            (1e9 / rate_hz) as u64
-        } else {
-            0
-        };
-        Pace {
-            period_ns,
-            next: BTreeMap::new(),
-        }
-    }
-
-    /// Whether to show the sample taken at `t_ns` (the agent's monotonic clock) of `channel`.
-    pub fn keep(&mut self, channel: Key, t_ns: u64) -> bool {
-        let p = self.period_ns;
-        if p == 0 {
-            return true;
-        }
-        match self.next.get_mut(&channel) {
-            None => {
-                self.next.insert(channel, t_ns.saturating_add(p));
-                true
-            }
-            Some(due) if t_ns.saturating_add(p / 4) >= *due => {
-                *due = if t_ns >= due.saturating_add(p) {
-                    t_ns.saturating_add(p)
-                } else {
-                    due.saturating_add(p)
-                };
-                true
-            }
-            Some(_) => false,
-        }
-    }
 }
 
 /// What is left of a figure the sensor did not report: `-`.
@@ -159,9 +111,11 @@ fn csv_cells(p: &PowerPoint, label: &str) -> Vec<String> {
 
 /// The sample as a JSON object: [`PowerPoint`]'s fields and the channel's label.
 fn json_line(p: &PowerPoint, label: &str) -> String {
-    let mut v = serde_json::to_value(p).unwrap_or_default();
-    v["label"] = label.into();
-    v.to_string()
+    let sample = LiveSample {
+        point: p.clone(),
+        label: label.to_string(),
+    };
+    serde_json::to_string(&sample).expect("a live sample serialises to JSON")
 }
 
 /// The wall time of day (UTC) of a sample, `12:00:01.250`.
@@ -222,39 +176,25 @@ impl Channels {
     }
 }
 
-/// How to reach `agent` (a registered name or a URL), or why its power cannot be read from here.
-fn address(db: &Db, agent: &str, connect_timeout: Duration) -> anyhow::Result<AgentAddr> {
-    if let Some(a) = AgentAddr::of_url(agent, connect_timeout) {
-        return Ok(a);
-    }
-    let row = lookup_agent(db, agent)?;
-    if row.kind == AgentKind::DialIn {
-        bail!(
-            "agent {agent} dials in to a `gpufleet serve`: its power reaches that coordinator over \
-             its link, which this command cannot read (only agents the coordinator dials)"
-        );
-    }
-    Ok(AgentAddr::of(&row, connect_timeout))
-}
-
-/// `gpufleet power`: exit 0 when `--seconds` or Ctrl-C ends it, 1 (the reason on stderr) when
-/// the agent cannot be reached, refuses or ends the stream.
-///
-/// # Errors
-/// Bad arguments, an unknown agent name, or stdout failing.
-pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyhow::Result<i32> {
-    if !(args.rate_hz.is_finite() && (0.0..=1000.0).contains(&args.rate_hz)) {
-        bail!("--rate-hz {} must be between 0 and 1000", args.rate_hz);
-    }
-    let limit = match args.seconds {
-        Some(s) if !(s.is_finite() && s > 0.0) => bail!("--seconds {s} must be positive"),
-        Some(s) => Some(Duration::from_secs_f64(s.min(1e9))),
-        None => None,
-    };
-    let addr = address(db, &args.agent, connect_timeout)?;
-    let request = pb::PowerRequest {
-        device_id: args.device.clone().unwrap_or_default(),
-        source: args.source.clone().unwrap_or_default(),
+/// Opens `agent`'s live power: a URL or a direct agent over its StreamPower, a dial-in agent
+/// through the serve that holds its link. Returns the name to report and the samples; `Err` of
+/// the outer result for what is the user's to fix (exit 2), of the inner for an agent that
+/// cannot be read now (exit 1).
+async fn open(
+    db: &Db,
+    agent: &str,
+    request: pb::PowerRequest,
+    connect_timeout: Duration,
+) -> anyhow::Result<Result<(String, PowerEvents), String>> {
+    let addr = match AgentAddr::of_url(agent, connect_timeout) {
+        Some(a) => a,
+        None => {
+            let row = lookup_agent(db, agent)?;
+            if row.kind == AgentKind::DialIn {
+                return Ok(through_serve(&row, &request, connect_timeout).await);
+            }
+            AgentAddr::of(&row, connect_timeout)
+        }
     };
     let opened = async {
         let mut client = addr.connect().await?;
@@ -263,8 +203,63 @@ pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyho
             .await
             .map_err(|s| addr.refused(s))
     };
-    let mut stream = match opened.await {
-        Ok(r) => r.into_inner(),
+    Ok(match opened.await {
+        Ok(r) => {
+            let name = addr.name.clone();
+            let events = r
+                .into_inner()
+                .map(move |item| item.map_err(|status| addr.refused(status).to_string()));
+            Ok((name, events.boxed()))
+        }
+        Err(e) => Err(e.to_string()),
+    })
+}
+
+/// A dial-in agent's power, from the serve whose link it holds (found in the agent's row).
+async fn through_serve(
+    row: &AgentRow,
+    request: &pb::PowerRequest,
+    connect_timeout: Duration,
+) -> Result<(String, PowerEvents), String> {
+    let name = &row.name;
+    let api = match (&row.api_url, attached(row, crate::time::now())) {
+        (Some(api), true) => api,
+        _ => {
+            return Err(match row.last_seen {
+                Some(t) => format!(
+                    "dial-in agent {name} is not attached to a running serve (last seen {:.0} s ago)",
+                    crate::time::now() - t
+                ),
+                None => format!("dial-in agent {name} has never attached to a serve"),
+            });
+        }
+    };
+    let token = std::env::var("GPUFLEET_READ_TOKEN").ok();
+    let events = power_events(api, name, request, token.as_deref(), connect_timeout).await?;
+    Ok((name.clone(), events))
+}
+
+/// `gpufleet power`: exit 0 when `--seconds` or Ctrl-C ends it, 1 (the reason on stderr) when
+/// the agent cannot be reached, refuses or ends the stream.
+///
+/// # Errors
+/// Bad arguments, an unknown agent name, or stdout failing.
+pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyhow::Result<i32> {
+    if let Err(e) = check_rate_hz(args.rate_hz) {
+        bail!("--rate-hz {e}");
+    }
+    let limit = match args.seconds {
+        Some(s) if !(s.is_finite() && s > 0.0) => bail!("--seconds {s} must be positive"),
+        Some(s) => Some(Duration::from_secs_f64(s.min(1e9))),
+        None => None,
+    };
+    let request = pb::PowerRequest {
+        device_id: args.device.clone().unwrap_or_default(),
+        source: args.source.clone().unwrap_or_default(),
+        rate_hz: args.rate_hz,
+    };
+    let (name, mut stream) = match open(db, &args.agent, request, connect_timeout).await? {
+        Ok(opened) => opened,
         Err(e) => {
             eprintln!("error: {e}");
             return Ok(1);
@@ -273,7 +268,7 @@ pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyho
 
     let started = Instant::now();
     let deadline = limit.map(|l| tokio::time::Instant::now() + l);
-    let mut pace = Pace::new(args.rate_hz);
+    let mut pace = Pace::<Key>::new(args.rate_hz);
     let mut channels = Channels::default();
     let live = args.format == PowerFormat::Table && std::io::stdout().is_terminal();
     let mut out = std::io::BufWriter::new(std::io::stdout().lock());
@@ -296,8 +291,8 @@ pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyho
         let sample = match item {
             None => break None, // --seconds
             Some(Some(Ok(s))) => s,
-            Some(Some(Err(status))) => break Some(addr.refused(status).to_string()),
-            Some(None) => break Some(format!("agent {} ended the power stream", addr.name)),
+            Some(Some(Err(why))) => break Some(why),
+            Some(None) => break Some(format!("agent {name} ended the power stream")),
         };
         let k = key(&sample);
         if !pace.keep(k.clone(), sample.monotonic_ns) {
@@ -347,7 +342,7 @@ pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyho
     eprintln!(
         "{shown} samples of {} channel(s) from {} in {secs:.1} s",
         channels.latest.len(),
-        addr.name
+        name
     );
     match ended {
         None => Ok(0),
@@ -361,49 +356,6 @@ pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyho
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn ch(label: &str) -> Key {
-        ("amdgpu-hwmon".into(), "0000:03:00.0".into(), label.into())
-    }
-
-    /// Samples every `step_ms` (with `jitter_ms` alternating either side) for `secs` seconds,
-    /// paced to `rate_hz`: how many are kept.
-    fn kept(rate_hz: f64, step_ms: u64, jitter_ms: i64, secs: u64) -> usize {
-        let mut pace = Pace::new(rate_hz);
-        (0..secs * 1000 / step_ms)
-            .filter(|i| {
-                let j = if i % 2 == 0 { jitter_ms } else { -jitter_ms };
-                let t = (i * step_ms * 1_000_000) as i64 + j * 1_000_000 + 1_000_000_000;
-                pace.keep(ch("a"), t as u64)
-            })
-            .count()
-    }
-
-    #[test]
-    fn pace_keeps_the_asked_rate_from_a_faster_feed() {
-        // 20 Hz feed, 3 Hz asked: 30 in 10 s (a rate that does not divide the feed's).
-        let n = kept(3.0, 50, 0, 10);
-        assert!((29..=31).contains(&n), "{n}");
-        // Jitter of 5 ms either side does not drop a slot.
-        let n = kept(5.0, 50, 5, 10);
-        assert!((49..=51).contains(&n), "{n}");
-        // Asked faster than the feed: every sample.
-        assert_eq!(kept(50.0, 50, 0, 2), 40);
-        assert_eq!(kept(0.0, 50, 0, 2), 40);
-    }
-
-    #[test]
-    fn pace_counts_each_channel_on_its_own_and_restarts_after_a_gap() {
-        let mut pace = Pace::new(1.0);
-        assert!(pace.keep(ch("a"), 0));
-        assert!(pace.keep(ch("b"), 100_000_000), "another channel's first");
-        assert!(!pace.keep(ch("a"), 500_000_000));
-        assert!(pace.keep(ch("a"), 1_000_000_000));
-        // A 10 s gap: one sample, then the schedule from there, not a burst of catch-up.
-        assert!(pace.keep(ch("a"), 11_000_000_000));
-        assert!(!pace.keep(ch("a"), 11_100_000_000));
-        assert!(pace.keep(ch("a"), 12_000_000_000));
-    }
 
     #[test]
     fn outputs_name_every_figure_and_leave_missing_ones_empty() {

@@ -13,6 +13,8 @@ use crate::fleet::Hub;
 use crate::fleet::link::links;
 use crate::fleet::service::serve_fleet;
 use crate::http::{ApiAuth, router_with_auth};
+use crate::live::LivePower;
+use crate::live::direct::follow_direct_agents;
 use crate::regression::detect::DetectConfig;
 use crate::schedule::{Daemon, DaemonConfig, run_until_stopped};
 use crate::store::ServeLock;
@@ -93,6 +95,18 @@ fn load_tls(args: &ServeArgs) -> anyhow::Result<Option<ServeTls>> {
     Ok(Some(tls))
 }
 
+/// Where a client on this host reaches the HTTP API bound at `addr`: a wildcard address is
+/// reached on loopback.
+fn api_url(addr: SocketAddr, tls: bool) -> String {
+    let ip = match addr.ip() {
+        std::net::IpAddr::V4(ip) if ip.is_unspecified() => std::net::Ipv4Addr::LOCALHOST.into(),
+        std::net::IpAddr::V6(ip) if ip.is_unspecified() => std::net::Ipv6Addr::LOCALHOST.into(),
+        ip => ip,
+    };
+    let scheme = if tls { "https" } else { "http" };
+    format!("{scheme}://{}", SocketAddr::new(ip, addr.port()))
+}
+
 /// `serve`: the daemon loop, HTTP endpoints, the fleet listener, graceful stop. `lock` is the
 /// database's [`ServeLock`], taken before the database was opened (`None` for an in-memory one);
 /// held until this returns, it makes `gpufleet db restore` refuse while the serve runs.
@@ -131,11 +145,13 @@ pub async fn serve(
         retry: RetryPolicy::connecting_within(connect_timeout),
         ..Default::default()
     };
-    let daemon = Daemon::new(db.clone(), cfg, Arc::new(LogReporter));
+    let live = LivePower::new(args.power_metrics_hz);
+    let daemon = Daemon::new(db.clone(), cfg, Arc::new(LogReporter)).with_live(live.clone());
     let hub = Hub::new(
         db.clone(),
         daemon.owner().to_string(),
         std::time::Duration::from_secs_f64(args.grace_s),
+        live.clone(),
     );
     let daemon = daemon.with_connect(links(hub.clone(), connect_timeout));
     let fleet_listener = match args.fleet_listen {
@@ -149,7 +165,9 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("--listen {}: cannot bind", args.listen))?;
-    println!("listening on {}", listener.local_addr()?);
+    let bound = listener.local_addr()?;
+    hub.set_api_url(api_url(bound, tls.is_some()));
+    println!("listening on {bound}");
     if let Some(l) = &fleet_listener {
         println!("fleet listening on {}", l.local_addr()?);
     }
@@ -215,6 +233,7 @@ pub async fn serve(
         }
         let _ = stop_tx.send(true);
     });
+    let direct = tokio::spawn(follow_direct_agents(live, db.clone(), connect_timeout));
     let retention = (args.retain_samples.is_some() || args.retain_power.is_some()).then(|| {
         let path = db.with(|s| s.path().to_path_buf());
         let (samples, power, keep_last) = (args.retain_samples, args.retain_power, args.baseline);
@@ -225,6 +244,7 @@ pub async fn serve(
     if let Some(task) = retention {
         task.abort();
     }
+    direct.abort();
     if !released.is_empty() {
         eprintln!("campaigns {released:?} interrupted; the next `gpufleet serve` resumes them");
     }

@@ -15,6 +15,12 @@
 //! resends everything not yet acknowledged, so a result survives any cut of the link and a crash of
 //! either side after the agent wrote it to its outbox.
 //!
+//! # Live power
+//! The hub connects each attached agent to [`LivePower`] and follows what it wants on the stream
+//! (a `PowerRequest` with a rate, or `stop_power`); the samples the agent sends go to
+//! [`LivePower::publish`], which never waits, so they cannot hold up a result behind them. A
+//! detached agent is disconnected there, ending its watchers with the reason.
+//!
 //! A run waiting for an agent that went away waits for it to come back for a grace period
 //! ([`DEFAULT_GRACE`]); when the agent comes back and does not list the run as running or finished
 //! (it restarted and lost it), or the grace period ends, the attempt fails as unreachable and the
@@ -25,10 +31,11 @@ pub mod service;
 
 use crate::db::Db;
 use crate::link::LinkError;
+use crate::live::{LivePower, Want};
 use crate::store::AgentRow;
 use gpufleet_proto::v1 as pb;
 use std::collections::{HashMap, HashSet};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, watch};
 
@@ -91,17 +98,31 @@ pub struct Hub {
     state: Mutex<State>,
     /// Bumped on every attach and detach, so waiters can wait for an agent to come back.
     changes: watch::Sender<u64>,
+    live: Arc<LivePower>,
+    /// The base URL of this serve's HTTP API, recorded with each attached agent.
+    api_url: OnceLock<String>,
 }
 
 impl Hub {
-    pub fn new(db: Db, owner: String, grace: Duration) -> Arc<Hub> {
+    pub fn new(db: Db, owner: String, grace: Duration, live: Arc<LivePower>) -> Arc<Hub> {
         Arc::new(Hub {
             db,
             owner,
             grace,
             state: Mutex::new(State::default()),
             changes: watch::channel(0).0,
+            live,
+            api_url: OnceLock::new(),
         })
+    }
+
+    /// Records where this serve's HTTP API is (set once, when it is bound).
+    pub fn set_api_url(&self, url: String) {
+        let _ = self.api_url.set(url);
+    }
+
+    fn api_url(&self) -> Option<&str> {
+        self.api_url.get().map(String::as_str)
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -121,6 +142,7 @@ impl Hub {
     /// settles the runs waiting on it: one the agent neither runs nor holds finished was lost.
     /// Returns the session id.
     fn attach(&self, row: &AgentRow, tx: ToAgent, hello: &pb::Hello) -> u64 {
+        let tx_for_power = tx.clone();
         let known: HashSet<&str> = hello
             .running
             .iter()
@@ -159,16 +181,21 @@ impl Hub {
         );
         drop(st);
         self.bump();
+        let wants = self
+            .live
+            .connect(&row.name, hello.info.clone().unwrap_or_default());
+        tokio::spawn(follow_wants(wants, tx_for_power));
         id
     }
 
-    /// Forgets session `id` of `agent` (if it is still the current one) and starts the grace
-    /// period of the runs waiting on it.
-    fn detach(self: &Arc<Self>, agent: &str, id: u64) {
+    /// Forgets session `id` of `agent` (if it is still the current one), ends its live power
+    /// with `why` and starts the grace period of the runs waiting on it.
+    fn detach(self: &Arc<Self>, agent: &str, id: u64, why: &str) {
         let mut st = self.state();
         if st.sessions.get(agent).is_none_or(|s| s.id != id) {
             return;
         }
+        self.live.disconnect(agent, why);
         st.sessions.remove(agent);
         st.offline_since.insert(agent.to_string(), Instant::now());
         let waiting = st.waiters.values().any(|w| w.agent == agent);
@@ -350,6 +377,35 @@ impl Hub {
                 "agent {agent} was removed from this fleet"
             ))));
         }
-        self.detach(agent, session);
+        self.detach(
+            agent,
+            session,
+            &format!("agent {agent} was removed from this fleet"),
+        );
+    }
+}
+
+/// Asks the agent on `tx` for what [`LivePower`] wants of it, each time that changes, until the
+/// agent is disconnected or connected again (the receiver closes) or its stream ends.
+async fn follow_wants(mut wants: watch::Receiver<Want>, tx: ToAgent) {
+    let mut asked = Want::Off;
+    loop {
+        let want = *wants.borrow_and_update();
+        if want != asked {
+            let message = match want.request() {
+                Some(r) => pb::coordinator_message::Message::Power(r),
+                None => pb::coordinator_message::Message::StopPower(true),
+            };
+            let msg = pb::CoordinatorMessage {
+                message: Some(message),
+            };
+            if tx.send(Ok(msg)).await.is_err() {
+                return;
+            }
+            asked = want;
+        }
+        if wants.changed().await.is_err() {
+            return;
+        }
     }
 }

@@ -98,14 +98,15 @@ impl Fleet for FleetService {
         };
         let info_json =
             serde_json::to_string(info).expect("an AgentInfo message serialises to JSON");
-        let (id, version, addr) = (
+        let (id, version, addr, api) = (
             row.id,
             gpufleet_kernels::prefix(&hello.agent_version, 64).to_string(),
             remote.clone(),
+            self.hub.api_url().map(str::to_string),
         );
         self.hub
             .db
-            .call(move |s| s.agent_attached(id, &addr, &version, &info_json))
+            .call(move |s| s.agent_attached(id, &addr, &version, &info_json, api.as_deref()))
             .await
             .map_err(internal)?;
         let (tx, rx) = mpsc::channel(64);
@@ -131,13 +132,17 @@ async fn read_agent(
     mut inbound: Streaming<pb::AgentMessage>,
     tx: ToAgent,
 ) {
-    loop {
+    let why = loop {
         let msg = match inbound.message().await {
             Ok(Some(m)) => m,
-            Ok(None) => break,
+            Ok(None) => break format!("dial-in agent {} closed its link", row.name),
             Err(status) => {
                 tracing::info!(agent = %row.name, "stream ended: {}", status.message());
-                break;
+                break format!(
+                    "dial-in agent {}'s link ended: {}",
+                    row.name,
+                    quote(status.message())
+                );
             }
         };
         match msg.message {
@@ -148,7 +153,7 @@ async fn read_agent(
                         message: Some(ToAgentMsg::Ack(pb::Ack { run_id })),
                     };
                     if tx.send(Ok(ack)).await.is_err() {
-                        break;
+                        break format!("dial-in agent {}'s link closed", row.name);
                     }
                     hub.deliver(&row.name, done).await;
                 }
@@ -160,10 +165,11 @@ async fn read_agent(
             Some(FromAgent::Hello(_)) => {
                 tracing::warn!(agent = %row.name, "a second Hello on one stream is ignored");
             }
-            Some(FromAgent::Power(_)) | None => {}
+            Some(FromAgent::Power(sample)) => hub.live.publish(&row.name, sample),
+            None => {}
         }
-    }
-    hub.detach(&row.name, session);
+    };
+    hub.detach(&row.name, session, &why);
     if hub.info(&row.name).is_none() {
         let id = row.id;
         let _ = hub.db.call(move |s| s.agent_detached(id)).await;
@@ -256,7 +262,12 @@ mod tests {
         let db = Db::in_memory().unwrap();
         db.with(|s| s.enrol_agent("rig", &token_hash(TOKEN)))
             .unwrap();
-        let hub = Hub::new(db, "test@host".into(), Duration::from_secs(1));
+        let hub = Hub::new(
+            db,
+            "test@host".into(),
+            Duration::from_secs(1),
+            crate::live::LivePower::new(0.0),
+        );
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let addr = format!("http://{}", listener.local_addr().unwrap());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -1,6 +1,10 @@
 //! `GET /metrics` of `gpufleet serve`: Prometheus text format. Agents (by kind, and dial-in agents
 //! attached now), campaigns by state, results by status and open alerts are read from the store at
-//! each scrape; request latencies per route are a histogram kept since the serve started.
+//! each scrape; request latencies per route are a histogram kept since the serve started. The
+//! latest power, temperature and clocks of every connected agent's channels come from
+//! [`crate::live::LivePower`] (kept fresh by `--power-metrics-hz`), labelled by agent, device,
+//! source and channel; a channel not heard from for [`crate::live::STALE`] and every channel of a
+//! disconnected agent are left out, so a gauge disappears rather than freezes.
 
 use crate::schedule::Daemon;
 use axum::extract::{MatchedPath, State};
@@ -16,6 +20,15 @@ use std::sync::OnceLock;
 struct RouteLabels {
     method: String,
     route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ChannelLabels {
+    agent: String,
+    /// The PCI bus id, or `host` for a host-level sensor.
+    device: String,
+    source: String,
+    channel: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -132,6 +145,7 @@ pub async fn metrics(State(s): State<Daemon>) -> Response {
         "Time to answer HTTP requests, by route",
         latency().clone(),
     );
+    register_power(&mut registry, s.live());
     let mut out = String::new();
     let _ = prometheus_client::encoding::text::encode(&mut out, &registry);
     (
@@ -142,4 +156,77 @@ pub async fn metrics(State(s): State<Daemon>) -> Response {
         out,
     )
         .into_response()
+}
+
+type FloatGauge = Gauge<f64, std::sync::atomic::AtomicU64>;
+
+/// The power gauges: one family per figure, a series per channel that reported it.
+fn register_power(registry: &mut Registry, live: &crate::live::LivePower) {
+    use gpufleet_proto::power::Reading;
+    type Figure = fn(&Reading) -> Option<f64>;
+    let figures: [(&str, &str, Figure); 5] = [
+        (
+            "power_watts",
+            "Latest power of each connected agent's channels, watts",
+            |r| r.watts,
+        ),
+        (
+            "power_temperature_celsius",
+            "Latest temperature of each channel, degrees Celsius",
+            |r| r.temperature_c,
+        ),
+        (
+            "power_sclk_mhz",
+            "Latest shader (core) clock of each channel, MHz",
+            |r| r.sclk_mhz.map(f64::from),
+        ),
+        (
+            "power_mclk_mhz",
+            "Latest memory clock of each channel, MHz",
+            |r| r.mclk_mhz.map(f64::from),
+        ),
+        (
+            "power_utilization_percent",
+            "Latest busy percentage of each channel",
+            |r| r.utilization_pct,
+        ),
+    ];
+    let latest = live.all_latest();
+    for (name, help, figure) in figures {
+        let family = Family::<ChannelLabels, FloatGauge>::default();
+        for (agent, samples) in &latest {
+            for s in samples {
+                let Some(v) = figure(&Reading::from_wire(s)) else {
+                    continue;
+                };
+                let labels = ChannelLabels {
+                    agent: agent.clone(),
+                    device: if s.pci_bus_id.is_empty() {
+                        "host".to_string()
+                    } else {
+                        s.pci_bus_id.clone()
+                    },
+                    source: s.source.clone(),
+                    channel: s.label.clone(),
+                };
+                family.get_or_create(&labels).set(v);
+            }
+        }
+        registry.register(name, help, family);
+    }
+    let counts = live.counts();
+    let watchers = Gauge::<i64>::default();
+    watchers.set(counts.watchers as i64);
+    registry.register(
+        "power_watchers",
+        "Live power streams open on this serve",
+        watchers,
+    );
+    let dropped = prometheus_client::metrics::counter::Counter::<u64>::default();
+    dropped.inc_by(counts.dropped);
+    registry.register(
+        "power_watch_dropped",
+        "Live samples dropped because a watcher's buffer was full",
+        dropped,
+    );
 }

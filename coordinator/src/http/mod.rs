@@ -11,6 +11,8 @@
 //! | `GET /metrics` | Prometheus text: agents, campaigns, results, open alerts, request latencies |
 //! | `GET /healthz` | `{"status":"ok","version","schema_version","owner","busy"}` |
 //! | `GET /api/agents` | agents with their devices |
+//! | `GET /api/agents/{name}/power?device=&source=&rate_hz=` | the agent's live power samples, as server-sent events ([`power`]) |
+//! | `GET /api/agents/{name}/power/latest` | `{"agent","connected","samples"}`: the latest sample of each channel |
 //! | `GET /api/campaigns` | campaigns with job and result counts |
 //! | `GET /api/campaigns/{id}` | one campaign with its jobs |
 //! | `GET /api/results?campaign=&kernel=&agent=&status=&since=&limit=&after=` | `{"results": [...], "next"}`: a page of results, newest first |
@@ -26,6 +28,7 @@
 //! error like any other.
 
 mod metrics;
+mod power;
 
 use crate::db::Db;
 use crate::regression::check::parse_since;
@@ -202,6 +205,8 @@ pub fn router_with_auth(daemon: Daemon, auth: ApiAuth) -> Router {
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics::metrics))
         .route("/api/agents", get(agents))
+        .route("/api/agents/{name}/power", get(power::stream))
+        .route("/api/agents/{name}/power/latest", get(power::latest))
         .route("/api/campaigns", get(campaigns))
         .route("/api/campaigns/{id}", get(campaign))
         .route("/api/results", get(results))

@@ -10,6 +10,7 @@
 //! marked lost follows from the variant, never from the message text.
 
 pub mod grpc;
+pub mod serve_api;
 
 use crate::store::AgentRow;
 use futures::future::BoxFuture;

@@ -67,6 +67,8 @@ pub struct Daemon {
     ex: Executor,
     cfg: DaemonConfig,
     running: Arc<Mutex<tokio::task::JoinSet<CampaignReport>>>,
+    /// The connected agents' live power (empty unless the serve follows agents).
+    live: Arc<crate::live::LivePower>,
 }
 
 impl Daemon {
@@ -80,7 +82,19 @@ impl Daemon {
             ex,
             cfg,
             running: Arc::new(Mutex::new(tokio::task::JoinSet::new())),
+            live: crate::live::LivePower::new(0.0),
         }
+    }
+
+    /// Serves `live` to the HTTP API (the agent page, `/metrics`, the power stream).
+    pub fn with_live(mut self, live: Arc<crate::live::LivePower>) -> Daemon {
+        self.live = live;
+        self
+    }
+
+    /// The connected agents' live power.
+    pub fn live(&self) -> &Arc<crate::live::LivePower> {
+        &self.live
     }
 
     /// Reaches agents through `connect` instead of gRPC only (a serve with dial-in agents).

@@ -121,15 +121,23 @@ impl Store {
         remote_addr: &str,
         agent_version: &str,
         info_json: &str,
+        api_url: Option<&str>,
     ) -> Result<(), StoreError> {
         parse_json("info_json", info_json)?;
         let now = self.now();
         self.conn
             .execute(
                 "UPDATE agents SET connected_since = ?2, last_seen = ?2, remote_addr = ?3,
-                    agent_version = ?4, info_json = ?5
+                    agent_version = ?4, info_json = ?5, api_url = ?6
                  WHERE id = ?1",
-                rusqlite::params![agent_id, now, remote_addr, agent_version, info_json],
+                rusqlite::params![
+                    agent_id,
+                    now,
+                    remote_addr,
+                    agent_version,
+                    info_json,
+                    api_url
+                ],
             )
             .map_err(sql("recording an attached agent"))?;
         Ok(())
@@ -161,7 +169,7 @@ impl Store {
         let now = self.now();
         self.conn
             .execute(
-                "UPDATE agents SET connected_since = NULL, last_seen = ?2 WHERE id = ?1",
+                "UPDATE agents SET connected_since = NULL, last_seen = ?2, api_url = NULL WHERE id = ?1",
                 rusqlite::params![agent_id, now],
             )
             .map_err(sql("recording a detached agent"))?;
@@ -303,26 +311,33 @@ mod tests {
         );
         let pod = store.enrol_agent("pod", &token_hash("t")).unwrap();
         assert!(matches!(
-            store.agent_attached(pod.id, "10.0.0.2:4000", "0.1.0", "{oops"),
+            store.agent_attached(pod.id, "10.0.0.2:4000", "0.1.0", "{oops", None),
             Err(StoreError::InvalidInput {
                 field: "info_json",
                 ..
             })
         ));
         store
-            .agent_attached(pod.id, "10.0.0.2:4000", "0.1.0", r#"{"name":"pod"}"#)
+            .agent_attached(
+                pod.id,
+                "10.0.0.2:4000",
+                "0.1.0",
+                r#"{"name":"pod"}"#,
+                Some("http://127.0.0.1:8787"),
+            )
             .unwrap();
         let row = store.agent("pod").unwrap().unwrap();
         assert!(row.connected_since.is_some());
         assert_eq!(row.remote_addr.as_deref(), Some("10.0.0.2:4000"));
         assert_eq!(row.agent_version.as_deref(), Some("0.1.0"));
+        assert_eq!(row.api_url.as_deref(), Some("http://127.0.0.1:8787"));
         assert_eq!(
             store.agent_info(pod.id).unwrap().as_deref(),
             Some(r#"{"name":"pod"}"#)
         );
         store.agent_detached(pod.id).unwrap();
         let row = store.agent("pod").unwrap().unwrap();
-        assert_eq!(row.connected_since, None);
+        assert_eq!((row.connected_since, row.api_url.as_deref()), (None, None));
         assert!(row.last_seen.is_some());
         // The token hash never appears in the row's JSON.
         let json = serde_json::to_string(&row).unwrap();

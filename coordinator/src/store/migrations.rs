@@ -90,6 +90,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0009_robust_noise.sql"),
         rewrite: None,
     },
+    Migration {
+        version: 10,
+        name: "0010_live",
+        sql: include_str!("migrations/0010_live.sql"),
+        rewrite: None,
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.

@@ -40,6 +40,9 @@ pub struct AgentRow {
     /// Direct over https: the CA (PEM) its certificate must chain to; not in JSON output.
     #[serde(skip_serializing)]
     pub tls_ca: Option<String>,
+    /// Dial-in: the HTTP API of the serve that holds its stream (`gpufleet power` reads its
+    /// live samples there); `None` while it is not connected.
+    pub api_url: Option<String>,
 }
 
 /// Serialises a URL with any `user:password@` removed, so credentials never reach JSON output.
@@ -637,6 +640,7 @@ mod tests {
             agent_version: None,
             tls_pin: None,
             tls_ca: None,
+            api_url: None,
         };
         let text = serde_json::to_string(&a).unwrap();
         assert!(!text.contains("s3cret"), "{text}");

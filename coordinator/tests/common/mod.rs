@@ -4,9 +4,10 @@
 
 use gpufleet_coordinator::campaign::progress::Reporter;
 use gpufleet_proto::v1 as pb;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 pub const BIN: &str = env!("CARGO_BIN_EXE_gpufleet");
 
@@ -119,4 +120,149 @@ impl Reporter for Quiet {
     fn progress(&self, _: &gpufleet_coordinator::campaign::plan::PlannedJob, _: &str, _: &str) {}
     fn finished(&self, _: &gpufleet_coordinator::campaign::plan::PlannedJob, _: &pb::RunResult) {}
     fn note(&self, _: &str) {}
+}
+
+/// The agent binary, built next to `gpufleet` by `cargo test --workspace`.
+pub fn agent_bin() -> PathBuf {
+    let p = Path::new(BIN).with_file_name("gpufleet-agent");
+    assert!(
+        p.exists(),
+        "{} is missing: run the workspace's tests (`cargo test --workspace`) or `cargo build -p gpufleet-agent` first",
+        p.display()
+    );
+    p
+}
+
+/// `gpufleet serve` and what it printed at start. Its stdout stays open (read to the end by a
+/// thread), so its later lines never meet a closed pipe.
+pub struct Serve {
+    pub child: Child,
+    /// The HTTP API's address.
+    pub http: String,
+    /// The fleet listener's address, when it has one.
+    pub fleet: String,
+    /// The certificate's SHA-256, when it serves TLS.
+    pub pin: String,
+}
+
+impl Serve {
+    /// `gpufleet --db DB serve --listen 127.0.0.1:0 ARGS`.
+    pub fn with_args(db: &Path, args: &[&str]) -> Serve {
+        let mut child = Command::new(BIN)
+            .arg("--db")
+            .arg(db)
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let mut out = BufReader::new(child.stdout.take().unwrap());
+        let (mut http, mut fleet, mut pin) = (String::new(), String::new(), String::new());
+        let wants_fleet = args.contains(&"--fleet-listen");
+        let wants_pin = args.iter().any(|a| a.starts_with("--tls"));
+        while http.is_empty() || (wants_fleet && fleet.is_empty()) || (wants_pin && pin.is_empty())
+        {
+            let mut line = String::new();
+            assert!(out.read_line(&mut line).unwrap() > 0, "serve exited");
+            let line = line.trim();
+            for (prefix, slot) in [
+                ("listening on ", &mut http),
+                ("fleet listening on ", &mut fleet),
+                ("tls sha256 ", &mut pin),
+            ] {
+                if let Some(v) = line.strip_prefix(prefix) {
+                    *slot = v.to_string();
+                }
+            }
+        }
+        std::thread::spawn(move || std::io::copy(&mut out, &mut std::io::sink()));
+        Serve {
+            child,
+            http,
+            fleet,
+            pin,
+        }
+    }
+
+    /// With a fleet listener, TLS made in `dir/tls` and a 60 s grace period.
+    pub fn start(db: &Path, dir: &Path) -> Serve {
+        let tls = dir.join("tls").display().to_string();
+        let serve = Serve::with_args(
+            db,
+            &[
+                "--fleet-listen",
+                "127.0.0.1:0",
+                "--tick-s",
+                "0.5",
+                "--grace-s",
+                "60",
+                "--tls-self-signed",
+                &tls,
+            ],
+        );
+        assert_eq!(serve.pin.len(), 64, "{}", serve.pin);
+        serve
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Enrols `name` and returns its token.
+pub fn enrol(db: &Path, name: &str) -> String {
+    let out = ok_stdout(&gpufleet(
+        db,
+        &["agents", "add", name, "--dial-in", "--json"],
+    ));
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["name"], name);
+    v["token"].as_str().unwrap().to_string()
+}
+
+/// `gpufleet-agent --connect URL` as `name` with `token`, pinned to `pin` when not empty.
+pub fn dial_url(url: &str, name: &str, token: &str, pin: &str, state: &Path) -> Command {
+    let mut cmd = Command::new(agent_bin());
+    cmd.args(["--connect", url, "--name", name])
+        .args(["--max-backoff-s", "1", "--state-dir"])
+        .arg(state)
+        .env("GPUFLEET_TOKEN", token)
+        .env(
+            "GPUFLEET_CACHE_DIR",
+            std::env::temp_dir().join("gpufleet-test-cache"),
+        )
+        .env_remove("GPUFLEET_LISTEN")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
+    if !pin.is_empty() {
+        cmd.args(["--pin-sha256", pin]);
+    }
+    cmd
+}
+
+/// Waits up to `secs` for `f`, failing the test naming `what`.
+pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    while !f() {
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// `GET path` of the HTTP server at `addr` (plain HTTP/1.1, connection closed): the whole
+/// response, headers included.
+pub fn http_get(addr: &str, path: &str) -> String {
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
 }

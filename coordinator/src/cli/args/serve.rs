@@ -52,6 +52,12 @@ pub struct ServeArgs {
     /// `fleet listening on ADDR` once bound.
     #[arg(long, env = "GPUFLEET_FLEET_LISTEN", value_parser = parse_host_port)]
     pub fleet_listen: Option<SocketAddr>,
+    /// Samples a second per channel that keep serve's power gauges in /metrics and the agent
+    /// pages fresh, from every connected agent (dial-in over its link, direct over its
+    /// StreamPower); 0 asks for power only while someone watches (`gpufleet power`, an agent
+    /// page).
+    #[arg(long, default_value_t = 1.0, env = "GPUFLEET_POWER_METRICS_HZ", value_parser = parse_metrics_hz)]
+    pub power_metrics_hz: f64,
     /// Seconds a run waits for its dial-in agent to come back after the link
     /// dropped before the campaign's retry rule applies.
     #[arg(long, default_value_t = 600.0, env = "GPUFLEET_GRACE_S")]
@@ -86,4 +92,15 @@ pub struct ServeArgs {
     /// Token for everything on the HTTP API (reads, campaigns, enrolment).
     #[arg(long, env = "GPUFLEET_ADMIN_TOKEN", hide_env_values = true)]
     pub admin_token: Option<String>,
+}
+
+/// `--power-metrics-hz`: 0 (off) to 20 samples a second.
+fn parse_metrics_hz(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(v) if v.is_finite() && (0.0..=20.0).contains(&v) => Ok(v),
+        _ => Err(format!(
+            "{} is not a rate from 0 (off) to 20 samples a second",
+            gpufleet_kernels::quote(s)
+        )),
+    }
 }
