@@ -9,9 +9,13 @@ Prometheus.
    pages with JavaScript disabled.
 2. `gpufleet report --html`: opens index.html from disk and follows links in Chromium; every relative
    link of every page must exist.
-3. Prometheus (Debian's binary) scrapes `gpufleet-agent --metrics-listen` (on an RX 580 sysfs fixture,
-   so there is a power channel) and serve's /metrics; its HTTP API must return the power and results
-   series. The Grafana dashboard must be valid JSON naming only metrics that exist.
+3. Live power: an agent on an RX 580 sysfs fixture dials in to the serve; its page (`/agents/rig`)
+   follows the fixture's watts in Chromium without a reload, and shows the last value with
+   JavaScript off.
+4. Prometheus (Debian's binary) scrapes `gpufleet-agent --metrics-listen` (on the same fixture, so
+   there is a power channel) and serve's /metrics; its HTTP API must return the power and results
+   series, and serve's power gauge of the dial-in agent. The Grafana dashboard must be valid JSON
+   naming only metrics that exist.
 
 Usage: dashboard_test.py BIN_DIR [OUT_DIR]   (screenshots and logs go to OUT_DIR,
 default target/dashboard-test). Exits non-zero on any failure.
@@ -112,9 +116,10 @@ def main():
     print(f"  {seed}")
     check(seed["alerts"] == 1 and seed["power_result"], "the history has one confirmed regression and a power trace")
 
-    port = free_port()
+    port, fport = free_port(), free_port()
     base = f"http://127.0.0.1:{port}"
-    start([gpufleet, "serve", "--db", str(db), "--listen", f"127.0.0.1:{port}", "--tick-s", "3600"], "serve.log", env)
+    start([gpufleet, "serve", "--db", str(db), "--listen", f"127.0.0.1:{port}", "--tick-s", "3600",
+           "--fleet-listen", f"127.0.0.1:{fport}"], "serve.log", env)
     wait_http(base + "/healthz")
     alerts = json.loads(wait_http(base + "/api/alerts"))
     a = alerts[0]
@@ -251,14 +256,54 @@ def main():
     finally:
         d.quit()
 
-    print("== Prometheus scrapes an agent and serve")
+    print("== live power: a dial-in agent's page follows its sensor")
     sysfs = work / "sysfs"
     rx580_fixture(sysfs)
+    watts_file = sysfs / "sys/devices/pci0000:00/0000:03:00.0/hwmon/hwmon2/power1_input"
+    enrolled = json.loads(subprocess.run([gpufleet, "agents", "add", "rig", "--dial-in", "--json", "--db", str(db)],
+                                         check=True, capture_output=True, text=True).stdout)
+    start([agent, "--connect", f"http://127.0.0.1:{fport}", "--name", "rig", "--state-dir", str(work / "rig-state")],
+          "rig.log", dict(env, GPUFLEET_TOKEN=enrolled["token"], GPUFLEET_SYSFS_ROOT=str(sysfs)))
+    end = time.time() + 60
+    while time.time() < end and not json.loads(wait_http(base + "/api/agents/rig/power/latest"))["samples"]:
+        time.sleep(0.5)
+    check(json.loads(wait_http(base + "/api/agents/rig/power/latest"))["samples"], "the serve holds rig's latest samples")
+    d = browser(js=True)
+    try:
+        d.get(base + "/agents/rig")
+        cell = lambda: d.find_element(By.CSS_SELECTOR, "#live-table td[data-fig='watts']").text
+        check(cell() == "8.1 W", f"the agent page shows the fixture's 8.1 W ({cell()!r})")
+        d.execute_script("window.__not_reloaded = 42;")
+        watts_file.write_text("31500000\n")
+        end = time.time() + 15
+        while time.time() < end and cell() != "31.5 W":
+            time.sleep(0.2)
+        check(cell() == "31.5 W", f"the page follows the sensor to 31.5 W ({cell()!r})")
+        check(d.execute_script("return window.__not_reloaded;") == 42, "without a reload")
+        status = d.find_element(By.ID, "live-status").text
+        check(status.startswith("live ("), f"the page says it is live ({status!r})")
+        check(d.find_elements(By.CSS_SELECTOR, "#live-charts svg polyline.trace"), "it draws the channel's watts")
+        check(not console_errors(d), "no console errors on the agent page")
+        d.save_screenshot(str(OUT / "agent-live.png"))
+    finally:
+        d.quit()
+    d = browser(js=False)
+    try:
+        d.get(base + "/agents/rig")
+        text = d.find_element(By.CSS_SELECTOR, "#live-table td[data-fig='watts']").text
+        check(text == "31.5 W", f"without JavaScript the page shows the last value ({text!r})")
+        d.save_screenshot(str(OUT / "agent-nojs.png"))
+    finally:
+        d.quit()
+    watts_file.write_text("8123000\n")
+
+    print("== Prometheus scrapes an agent and serve")
     aport, mport, pport = free_port(), free_port(), free_port()
     aenv = dict(env, GPUFLEET_SYSFS_ROOT=str(sysfs))
     start([agent, "--listen", f"127.0.0.1:{aport}", "--metrics-listen", f"127.0.0.1:{mport}"], "agent.log", aenv)
     agent_text = wait_http(f"http://127.0.0.1:{mport}/metrics")
     serve_text = wait_http(base + "/metrics")
+    check('gpufleet_power_watts{agent="rig"' in serve_text, "serve exports the dial-in agent's power")
     check("gpufleet_agent_power_watts{" in agent_text, "the agent exports its power channel")
     (work / "prometheus.yml").write_text(json.dumps({
         "global": {"scrape_interval": "1s"},
@@ -286,6 +331,15 @@ def main():
         check(r, f"Prometheus returns {q} ({len(r)} series)")
     watts = float(series["gpufleet_agent_power_watts"][0]["value"][1])
     check(abs(watts - 8.123) < 1e-6, f"the power series is the fixture's 8.123 W ({watts})")
+    rig = []
+    end = time.time() + 30
+    while time.time() < end:
+        rig = query('gpufleet_power_watts{agent="rig",source="amdgpu-hwmon",device="0000:03:00.0"}')
+        if rig and abs(float(rig[0]["value"][1]) - 8.123) < 1e-6:
+            break
+        time.sleep(1)
+    check(rig and abs(float(rig[0]["value"][1]) - 8.123) < 1e-6,
+          f"through serve, Prometheus has the dial-in agent's 8.123 W ({rig})")
     ok = [r for r in series["gpufleet_results"] if r["metric"].get("value") == "ok"]
     check(ok and float(ok[0]["value"][1]) > 500, "the results series counts the stored results")
 

@@ -41,6 +41,22 @@ impl Reading {
         sample.has_energy = self.energy_j.is_some();
     }
 
+    /// The figures for people, `-` for one not reported: watts (`8.1 W`), temperature
+    /// (`41.0 °C`), shader and memory clocks (`1340 MHz`), busy (`37 %`). The agent page's script
+    /// writes the same forms.
+    pub fn text_cells(&self) -> [String; 5] {
+        fn figure(v: Option<f64>, unit: &str, decimals: usize) -> String {
+            v.map_or_else(|| "-".into(), |v| format!("{v:.decimals$} {unit}"))
+        }
+        [
+            figure(self.watts, "W", 1),
+            figure(self.temperature_c, "°C", 1),
+            figure(self.sclk_mhz.map(f64::from), "MHz", 0),
+            figure(self.mclk_mhz.map(f64::from), "MHz", 0),
+            figure(self.utilization_pct, "%", 0),
+        ]
+    }
+
     /// The figures of a wire sample, with those it did not report (see the module docs) as
     /// `None`.
     pub fn from_wire(sample: &pb::PowerSample) -> Reading {

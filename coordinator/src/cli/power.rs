@@ -61,23 +61,6 @@ pub struct PowerArgs {
     pub format: PowerFormat,
 }
 
-/// What is left of a figure the sensor did not report: `-`.
-fn figure(v: Option<f64>, unit: &str, decimals: usize) -> String {
-    v.map_or_else(|| "-".into(), |v| format!("{v:.decimals$} {unit}"))
-}
-
-/// A sample's figures for people: watts, temperature, clocks, busy.
-fn text_cells(p: &PowerPoint) -> [String; 5] {
-    let r = &p.reading;
-    [
-        figure(r.watts, "W", 1),
-        figure(r.temperature_c, "°C", 1),
-        figure(r.sclk_mhz.map(f64::from), "MHz", 0),
-        figure(r.mclk_mhz.map(f64::from), "MHz", 0),
-        figure(r.utilization_pct, "%", 0),
-    ]
-}
-
 const CSV_HEADER: [&str; 11] = [
     "wall_unix_s",
     "source",
@@ -151,7 +134,7 @@ impl Channels {
             "source", "device", "scope", "power", "temp", "sclk", "mclk", "busy", "samples"
         )];
         for ((source, pci, label), (p, n)) in &self.latest {
-            let [w, t, s, m, u] = text_cells(p);
+            let [w, t, s, m, u] = p.reading.text_cells();
             let device = if pci.is_empty() { "host" } else { pci };
             lines.push(format!(
                 "{source:<13} {device:<13} {:<8} {w:>9} {t:>9} {s:>9} {m:>9} {u:>6} {n:>7}  {}",
@@ -305,7 +288,7 @@ pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyho
                 out.write_all(csv_line(&csv_cells(&point, &sample.label)).as_bytes())?
             }
             PowerFormat::Table if !live => {
-                let [w, t, s, m, u] = text_cells(&point);
+                let [w, t, s, m, u] = point.reading.text_cells();
                 let device = if point.pci_bus_id.is_empty() {
                     "host"
                 } else {
@@ -385,8 +368,8 @@ mod tests {
         assert_eq!(v["watts"], 8.123);
         assert_eq!(v["label"], "amdgpu power1_input, temp1_input");
         assert!(v["sclk_mhz"].is_null());
-        assert_eq!(text_cells(&p)[0], "8.1 W");
-        assert_eq!(text_cells(&p)[2], "-");
+        assert_eq!(p.reading.text_cells()[0], "8.1 W");
+        assert_eq!(p.reading.text_cells()[2], "-");
         assert_eq!(clock(1_760_000_000.25), "08:53:20.250");
     }
 }

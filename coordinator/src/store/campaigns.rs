@@ -266,6 +266,30 @@ impl Store {
             .map_err(sql(context))
     }
 
+    /// The jobs `agent_id` is running now (of running campaigns), oldest first.
+    ///
+    /// # Errors
+    /// [`StoreError::Sqlite`] if the query fails.
+    pub fn running_jobs(&self, agent_id: i64) -> Result<Vec<JobRow>, StoreError> {
+        let context = "listing an agent's running jobs";
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT j.id, j.campaign_id, j.agent_id, a.name AS agent, j.device_row_id,
+                        j.spec_key, j.spec_json, j.run_id, j.state, j.attempts, j.error,
+                        j.updated_at, j.confirms_result_id
+                 FROM jobs j JOIN agents a ON a.id = j.agent_id
+                 WHERE j.agent_id = ?1 AND j.state = 'running'
+                   AND j.campaign_id IN (SELECT id FROM campaigns WHERE state = 'running')
+                 ORDER BY j.updated_at",
+            )
+            .map_err(sql(context))?;
+        stmt.query_map([agent_id], job_from_row)
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))
+    }
+
     /// The job whose current run id is `run_id`, if any.
     ///
     /// # Errors

@@ -194,6 +194,16 @@ impl Links {
         self.pick("/alerts".into(), "alerts.html")
     }
     /// A device's page (ceilings and roofline).
+    /// An agent's live page; `None` in the static report (live figures need the serve).
+    pub fn agent(&self, agent: &str) -> Option<String> {
+        (!self.is_static()).then(|| format!("/agents/{}", segment(agent)))
+    }
+
+    /// The agent's live power stream (server-sent events) as its page's script reads it.
+    pub fn agent_power_stream(&self, agent: &str) -> String {
+        format!("/api/agents/{}/power?rate_hz=2", segment(agent))
+    }
+
     pub fn device(&self, agent: &str, device: &str) -> String {
         self.note(Ref::Device(agent.to_string(), device.to_string()));
         self.pick(

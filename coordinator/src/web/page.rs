@@ -54,6 +54,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         "device.html",
         include_str!("../../../dashboards/templates/device.html"),
     ),
+    (
+        "agent.html",
+        include_str!("../../../dashboards/templates/agent.html"),
+    ),
 ];
 
 fn templates() -> &'static Environment<'static> {

@@ -175,6 +175,14 @@ async fn get_device(
     .await
 }
 
+async fn get_agent(State(s): State<Daemon>, Path(agent): Path<String>) -> PageResult {
+    let live = pages::agent::LiveView::of(s.live(), &agent);
+    render_page(db(&s), move |st, l| {
+        pages::agent::agent(st, l, &agent, &live)
+    })
+    .await
+}
+
 async fn get_campaigns(State(s): State<Daemon>) -> PageResult {
     render_page(db(&s), |st, l| {
         pages::campaigns::campaigns(st, l, &Scope::default())
@@ -232,6 +240,7 @@ pub fn pages_router() -> Router<Daemon> {
         .route("/history.csv", get(get_history_csv))
         .route("/runs/{id}", get(get_run))
         .route("/devices/{agent}/{device}", get(get_device))
+        .route("/agents/{name}", get(get_agent))
         .route("/campaigns", get(get_campaigns))
         .route("/campaigns/{id}", get(get_campaign))
         .route("/alerts", get(get_alerts))

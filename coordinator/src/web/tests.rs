@@ -603,3 +603,97 @@ fn a_device_page_shows_its_ceilings_and_places_every_result_on_its_roofline() {
         other => panic!("{:?}", other.map(|p| p.template)),
     }
 }
+
+#[test]
+fn an_agent_page_shows_each_channels_last_figures_and_its_chart() {
+    use crate::store::{CampaignState, JobState, NewJob};
+    use gpufleet_proto::v1 as pb;
+    let mut store = Store::open_in_memory().unwrap();
+    let rig = store.add_agent("rig", "http://127.0.0.1:1", None).unwrap();
+    // A running campaign with one job running on rig, one queued and one finished.
+    let c = store.create_campaign("nightly", "", "{}").unwrap();
+    store.set_campaign_state(c, CampaignState::Running).unwrap();
+    for (i, state) in [JobState::Running, JobState::Queued, JobState::Done]
+        .into_iter()
+        .enumerate()
+    {
+        let job = store
+            .add_job(&NewJob {
+                campaign_id: c,
+                agent_id: rig.id,
+                device_row_id: None,
+                spec_key: format!("gemm n={i}"),
+                spec_json: r#"{"kernel": "gemm", "device_id": "vulkan:0"}"#.into(),
+                run_id: format!("run-{i}"),
+            })
+            .unwrap();
+        store.set_job_state(job, state, None).unwrap();
+    }
+    let l = Links::default();
+    let mut sample = pb::PowerSample {
+        source: "amdgpu-hwmon".into(),
+        scope: "asic".into(),
+        pci_bus_id: "0000:03:00.0".into(),
+        label: "amdgpu power1_input <b>".into(),
+        monotonic_ns: 2_000_000_000,
+        wall_unix_s: 1_760_000_000.0,
+        ..Default::default()
+    };
+    gpufleet_proto::power::Reading {
+        watts: Some(8.123),
+        temperature_c: Some(41.0),
+        sclk_mhz: Some(300),
+        ..Default::default()
+    }
+    .write_to(&mut sample);
+    let live = pages::agent::LiveView {
+        connected: true,
+        history: [(
+            crate::live::key(&sample),
+            vec![(1_000_000_000, 8.0), (2_000_000_000, 8.123)],
+        )]
+        .into(),
+        latest: vec![sample],
+    };
+    let html = render(pages::agent::agent(&store, &l, "rig", &live));
+    assert!(
+        html.contains(r#"data-channel="amdgpu-hwmon|0000:03:00.0|amdgpu power1_input &lt;b&gt;""#),
+        "{html}"
+    );
+    for figure in ["8.1 W", "41.0 °C", "300 MHz", "2025-10-09T08:53:20Z"] {
+        assert!(html.contains(figure), "{figure} in {html}");
+    }
+    assert!(
+        html.contains("<polyline class=\"trace\""),
+        "the chart is drawn"
+    );
+    assert!(
+        html.contains("Runs in progress") && html.contains("gemm n=0"),
+        "{html}"
+    );
+    assert!(
+        !html.contains("gemm n=1") && !html.contains("gemm n=2"),
+        "{html}"
+    );
+    // minijinja escapes `/` in attributes; the browser reads it back.
+    assert!(
+        html.contains(r#"data-stream="&#x2f;api&#x2f;agents&#x2f;rig&#x2f;power?rate_hz=2""#),
+        "{html}"
+    );
+    let html = render(pages::agent::agent(
+        &store,
+        &l,
+        "rig",
+        &pages::agent::LiveView::default(),
+    ));
+    assert!(html.contains("does not follow this agent now"), "{html}");
+    assert!(matches!(
+        pages::agent::agent(&store, &l, "nobody", &pages::agent::LiveView::default()),
+        Err(WebError::NotFound(_))
+    ));
+    // The fleet page links the agent's page on a serve, not in the static report.
+    assert!(
+        render(pages::fleet::fleet(&store, &l))
+            .contains(r#"<a href="&#x2f;agents&#x2f;rig">rig</a>"#)
+    );
+}

@@ -135,6 +135,7 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
         });
         out.push(json!({
             "name": a.name, "kind": a.kind.name(), "state": state, "state_class": class,
+            "href": links.agent(&a.name),
             "host": host_text, "last_seen": last_seen,
             "address": if a.kind == AgentKind::Direct { Some(&a.url) } else { a.remote_addr.as_ref() },
             "version": a.agent_version.clone().or_else(|| info["agent_version"].as_str().map(String::from)),

@@ -10,9 +10,11 @@
 //! | `history.rs` | `/history` and its CSV: one series over time |
 //! | `run.rs` | `/runs/{id}`: one result with its charts |
 //! | `device.rs` | `/devices/{agent}/{device}`: a device's ceilings and roofline |
+//! | `agent.rs` | `/agents/{name}`: an agent's live power (serve only) |
 //! | `campaigns.rs` | `/campaigns`, `/campaigns/{id}` |
 //! | `alerts.rs` | `/alerts`, and the alert table other pages embed |
 
+pub mod agent;
 pub mod alerts;
 pub mod campaigns;
 pub mod compare;
