@@ -115,3 +115,21 @@ def timed_loads(base, path, n):
         t, size = load(base + path)
         times.append(t)
     return times, size
+
+
+def rx580_fixture(root):
+    """An RX 580's amdgpu sysfs under ROOT (a pathlib.Path): card0 -> PCI device 0000:03:00.0 with an
+    hwmon power1_input of 8.123 W. Returns the power1_input file, which a test may rewrite."""
+    dev = root / "sys/devices/pci0000:00/0000:03:00.0"
+    card = root / "sys/class/drm/card0"
+    card.mkdir(parents=True)
+    files = {"device": "0x67df\n", "vendor": "0x1002\n", "uevent": "DRIVER=amdgpu\nPCI_SLOT_NAME=0000:03:00.0\n",
+             "gpu_busy_percent": "37\n", "hwmon/hwmon2/name": "amdgpu\n",
+             "hwmon/hwmon2/power1_input": "8123000\n", "hwmon/hwmon2/power1_cap": "145000000\n",
+             "hwmon/hwmon2/temp1_input": "41000\n", "hwmon/hwmon2/temp1_label": "edge\n",
+             "hwmon/hwmon2/freq1_input": "300000000\n"}
+    for rel, text in files.items():
+        (dev / rel).parent.mkdir(parents=True, exist_ok=True)
+        (dev / rel).write_text(text)
+    os.symlink(dev, card / "device")
+    return dev / "hwmon/hwmon2/power1_input"

@@ -263,6 +263,28 @@ fn a_dial_in_agents_power_through_the_serve_and_its_metrics() {
             .unwrap()
             .contains("not connected")
     );
+    // A name of 10,000 bytes is quoted cut short; an unknown parameter or a bad rate is named.
+    let long = http_get(
+        &serve.http,
+        &format!("/api/agents/{}/power", "x".repeat(10_000)),
+    );
+    assert!(long.starts_with("HTTP/1.1 404"), "{long:.300}");
+    assert!(
+        body(&long)["error"].as_str().unwrap().len() < 400,
+        "{long:.600}"
+    );
+    for (query, field) in [
+        ("rate_hz=-1", "rate_hz"),
+        ("rate_hz=fast", "rate_hz"),
+        ("hz=3", "hz"),
+    ] {
+        let bad = http_get(&serve.http, &format!("/api/agents/rig/power?{query}"));
+        assert!(bad.starts_with("HTTP/1.1 400"), "{query}: {bad}");
+        assert!(
+            body(&bad)["error"].as_str().unwrap().contains(field),
+            "{query}: {bad}"
+        );
+    }
 
     // The agent goes: a watcher ends with exit 1 saying why, and the gauges disappear.
     let watcher = std::process::Command::new(BIN)

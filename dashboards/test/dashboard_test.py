@@ -34,6 +34,8 @@ import urllib.request
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "bench"))
+from benchlib import rx580_fixture  # noqa: E402  (the RX 580 sysfs fixture the soak bench uses too)
 BIN = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "target/debug").resolve()
 OUT = Path(sys.argv[2] if len(sys.argv) > 2 else ROOT / "target/dashboard-test").resolve()
 PROCS = []
@@ -66,22 +68,6 @@ def check(cond, what):
     if not cond:
         raise SystemExit(f"FAIL: {what}")
     print(f"  ok: {what}")
-
-
-def rx580_fixture(root: Path):
-    """An RX 580's amdgpu sysfs: card0 -> PCI device with an hwmon power1_input."""
-    dev = root / "sys/devices/pci0000:00/0000:03:00.0"
-    card = root / "sys/class/drm/card0"
-    card.mkdir(parents=True)
-    files = {"device": "0x67df\n", "vendor": "0x1002\n", "uevent": "DRIVER=amdgpu\nPCI_SLOT_NAME=0000:03:00.0\n",
-             "gpu_busy_percent": "37\n", "hwmon/hwmon2/name": "amdgpu\n",
-             "hwmon/hwmon2/power1_input": "8123000\n", "hwmon/hwmon2/power1_cap": "145000000\n",
-             "hwmon/hwmon2/temp1_input": "41000\n", "hwmon/hwmon2/temp1_label": "edge\n",
-             "hwmon/hwmon2/freq1_input": "300000000\n"}
-    for rel, text in files.items():
-        (dev / rel).parent.mkdir(parents=True, exist_ok=True)
-        (dev / rel).write_text(text)
-    os.symlink(dev, card / "device")
 
 
 def browser(js=True):
@@ -258,8 +244,7 @@ def main():
 
     print("== live power: a dial-in agent's page follows its sensor")
     sysfs = work / "sysfs"
-    rx580_fixture(sysfs)
-    watts_file = sysfs / "sys/devices/pci0000:00/0000:03:00.0/hwmon/hwmon2/power1_input"
+    watts_file = rx580_fixture(sysfs)
     enrolled = json.loads(subprocess.run([gpufleet, "agents", "add", "rig", "--dial-in", "--json", "--db", str(db)],
                                          check=True, capture_output=True, text=True).stdout)
     start([agent, "--connect", f"http://127.0.0.1:{fport}", "--name", "rig", "--state-dir", str(work / "rig-state")],

@@ -409,8 +409,10 @@ impl LivePower {
             drop(feeds);
             return Err(WatchError::NotConnected(match self.gone().get(agent) {
                 Some(why) => format!("agent {agent} is not connected to this serve: {why}"),
+                // Any name a request gives: quoted, and cut short.
                 None => format!(
-                    "agent {agent} is not connected to this serve (a dial-in agent attaches with gpufleet-agent --connect; a direct agent is followed once it answers)"
+                    "agent {} is not connected to this serve (a dial-in agent attaches with gpufleet-agent --connect; a direct agent is followed once it answers)",
+                    quote(agent)
                 ),
             }));
         };

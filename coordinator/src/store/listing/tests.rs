@@ -387,6 +387,7 @@ fn migration_8_fills_its_tables_from_the_results_already_stored() {
              ALTER TABLE results DROP COLUMN robust_cv; ALTER TABLE results DROP COLUMN p25_s;
              ALTER TABLE results DROP COLUMN p75_s; ALTER TABLE results DROP COLUMN upper_fence_s;
              ALTER TABLE results DROP COLUMN outliers_high;
+             ALTER TABLE agents DROP COLUMN api_url;
              PRAGMA user_version = 7;",
         )
         .unwrap();
