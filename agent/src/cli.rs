@@ -1,6 +1,9 @@
 //! Command line of `gpufleet-agent`. Clap types stay here.
 
+use clap::parser::ValueSource;
 use clap::{Parser, Subcommand};
+use gpufleet_agent::config::AgentFile;
+use gpufleet_agent::env::DEFAULT_CONFIG;
 use gpufleet_proto::addr::parse_host_port;
 use std::net::SocketAddr;
 
@@ -14,6 +17,12 @@ use std::net::SocketAddr;
 #[derive(Debug, Parser)]
 #[command(name = "gpufleet-agent", version)]
 pub struct Cli {
+    /// Configuration file (TOML: connect, name, token_file, pin_sha256 or ca_cert, listen,
+    /// metrics_listen, state_dir, cache_dir, sysfs_root, power_rate_hz, [loader] allow; see
+    /// docs/install.md). Flags and GPUFLEET_* variables override it. Default:
+    /// /etc/gpufleet/agent.toml when it exists.
+    #[arg(long, env = "GPUFLEET_CONFIG")]
+    pub config: Option<std::path::PathBuf>,
     /// Serve the `Agent` gRPC service here (direct mode: the coordinator
     /// dials this address). Anything other than loopback requires --token.
     /// Default: 127.0.0.1:50051 unless --connect is given; both may be on.
@@ -131,6 +140,63 @@ pub struct PowerArgs {
     pub no_nvml: bool,
 }
 
+impl Cli {
+    /// The command line, with what neither a flag nor a `GPUFLEET_*` variable set taken from the
+    /// configuration file (`--config`, or /etc/gpufleet/agent.toml when it exists); the file, if
+    /// one was read.
+    ///
+    /// # Errors
+    /// The file cannot be read or is refused (the message names the key and the line), or it
+    /// names both a pin and a CA.
+    pub fn with_file(
+        mut self,
+        matches: &clap::ArgMatches,
+    ) -> anyhow::Result<(Cli, Option<AgentFile>)> {
+        let path = self.config.clone().unwrap_or_else(|| DEFAULT_CONFIG.into());
+        if self.config.is_none() && !path.exists() {
+            return Ok((self, None));
+        }
+        let file = AgentFile::load(&path).map_err(anyhow::Error::msg)?;
+        if file.pin_sha256.is_some() && file.ca_cert.is_some() {
+            anyhow::bail!(
+                "config file {}: pin_sha256 and ca_cert: give one of them",
+                path.display()
+            );
+        }
+        let given = |id: &str| {
+            matches!(
+                matches.value_source(id),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            )
+        };
+        let f = file.clone();
+        self.connect = self.connect.or(f.connect);
+        self.name = self.name.or(f.name);
+        self.listen = self.listen.or(f.listen);
+        self.metrics_listen = self.metrics_listen.or(f.metrics_listen);
+        self.state_dir = self.state_dir.or(f.state_dir);
+        self.cache_dir = self.cache_dir.or(f.cache_dir);
+        if self.token.is_none() && self.token_file.is_none() {
+            self.token_file = f.token_file;
+        }
+        if self.pin_sha256.is_none() && self.ca_cert.is_none() {
+            self.pin_sha256 = f.pin_sha256;
+            self.ca_cert = f.ca_cert;
+        }
+        if !given("sysfs_root")
+            && let Some(root) = f.sysfs_root
+        {
+            self.power.sysfs_root = root;
+        }
+        if !given("power_rate_hz")
+            && let Some(rate) = f.power_rate_hz
+        {
+            self.power.power_rate_hz = rate;
+        }
+        Ok((self, Some(file)))
+    }
+}
+
 fn parse_rate(s: &str) -> Result<f64, String> {
     let v: f64 = s.parse().map_err(|e| format!("{e}"))?;
     if v > 0.0 && v <= 1000.0 {
@@ -187,6 +253,58 @@ pub enum Command {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_file(args: &[&str]) -> anyhow::Result<(Cli, Option<AgentFile>)> {
+        use clap::{CommandFactory, FromArgMatches};
+        let m = Cli::command().try_get_matches_from(args).unwrap();
+        Cli::from_arg_matches(&m).unwrap().with_file(&m)
+    }
+
+    #[test]
+    fn flags_override_the_config_file_key_by_key() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("agent.toml");
+        std::fs::write(
+            &path,
+            "connect = \"https://fleet:7443\"\nname = \"rig\"\ntoken_file = \"/etc/gpufleet/token\"\n\
+             pin_sha256 = \"ab\"\npower_rate_hz = 10\nsysfs_root = \"/host\"\n",
+        )
+        .unwrap();
+        let p = path.to_str().unwrap();
+        let (cli, file) = with_file(&["gpufleet-agent", "--config", p]).unwrap();
+        assert!(file.is_some());
+        assert_eq!(cli.connect.as_deref(), Some("https://fleet:7443"));
+        assert_eq!(cli.name.as_deref(), Some("rig"));
+        assert_eq!(cli.power.power_rate_hz, 10.0);
+        assert_eq!(cli.power.sysfs_root, std::path::PathBuf::from("/host"));
+        assert_eq!(cli.token_file, Some("/etc/gpufleet/token".into()));
+        let (cli, _) = with_file(&[
+            "gpufleet-agent",
+            "--config",
+            p,
+            "--name",
+            "other",
+            "--power-rate-hz",
+            "5",
+            "--ca-cert",
+            "/ca.pem",
+        ])
+        .unwrap();
+        assert_eq!(cli.name.as_deref(), Some("other"));
+        assert_eq!(cli.power.power_rate_hz, 5.0);
+        assert_eq!(
+            (cli.pin_sha256, cli.ca_cert),
+            (None, Some("/ca.pem".into()))
+        );
+        // A file given by name must exist; a bad one is refused naming the key and line.
+        let e = with_file(&["gpufleet-agent", "--config", "/nonexistent.toml"]).unwrap_err();
+        assert!(e.to_string().contains("/nonexistent.toml"), "{e}");
+        std::fs::write(&path, "name = \"rig\"\ncolour = \"red\"\n").unwrap();
+        let e = with_file(&["gpufleet-agent", "--config", p])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("line 2") && e.contains("colour"), "{e}");
+    }
 
     #[test]
     fn listen_flags_take_a_host_name() {

@@ -72,6 +72,7 @@
 
 pub mod backend;
 pub mod cache;
+pub mod config;
 pub mod dial;
 pub mod env;
 pub mod error;

@@ -3,7 +3,7 @@
 mod cli;
 
 use anyhow::Context;
-use clap::Parser;
+use gpufleet_agent::config::AgentFile;
 use gpufleet_agent::isolation::{WorkerCommand, child};
 use gpufleet_agent::{AgentConfig, AgentCore};
 use std::net::SocketAddr;
@@ -23,7 +23,10 @@ fn real_main() -> anyhow::Result<()> {
     if args.get(1).map(String::as_str) == Some("worker") {
         std::process::exit(child::main(&args[2..]));
     }
-    let cli = cli::Cli::parse();
+    let matches = <cli::Cli as clap::CommandFactory>::command().get_matches();
+    let cli =
+        <cli::Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let (cli, file) = cli.with_file(&matches)?;
     tracing_subscriber::fmt()
         .with_env_filter(
             tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
@@ -33,10 +36,10 @@ fn real_main() -> anyhow::Result<()> {
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(run(cli))
+    runtime.block_on(run(cli, file))
 }
 
-async fn run(cli: cli::Cli) -> anyhow::Result<()> {
+async fn run(cli: cli::Cli, file: Option<AgentFile>) -> anyhow::Result<()> {
     let mut worker = WorkerCommand::current_exe(&["worker"])?;
     if let Some(dir) = &cli.cache_dir {
         worker
@@ -63,6 +66,12 @@ async fn run(cli: cli::Cli) -> anyhow::Result<()> {
     .filter(|t| !t.is_empty());
     config.discovery_timeout = Duration::from_secs_f64(cli.discovery_timeout_s.max(0.1));
     config.power = cli.power.config();
+    if let Some(file) = file {
+        config.loader = gpufleet_agent::env::LoaderPolicy {
+            allowed: file.loader_allow,
+            config: Some(file.path),
+        };
+    }
 
     if let Some(cli::Command::Power { seconds, json }) = cli.command {
         if !(seconds > 0.0 && seconds <= 3600.0) {

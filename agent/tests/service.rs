@@ -606,3 +606,63 @@ async fn the_cpu_isa_cap_is_a_per_run_override_and_a_bad_value_is_the_runs_error
         r.message
     );
 }
+
+/// Loader variables through a real agent: a default agent refuses tool libraries, layers and
+/// injection paths, and manifests outside the standard ICD directories; lavapipe's manifest in the
+/// standard directory goes through; a manifest the owner lists in the agent's configuration goes
+/// through once listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loader_variables_are_the_host_owners_decision() {
+    let dir = tempfile::tempdir().unwrap();
+    let mine = dir.path().join("my_icd.json");
+    std::fs::write(&mine, r#"{"file_format_version": "1.0.0", "ICD": {"library_path": "/nonexistent.so", "api_version": "1.3.0"}}"#).unwrap();
+    let mine = mine.display().to_string();
+    let with = |k: &str, v: &str| {
+        let mut s = spec("vec_add", &[("n", 4096)]);
+        s.env.insert(k.into(), v.into());
+        s
+    };
+    let a = start(|_| {}).await;
+    let mut c = client(&a).await;
+    for (k, v) in [
+        ("HSA_TOOLS_LIB", "/tmp/libtool.so"),
+        ("VK_LAYER_PATH", "/tmp/layers"),
+        ("CUDA_INJECTION64_PATH", "/tmp/inject.so"),
+        ("VK_DRIVER_FILES", mine.as_str()),
+    ] {
+        let st = refused(&mut c, with(k, v)).await;
+        assert_eq!(st.code(), tonic::Code::InvalidArgument, "{k}: {st:?}");
+        let m = st.message();
+        assert!(
+            m.contains(&format!("{k}=")) && m.contains("[loader] allow") && m.contains("env"),
+            "{m}"
+        );
+    }
+    let lvp = "/usr/share/vulkan/icd.d/lvp_icd.x86_64.json";
+    if std::path::Path::new(lvp).exists() {
+        let (_, r) = run(&mut c, "lvp-manifest", with("VK_DRIVER_FILES", lvp)).await;
+        assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+    } else {
+        eprintln!("skipped the lavapipe manifest case: {lvp} is not installed");
+    }
+    drop(c);
+    drop(a);
+
+    let owned = mine.clone();
+    let a = start(move |cfg| {
+        cfg.loader = gpufleet_agent::env::LoaderPolicy {
+            allowed: vec![owned],
+            config: Some("/etc/gpufleet/agent.toml".into()),
+        }
+    })
+    .await;
+    let mut c = client(&a).await;
+    let (_, r) = run(&mut c, "listed-manifest", with("VK_DRIVER_FILES", &mine)).await;
+    assert_eq!(r.status(), pb::RunStatus::Ok, "{}", r.message);
+    let st = refused(&mut c, with("HSA_TOOLS_LIB", "/tmp/libtool.so")).await;
+    assert!(
+        st.message().contains("/etc/gpufleet/agent.toml"),
+        "{}",
+        st.message()
+    );
+}

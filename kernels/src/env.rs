@@ -71,6 +71,54 @@ pub fn check_override(key: &str, value: &str) -> Result<(), EnvError> {
     }
 }
 
+/// Allowlisted variables that make a driver loader open something by path or name: as much power
+/// as `LD_PRELOAD`, so the agent's owner decides which values a run may give them
+/// (`gpufleet-agent`'s `[loader] allow`; see the agent's `LoaderPolicy`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LoaderVar {
+    /// Driver manifests (or ICD directories): a value in the system's standard ICD directories is
+    /// allowed by default, so a run can still choose RADV, AMDVLK or lavapipe.
+    Manifest,
+    /// OpenCL ICD libraries (`OCL_ICD_FILENAMES`): a bare name or a path in the system's library
+    /// directories is allowed by default.
+    IcdLibrary,
+    /// Tool libraries, layers, injection paths and toolkit roots: allowed only when listed.
+    Tool,
+}
+
+/// Which kind of loader variable `key` is, if it is one. The explicit list, then any allowlisted
+/// key that ends like a path list (`_PATH`, `_LIB`, `_LIBS`, `_FILENAMES`, `_FILES`, `_LAYERS`):
+/// a driver knob added later is treated as loading code until someone says otherwise.
+pub fn loader_var(key: &str) -> Option<LoaderVar> {
+    match key {
+        "VK_ICD_FILENAMES" | "VK_DRIVER_FILES" | "VK_ADD_DRIVER_FILES" | "OCL_ICD_VENDORS" => {
+            Some(LoaderVar::Manifest)
+        }
+        "OCL_ICD_FILENAMES" => Some(LoaderVar::IcdLibrary),
+        "HSA_TOOLS_LIB"
+        | "ROCP_TOOL_LIB"
+        | "CUDA_INJECTION64_PATH"
+        | "VK_LAYER_PATH"
+        | "VK_ADD_LAYER_PATH"
+        | "VK_IMPLICIT_LAYER_PATH"
+        | "VK_ADD_IMPLICIT_LAYER_PATH"
+        | "VK_INSTANCE_LAYERS"
+        | "VK_LOADER_LAYERS_ENABLE"
+        | "ROCM_PATH"
+        | "HIP_PATH"
+        | "HIP_CLANG_PATH"
+        | "HIP_DEVICE_LIB_PATH"
+        | "CUDA_PATH" => Some(LoaderVar::Tool),
+        _ if ["_PATH", "_LIB", "_LIBS", "_FILENAMES", "_FILES", "_LAYERS"]
+            .iter()
+            .any(|s| key.ends_with(s)) =>
+        {
+            Some(LoaderVar::Tool)
+        }
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -84,6 +132,29 @@ mod tests {
             "VK_ICD_FILENAMES",
         ] {
             assert_eq!(check_override(k, "1"), Ok(()), "{k}");
+        }
+    }
+
+    #[test]
+    fn loader_variables_are_named_by_kind() {
+        assert_eq!(loader_var("VK_DRIVER_FILES"), Some(LoaderVar::Manifest));
+        assert_eq!(loader_var("OCL_ICD_FILENAMES"), Some(LoaderVar::IcdLibrary));
+        for k in [
+            "HSA_TOOLS_LIB",
+            "VK_LAYER_PATH",
+            "CUDA_INJECTION64_PATH",
+            "VK_INSTANCE_LAYERS",
+        ] {
+            assert_eq!(loader_var(k), Some(LoaderVar::Tool), "{k}");
+        }
+        assert_eq!(loader_var("RADV_SOME_NEW_LIB"), Some(LoaderVar::Tool));
+        for k in [
+            "HSA_OVERRIDE_GFX_VERSION",
+            "RADV_PERFTEST",
+            "AMD_VULKAN_ICD",
+            "GPU_TEST_MARKER",
+        ] {
+            assert_eq!(loader_var(k), None, "{k}");
         }
     }
 

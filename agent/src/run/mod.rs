@@ -66,6 +66,8 @@ pub struct AgentConfig {
     /// Keep a worker process after an `ok` run for the next run with the same backend, device,
     /// environment and memory limit (see [`WorkerPool`]); off: a fresh process for every run.
     pub reuse_workers: bool,
+    /// Which values a run may give the loader variables (`[loader] allow` of the config file).
+    pub loader: crate::env::LoaderPolicy,
 }
 
 impl AgentConfig {
@@ -81,6 +83,7 @@ impl AgentConfig {
             host_root: PathBuf::from("/"),
             limit_worker_memory: true,
             reuse_workers: true,
+            loader: crate::env::LoaderPolicy::default(),
         }
     }
 }

@@ -106,6 +106,10 @@ pub fn plan(
     let mut env = BTreeMap::new();
     for (k, v) in &spec.env {
         check_override(k, v)?;
+        core.config
+            .loader
+            .check(k, v)
+            .map_err(|m| invalid("env", m))?;
         env.insert(k.clone(), v.clone());
     }
     let footprint = problem.footprint_bytes();
