@@ -33,6 +33,20 @@ fn rx580(root: &Path, watts_uw: &str) -> std::path::PathBuf {
     hwmon
 }
 
+/// The JSON Lines of 3 s at 5 Hz: 15 samples within 20%.
+fn three_seconds_at_5_hz(out: &str) -> Vec<serde_json::Value> {
+    let samples: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert!(
+        (12..=18).contains(&samples.len()),
+        "{} samples in 3 s at 5 Hz",
+        samples.len()
+    );
+    samples
+}
+
 /// `gpufleet power URL ARGS...` on `db`.
 fn power(db: &Path, url: &str, args: &str) -> std::process::Output {
     let mut all = vec!["power", url];
@@ -60,15 +74,7 @@ fn live_samples_at_the_asked_rate_in_every_format() {
         &agent.url,
         "--seconds 3 --rate-hz 5 --format json",
     ));
-    let samples: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert!(
-        (12..=18).contains(&samples.len()),
-        "{} samples in 3 s at 5 Hz",
-        samples.len()
-    );
+    let samples = three_seconds_at_5_hz(&out);
     for s in &samples {
         assert_eq!(s["source"], "amdgpu-hwmon");
         assert_eq!(s["pci_bus_id"], "0000:03:00.0");
@@ -225,15 +231,7 @@ fn a_dial_in_agents_power_through_the_serve_and_its_metrics() {
 
     // 3 s at 5 Hz through the serve: 15 samples within 20%, each the fixture's figures.
     let out = ok(&power(&db, "rig", "--seconds 3 --rate-hz 5 --format json"));
-    let samples: Vec<serde_json::Value> = out
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect();
-    assert!(
-        (12..=18).contains(&samples.len()),
-        "{} samples in 3 s at 5 Hz",
-        samples.len()
-    );
+    let samples = three_seconds_at_5_hz(&out);
     for s in &samples {
         assert_eq!(s["pci_bus_id"], "0000:03:00.0");
         assert_eq!(s["watts"], 8.123);

@@ -11,8 +11,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 
 mod db;
+mod power;
 mod serve;
 pub use self::db::{CompactArgs, DbCommand, parse_age};
+pub use self::power::{PowerArgs, PowerFormat};
 pub use self::serve::ServeArgs;
 
 /// gpufleet: benchmark GPUs across a fleet and make the numbers comparable.
@@ -81,7 +83,7 @@ pub enum Command {
     /// channel, updated in place on a terminal, a line (or CSV row, or JSON object) per sample
     /// otherwise; until Ctrl-C or --seconds. Exit 1 when the agent cannot be reached or ends the
     /// stream.
-    Power(super::power::PowerArgs),
+    Power(PowerArgs),
     /// Compare the latest result of each spec on each device, side by side.
     Compare(CompareArgs),
     /// List stored results.

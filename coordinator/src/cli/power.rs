@@ -12,6 +12,7 @@
 //! the reason (bad arguments and unknown names are errors, exit 2).
 
 use super::agents::lookup_agent;
+use super::args::{PowerArgs, PowerFormat};
 use crate::campaign::handoff::attached;
 use crate::db::Db;
 use crate::link::grpc::AgentAddr;
@@ -26,40 +27,6 @@ use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::time::{Duration, Instant};
-
-/// How `gpufleet power` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum PowerFormat {
-    /// One line per channel, updated in place on a terminal; a line per sample otherwise.
-    Table,
-    /// A header, then one row per sample.
-    Csv,
-    /// One JSON object per line per sample (JSON Lines).
-    Json,
-}
-
-/// The arguments of `gpufleet power`.
-#[derive(Debug, clap::Args)]
-pub struct PowerArgs {
-    /// Registered agent name, or an agent URL (http://host:port).
-    pub agent: String,
-    /// Only this device: its id (`opencl:0.0`) or its PCI bus id.
-    #[arg(long)]
-    pub device: Option<String>,
-    /// Only this source (`nvml`, `amdgpu-hwmon`, `rapl`, `rocm-smi`, ...).
-    #[arg(long)]
-    pub source: Option<String>,
-    /// Stop after this many seconds (default: until Ctrl-C).
-    #[arg(long)]
-    pub seconds: Option<f64>,
-    /// Samples shown per second and channel, at most what the agent takes (its --power-rate-hz,
-    /// 20 by default); 0 shows every sample.
-    #[arg(long, default_value_t = 2.0)]
-    pub rate_hz: f64,
-    /// table, csv or json (JSON Lines: one object per sample).
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: PowerFormat,
-}
 
 const CSV_HEADER: [&str; 11] = [
     "wall_unix_s",

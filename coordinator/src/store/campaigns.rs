@@ -252,13 +252,9 @@ impl Store {
         let context = "listing jobs";
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT j.id, j.campaign_id, j.agent_id, a.name AS agent, j.device_row_id,
-                        j.spec_key, j.spec_json, j.run_id, j.state, j.attempts, j.error,
-                        j.updated_at, j.confirms_result_id
-                 FROM jobs j JOIN agents a ON a.id = j.agent_id
-                 WHERE j.campaign_id = ?1 ORDER BY j.id",
-            )
+            .prepare_cached(&format!(
+                "{JOB_SELECT} WHERE j.campaign_id = ?1 ORDER BY j.id"
+            ))
             .map_err(sql(context))?;
         stmt.query_map([campaign_id], job_from_row)
             .map_err(sql(context))?
@@ -274,15 +270,11 @@ impl Store {
         let context = "listing an agent's running jobs";
         let mut stmt = self
             .conn
-            .prepare_cached(
-                "SELECT j.id, j.campaign_id, j.agent_id, a.name AS agent, j.device_row_id,
-                        j.spec_key, j.spec_json, j.run_id, j.state, j.attempts, j.error,
-                        j.updated_at, j.confirms_result_id
-                 FROM jobs j JOIN agents a ON a.id = j.agent_id
-                 WHERE j.agent_id = ?1 AND j.state = 'running'
+            .prepare_cached(&format!(
+                "{JOB_SELECT} WHERE j.agent_id = ?1 AND j.state = 'running'
                    AND j.campaign_id IN (SELECT id FROM campaigns WHERE state = 'running')
-                 ORDER BY j.updated_at",
-            )
+                 ORDER BY j.updated_at"
+            ))
             .map_err(sql(context))?;
         stmt.query_map([agent_id], job_from_row)
             .map_err(sql(context))?
@@ -297,11 +289,7 @@ impl Store {
     pub fn job_by_run_id(&self, run_id: &str) -> Result<Option<JobRow>, StoreError> {
         self.conn
             .query_row(
-                "SELECT j.id, j.campaign_id, j.agent_id, a.name AS agent, j.device_row_id,
-                        j.spec_key, j.spec_json, j.run_id, j.state, j.attempts, j.error,
-                        j.updated_at, j.confirms_result_id
-                 FROM jobs j JOIN agents a ON a.id = j.agent_id
-                 WHERE j.run_id = ?1",
+                &format!("{JOB_SELECT} WHERE j.run_id = ?1"),
                 [run_id],
                 job_from_row,
             )
@@ -309,6 +297,12 @@ impl Store {
             .map_err(sql("looking up a job by run id"))
     }
 }
+
+/// A job row with its agent's name; [`job_from_row`] reads it.
+const JOB_SELECT: &str = "SELECT j.id, j.campaign_id, j.agent_id, a.name AS agent, j.device_row_id,
+        j.spec_key, j.spec_json, j.run_id, j.state, j.attempts, j.error, j.updated_at,
+        j.confirms_result_id
+ FROM jobs j JOIN agents a ON a.id = j.agent_id";
 
 fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobRow> {
     Ok(JobRow {

@@ -6,9 +6,9 @@
 //! their power is the live trace of their device's channel (the stored trace of a run comes with
 //! its result).
 
+use super::fleet::{agent_state, host_text};
 use super::{base, page};
-use crate::campaign::handoff::attached;
-use crate::store::{AgentKind, Store};
+use crate::store::Store;
 use crate::time::{fmt_time, fmt_timestamp};
 use crate::web::links::Links;
 use crate::web::page::{Page, WebError};
@@ -61,11 +61,7 @@ pub fn agent(store: &Store, links: &Links, name: &str, live: &LiveView) -> Resul
         .and_then(|t| serde_json::from_str(&t).ok())
         .unwrap_or(Value::Null);
     let now = crate::time::now();
-    let (state, class) = match a.kind {
-        AgentKind::DialIn if attached(&a, now) => ("online", "online"),
-        AgentKind::DialIn => ("offline", "offline"),
-        AgentKind::Direct => ("direct", "direct"),
-    };
+    let (state, class) = agent_state(&a, now);
     let devices = store.devices()?;
     let mine: Vec<_> = devices.iter().filter(|d| d.agent_id == a.id).collect();
     // A channel's device: the agent's devices on its PCI address, or the host.
@@ -137,13 +133,7 @@ pub fn agent(store: &Store, links: &Links, name: &str, live: &LiveView) -> Resul
             })
         })
         .collect();
-    let host = &info["host"];
-    let host_text = [&host["hostname"], &host["cpu_model"], &host["os"]]
-        .iter()
-        .filter_map(|v| v.as_str())
-        .filter(|s| !s.is_empty())
-        .collect::<Vec<_>>()
-        .join(" · ");
+    let host_text = host_text(&info);
     let m = base(links, store, &format!("Agent {}", a.name), "fleet")?;
     Ok(page(
         "agent.html",

@@ -3,7 +3,7 @@
 use super::alerts::alert_rows;
 use super::{base, page};
 use crate::campaign::handoff::attached;
-use crate::store::{AgentKind, AlertRow, Store};
+use crate::store::{AgentKind, AgentRow, AlertRow, Store};
 use crate::table::fmt_metric;
 use crate::time::fmt_time;
 use crate::web::links::Links;
@@ -35,6 +35,26 @@ fn power_text(sensors: String) -> String {
     }
 }
 
+/// An agent's state for people and its CSS class: `online`/`offline` (dial-in), `direct`.
+pub(super) fn agent_state(a: &AgentRow, now: f64) -> (&'static str, &'static str) {
+    match a.kind {
+        AgentKind::DialIn if attached(a, now) => ("online", "online"),
+        AgentKind::DialIn => ("offline", "offline"),
+        AgentKind::Direct => ("direct", "direct"),
+    }
+}
+
+/// `host · CPU · OS` from a stored description.
+pub(super) fn host_text(info: &Value) -> String {
+    let host = &info["host"];
+    [&host["hostname"], &host["cpu_model"], &host["os"]]
+        .iter()
+        .filter_map(|v| v.as_str())
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" · ")
+}
+
 /// `/`: agents, their state, backends, devices, latest campaign; open alerts.
 pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
     let now = crate::time::now();
@@ -55,19 +75,9 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
                 ),
             },
         };
-        let (state, class) = match a.kind {
-            AgentKind::DialIn if attached(a, now) => ("online", "online"),
-            AgentKind::DialIn => ("offline", "offline"),
-            AgentKind::Direct => ("direct", "direct"),
-        };
+        let (state, class) = agent_state(a, now);
         let host = &info["host"];
-        let host_text = [&host["hostname"], &host["cpu_model"], &host["os"]]
-            .iter()
-            .filter_map(|v| v.as_str())
-            .filter(|s| !s.is_empty())
-            .collect::<Vec<_>>()
-            .join(" · ");
-        let host_text = unreadable.unwrap_or(host_text);
+        let host_text = unreadable.unwrap_or_else(|| host_text(&info));
         let power: Vec<&Value> = info["power_sources"]
             .as_array()
             .map(|v| v.iter().collect())
