@@ -358,6 +358,12 @@ impl LivePower {
     /// A sample from `agent`: kept as its channel's latest, handed to each watcher that wants
     /// it, never waiting (a full watcher misses it, counted).
     pub fn publish(&self, agent: &str, sample: pb::PowerSample) {
+        // A channel is named by a few short strings; a sample naming one with more is not a
+        // sensor's, and is not kept (a broken or hostile agent cannot fill the serve with them).
+        if sample.source.len() > 64 || sample.pci_bus_id.len() > 64 || sample.label.len() > 512 {
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
         let mut feeds = self.feeds();
         let Some(feed) = feeds.get_mut(agent) else {
             return;

@@ -235,3 +235,23 @@ async fn bad_filters_name_the_field_and_what_there_is() {
     let e = live.watch("nobody", &req("", "", 0.0)).err().unwrap();
     assert!(matches!(e, WatchError::NotConnected(_)), "{e:?}");
 }
+
+#[tokio::test]
+async fn samples_naming_huge_channels_are_not_kept() {
+    let live = LivePower::new(1.0);
+    let _want = live.connect("rig", info());
+    let mut w = live.watch("rig", &req("", "", 0.0)).unwrap();
+    let mut huge = sample("rapl", "", 1, 30.0);
+    huge.label = "x".repeat(100_000);
+    live.publish("rig", huge);
+    assert!(live.latest("rig").is_empty());
+    assert!(w.rx.try_recv().is_err());
+    assert_eq!(live.counts().dropped, 1);
+    // More channels than MAX_CHANNELS: the first ones are kept, the rest not.
+    for i in 0..MAX_CHANNELS + 10 {
+        let mut s = sample("rapl", "", 1, 30.0);
+        s.label = format!("zone {i}");
+        live.publish("rig", s);
+    }
+    assert_eq!(live.latest("rig").len(), MAX_CHANNELS);
+}
