@@ -105,6 +105,8 @@ def main():
     ap.add_argument("--seconds", type=float, default=600)
     ap.add_argument("--watchers", type=int, default=20)
     ap.add_argument("--reference-campaigns", type=int, default=5)
+    ap.add_argument("--no-campaigns", action="store_true",
+                    help="watchers only (the long run that shows where the agent's RSS levels off)")
     ap.add_argument("--out")
     args = ap.parse_args()
     gpufleet = os.path.realpath(os.path.join(args.bin, "gpufleet"))
@@ -156,10 +158,10 @@ def main():
             campaigns.append((phase, r.returncode, r.stderr[-500:]))
 
         r0 = (time.time(), proc_stat(agent.pid), proc_stat(serve.pid))
-        for _ in range(args.reference_campaigns):
+        for _ in range(0 if args.no_campaigns else args.reference_campaigns):
             campaign("reference")
         r1 = (time.time(), proc_stat(agent.pid), proc_stat(serve.pid))
-        ref_cpu = [100 * (r1[i][0] - r0[i][0]) / (r1[0] - r0[0]) for i in (1, 2)]
+        ref_cpu = [100 * (r1[i][0] - r0[i][0]) / max(r1[0] - r0[0], 1e-9) for i in (1, 2)]
 
         readers = [Reader(http, stuck=(i == 0)) for i in range(args.watchers)]
         for r in readers:
@@ -168,7 +170,7 @@ def main():
         stop = threading.Event()
 
         def beside():
-            while not stop.is_set():
+            while not stop.is_set() and not args.no_campaigns:
                 campaign("soak")
 
         runner = threading.Thread(target=beside, daemon=True)
