@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Release binaries that run on older distributions: builds gpufleet and gpufleet-agent in a Debian
+# bullseye root (glibc 2.31, the oldest glibc of the ROCm hosts we aim at: Ubuntu 20.04 has 2.31)
+# made with debootstrap and this machine's Rust toolchain, then packs them with the docs into
+# gpufleet-VERSION-ARCH-linux-gnu.tar.gz with a SHA256SUMS file, and builds the agent's .deb from
+# the same binary. Fails when a binary needs a glibc symbol newer than the baseline.
+# Usage: packaging/release_build.sh OUT_DIR [VERSION]   Needs root, docker, debootstrap, a Debian mirror.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+out=$(realpath -m "${1:?usage: release_build.sh OUT_DIR [VERSION]}")
+version=${2:-$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)}
+baseline=2.31
+arch=$(uname -m)
+bash packaging/bullseye_images.sh >/dev/null
+mkdir -p "$out"
+# The build: the source read-only, the target and cargo's downloads in volumes kept between runs.
+docker run --rm -v "$PWD:/src:ro" -v gpufleet-bullseye-target:/target -v gpufleet-bullseye-cargo:/cargo-home \
+    -e CARGO_TARGET_DIR=/target -e CARGO_HOME=/cargo-home -w /src gpufleet-base/rust-bullseye:local \
+    cargo build --release --locked --bin gpufleet --bin gpufleet-agent >&2
+name="gpufleet-$version-$arch-linux-gnu"
+stage=$(mktemp -d)
+trap 'rm -rf "$stage"' EXIT
+mkdir -p "$stage/$name"
+docker run --rm -v gpufleet-bullseye-target:/target -v "$stage/$name:/out" gpufleet-base/rust-bullseye:local \
+    sh -c 'cp /target/release/gpufleet /target/release/gpufleet-agent /out/ && strip /out/gpufleet /out/gpufleet-agent'
+for b in gpufleet gpufleet-agent; do
+    need=$(objdump -T "$stage/$name/$b" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -1)
+    if [ "$(printf '%s\n%s\n' "$need" "$baseline" | sort -V | tail -1)" != "$baseline" ]; then
+        echo "FAIL: $b needs glibc $need, newer than the baseline $baseline" >&2
+        exit 1
+    fi
+    echo "$b: glibc >= $need" >&2
+done
+cp README.md docs/install.md packaging/gpufleet-agent.service packaging/agent.toml.example "$stage/$name/"
+tar -C "$stage" -czf "$out/$name.tar.gz" "$name"
+bash packaging/build_deb.sh "$stage/$name/gpufleet-agent" "$out" "$version" >/dev/null
+(cd "$out" && sha256sum "$name.tar.gz" gpufleet-agent_*.deb >SHA256SUMS)
+ls "$out"
