@@ -25,22 +25,8 @@ fail() {
     exit 1
 }
 
-bash docker/base-images.sh >/dev/null
-BASES=(--build-arg RUST_IMAGE=gpufleet-base/rust:local --build-arg RUNTIME_IMAGE=gpufleet-base/bookworm:local)
-build() { # NAME [build args...]
-    local name=$1
-    shift
-    log "building gpufleet/$name:test"
-    docker build -q -f "docker/$name.Dockerfile" "$@" -t "gpufleet/$name:test" . >/dev/null
-}
-build coordinator "${BASES[@]}"
-build agent-mesa "${BASES[@]}"
-build agent-nvidia "${BASES[@]}"
-if [ -z "${SKIP_ROCM:-}" ]; then
-    build agent-rocm --build-arg RUST_IMAGE=gpufleet-base/rust:local \
-        --build-arg ROCM_IMAGE=gpufleet-base/rocm:local --build-arg HIP_PATH=/usr \
-        --build-arg GPUFLEET_HIP_CLANG=clang-19 --build-arg GPUFLEET_HIP_TARGETS=gfx803,gfx1010,gfx942
-fi
+# The same build the release workflow runs (ci/release.yml), with the local base images.
+LOCAL_BASES=1 bash docker/build_images.sh gpufleet test
 docker image ls --format '{{.Repository}}:{{.Tag}} {{.Size}}' 'gpufleet/*' | sort
 
 log "describe without GPUs"

@@ -57,5 +57,7 @@ for _ in $(seq 150); do
 done
 "$bin/gpufleet" --db "$db" agents list --json | python3 -c 'import json,sys; sys.exit(0 if any(a["name"] == "debian-pkg" and a["attached"] for a in json.load(sys.stdin)) else 1)' ||
     fail "the packaged agent did not dial in: $(run 'cat /tmp/agent.log')"
-run "ps -o user= -C gpufleet-agent | sort -u" | grep -qx gpufleet || fail "the agent does not run as gpufleet"
+# Who runs it (from /proc: a minimal image has no ps).
+owners=$(run 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = gpufleet-agent ] && stat -c %U $p; done | sort -u')
+[ "$owners" = gpufleet ] || fail "the agent runs as '$owners', not gpufleet"
 echo "ok: the .deb installs in a clean Debian container, creates gpufleet (video, render), and its agent, run as the unit runs it, dialed in"

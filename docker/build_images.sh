@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Builds the gpufleet images from docker/*.Dockerfile as PREFIX/NAME:TAG (coordinator, agent-mesa,
+# agent-nvidia, and agent-rocm unless SKIP_ROCM is set); with --push, pushes each. Base images are
+# the Dockerfiles' defaults (the upstream images a registry has) unless LOCAL_BASES=1, which passes
+# the local ones docker/base-images.sh makes (no registry: docker/test.sh). docker/test.sh and
+# ci/release.yml both build through this script.
+# Usage: docker/build_images.sh PREFIX TAG [--push]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+prefix=${1:?usage: build_images.sh PREFIX TAG [--push]}
+tag=${2:?usage: build_images.sh PREFIX TAG [--push]}
+push=${3:-}
+bases=()
+rocm=()
+if [ "$push" = --push ]; then
+    # A release: the images are labelled with its version (TAG without a leading v).
+    bases=(--build-arg "VERSION=${tag#v}")
+    rocm=(--build-arg "VERSION=${tag#v}")
+fi
+if [ "${LOCAL_BASES:-}" = 1 ]; then
+    bash docker/base-images.sh >/dev/null
+    bases+=(--build-arg RUST_IMAGE=gpufleet-base/rust:local --build-arg RUNTIME_IMAGE=gpufleet-base/bookworm:local)
+    # Debian's ROCm 5.2 standing in for AMD's image: its HIP under /usr, clang-19, three targets.
+    rocm+=(--build-arg RUST_IMAGE=gpufleet-base/rust:local --build-arg ROCM_IMAGE=gpufleet-base/rocm:local
+        --build-arg HIP_PATH=/usr --build-arg GPUFLEET_HIP_CLANG=clang-19
+        --build-arg GPUFLEET_HIP_TARGETS=gfx803,gfx1010,gfx942)
+fi
+names=(coordinator agent-mesa agent-nvidia)
+[ -z "${SKIP_ROCM:-}" ] && names+=(agent-rocm)
+for name in "${names[@]}"; do
+    echo "[images $(date +%T)] building $prefix/$name:$tag"
+    if [ "$name" = agent-rocm ]; then
+        docker build -q -f "docker/$name.Dockerfile" "${rocm[@]}" -t "$prefix/$name:$tag" . >/dev/null
+    else
+        docker build -q -f "docker/$name.Dockerfile" "${bases[@]}" -t "$prefix/$name:$tag" . >/dev/null
+    fi
+    if [ "$push" = --push ]; then
+        docker push -q "$prefix/$name:$tag"
+    fi
+done
