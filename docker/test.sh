@@ -6,7 +6,9 @@
 #      dialing in over TLS pinned to the coordinator's self-signed certificate; a `smoke` campaign on
 #      both while one agent is `docker kill`ed (and started again) and the other's network is
 #      disconnected for CUT_S seconds: every planned job has exactly one result.
-#   3. `compose --profile cpu up -d` (docker/compose.yaml, with these images): both agents attach.
+#   3. `compose --profile cpu up -d` (docker/compose.yaml, with these images): both agents attach,
+#      the smoke suite run through the coordinator container is all `ok`, its /healthz answers, and
+#      `down -v` leaves no container or volume.
 # Exits non-zero on any failure. Usage: docker/test.sh   Env: CUT_S (30), SUITE (smoke), SKIP_ROCM.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -136,5 +138,19 @@ for _ in $(seq 120); do
 done
 in_compose agents list
 [ "$n" = 2 ] || fail "compose: cpu1 and cpu2 did not both attach"
+log "compose: the $SUITE suite on both agents through the coordinator container, then /healthz"
+in_compose run --suite "$SUITE" --agent cpu1 --agent cpu2 >/tmp/gf-compose-run.log 2>&1 ||
+    fail "compose: gpufleet run failed: $(tail -5 /tmp/gf-compose-run.log)"
+in_compose results --all --json >/tmp/gf-compose-results.json
+python3 - <<'EOF' || fail "compose: results"
+import json
+results = json.load(open("/tmp/gf-compose-results.json"))
+bad = [(r["kernel"], r["backend"], r["status"], r["message"][:80]) for r in results if r["status"] != "ok"]
+assert results and not bad, f"{len(bad)} of {len(results)} results not ok: {bad[:3]}"
+print(f"  compose: {len(results)} results, all ok, on {sorted({r['agent'] for r in results})}")
+EOF
+in_compose healthz --tls-dir /var/lib/gpufleet/tls >/dev/null || fail "compose: the coordinator's /healthz"
 compose_down
-log "ok: images build, describe, a dial-in fleet loses nothing, compose --profile cpu attaches both agents"
+if "${COMPOSE[@]}" "${PROJECT[@]}" --profile cpu ps -q 2>/dev/null | grep -q .; then fail "compose down -v left containers"; fi
+if docker volume ls -q | grep -q '^gpufleet-test_'; then fail "compose down -v left volumes"; fi
+log "ok: images build, describe, a dial-in fleet loses nothing, the compose cpu fleet runs $SUITE all ok"
