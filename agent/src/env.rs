@@ -46,9 +46,9 @@ fn under(path: &Path, dirs: &[&str]) -> bool {
 impl LoaderPolicy {
     fn listed(&self, item: &str) -> bool {
         let resolved = canonical(item);
-        self.allowed.iter().any(|a| {
-            a == item || (resolved.is_some() && canonical(a).is_some() && canonical(a) == resolved)
-        })
+        self.allowed
+            .iter()
+            .any(|a| a == item || resolved.is_some() && canonical(a) == resolved)
     }
 
     /// Checks the override `key=value`.

@@ -166,6 +166,15 @@ pub struct Counts {
     pub dropped: u64,
 }
 
+/// The latest sample of each channel of `feed` heard from within [`STALE`].
+fn fresh(feed: &Feed) -> Vec<pb::PowerSample> {
+    feed.latest
+        .values()
+        .filter(|(at, _)| at.elapsed() < STALE)
+        .map(|(_, s)| s.clone())
+        .collect()
+}
+
 /// The power channels an agent described (not the sources it reported unavailable).
 fn channels(info: &pb::AgentInfo) -> impl Iterator<Item = &pb::PowerSourceInfo> {
     info.power_sources.iter().filter(|p| !p.scope.is_empty())
@@ -465,13 +474,7 @@ impl LivePower {
 
     /// The latest sample of each channel of `agent` heard from within [`STALE`], by channel.
     pub fn latest(&self, agent: &str) -> Vec<pb::PowerSample> {
-        self.feeds().get(agent).map_or_else(Vec::new, |f| {
-            f.latest
-                .values()
-                .filter(|(at, _)| at.elapsed() < STALE)
-                .map(|(_, s)| s.clone())
-                .collect()
-        })
+        self.feeds().get(agent).map_or_else(Vec::new, fresh)
     }
 
     /// Each channel's watts over the last minutes (see [`HISTORY_POINTS`]), by channel.
@@ -484,15 +487,11 @@ impl LivePower {
         })
     }
 
-    /// [`LivePower::latest`] of every connected agent, by agent name.
+    /// [`LivePower::latest`] of every connected agent, by agent name, read under one lock.
     pub fn all_latest(&self) -> BTreeMap<String, Vec<pb::PowerSample>> {
-        let names: Vec<String> = self.feeds().keys().cloned().collect();
-        names
-            .into_iter()
-            .map(|n| {
-                let l = self.latest(&n);
-                (n, l)
-            })
+        self.feeds()
+            .iter()
+            .map(|(n, f)| (n.clone(), fresh(f)))
             .filter(|(_, l)| !l.is_empty())
             .collect()
     }
