@@ -1,7 +1,12 @@
-# gpufleet agent for Mesa hosts: RADV (Vulkan) and Clover (OpenCL) for the RX 580 (gfx803), RX 5600 XT
-# (gfx1010) and Ryzen APUs through /dev/dri, plus lavapipe and PoCL on the CPU, so it also serves
-# CPU-only hosts. Needs only /dev/dri (docker run --device /dev/dri --group-add $(getent group render | cut -d: -f3)).
+# gpufleet agent for Mesa hosts, slim (< 300 MB): RADV (Vulkan) for the RX 580 (gfx803), RX 5600 XT
+# (gfx1010) and Ryzen APUs through /dev/dri, plus lavapipe (Vulkan on the CPU) and the cpu backend,
+# so it also serves CPU-only hosts. Needs only /dev/dri
+# (docker run --device /dev/dri --group-add $(getent group render | cut -d: -f3)).
 #   docker build -f docker/agent-mesa.Dockerfile -t gpufleet/agent-mesa .
+# OpenCL (rusticl and Clover on the AMD cards, PoCL on the CPU) is in gpufleet/agent-mesa-full
+# (docker/agent-mesa-full.Dockerfile, built on this one's binary): on Debian bookworm rusticl alone
+# brings 90 MB (libclang-cpp, its gallium drivers, the SPIR-V translator, libclc), which does not
+# fit beside LLVM in 300 MB (docs/docker.md).
 # Base images are build args, so a machine without a registry passes locally made ones
 # (docker/base-images.sh).
 ARG RUST_IMAGE=rust:1-bookworm
@@ -9,48 +14,58 @@ ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
-# The sources only, so editing docs or the image scripts keeps the compiled layer.
+# One build stage, word for word the same in agent-mesa, agent-nvidia and coordinator, so the image
+# builder compiles once for all three (the coordinator without the embedded agent of `gpufleet demo`).
+# First the dependencies, from the manifests alone: this layer is kept until Cargo.toml or
+# Cargo.lock change, so a source change recompiles only the workspace's own crates.
 COPY Cargo.toml Cargo.lock ./
+COPY proto/Cargo.toml proto/
+COPY kernels/Cargo.toml kernels/
+COPY agent/Cargo.toml agent/
+COPY coordinator/Cargo.toml coordinator/
+COPY docker/stub-workspace.sh /usr/local/bin/
+RUN sh /usr/local/bin/stub-workspace.sh \
+    && cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features
+# Then the sources (only they, so editing docs or the image scripts keeps the compiled layer); the
+# target dir goes in the same step, so this layer holds the two binaries and nothing else.
 COPY proto proto
 COPY kernels kernels
 COPY agent agent
 COPY coordinator coordinator
 COPY dashboards dashboards
-# One build stage, word for word the same in agent-mesa, agent-nvidia and coordinator, so the image
-# builder compiles once for all three (the coordinator without the embedded agent of `gpufleet demo`).
-RUN cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features \
+RUN sh /usr/local/bin/stub-workspace.sh touch \
+    && cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features \
     && install -D -s target/release/gpufleet-agent /out/gpufleet-agent \
-    && install -D -s target/release/gpufleet /out/gpufleet
+    && install -D -s target/release/gpufleet /out/gpufleet \
+    && rm -rf target
 
 FROM ${RUNTIME_IMAGE} AS runtime
 COPY docker/slim-runtime.sh /tmp/slim-runtime.sh
-# Slimmed by what each stack is seen to need (docs/docker.md): PoCL links kernels with binutils'
-# `ld` against libc6-dev and libgcc-12-dev, so those stay; Python (a Mesa overlay script), 32-bit and
-# sanitizer libraries, the clang driver and lld, LLVM's static archives and other targets' headers,
-# and Intel/NVIDIA/VMware/pre-GCN drivers and libclc targets are not used by these devices.
+# Slimmed to what RADV and lavapipe load (docs/docker.md has the sizes): besides the package tooling,
+# Python (a Mesa overlay script), Intel's Vulkan drivers, and what a container that runs one program
+# as one user does not use (logins, PAM, util-linux, TLS libraries, time zones, gconv). The ldd
+# check fails the build if anything the Vulkan drivers link went with them. The OpenCL loader stays
+# (the agent links it; with no ICD here its OpenCL backend says so).
 RUN apt-get update \
     && apt-get install -y --no-install-recommends ca-certificates libvulkan1 mesa-vulkan-drivers \
-       ocl-icd-libopencl1 mesa-opencl-icd pocl-opencl-icd \
+       ocl-icd-libopencl1 \
     && groupadd --force render && groupadd --force video \
     && useradd --system --uid 10001 --user-group --groups render,video \
        --home-dir /var/lib/gpufleet --create-home gpufleet \
     && sh /tmp/slim-runtime.sh \
-       'python3.*|libpython3.*|media-types|libc6-i386|lib32.*|libasan[0-9]*|libtsan[0-9]*|liblsan[0-9]*|libubsan[0-9]*|libitm[0-9]*|libquadmath[0-9]*|libobjc.*|libstdc\+\+-[0-9]+-dev|libcc1-0|linux-libc-dev|libcrypt-dev|libnsl-dev|rpcsvc-proto|clang-[0-9]+|libclang1-[0-9]+|llvm-[0-9]+-linker-tools' \
-       /usr/lib/llvm-*/lib/*.a /usr/lib/llvm-*/lib/clang/*/lib /usr/lib/llvm-*/lib/clang/*/include/arm_* \
-       /usr/lib/llvm-*/lib/clang/*/include/riscv* /usr/lib/clc/nvptx* /usr/lib/clc/clspv* /usr/lib/clc/*r600* \
+       'python3.*|libpython3.*|media-types|passwd|login|libsemanage.*|libsepol.*|libaudit.*|libcap-ng0|libpam.*|libgnutls30|libgcrypt20|libgpg-error0|libp11-kit0|libunistring2|libidn2-0|libtasn1-6|libnettle8|libhogweed6|libdb5.3|libsqlite3-0|libsystemd0|liblz4-1|libxxhash0|libseccomp2|util-linux.*|mount|libmount1|libblkid1|libsmartcols1|libuuid1|libfdisk1|bsdutils|tzdata|ncurses-bin|init-system-helpers|procps|libproc2-0|libkmod2|libssl3' \
        /usr/lib/x86_64-linux-gnu/libvulkan_intel*.so /usr/share/vulkan/icd.d/intel* \
        /usr/lib/x86_64-linux-gnu/libVkLayer_INTEL* /usr/lib/x86_64-linux-gnu/libVkLayer_MESA_overlay.so \
        /usr/share/vulkan/explicit_layer.d/VkLayer_MESA_overlay.json /usr/bin/mesa-overlay-control.py \
-       /usr/lib/x86_64-linux-gnu/gallium-pipe/pipe_iris.so /usr/lib/x86_64-linux-gnu/gallium-pipe/pipe_crocus.so \
-       /usr/lib/x86_64-linux-gnu/gallium-pipe/pipe_nouveau.so /usr/lib/x86_64-linux-gnu/gallium-pipe/pipe_vmwgfx.so \
-       /usr/lib/x86_64-linux-gnu/gallium-pipe/pipe_r300.so /usr/lib/x86_64-linux-gnu/gallium-pipe/pipe_r600.so \
-       /usr/lib/x86_64-linux-gnu/gallium-pipe/pipe_i915.so
+       /usr/lib/x86_64-linux-gnu/gconv /usr/share/common-licenses \
+    && ! ldd /usr/lib/x86_64-linux-gnu/libvulkan.so.1 /usr/lib/x86_64-linux-gnu/libvulkan_radeon.so \
+         /usr/lib/x86_64-linux-gnu/libvulkan_lvp.so | grep 'not found'
 
 # One layer: the slimmed runtime, without the files the base's layers would still carry.
 FROM scratch
 ARG VERSION=0.1.0
 LABEL org.opencontainers.image.title="gpufleet/agent-mesa" \
-      org.opencontainers.image.description="gpufleet agent: Mesa RADV, Clover, rusticl, lavapipe, PoCL, cpu" \
+      org.opencontainers.image.description="gpufleet agent (slim): Mesa RADV, lavapipe, cpu" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.source="https://example.invalid/gpufleet"
 COPY --from=runtime / /

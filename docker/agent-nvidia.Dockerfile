@@ -10,18 +10,30 @@ ARG RUNTIME_IMAGE=ubuntu:24.04
 
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
-# The sources only, so editing docs or the image scripts keeps the compiled layer.
+# One build stage, word for word the same in agent-mesa, agent-nvidia and coordinator, so the image
+# builder compiles once for all three (the coordinator without the embedded agent of `gpufleet demo`).
+# First the dependencies, from the manifests alone: this layer is kept until Cargo.toml or
+# Cargo.lock change, so a source change recompiles only the workspace's own crates.
 COPY Cargo.toml Cargo.lock ./
+COPY proto/Cargo.toml proto/
+COPY kernels/Cargo.toml kernels/
+COPY agent/Cargo.toml agent/
+COPY coordinator/Cargo.toml coordinator/
+COPY docker/stub-workspace.sh /usr/local/bin/
+RUN sh /usr/local/bin/stub-workspace.sh \
+    && cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features
+# Then the sources (only they, so editing docs or the image scripts keeps the compiled layer); the
+# target dir goes in the same step, so this layer holds the two binaries and nothing else.
 COPY proto proto
 COPY kernels kernels
 COPY agent agent
 COPY coordinator coordinator
 COPY dashboards dashboards
-# One build stage, word for word the same in agent-mesa, agent-nvidia and coordinator, so the image
-# builder compiles once for all three (the coordinator without the embedded agent of `gpufleet demo`).
-RUN cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features \
+RUN sh /usr/local/bin/stub-workspace.sh touch \
+    && cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features \
     && install -D -s target/release/gpufleet-agent /out/gpufleet-agent \
-    && install -D -s target/release/gpufleet /out/gpufleet
+    && install -D -s target/release/gpufleet /out/gpufleet \
+    && rm -rf target
 
 FROM ${RUNTIME_IMAGE}
 ARG VERSION=0.1.0

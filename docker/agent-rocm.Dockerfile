@@ -25,16 +25,26 @@ ARG HIP_PATH=/opt/rocm
 ARG GPUFLEET_HIP_CLANG=/opt/rocm/llvm/bin/clang
 ARG GPUFLEET_HIP_TARGETS=gfx803,gfx900,gfx906,gfx908,gfx90a,gfx1010,gfx1030,gfx1100,gfx942
 WORKDIR /src
-# The sources only, so editing docs or the image scripts keeps the compiled layer.
+# The dependencies first, from the manifests alone (docker/stub-workspace.sh; as in the other
+# images), then the sources, with the target dir gone in the same step.
 COPY Cargo.toml Cargo.lock ./
+COPY proto/Cargo.toml proto/
+COPY kernels/Cargo.toml kernels/
+COPY agent/Cargo.toml agent/
+COPY coordinator/Cargo.toml coordinator/
+COPY docker/stub-workspace.sh /usr/local/bin/
+RUN sh /usr/local/bin/stub-workspace.sh \
+    && HIP_PATH=${HIP_PATH} cargo build --release --locked -p gpufleet-agent --features hip
 COPY proto proto
 COPY kernels kernels
 COPY agent agent
 COPY coordinator coordinator
 COPY dashboards dashboards
-RUN HIP_PATH=${HIP_PATH} GPUFLEET_HIP_CLANG=${GPUFLEET_HIP_CLANG} GPUFLEET_HIP_TARGETS=${GPUFLEET_HIP_TARGETS} \
-    cargo build --release --locked -p gpufleet-agent --features hip \
-    && install -D -s target/release/gpufleet-agent /out/gpufleet-agent
+RUN sh /usr/local/bin/stub-workspace.sh touch \
+    && HIP_PATH=${HIP_PATH} GPUFLEET_HIP_CLANG=${GPUFLEET_HIP_CLANG} GPUFLEET_HIP_TARGETS=${GPUFLEET_HIP_TARGETS} \
+       cargo build --release --locked -p gpufleet-agent --features hip \
+    && install -D -s target/release/gpufleet-agent /out/gpufleet-agent \
+    && rm -rf target
 
 FROM ${RUNTIME_IMAGE}
 ARG VERSION=0.1.0

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Builds the gpufleet images from docker/*.Dockerfile as PREFIX/NAME:TAG (coordinator, agent-mesa,
-# agent-nvidia, and agent-rocm unless SKIP_ROCM is set); with --push, pushes each. Base images are
+# agent-mesa-full on agent-mesa's binary, agent-nvidia, and agent-rocm unless SKIP_ROCM is set);
+# with --push, pushes each. Prints each image's build time. Base images are
 # the Dockerfiles' defaults (the upstream images a registry has) unless LOCAL_BASES=1, which passes
 # the local ones docker/base-images.sh makes (no registry: docker/test.sh). docker/test.sh and
 # ci/release.yml both build through this script.
@@ -25,15 +26,18 @@ if [ "${LOCAL_BASES:-}" = 1 ]; then
         --build-arg HIP_PATH=/usr --build-arg GPUFLEET_HIP_CLANG=clang-19
         --build-arg GPUFLEET_HIP_TARGETS=gfx803,gfx1010,gfx942)
 fi
-names=(coordinator agent-mesa agent-nvidia)
+names=(coordinator agent-mesa agent-mesa-full agent-nvidia)
 [ -z "${SKIP_ROCM:-}" ] && names+=(agent-rocm)
 for name in "${names[@]}"; do
     echo "[images $(date +%T)] building $prefix/$name:$tag"
-    if [ "$name" = agent-rocm ]; then
-        docker build -q -f "docker/$name.Dockerfile" "${rocm[@]}" -t "$prefix/$name:$tag" . >/dev/null
-    else
-        docker build -q -f "docker/$name.Dockerfile" "${bases[@]}" -t "$prefix/$name:$tag" . >/dev/null
-    fi
+    start=$SECONDS
+    case "$name" in
+    agent-rocm) args=("${rocm[@]}") ;;
+    agent-mesa-full) args=("${bases[@]}" --build-arg "AGENT_IMAGE=$prefix/agent-mesa:$tag") ;;
+    *) args=("${bases[@]}") ;;
+    esac
+    docker build -q -f "docker/$name.Dockerfile" "${args[@]}" -t "$prefix/$name:$tag" . >/dev/null
+    echo "[images $(date +%T)] built $prefix/$name:$tag in $((SECONDS - start)) s"
     if [ "$push" = --push ]; then
         docker push -q "$prefix/$name:$tag"
     fi

@@ -2,8 +2,8 @@
 # Release binaries that run on older distributions: builds gpufleet and gpufleet-agent in a Debian
 # bullseye root (glibc 2.31, the oldest glibc of the ROCm hosts we aim at: Ubuntu 20.04 has 2.31)
 # made with debootstrap and this machine's Rust toolchain, then packs them with the docs into
-# gpufleet-VERSION-ARCH-linux-gnu.tar.gz with a SHA256SUMS file, and builds the agent's .deb from
-# the same binary. Fails when a binary needs a glibc symbol newer than the baseline.
+# gpufleet-VERSION-ARCH-linux-gnu.tar.gz with a SHA256SUMS file, and builds the agent's and the
+# coordinator's .debs from the same binaries. Fails when a binary needs a glibc symbol newer than the baseline.
 # Usage: packaging/release_build.sh OUT_DIR [VERSION]   Needs root, docker, debootstrap, a Debian mirror.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,7 +11,7 @@ out=$(realpath -m "${1:?usage: release_build.sh OUT_DIR [VERSION]}")
 version=${2:-$(sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)}
 baseline=2.31
 arch=$(uname -m)
-bash packaging/bullseye_images.sh >/dev/null
+bash docker/base-images.sh bullseye >/dev/null
 mkdir -p "$out"
 # The build: the source read-only, the target and cargo's downloads in volumes kept between runs.
 docker run --rm -v "$PWD:/src:ro" -v gpufleet-bullseye-target:/target -v gpufleet-bullseye-cargo:/cargo-home \
@@ -31,8 +31,9 @@ for b in gpufleet gpufleet-agent; do
     fi
     echo "$b: glibc >= $need" >&2
 done
-cp README.md docs/install.md packaging/gpufleet-agent.service packaging/agent.toml.example "$stage/$name/"
+cp README.md docs/install.md packaging/gpufleet-agent.service packaging/agent.toml.example \
+    packaging/gpufleet-coordinator.service packaging/coordinator.env.example "$stage/$name/"
 tar -C "$stage" -czf "$out/$name.tar.gz" "$name"
-bash packaging/build_deb.sh "$stage/$name/gpufleet-agent" "$out" "$version" >/dev/null
-(cd "$out" && sha256sum "$name.tar.gz" gpufleet-agent_*.deb >SHA256SUMS)
+for b in gpufleet-agent gpufleet; do bash packaging/build_deb.sh "$stage/$name/$b" "$out" "$version" >/dev/null; done
+(cd "$out" && sha256sum "$name.tar.gz" gpufleet-agent_"$version"_*.deb gpufleet-coordinator_"$version"_*.deb >SHA256SUMS)
 ls "$out"

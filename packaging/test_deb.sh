@@ -1,63 +1,93 @@
 #!/usr/bin/env bash
-# The agent's .deb in a clean Debian container: builds it from BIN_DIR/gpufleet-agent, installs it
-# with dpkg in the local bookworm base image (docker/base-images.sh makes it), checks the user and
-# its groups, the unit and the conffile, then configures the agent the way its owner would (a
-# token file readable only by gpufleet) and runs the unit's ExecStart line as the gpufleet user
-# (the container has no systemd): the agent dials in to a `gpufleet serve` started here.
+# The .debs in clean Debian containers: builds gpufleet-coordinator and gpufleet-agent from
+# BIN_DIR's binaries and installs each with dpkg in its own container of the local bookworm base
+# image (docker/base-images.sh makes it), on a private network. Checks the gpufleet user (in video
+# and render for the agent), the units and the conffiles, then starts each the way its unit does
+# (the containers have no systemd): the unit's Environment= and EnvironmentFile=, its ExecStart as
+# the gpufleet user. The coordinator serves its fleet listener over self-signed TLS; the agent's
+# owner writes agent.toml (the coordinator, the pin it printed, a token file only gpufleet reads)
+# and the agent dials in to the coordinator container.
 # Usage: packaging/test_deb.sh BIN_DIR   (BIN_DIR holds gpufleet and gpufleet-agent)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bin=$(realpath "${1:?usage: test_deb.sh BIN_DIR}")
 image=${DEB_TEST_IMAGE:-gpufleet-base/bookworm:local}
 docker image inspect "$image" >/dev/null 2>&1 || bash docker/base-images.sh >/dev/null
-work=$(mktemp -d)
-serve_pid=
+work=
 cleanup() {
-    [ -n "$serve_pid" ] && kill "$serve_pid" 2>/dev/null || true
-    docker rm -f gf-deb-test >/dev/null 2>&1 || true
-    rm -rf "$work"
+    docker rm -f gf-deb-coord gf-deb-agent >/dev/null 2>&1 || true
+    docker network rm gf-deb-net >/dev/null 2>&1 || true
+    [ -z "$work" ] || rm -rf "$work"
 }
 trap cleanup EXIT
-fail() { echo "FAIL: $*" >&2; docker logs --tail 40 gf-deb-test >&2 2>/dev/null || true; exit 1; }
+fail() {
+    echo "FAIL: $*" >&2
+    for c in gf-deb-coord gf-deb-agent; do docker exec "$c" sh -c 'cat /tmp/*.log' 2>/dev/null | tail -20 | sed "s/^/$c: /" >&2 || true; done
+    exit 1
+}
+cleanup
+work=$(mktemp -d)
+coord_deb=$(bash packaging/build_deb.sh "$bin/gpufleet" "$work")
+agent_deb=$(bash packaging/build_deb.sh "$bin/gpufleet-agent" "$work")
+echo "built $(basename "$coord_deb") ($(du -h "$coord_deb" | cut -f1)), $(basename "$agent_deb") ($(du -h "$agent_deb" | cut -f1))"
+docker network create gf-deb-net >/dev/null
+for c in gf-deb-coord gf-deb-agent; do
+    docker run -d --name "$c" --hostname "$c" --network gf-deb-net -v "$work:/pkg:ro" "$image" sleep 900 >/dev/null
+done
+on() { docker exec "$1" sh -c "$2"; }
+# What the unit starts, as the unit starts it: Environment=, then EnvironmentFile= (whose values
+# win, as in systemd; read as root), then ExecStart as User=, in the background, logging to LOG.
+start_unit() { # CONTAINER UNIT LOG
+    local unit=/lib/systemd/system/$2.service
+    local env exec_start env_file
+    env=$(on "$1" "sed -n 's/^Environment=//p' $unit")
+    exec_start=$(on "$1" "sed -n 's/^ExecStart=//p' $unit")
+    env_file=$(on "$1" "sed -n 's/^EnvironmentFile=-\{0,1\}//p' $unit")
+    docker exec -d "$1" sh -c "export $env; if [ -n '$env_file' ] && [ -f '$env_file' ]; then set -a; . '$env_file'; set +a; fi;
+        exec su -p -s /bin/sh gpufleet -c '$exec_start' >$3 2>&1"
+}
+# Who runs a program (from /proc: a minimal image has no ps).
+owner() { on "$1" "for p in /proc/[0-9]*; do [ \"\$(cat \$p/comm 2>/dev/null)\" = $2 ] && stat -c %U \$p; done | sort -u"; }
 
-deb=$(bash packaging/build_deb.sh "$bin/gpufleet-agent" "$work")
-echo "built $deb ($(du -h "$deb" | cut -f1))"
-db="$work/fleet.db"
-token=$("$bin/gpufleet" --db "$db" agents add debian-pkg --dial-in --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])')
-"$bin/gpufleet" --db "$db" serve --listen 127.0.0.1:0 --fleet-listen 127.0.0.1:0 >"$work/serve.out" 2>"$work/serve.err" &
-serve_pid=$!
-for _ in $(seq 100); do grep -q '^fleet listening on ' "$work/serve.out" && break; sleep 0.1; done
-fleet=$(sed -n 's/^fleet listening on //p' "$work/serve.out")
-[ -n "$fleet" ] || fail "gpufleet serve did not start: $(cat "$work/serve.err")"
-printf '%s\n' "$token" >"$work/token"
+# The coordinator.
+on gf-deb-coord "dpkg -i /pkg/$(basename "$coord_deb")" >/dev/null || fail "dpkg -i gpufleet-coordinator"
+on gf-deb-coord "id gpufleet" >/dev/null || fail "the coordinator's package made no gpufleet user"
+on gf-deb-coord "test -f /lib/systemd/system/gpufleet-coordinator.service && grep -qx /etc/gpufleet/coordinator.env /var/lib/dpkg/info/gpufleet-coordinator.conffiles" ||
+    fail "the coordinator's unit or conffile is missing"
+perms=$(on gf-deb-coord "stat -c '%a %U' /etc/gpufleet/coordinator.env")
+[ "$perms" = "600 root" ] || fail "/etc/gpufleet/coordinator.env is '$perms', not 600 root (it holds the API's tokens)"
+db=GPUFLEET_DB=/var/lib/gpufleet-coordinator/gpufleet.db
+gf() { on gf-deb-coord "su -s /bin/sh gpufleet -c '$db gpufleet $1'"; }
+token=$(gf "agents add debian-pkg --dial-in --json" | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])') ||
+    fail "enrolling an agent with the packaged gpufleet"
+start_unit gf-deb-coord gpufleet-coordinator /tmp/serve.log
+for _ in $(seq 100); do on gf-deb-coord "grep -q '^tls sha256 ' /tmp/serve.log" 2>/dev/null && break; sleep 0.2; done
+pin=$(on gf-deb-coord "sed -n 's/^tls sha256 //p' /tmp/serve.log")
+[ -n "$pin" ] || fail "the packaged coordinator printed no certificate fingerprint"
+[ "$(owner gf-deb-coord gpufleet)" = gpufleet ] || fail "the coordinator runs as '$(owner gf-deb-coord gpufleet)', not gpufleet"
+echo "ok: gpufleet-coordinator installs, and serves as gpufleet with its fleet listener on TLS (sha256 ${pin:0:16}…)"
 
-docker run -d --name gf-deb-test --network host -v "$work:/pkg:ro" "$image" sleep 600 >/dev/null
-run() { docker exec gf-deb-test sh -c "$1"; }
-run "dpkg -i /pkg/$(basename "$deb")" || fail "dpkg -i"
-run "id gpufleet" | tee "$work/id" | grep -q '(video)' || fail "the gpufleet user is not in video: $(cat "$work/id")"
-grep -q '(render)' "$work/id" || fail "the gpufleet user is not in render: $(cat "$work/id")"
-run "test -f /lib/systemd/system/gpufleet-agent.service && grep -q /etc/gpufleet/agent.toml /var/lib/dpkg/info/gpufleet-agent.conffiles" ||
-    fail "the unit or the conffile is missing"
+# The agent.
+on gf-deb-agent "dpkg -i /pkg/$(basename "$agent_deb")" >/dev/null || fail "dpkg -i gpufleet-agent"
+ids=$(on gf-deb-agent "id gpufleet")
+case "$ids" in *'(video)'*'(render)'* | *'(render)'*'(video)'*) ;; *) fail "the gpufleet user is not in video and render: $ids" ;; esac
+on gf-deb-agent "test -f /lib/systemd/system/gpufleet-agent.service && grep -qx /etc/gpufleet/agent.toml /var/lib/dpkg/info/gpufleet-agent.conffiles" ||
+    fail "the agent's unit or conffile is missing"
 # The installed, unconfigured agent reads its conffile (all commented out) and describes itself.
-run "su -s /bin/sh gpufleet -c '/usr/bin/gpufleet-agent --config /etc/gpufleet/agent.toml describe'" >/dev/null ||
+on gf-deb-agent "su -s /bin/sh gpufleet -c '/usr/bin/gpufleet-agent --config /etc/gpufleet/agent.toml describe'" >/dev/null ||
     fail "the packaged agent does not describe itself as gpufleet"
-# Its owner configures it: the coordinator, the name, a token file only gpufleet reads.
-run "cat >/etc/gpufleet/agent.toml <<TOML
-connect = \"http://$fleet\"
+# Its owner configures it: the coordinator, the pin, the name, a token file only gpufleet reads.
+printf '%s\n' "$token" >"$work/token"
+on gf-deb-agent "cat >/etc/gpufleet/agent.toml <<TOML
+connect = \"https://gf-deb-coord:7443\"
+pin_sha256 = \"$pin\"
 name = \"debian-pkg\"
 token_file = \"/etc/gpufleet/token\"
 TOML
 install -m 600 -o gpufleet -g gpufleet /pkg/token /etc/gpufleet/token"
-exec_start=$(run "sed -n 's/^ExecStart=//p' /lib/systemd/system/gpufleet-agent.service")
-env=$(run "sed -n 's/^Environment=//p' /lib/systemd/system/gpufleet-agent.service")
-docker exec -d gf-deb-test sh -c "su -s /bin/sh gpufleet -c 'env $env $exec_start' >/tmp/agent.log 2>&1"
-for _ in $(seq 150); do
-    "$bin/gpufleet" --db "$db" agents list --json | python3 -c 'import json,sys; sys.exit(0 if any(a["name"] == "debian-pkg" and a["attached"] for a in json.load(sys.stdin)) else 1)' && break
-    sleep 0.2
-done
-"$bin/gpufleet" --db "$db" agents list --json | python3 -c 'import json,sys; sys.exit(0 if any(a["name"] == "debian-pkg" and a["attached"] for a in json.load(sys.stdin)) else 1)' ||
-    fail "the packaged agent did not dial in: $(run 'cat /tmp/agent.log')"
-# Who runs it (from /proc: a minimal image has no ps).
-owners=$(run 'for p in /proc/[0-9]*; do [ "$(cat $p/comm 2>/dev/null)" = gpufleet-agent ] && stat -c %U $p; done | sort -u')
-[ "$owners" = gpufleet ] || fail "the agent runs as '$owners', not gpufleet"
-echo "ok: the .deb installs in a clean Debian container, creates gpufleet (video, render), and its agent, run as the unit runs it, dialed in"
+start_unit gf-deb-agent gpufleet-agent /tmp/agent.log
+attached() { gf "agents list --json" | python3 -c 'import json,sys; sys.exit(0 if any(a["name"] == "debian-pkg" and a["attached"] for a in json.load(sys.stdin)) else 1)'; }
+for _ in $(seq 150); do attached && break; sleep 0.2; done
+attached || fail "the packaged agent did not dial in to the packaged coordinator"
+[ "$(owner gf-deb-agent gpufleet-agent)" = gpufleet ] || fail "the agent runs as '$(owner gf-deb-agent gpufleet-agent)', not gpufleet"
+echo "ok: both .debs install in clean Debian containers; their units' commands run as gpufleet, and the agent dialed in to the coordinator container over pinned TLS"

@@ -13,7 +13,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 tar -C "$work" -xzf "$tarball"
 dir=$(ls -d "$work"/gpufleet-*)
-bash packaging/bullseye_images.sh >/dev/null
+bash docker/base-images.sh bullseye >/dev/null
 docker run --rm -v "$dir:/opt/gpufleet:ro" gpufleet-base/bullseye:local sh -c '
     set -e
     ldd --version | head -1

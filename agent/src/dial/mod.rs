@@ -398,6 +398,14 @@ impl Dialer {
 
     /// Streams the power samples the coordinator asked for while attached.
     async fn subscribe_power(self: &Arc<Self>, req: pb::PowerRequest) {
+        // The serve asks every agent for its power (for /metrics): a host without sensors (a
+        // Runpod VF, a VM) has nothing to send, which is worth a line but not a warning.
+        if self.core.power.sampler.channels().is_empty() {
+            tracing::info!(
+                "the coordinator asks for power samples: this agent has no power sources (describe says why each is unavailable)"
+            );
+            return;
+        }
         let mut wanted = match crate::service::power::Subscription::new(&self.core, &req) {
             Ok(c) => c,
             Err(e) => {

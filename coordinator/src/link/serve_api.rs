@@ -81,10 +81,7 @@ pub async fn power_events(
             .map(|b| b.to_bytes())
             .unwrap_or_default();
         let text = String::from_utf8_lossy(&body[..body.len().min(MAX_EVENT_BYTES)]).to_string();
-        let message = serde_json::from_str::<serde_json::Value>(&text)
-            .ok()
-            .and_then(|v| v["error"].as_str().map(str::to_string))
-            .unwrap_or_else(|| gpufleet_kernels::quote(&text));
+        let message = error_field(&text).unwrap_or_else(|| gpufleet_kernels::quote(&text));
         return Err(format!("serve at {api} ({status}): {message}"));
     }
     let body = BodyStream::new(response.into_body());
@@ -159,10 +156,7 @@ fn parse_event(event: &[u8]) -> Parsed {
     }
     match kind {
         "end" => Parsed::End(
-            serde_json::from_str::<serde_json::Value>(&data)
-                .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_string))
-                .unwrap_or_else(|| "the serve ended the stream".to_string()),
+            error_field(&data).unwrap_or_else(|| "the serve ended the stream".to_string()),
         ),
         "" | "message" if !data.is_empty() => match serde_json::from_str::<LiveSample>(&data) {
             Ok(s) => Parsed::Sample(s.to_wire()),
@@ -173,6 +167,14 @@ fn parse_event(event: &[u8]) -> Parsed {
         },
         _ => Parsed::Nothing,
     }
+}
+
+/// The `error` of a JSON object such as `{"error": "..."}` (the API's error bodies and the stream's
+/// `end` event), if `text` is one.
+fn error_field(text: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(text)
+        .ok()
+        .and_then(|v| v["error"].as_str().map(str::to_string))
 }
 
 #[cfg(test)]
