@@ -29,6 +29,9 @@ pub enum AgentError {
     QueueFull { device: String, capacity: usize },
     #[error("run id {run_id} is already queued or running")]
     DuplicateRun { run_id: String },
+    /// Power was asked of an agent whose host has no power channel.
+    #[error("this agent has no power sources (see Describe for why each is unavailable)")]
+    NoPowerSources,
     #[error("internal error: {0}")]
     Internal(String),
 }

@@ -21,6 +21,7 @@
 
 pub mod outbox;
 
+use crate::error::AgentError;
 use crate::run::AgentCore;
 use gpufleet_proto::tls::{self, Target};
 use gpufleet_proto::v1 as pb;
@@ -398,16 +399,14 @@ impl Dialer {
 
     /// Streams the power samples the coordinator asked for while attached.
     async fn subscribe_power(self: &Arc<Self>, req: pb::PowerRequest) {
-        // The serve asks every agent for its power (for /metrics): a host without sensors (a
-        // Runpod VF, a VM) has nothing to send, which is worth a line but not a warning.
-        if self.core.power.sampler.channels().is_empty() {
-            tracing::info!(
-                "the coordinator asks for power samples: this agent has no power sources (describe says why each is unavailable)"
-            );
-            return;
-        }
         let mut wanted = match crate::service::power::Subscription::new(&self.core, &req) {
             Ok(c) => c,
+            // The serve asks every agent for its power (for /metrics): a host without sensors (a
+            // Runpod VF, a VM) has nothing to send, which is worth a line but not a warning.
+            Err(e @ AgentError::NoPowerSources) => {
+                tracing::info!("the coordinator asks for power samples: {e}");
+                return;
+            }
             Err(e) => {
                 tracing::warn!("power subscription refused: {e}");
                 return;

@@ -138,8 +138,12 @@ pub struct Subscription {
 
 impl Subscription {
     /// # Errors
-    /// An unknown device or source, a filter that matches no channel, or a bad `rate_hz`.
+    /// [`AgentError::NoPowerSources`] on a host without power channels; an unknown device or
+    /// source, a filter that matches no channel, or a bad `rate_hz`.
     pub fn new(core: &AgentCore, req: &pb::PowerRequest) -> Result<Subscription, AgentError> {
+        if core.power.sampler.channels().is_empty() {
+            return Err(AgentError::NoPowerSources);
+        }
         let rate = check_rate_hz(req.rate_hz).map_err(|message| AgentError::InvalidArgument {
             field: "rate_hz",
             message,

@@ -25,6 +25,7 @@ impl From<AgentError> for tonic::Status {
             | AgentError::HostMemory(_) => tonic::Status::invalid_argument(msg),
             AgentError::QueueFull { .. } => tonic::Status::resource_exhausted(msg),
             AgentError::DuplicateRun { .. } => tonic::Status::already_exists(msg),
+            AgentError::NoPowerSources => tonic::Status::failed_precondition(msg),
             AgentError::Internal(_) => tonic::Status::internal(msg),
         }
     }
