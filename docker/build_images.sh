@@ -5,15 +5,21 @@
 # the Dockerfiles' defaults (the upstream images a registry has) unless LOCAL_BASES=1, which passes
 # the local ones docker/base-images.sh makes (no registry: docker/test.sh). docker/test.sh and
 # ci/release.yml both build through this script.
-# Usage: docker/build_images.sh PREFIX TAG [--push]
+# Usage: docker/build_images.sh PREFIX TAG [--push|--list]   (--list: the names it builds, one a line)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-prefix=${1:?usage: build_images.sh PREFIX TAG [--push]}
-tag=${2:?usage: build_images.sh PREFIX TAG [--push]}
-push=${3:-}
+prefix=${1:?usage: build_images.sh PREFIX TAG [--push|--list]}
+tag=${2:?usage: build_images.sh PREFIX TAG [--push|--list]}
+mode=${3:-}
+names=(coordinator agent-mesa agent-mesa-full agent-nvidia)
+[ -z "${SKIP_ROCM:-}" ] && names+=(agent-rocm)
+if [ "$mode" = --list ]; then
+    printf '%s\n' "${names[@]}"
+    exit 0
+fi
 bases=()
 rocm=()
-if [ "$push" = --push ]; then
+if [ "$mode" = --push ]; then
     # A release: the images are labelled with its version (TAG without a leading v).
     bases=(--build-arg "VERSION=${tag#v}")
     rocm=(--build-arg "VERSION=${tag#v}")
@@ -26,8 +32,6 @@ if [ "${LOCAL_BASES:-}" = 1 ]; then
         --build-arg HIP_PATH=/usr --build-arg GPUFLEET_HIP_CLANG=clang-19
         --build-arg GPUFLEET_HIP_TARGETS=gfx803,gfx1010,gfx942)
 fi
-names=(coordinator agent-mesa agent-mesa-full agent-nvidia)
-[ -z "${SKIP_ROCM:-}" ] && names+=(agent-rocm)
 for name in "${names[@]}"; do
     echo "[images $(date +%T)] building $prefix/$name:$tag"
     start=$SECONDS
@@ -38,7 +42,7 @@ for name in "${names[@]}"; do
     esac
     docker build -q -f "docker/$name.Dockerfile" "${args[@]}" -t "$prefix/$name:$tag" . >/dev/null
     echo "[images $(date +%T)] built $prefix/$name:$tag in $((SECONDS - start)) s"
-    if [ "$push" = --push ]; then
+    if [ "$mode" = --push ]; then
         docker push -q "$prefix/$name:$tag"
     fi
 done

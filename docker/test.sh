@@ -33,8 +33,7 @@ fail() {
 LOCAL_BASES=1 bash docker/build_images.sh gpufleet test
 
 log "sizes (goals: coordinator < 100 MB, agent-mesa < 300 MB), written to docs/docker.md"
-images=(coordinator agent-mesa agent-mesa-full agent-nvidia)
-[ -z "${SKIP_ROCM:-}" ] && images+=(agent-rocm)
+mapfile -t images < <(bash docker/build_images.sh gpufleet test --list)
 sizes=$(mktemp)
 for img in "${images[@]}"; do
     bytes=$(docker image inspect -f '{{.Size}}' "gpufleet/$img:test")
