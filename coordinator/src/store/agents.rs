@@ -3,7 +3,7 @@
 //! Agents are soft-removed (`removed_at`) so their results keep a name to show; see the module docs
 //! of `store` for why.
 
-use rusqlite::{OptionalExtension, Row, named_params};
+use super::engine::{Conn, DbResult, OptionalExtension, Row, named_params, params};
 
 use super::error::StoreError;
 use super::error::{is_unique_violation, sql};
@@ -56,14 +56,14 @@ impl Store {
                     "UPDATE agents SET url = ?2, token = ?3, added_at = ?4, removed_at = NULL,
                         kind = 'direct', token_hash = NULL, connected_since = NULL
                      WHERE name = ?1",
-                    rusqlite::params![name, url, token, now],
+                    params![name, url, token, now],
                 )
                 .map_err(sql(context))?;
             }
             None => {
                 tx.execute(
                     "INSERT INTO agents (name, url, token, added_at) VALUES (?1, ?2, ?3, ?4)",
-                    rusqlite::params![name, url, token, now],
+                    params![name, url, token, now],
                 )
                 .map_err(|e| {
                     if is_unique_violation(&e) {
@@ -103,11 +103,12 @@ impl Store {
                         token = excluded.token,
                         kind = 'direct',
                         token_hash = NULL,
-                        added_at = CASE WHEN removed_at IS NULL THEN added_at ELSE excluded.added_at END,
+                        added_at = CASE WHEN agents.removed_at IS NULL THEN agents.added_at
+                                        ELSE excluded.added_at END,
                         removed_at = NULL
                      RETURNING {AGENT_COLUMNS}"
                 ),
-                rusqlite::params![name, url, token, now],
+                params![name, url, token, now],
                 agent_from_row,
             )
             .map_err(sql("upserting an agent"))
@@ -117,14 +118,14 @@ impl Store {
     /// active agent of that name existed.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the update fails.
+    /// [`StoreError::Db`] if the update fails.
     pub fn remove_agent(&mut self, name: &str) -> Result<bool, StoreError> {
         let now = self.now();
         let changed = self
             .conn
             .execute(
                 "UPDATE agents SET removed_at = ?2 WHERE name = ?1 AND removed_at IS NULL",
-                rusqlite::params![name, now],
+                params![name, now],
             )
             .map_err(sql("removing an agent"))?;
         Ok(changed > 0)
@@ -133,7 +134,7 @@ impl Store {
     /// Active agents, by name.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn agents(&self) -> Result<Vec<AgentRow>, StoreError> {
         let context = "listing agents";
         let mut stmt = self
@@ -151,7 +152,7 @@ impl Store {
     /// The active agent called `name`, if any.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn agent(&self, name: &str) -> Result<Option<AgentRow>, StoreError> {
         self.conn
             .query_row(
@@ -224,7 +225,7 @@ impl Store {
     /// Devices of active agents, by agent name then device id.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails or a stored `info_json` is not JSON.
+    /// [`StoreError::Db`] if the query fails or a stored `info_json` is not JSON.
     pub fn devices(&self) -> Result<Vec<DeviceRow>, StoreError> {
         let context = "listing devices";
         let mut stmt = self
@@ -260,7 +261,7 @@ impl Store {
 }
 
 /// The row of agent `name` (active or removed), inside a transaction that just wrote it.
-pub(super) fn agent_named(conn: &rusqlite::Connection, name: &str) -> rusqlite::Result<AgentRow> {
+pub(super) fn agent_named(conn: &Conn, name: &str) -> DbResult<AgentRow> {
     conn.query_row(
         &format!("SELECT {AGENT_COLUMNS} FROM agents WHERE name = ?1"),
         [name],
@@ -268,7 +269,7 @@ pub(super) fn agent_named(conn: &rusqlite::Connection, name: &str) -> rusqlite::
     )
 }
 
-pub(super) fn agent_from_row(r: &Row<'_>) -> rusqlite::Result<AgentRow> {
+pub(super) fn agent_from_row(r: &Row<'_>) -> DbResult<AgentRow> {
     let kind: String = r.get("kind")?;
     Ok(AgentRow {
         id: r.get("id")?,

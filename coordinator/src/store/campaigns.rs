@@ -5,7 +5,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use rusqlite::{OptionalExtension, Row, named_params};
+use super::engine::{DbError, DbResult, OptionalExtension, Row, named_params, params};
 
 use super::error::StoreError;
 use super::error::{is_unique_violation, sql};
@@ -28,13 +28,13 @@ impl Store {
         parse_json("spec_json", spec_json)?;
         let now = self.now();
         self.conn
-            .execute(
+            .query_row(
                 "INSERT INTO campaigns (suite, description, state, created_at, spec_json)
-                 VALUES (?1, ?2, 'running', ?3, ?4)",
-                rusqlite::params![suite, description, now, spec_json],
+                 VALUES (?1, ?2, 'running', ?3, ?4) RETURNING id",
+                params![suite, description, now, spec_json],
+                |r| r.get(0),
             )
-            .map_err(sql("creating a campaign"))?;
-        Ok(self.conn.last_insert_rowid())
+            .map_err(sql("creating a campaign"))
     }
 
     /// Moves a campaign to `state`; a terminal state stamps `finished_at`, `running` clears it.
@@ -47,7 +47,7 @@ impl Store {
             .conn
             .execute(
                 "UPDATE campaigns SET state = ?2, finished_at = ?3 WHERE id = ?1",
-                rusqlite::params![id, state.name(), finished_at],
+                params![id, state.name(), finished_at],
             )
             .map_err(sql("setting a campaign's state"))?;
         if changed == 0 {
@@ -59,7 +59,7 @@ impl Store {
     /// Every campaign, newest first, with job counts per state and result counts per status.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if a query fails or a stored value is malformed.
+    /// [`StoreError::Db`] if a query fails or a stored value is malformed.
     pub fn campaigns(&self) -> Result<Vec<CampaignRow>, StoreError> {
         self.campaigns_where(None)
     }
@@ -67,7 +67,7 @@ impl Store {
     /// One campaign with its counts, if it exists.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if a query fails or a stored value is malformed.
+    /// [`StoreError::Db`] if a query fails or a stored value is malformed.
     pub fn campaign(&self, id: i64) -> Result<Option<CampaignRow>, StoreError> {
         Ok(self.campaigns_where(Some(id))?.into_iter().next())
     }
@@ -78,7 +78,7 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT id, suite, description, state, created_at, finished_at, spec_json
-                 FROM campaigns WHERE ?1 IS NULL OR id = ?1
+                 FROM campaigns WHERE CAST(?1 AS bigint) IS NULL OR id = ?1
                  ORDER BY created_at DESC, id DESC",
             )
             .map_err(sql(context))?;
@@ -107,7 +107,7 @@ impl Store {
             .conn
             .prepare_cached(
                 "SELECT campaign_id, kind, state, n FROM campaign_counts
-                 WHERE n > 0 AND (?1 IS NULL OR campaign_id = ?1)",
+                 WHERE n > 0 AND (CAST(?1 AS bigint) IS NULL OR campaign_id = ?1)",
             )
             .map_err(sql(context))?;
         let counts = stmt
@@ -145,7 +145,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::InvalidInput`] for an empty `spec_key` or `run_id`, a `spec_json` that is not
     /// JSON, or a `run_id` another job already has; [`StoreError::UnknownCampaign`] /
-    /// [`StoreError::UnknownAgent`] (named `#<id>`) for missing references; [`StoreError::Sqlite`]
+    /// [`StoreError::UnknownAgent`] (named `#<id>`) for missing references; [`StoreError::Db`]
     /// for a `device_row_id` that does not exist (foreign key).
     pub fn add_job(&mut self, job: &NewJob) -> Result<i64, StoreError> {
         Ok(self.add_jobs(std::slice::from_ref(job))?[0])
@@ -186,11 +186,12 @@ impl Store {
                     name: format!("#{}", job.agent_id),
                 });
             }
-            tx.execute(
+            let id = tx.query_row(
                 "INSERT INTO jobs (campaign_id, agent_id, device_row_id, spec_key, spec_json, run_id,
                                    state, attempts, updated_at)
                  VALUES (:campaign_id, :agent_id, :device_row_id, :spec_key, :spec_json, :run_id,
-                         'queued', 0, :now)",
+                         'queued', 0, :now)
+                 RETURNING id",
                 named_params! {
                     ":campaign_id": job.campaign_id,
                     ":agent_id": job.agent_id,
@@ -200,6 +201,7 @@ impl Store {
                     ":run_id": job.run_id,
                     ":now": now,
                 },
+                |r| r.get(0),
             )
             .map_err(|e| {
                 if is_unique_violation(&e) {
@@ -211,7 +213,7 @@ impl Store {
                     sql(context)(e)
                 }
             })?;
-            ids.push(tx.last_insert_rowid());
+            ids.push(id);
         }
         tx.commit().map_err(sql(context))?;
         Ok(ids)
@@ -233,9 +235,9 @@ impl Store {
             .conn
             .execute(
                 "UPDATE jobs SET state = ?2, error = ?3, updated_at = ?4,
-                    attempts = attempts + (?2 = 'running')
+                    attempts = attempts + CASE WHEN ?2 = 'running' THEN 1 ELSE 0 END
                  WHERE id = ?1",
-                rusqlite::params![job_id, state.name(), error, now],
+                params![job_id, state.name(), error, now],
             )
             .map_err(sql("setting a job's state"))?;
         if changed == 0 {
@@ -247,7 +249,7 @@ impl Store {
     /// The jobs of a campaign, in the order they were added.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails or a stored value is malformed.
+    /// [`StoreError::Db`] if the query fails or a stored value is malformed.
     pub fn jobs(&self, campaign_id: i64) -> Result<Vec<JobRow>, StoreError> {
         let context = "listing jobs";
         let mut stmt = self
@@ -265,7 +267,7 @@ impl Store {
     /// The jobs `agent_id` is running now (of running campaigns), oldest first.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn running_jobs(&self, agent_id: i64) -> Result<Vec<JobRow>, StoreError> {
         let context = "listing an agent's running jobs";
         let mut stmt = self
@@ -285,7 +287,7 @@ impl Store {
     /// The job whose current run id is `run_id`, if any.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn job_by_run_id(&self, run_id: &str) -> Result<Option<JobRow>, StoreError> {
         self.conn
             .query_row(
@@ -304,7 +306,7 @@ const JOB_SELECT: &str = "SELECT j.id, j.campaign_id, j.agent_id, a.name AS agen
         j.confirms_result_id
  FROM jobs j JOIN agents a ON a.id = j.agent_id";
 
-fn job_from_row(r: &Row<'_>) -> rusqlite::Result<JobRow> {
+fn job_from_row(r: &Row<'_>) -> DbResult<JobRow> {
     Ok(JobRow {
         id: r.get("id")?,
         campaign_id: r.get("campaign_id")?,
@@ -329,16 +331,9 @@ enum Counted {
     Result(String),
 }
 
-fn state_column<T>(r: &Row<'_>, column: &str, parse: fn(&str) -> Option<T>) -> rusqlite::Result<T> {
+fn state_column<T>(r: &Row<'_>, column: &str, parse: fn(&str) -> Option<T>) -> DbResult<T> {
     let name: String = r.get(column)?;
-    parse(&name).ok_or_else(|| {
-        let index = r.as_ref().column_index(column).unwrap_or(0);
-        rusqlite::Error::FromSqlConversionFailure(
-            index,
-            rusqlite::types::Type::Text,
-            format!("unknown state {name:?}").into(),
-        )
-    })
+    parse(&name).ok_or_else(|| DbError::conversion(column, format!("unknown state {name:?}")))
 }
 
 #[cfg(test)]
@@ -483,8 +478,11 @@ mod tests {
         let mut bad_device = new_job(c, agent, "z");
         bad_device.device_row_id = Some(404);
         let err = store.add_job(&bad_device).unwrap_err();
-        assert!(matches!(err, StoreError::Sqlite { .. }), "{err}");
-        assert!(err.to_string().contains("FOREIGN KEY"), "{err}");
+        assert!(matches!(err, StoreError::Db { .. }), "{err}");
+        assert!(
+            err.to_string().to_lowercase().contains("foreign key"),
+            "{err}"
+        );
         assert_eq!(store.jobs(c).unwrap().len(), 1);
     }
 

@@ -4,7 +4,7 @@
 //! before it in the series that are not confirmation reruns and not older than the series' last
 //! alert (after a confirmed change the new level is the baseline, so one step alerts once).
 
-use rusqlite::{OptionalExtension, Row, named_params};
+use super::engine::{DbResult, OptionalExtension, Row, named_params, params};
 use serde::Serialize;
 
 use super::error::StoreError;
@@ -104,7 +104,7 @@ const CANDIDATE_COLUMNS: &str = "r.id, r.campaign_id, r.job_id, r.device_row_id,
     r.spec_key, r.segment, r.metric_value, coalesce(r.metric_unit, '') AS metric_unit,
     coalesce(r.higher_is_better, 1) AS higher_is_better, r.created_at";
 
-fn candidate_from_row(r: &Row<'_>) -> rusqlite::Result<CheckCandidate> {
+fn candidate_from_row(r: &Row<'_>) -> DbResult<CheckCandidate> {
     Ok(CheckCandidate {
         result_id: r.get(0)?,
         campaign_id: r.get(1)?,
@@ -129,11 +129,11 @@ const IS_CONFIRMATION: &str =
 pub(super) fn baseline_sql() -> String {
     format!(
         "SELECT r.metric_value FROM results r
-         WHERE r.device_row_id IS :device AND r.spec_key = :key AND r.segment = :segment
+         WHERE r.device_row_id IS NOT DISTINCT FROM :device AND r.spec_key = :key AND r.segment = :segment
            AND r.status = 'ok' AND r.metric_value IS NOT NULL AND r.id < :before
            AND NOT {IS_CONFIRMATION} AND (:noisy OR r.noisy = 0)
            AND r.id >= coalesce((SELECT max(a.result_id) FROM alerts a
-                                 WHERE a.device_row_id IS :device AND a.spec_key = :key
+                                 WHERE a.device_row_id IS NOT DISTINCT FROM :device AND a.spec_key = :key
                                    AND a.segment = :segment AND a.result_id < :before), 0)
          ORDER BY r.id DESC LIMIT :n"
     )
@@ -144,7 +144,7 @@ impl Store {
     /// campaign, or all when `campaign_id` is `None`. Oldest first.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn unchecked_results(
         &self,
         campaign_id: Option<i64>,
@@ -155,7 +155,7 @@ impl Store {
             .prepare_cached(&format!(
                 "SELECT {CANDIDATE_COLUMNS} FROM results r
                  WHERE r.status = 'ok' AND r.metric_value IS NOT NULL
-                   AND (?1 IS NULL OR r.campaign_id = ?1)
+                   AND (CAST(?1 AS bigint) IS NULL OR r.campaign_id = ?1)
                    AND NOT EXISTS (SELECT 1 FROM checks c WHERE c.result_id = r.id)
                    AND NOT {IS_CONFIRMATION}
                  ORDER BY r.id"
@@ -172,7 +172,7 @@ impl Store {
     /// `include_noisy`.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn baseline(
         &self,
         c: &CheckCandidate,
@@ -207,13 +207,13 @@ impl Store {
     /// that the environment changed).
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn segment_is_new(&self, c: &CheckCandidate) -> Result<bool, StoreError> {
         self.conn
             .query_row(
-                "SELECT EXISTS (SELECT 1 FROM results r WHERE r.device_row_id IS ?1
+                "SELECT EXISTS (SELECT 1 FROM results r WHERE r.device_row_id IS NOT DISTINCT FROM ?1
                     AND r.spec_key = ?2 AND r.segment != ?3 AND r.id < ?4 AND r.status = 'ok')",
-                rusqlite::params![c.device_row_id, c.spec_key, c.segment, c.result_id],
+                params![c.device_row_id, c.spec_key, c.segment, c.result_id],
                 |r| r.get(0),
             )
             .map_err(sql("reading segments"))
@@ -223,7 +223,7 @@ impl Store {
     /// result changes nothing.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the insert fails.
+    /// [`StoreError::Db`] if the insert fails.
     pub fn insert_check(
         &mut self,
         result_id: i64,
@@ -238,7 +238,7 @@ impl Store {
                 "INSERT INTO checks (result_id, verdict, direction, reason, assessment_json,
                                      created_at, updated_at)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6) ON CONFLICT (result_id) DO NOTHING",
-                rusqlite::params![result_id, verdict, direction, reason, assessment_json, now],
+                params![result_id, verdict, direction, reason, assessment_json, now],
             )
             .map_err(sql("storing a verdict"))?;
         Ok(())
@@ -275,22 +275,24 @@ impl Store {
                 "INSERT INTO checks (result_id, verdict, direction, reason, assessment_json,
                                      created_at, updated_at)
                  VALUES (?1, 'suspect', ?2, ?3, ?4, ?5, ?5) ON CONFLICT (result_id) DO NOTHING",
-                rusqlite::params![suspect.result_id, direction, reason, assessment_json, now],
+                params![suspect.result_id, direction, reason, assessment_json, now],
             )
             .map_err(sql(context))?;
         if inserted == 0 {
             return Ok(None);
         }
-        tx.execute(
-            "INSERT INTO jobs (campaign_id, agent_id, device_row_id, spec_key, spec_json, run_id,
-                               state, attempts, updated_at, confirms_result_id)
-             SELECT campaign_id, agent_id, device_row_id, spec_key, spec_json, ?2, 'queued', 0, ?3,
-                    ?4
-             FROM jobs WHERE id = ?1",
-            rusqlite::params![job_id, run_id, now, suspect.result_id],
-        )
-        .map_err(sql(context))?;
-        let id = tx.last_insert_rowid();
+        let id: i64 = tx
+            .query_row(
+                "INSERT INTO jobs (campaign_id, agent_id, device_row_id, spec_key, spec_json,
+                                   run_id, state, attempts, updated_at, confirms_result_id)
+                 SELECT campaign_id, agent_id, device_row_id, spec_key, spec_json, ?2, 'queued', 0,
+                        ?3, ?4
+                 FROM jobs WHERE id = ?1
+                 RETURNING id",
+                params![job_id, run_id, now, suspect.result_id],
+                |r| r.get(0),
+            )
+            .map_err(sql(context))?;
         tx.commit().map_err(sql(context))?;
         Ok(Some(id))
     }
@@ -298,7 +300,7 @@ impl Store {
     /// `suspect` checks (of one campaign, or all) with their confirmation job and result.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn pending_confirmations(
         &self,
         campaign_id: Option<i64>,
@@ -311,7 +313,7 @@ impl Store {
                  FROM checks c JOIN results r ON r.id = c.result_id
                  LEFT JOIN jobs j ON j.confirms_result_id = r.id
                  LEFT JOIN results cr ON cr.job_id = j.id
-                 WHERE c.verdict = 'suspect' AND (?1 IS NULL OR r.campaign_id = ?1)
+                 WHERE c.verdict = 'suspect' AND (CAST(?1 AS bigint) IS NULL OR r.campaign_id = ?1)
                  ORDER BY r.id"
             ))
             .map_err(sql(context))?;
@@ -336,7 +338,7 @@ impl Store {
     /// transaction. A check that is no longer `suspect` is left alone (returns `false`).
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the updates fail; then nothing changed.
+    /// [`StoreError::Db`] if the updates fail; then nothing changed.
     pub fn resolve_check(
         &mut self,
         suspect: &CheckCandidate,
@@ -357,7 +359,7 @@ impl Store {
                 "UPDATE checks SET verdict = ?2, reason = ?3, confirmation_result_id = ?4,
                     updated_at = ?5
                  WHERE result_id = ?1 AND verdict = 'suspect'",
-                rusqlite::params![
+                params![
                     suspect.result_id,
                     verdict,
                     reason,
@@ -403,7 +405,7 @@ impl Store {
     /// Alerts created at or after `since` (unix seconds), newest first.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn alerts(&self, since: f64) -> Result<Vec<AlertRow>, StoreError> {
         let context = "listing alerts";
         let mut stmt = self
@@ -449,14 +451,14 @@ impl Store {
     /// keeps the first time.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the update fails.
+    /// [`StoreError::Db`] if the update fails.
     pub fn acknowledge_alert(&mut self, id: i64) -> Result<bool, StoreError> {
         let now = self.now();
         let n = self
             .conn
             .execute(
                 "UPDATE alerts SET acknowledged_at = coalesce(acknowledged_at, ?2) WHERE id = ?1",
-                rusqlite::params![id, now],
+                params![id, now],
             )
             .map_err(sql("acknowledging an alert"))?;
         Ok(n == 1)
@@ -465,7 +467,7 @@ impl Store {
     /// Verdicts stored at or after `since`, newest first.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn checks(&self, since: f64) -> Result<Vec<CheckRow>, StoreError> {
         self.checks_where(since, None, None)
     }
@@ -475,7 +477,7 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::InvalidInput`] (`limit`) for 0 or more than [`MAX_PAGE`](super::MAX_PAGE);
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn checks_page(
         &self,
         since: f64,
@@ -507,7 +509,7 @@ impl Store {
                  JOIN agents a ON a.id = r.agent_id
                  WHERE c.updated_at >= :since
                    AND c.updated_at <= coalesce(:t, 1e300)
-                   AND (:t IS NULL OR c.updated_at < :t OR c.result_id < :id)
+                   AND (CAST(:t AS double precision) IS NULL OR c.updated_at < :t OR c.result_id < :id)
                  ORDER BY c.updated_at DESC, c.result_id DESC LIMIT :limit",
             )
             .map_err(sql(context))?;
@@ -544,7 +546,7 @@ impl Store {
     /// `spec_key`, its first result's time and fingerprint (to show what changed).
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn segments(
         &self,
         device_row_id: Option<i64>,
@@ -554,12 +556,15 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT segment, min(created_at), fingerprint_json FROM results
-                 WHERE device_row_id IS ?1 AND spec_key = ?2 GROUP BY segment
-                 ORDER BY min(created_at)",
+                "SELECT segment, created_at, fingerprint_json FROM (
+                     SELECT segment, created_at, fingerprint_json, row_number() OVER (
+                         PARTITION BY segment ORDER BY created_at, id) AS k
+                     FROM results
+                     WHERE device_row_id IS NOT DISTINCT FROM ?1 AND spec_key = ?2) AS firsts
+                 WHERE k = 1 ORDER BY created_at",
             )
             .map_err(sql(context))?;
-        stmt.query_map(rusqlite::params![device_row_id, spec_key], |r| {
+        stmt.query_map(params![device_row_id, spec_key], |r| {
             Ok((r.get(0)?, r.get(1)?, json_column(r, "fingerprint_json")?))
         })
         .map_err(sql(context))?
@@ -570,7 +575,7 @@ impl Store {
     /// The job a result fulfils, if it is a confirmation rerun: the result it confirms.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn confirms(&self, result_id: i64) -> Result<Option<i64>, StoreError> {
         self.conn
             .query_row(

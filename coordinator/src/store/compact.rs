@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use serde::Serialize;
 
+use super::engine::{Engine, named_params, params};
 use super::error::{StoreError, sql};
 use super::open::Store;
 
@@ -81,7 +82,7 @@ impl Store {
     /// `progress` hears the number of results handled so far after each chunk.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if a query fails; chunks committed before the failure stay.
+    /// [`StoreError::Db`] if a query fails; chunks committed before the failure stay.
     pub fn compact(
         &mut self,
         policy: &Retention,
@@ -122,10 +123,15 @@ impl Store {
     /// free disk space about the size of the database.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if `VACUUM` fails (another transaction open, a full disk).
+    /// [`StoreError::Db`] if `VACUUM` fails (another transaction open, a full disk).
     pub fn vacuum(&mut self) -> Result<(), StoreError> {
         self.conn
-            .execute_batch("VACUUM; PRAGMA wal_checkpoint(TRUNCATE);")
+            .execute_batch(match self.conn.engine() {
+                Engine::Sqlite => "VACUUM; PRAGMA wal_checkpoint(TRUNCATE);",
+                // Plain VACUUM marks the space free for reuse without locking out the serves;
+                // VACUUM FULL would hand it to the file system under an exclusive lock.
+                Engine::Postgres => "VACUUM (ANALYZE) result_samples, power_samples, results",
+            })
             .map_err(sql("vacuuming the database"))
     }
 
@@ -145,15 +151,15 @@ impl Store {
                  UNION SELECT id FROM (
                      SELECT id, row_number() OVER (
                          PARTITION BY device_row_id, spec_key, segment ORDER BY id DESC) AS k
-                     FROM results WHERE status = 'ok') WHERE k <= :n
+                     FROM results WHERE status = 'ok') AS newest WHERE k <= :n
                  UNION SELECT id FROM (
                      SELECT id, row_number() OVER (
                          PARTITION BY device_row_id, spec_key, segment ORDER BY id DESC) AS k
-                     FROM results WHERE status = 'ok' AND noisy = 0) WHERE k <= :n",
+                     FROM results WHERE status = 'ok' AND noisy = 0) AS newest_quiet WHERE k <= :n",
             )
             .map_err(sql(context))?;
         let n = i64::try_from(keep_last).unwrap_or(i64::MAX);
-        stmt.query_map(rusqlite::named_params! {":n": n}, |r| r.get(0))
+        stmt.query_map(named_params! {":n": n}, |r| r.get(0))
             .map_err(sql(context))?
             .collect::<Result<_, _>>()
             .map_err(sql(context))
@@ -199,9 +205,7 @@ impl Store {
             for id in ids {
                 let deleted = delete.execute([id]).map_err(sql(context))?;
                 if deleted > 0 {
-                    stamp
-                        .execute(rusqlite::params![id, now])
-                        .map_err(sql(context))?;
+                    stamp.execute(params![id, now]).map_err(sql(context))?;
                     results += 1;
                     rows += deleted as u64;
                 }

@@ -3,6 +3,8 @@
 
 use std::path::PathBuf;
 
+use super::engine::DbError;
+
 /// Why a store call failed.
 ///
 /// The refusal variants (`NotSqlite`, `ForeignDatabase`, `NewerSchema`) are returned by
@@ -190,26 +192,46 @@ pub enum StoreError {
         source: std::io::Error,
     },
 
-    /// Opening, configuring or migrating the database file failed.
+    /// Opening, configuring or migrating the database failed.
     #[error("cannot open {} ({context}): {source}", path.display())]
     Open {
-        /// The database file.
+        /// The database file (a PostgreSQL database's URL, without its password).
         path: PathBuf,
         /// The step that failed, e.g. `applying migration 0001_init`.
         context: &'static str,
-        /// The SQLite error.
+        /// The engine's error.
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
 
-    /// An SQLite call failed after the store was open.
+    /// A PostgreSQL database could not be used: its URL is malformed, the server cannot be
+    /// reached, or it refused the login. The message says which, and never shows a password.
+    #[error("cannot use the PostgreSQL database {target}: {reason}")]
+    Postgres {
+        /// The URL without its password (as much of it as could be read).
+        target: String,
+        /// What went wrong.
+        reason: String,
+    },
+
+    /// An operation that only an SQLite file has (its online backup, a restore over it, its page
+    /// statistics) was asked of a PostgreSQL store.
+    #[error("{what} works on SQLite databases only; for PostgreSQL, {remedy}")]
+    SqliteOnly {
+        /// What was asked, e.g. `gpufleet db backup`.
+        what: &'static str,
+        /// PostgreSQL's own way, e.g. `use pg_dump`.
+        remedy: &'static str,
+    },
+
+    /// A statement failed after the store was open.
     #[error("database error while {context}: {source}")]
-    Sqlite {
+    Db {
         /// What the store was doing, e.g. `inserting a result`.
         context: &'static str,
-        /// The SQLite error.
+        /// The engine's error.
         #[source]
-        source: rusqlite::Error,
+        source: DbError,
     },
 }
 
@@ -235,18 +257,17 @@ fn pid_list(pids: &[u32]) -> String {
     }
 }
 
-/// Adds the step a store call was at to an SQLite error (`.map_err(sql("listing agents"))`).
-pub(super) fn sql(context: &'static str) -> impl Fn(rusqlite::Error) -> StoreError {
-    move |source| StoreError::Sqlite { context, source }
+/// Adds the step a store call was at to an engine's error (`.map_err(sql("listing agents"))`).
+pub(super) fn sql<E: Into<DbError>>(context: &'static str) -> impl Fn(E) -> StoreError {
+    move |source| StoreError::Db {
+        context,
+        source: source.into(),
+    }
 }
 
 /// Whether `e` is a failed UNIQUE constraint (a name or run id that is taken).
-pub(super) fn is_unique_violation(e: &rusqlite::Error) -> bool {
-    matches!(
-        e,
-        rusqlite::Error::SqliteFailure(f, _)
-            if f.extended_code == rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
-    )
+pub(super) fn is_unique_violation(e: &DbError) -> bool {
+    e.is_unique_violation()
 }
 
 #[cfg(test)]
@@ -300,10 +321,10 @@ mod tests {
         conn.execute_batch("CREATE TABLE t (x TEXT UNIQUE); INSERT INTO t VALUES ('a');")
             .unwrap();
         let err = conn.execute("INSERT INTO t VALUES ('a')", []).unwrap_err();
-        assert!(is_unique_violation(&err));
+        assert!(is_unique_violation(&err.into()));
         let err = conn
             .execute("INSERT INTO missing VALUES (1)", [])
             .unwrap_err();
-        assert!(!is_unique_violation(&err));
+        assert!(!is_unique_violation(&err.into()));
     }
 }

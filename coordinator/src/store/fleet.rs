@@ -2,7 +2,7 @@
 //! credentials when it attaches, and the connection state a serve records so that other processes
 //! (`agents list`, `gpufleet run`) can see it.
 
-use rusqlite::OptionalExtension;
+use super::engine::{OptionalExtension, params};
 
 use super::agents::{AGENT_COLUMNS, MAX_AGENT_NAME, agent_from_row, agent_named, check_agent_name};
 use super::error::{StoreError, sql};
@@ -67,7 +67,7 @@ impl Store {
                 url = '', token = NULL, added_at = excluded.added_at, removed_at = NULL,
                 kind = 'dial-in', token_hash = excluded.token_hash, connected_since = NULL,
                 remote_addr = NULL, agent_version = NULL, info_json = NULL",
-            rusqlite::params![name, now, token_hash],
+            params![name, now, token_hash],
         )
         .map_err(sql(context))?;
         let row = agent_named(&tx, name).map_err(sql(context))?;
@@ -114,7 +114,7 @@ impl Store {
     /// Records that a serve now holds agent `agent_id`'s stream, with what its Hello said.
     ///
     /// # Errors
-    /// [`StoreError::InvalidInput`] when `info_json` is not JSON; [`StoreError::Sqlite`].
+    /// [`StoreError::InvalidInput`] when `info_json` is not JSON; [`StoreError::Db`].
     pub fn agent_attached(
         &mut self,
         agent_id: i64,
@@ -130,7 +130,7 @@ impl Store {
                 "UPDATE agents SET connected_since = ?2, last_seen = ?2, remote_addr = ?3,
                     agent_version = ?4, info_json = ?5, api_url = ?6
                  WHERE id = ?1",
-                rusqlite::params![
+                params![
                     agent_id,
                     now,
                     remote_addr,
@@ -146,15 +146,15 @@ impl Store {
     /// Refreshes `last_seen` of the agents whose streams this serve holds.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`].
+    /// [`StoreError::Db`].
     pub fn agents_seen(&mut self, agent_ids: &[i64]) -> Result<(), StoreError> {
         let now = self.now();
         let context = "refreshing attached agents";
-        let tx = self.conn.transaction().map_err(sql(context))?;
+        let tx = self.conn.begin().map_err(sql(context))?;
         for id in agent_ids {
             tx.execute(
                 "UPDATE agents SET last_seen = ?2 WHERE id = ?1",
-                rusqlite::params![id, now],
+                params![id, now],
             )
             .map_err(sql(context))?;
         }
@@ -164,13 +164,13 @@ impl Store {
     /// Records that agent `agent_id`'s stream ended.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`].
+    /// [`StoreError::Db`].
     pub fn agent_detached(&mut self, agent_id: i64) -> Result<(), StoreError> {
         let now = self.now();
         self.conn
             .execute(
                 "UPDATE agents SET connected_since = NULL, last_seen = ?2, api_url = NULL WHERE id = ?1",
-                rusqlite::params![agent_id, now],
+                params![agent_id, now],
             )
             .map_err(sql("recording a detached agent"))?;
         Ok(())
@@ -179,7 +179,7 @@ impl Store {
     /// Sets how an https direct agent is verified: its certificate's SHA-256 or a CA (PEM).
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`].
+    /// [`StoreError::Db`].
     pub fn set_agent_tls(
         &mut self,
         agent_id: i64,
@@ -189,7 +189,7 @@ impl Store {
         self.conn
             .execute(
                 "UPDATE agents SET tls_pin = ?2, tls_ca = ?3 WHERE id = ?1",
-                rusqlite::params![agent_id, pin, ca_pem],
+                params![agent_id, pin, ca_pem],
             )
             .map_err(sql("storing an agent's TLS trust"))?;
         Ok(())
@@ -199,13 +199,13 @@ impl Store {
     /// shows it, and a process other than the serve can plan with it.
     ///
     /// # Errors
-    /// [`StoreError::InvalidInput`] when `info_json` is not JSON; [`StoreError::Sqlite`].
+    /// [`StoreError::InvalidInput`] when `info_json` is not JSON; [`StoreError::Db`].
     pub fn set_agent_info(&mut self, agent_id: i64, info_json: &str) -> Result<(), StoreError> {
         parse_json("info_json", info_json)?;
         self.conn
             .execute(
                 "UPDATE agents SET info_json = ?2 WHERE id = ?1",
-                rusqlite::params![agent_id, info_json],
+                params![agent_id, info_json],
             )
             .map_err(sql("storing an agent's description"))?;
         Ok(())
@@ -214,7 +214,7 @@ impl Store {
     /// The newest campaign with a job on each agent: agent id to campaign id.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn latest_campaign_per_agent(
         &self,
     ) -> Result<std::collections::HashMap<i64, i64>, StoreError> {
@@ -236,7 +236,7 @@ impl Store {
     /// The AgentInfo (as JSON) a dial-in agent last sent in its Hello, if any.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`].
+    /// [`StoreError::Db`].
     pub fn agent_info(&self, agent_id: i64) -> Result<Option<String>, StoreError> {
         self.conn
             .query_row(

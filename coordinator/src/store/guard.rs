@@ -78,10 +78,10 @@ pub(super) fn check_header(path: &Path) -> Result<Existing, StoreError> {
 /// cannot read it (a corrupt file with a valid magic).
 pub(super) fn check_schema(path: &Path) -> Result<(), StoreError> {
     let open_err = |context: &'static str| {
-        move |source| StoreError::Open {
+        move |source: rusqlite::Error| StoreError::Open {
             path: path.to_path_buf(),
             context,
-            source,
+            source: source.into(),
         }
     };
     let conn =

@@ -10,8 +10,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
 
-use rusqlite::Row;
-use rusqlite::types::{Type, Value as SqlValue};
+use super::engine::{DbError, DbResult, FromValue, Row, Value as SqlValue};
 
 use super::error::{StoreError, sql};
 use super::open::Store;
@@ -145,7 +144,7 @@ impl Terms {
 
     fn sql(&self) -> String {
         if self.conditions.is_empty() {
-            "1".to_owned()
+            "TRUE".to_owned()
         } else {
             self.conditions.join(" AND ")
         }
@@ -158,10 +157,10 @@ impl Terms {
         let plus = if walk == Walk::All { "" } else { "+" };
         let mut t = Terms::default();
         if let Some(id) = f.id {
-            t.push("r.id = ?", SqlValue::Integer(id));
+            t.push("r.id = ?", SqlValue::Int(id));
         }
         if let Some(c) = f.campaign_id {
-            t.push("r.campaign_id = ?", SqlValue::Integer(c));
+            t.push("r.campaign_id = ?", SqlValue::Int(c));
         }
         let text = |v: &String| SqlValue::Text(v.clone());
         t.push_series(f, &format!("{plus}r."));
@@ -279,7 +278,7 @@ fn listing_sql(
         selection.push_str(&format!(" AND {bound} AND {after_cursor}"));
         terms.args.push(SqlValue::Real(c.time));
         terms.args.push(SqlValue::Real(c.time));
-        terms.args.push(SqlValue::Integer(c.id));
+        terms.args.push(SqlValue::Int(c.id));
     }
     let (samples_column, samples_join) = if f.with_samples {
         (
@@ -303,7 +302,7 @@ fn listing_sql(
     );
     if let Some(n) = limit {
         query.push_str(" LIMIT ?");
-        terms.args.push(SqlValue::Integer(n as i64));
+        terms.args.push(SqlValue::Int(n as i64));
     }
     (query, terms.args)
 }
@@ -316,7 +315,7 @@ impl Store {
     /// device".
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails or a stored value is malformed.
+    /// [`StoreError::Db`] if the query fails or a stored value is malformed.
     pub fn results(&self, f: &ResultFilter) -> Result<Vec<ResultRow>, StoreError> {
         let (query, args) = listing_sql(f, Walk::All, None, None);
         self.read_results(&query, args, f.with_samples)
@@ -328,7 +327,7 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::InvalidInput`] (`limit`) for 0 or more than [`MAX_PAGE`];
-    /// [`StoreError::Sqlite`] if the query fails or a stored value is malformed.
+    /// [`StoreError::Db`] if the query fails or a stored value is malformed.
     pub fn results_page(
         &self,
         f: &ResultFilter,
@@ -354,15 +353,17 @@ impl Store {
     ) -> Result<Vec<ResultRow>, StoreError> {
         let context = "listing results";
         let mut stmt = self.conn.prepare_cached(query).map_err(sql(context))?;
-        let cols: HashMap<String, usize> = stmt
-            .column_names()
-            .into_iter()
-            .enumerate()
-            .map(|(i, name)| (name.to_owned(), i))
-            .collect();
+        let mut cols: Option<HashMap<String, usize>> = None;
         let mut rows: Vec<ResultRow> = stmt
-            .query_map(rusqlite::params_from_iter(args), |row| {
-                result_from_row(&Named { row, cols: &cols })
+            .query_map(args, |row| {
+                let cols = cols.get_or_insert_with(|| {
+                    row.column_names()
+                        .into_iter()
+                        .enumerate()
+                        .map(|(i, name)| (name, i))
+                        .collect()
+                });
+                result_from_row(&Named { row, cols })
             })
             .map_err(sql(context))?
             .collect::<Result<_, _>>()
@@ -376,13 +377,12 @@ impl Store {
     }
 }
 
-fn result_from_row(row: &Named<'_, '_>) -> rusqlite::Result<ResultRow> {
+fn result_from_row(row: &Named<'_, '_>) -> DbResult<ResultRow> {
     let params_text: String = row.get("params_json")?;
-    let params: BTreeMap<String, i64> = serde_json::from_str(&params_text)
-        .map_err(|e| conversion_failure(row, "params_json", Type::Text, e.into()))?;
+    let params: BTreeMap<String, i64> =
+        serde_json::from_str(&params_text).map_err(|e| DbError::conversion("params_json", e))?;
     let times = match row.get::<Option<Vec<u8>>>("samples")? {
-        Some(bytes) => decode_samples(&bytes)
-            .map_err(|e| conversion_failure(row, "samples", Type::Blob, e.into()))?,
+        Some(bytes) => decode_samples(&bytes).map_err(|e| DbError::conversion("samples", e))?,
         None => Vec::new(),
     };
     let record = ResultRecord {
@@ -454,16 +454,6 @@ fn result_from_row(row: &Named<'_, '_>) -> rusqlite::Result<ResultRow> {
     })
 }
 
-fn conversion_failure(
-    row: &Named<'_, '_>,
-    column: &str,
-    ty: Type,
-    e: Box<dyn std::error::Error + Send + Sync>,
-) -> rusqlite::Error {
-    let index = row.cols.get(column).copied().unwrap_or(0);
-    rusqlite::Error::FromSqlConversionFailure(index, ty, e)
-}
-
 /// A listing row read by column name, with the names looked up once per statement: rusqlite's
 /// lookup by name compares against every column name, which for 56 columns read by name was
 /// most of the time a 2,700-result compare matrix took.
@@ -473,18 +463,17 @@ struct Named<'r, 's> {
 }
 
 impl Named<'_, '_> {
-    fn get<T: rusqlite::types::FromSql>(&self, name: &str) -> rusqlite::Result<T> {
+    fn get<T: FromValue>(&self, name: &str) -> DbResult<T> {
         let index = *self
             .cols
             .get(name)
-            .ok_or_else(|| rusqlite::Error::InvalidColumnName(name.to_owned()))?;
+            .ok_or_else(|| DbError::conversion(name, "no such column"))?;
         self.row.get(index)
     }
 
-    fn json(&self, name: &str) -> rusqlite::Result<serde_json::Value> {
+    fn json(&self, name: &str) -> DbResult<serde_json::Value> {
         let text: String = self.get(name)?;
-        serde_json::from_str(&text)
-            .map_err(|e| conversion_failure(self, name, Type::Text, Box::new(e)))
+        serde_json::from_str(&text).map_err(|e| DbError::conversion(name, e))
     }
 }
 

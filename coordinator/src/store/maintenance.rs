@@ -106,7 +106,7 @@ impl Store {
     /// # Errors
     /// [`StoreError::Exists`] when `dest` (or a `-wal`/`-journal` beside it) exists, which is left
     /// as it was; [`StoreError::Damaged`] when the copy fails the integrity check;
-    /// [`StoreError::Write`], [`StoreError::Open`] or [`StoreError::Sqlite`] when the copy cannot be
+    /// [`StoreError::Write`], [`StoreError::Open`] or [`StoreError::Db`] when the copy cannot be
     /// written. No file is left at `dest` nor beside it on any error.
     pub fn backup_to(
         &self,
@@ -124,9 +124,13 @@ impl Store {
         progress: &mut dyn FnMut(u64, u64),
     ) -> Result<BackupSummary, StoreError> {
         let started = Instant::now();
+        let conn = self.sqlite_only(
+            "an online backup",
+            "use pg_dump (or `gpufleet db copy` into an SQLite file)",
+        )?;
         refuse_existing(dest)?;
         let partial = Partial::create(dest)?;
-        copy_into(&self.conn, &partial.path, step_pages, progress)?;
+        copy_into(conn, &partial.path, step_pages, progress)?;
         let facts = check_copy(&partial.path, dest)?;
         partial.publish(dest, BACKUP_REMEDY)?;
         Ok(BackupSummary {
@@ -181,7 +185,7 @@ impl Store {
         let source = guard::open_untouched(from).map_err(|source| StoreError::Open {
             path: from.to_path_buf(),
             context: "opening read-only to copy it",
-            source,
+            source: source.into(),
         })?;
         source
             .busy_timeout(BUSY_TIMEOUT)
@@ -337,10 +341,10 @@ fn copy_into(
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<(), StoreError> {
     let open_err = |context| {
-        move |source| StoreError::Open {
+        move |source: rusqlite::Error| StoreError::Open {
             path: copy.to_path_buf(),
             context,
-            source,
+            source: source.into(),
         }
     };
     let flags = OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX;
@@ -427,10 +431,10 @@ struct CopyFacts {
 /// and reads its facts; errors name `named`, the database the copy is of or for.
 fn check_copy(copy: &Path, named: &Path) -> Result<CopyFacts, StoreError> {
     let open_err = |context| {
-        move |source| StoreError::Open {
+        move |source: rusqlite::Error| StoreError::Open {
             path: named.to_path_buf(),
             context,
-            source,
+            source: source.into(),
         }
     };
     let flags = OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX;

@@ -19,6 +19,7 @@ use std::path::Path;
 
 use rusqlite::{Connection, Transaction, TransactionBehavior};
 
+use super::engine::{Conn, DbError};
 use super::error::StoreError;
 
 /// One schema step.
@@ -104,6 +105,128 @@ pub const LATEST_VERSION: i64 = MIGRATIONS.len() as i64;
 /// `PRAGMA application_id` that migration 0001 stamps on every gpufleet database ("GPFL").
 pub(super) const APPLICATION_ID: i64 = 0x4750_464C;
 
+/// PostgreSQL's schema: the whole of version [`POSTGRES_BASELINE`] in one file, then the same
+/// numbered steps as SQLite's from there, in PostgreSQL's dialect (`(version, name, sql)`).
+const POSTGRES_BASELINE: (i64, &str, &str) = (
+    10,
+    "postgres/0010_baseline",
+    include_str!("migrations/postgres/0010_baseline.sql"),
+);
+
+/// PostgreSQL's steps after the baseline; `POSTGRES_MIGRATIONS[i].0 == POSTGRES_BASELINE.0 + i + 1`.
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[];
+
+/// The key of the advisory lock that serialises migrations ("GPFL"): two serves starting at once
+/// on an empty database create the schema once.
+const POSTGRES_MIGRATION_LOCK: i64 = APPLICATION_ID;
+
+/// Brings a PostgreSQL database to [`LATEST_VERSION`]: creates the schema in an empty database,
+/// applies the pending steps to an older one; returns how many steps ran. All of it happens in one
+/// transaction under an advisory lock, so a failure leaves the database as it was and a second
+/// serve starting at once waits, then finds nothing to do.
+///
+/// # Errors
+/// [`StoreError::ForeignDatabase`] for a database whose schema holds tables but no
+/// `gpufleet_schema` (another application's), or a `gpufleet_schema` of another application;
+/// [`StoreError::NewerSchema`]; [`StoreError::Open`] if a statement fails.
+pub(super) fn migrate_postgres(conn: &Conn, path: &Path) -> Result<usize, StoreError> {
+    let open_err = |context: &'static str| {
+        move |source: DbError| StoreError::Open {
+            path: path.to_path_buf(),
+            context,
+            source,
+        }
+    };
+    let tx = conn
+        .begin()
+        .map_err(open_err("starting the migration transaction"))?;
+    tx.query_row(
+        "SELECT pg_advisory_xact_lock(?1)",
+        [POSTGRES_MIGRATION_LOCK],
+        |_| Ok(()),
+    )
+    .map_err(open_err("waiting for the migration lock"))?;
+    let has_schema: bool = tx
+        .query_row(
+            "SELECT to_regclass('gpufleet_schema') IS NOT NULL",
+            [],
+            |r| r.get(0),
+        )
+        .map_err(open_err("reading the schema version"))?;
+    let found = if has_schema {
+        let (application, version): (String, i64) = tx
+            .query_row(
+                "SELECT application, version FROM gpufleet_schema",
+                [],
+                |r| Ok((r.get(0)?, r.get(1)?)),
+            )
+            .map_err(open_err("reading the schema version"))?;
+        if application != "gpufleet" {
+            return Err(StoreError::ForeignDatabase {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "its gpufleet_schema table belongs to {:?}",
+                    application.chars().take(40).collect::<String>()
+                ),
+            });
+        }
+        version
+    } else {
+        let tables: i64 = tx
+            .query_row(
+                "SELECT count(*) FROM pg_tables WHERE schemaname = current_schema()",
+                [],
+                |r| r.get(0),
+            )
+            .map_err(open_err("listing the tables"))?;
+        if tables > 0 {
+            return Err(StoreError::ForeignDatabase {
+                path: path.to_path_buf(),
+                reason: format!(
+                    "its schema already holds {tables} table{} but no gpufleet schema version",
+                    if tables == 1 { "" } else { "s" }
+                ),
+            });
+        }
+        0
+    };
+    if found > LATEST_VERSION {
+        return Err(StoreError::NewerSchema {
+            path: path.to_path_buf(),
+            found,
+            supported: LATEST_VERSION,
+        });
+    }
+    let mut ran = 0;
+    if found == 0 {
+        let (version, name, sql) = POSTGRES_BASELINE;
+        tx.execute_batch(sql).map_err(open_err(name))?;
+        tx.execute_batch(
+            "CREATE TABLE gpufleet_schema (
+                 application text NOT NULL,
+                 version     bigint NOT NULL,
+                 one_row     boolean PRIMARY KEY DEFAULT true CHECK (one_row)
+             )",
+        )
+        .map_err(open_err("creating gpufleet_schema"))?;
+        tx.execute(
+            "INSERT INTO gpufleet_schema (application, version) VALUES ('gpufleet', ?1)",
+            [version],
+        )
+        .map_err(open_err("writing the schema version"))?;
+        ran += 1;
+    }
+    let from = found.max(POSTGRES_BASELINE.0);
+    for &(version, name, sql) in POSTGRES_MIGRATIONS.iter().filter(|m| m.0 > from) {
+        tx.execute_batch(sql).map_err(open_err(name))?;
+        tx.execute("UPDATE gpufleet_schema SET version = ?1", [version])
+            .map_err(open_err("writing the schema version"))?;
+        ran += 1;
+    }
+    tx.commit().map_err(open_err("committing the migrations"))?;
+    Ok(ran)
+}
+
 /// Brings `conn` to [`LATEST_VERSION`]; returns how many migrations ran.
 ///
 /// # Errors
@@ -117,10 +240,10 @@ pub(super) fn migrate(conn: &mut Connection, path: &Path) -> Result<usize, Store
 /// [`migrate`], stopping at version `target` (tests build older databases with it).
 fn migrate_to(conn: &mut Connection, path: &Path, target: i64) -> Result<usize, StoreError> {
     let open_err = |context: &'static str| {
-        move |source| StoreError::Open {
+        move |source: rusqlite::Error| StoreError::Open {
             path: path.to_path_buf(),
             context,
-            source,
+            source: source.into(),
         }
     };
     let tx = conn
@@ -141,10 +264,10 @@ fn migrate_to(conn: &mut Connection, path: &Path, target: i64) -> Result<usize, 
         .filter(|m| m.version > found && m.version <= target)
         .collect();
     for m in &pending {
-        let step_err = |source| StoreError::Open {
+        let step_err = |source: rusqlite::Error| StoreError::Open {
             path: path.to_path_buf(),
             context: m.name,
-            source,
+            source: source.into(),
         };
         tx.execute_batch(m.sql).map_err(step_err)?;
         if let Some(rewrite) = m.rewrite {
@@ -164,7 +287,8 @@ fn migrate_to(conn: &mut Connection, path: &Path, target: i64) -> Result<usize, 
                 source: rusqlite::Error::SqliteFailure(
                     rusqlite::ffi::Error::new(rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY),
                     Some(format!("{violations} rows break a foreign key")),
-                ),
+                )
+                .into(),
             });
         }
         tx.pragma_update(None, "user_version", target)

@@ -71,6 +71,7 @@ mod agents;
 mod campaigns;
 mod checks;
 mod compact;
+mod engine;
 mod error;
 mod fleet;
 mod guard;
@@ -88,6 +89,7 @@ mod values;
 pub use self::agents::{MAX_AGENT_NAME, MAX_AGENT_URL};
 pub use self::checks::{AlertRow, CheckCandidate, CheckRow, NewAlert, PendingConfirmation};
 pub use self::compact::{CompactReport, Retention};
+pub use self::engine::{DbError, Engine, is_postgres_url};
 pub use self::error::StoreError;
 pub use self::fleet::{AttachRefusal, token_hash};
 pub use self::listing::{Cursor, Direction, MAX_PAGE, ResultPage, check_limit};
@@ -105,30 +107,30 @@ pub use self::schedules::{OwnedCampaign, ScheduleRow};
 
 #[cfg(test)]
 mod tests {
-    use super::test_support::{file_state, temp_store};
+    use super::test_support::{file_state, postgres_run, temp_store};
     use super::*;
     use rusqlite::Connection;
 
     #[test]
     fn open_sets_the_pragmas() {
+        if postgres_run("pragmas") {
+            return;
+        }
         let (_dir, store) = temp_store();
-        let mode: String = store
-            .conn
+        let conn = store.conn.as_sqlite().unwrap();
+        let mode: String = conn
             .pragma_query_value(None, "journal_mode", |r| r.get(0))
             .unwrap();
         assert_eq!(mode, "wal");
-        let fk: i64 = store
-            .conn
+        let fk: i64 = conn
             .pragma_query_value(None, "foreign_keys", |r| r.get(0))
             .unwrap();
         assert_eq!(fk, 1);
-        let sync: i64 = store
-            .conn
+        let sync: i64 = conn
             .pragma_query_value(None, "synchronous", |r| r.get(0))
             .unwrap();
         assert_eq!(sync, 1, "NORMAL");
-        let busy: i64 = store
-            .conn
+        let busy: i64 = conn
             .pragma_query_value(None, "busy_timeout", |r| r.get(0))
             .unwrap();
         assert_eq!(busy, 5000);
@@ -196,7 +198,12 @@ mod tests {
         // An older schema is named, with what upgrades it.
         let old = dir.path().join("old.db");
         let store = Store::open(&old).unwrap();
-        store.conn.pragma_update(None, "user_version", 1).unwrap();
+        store
+            .conn
+            .as_sqlite()
+            .unwrap()
+            .pragma_update(None, "user_version", 1)
+            .unwrap();
         drop(store);
         let err = Store::open_read_only(&old).unwrap_err();
         assert!(
@@ -238,6 +245,8 @@ mod tests {
         // A future gpufleet migrated it further; the file is still in WAL mode.
         store
             .conn
+            .as_sqlite()
+            .unwrap()
             .pragma_update(None, "user_version", LATEST_VERSION + 1)
             .unwrap();
         drop(store);
@@ -284,6 +293,8 @@ mod tests {
         // Another coordinator holds it open and has upgraded it; the change is only in the WAL.
         running
             .conn
+            .as_sqlite()
+            .unwrap()
             .pragma_update(None, "user_version", LATEST_VERSION + 1)
             .unwrap();
         assert!(guard::sidecar(&path, "-wal").exists());
@@ -310,16 +321,24 @@ mod tests {
     fn integrity_check_reports_ok_and_broken_foreign_keys() {
         let (_dir, store) = temp_store();
         assert_eq!(store.integrity_check().unwrap(), "ok");
-        // Break a reference behind the store's back.
+        // Break a reference behind the store's back (PostgreSQL: as a superuser, with the
+        // foreign keys' triggers off, as a careless restore would).
+        let (off, on) = match store.engine() {
+            Engine::Sqlite => ("PRAGMA foreign_keys = OFF", "PRAGMA foreign_keys = ON"),
+            Engine::Postgres => (
+                "SET session_replication_role = replica",
+                "SET session_replication_role = origin",
+            ),
+        };
         store
             .conn
-            .execute_batch(
-                "PRAGMA foreign_keys = OFF;
+            .execute_batch(&format!(
+                "{off};
                  INSERT INTO devices (agent_id, device_id, backend, vendor, name, arch,
                                       pci_bus_id, info_json, first_seen, last_seen)
-                 VALUES (99, 'cpu:0', 'cpu', 'x', 'x', 'x', '', '{}', 0, 0);
-                 PRAGMA foreign_keys = ON;",
-            )
+                 VALUES (99, 'cpu:0', 'cpu', 'x', 'x', 'x', '', '{{}}', 0, 0);
+                 {on};"
+            ))
             .unwrap();
         let report = store.integrity_check().unwrap();
         assert!(report.contains("devices"), "{report}");

@@ -6,8 +6,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use rusqlite::{Connection, OpenFlags, Savepoint, Transaction, TransactionBehavior};
+use rusqlite::{Connection, OpenFlags};
 
+use super::engine::{Conn, DbError, Engine, PgConn, PgTarget, Tx};
 use super::error::{StoreError, sql};
 use super::{guard, migrations};
 
@@ -23,12 +24,15 @@ fn guard_existing(path: &Path) -> Result<(), StoreError> {
 }
 
 /// `StoreError::Open` for `path` at the step `context`, for `map_err`.
-fn open_error(path: &Path, context: &'static str) -> impl FnOnce(rusqlite::Error) -> StoreError {
+fn open_error<E: Into<DbError>>(
+    path: &Path,
+    context: &'static str,
+) -> impl FnOnce(E) -> StoreError {
     let path = path.to_path_buf();
     move |source| StoreError::Open {
         path,
         context,
-        source,
+        source: source.into(),
     }
 }
 
@@ -49,10 +53,10 @@ fn percent_encode(path: &Path) -> String {
 /// Source of "now" for timestamps, in unix seconds.
 pub type Clock = Arc<dyn Fn() -> f64 + Send + Sync>;
 
-/// An open gpufleet database. Reads take `&self`, writes `&mut self`; each write is one
-/// transaction.
+/// An open gpufleet database, in an SQLite file or a PostgreSQL database. Reads take `&self`,
+/// writes `&mut self`; each write is one transaction.
 pub struct Store {
-    pub(super) conn: Connection,
+    pub(super) conn: Conn,
     path: PathBuf,
     clock: Clock,
 }
@@ -152,10 +156,68 @@ impl Store {
             });
         }
         Ok(Store {
-            conn,
+            conn: Conn::sqlite(conn),
             path: path.to_path_buf(),
             clock: Arc::new(crate::time::now),
         })
+    }
+
+    /// Opens the database `db` names: a `postgres://` URL ([`Store::open_postgres`]) or an SQLite
+    /// path ([`Store::open`]).
+    ///
+    /// # Errors
+    /// As those.
+    pub fn open_any(db: &str) -> Result<Store, StoreError> {
+        if super::engine::is_postgres_url(db) {
+            Store::open_postgres(db)
+        } else {
+            Store::open(Path::new(db))
+        }
+    }
+
+    /// Connects to the PostgreSQL database at `url` and brings its schema up to
+    /// [`LATEST_VERSION`](super::migrations::LATEST_VERSION), creating it in an empty database.
+    ///
+    /// # Errors
+    /// [`StoreError::Postgres`] for a malformed URL, a server that cannot be reached, a refused
+    /// login or a missing database, naming which (never the password);
+    /// [`StoreError::ForeignDatabase`] for a database that holds another application's tables;
+    /// [`StoreError::NewerSchema`] for one written by a newer gpufleet; [`StoreError::Open`] when
+    /// a migration fails (nothing of it stays).
+    pub fn open_postgres(url: &str) -> Result<Store, StoreError> {
+        let target = PgTarget::parse(url).map_err(|reason| StoreError::Postgres {
+            target: url_without_password(url),
+            reason,
+        })?;
+        let conn = PgConn::connect(&target).map_err(|e| StoreError::Postgres {
+            target: target.to_string(),
+            reason: super::engine::explain_connect_error(&e, &target),
+        })?;
+        let conn = Conn::postgres(conn);
+        let path = PathBuf::from(target.to_string());
+        migrations::migrate_postgres(&conn, &path)?;
+        Ok(Store {
+            conn,
+            path,
+            clock: Arc::new(crate::time::now),
+        })
+    }
+
+    /// The SQLite connection, for what only SQLite has; on PostgreSQL,
+    /// [`StoreError::SqliteOnly`] naming `what` and PostgreSQL's `remedy`.
+    pub(super) fn sqlite_only(
+        &self,
+        what: &'static str,
+        remedy: &'static str,
+    ) -> Result<&Connection, StoreError> {
+        self.conn
+            .as_sqlite()
+            .ok_or(StoreError::SqliteOnly { what, remedy })
+    }
+
+    /// Which engine holds this store.
+    pub fn engine(&self) -> Engine {
+        self.conn.engine()
     }
 
     /// Opens a private in-memory database with the full schema (tests, dry runs).
@@ -167,7 +229,7 @@ impl Store {
         let conn = Connection::open_in_memory().map_err(|source| StoreError::Open {
             path: path.clone(),
             context: "opening",
-            source,
+            source: source.into(),
         })?;
         Store::configure(conn, path)
     }
@@ -186,7 +248,7 @@ impl Store {
             .map_err(open_err("enabling foreign keys"))?;
         migrations::migrate(&mut conn, &path)?;
         Ok(Store {
-            conn,
+            conn: Conn::sqlite(conn),
             path,
             clock: Arc::new(crate::time::now),
         })
@@ -203,28 +265,108 @@ impl Store {
         self.clock = Arc::new(clock);
     }
 
-    /// The file this store was opened on (`:memory:` for an in-memory one).
+    /// The file this store was opened on (`:memory:` for an in-memory one, the URL without its
+    /// password for PostgreSQL).
     pub fn path(&self) -> &Path {
         &self.path
     }
 
-    /// The schema version of the open database (`PRAGMA user_version`).
+    /// The schema version of the open database (SQLite's `PRAGMA user_version`, PostgreSQL's
+    /// `gpufleet_schema` row).
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the pragma fails.
+    /// [`StoreError::Db`] if it cannot be read.
     pub fn schema_version(&self) -> Result<i64, StoreError> {
-        self.conn
-            .pragma_query_value(None, "user_version", |r| r.get(0))
-            .map_err(sql("reading the schema version"))
+        let context = "reading the schema version";
+        match self.conn.as_sqlite() {
+            Some(conn) => conn
+                .pragma_query_value(None, "user_version", |r| r.get(0))
+                .map_err(sql(context)),
+            None => self
+                .conn
+                .query_row("SELECT version FROM gpufleet_schema", [], |r| r.get(0))
+                .map_err(sql(context)),
+        }
     }
 
-    /// Runs `PRAGMA integrity_check` and `PRAGMA foreign_key_check`; returns `"ok"` for a healthy
-    /// database, else the problems found, one per line.
+    /// SQLite: runs `PRAGMA integrity_check` and `PRAGMA foreign_key_check`. PostgreSQL: counts
+    /// the rows whose foreign key points nowhere, and lists constraints left unvalidated and
+    /// indexes left invalid. Returns `"ok"` for a healthy database, else the problems found, one
+    /// per line.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the checks cannot run.
+    /// [`StoreError::Db`] if the checks cannot run.
     pub fn integrity_check(&self) -> Result<String, StoreError> {
-        integrity_report(&self.conn)
+        match self.conn.as_sqlite() {
+            Some(conn) => integrity_report(conn),
+            None => self.postgres_integrity(),
+        }
+    }
+
+    /// PostgreSQL's side of [`Store::integrity_check`]: rows whose foreign key points at no row
+    /// (possible only when the keys' triggers were switched off, as by a careless restore),
+    /// constraints left unvalidated and indexes an interrupted build left invalid.
+    fn postgres_integrity(&self) -> Result<String, StoreError> {
+        let context = "checking integrity";
+        let keys: Vec<(String, String, String, String)> = self
+            .conn
+            .prepare(
+                "SELECT c.conrelid::regclass::text, a.attname, c.confrelid::regclass::text,
+                        fa.attname
+                   FROM pg_constraint c
+                   JOIN pg_attribute a ON a.attrelid = c.conrelid AND a.attnum = c.conkey[1]
+                   JOIN pg_attribute fa ON fa.attrelid = c.confrelid AND fa.attnum = c.confkey[1]
+                  WHERE c.contype = 'f' AND c.connamespace = current_schema()::regnamespace
+                  ORDER BY 1, 2",
+            )
+            .and_then(|mut s| s.query_map([], |r| Ok((r.get(0)?, r.get(1)?, r.get(2)?, r.get(3)?))))
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))?;
+        let mut problems = Vec::new();
+        for (table, column, parent, parent_column) in keys {
+            let orphans: i64 = self
+                .conn
+                .query_row(
+                    &format!(
+                        "SELECT count(*) FROM {table} c WHERE c.{column} IS NOT NULL
+                           AND NOT EXISTS (SELECT 1 FROM {parent} p
+                                            WHERE p.{parent_column} = c.{column})"
+                    ),
+                    [],
+                    |r| r.get(0),
+                )
+                .map_err(sql(context))?;
+            if orphans > 0 {
+                problems.push(format!(
+                    "{orphans} row{} of {table} reference{} a missing {parent} row ({column})",
+                    if orphans == 1 { "" } else { "s" },
+                    if orphans == 1 { "s" } else { "" },
+                ));
+            }
+        }
+        let invalid: Vec<String> = self
+            .conn
+            .prepare(
+                "SELECT 'constraint ' || conname || ' on ' || conrelid::regclass::text
+                        || ' is not validated'
+                   FROM pg_constraint
+                  WHERE NOT convalidated AND connamespace = current_schema()::regnamespace
+                 UNION ALL
+                 SELECT 'index ' || indexrelid::regclass::text || ' is invalid'
+                   FROM pg_index i JOIN pg_class c ON c.oid = i.indexrelid
+                  WHERE NOT i.indisvalid AND c.relnamespace = current_schema()::regnamespace",
+            )
+            .and_then(|mut s| s.query_map([], |r| r.get(0)))
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))?;
+        problems.extend(invalid);
+        Ok(if problems.is_empty() {
+            "ok".to_owned()
+        } else {
+            problems.join("\n")
+        })
     }
 
     /// Now, from the store's clock.
@@ -238,12 +380,8 @@ impl Store {
     ///
     /// # Errors
     /// The SQLite error of `BEGIN` or `SAVEPOINT`.
-    pub(super) fn write_tx(&mut self) -> rusqlite::Result<WriteTx<'_>> {
-        if self.conn.is_autocommit() {
-            Transaction::new(&mut self.conn, TransactionBehavior::Immediate).map(WriteTx::Own)
-        } else {
-            self.conn.savepoint().map(WriteTx::Nested)
-        }
+    pub(super) fn write_tx(&mut self) -> Result<Tx<'_>, DbError> {
+        self.conn.begin()
     }
 
     /// Runs `f` in one transaction: every write it makes through the store commits at the end,
@@ -257,47 +395,33 @@ impl Store {
         f: impl FnOnce(&mut Store) -> Result<T, StoreError>,
     ) -> Result<T, StoreError> {
         let context = "a bulk write";
-        self.conn
-            .execute_batch("BEGIN IMMEDIATE")
-            .map_err(sql(context))?;
+        let level = self.conn.open_level().map_err(sql(context))?;
         match f(self) {
             Ok(v) => {
-                self.conn.execute_batch("COMMIT").map_err(sql(context))?;
+                self.conn.close_level(level, true).map_err(sql(context))?;
                 Ok(v)
             }
             Err(e) => {
-                let _ = self.conn.execute_batch("ROLLBACK");
+                let _ = self.conn.close_level(level, false);
                 Err(e)
             }
         }
     }
 }
 
-/// A write's transaction ([`Store::write_tx`]).
-pub(super) enum WriteTx<'c> {
-    Own(Transaction<'c>),
-    Nested(Savepoint<'c>),
-}
-
-impl std::ops::Deref for WriteTx<'_> {
-    type Target = Connection;
-
-    fn deref(&self) -> &Connection {
-        match self {
-            WriteTx::Own(t) => t,
-            WriteTx::Nested(s) => s,
-        }
-    }
-}
-
-impl WriteTx<'_> {
-    /// Commits the transaction, or releases the savepoint into the enclosing one.
-    pub(super) fn commit(self) -> rusqlite::Result<()> {
-        match self {
-            WriteTx::Own(t) => t.commit(),
-            WriteTx::Nested(s) => s.commit(),
-        }
-    }
+/// The URL with any password replaced by `***`, for a message about a URL that did not parse.
+fn url_without_password(url: &str) -> String {
+    let Some((scheme, rest)) = url.split_once("://") else {
+        return url.chars().take(60).collect();
+    };
+    let shown = match rest.split_once('@') {
+        Some((userinfo, host)) => match userinfo.split_once(':') {
+            Some((user, _)) => format!("{scheme}://{user}:***@{host}"),
+            None => url.to_owned(),
+        },
+        None => url.to_owned(),
+    };
+    shown.chars().take(120).collect()
 }
 
 /// `PRAGMA integrity_check` and `PRAGMA foreign_key_check` on `conn`: `"ok"` for a healthy
@@ -305,7 +429,7 @@ impl WriteTx<'_> {
 /// source).
 ///
 /// # Errors
-/// [`StoreError::Sqlite`] if the checks cannot run.
+/// [`StoreError::Db`] if the checks cannot run.
 pub(super) fn integrity_report(conn: &Connection) -> Result<String, StoreError> {
     let context = "checking integrity";
     let mut stmt = conn

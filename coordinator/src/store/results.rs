@@ -4,8 +4,7 @@
 //! Samples are stored as one BLOB of little-endian `f64`s per result: a thousand iterations cost
 //! 8 KB and one row instead of a thousand rows, and listings that do not ask for them never read them.
 
-use rusqlite::types::Type;
-use rusqlite::{OptionalExtension, named_params};
+use super::engine::{DbError, OptionalExtension, named_params, params};
 
 use super::error::StoreError;
 use super::error::sql;
@@ -90,7 +89,7 @@ impl Store {
     ///
     /// # Errors
     /// [`StoreError::InvalidInput`] for an empty run id, spec key, kernel, status, device id or
-    /// backend, or a non-finite number; [`StoreError::Sqlite`] when a reference (agent, device,
+    /// backend, or a non-finite number; [`StoreError::Db`] when a reference (agent, device,
     /// campaign, job) does not exist. On any error nothing is written.
     pub fn insert_result(&mut self, r: &ResultRecord) -> Result<bool, StoreError> {
         validate_result(r)?;
@@ -184,7 +183,7 @@ impl Store {
         if !r.times.is_empty() {
             tx.execute(
                 "INSERT INTO result_samples (result_id, times) VALUES (?1, ?2)",
-                rusqlite::params![id, encode_samples(&r.times)],
+                params![id, encode_samples(&r.times)],
             )
             .map_err(sql("storing a result's samples"))?;
         }
@@ -198,7 +197,7 @@ impl Store {
                 )
                 .map_err(sql("storing a result's power samples"))?;
             for (seq, p) in r.power.iter().enumerate() {
-                stmt.execute(rusqlite::params![
+                stmt.execute(params![
                     id,
                     seq as i64,
                     p.source,
@@ -219,7 +218,7 @@ impl Store {
         if let Some(job_id) = r.job_id {
             tx.execute(
                 "UPDATE jobs SET state = 'done', error = NULL, updated_at = ?2 WHERE id = ?1",
-                rusqlite::params![job_id, created_at],
+                params![job_id, created_at],
             )
             .map_err(sql("marking a result's job done"))?;
         }
@@ -231,7 +230,7 @@ impl Store {
     /// so a scrape reads a handful of rows whatever the size of `results`.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn result_status_counts(&self) -> Result<Vec<(String, i64)>, StoreError> {
         let context = "counting results";
         let mut stmt = self
@@ -247,7 +246,7 @@ impl Store {
     /// The power trace stored with the result `run_id` (empty if it has none).
     ///
     /// # Errors
-    /// [`StoreError::UnknownRun`] if no result has `run_id`; [`StoreError::Sqlite`] if the query
+    /// [`StoreError::UnknownRun`] if no result has `run_id`; [`StoreError::Db`] if the query
     /// fails.
     pub fn power_samples(&self, run_id: &str) -> Result<Vec<PowerPoint>, StoreError> {
         let id: Option<i64> = self
@@ -300,7 +299,7 @@ impl Store {
     /// The raw per-iteration times of a stored result (empty if it has none).
     ///
     /// # Errors
-    /// [`StoreError::UnknownRun`] if no result has `run_id`; [`StoreError::Sqlite`] if the query
+    /// [`StoreError::UnknownRun`] if no result has `run_id`; [`StoreError::Db`] if the query
     /// fails or the stored samples are malformed.
     pub fn result_samples(&self, run_id: &str) -> Result<Vec<f64>, StoreError> {
         let context = "reading a result's samples";
@@ -320,9 +319,9 @@ impl Store {
                 run_id: run_id.to_owned(),
             }),
             Some(None) => Ok(Vec::new()),
-            Some(Some(bytes)) => decode_samples(&bytes).map_err(|e| StoreError::Sqlite {
+            Some(Some(bytes)) => decode_samples(&bytes).map_err(|e| StoreError::Db {
                 context,
-                source: rusqlite::Error::FromSqlConversionFailure(0, Type::Blob, e.into()),
+                source: DbError::conversion("times", e),
             }),
         }
     }

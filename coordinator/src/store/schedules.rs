@@ -5,7 +5,7 @@
 //! A coordinator that crashes before the commit started nothing; one that crashes after it finds
 //! the campaign (running, its owner dead) and resumes it instead of starting another.
 
-use rusqlite::{OptionalExtension, Row, named_params};
+use super::engine::{DbResult, OptionalExtension, Row, named_params, params};
 use serde::Serialize;
 
 use super::error::StoreError;
@@ -47,7 +47,7 @@ pub struct OwnedCampaign {
 
 const SCHEDULE_COLUMNS: &str = "id, name, cron, spec_json, catch_up, created_at, last_slot";
 
-fn schedule_from_row(r: &Row<'_>) -> rusqlite::Result<ScheduleRow> {
+fn schedule_from_row(r: &Row<'_>) -> DbResult<ScheduleRow> {
     Ok(ScheduleRow {
         id: r.get("id")?,
         name: r.get("name")?,
@@ -92,7 +92,7 @@ impl Store {
             .execute(
                 "INSERT INTO schedules (name, cron, spec_json, catch_up, created_at, last_slot)
                  VALUES (?1, ?2, ?3, ?4, ?5, ?5)",
-                rusqlite::params![name, cron, spec_json, i64::from(catch_up), now],
+                params![name, cron, spec_json, i64::from(catch_up), now],
             )
             .map_err(|e| {
                 if is_unique_violation(&e) {
@@ -107,7 +107,7 @@ impl Store {
     /// Every schedule, by name.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn schedules(&self) -> Result<Vec<ScheduleRow>, StoreError> {
         let context = "listing schedules";
         let mut stmt = self
@@ -125,7 +125,7 @@ impl Store {
     /// The schedule called `name`.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn schedule(&self, name: &str) -> Result<Option<ScheduleRow>, StoreError> {
         self.conn
             .query_row(
@@ -140,7 +140,7 @@ impl Store {
     /// Removes a schedule; its campaigns and results stay. Returns whether it existed.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the delete fails.
+    /// [`StoreError::Db`] if the delete fails.
     pub fn remove_schedule(&mut self, name: &str) -> Result<bool, StoreError> {
         Ok(self
             .conn
@@ -153,12 +153,14 @@ impl Store {
     /// `last_slot` backwards.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the update fails.
+    /// [`StoreError::Db`] if the update fails.
     pub fn pass_slot(&mut self, name: &str, slot: f64) -> Result<(), StoreError> {
         self.conn
             .execute(
-                "UPDATE schedules SET last_slot = max(coalesce(last_slot, ?2), ?2) WHERE name = ?1",
-                rusqlite::params![name, slot],
+                "UPDATE schedules
+                    SET last_slot = CASE WHEN last_slot > ?2 THEN last_slot ELSE ?2 END
+                  WHERE name = ?1",
+                params![name, slot],
             )
             .map_err(sql("passing a schedule slot"))?;
         Ok(())
@@ -205,11 +207,12 @@ impl Store {
         {
             return Ok(None);
         }
-        let inserted = tx.execute(
+        let inserted = tx.query_row(
             "INSERT INTO campaigns (suite, description, state, created_at, spec_json, schedule_name,
                                     slot, owner, heartbeat_at)
              VALUES (:suite, :description, 'running', :now, :spec_json, :schedule, :slot, :owner,
-                     :now)",
+                     :now)
+             RETURNING id",
             named_params! {
                 ":suite": suite,
                 ":description": description,
@@ -219,17 +222,17 @@ impl Store {
                 ":slot": slot,
                 ":owner": owner,
             },
+            |r| r.get::<_, i64>(0),
         );
-        match inserted {
-            Ok(_) => {}
+        let id = match inserted {
+            Ok(id) => id,
             Err(e) if is_unique_violation(&e) => return Ok(None),
             Err(e) => return Err(sql(context)(e)),
-        }
-        let id = tx.last_insert_rowid();
+        };
         if let Some(slot) = slot {
             tx.execute(
                 "UPDATE schedules SET last_slot = ?2 WHERE name = ?1",
-                rusqlite::params![schedule, slot],
+                params![schedule, slot],
             )
             .map_err(sql(context))?;
         }
@@ -247,7 +250,7 @@ impl Store {
             .conn
             .execute(
                 "UPDATE campaigns SET owner = ?2, heartbeat_at = ?3 WHERE id = ?1",
-                rusqlite::params![id, owner, now],
+                params![id, owner, now],
             )
             .map_err(sql("setting a campaign's owner"))?;
         if changed == 0 {
@@ -260,7 +263,7 @@ impl Store {
     /// campaign is still `owner`'s and running.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the update fails.
+    /// [`StoreError::Db`] if the update fails.
     pub fn heartbeat(&mut self, id: i64, owner: &str) -> Result<bool, StoreError> {
         let now = self.now();
         Ok(self
@@ -268,7 +271,7 @@ impl Store {
             .execute(
                 "UPDATE campaigns SET heartbeat_at = ?3
                  WHERE id = ?1 AND owner = ?2 AND state = 'running'",
-                rusqlite::params![id, owner, now],
+                params![id, owner, now],
             )
             .map_err(sql("writing a heartbeat"))?
             == 1)
@@ -277,7 +280,7 @@ impl Store {
     /// Campaigns that are `running` or `interrupted`, oldest first.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the query fails.
+    /// [`StoreError::Db`] if the query fails.
     pub fn unfinished_campaigns(&self) -> Result<Vec<OwnedCampaign>, StoreError> {
         let context = "listing unfinished campaigns";
         let mut stmt = self
@@ -307,7 +310,7 @@ impl Store {
     /// (their process is gone) become `interrupted`. Returns whether the claim won.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the updates fail; then nothing changed.
+    /// [`StoreError::Db`] if the updates fail; then nothing changed.
     pub fn claim_campaign(
         &mut self,
         id: i64,
@@ -321,8 +324,8 @@ impl Store {
             .execute(
                 "UPDATE campaigns SET owner = ?3, heartbeat_at = ?4, state = 'running',
                     finished_at = NULL
-                 WHERE id = ?1 AND owner IS ?2 AND state IN ('running', 'interrupted')",
-                rusqlite::params![id, expected, owner, now],
+                 WHERE id = ?1 AND owner IS NOT DISTINCT FROM ?2 AND state IN ('running', 'interrupted')",
+                params![id, expected, owner, now],
             )
             .map_err(sql(context))?
             == 1;
@@ -331,7 +334,7 @@ impl Store {
                 "UPDATE jobs SET state = 'interrupted', updated_at = ?2,
                     error = 'the coordinator running it stopped'
                  WHERE campaign_id = ?1 AND state = 'running'",
-                rusqlite::params![id, now],
+                params![id, now],
             )
             .map_err(sql(context))?;
         }
@@ -343,7 +346,7 @@ impl Store {
     /// `interrupted` and ownerless, to be resumed by the next coordinator. Returns the campaigns.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if the updates fail; then nothing changed.
+    /// [`StoreError::Db`] if the updates fail; then nothing changed.
     pub fn release_campaigns(&mut self, owner: &str) -> Result<Vec<i64>, StoreError> {
         let now = self.now();
         let context = "releasing campaigns";
@@ -362,13 +365,13 @@ impl Store {
                 "UPDATE jobs SET state = 'interrupted', updated_at = ?2,
                     error = 'the coordinator was stopped'
                  WHERE campaign_id = ?1 AND state = 'running'",
-                rusqlite::params![id, now],
+                params![id, now],
             )
             .map_err(sql(context))?;
             tx.execute(
                 "UPDATE campaigns SET state = 'interrupted', owner = NULL, finished_at = ?2
                  WHERE id = ?1",
-                rusqlite::params![id, now],
+                params![id, now],
             )
             .map_err(sql(context))?;
         }
@@ -389,7 +392,7 @@ impl Store {
             .execute(
                 "UPDATE jobs SET state = 'queued', run_id = ?2, updated_at = ?3
                  WHERE id = ?1 AND state IN ('interrupted', 'queued', 'running')",
-                rusqlite::params![job_id, run_id, now],
+                params![job_id, run_id, now],
             )
             .map_err(sql("requeueing a job"))?;
         if changed == 0 {

@@ -9,14 +9,141 @@ use std::time::SystemTime;
 
 use serde_json::json;
 
+use super::engine::{Engine, PgConn, PgTarget, explain_connect_error};
 use super::error::StoreError;
 use super::guard::sidecar;
 use super::open::Store;
 use super::rows::{PowerPoint, ResultRecord};
 use gpufleet_proto::power::Reading;
 
-/// A fresh store on a real file in a temp dir (keep the dir alive as long as the store).
-pub(super) fn temp_store() -> (tempfile::TempDir, Store) {
+/// The engine the store's tests run on: SQLite unless `GPUFLEET_TEST_ENGINE=postgres`, which
+/// runs every test that takes its store from [`temp_store`] on a fresh PostgreSQL database of the
+/// cluster at `GPUFLEET_TEST_POSTGRES` (a URL whose user may create databases; `.ci/run` starts a
+/// throwaway cluster and sets both).
+pub(super) fn engine_under_test() -> Engine {
+    match std::env::var("GPUFLEET_TEST_ENGINE").as_deref() {
+        Ok("postgres") => Engine::Postgres,
+        Ok("sqlite") | Err(_) => Engine::Sqlite,
+        Ok(other) => panic!("GPUFLEET_TEST_ENGINE={other:?}: expected sqlite or postgres"),
+    }
+}
+
+/// Whether a test of what only SQLite has should step aside (the suite runs on PostgreSQL); says
+/// so on stderr.
+pub(super) fn postgres_run(what: &str) -> bool {
+    let pg = engine_under_test() == Engine::Postgres;
+    if pg {
+        eprintln!("skipping on PostgreSQL: {what} is SQLite's");
+    }
+    pg
+}
+
+/// What keeps a test's database alive: the temp dir of an SQLite file, or a PostgreSQL database
+/// dropped when this is.
+pub(super) enum TestDb {
+    Dir { _dir: tempfile::TempDir },
+    Postgres { _db: PgTestDb },
+}
+
+/// A PostgreSQL database made for one test; dropped (with its connections) at the end.
+pub(super) struct PgTestDb {
+    admin_url: String,
+    name: String,
+    url: String,
+}
+
+impl PgTestDb {
+    /// A new empty database in the cluster of `GPUFLEET_TEST_POSTGRES`.
+    ///
+    /// # Panics
+    /// When the variable is not set or the cluster refuses.
+    pub(super) fn create() -> PgTestDb {
+        static NEXT: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+        let admin_url = std::env::var("GPUFLEET_TEST_POSTGRES").expect(
+            "GPUFLEET_TEST_ENGINE=postgres needs GPUFLEET_TEST_POSTGRES, the URL of a cluster \
+             whose user may create databases (.ci/run starts one)",
+        );
+        let name = format!(
+            "gpufleet_test_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        admin(
+            &admin_url,
+            &format!("DROP DATABASE IF EXISTS {name}; CREATE DATABASE {name}"),
+        );
+        let url = with_dbname(&admin_url, &name);
+        PgTestDb {
+            admin_url,
+            name,
+            url,
+        }
+    }
+
+    /// Its URL.
+    pub(super) fn url(&self) -> &str {
+        &self.url
+    }
+}
+
+impl Drop for PgTestDb {
+    fn drop(&mut self) {
+        admin(
+            &self.admin_url,
+            &format!("DROP DATABASE IF EXISTS {} WITH (FORCE)", self.name),
+        );
+    }
+}
+
+/// Runs `sql` on the cluster's admin database.
+fn admin(url: &str, sql: &str) {
+    let target = PgTarget::parse(url).expect("GPUFLEET_TEST_POSTGRES is a PostgreSQL URL");
+    let conn = PgConn::connect(&target).unwrap_or_else(|e| {
+        panic!(
+            "connecting to {target}: {}",
+            explain_connect_error(&e, &target)
+        )
+    });
+    for statement in sql.split("; ") {
+        conn.batch(statement)
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+}
+
+/// `url` with its database replaced by `name`.
+fn with_dbname(url: &str, name: &str) -> String {
+    let (base, query) = url
+        .split_once('?')
+        .map_or((url, None), |(b, q)| (b, Some(q)));
+    let after_scheme = base.find("://").map_or(0, |i| i + 3);
+    let base = match base[after_scheme..].find('/') {
+        Some(slash) => &base[..after_scheme + slash],
+        None => base,
+    };
+    match query {
+        Some(q) => format!("{base}/{name}?{q}"),
+        None => format!("{base}/{name}"),
+    }
+}
+
+/// A fresh store for a test, on the engine under test ([`engine_under_test`]): an SQLite file in a
+/// temp dir, or a new PostgreSQL database. Keep the [`TestDb`] alive as long as the store.
+pub(super) fn temp_store() -> (TestDb, Store) {
+    match engine_under_test() {
+        Engine::Sqlite => {
+            let (dir, store) = temp_sqlite_store();
+            (TestDb::Dir { _dir: dir }, store)
+        }
+        Engine::Postgres => {
+            let db = PgTestDb::create();
+            let store = Store::open_postgres(db.url()).expect("open store");
+            (TestDb::Postgres { _db: db }, store)
+        }
+    }
+}
+
+/// A fresh store on a real SQLite file in a temp dir (keep the dir alive as long as the store).
+pub(super) fn temp_sqlite_store() -> (tempfile::TempDir, Store) {
     let dir = tempfile::tempdir().expect("temp dir");
     let store = Store::open(&dir.path().join("fleet.db")).expect("open store");
     (dir, store)
@@ -62,7 +189,7 @@ pub(super) fn file_state(path: &Path) -> FileState {
 }
 
 /// A store whose clock the test moves by hand, starting at 1000.
-pub(super) fn clocked_store() -> (tempfile::TempDir, Store, Arc<Mutex<f64>>) {
+pub(super) fn clocked_store() -> (TestDb, Store, Arc<Mutex<f64>>) {
     let (dir, store) = temp_store();
     let now = Arc::new(Mutex::new(1000.0));
     let clock = now.clone();

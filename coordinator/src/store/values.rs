@@ -1,5 +1,6 @@
 //! Checks on values before they are written, and JSON columns read back.
 
+use super::engine::{DbError, DbResult, Row};
 use super::error::StoreError;
 
 /// Rejects an empty value for a field that names something.
@@ -18,13 +19,7 @@ pub(super) fn parse_json(field: &'static str, text: &str) -> Result<serde_json::
 }
 
 /// Reads a JSON text column back into a value.
-pub(super) fn json_column(
-    row: &rusqlite::Row<'_>,
-    column: &str,
-) -> rusqlite::Result<serde_json::Value> {
+pub(super) fn json_column(row: &Row<'_>, column: &str) -> DbResult<serde_json::Value> {
     let text: String = row.get(column)?;
-    serde_json::from_str(&text).map_err(|e| {
-        let index = row.as_ref().column_index(column).unwrap_or(0);
-        rusqlite::Error::FromSqlConversionFailure(index, rusqlite::types::Type::Text, Box::new(e))
-    })
+    serde_json::from_str(&text).map_err(|e| DbError::conversion(column, e))
 }

@@ -28,7 +28,10 @@ fn compaction_drops_old_raw_data_and_keeps_summaries_alerts_and_baselines() {
         let mut r = sample_result(&format!("n{night}"), a);
         r.power = power(5);
         store.insert_result(&r).unwrap();
-        ids.push(store.conn.last_insert_rowid());
+        ids.push(count(
+            &store,
+            &format!("SELECT id FROM results WHERE run_id = 'n{night}'"),
+        ));
     }
     // Night 3 raised an alert confirmed by night 4.
     store

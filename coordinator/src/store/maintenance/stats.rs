@@ -76,26 +76,27 @@ impl Store {
     /// GB); without it they are `None` and only rows are counted.
     ///
     /// # Errors
-    /// [`StoreError::Sqlite`] if a query fails.
+    /// [`StoreError::Db`] if a query fails.
     pub fn stats(&self) -> Result<DbStats, StoreError> {
         let context = "reading the database's sizes";
+        let conn = self.sqlite_only(
+            "`gpufleet db stats`",
+            "ask the server (pg_total_relation_size, pg_stat_user_tables)",
+        )?;
         let pragma = |name: &str| -> Result<i64, StoreError> {
-            self.conn
-                .pragma_query_value(None, name, |r| r.get(0))
+            conn.pragma_query_value(None, name, |r| r.get(0))
                 .map_err(sql(context))
         };
         let count = |table: &str| -> Result<u64, StoreError> {
             let quoted = table.replace('"', "\"\"");
-            self.conn
-                .query_row(&format!("SELECT count(*) FROM \"{quoted}\""), [], |r| {
-                    r.get::<_, i64>(0)
-                })
-                .map(non_negative)
-                .map_err(sql(context))
+            conn.query_row(&format!("SELECT count(*) FROM \"{quoted}\""), [], |r| {
+                r.get::<_, i64>(0)
+            })
+            .map(non_negative)
+            .map_err(sql(context))
         };
         let mut sizes = self.dbstat_sizes()?;
-        let mut stmt = self
-            .conn
+        let mut stmt = conn
             .prepare(
                 "SELECT name, type, tbl_name FROM sqlite_schema
                  WHERE type IN ('table', 'index') AND rootpage > 0 ORDER BY name",
@@ -157,14 +158,15 @@ impl Store {
     /// it (`SQLITE_ENABLE_DBSTAT_VTAB`; the bundled one has it).
     fn dbstat_sizes(&self) -> Result<Option<HashMap<String, PageSizes>>, StoreError> {
         let context = "reading page sizes from dbstat";
-        let mut stmt = match self
-            .conn
-            .prepare("SELECT name, sum(pgsize), count(*) FROM dbstat GROUP BY name")
-        {
-            Ok(stmt) => stmt,
-            Err(e) if e.to_string().contains("no such table") => return Ok(None),
-            Err(e) => return Err(sql(context)(e)),
+        let Some(conn) = self.conn.as_sqlite() else {
+            return Ok(None);
         };
+        let mut stmt =
+            match conn.prepare("SELECT name, sum(pgsize), count(*) FROM dbstat GROUP BY name") {
+                Ok(stmt) => stmt,
+                Err(e) if e.to_string().contains("no such table") => return Ok(None),
+                Err(e) => return Err(sql(context)(e)),
+            };
         let sizes = stmt
             .query_map([], |r| {
                 Ok((

@@ -2,7 +2,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use super::super::test_support::{file_state, names, sample_result, temp_store};
+use super::super::test_support::{file_state, names, sample_result, temp_sqlite_store};
 use super::super::{ResultFilter, StoreError};
 use super::*;
 
@@ -29,7 +29,7 @@ fn run_ids(path: &Path) -> BTreeSet<String> {
 
 #[test]
 fn a_backup_taken_while_another_connection_writes_holds_everything_committed_before() {
-    let (dir, mut store) = temp_store();
+    let (dir, mut store) = temp_sqlite_store();
     let path = store.path().to_path_buf();
     insert_results(&mut store, "before", "before", 200);
     let before = run_ids(&path);
@@ -112,7 +112,7 @@ fn a_backup_taken_while_another_connection_writes_holds_everything_committed_bef
 
 #[test]
 fn a_backup_refuses_an_existing_destination_and_leaves_it_untouched() {
-    let (dir, mut store) = temp_store();
+    let (dir, mut store) = temp_sqlite_store();
     insert_results(&mut store, "a", "r", 3);
     let dest = dir.path().join("precious.db");
     std::fs::write(&dest, b"not to be overwritten").unwrap();
@@ -294,7 +294,7 @@ fn a_restore_refuses_to_replace_another_applications_database() {
 
 #[test]
 fn stats_count_the_rows_and_bytes_of_every_table_and_index() {
-    let (_dir, mut store) = temp_store();
+    let (_dir, mut store) = temp_sqlite_store();
     insert_results(&mut store, "a", "r", 7);
     let stats = store.stats().unwrap();
     let results = stats
