@@ -34,6 +34,10 @@ start)
     if [ ! -f "$dir/data/PG_VERSION" ]; then
         as_owner "'$bin/initdb' -D '$dir/data' -A trust -U gpufleet --locale=C.UTF-8 -E UTF8" >"$dir/initdb.log" 2>&1 \
             || { cat "$dir/initdb.log" >&2; exit 1; }
+        # gpufleet (the tests' admin) logs in without a password; every other role must give
+        # its password, so the tests can check what a wrong one does.
+        as_owner "printf '%s\\n' 'local all gpufleet trust' 'host all gpufleet 127.0.0.1/32 trust' \
+            'local all all scram-sha-256' 'host all all 127.0.0.1/32 scram-sha-256' > '$dir/data/pg_hba.conf'"
     fi
     as_owner "'$bin/pg_ctl' -D '$dir/data' -l '$dir/server.log' -w -t 60 \
         -o \"-k '$dir' -c listen_addresses=127.0.0.1 -p $port -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=300\" start" >/dev/null \

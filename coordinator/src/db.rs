@@ -12,13 +12,14 @@ pub struct Db {
 }
 
 impl Db {
-    /// Opens (or creates) the database at `path`.
+    /// Opens (or creates) the database `db` names: an SQLite path or a `postgres://` URL.
     ///
     /// # Errors
-    /// As [`Store::open`]: not an SQLite file, newer schema, I/O.
-    pub fn open(path: &Path) -> Result<Db, StoreError> {
+    /// As [`Store::open_any`]: not an SQLite file, newer schema, I/O, a PostgreSQL server that
+    /// refuses.
+    pub fn open(db: &Path) -> Result<Db, StoreError> {
         Ok(Db {
-            inner: Arc::new(Mutex::new(Store::open(path)?)),
+            inner: Arc::new(Mutex::new(Store::open_any(db)?)),
         })
     }
 
@@ -32,13 +33,13 @@ impl Db {
         })
     }
 
-    /// Opens an existing database for reading only ([`Store::open_read_only`]).
+    /// Opens an existing database for reading only ([`Store::open_any_read_only`]).
     ///
     /// # Errors
-    /// As [`Store::open_read_only`]: no file, not a gpufleet database, unreadable.
-    pub fn open_read_only(path: &Path) -> Result<Db, StoreError> {
+    /// As [`Store::open_any_read_only`]: no file, not a gpufleet database, unreadable.
+    pub fn open_read_only(db: &Path) -> Result<Db, StoreError> {
         Ok(Db {
-            inner: Arc::new(Mutex::new(Store::open_read_only(path)?)),
+            inner: Arc::new(Mutex::new(Store::open_any_read_only(db)?)),
         })
     }
 

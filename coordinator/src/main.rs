@@ -70,6 +70,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     }
     // A restore replaces the file; opening it as a store first would create or migrate it.
     if let Command::Db(cli::DbCommand::Restore { file, force }) = &cli.command {
+        if gpufleet_coordinator::store::postgres_url(&cli.db).is_some() {
+            return Err(gpufleet_coordinator::store::StoreError::SqliteOnly {
+                what: "`gpufleet db restore`",
+                remedy: "use pg_restore, or `gpufleet db copy` from an SQLite backup",
+            }
+            .into());
+        }
         return cli::db::restore(file, &cli.db, *force);
     }
     // `serve` owns its file from before the open until it exits, so a restore cannot swap the

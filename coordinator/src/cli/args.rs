@@ -25,7 +25,9 @@ pub use self::serve::ServeArgs;
 #[derive(Debug, Parser)]
 #[command(name = "gpufleet", version)]
 pub struct Cli {
-    /// The results database (SQLite; created if missing).
+    /// The results database: an SQLite file (created if missing), or a PostgreSQL database as
+    /// `postgres://USER@HOST:PORT/DB` (several serves may share one; the password comes from
+    /// PGPASSWORD or a passfile, ~/.pgpass or `?passfile=PATH`, never from the command line).
     #[arg(
         long,
         global = true,

@@ -235,9 +235,8 @@ pub async fn serve(
     });
     let direct = tokio::spawn(follow_direct_agents(live, db.clone(), connect_timeout));
     let retention = (args.retain_samples.is_some() || args.retain_power.is_some()).then(|| {
-        let path = db.with(|s| s.path().to_path_buf());
         let (samples, power, keep_last) = (args.retain_samples, args.retain_power, args.baseline);
-        tokio::spawn(retain_daily(path, samples, power, keep_last))
+        tokio::spawn(retain_daily(db.clone(), samples, power, keep_last))
     });
     let tick = std::time::Duration::from_secs_f64(args.tick_s);
     let released = run_until_stopped(&daemon, tick, stop_rx).await?;
@@ -262,20 +261,18 @@ pub async fn serve(
 /// a connection of its own so the API's connection keeps answering (the deletes go in short
 /// transactions; see `store::compact`). Freed pages are reused, not returned: `db compact`
 /// vacuums.
-async fn retain_daily(
-    path: std::path::PathBuf,
-    samples: Option<f64>,
-    power: Option<f64>,
-    keep_last: usize,
-) {
+async fn retain_daily(db: Db, samples: Option<f64>, power: Option<f64>, keep_last: usize) {
     let mut wait = std::time::Duration::from_secs(60);
     loop {
         tokio::time::sleep(wait).await;
         wait = std::time::Duration::from_secs(86_400);
-        let path = path.clone();
-        let done =
-            tokio::task::spawn_blocking(move || retain_once(&path, samples, power, keep_last))
-                .await;
+        let done = db.call(move |s| s.open_another()).await.map(|store| {
+            tokio::task::spawn_blocking(move || retain_once(store, samples, power, keep_last))
+        });
+        let done = match done {
+            Ok(task) => task.await,
+            Err(e) => Ok(Err(e)),
+        };
         match done {
             Ok(Ok(r)) => eprintln!(
                 "retention: dropped the samples of {} and the power traces of {} results, kept {} whole, in {:.1} s",
@@ -287,14 +284,13 @@ async fn retain_daily(
     }
 }
 
-/// One retention pass over the database at `path`, on a connection of its own.
+/// One retention pass, on `store` (a connection of its own).
 fn retain_once(
-    path: &std::path::Path,
+    mut store: crate::store::Store,
     samples: Option<f64>,
     power: Option<f64>,
     keep_last: usize,
 ) -> Result<crate::store::CompactReport, crate::store::StoreError> {
-    let mut store = crate::store::Store::open(path)?;
     let now = crate::time::now();
     let policy = crate::store::Retention {
         samples_before: samples.map(|age| now - age),
@@ -411,9 +407,10 @@ mod tests {
         })
         .unwrap();
         // Samples older than 5 days, power older than 10: the serve's own connection stays open.
-        let r = retain_once(&path, Some(5.0 * 86_400.0), Some(10.0 * 86_400.0), 3).unwrap();
+        let open = || crate::store::Store::open(&path).unwrap();
+        let r = retain_once(open(), Some(5.0 * 86_400.0), Some(10.0 * 86_400.0), 3).unwrap();
         assert!(r.samples_dropped > 0 && r.power_dropped > 0, "{r:?}");
-        let again = retain_once(&path, Some(5.0 * 86_400.0), Some(10.0 * 86_400.0), 3).unwrap();
+        let again = retain_once(open(), Some(5.0 * 86_400.0), Some(10.0 * 86_400.0), 3).unwrap();
         assert_eq!((again.samples_dropped, again.power_dropped), (0, 0));
         assert_eq!(db.with(|s| s.integrity_check()).unwrap(), "ok");
     }

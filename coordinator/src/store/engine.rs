@@ -39,9 +39,10 @@ pub enum DbError {
     /// SQLite's error.
     #[error("{0}")]
     Sqlite(#[from] rusqlite::Error),
-    /// PostgreSQL's error (the server's message and SQLSTATE where it sent one).
+    /// PostgreSQL's error (the server's message and SQLSTATE where it sent one; the client's
+    /// reason with its causes otherwise), whole in its message.
     #[error("{}", pg::describe(.0))]
-    Postgres(#[from] postgres::Error),
+    Postgres(postgres::Error),
     /// `query_row` found no row.
     #[error("the query returned no rows")]
     NoRows,
@@ -77,6 +78,12 @@ impl DbError {
             DbError::Postgres(e) => e.code() == Some(&postgres::error::SqlState::UNIQUE_VIOLATION),
             _ => false,
         }
+    }
+}
+
+impl From<postgres::Error> for DbError {
+    fn from(e: postgres::Error) -> DbError {
+        DbError::Postgres(e)
     }
 }
 

@@ -120,6 +120,15 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[];
 /// on an empty database create the schema once.
 const POSTGRES_MIGRATION_LOCK: i64 = APPLICATION_ID;
 
+/// How [`migrate_postgres`] treats the schema it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum PgOpen {
+    /// Create it in an empty database, bring an older one up to date.
+    Migrate,
+    /// Leave it as it is: refuse a missing or older schema, and make the session read-only.
+    ReadOnly,
+}
+
 /// Brings a PostgreSQL database to [`LATEST_VERSION`]: creates the schema in an empty database,
 /// applies the pending steps to an older one; returns how many steps ran. All of it happens in one
 /// transaction under an advisory lock, so a failure leaves the database as it was and a second
@@ -129,7 +138,11 @@ const POSTGRES_MIGRATION_LOCK: i64 = APPLICATION_ID;
 /// [`StoreError::ForeignDatabase`] for a database whose schema holds tables but no
 /// `gpufleet_schema` (another application's), or a `gpufleet_schema` of another application;
 /// [`StoreError::NewerSchema`]; [`StoreError::Open`] if a statement fails.
-pub(super) fn migrate_postgres(conn: &Conn, path: &Path) -> Result<usize, StoreError> {
+pub(super) fn migrate_postgres(
+    conn: &Conn,
+    path: &Path,
+    mode: PgOpen,
+) -> Result<usize, StoreError> {
     let open_err = |context: &'static str| {
         move |source: DbError| StoreError::Open {
             path: path.to_path_buf(),
@@ -196,6 +209,25 @@ pub(super) fn migrate_postgres(conn: &Conn, path: &Path) -> Result<usize, StoreE
             found,
             supported: LATEST_VERSION,
         });
+    }
+    if mode == PgOpen::ReadOnly {
+        if found == 0 {
+            return Err(StoreError::NotCreated {
+                path: path.to_path_buf(),
+                what: "an empty PostgreSQL database (no gpufleet schema)",
+            });
+        }
+        if found < LATEST_VERSION {
+            return Err(StoreError::OlderSchema {
+                path: path.to_path_buf(),
+                found,
+                latest: LATEST_VERSION,
+            });
+        }
+        tx.commit().map_err(open_err("ending the schema check"))?;
+        conn.execute_batch("SET SESSION CHARACTERISTICS AS TRANSACTION READ ONLY")
+            .map_err(open_err("making the session read-only"))?;
+        return Ok(0);
     }
     let mut ran = 0;
     if found == 0 {

@@ -97,7 +97,7 @@ pub use self::maintenance::{
     BACKUP_STEP_PAGES, BackupSummary, DbStats, ObjectKind, RestoreSummary, ServeLock, TableStats,
 };
 pub use self::migrations::LATEST_VERSION;
-pub use self::open::{BUSY_TIMEOUT, Clock, Store};
+pub use self::open::{BUSY_TIMEOUT, Clock, Store, postgres_url};
 pub use self::results::{SEGMENT_FIELDS, segment_of};
 pub use self::rows::{
     AgentKind, AgentRow, CampaignRow, CampaignState, DeviceRecord, DeviceRow, JobCounts, JobRow,

@@ -10,6 +10,7 @@ use rusqlite::{Connection, OpenFlags};
 
 use super::engine::{Conn, DbError, Engine, PgConn, PgTarget, Tx};
 use super::error::{StoreError, sql};
+use super::migrations::PgOpen;
 use super::{guard, migrations};
 
 /// How long a call waits for another process's write lock before failing with `SQLITE_BUSY`.
@@ -167,12 +168,39 @@ impl Store {
     ///
     /// # Errors
     /// As those.
-    pub fn open_any(db: &str) -> Result<Store, StoreError> {
-        if super::engine::is_postgres_url(db) {
-            Store::open_postgres(db)
-        } else {
-            Store::open(Path::new(db))
+    pub fn open_any(db: &Path) -> Result<Store, StoreError> {
+        match postgres_url(db) {
+            Some(url) => Store::open_postgres(url),
+            None => Store::open(db),
         }
+    }
+
+    /// [`Store::open_any`] for reading only: [`Store::open_read_only`] for a file,
+    /// [`Store::open_postgres_read_only`] for a URL.
+    ///
+    /// # Errors
+    /// As those.
+    pub fn open_any_read_only(db: &Path) -> Result<Store, StoreError> {
+        match postgres_url(db) {
+            Some(url) => Store::open_postgres_read_only(url),
+            None => Store::open_read_only(db),
+        }
+    }
+
+    /// A second connection to the same database (a task that must not hold the first one's
+    /// lock for long, such as the serve's daily compaction).
+    ///
+    /// # Errors
+    /// As [`Store::open`] or [`Store::open_postgres`].
+    pub fn open_another(&self) -> Result<Store, StoreError> {
+        let store = match &self.conn {
+            Conn::Sqlite { .. } => Store::open(&self.path)?,
+            Conn::Postgres { conn, .. } => Store::postgres(conn.target().clone(), PgOpen::Migrate)?,
+        };
+        Ok(Store {
+            clock: self.clock.clone(),
+            ..store
+        })
     }
 
     /// Connects to the PostgreSQL database at `url` and brings its schema up to
@@ -185,17 +213,28 @@ impl Store {
     /// [`StoreError::NewerSchema`] for one written by a newer gpufleet; [`StoreError::Open`] when
     /// a migration fails (nothing of it stays).
     pub fn open_postgres(url: &str) -> Result<Store, StoreError> {
-        let target = PgTarget::parse(url).map_err(|reason| StoreError::Postgres {
-            target: url_without_password(url),
-            reason,
-        })?;
+        Store::postgres(parse_target(url)?, PgOpen::Migrate)
+    }
+
+    /// Connects to the PostgreSQL database at `url` for reading only: never creates or migrates
+    /// the schema, and every transaction of the session is read-only.
+    ///
+    /// # Errors
+    /// As [`Store::open_postgres`], and [`StoreError::NotCreated`] for a database without the
+    /// gpufleet schema, [`StoreError::OlderSchema`] for one that a command that writes must
+    /// upgrade first.
+    pub fn open_postgres_read_only(url: &str) -> Result<Store, StoreError> {
+        Store::postgres(parse_target(url)?, PgOpen::ReadOnly)
+    }
+
+    fn postgres(target: PgTarget, mode: PgOpen) -> Result<Store, StoreError> {
         let conn = PgConn::connect(&target).map_err(|e| StoreError::Postgres {
             target: target.to_string(),
             reason: super::engine::explain_connect_error(&e, &target),
         })?;
         let conn = Conn::postgres(conn);
         let path = PathBuf::from(target.to_string());
-        migrations::migrate_postgres(&conn, &path)?;
+        migrations::migrate_postgres(&conn, &path, mode)?;
         Ok(Store {
             conn,
             path,
@@ -407,6 +446,20 @@ impl Store {
             }
         }
     }
+}
+
+/// The URL `db` holds, when it names a PostgreSQL database rather than an SQLite file.
+pub fn postgres_url(db: &Path) -> Option<&str> {
+    db.to_str()
+        .filter(|text| super::engine::is_postgres_url(text))
+}
+
+/// `url` parsed, or [`StoreError::Postgres`] saying what is wrong with it.
+fn parse_target(url: &str) -> Result<PgTarget, StoreError> {
+    PgTarget::parse(url).map_err(|reason| StoreError::Postgres {
+        target: url_without_password(url),
+        reason,
+    })
 }
 
 /// The URL with any password replaced by `***`, for a message about a URL that did not parse.

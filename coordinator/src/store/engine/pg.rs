@@ -380,6 +380,11 @@ impl PgConn {
         }
     }
 
+    /// Where this connection goes.
+    pub(in crate::store) fn target(&self) -> &PgTarget {
+        &self.target
+    }
+
     fn call<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Session) -> Result<R, DbError> + Send + 'static,

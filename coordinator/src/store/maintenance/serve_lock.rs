@@ -27,7 +27,8 @@ impl ServeLock {
     /// [`StoreError::RestoreRunning`] while a restore replaces `db`; the guard's refusals;
     /// [`StoreError::Write`] when the lock file cannot be created or locked.
     pub fn acquire(db: &Path) -> Result<Option<ServeLock>, StoreError> {
-        if db == Path::new(":memory:") {
+        // A PostgreSQL database is shared by design, and nothing replaces it under a serve.
+        if db == Path::new(":memory:") || crate::store::postgres_url(db).is_some() {
             return Ok(None);
         }
         if guard::check_header(db)? == guard::Existing::Sqlite {
