@@ -69,6 +69,16 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         return cli::serve::healthz(*addr, tls_dir.as_deref()).await;
     }
     // A restore replaces the file; opening it as a store first would create or migrate it.
+    // A copy names both its databases; --db is not one of them.
+    if let Command::Db(cli::DbCommand::Copy {
+        src,
+        dst,
+        merge,
+        json,
+    }) = &cli.command
+    {
+        return cli::db::copy(src, dst, *merge, *json);
+    }
     if let Command::Db(cli::DbCommand::Restore { file, force }) = &cli.command {
         if gpufleet_coordinator::store::postgres_url(&cli.db).is_some() {
             return Err(gpufleet_coordinator::store::StoreError::SqliteOnly {
@@ -115,7 +125,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::ServeAgent { .. }
         | Command::Healthz { .. }
         | Command::ExportModel(_)
-        | Command::Db(cli::DbCommand::Restore { .. }) => {
+        | Command::Db(cli::DbCommand::Restore { .. } | cli::DbCommand::Copy { .. }) => {
             unreachable!("handled above")
         }
         Command::Db(cli::DbCommand::Backup { file, json }) => cli::db::backup(&db, &file, json),

@@ -29,6 +29,24 @@ pub enum DbCommand {
         #[arg(long)]
         force: bool,
     },
+    /// Copy every row of SRC into DST, each an SQLite file or a postgres:// URL (SQLite to
+    /// PostgreSQL and back), then check the copy: rows and a SHA-256 per table must match. DST is
+    /// created (or its schema made) if needed and must be empty; with --merge, rows go into a
+    /// database that has some, by run id, never twice (a result DST has is skipped with its
+    /// samples). The copy is one transaction on DST: if it fails, DST is as it was. --db is not
+    /// used. Progress goes to stderr, a table per line to stdout.
+    Copy {
+        /// The database to copy from (read only).
+        src: PathBuf,
+        /// The database to copy into.
+        dst: PathBuf,
+        /// Add to a DST that has rows, skipping what it has (results by run id).
+        #[arg(long)]
+        merge: bool,
+        /// Print the report as JSON (per table: rows, copied, skipped, checksums).
+        #[arg(long)]
+        json: bool,
+    },
     /// Rows and bytes per table and index, largest first, with totals, the file's size, its page
     /// size and its free pages.
     Stats {

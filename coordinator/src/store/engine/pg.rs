@@ -427,11 +427,7 @@ impl PgConn {
     pub(super) fn execute(&self, sql: String, values: Vec<Value>) -> Result<usize, DbError> {
         self.call(move |s| {
             let stmt = s.statement(&sql)?;
-            let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
-                .iter()
-                .map(|v| v as &(dyn postgres::types::ToSql + Sync))
-                .collect();
-            Ok(s.client.execute(&stmt, &refs)? as usize)
+            Ok(s.client.execute(&stmt, &as_params(&values))? as usize)
         })
     }
 
@@ -443,13 +439,17 @@ impl PgConn {
     ) -> Result<Vec<postgres::Row>, DbError> {
         self.call(move |s| {
             let stmt = s.statement(&sql)?;
-            let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = values
-                .iter()
-                .map(|v| v as &(dyn postgres::types::ToSql + Sync))
-                .collect();
-            Ok(s.client.query(&stmt, &refs)?)
+            Ok(s.client.query(&stmt, &as_params(&values))?)
         })
     }
+}
+
+/// `values` as the client takes parameters.
+fn as_params(values: &[Value]) -> Vec<&(dyn postgres::types::ToSql + Sync)> {
+    values
+        .iter()
+        .map(|v| v as &(dyn postgres::types::ToSql + Sync))
+        .collect()
 }
 
 impl Drop for PgConn {
