@@ -47,8 +47,11 @@ pub struct Cli {
     /// --fleet-listen`), e.g. https://coordinator.example:7443, and take runs
     /// from it over one long-lived stream. For hosts that accept no inbound
     /// connections (Runpod pods, NAT). http:// only to a loopback address.
-    #[arg(long, env = "GPUFLEET_CONNECT")]
-    pub connect: Option<String>,
+    /// Give it more than once (or comma-separated in GPUFLEET_CONNECT) for
+    /// several serves of one fleet: when a link fails the agent dials the
+    /// next, in turn; finished runs wait in the outbox until one stores them.
+    #[arg(long, env = "GPUFLEET_CONNECT", value_delimiter = ',')]
+    pub connect: Vec<String>,
     /// The name this agent was enrolled under (default: $RUNPOD_POD_ID,
     /// else the host name).
     #[arg(long, env = "GPUFLEET_NAME")]
@@ -170,7 +173,9 @@ impl Cli {
             )
         };
         let f = file.clone();
-        self.connect = self.connect.or(f.connect);
+        if self.connect.is_empty() {
+            self.connect = f.connect;
+        }
         self.name = self.name.or(f.name);
         self.listen = self.listen.or(f.listen);
         self.metrics_listen = self.metrics_listen.or(f.metrics_listen);
@@ -273,7 +278,7 @@ mod tests {
         let p = path.to_str().unwrap();
         let (cli, file) = with_file(&["gpufleet-agent", "--config", p]).unwrap();
         assert!(file.is_some());
-        assert_eq!(cli.connect.as_deref(), Some("https://fleet:7443"));
+        assert_eq!(cli.connect, ["https://fleet:7443"]);
         assert_eq!(cli.name.as_deref(), Some("rig"));
         assert_eq!(cli.power.power_rate_hz, 10.0);
         assert_eq!(cli.power.sysfs_root, std::path::PathBuf::from("/host"));

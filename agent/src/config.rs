@@ -29,7 +29,7 @@ use toml::Spanned;
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Raw {
-    connect: Option<Spanned<String>>,
+    connect: Option<Spanned<Connect>>,
     name: Option<Spanned<String>>,
     token_file: Option<PathBuf>,
     /// Present only to refuse it with a reason.
@@ -46,6 +46,23 @@ struct Raw {
     loader: Loader,
 }
 
+/// `connect = "URL"` or `connect = ["URL1", "URL2"]` (coordinators of one fleet, tried in turn).
+#[derive(Debug, Deserialize)]
+#[serde(untagged)]
+enum Connect {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Connect {
+    fn into_vec(self) -> Vec<String> {
+        match self {
+            Connect::One(url) => vec![url],
+            Connect::Many(urls) => urls,
+        }
+    }
+}
+
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct Loader {
@@ -58,7 +75,8 @@ struct Loader {
 pub struct AgentFile {
     /// Where it was read.
     pub path: PathBuf,
-    pub connect: Option<String>,
+    /// Coordinators to dial, in order (empty: none).
+    pub connect: Vec<String>,
     pub name: Option<String>,
     pub token_file: Option<PathBuf>,
     pub pin_sha256: Option<String>,
@@ -128,16 +146,26 @@ impl AgentFile {
                 ));
             }
         }
-        for (key, v) in [("connect", &raw.connect), ("name", &raw.name)] {
-            if let Some(v) = v
-                && v.get_ref().trim().is_empty()
-            {
-                return Err(format!("{}: {key}: empty", at(v.span().start)));
+        if let Some(v) = &raw.name
+            && v.get_ref().trim().is_empty()
+        {
+            return Err(format!("{}: name: empty", at(v.span().start)));
+        }
+        if let Some(v) = &raw.connect {
+            let empty = match v.get_ref() {
+                Connect::One(url) => url.trim().is_empty(),
+                Connect::Many(urls) => urls.is_empty() || urls.iter().any(|u| u.trim().is_empty()),
+            };
+            if empty {
+                return Err(format!("{}: connect: empty", at(v.span().start)));
             }
         }
         Ok(AgentFile {
             path: path.to_path_buf(),
-            connect: raw.connect.map(Spanned::into_inner),
+            connect: raw
+                .connect
+                .map(|c| c.into_inner().into_vec())
+                .unwrap_or_default(),
             name: raw.name.map(Spanned::into_inner),
             token_file: raw.token_file,
             pin_sha256: raw.pin_sha256,
@@ -170,13 +198,17 @@ mod tests {
              power_rate_hz = 10\n[loader]\nallow = [\"/opt/x.json\"]\n",
         )
         .unwrap();
-        assert_eq!(f.connect.as_deref(), Some("https://fleet:7443"));
+        assert_eq!(f.connect, ["https://fleet:7443"]);
         assert_eq!(f.name.as_deref(), Some("rig"));
         assert_eq!(f.listen.unwrap().port(), 50051);
         assert_eq!(f.metrics_listen.unwrap().port(), 9464);
         assert_eq!(f.power_rate_hz, Some(10.0));
         assert_eq!(f.loader_allow, vec!["/opt/x.json".to_string()]);
-        assert_eq!(parse("").unwrap().connect, None);
+        assert!(parse("").unwrap().connect.is_empty());
+        let many = parse("connect = [\"https://a:7443\", \"https://b:7443\"]").unwrap();
+        assert_eq!(many.connect, ["https://a:7443", "https://b:7443"]);
+        let e = parse("connect = []").unwrap_err();
+        assert!(e.contains("connect: empty"), "{e}");
     }
 
     #[test]

@@ -98,9 +98,13 @@ async fn run(cli: cli::Cli, file: Option<AgentFile>) -> anyhow::Result<()> {
         return Ok(());
     }
 
-    let dial = match &cli.connect {
-        Some(url) => Some(dial_config(&cli, url.clone(), config.token.clone())?),
-        None => None,
+    let dial = match cli.connect.is_empty() {
+        false => Some(dial_config(
+            &cli,
+            cli.connect.clone(),
+            config.token.clone(),
+        )?),
+        true => None,
     };
     // Direct mode stays the default; with --connect it is on only when asked for.
     let listen = match (cli.listen, &dial) {
@@ -169,7 +173,7 @@ async fn run(cli: cli::Cli, file: Option<AgentFile>) -> anyhow::Result<()> {
     let dialing = async {
         match dial {
             Some(cfg) => {
-                tracing::info!(name = %cfg.name, "dialing in to {}", cfg.url);
+                tracing::info!(name = %cfg.name, "dialing in to {}", cfg.urls.join(", then "));
                 gpufleet_agent::dial::dial_in(core.clone(), cfg, shutdown_signal()).await
             }
             None => std::future::pending().await,
@@ -188,7 +192,7 @@ async fn run(cli: cli::Cli, file: Option<AgentFile>) -> anyhow::Result<()> {
 /// and state directory.
 fn dial_config(
     cli: &cli::Cli,
-    url: String,
+    urls: Vec<String>,
     token: Option<String>,
 ) -> anyhow::Result<gpufleet_agent::dial::DialConfig> {
     use gpufleet_agent::dial::DialConfig;
@@ -213,7 +217,7 @@ fn dial_config(
         anyhow::bail!("--max-backoff-s must be at least 0.5");
     }
     Ok(DialConfig {
-        url,
+        urls,
         name,
         token,
         state_dir,

@@ -501,3 +501,40 @@ fn direct_agents_over_tls_are_pinned_and_plaintext_tokens_stay_home() {
     let _ = agent.kill();
     let _ = agent.wait();
 }
+
+/// Given several coordinators, an agent whose first is down attaches to the next, and when that
+/// one's link is cut it goes on to the other in turn (here the relay to the same serve): no
+/// coordinator is a single point of failure for the agent.
+#[test]
+fn an_agent_given_several_coordinators_attaches_to_a_live_one() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("fleet.db");
+    let serve = Serve::start(&db, dir.path());
+    let token = enrol(&db, "rig");
+    // Nobody listens at the first URL.
+    let dead = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .to_string();
+    let relay = Relay::start(serve.fleet.clone());
+    let mut agent = dial(&dead, "rig", &token, &serve.pin, &dir.path().join("state"));
+    agent.args(["--connect", &format!("https://{}", relay.addr)]);
+    let mut agent = agent.spawn().unwrap();
+    wait_for("the agent attached through the second URL", 30, || {
+        attached(&db).contains("rig")
+    });
+    assert_eq!(relay.relayed.load(Ordering::SeqCst), 1);
+    // The second goes down too: the agent tries the first (still dead), then the second again.
+    relay.cut();
+    wait_for("the link noticed as cut", 30, || {
+        !attached(&db).contains("rig")
+    });
+    relay.restore();
+    wait_for("the agent attached again", 60, || {
+        attached(&db).contains("rig")
+    });
+    assert!(relay.relayed.load(Ordering::SeqCst) >= 2);
+    let _ = agent.kill();
+    let _ = agent.wait();
+}

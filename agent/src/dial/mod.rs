@@ -11,7 +11,9 @@
 //!   (re)connect, and after a restart of the agent, everything in the outbox is sent again; the
 //!   coordinator stores by run id, so a result is stored exactly once.
 //! - The link is kept with HTTP/2 keepalive pings every [`KEEPALIVE`]; a lost link is redialed
-//!   with capped exponential backoff and jitter ([`Backoff`]).
+//!   with capped exponential backoff and jitter ([`Backoff`]). Given several coordinators (serves
+//!   of one fleet on one PostgreSQL), a failed link or dial moves to the next in turn, so the
+//!   agent re-attaches to a live serve and its outbox goes to that one.
 //! - A token is never sent in plaintext beyond loopback ([`check_url`]).
 //!
 //! # Layout
@@ -47,8 +49,9 @@ const MAX_MESSAGE_BYTES: usize = 16 << 20;
 /// Where and how to dial.
 #[derive(Debug, Clone)]
 pub struct DialConfig {
-    /// The coordinator's fleet address, `https://host:port` (or `http://` on loopback).
-    pub url: String,
+    /// The coordinators' fleet addresses, `https://host:port` (or `http://` on loopback), tried
+    /// in turn; at least one.
+    pub urls: Vec<String>,
     /// The enrolled name.
     pub name: String,
     /// The enrolment token.
@@ -126,8 +129,10 @@ enum Ended {
 struct Dialer {
     core: Arc<AgentCore>,
     cfg: DialConfig,
-    target: Target,
-    tls: Option<Arc<rustls::ClientConfig>>,
+    /// Each URL's target and TLS configuration, in `cfg.urls`' order.
+    targets: Vec<(Target, Option<Arc<rustls::ClientConfig>>)>,
+    /// The index in `targets` dialed now.
+    current: std::sync::atomic::AtomicUsize,
     outbox: Outbox,
     running: Mutex<HashSet<String>>,
     /// The current session's sender, while attached.
@@ -145,20 +150,27 @@ pub async fn dial_in(
     cfg: DialConfig,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
-    let target = check_url(&cfg.url, cfg.trust.as_ref()).map_err(anyhow::Error::msg)?;
-    let tls = match (&cfg.trust, target.tls) {
-        (Some(trust), true) => Some(Arc::new(
-            tls::client_config(trust).map_err(anyhow::Error::msg)?,
-        )),
-        _ => None,
-    };
+    if cfg.urls.is_empty() {
+        anyhow::bail!("--connect: no coordinator URL given");
+    }
+    let mut targets = Vec::with_capacity(cfg.urls.len());
+    for url in &cfg.urls {
+        let target = check_url(url, cfg.trust.as_ref()).map_err(anyhow::Error::msg)?;
+        let tls = match (&cfg.trust, target.tls) {
+            (Some(trust), true) => Some(Arc::new(
+                tls::client_config(trust).map_err(anyhow::Error::msg)?,
+            )),
+            _ => None,
+        };
+        targets.push((target, tls));
+    }
     let dir = cfg.state_dir.join("outbox");
     let outbox = Outbox::open(&dir)
         .map_err(|e| anyhow::anyhow!("state directory {}: {e}", dir.display()))?;
     let d = Arc::new(Dialer {
         core,
-        target,
-        tls,
+        targets,
+        current: std::sync::atomic::AtomicUsize::new(0),
         outbox,
         running: Mutex::new(HashSet::new()),
         link: Mutex::new(None),
@@ -174,12 +186,14 @@ pub async fn dial_in(
         };
         d.detach();
         match ended {
-            Ended::Refused(m) => anyhow::bail!("cannot attach to {}: {m}", d.cfg.url),
+            Ended::Refused(m) => anyhow::bail!("cannot attach to {}: {m}", d.url()),
             Ended::Retry(m) => {
                 let wait = backoff.delay();
+                let down = d.url().to_owned();
+                d.next_coordinator();
                 tracing::warn!(
-                    "link to {} down ({m}); redialing in {:.1} s",
-                    d.cfg.url,
+                    "link to {down} down ({m}); dialing {} in {:.1} s",
+                    d.url(),
                     wait.as_secs_f64()
                 );
                 tokio::select! {
@@ -200,6 +214,21 @@ fn up(m: Up) -> pb::AgentMessage {
 }
 
 impl Dialer {
+    /// The URL dialed now.
+    fn url(&self) -> &str {
+        &self.cfg.urls[self.current.load(std::sync::atomic::Ordering::Relaxed)]
+    }
+
+    /// Moves to the next coordinator (the same one when there is one).
+    fn next_coordinator(&self) {
+        let n = self.targets.len();
+        let _ = self.current.fetch_update(
+            std::sync::atomic::Ordering::Relaxed,
+            std::sync::atomic::Ordering::Relaxed,
+            |i| Some((i + 1) % n),
+        );
+    }
+
     fn detach(&self) {
         *lock(&self.link) = None;
         if let Some(t) = lock(&self.power).take() {
@@ -222,8 +251,9 @@ impl Dialer {
     /// Dials the coordinator. A certificate that fails verification (wrong pin, unknown CA)
     /// ends the agent: redialing cannot fix it.
     async fn channel(&self) -> Result<tonic::transport::Channel, Ended> {
-        let endpoint = self
-            .target
+        let (target, tls_config) =
+            &self.targets[self.current.load(std::sync::atomic::Ordering::Relaxed)];
+        let endpoint = target
             .endpoint()
             .map_err(|e| Ended::Refused(e.to_string()))?
             .connect_timeout(Duration::from_secs(10))
@@ -232,7 +262,7 @@ impl Dialer {
             .http2_keep_alive_interval(KEEPALIVE)
             .keep_alive_timeout(KEEPALIVE)
             .keep_alive_while_idle(true);
-        let result = tls::connect(endpoint, &self.target, self.tls.clone()).await;
+        let result = tls::connect(endpoint, target, tls_config.clone()).await;
         result.map_err(|e| {
             let text = gpufleet_kernels::error_chain(&e);
             if tls::is_certificate_error(&e) {
@@ -289,7 +319,7 @@ impl Dialer {
             Ok(Ok(Some(pb::CoordinatorMessage {
                 message: Some(Down::Welcome(w)),
             }))) => {
-                tracing::info!(coordinator = %w.coordinator, version = %w.coordinator_version, "attached to {}", self.cfg.url);
+                tracing::info!(coordinator = %w.coordinator, version = %w.coordinator_version, "attached to {}", self.url());
             }
             Ok(Err(s)) => return refused_or_retry(s),
             Ok(_) => return Ended::Retry("the coordinator did not welcome this agent".into()),
