@@ -401,3 +401,65 @@ impl Store {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::super::test_support::temp_store;
+    use super::*;
+
+    /// Two coordinators on one database (two connections: two serves on one PostgreSQL, or on one
+    /// SQLite file) reach each of 20 slots at the same instant: each slot starts one campaign,
+    /// whichever wins, and the other is told it was handled.
+    #[test]
+    fn two_coordinators_racing_for_each_slot_start_it_once() {
+        let (_db, mut first) = temp_store();
+        first
+            .add_schedule("nightly", "* * * * *", "{\"suite\": \"smoke\"}", true)
+            .unwrap();
+        let second = first.open_another().unwrap();
+        // Slots after whatever the new schedule counts as handled.
+        let handled = first.schedule("nightly").unwrap().unwrap().last_slot;
+        let base = handled.unwrap_or(0.0).max(first.now()) + 60.0;
+        let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+        let race = |mut store: Store, owner: &'static str| {
+            let barrier = barrier.clone();
+            std::thread::spawn(move || {
+                let mut won = Vec::new();
+                for slot in 0..20 {
+                    let slot = base + f64::from(slot) * 60.0;
+                    barrier.wait();
+                    let started = store
+                        .start_scheduled_campaign("nightly", Some(slot), "smoke", "", "{}", owner)
+                        .unwrap();
+                    if started.is_some() {
+                        won.push(slot);
+                    }
+                }
+                won
+            })
+        };
+        let (a, b) = (
+            race(first.open_another().unwrap(), "a@h"),
+            race(second, "b@h"),
+        );
+        let (a, b) = (a.join().unwrap(), b.join().unwrap());
+        let mut all: Vec<f64> = a.iter().chain(&b).copied().collect();
+        all.sort_by(f64::total_cmp);
+        all.dedup();
+        assert_eq!(all.len(), 20, "every slot fired: a {a:?} b {b:?}");
+        assert_eq!(a.len() + b.len(), 20, "none twice: a {a:?} b {b:?}");
+        let campaigns: i64 = first
+            .conn
+            .query_row(
+                "SELECT count(*) FROM campaigns WHERE schedule_name = 'nightly'",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        assert_eq!(campaigns, 20);
+        assert_eq!(
+            first.schedule("nightly").unwrap().unwrap().last_slot,
+            Some(base + 19.0 * 60.0)
+        );
+    }
+}
