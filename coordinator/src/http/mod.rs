@@ -9,7 +9,7 @@
 //! | path | answer |
 //! | --- | --- |
 //! | `GET /metrics` | Prometheus text: agents, campaigns, results, open alerts, request latencies |
-//! | `GET /healthz` | `{"status":"ok","version","schema_version","owner","busy"}` |
+//! | `GET /healthz` | `{"status":"ok","version","schema_version","owner"/"replica","database":{"engine","name"},"schedules":[{"name","last_slot","fired_by","fired_here"}],"busy"}` |
 //! | `GET /api/agents` | agents with their devices |
 //! | `GET /api/agents/{name}/power?device=&source=&rate_hz=` | the agent's live power samples, as server-sent events ([`power`]) |
 //! | `GET /api/agents/{name}/power/latest` | `{"agent","connected","samples"}`: the latest sample of each channel |
@@ -232,12 +232,44 @@ fn db(s: &Daemon) -> Db {
 }
 
 async fn healthz(State(s): State<Daemon>) -> ApiResult {
-    let version = db(&s).call(|st| st.schema_version()).await?;
+    let (version, engine, database, firings) = db(&s)
+        .call(|st| -> Result<_, StoreError> {
+            Ok((
+                st.schema_version()?,
+                st.engine(),
+                st.path().display().to_string(),
+                st.schedule_firings()?,
+            ))
+        })
+        .await?;
+    let owner = s.owner();
+    // Several serves may share one PostgreSQL: `owner` names this one (its replica id), and each
+    // schedule says which serve fired its latest slot.
+    let schedules: Vec<_> = firings
+        .iter()
+        .map(|f| {
+            json!({
+                "name": f.name,
+                "last_slot": f.last_slot,
+                "fired_by": f.fired_by,
+                "fired_here": f.fired_by.as_deref() == Some(owner),
+            })
+        })
+        .collect();
     Ok(Json(json!({
         "status": "ok",
         "version": env!("CARGO_PKG_VERSION"),
         "schema_version": version,
-        "owner": s.owner(),
+        "owner": owner,
+        "replica": owner,
+        "database": {
+            "engine": match engine {
+                crate::store::Engine::Sqlite => "sqlite",
+                crate::store::Engine::Postgres => "postgres",
+            },
+            "name": database,
+        },
+        "schedules": schedules,
         "busy": s.busy(),
     })))
 }
@@ -462,7 +494,12 @@ mod tests {
     async fn tokens_guard_every_path_but_health_and_query_errors_are_json() {
         let (read, admin) = (READ, ADMIN);
         let app = router_with_auth(daemon(), tokens());
-        assert_eq!(call(&app, "GET", "/healthz", None).await.0, 200);
+        let (status, health) = call(&app, "GET", "/healthz", None).await;
+        assert_eq!(status, 200);
+        let health: serde_json::Value = serde_json::from_str(&health).unwrap();
+        assert_eq!(health["database"]["engine"], "sqlite", "{health}");
+        assert_eq!(health["replica"], health["owner"], "{health}");
+        assert!(health["schedules"].is_array(), "{health}");
         let (status, body) = call(&app, "GET", "/api/agents", None).await;
         assert_eq!(status, 401, "{body}");
         assert!(body.contains("\"error\""), "{body}");

@@ -105,7 +105,7 @@ pub use self::rows::{
     AgentKind, AgentRow, CampaignRow, CampaignState, DeviceRecord, DeviceRow, JobCounts, JobRow,
     JobState, NewJob, PowerPoint, ResultFilter, ResultRecord, ResultRow,
 };
-pub use self::schedules::{OwnedCampaign, ScheduleRow};
+pub use self::schedules::{OwnedCampaign, ScheduleFiring, ScheduleRow};
 
 #[cfg(test)]
 mod tests {

@@ -32,6 +32,19 @@ pub struct ScheduleRow {
     pub last_slot: Option<f64>,
 }
 
+/// Who fired a schedule's latest slot: with several serves on one database, any of them may
+/// fire a slot (each slot once), and this says which did.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ScheduleFiring {
+    /// The schedule.
+    pub name: String,
+    /// The latest slot handled, unix seconds.
+    pub last_slot: Option<f64>,
+    /// The owner (`pid@host`) of the campaign that slot started, when one did (a slot passed over
+    /// without catch-up started none).
+    pub fired_by: Option<String>,
+}
+
 /// A campaign that is `running` or `interrupted`, with its owner, for resuming.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct OwnedCampaign {
@@ -117,6 +130,33 @@ impl Store {
             ))
             .map_err(sql(context))?;
         stmt.query_map([], schedule_from_row)
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))
+    }
+
+    /// Every schedule with the serve that fired its latest slot, by name.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] if the query fails.
+    pub fn schedule_firings(&self) -> Result<Vec<ScheduleFiring>, StoreError> {
+        let context = "listing who fired the schedules";
+        self.conn
+            .prepare(
+                "SELECT s.name, s.last_slot,
+                        (SELECT c.owner FROM campaigns c
+                          WHERE c.schedule_name = s.name AND c.slot = s.last_slot)
+                   FROM schedules s ORDER BY s.name",
+            )
+            .and_then(|mut st| {
+                st.query_map([], |r| {
+                    Ok(ScheduleFiring {
+                        name: r.get(0)?,
+                        last_slot: r.get(1)?,
+                        fired_by: r.get(2)?,
+                    })
+                })
+            })
             .map_err(sql(context))?
             .collect::<Result<_, _>>()
             .map_err(sql(context))
@@ -461,5 +501,12 @@ mod tests {
             first.schedule("nightly").unwrap().unwrap().last_slot,
             Some(base + 19.0 * 60.0)
         );
+        let firing = &first.schedule_firings().unwrap()[0];
+        let winner = if b.last() == Some(&(base + 19.0 * 60.0)) {
+            "b@h"
+        } else {
+            "a@h"
+        };
+        assert_eq!(firing.fired_by.as_deref(), Some(winner), "{firing:?}");
     }
 }
