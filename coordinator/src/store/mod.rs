@@ -1,5 +1,14 @@
-//! The coordinator's SQLite store: every agent, device, campaign, job and result gpufleet knows, in
-//! one file.
+//! The coordinator's store: every agent, device, campaign, job and result gpufleet knows, in one
+//! SQLite file by default, or in a PostgreSQL database shared by several serves.
+//!
+//! # Two engines
+//!
+//! Every statement goes through `engine::Conn` (SQLite or PostgreSQL), in the SQL both share;
+//! PostgreSQL's schema is `migrations/postgres/` (the whole of version 10 in one file, then the
+//! same numbered steps in its dialect). What only an SQLite file has (the online backup, restore,
+//! page statistics, the serve lock) says so on PostgreSQL ([`StoreError::SqliteOnly`]). `copy.rs`
+//! moves a whole store from one engine to the other and checks it table by table. The rest of this
+//! page describes SQLite; PostgreSQL keeps the same tables, constraints, triggers and guarantees.
 //!
 //! # Schema
 //!
