@@ -6,7 +6,7 @@
 use super::engine::{Conn, DbResult, OptionalExtension, Row, named_params, params};
 
 use super::error::StoreError;
-use super::error::{is_unique_violation, sql};
+use super::error::sql;
 use super::open::Store;
 use super::rows::{AgentKind, AgentRow, DeviceRecord, DeviceRow};
 use super::values::{json_column, parse_json, require_non_empty};
@@ -66,7 +66,7 @@ impl Store {
                     params![name, url, token, now],
                 )
                 .map_err(|e| {
-                    if is_unique_violation(&e) {
+                    if e.is_unique_violation() {
                         StoreError::AgentExists {
                             name: name.to_owned(),
                         }

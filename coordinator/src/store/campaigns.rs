@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::engine::{DbError, DbResult, OptionalExtension, Row, named_params, params};
 
 use super::error::StoreError;
-use super::error::{is_unique_violation, sql};
+use super::error::sql;
 use super::open::Store;
 use super::rows::{CampaignRow, CampaignState, JobCounts, JobRow, JobState, NewJob};
 use super::values::{json_column, parse_json, require_non_empty};
@@ -204,7 +204,7 @@ impl Store {
                 |r| r.get(0),
             )
             .map_err(|e| {
-                if is_unique_violation(&e) {
+                if e.is_unique_violation() {
                     StoreError::invalid(
                         "run_id",
                         format!("run id {:?} is already used by another job", job.run_id),

@@ -13,7 +13,8 @@
 //!
 //! # The check
 //!
-//! Per table: the row count, and a SHA-256 over every row in primary-key order, each value hashed
+//! It runs in the copy's transaction, before the commit: a copy that fails it is rolled back. Per
+//! table: the row count, and a SHA-256 over every row in primary-key order, each value hashed
 //! with its storage class (so `1` and `1.0` and `'1'` differ, and a real's bits count exactly).
 //! Both engines hold the same storage classes (see `engine`), so equal tables hash equal. In the
 //! counting tables only rows with a count above 0 take part: a count that fell to 0 leaves a row
@@ -219,49 +220,16 @@ impl Store {
             ));
         }
         let level = dest.conn.open_level().map_err(sql(context))?;
-        let outcome = if merged {
+        // The check runs inside the copy's transaction: a copy that fails it is rolled back.
+        let checked = if merged {
             self.merge_into(dest, progress)
         } else {
             self.copy_into_empty(dest, progress)
-        };
-        match outcome {
-            Ok(mut tables) => {
+        }
+        .and_then(|tables| self.check_copy(dest, merged, tables));
+        match checked {
+            Ok((tables, results_verified)) => {
                 dest.conn.close_level(level, true).map_err(sql(context))?;
-                let results_verified = self.verify_results_in(dest)?;
-                if !merged {
-                    for t in &mut tables {
-                        t.source_sha256 = Some(self.table_sha256(&t.table)?);
-                        t.destination_sha256 = Some(dest.table_sha256(&t.table)?);
-                    }
-                    for (name, _, filter) in DERIVED {
-                        tables.push(TableCopy {
-                            table: (*name).to_owned(),
-                            source_rows: self.count_rows(name, filter)?,
-                            copied: 0,
-                            skipped: 0,
-                            destination_rows: dest.count_rows(name, filter)?,
-                            source_sha256: Some(self.table_sha256(name)?),
-                            destination_sha256: Some(dest.table_sha256(name)?),
-                        });
-                    }
-                    let differ: Vec<&str> = tables
-                        .iter()
-                        .filter(|t| {
-                            t.source_sha256 != t.destination_sha256
-                                || t.source_rows != t.destination_rows
-                        })
-                        .map(|t| t.table.as_str())
-                        .collect();
-                    if !differ.is_empty() {
-                        return Err(StoreError::invalid(
-                            "destination",
-                            format!(
-                                "the copy differs from the source in {} (rows or checksum)",
-                                differ.join(", ")
-                            ),
-                        ));
-                    }
-                }
                 Ok(CopyReport {
                     merged,
                     tables,
@@ -274,6 +242,53 @@ impl Store {
                 Err(e)
             }
         }
+    }
+
+    /// The check of a copy into `dest` (see the module docs): every result of this store is
+    /// there, and after a copy into an empty store every table, the counting ones included, has
+    /// the source's rows and checksum. Returns the tables with their checksums and the results
+    /// found.
+    fn check_copy(
+        &self,
+        dest: &Store,
+        merged: bool,
+        mut tables: Vec<TableCopy>,
+    ) -> Result<(Vec<TableCopy>, u64), StoreError> {
+        let results_verified = self.verify_results_in(dest)?;
+        if merged {
+            return Ok((tables, results_verified));
+        }
+        for t in &mut tables {
+            t.destination_sha256 = Some(dest.table_sha256(&t.table)?);
+        }
+        for (name, _, filter) in DERIVED {
+            tables.push(TableCopy {
+                table: (*name).to_owned(),
+                source_rows: self.count_rows(name, filter)?,
+                copied: 0,
+                skipped: 0,
+                destination_rows: dest.count_rows(name, filter)?,
+                source_sha256: Some(self.table_sha256(name)?),
+                destination_sha256: Some(dest.table_sha256(name)?),
+            });
+        }
+        let differ: Vec<&str> = tables
+            .iter()
+            .filter(|t| {
+                t.source_sha256 != t.destination_sha256 || t.source_rows != t.destination_rows
+            })
+            .map(|t| t.table.as_str())
+            .collect();
+        if !differ.is_empty() {
+            return Err(StoreError::invalid(
+                "destination",
+                format!(
+                    "the copy differs from the source in {} (rows or checksum)",
+                    differ.join(", ")
+                ),
+            ));
+        }
+        Ok((tables, results_verified))
     }
 
     /// Rows of `table` matching `filter`.
@@ -370,11 +385,7 @@ impl Store {
         let columns = self.columns(table)?;
         let mut hash = Sha256::new();
         self.each_page(table, &columns, key, filter, &mut |rows| {
-            for row in rows {
-                for v in &row {
-                    hash_value(&mut hash, v.as_ref());
-                }
-            }
+            hash_rows(&mut hash, &rows);
             Ok(())
         })?;
         Ok(format!("{:x}", hash.finalize()))
@@ -415,7 +426,9 @@ impl Store {
         Ok(found)
     }
 
-    /// [`Store::copy_to`] into an empty `dest`, ids kept; returns the tables without checksums.
+    /// [`Store::copy_to`] into an empty `dest`, ids kept; returns the tables with the source's
+    /// checksums, taken from the rows as they are copied (the same rows, in the same order, as
+    /// [`Store::table_sha256`] reads).
     fn copy_into_empty(
         &self,
         dest: &mut Store,
@@ -428,8 +441,10 @@ impl Store {
             let total = self.count_rows(table.name, "TRUE")?;
             let confirms = columns.iter().position(|c| c == "confirms_result_id");
             let mut done = 0u64;
+            let mut hash = Sha256::new();
             let per_statement = (MAX_PARAMS / columns.len()).clamp(1, PAGE);
             self.each_page(table.name, &columns, table.key, "TRUE", &mut |mut rows| {
+                hash_rows(&mut hash, &rows);
                 if let Some(i) = confirms {
                     // Set after the results (the one reference that points forward).
                     for row in &mut rows {
@@ -454,7 +469,7 @@ impl Store {
                 copied: done,
                 skipped: 0,
                 destination_rows: dest.count_rows(table.name, "TRUE")?,
-                source_sha256: None,
+                source_sha256: Some(format!("{:x}", hash.finalize())),
                 destination_sha256: None,
             });
             if table.name == "results" {
@@ -699,6 +714,13 @@ fn int(v: &Value) -> Option<i64> {
     match v {
         Value::Int(i) => Some(*i),
         _ => None,
+    }
+}
+
+/// Feeds rows to the checksum, value by value.
+fn hash_rows(hash: &mut Sha256, rows: &[Vec<Value>]) {
+    for v in rows.iter().flatten() {
+        hash_value(hash, v.as_ref());
     }
 }
 

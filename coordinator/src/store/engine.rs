@@ -138,12 +138,17 @@ impl IntoParams for [&dyn ToParam; 0] {
     }
 }
 
+/// `values` as positional parameters.
+fn positional<T: ToParam, R>(values: &[T], f: impl FnOnce(Params<'_>) -> R) -> R {
+    let refs: Vec<&dyn ToParam> = values.iter().map(|v| v as &dyn ToParam).collect();
+    f(Params::Positional(&refs))
+}
+
 macro_rules! array_params {
     ($($n:literal)*) => {$(
         impl<T: ToParam> IntoParams for [T; $n] {
             fn with_params<R>(&self, f: impl FnOnce(Params<'_>) -> R) -> R {
-                let refs: Vec<&dyn ToParam> = self.iter().map(|v| v as &dyn ToParam).collect();
-                f(Params::Positional(&refs))
+                positional(self, f)
             }
         }
     )*};
@@ -152,8 +157,7 @@ array_params!(1 2 3 4 5 6 7 8);
 
 impl<T: ToParam> IntoParams for Vec<T> {
     fn with_params<R>(&self, f: impl FnOnce(Params<'_>) -> R) -> R {
-        let refs: Vec<&dyn ToParam> = self.iter().map(|v| v as &dyn ToParam).collect();
-        f(Params::Positional(&refs))
+        positional(self, f)
     }
 }
 

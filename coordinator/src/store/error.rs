@@ -265,11 +265,6 @@ pub(super) fn sql<E: Into<DbError>>(context: &'static str) -> impl Fn(E) -> Stor
     }
 }
 
-/// Whether `e` is a failed UNIQUE constraint (a name or run id that is taken).
-pub(super) fn is_unique_violation(e: &DbError) -> bool {
-    e.is_unique_violation()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -321,10 +316,10 @@ mod tests {
         conn.execute_batch("CREATE TABLE t (x TEXT UNIQUE); INSERT INTO t VALUES ('a');")
             .unwrap();
         let err = conn.execute("INSERT INTO t VALUES ('a')", []).unwrap_err();
-        assert!(is_unique_violation(&err.into()));
+        assert!(DbError::from(err).is_unique_violation());
         let err = conn
             .execute("INSERT INTO missing VALUES (1)", [])
             .unwrap_err();
-        assert!(!is_unique_violation(&err.into()));
+        assert!(!DbError::from(err).is_unique_violation());
     }
 }

@@ -418,7 +418,7 @@ impl Store {
     /// failed write rolls back alone and the rest commits together.
     ///
     /// # Errors
-    /// The SQLite error of `BEGIN` or `SAVEPOINT`.
+    /// The engine's error of `BEGIN` or `SAVEPOINT`.
     pub(super) fn write_tx(&mut self) -> Result<Tx<'_>, DbError> {
         self.conn.begin()
     }

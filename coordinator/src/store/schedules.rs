@@ -9,7 +9,7 @@ use super::engine::{DbResult, OptionalExtension, Row, named_params, params};
 use serde::Serialize;
 
 use super::error::StoreError;
-use super::error::{is_unique_violation, sql};
+use super::error::sql;
 use super::open::Store;
 use super::values::{json_column, parse_json, require_non_empty};
 
@@ -108,7 +108,7 @@ impl Store {
                 params![name, cron, spec_json, i64::from(catch_up), now],
             )
             .map_err(|e| {
-                if is_unique_violation(&e) {
+                if e.is_unique_violation() {
                     StoreError::invalid("name", format!("a schedule named {name:?} already exists"))
                 } else {
                     sql("adding a schedule")(e)
@@ -266,7 +266,7 @@ impl Store {
         );
         let id = match inserted {
             Ok(id) => id,
-            Err(e) if is_unique_violation(&e) => return Ok(None),
+            Err(e) if e.is_unique_violation() => return Ok(None),
             Err(e) => return Err(sql(context)(e)),
         };
         if let Some(slot) = slot {
