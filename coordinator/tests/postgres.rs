@@ -7,10 +7,12 @@
 
 mod common;
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
-use std::process::Output;
+use std::process::{Command, Output, Stdio};
+use std::time::Duration;
 
-use common::{gpufleet, ok_stdout};
+use common::{BIN, Serve, dial_url, enrol, gpufleet, ok_stdout, wait_for};
 
 /// The cluster's admin URL, or `None` (after saying why) when there is none.
 fn cluster() -> Option<String> {
@@ -69,6 +71,27 @@ impl Drop for TestDb {
 fn run_sql(url: &str, sql: &str) {
     let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
     client.batch_execute(sql).unwrap();
+}
+
+/// The rows `sql` returns, as text.
+fn rows(url: &str, sql: &str) -> Vec<Vec<Option<String>>> {
+    let mut client = postgres::Client::connect(url, postgres::NoTls).unwrap();
+    client
+        .simple_query(sql)
+        .unwrap()
+        .into_iter()
+        .filter_map(|m| match m {
+            postgres::SimpleQueryMessage::Row(r) => {
+                Some((0..r.len()).map(|i| r.get(i).map(str::to_string)).collect())
+            }
+            _ => None,
+        })
+        .collect()
+}
+
+/// One number `sql` returns.
+fn number(url: &str, sql: &str) -> i64 {
+    rows(url, sql)[0][0].as_deref().unwrap().parse().unwrap()
 }
 
 /// `url` with its database replaced.
@@ -221,4 +244,165 @@ fn commands_write_and_read_through_a_postgres_url() {
     assert!(!Path::new("/tmp/never-written.db").exists());
     let out = gpufleet(url, &["db", "restore", "/tmp/whatever.db"]);
     assert!(stderr(&out).contains("pg_restore"), "{}", stderr(&out));
+}
+
+/// The serve (`pid@host`) holding each attached agent's stream.
+fn holders(url: &str) -> BTreeMap<String, String> {
+    rows(
+        url,
+        "SELECT name, attached_to FROM agents WHERE connected_since IS NOT NULL AND attached_to IS NOT NULL",
+    )
+    .into_iter()
+    .map(|r| (r[0].clone().unwrap(), r[1].clone().unwrap()))
+    .collect()
+}
+
+/// Whether `replica` (`pid@host`) is the serve `serve`.
+fn is(serve: &Serve, replica: &str) -> bool {
+    replica.starts_with(&format!("{}@", serve.child.id()))
+}
+
+/// Two `gpufleet serve` on one PostgreSQL database, four dial-in agents given both serves' URLs,
+/// two attached to each. A `standard` campaign on the cpu backend is handed to them, and the
+/// serve that owns it is SIGKILLed mid-campaign. Its agents dial the other serve, which takes the
+/// campaign over; the campaign finishes with exactly one result per job, and the killed serve,
+/// started again, takes nothing twice.
+#[test]
+fn two_serves_on_one_database_lose_nothing_when_one_is_killed() {
+    let Some(admin) = cluster() else { return };
+    let test_db = TestDb::create(&admin, "replicas");
+    let url = test_db.url();
+    let db = Path::new(&url);
+    let dir = tempfile::tempdir().unwrap();
+    let names = ["p1", "p2", "p3", "p4"];
+    let tokens: Vec<String> = names.iter().map(|n| enrol(db, n)).collect();
+    let args = [
+        "--fleet-listen",
+        "127.0.0.1:0",
+        "--tick-s",
+        "0.5",
+        "--grace-s",
+        "60",
+    ];
+    let mut serves = [Serve::with_args(db, &args), Serve::with_args(db, &args)];
+    let mut agents = Vec::new();
+    for (i, (name, token)) in names.iter().zip(&tokens).enumerate() {
+        let (first, second) = if i < 2 { (0, 1) } else { (1, 0) };
+        let mut cmd = dial_url(
+            &format!("http://{}", serves[first].fleet),
+            name,
+            token,
+            "",
+            &dir.path().join(name),
+        );
+        cmd.args(["--connect", &format!("http://{}", serves[second].fleet)]);
+        agents.push(cmd.spawn().unwrap());
+    }
+    wait_for("each agent attached to its first serve", 60, || {
+        let h = holders(&url);
+        h.len() == 4
+            && names.iter().enumerate().all(|(i, n)| {
+                h.get(*n)
+                    .is_some_and(|r| is(&serves[usize::from(i >= 2)], r))
+            })
+    });
+
+    // The standard suite's light kernels: every agent runs each on its cpu device.
+    let mut run = Command::new(BIN);
+    run.arg("--db").arg(&url).arg("run");
+    for n in names {
+        run.args(["--agent", n]);
+    }
+    for k in [
+        "vec_add", "copy", "triad", "relu", "sigmoid", "tanh", "noop",
+    ] {
+        run.args(["--kernel", k]);
+    }
+    let run = run
+        .args(["--backend", "cpu", "--suite", "standard"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    wait_for("the campaign owned and its first results", 120, || {
+        number(&url, "SELECT count(*) FROM results") >= 4
+    });
+    let owner = rows(&url, "SELECT owner FROM campaigns WHERE id = 1")[0][0]
+        .clone()
+        .expect("the campaign has an owner");
+    let victim = usize::from(!is(&serves[0], &owner));
+    assert!(is(&serves[victim], &owner), "{owner}");
+    let survivor = 1 - victim;
+    let jobs_before = number(&url, "SELECT count(*) FROM jobs");
+    let running = number(&url, "SELECT count(*) FROM jobs WHERE state <> 'done'");
+    assert!(running > 0, "the kill comes mid-campaign");
+    serves[victim].child.kill().unwrap(); // SIGKILL
+    serves[victim].child.wait().unwrap();
+
+    wait_for(
+        "the killed serve's agents attached to the other",
+        60,
+        || {
+            let h = holders(&url);
+            h.len() == 4 && h.values().all(|r| is(&serves[survivor], r))
+        },
+    );
+    let out = run.wait_with_output().unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let campaign = &rows(&url, "SELECT state, owner FROM campaigns WHERE id = 1")[0];
+    assert_eq!(campaign[0].as_deref(), Some("done"), "{stderr}");
+    assert!(is(&serves[survivor], campaign[1].as_deref().unwrap()));
+    let jobs = number(&url, "SELECT count(*) FROM jobs WHERE campaign_id = 1");
+    assert_eq!(jobs, jobs_before, "no job added");
+    assert_eq!(jobs, 4 * 7, "7 kernels on each agent's cpu device");
+    let check = |url: &str| {
+        let results = rows(
+            url,
+            "SELECT run_id, job_id, status FROM results WHERE campaign_id = 1",
+        );
+        let run_ids: BTreeSet<_> = results.iter().map(|r| r[0].clone()).collect();
+        let job_ids: BTreeSet<_> = results.iter().map(|r| r[1].clone()).collect();
+        assert_eq!(
+            results.len() as i64,
+            jobs,
+            "one result per job: {results:?}"
+        );
+        assert_eq!(run_ids.len() as i64, jobs, "distinct run ids = jobs");
+        assert_eq!(job_ids.len() as i64, jobs, "every job has its result");
+        let not_ok: Vec<_> = results
+            .iter()
+            .filter(|r| r[2].as_deref() != Some("ok"))
+            .collect();
+        assert!(not_ok.is_empty(), "{not_ok:?}");
+        assert_eq!(
+            number(url, "SELECT count(*) FROM jobs WHERE state <> 'done'"),
+            0
+        );
+    };
+    check(&url);
+
+    // The killed serve, started again, finds nothing to take: no result, job or claim changes.
+    let before = rows(
+        &url,
+        "SELECT id, run_id, state, attempts, claimed_by FROM jobs ORDER BY id",
+    );
+    serves[victim] = Serve::with_args(db, &args);
+    std::thread::sleep(Duration::from_secs(5));
+    check(&url);
+    assert_eq!(
+        rows(
+            &url,
+            "SELECT id, run_id, state, attempts, claimed_by FROM jobs ORDER BY id"
+        ),
+        before
+    );
+    assert_eq!(number(&url, "SELECT count(*) FROM campaigns"), 1);
+    for mut a in agents {
+        let _ = a.kill();
+        let _ = a.wait();
+    }
 }

@@ -6,7 +6,8 @@
 //! a [`JobOutcome`]: it, not the message, decides whether the job is `failed` and whether the
 //! campaign is.
 
-use super::owner::{HEARTBEAT, owner_id};
+use super::handoff::{held_elsewhere, holder};
+use super::owner::{CLAIM_POLL, HEARTBEAT, LEASE, owner_id, owner_is_dead};
 use super::plan::PlannedJob;
 use super::progress::Reporter;
 use super::request::RetryPolicy;
@@ -14,10 +15,10 @@ use crate::convert::{Origin, error_result, status_result, to_record};
 use crate::db::Db;
 use crate::fleet::link::direct_links;
 use crate::link::{AgentLink, Connect, LinkError};
-use crate::store::{AgentRow, CampaignState, JobRow, JobState, Store, StoreError};
+use crate::store::{AgentKind, AgentRow, CampaignState, JobRow, JobState, Store, StoreError};
 use futures::StreamExt;
 use gpufleet_proto::v1 as pb;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -112,10 +113,14 @@ impl Job {
     }
 }
 
-/// Runs every job of the campaign that is `queued` or `interrupted` (agents and devices in
-/// parallel, one job at a time per device) and stores each result as it arrives. An interrupted
-/// job gets a new run id, or an error result once it has had `max_attempts`. Returns the outcomes
-/// of this execution, in no particular order.
+/// Runs the campaign's jobs as their owner, then returns the outcomes of this execution, in no
+/// particular order. Each job is claimed with a lease before it runs ([`Store::claim_job`]): one at
+/// a time per device, agents and devices in parallel, each result stored as it arrives. The owner
+/// runs the jobs of direct agents, of dial-in agents this process holds, and of dial-in agents no
+/// live serve holds (they get the grace period to attach here); a dial-in agent another live serve
+/// holds is that serve's to run ([`assist_campaign`]). An interrupted job gets a new run id, or an
+/// error result once it has had `max_attempts`; a job whose claimer died is interrupted (see
+/// [`Store::expire_leases`]). Returns when no job is queued, running or interrupted.
 ///
 /// # Errors
 /// [`StoreError`] when the jobs cannot be read; a failure to store one result is reported as a note.
@@ -124,68 +129,216 @@ pub async fn execute_campaign(
     campaign_id: i64,
     ex: &Executor,
 ) -> Result<Vec<JobOutcome>, StoreError> {
-    let (max_attempts, connect) = (ex.max_attempts, ex.connect.clone());
-    let (jobs, exhausted) = db
-        .call(move |s| load_jobs(s, campaign_id, max_attempts, &connect))
-        .await?;
+    run_jobs(db, campaign_id, ex, Role::Owner).await
+}
 
-    // One task per (agent, device); jobs of a device run in order.
-    let mut groups: BTreeMap<(String, String), Vec<Job>> = BTreeMap::new();
-    for j in jobs {
-        groups
-            .entry((j.planned.agent.clone(), j.planned.device.id.clone()))
-            .or_default()
-            .push(j);
+/// Runs the jobs of campaign `campaign_id`, which another serve owns, that only this serve can
+/// run: those of the dial-in agents whose streams it holds. Returns when none is queued for them.
+///
+/// # Errors
+/// As [`execute_campaign`].
+pub async fn assist_campaign(
+    db: &Db,
+    campaign_id: i64,
+    ex: &Executor,
+) -> Result<Vec<JobOutcome>, StoreError> {
+    run_jobs(db, campaign_id, ex, Role::Assistant).await
+}
+
+/// Which of a campaign's jobs a process claims, and what else it does for the campaign.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    /// It owns the campaign: it also requeues or fails interrupted jobs and waits for the jobs
+    /// other serves run.
+    Owner,
+    /// Another serve owns it: it runs the jobs of the dial-in agents it holds, nothing else.
+    Assistant,
+}
+
+impl Role {
+    /// Whether this process may claim `agent`'s jobs now.
+    fn may_claim(self, agent: &AgentRow, me: &str, now: f64) -> bool {
+        match (agent.kind, self) {
+            (AgentKind::Direct, role) => role == Role::Owner,
+            (AgentKind::DialIn, Role::Owner) => !held_elsewhere(agent, me, now),
+            (AgentKind::DialIn, Role::Assistant) => holder(agent, now) == Some(me),
+        }
     }
-    let lost: BTreeMap<String, Arc<AtomicBool>> = groups
-        .keys()
-        .map(|(agent, _)| (agent.clone(), Arc::new(AtomicBool::new(false))))
-        .collect();
-    // The owner's sign of life while the jobs run, so another coordinator does not take over.
+}
+
+/// One device's jobs in a campaign: (agent row id, device row id). One task claims them in turn.
+type Queue = (i64, Option<i64>);
+
+/// Stored devices by row id, each with the reason its description does not parse, if it does not.
+type Devices = BTreeMap<i64, (pb::Device, Option<String>)>;
+
+/// What one look at the campaign's jobs found.
+struct Survey {
+    /// Jobs that can no longer run, failed now (owner only).
+    failed: Vec<JobOutcome>,
+    /// Queues with queued jobs this process may claim, with their agent.
+    queues: Vec<(Queue, AgentRow)>,
+    devices: Arc<Devices>,
+    /// Jobs queued, running or interrupted.
+    open: usize,
+}
+
+async fn run_jobs(
+    db: &Db,
+    campaign_id: i64,
+    ex: &Executor,
+    role: Role,
+) -> Result<Vec<JobOutcome>, StoreError> {
+    // The owner's sign of life while the jobs run, so another coordinator does not take over, and
+    // the leases of the jobs this process runs.
     let heartbeat = {
         let (db, owner) = (db.clone(), ex.owner.clone());
         tokio::spawn(async move {
             loop {
                 let owner = owner.clone();
-                let _ = db.call(move |s| s.heartbeat(campaign_id, &owner)).await;
+                let _ = db
+                    .call(move |s| {
+                        if role == Role::Owner {
+                            s.heartbeat(campaign_id, &owner)?;
+                        }
+                        s.renew_leases(&owner, LEASE.as_secs_f64())
+                    })
+                    .await;
                 tokio::time::sleep(HEARTBEAT).await;
             }
         })
     };
-    let mut tasks = tokio::task::JoinSet::new();
-    for ((agent, _device), jobs) in groups {
-        let (db, reporter, lost) = (db.clone(), ex.reporter.clone(), lost[&agent].clone());
-        let retry = ex.retry;
-        tasks.spawn(async move {
-            let mut outcomes = Vec::new();
-            for job in jobs {
-                outcomes
-                    .push(run_job(&db, campaign_id, job, retry, &lost, reporter.as_ref()).await);
+    let mut outcomes = Vec::new();
+    let mut workers = tokio::task::JoinSet::new();
+    let mut active = BTreeSet::new();
+    let mut lost: BTreeMap<i64, Arc<AtomicBool>> = BTreeMap::new();
+    let ended = loop {
+        let (me, max_attempts) = (ex.owner.clone(), ex.max_attempts);
+        let survey = match db
+            .call(move |s| survey(s, campaign_id, &me, max_attempts, role))
+            .await
+        {
+            Ok(survey) => survey,
+            Err(e) => break Err(e),
+        };
+        outcomes.extend(survey.failed);
+        for (queue, agent) in survey.queues {
+            if !active.insert(queue) {
+                continue;
             }
-            outcomes
-        });
-    }
-    let mut outcomes = exhausted;
-    while let Some(r) = tasks.join_next().await {
-        outcomes.extend(r.unwrap_or_default());
-    }
+            let worker = Worker {
+                db: db.clone(),
+                campaign_id,
+                queue,
+                role,
+                link: (ex.connect)(&agent),
+                devices: survey.devices.clone(),
+                ex: ex.clone(),
+                lost: lost.entry(agent.id).or_default().clone(),
+            };
+            workers.spawn(async move { (queue, worker.run().await) });
+        }
+        if workers.is_empty() && (role == Role::Assistant || survey.open == 0) {
+            break Ok(());
+        }
+        // Until a queue drains, or a moment passes: jobs other serves run finish meanwhile.
+        tokio::select! {
+            Some(done) = workers.join_next(), if !workers.is_empty() => {
+                if let Ok((queue, done)) = done {
+                    active.remove(&queue);
+                    outcomes.extend(done);
+                }
+            }
+            () = tokio::time::sleep(CLAIM_POLL) => {}
+        }
+    };
     heartbeat.abort();
-    Ok(outcomes)
+    ended.map(|()| outcomes)
 }
 
-/// Reads the campaign's runnable jobs. A job that can no longer run (interrupted too often, its
-/// agent removed, or its stored spec or device not readable) gets its error result and the
-/// `failed` state here; an interrupted one that may run again is requeued with a new run id.
-fn load_jobs(
+/// Looks at the campaign's jobs: as the owner, interrupts those whose claimer is gone, requeues
+/// the interrupted ones (or fails them, and the jobs that can no longer run); then lists the
+/// queues this process may claim from.
+fn survey(
     s: &mut Store,
     campaign_id: i64,
+    me: &str,
     max_attempts: u32,
-    connect: &Connect,
-) -> Result<(Vec<Job>, Vec<JobOutcome>), StoreError> {
+    role: Role,
+) -> Result<Survey, StoreError> {
+    let now = crate::time::now();
+    let mut failed = Vec::new();
+    if role == Role::Owner {
+        let dead: Vec<String> = s
+            .job_claimers(campaign_id)?
+            .into_iter()
+            .filter(|c| c != me && owner_is_dead(c))
+            .collect();
+        s.expire_leases(campaign_id, &dead)?;
+    }
     let agents: BTreeMap<i64, AgentRow> = s.agents()?.into_iter().map(|a| (a.id, a)).collect();
-    // A device whose stored description does not parse keeps the reason: its jobs fail with it.
-    let devices: BTreeMap<i64, (pb::Device, Option<String>)> = s
-        .devices()?
+    let devices = Arc::new(stored_devices(s)?);
+    let mut queues = BTreeMap::new();
+    let mut open = 0;
+    for row in s.jobs(campaign_id)? {
+        let mut state = row.state;
+        if role == Role::Owner && matches!(state, JobState::Queued | JobState::Interrupted) {
+            let failure = if state == JobState::Interrupted && row.attempts >= max_attempts {
+                Some((
+                    JobFailure::AttemptsExhausted,
+                    format!(
+                        "interrupted {} times (last: {}); not retried again",
+                        row.attempts,
+                        row.error.as_deref().unwrap_or("unknown")
+                    ),
+                ))
+            } else if !agents.contains_key(&row.agent_id) {
+                Some((
+                    JobFailure::AgentUnreachable,
+                    format!("agent unreachable: agent {} was removed", row.agent),
+                ))
+            } else {
+                None
+            };
+            if let Some((failure, message)) = failure {
+                let StoredJob { spec, device, .. } = stored_job(&row, &devices);
+                failed.push(fail_job(s, &row, &spec, &device, failure, message)?);
+                continue;
+            }
+            if state == JobState::Interrupted
+                && s.requeue_job(row.id, &uuid::Uuid::new_v4().to_string())?
+            {
+                state = JobState::Queued;
+            }
+        }
+        if matches!(
+            state,
+            JobState::Queued | JobState::Running | JobState::Interrupted
+        ) {
+            open += 1;
+        }
+        if state != JobState::Queued {
+            continue;
+        }
+        if let Some(agent) = agents.get(&row.agent_id)
+            && role.may_claim(agent, me, now)
+        {
+            queues
+                .entry((row.agent_id, row.device_row_id))
+                .or_insert_with(|| agent.clone());
+        }
+    }
+    Ok(Survey {
+        failed,
+        queues: queues.into_iter().collect(),
+        devices,
+        open,
+    })
+}
+
+/// Every stored device, read for the jobs that name it.
+fn stored_devices(s: &Store) -> Result<Devices, StoreError> {
+    Ok(s.devices()?
         .into_iter()
         .map(|d| {
             let read = match gpufleet_kernels::from_json_value::<pb::Device>(&d.info) {
@@ -205,61 +358,107 @@ fn load_jobs(
             };
             (d.id, read)
         })
-        .collect();
-    let mut jobs = Vec::new();
-    let mut exhausted = Vec::new();
-    for row in s.jobs(campaign_id)? {
-        if !matches!(row.state, JobState::Queued | JobState::Interrupted) {
-            continue;
-        }
-        let StoredJob {
-            spec,
-            device,
-            unreadable,
-        } = stored_job(&row, &devices);
-        let failure = if let Some(message) = unreadable {
-            Some((JobFailure::Unreadable, message))
-        } else if row.state == JobState::Interrupted && row.attempts >= max_attempts {
-            Some((
-                JobFailure::AttemptsExhausted,
-                format!(
-                    "interrupted {} times (last: {}); not retried again",
-                    row.attempts,
-                    row.error.as_deref().unwrap_or("unknown")
-                ),
-            ))
-        } else if !agents.contains_key(&row.agent_id) {
-            Some((
-                JobFailure::AgentUnreachable,
-                format!("agent unreachable: agent {} was removed", row.agent),
-            ))
-        } else {
-            None
-        };
-        if let Some((failure, message)) = failure {
-            exhausted.push(fail_job(s, &row, &spec, &device, failure, message)?);
-            continue;
-        }
-        let mut run_id = row.run_id.clone();
-        if row.state == JobState::Interrupted {
-            run_id = uuid::Uuid::new_v4().to_string();
-            s.requeue_job(row.id, &run_id)?;
-        }
-        jobs.push(Job {
-            id: row.id,
-            run_id,
-            agent_id: row.agent_id,
-            device_row_id: row.device_row_id,
-            link: connect(&agents[&row.agent_id]),
-            planned: PlannedJob {
-                agent: row.agent.clone(),
-                device,
+        .collect())
+}
+
+/// Claims one queue's jobs in turn and runs each, while this process may still claim them.
+struct Worker {
+    db: Db,
+    campaign_id: i64,
+    queue: Queue,
+    role: Role,
+    link: Arc<dyn AgentLink>,
+    devices: Arc<Devices>,
+    ex: Executor,
+    /// Set once the agent was unreachable through every retry: its remaining jobs fail at once.
+    lost: Arc<AtomicBool>,
+}
+
+impl Worker {
+    async fn run(self) -> Vec<JobOutcome> {
+        let mut outcomes = Vec::new();
+        loop {
+            let (campaign_id, (agent_id, device_row_id)) = (self.campaign_id, self.queue);
+            let (me, role, devices) = (self.ex.owner.clone(), self.role, self.devices.clone());
+            let claimed = self
+                .db
+                .call(
+                    move |s| -> Result<Option<(JobRow, StoredJob)>, StoreError> {
+                        // The agent may have moved to another serve since the survey.
+                        let now = crate::time::now();
+                        let agent = s.agents()?.into_iter().find(|a| a.id == agent_id);
+                        if !agent.is_some_and(|a| role.may_claim(&a, &me, now)) {
+                            return Ok(None);
+                        }
+                        let lease = LEASE.as_secs_f64();
+                        Ok(
+                            s.claim_job(campaign_id, agent_id, device_row_id, &me, lease)?
+                                .map(|row| {
+                                    let stored = stored_job(&row, &devices);
+                                    (row, stored)
+                                }),
+                        )
+                    },
+                )
+                .await;
+            let (row, stored) = match claimed {
+                Ok(Some(claimed)) => claimed,
+                Ok(None) => break,
+                Err(e) => {
+                    self.ex.reporter.note(&format!(
+                        "campaign {campaign_id}: claiming a job of agent {} failed: {e}",
+                        self.link.name()
+                    ));
+                    break;
+                }
+            };
+            let StoredJob {
                 spec,
-                spec_key: row.spec_key.clone(),
-            },
-        });
+                device,
+                unreadable,
+            } = stored;
+            if let Some(message) = unreadable {
+                let failure = JobFailure::Unreadable;
+                match self
+                    .db
+                    .call(move |s| fail_job(s, &row, &spec, &device, failure, message))
+                    .await
+                {
+                    Ok(outcome) => outcomes.push(outcome),
+                    Err(e) => self.ex.reporter.note(&format!(
+                        "campaign {campaign_id}: failing an unreadable job: {e}"
+                    )),
+                }
+                continue;
+            }
+            let job = Job {
+                id: row.id,
+                run_id: row.run_id.clone(),
+                agent_id: row.agent_id,
+                device_row_id: row.device_row_id,
+                link: self.link.clone(),
+                planned: PlannedJob {
+                    agent: row.agent.clone(),
+                    device,
+                    spec,
+                    spec_key: row.spec_key.clone(),
+                },
+            };
+            let reporter = self.ex.reporter.as_ref();
+            outcomes.push(
+                run_job(
+                    &self.db,
+                    campaign_id,
+                    job,
+                    self.ex.retry,
+                    &self.lost,
+                    reporter,
+                )
+                .await,
+            );
+        }
+        outcomes
     }
-    Ok((jobs, exhausted))
 }
 
 /// A job as stored: its spec and device, and why it cannot run when either does not parse.
@@ -273,7 +472,7 @@ struct StoredJob {
     unreadable: Option<String>,
 }
 
-fn stored_job(row: &JobRow, devices: &BTreeMap<i64, (pb::Device, Option<String>)>) -> StoredJob {
+fn stored_job(row: &JobRow, devices: &Devices) -> StoredJob {
     let (device, device_error) = match row.device_row_id.and_then(|id| devices.get(&id)) {
         Some((d, e)) => (Some(d.clone()), e.clone()),
         None => (None, None),
@@ -324,8 +523,9 @@ fn fail_job(
     };
     let result = status_result(&row.run_id, spec, &device.backend, status, message);
     let record = to_record(&result, &[], &row.spec_key, Origin::of_job(row));
-    s.insert_result(&record)?;
-    s.set_job_state(row.id, JobState::Failed, Some(&record.message))?;
+    if s.insert_result(&record)? {
+        s.set_job_state(row.id, JobState::Failed, Some(&record.message))?;
+    }
     Ok(JobOutcome {
         result,
         failure: Some(failure),
@@ -443,9 +643,6 @@ async fn run_job(
 ) -> JobOutcome {
     reporter.started(&job.planned);
     let job_id = job.id;
-    let _ = db
-        .call(move |s| s.set_job_state(job_id, JobState::Running, None))
-        .await;
     let (result, power, failure) = attempts(&job, retry, lost, reporter).await;
     let record = to_record(
         &result,
@@ -456,8 +653,9 @@ async fn run_job(
     let failed = failure == Some(JobFailure::AgentUnreachable);
     let stored = db
         .call(move |s| -> Result<(), StoreError> {
-            s.insert_result(&record)?;
-            if failed {
+            // Not new: the agent delivered this attempt's result through another serve, or the
+            // job was requeued meanwhile; the job's state is theirs.
+            if s.insert_result(&record)? && failed {
                 s.set_job_state(job_id, JobState::Failed, Some(&record.message))?;
             }
             Ok(())

@@ -31,6 +31,21 @@ pub fn attached(a: &AgentRow, now: f64) -> bool {
         && a.last_seen.is_some_and(|t| now - t <= ATTACHED_FRESH_S)
 }
 
+/// The serve (`pid@host`) holding dial-in agent `a`'s stream now, if one does and says so.
+pub fn holder(a: &AgentRow, now: f64) -> Option<&str> {
+    if attached(a, now) {
+        a.attached_to.as_deref()
+    } else {
+        None
+    }
+}
+
+/// Whether `a` is a dial-in agent whose stream another serve than `me` holds now (a live one, as
+/// far as this host can tell): only that serve can run its jobs.
+pub fn held_elsewhere(a: &AgentRow, me: &str, now: f64) -> bool {
+    holder(a, now).is_some_and(|h| h != me && !super::owner::owner_is_dead(h))
+}
+
 /// Whether `req` must be handed to the serve: it names a dial-in agent.
 pub fn needs_handoff(req: &CampaignRequest) -> bool {
     req.agents.iter().any(|a| a.kind == AgentKind::DialIn)

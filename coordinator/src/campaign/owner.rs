@@ -3,8 +3,16 @@
 
 use std::time::Duration;
 
-/// How often an executing process writes its heartbeat.
+/// How often an executing process writes its heartbeat (and renews its job leases).
 pub const HEARTBEAT: Duration = Duration::from_secs(5);
+
+/// How long a claimed job stays claimed without a renewal: six heartbeats. A job whose claimer
+/// stopped renewing is interrupted and claimed again.
+pub const LEASE: Duration = Duration::from_secs(30);
+
+/// How often the owner of a campaign looks again at jobs other serves run, and a serve at
+/// campaigns that have jobs for the dial-in agents it holds.
+pub const CLAIM_POLL: Duration = Duration::from_millis(500);
 
 /// This process as a campaign owner: `pid@hostname`.
 pub fn owner_id() -> String {

@@ -3,6 +3,7 @@
 //! gRPC one by the agent's kind, so the executor treats both alike.
 
 use super::Hub;
+use crate::campaign::handoff::held_elsewhere;
 use crate::link::grpc::AgentAddr;
 use crate::link::{AgentLink, Connect, LinkError, RunEvents};
 use crate::store::{AgentKind, AgentRow};
@@ -72,15 +73,45 @@ impl AgentLink for NotHere {
     }
 }
 
+impl DialInLink {
+    /// The stored description of the agent when another live serve holds its stream.
+    async fn held_elsewhere(&self) -> Option<pb::AgentInfo> {
+        let (name, me) = (self.name.clone(), self.hub.owner.clone());
+        self.hub
+            .db
+            .call(
+                move |s| -> Result<Option<String>, crate::store::StoreError> {
+                    let Some(row) = s.agent(&name)? else {
+                        return Ok(None);
+                    };
+                    if !held_elsewhere(&row, &me, crate::time::now()) {
+                        return Ok(None);
+                    }
+                    s.agent_info(row.id)
+                },
+            )
+            .await
+            .ok()
+            .flatten()
+            .and_then(|json| serde_json::from_str(&json).ok())
+    }
+}
+
 impl AgentLink for DialInLink {
     fn name(&self) -> &str {
         &self.name
     }
 
     /// The agent's last Hello; an agent not attached gets the connect timeout to attach (a serve
-    /// that just started gives its agents a moment to reconnect).
+    /// that just started gives its agents a moment to reconnect). An agent another serve on this
+    /// database holds is described by the Hello that serve stored: it runs the agent's jobs.
     fn describe(&self) -> BoxFuture<'_, Result<pb::AgentInfo, LinkError>> {
         async move {
+            if self.hub.info(&self.name).is_none()
+                && let Some(info) = self.held_elsewhere().await
+            {
+                return Ok(info);
+            }
             let deadline = tokio::time::Instant::now() + self.connect_timeout;
             loop {
                 if let Some(info) = self.hub.info(&self.name) {

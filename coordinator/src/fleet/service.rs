@@ -98,15 +98,18 @@ impl Fleet for FleetService {
         };
         let info_json =
             serde_json::to_string(info).expect("an AgentInfo message serialises to JSON");
-        let (id, version, addr, api) = (
+        let (id, replica, version, addr, api) = (
             row.id,
+            self.hub.owner.clone(),
             gpufleet_kernels::prefix(&hello.agent_version, 64).to_string(),
             remote.clone(),
             self.hub.api_url().map(str::to_string),
         );
         self.hub
             .db
-            .call(move |s| s.agent_attached(id, &addr, &version, &info_json, api.as_deref()))
+            .call(move |s| {
+                s.agent_attached(id, &replica, &addr, &version, &info_json, api.as_deref())
+            })
             .await
             .map_err(internal)?;
         let (tx, rx) = mpsc::channel(64);
@@ -171,8 +174,8 @@ async fn read_agent(
     };
     hub.detach(&row.name, session, &why);
     if hub.info(&row.name).is_none() {
-        let id = row.id;
-        let _ = hub.db.call(move |s| s.agent_detached(id)).await;
+        let (id, replica) = (row.id, hub.owner.clone());
+        let _ = hub.db.call(move |s| s.agent_detached(id, &replica)).await;
     }
     tracing::info!(agent = %row.name, "agent detached");
 }

@@ -352,7 +352,7 @@ mod tests {
                     device_row_id: Some(self.device_row_id),
                     spec_key: "gemm/blocked/k=1024,m=1024,n=1024/f32/compute_only".into(),
                     spec_json: "{}".into(),
-                    run_id: format!("job-{}", self.runs + 1),
+                    run_id: format!("run-{}", self.runs + 1),
                 })
                 .unwrap();
             let r = self.record(campaign, job, value);

@@ -5,7 +5,7 @@
 use super::cron::Cron;
 use super::slots::{DaemonConfig, Due, due};
 use super::spec::{ScheduleSpec, request_of};
-use crate::campaign::execute::{Executor, execute_campaign, finish_campaign};
+use crate::campaign::execute::{Executor, assist_campaign, execute_campaign, finish_campaign};
 use crate::campaign::handoff::{check_attached, follow, needs_handoff};
 use crate::campaign::owner::owner_is_dead;
 use crate::campaign::prepare::resolve_and_plan_into;
@@ -16,6 +16,7 @@ use crate::regression::check::{self, AssessSummary, ResolveSummary};
 use crate::store::{CampaignState, ResultFilter, ScheduleRow, StoreError};
 use crate::time::fmt_time;
 use serde::Serialize;
+use std::collections::BTreeSet;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 
@@ -60,6 +61,13 @@ impl fmt::Display for CampaignReport {
     }
 }
 
+/// The campaigns of other serves a serve runs jobs of, and the tasks doing it.
+#[derive(Default)]
+struct Assisting {
+    campaigns: BTreeSet<i64>,
+    tasks: tokio::task::JoinSet<i64>,
+}
+
 /// The schedule daemon of `gpufleet serve`. Cheap to clone.
 #[derive(Clone)]
 pub struct Daemon {
@@ -67,6 +75,8 @@ pub struct Daemon {
     ex: Executor,
     cfg: DaemonConfig,
     running: Arc<Mutex<tokio::task::JoinSet<CampaignReport>>>,
+    /// Other serves' campaigns this one runs jobs of (for the dial-in agents it holds).
+    assisting: Arc<Mutex<Assisting>>,
     /// The connected agents' live power (empty unless the serve follows agents).
     live: Arc<crate::live::LivePower>,
 }
@@ -82,6 +92,7 @@ impl Daemon {
             ex,
             cfg,
             running: Arc::new(Mutex::new(tokio::task::JoinSet::new())),
+            assisting: Arc::default(),
             live: crate::live::LivePower::new(0.0),
         }
     }
@@ -384,7 +395,8 @@ impl Daemon {
     }
 
     /// Claims and resumes (in the background) every orphaned or interrupted campaign younger
-    /// than `resume_max_age_s`. Returns their ids.
+    /// than `resume_max_age_s`, and runs the jobs of other serves' running campaigns that are for
+    /// dial-in agents this serve holds ([`assist_campaign`]). Returns the campaigns resumed.
     ///
     /// # Errors
     /// [`StoreError`] when the campaigns cannot be read.
@@ -393,6 +405,16 @@ impl Daemon {
         let mut resumed = Vec::new();
         for c in unfinished {
             if now - c.created_at > self.cfg.resume_max_age_s {
+                continue;
+            }
+            if c.state == "running"
+                && let Some(o) = &c.owner
+                && o != &self.ex.owner
+                && !owner_is_dead(o)
+                && c.heartbeat_at
+                    .is_some_and(|h| now - h <= self.cfg.stale_after_s)
+            {
+                self.assist(c.id);
                 continue;
             }
             let orphan = match (&c.owner, c.state.as_str()) {
@@ -437,6 +459,32 @@ impl Daemon {
         Ok(resumed)
     }
 
+    /// Runs the jobs of campaign `id` (another serve's) for the dial-in agents this serve holds,
+    /// in the background, unless that is under way.
+    fn assist(&self, id: i64) {
+        let mut assisting = self.assisting.lock().unwrap_or_else(|p| p.into_inner());
+        while let Some(done) = assisting.tasks.try_join_next() {
+            if let Ok(done) = done {
+                assisting.campaigns.remove(&done);
+            }
+        }
+        if !assisting.campaigns.insert(id) {
+            return;
+        }
+        let (db, ex) = (self.db.clone(), self.ex.clone());
+        assisting.tasks.spawn(async move {
+            match assist_campaign(&db, id, &ex).await {
+                Ok(outcomes) if !outcomes.is_empty() => ex.reporter.note(&format!(
+                    "campaign {id}: ran {} jobs for the dial-in agents this serve holds",
+                    outcomes.len()
+                )),
+                Ok(_) => {}
+                Err(e) => ex.reporter.note(&format!("campaign {id}: {e}")),
+            }
+            id
+        });
+    }
+
     /// Waits for every campaign started in the background so far.
     pub async fn wait_idle(&self) -> Vec<CampaignReport> {
         let mut set = std::mem::take(&mut *self.running.lock().unwrap_or_else(|p| p.into_inner()));
@@ -479,6 +527,11 @@ impl Daemon {
         self.running
             .lock()
             .unwrap_or_else(|p| p.into_inner())
+            .abort_all();
+        self.assisting
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .tasks
             .abort_all();
         let owner = self.ex.owner.clone();
         self.db.call(move |s| s.release_campaigns(&owner)).await

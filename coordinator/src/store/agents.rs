@@ -17,7 +17,7 @@ pub const MAX_AGENT_NAME: usize = 64;
 pub const MAX_AGENT_URL: usize = 2048;
 
 pub(super) const AGENT_COLUMNS: &str = "id, name, kind, url, token, added_at, connected_since, last_seen, remote_addr, agent_version, \
-     tls_pin, tls_ca, api_url";
+     tls_pin, tls_ca, api_url, attached_to";
 
 impl Store {
     /// Adds an agent, or revives a removed agent of the same name (keeping its row, so its history
@@ -289,6 +289,7 @@ pub(super) fn agent_from_row(r: &Row<'_>) -> DbResult<AgentRow> {
         tls_pin: r.get("tls_pin")?,
         tls_ca: r.get("tls_ca")?,
         api_url: r.get("api_url")?,
+        attached_to: r.get("attached_to")?,
     })
 }
 

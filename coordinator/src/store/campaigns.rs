@@ -301,12 +301,13 @@ impl Store {
 }
 
 /// A job row with its agent's name; [`job_from_row`] reads it.
-const JOB_SELECT: &str = "SELECT j.id, j.campaign_id, j.agent_id, a.name AS agent, j.device_row_id,
+pub(super) const JOB_SELECT: &str =
+    "SELECT j.id, j.campaign_id, j.agent_id, a.name AS agent, j.device_row_id,
         j.spec_key, j.spec_json, j.run_id, j.state, j.attempts, j.error, j.updated_at,
         j.confirms_result_id
  FROM jobs j JOIN agents a ON a.id = j.agent_id";
 
-fn job_from_row(r: &Row<'_>) -> DbResult<JobRow> {
+pub(super) fn job_from_row(r: &Row<'_>) -> DbResult<JobRow> {
     Ok(JobRow {
         id: r.get("id")?,
         campaign_id: r.get("campaign_id")?,

@@ -111,13 +111,15 @@ impl Store {
         Ok(Ok(row))
     }
 
-    /// Records that a serve now holds agent `agent_id`'s stream, with what its Hello said.
+    /// Records that serve `replica` (`pid@host`) now holds agent `agent_id`'s stream, with what
+    /// its Hello said.
     ///
     /// # Errors
     /// [`StoreError::InvalidInput`] when `info_json` is not JSON; [`StoreError::Db`].
     pub fn agent_attached(
         &mut self,
         agent_id: i64,
+        replica: &str,
         remote_addr: &str,
         agent_version: &str,
         info_json: &str,
@@ -128,7 +130,7 @@ impl Store {
         self.conn
             .execute(
                 "UPDATE agents SET connected_since = ?2, last_seen = ?2, remote_addr = ?3,
-                    agent_version = ?4, info_json = ?5, api_url = ?6
+                    agent_version = ?4, info_json = ?5, api_url = ?6, attached_to = ?7
                  WHERE id = ?1",
                 params![
                     agent_id,
@@ -136,7 +138,8 @@ impl Store {
                     remote_addr,
                     agent_version,
                     info_json,
-                    api_url
+                    api_url,
+                    replica
                 ],
             )
             .map_err(sql("recording an attached agent"))?;
@@ -161,16 +164,19 @@ impl Store {
         tx.commit().map_err(sql(context))
     }
 
-    /// Records that agent `agent_id`'s stream ended.
+    /// Records that agent `agent_id`'s stream to serve `replica` ended. Nothing changes when the
+    /// agent has attached to another serve since (that serve holds it now).
     ///
     /// # Errors
     /// [`StoreError::Db`].
-    pub fn agent_detached(&mut self, agent_id: i64) -> Result<(), StoreError> {
+    pub fn agent_detached(&mut self, agent_id: i64, replica: &str) -> Result<(), StoreError> {
         let now = self.now();
         self.conn
             .execute(
-                "UPDATE agents SET connected_since = NULL, last_seen = ?2, api_url = NULL WHERE id = ?1",
-                params![agent_id, now],
+                "UPDATE agents SET connected_since = NULL, last_seen = ?2, api_url = NULL,
+                    attached_to = NULL
+                 WHERE id = ?1 AND (attached_to IS NULL OR attached_to = ?3)",
+                params![agent_id, now, replica],
             )
             .map_err(sql("recording a detached agent"))?;
         Ok(())
@@ -311,7 +317,7 @@ mod tests {
         );
         let pod = store.enrol_agent("pod", &token_hash("t")).unwrap();
         assert!(matches!(
-            store.agent_attached(pod.id, "10.0.0.2:4000", "0.1.0", "{oops", None),
+            store.agent_attached(pod.id, "1@a", "10.0.0.2:4000", "0.1.0", "{oops", None),
             Err(StoreError::InvalidInput {
                 field: "info_json",
                 ..
@@ -320,6 +326,7 @@ mod tests {
         store
             .agent_attached(
                 pod.id,
+                "1@a",
                 "10.0.0.2:4000",
                 "0.1.0",
                 r#"{"name":"pod"}"#,
@@ -331,13 +338,29 @@ mod tests {
         assert_eq!(row.remote_addr.as_deref(), Some("10.0.0.2:4000"));
         assert_eq!(row.agent_version.as_deref(), Some("0.1.0"));
         assert_eq!(row.api_url.as_deref(), Some("http://127.0.0.1:8787"));
+        assert_eq!(row.attached_to.as_deref(), Some("1@a"));
         assert_eq!(
             store.agent_info(pod.id).unwrap().as_deref(),
             Some(r#"{"name":"pod"}"#)
         );
-        store.agent_detached(pod.id).unwrap();
+        // A serve the agent left late does not detach it from the serve holding it now.
+        store
+            .agent_attached(pod.id, "2@b", "10.0.0.2:4001", "0.1.0", "{}", None)
+            .unwrap();
+        store.agent_detached(pod.id, "1@a").unwrap();
         let row = store.agent("pod").unwrap().unwrap();
-        assert_eq!((row.connected_since, row.api_url.as_deref()), (None, None));
+        assert_eq!(row.attached_to.as_deref(), Some("2@b"));
+        assert!(row.connected_since.is_some());
+        store.agent_detached(pod.id, "2@b").unwrap();
+        let row = store.agent("pod").unwrap().unwrap();
+        assert_eq!(
+            (
+                row.connected_since,
+                row.api_url.as_deref(),
+                row.attached_to.as_deref()
+            ),
+            (None, None, None)
+        );
         assert!(row.last_seen.is_some());
         // The token hash never appears in the row's JSON.
         let json = serde_json::to_string(&row).unwrap();

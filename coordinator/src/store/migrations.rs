@@ -97,6 +97,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0010_live.sql"),
         rewrite: None,
     },
+    Migration {
+        version: 11,
+        name: "0011_leases",
+        sql: include_str!("migrations/0011_leases.sql"),
+        rewrite: None,
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.
@@ -114,7 +120,11 @@ const POSTGRES_BASELINE: (i64, &str, &str) = (
 );
 
 /// PostgreSQL's steps after the baseline; `POSTGRES_MIGRATIONS[i].0 == POSTGRES_BASELINE.0 + i + 1`.
-const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[];
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[(
+    11,
+    "postgres/0011_leases",
+    include_str!("migrations/postgres/0011_leases.sql"),
+)];
 
 /// The key of the advisory lock that serialises migrations ("GPFL"): two serves starting at once
 /// on an empty database create the schema once.

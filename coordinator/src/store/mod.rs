@@ -17,7 +17,7 @@
 //! | `agents` | agent the user added | `name` unique; `removed_at` hides it instead of deleting it; `kind` direct or dial-in (see `fleet.rs`) |
 //! | `devices` | (agent, device id) | refreshed on every describe; `info_json` is the agent's full description |
 //! | `campaigns` | suite run over a set of agents | `running` → `done` / `failed` / `interrupted` |
-//! | `jobs` | (campaign, spec, device) | `queued` → `running` → `done` / `failed` / `interrupted`; `run_id` unique |
+//! | `jobs` | (campaign, spec, device) | `queued` → `running` → `done` / `failed` / `interrupted`; `run_id` unique; `claimed_by`/`lease_until` while running (see `leases.rs`) |
 //! | `results` | run | `run_id` unique; summary statistics, metric, validation, fingerprint |
 //! | `result_samples` | result | raw per-iteration times, little-endian `f64`s in a BLOB |
 //! | `power_samples` | (result, sample) | the power trace of a run's device |
@@ -85,6 +85,7 @@ mod engine;
 mod error;
 mod fleet;
 mod guard;
+mod leases;
 mod listing;
 mod maintenance;
 mod migrations;

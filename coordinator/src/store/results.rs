@@ -85,7 +85,8 @@ pub(super) const RESULT_COUNTS_SQL: &str =
 impl Store {
     /// Stores a result, its samples and (when `r.job_id` is set) its job's `done` state in one
     /// transaction. Returns `false`, changing nothing, when a result with this run id is already
-    /// stored, so retries and restarts are harmless.
+    /// stored, so retries and restarts are harmless, or when its job has been given another run
+    /// id since (a lost attempt that delivered late: the job has, or will have, its own result).
     ///
     /// # Errors
     /// [`StoreError::InvalidInput`] for an empty run id, spec key, kernel, status, device id or
@@ -216,11 +217,19 @@ impl Store {
             }
         }
         if let Some(job_id) = r.job_id {
-            tx.execute(
-                "UPDATE jobs SET state = 'done', error = NULL, updated_at = ?2 WHERE id = ?1",
-                params![job_id, created_at],
-            )
-            .map_err(sql("marking a result's job done"))?;
+            // Only the job's current attempt finishes it: a result of an attempt it was requeued
+            // after (a new run id) is a second result for one job, and is not stored.
+            let current = tx
+                .execute(
+                    "UPDATE jobs SET state = 'done', error = NULL, updated_at = ?2
+                     WHERE id = ?1 AND run_id = ?3",
+                    params![job_id, created_at, r.run_id],
+                )
+                .map_err(sql("marking a result's job done"))?;
+            // (A job that does not exist failed the insert above, on its foreign key.)
+            if current == 0 {
+                return Ok(false);
+            }
         }
         tx.commit().map_err(sql(context))?;
         Ok(true)

@@ -43,6 +43,9 @@ pub struct AgentRow {
     /// Dial-in: the HTTP API of the serve that holds its stream (`gpufleet power` reads its
     /// live samples there); `None` while it is not connected.
     pub api_url: Option<String>,
+    /// Dial-in: the serve (`pid@host`) that holds its stream, the one that runs its jobs; `None`
+    /// while it is not connected.
+    pub attached_to: Option<String>,
 }
 
 /// Serialises a URL with any `user:password@` removed, so credentials never reach JSON output.
@@ -641,6 +644,7 @@ mod tests {
             tls_pin: None,
             tls_ca: None,
             api_url: None,
+            attached_to: None,
         };
         let text = serde_json::to_string(&a).unwrap();
         assert!(!text.contains("s3cret"), "{text}");

@@ -347,7 +347,11 @@ impl Store {
 
     /// Takes over campaign `id` for `owner` if its owner is still `expected` (compare and swap, so
     /// two coordinators cannot both resume it). The campaign becomes `running`; its `running` jobs
-    /// (their process is gone) become `interrupted`. Returns whether the claim won.
+    /// that no live lease holds, and those the old owner ran on direct agents (its process is
+    /// gone, and their results with it), become `interrupted`. A job another serve holds keeps
+    /// running there, and a dial-in agent's job keeps its lease: the agent delivers the result to
+    /// the serve it attaches to next (see [`Store::expire_leases`]). Returns whether the claim
+    /// won.
     ///
     /// # Errors
     /// [`StoreError::Db`] if the updates fail; then nothing changed.
@@ -373,8 +377,11 @@ impl Store {
             tx.execute(
                 "UPDATE jobs SET state = 'interrupted', updated_at = ?2,
                     error = 'the coordinator running it stopped'
-                 WHERE campaign_id = ?1 AND state = 'running'",
-                params![id, now],
+                 WHERE campaign_id = ?1 AND state = 'running'
+                   AND (claimed_by IS NULL OR lease_until IS NULL OR lease_until < ?2
+                        OR (claimed_by IS NOT DISTINCT FROM ?3
+                            AND agent_id IN (SELECT id FROM agents WHERE kind = 'direct')))",
+                params![id, now, expected],
             )
             .map_err(sql(context))?;
         }
@@ -382,8 +389,9 @@ impl Store {
         Ok(won)
     }
 
-    /// On a graceful stop: `owner`'s running campaigns and their running jobs become
-    /// `interrupted` and ownerless, to be resumed by the next coordinator. Returns the campaigns.
+    /// On a graceful stop: `owner`'s running campaigns become `interrupted` and ownerless, to be
+    /// resumed by the next coordinator, and the jobs `owner` runs (in any campaign), or that no
+    /// other process holds in its campaigns, become `interrupted`. Returns the campaigns.
     ///
     /// # Errors
     /// [`StoreError::Db`] if the updates fail; then nothing changed.
@@ -400,11 +408,18 @@ impl Store {
                 .collect::<Result<_, _>>()
                 .map_err(sql(context))?
         };
+        tx.execute(
+            "UPDATE jobs SET state = 'interrupted', updated_at = ?2,
+                error = 'the coordinator was stopped'
+             WHERE claimed_by = ?1 AND state = 'running'",
+            params![owner, now],
+        )
+        .map_err(sql(context))?;
         for id in &ids {
             tx.execute(
                 "UPDATE jobs SET state = 'interrupted', updated_at = ?2,
                     error = 'the coordinator was stopped'
-                 WHERE campaign_id = ?1 AND state = 'running'",
+                 WHERE campaign_id = ?1 AND state = 'running' AND claimed_by IS NULL",
                 params![id, now],
             )
             .map_err(sql(context))?;
@@ -420,25 +435,25 @@ impl Store {
     }
 
     /// Gives an `interrupted` job a fresh run id (a result the old attempt may still deliver
-    /// cannot be mistaken for the new one) and puts it back in the queue. Returns the new run id.
+    /// cannot be mistaken for the new one) and puts it back in the queue, unclaimed. Returns
+    /// whether it did: `false` when the job is no longer `interrupted` (its late result was
+    /// stored, or another process requeued it first).
     ///
     /// # Errors
-    /// [`StoreError::UnknownJob`] if the job does not exist.
-    pub fn requeue_job(&mut self, job_id: i64, run_id: &str) -> Result<(), StoreError> {
+    /// [`StoreError::InvalidInput`] for an empty run id; [`StoreError::Db`].
+    pub fn requeue_job(&mut self, job_id: i64, run_id: &str) -> Result<bool, StoreError> {
         require_non_empty("run_id", run_id)?;
         let now = self.now();
         let changed = self
             .conn
             .execute(
-                "UPDATE jobs SET state = 'queued', run_id = ?2, updated_at = ?3
-                 WHERE id = ?1 AND state IN ('interrupted', 'queued', 'running')",
+                "UPDATE jobs SET state = 'queued', run_id = ?2, updated_at = ?3,
+                    claimed_by = NULL, lease_until = NULL
+                 WHERE id = ?1 AND state = 'interrupted'",
                 params![job_id, run_id, now],
             )
             .map_err(sql("requeueing a job"))?;
-        if changed == 0 {
-            return Err(StoreError::UnknownJob { id: job_id });
-        }
-        Ok(())
+        Ok(changed == 1)
     }
 }
 

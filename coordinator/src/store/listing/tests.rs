@@ -386,7 +386,7 @@ fn migration_8_fills_its_tables_from_the_results_already_stored() {
     };
     let kept_by_triggers = snapshot(&store);
     assert_eq!(kept_by_triggers.len(), 3 + 2 + 2);
-    // Back to version 7: what migrations 8 and 9 added is gone, the results stay.
+    // Back to version 7: what migrations 8 to 11 added is gone, the results stay.
     store
         .conn
         .execute_batch(
@@ -402,6 +402,8 @@ fn migration_8_fills_its_tables_from_the_results_already_stored() {
              ALTER TABLE results DROP COLUMN p75_s; ALTER TABLE results DROP COLUMN upper_fence_s;
              ALTER TABLE results DROP COLUMN outliers_high;
              ALTER TABLE agents DROP COLUMN api_url;
+             ALTER TABLE jobs DROP COLUMN claimed_by; ALTER TABLE jobs DROP COLUMN lease_until;
+             ALTER TABLE agents DROP COLUMN attached_to;
              PRAGMA user_version = 7;",
         )
         .unwrap();

@@ -1,4 +1,6 @@
-use super::super::test_support::{assert_invalid, clocked_store, sample_result, temp_store};
+use super::super::test_support::{
+    TestDb, assert_invalid, clocked_store, sample_result, temp_store,
+};
 use super::super::{DeviceRecord, JobState, NewJob, ResultFilter, ResultRow};
 use super::*;
 
@@ -101,9 +103,10 @@ fn the_same_run_id_is_stored_once() {
     );
 }
 
-#[test]
-fn inserting_a_result_finishes_its_job() {
-    let (_dir, mut store) = temp_store();
+/// A store with agent `a` and a campaign of one job whose run id is `run_id`: the store, its
+/// directory, and the agent's, campaign's and job's ids.
+fn one_job(run_id: &str) -> (TestDb, Store, i64, i64, i64) {
+    let (dir, mut store) = temp_store();
     let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
     let campaign = store.create_campaign("smoke", "", "{}").unwrap();
     let job = store
@@ -113,9 +116,15 @@ fn inserting_a_result_finishes_its_job() {
             device_row_id: None,
             spec_key: "k".into(),
             spec_json: "{}".into(),
-            run_id: "job-run".into(),
+            run_id: run_id.into(),
         })
         .unwrap();
+    (dir, store, agent, campaign, job)
+}
+
+#[test]
+fn inserting_a_result_finishes_its_job() {
+    let (_dir, mut store, agent, campaign, job) = one_job("job-run");
     store
         .set_job_state(job, JobState::Running, Some("stale"))
         .unwrap();
@@ -128,6 +137,33 @@ fn inserting_a_result_finishes_its_job() {
     assert_eq!((j.state, j.error.as_deref()), (JobState::Done, None));
     let rows = store.results(&ResultFilter::default()).unwrap();
     assert_eq!(rows[0].suite.as_deref(), Some("smoke"));
+}
+
+/// A lost attempt's result that arrives after its job was requeued under a new run id is not a
+/// second result for the job: it is not stored, and the job waits for its new attempt.
+#[test]
+fn a_result_of_an_attempt_the_job_was_requeued_after_is_not_stored() {
+    let (_dir, mut store, agent, campaign, job) = one_job("first");
+    store
+        .set_job_state(job, JobState::Interrupted, Some("lost"))
+        .unwrap();
+    assert!(store.requeue_job(job, "second").unwrap());
+    assert!(
+        !store.requeue_job(job, "third").unwrap(),
+        "only an interrupted job is requeued"
+    );
+    let mut late = sample_result("first", agent);
+    late.campaign_id = Some(campaign);
+    late.job_id = Some(job);
+    assert!(!store.insert_result(&late).unwrap());
+    assert!(store.results(&ResultFilter::default()).unwrap().is_empty());
+    let j = &store.jobs(campaign).unwrap()[0];
+    assert_eq!((j.state, j.run_id.as_str()), (JobState::Queued, "second"));
+    let mut new = sample_result("second", agent);
+    new.campaign_id = Some(campaign);
+    new.job_id = Some(job);
+    assert!(store.insert_result(&new).unwrap());
+    assert_eq!(store.jobs(campaign).unwrap()[0].state, JobState::Done);
 }
 
 #[test]
