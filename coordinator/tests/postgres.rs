@@ -246,6 +246,99 @@ fn commands_write_and_read_through_a_postgres_url() {
     assert!(stderr(&out).contains("pg_restore"), "{}", stderr(&out));
 }
 
+/// The CA of the cluster's TLS certificate (`GPUFLEET_TEST_POSTGRES_CA`, which `.ci/run` sets to
+/// what `ci/postgres.sh` made), or `None` (after saying why).
+fn cluster_ca() -> Option<String> {
+    match std::env::var("GPUFLEET_TEST_POSTGRES_CA") {
+        Ok(path) => Some(path),
+        Err(_) => {
+            let required = std::env::var("GPUFLEET_REQUIRE")
+                .is_ok_and(|v| v.split(',').any(|b| b.trim() == "postgres"));
+            assert!(
+                !required,
+                "GPUFLEET_REQUIRE names postgres but GPUFLEET_TEST_POSTGRES_CA is not set"
+            );
+            eprintln!("skipping: GPUFLEET_TEST_POSTGRES_CA is not set (ci/postgres.sh makes one)");
+            None
+        }
+    }
+}
+
+/// TLS to the database with `sslmode` as libpq spells it, against the throwaway cluster: its
+/// certificate names `localhost` and is signed by a CA of its own, and its role `gpufleet_tls`
+/// may log in over TLS only, so a command that works as that role went over TLS.
+#[test]
+fn tls_to_the_database_follows_sslmode() {
+    let Some(admin) = cluster() else { return };
+    let Some(ca) = cluster_ca() else { return };
+    let db = TestDb::create(&admin, "tls");
+    run_sql(
+        &admin,
+        "DO $$ BEGIN CREATE ROLE gpufleet_tls LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+    );
+    run_sql(
+        &admin,
+        &format!("ALTER DATABASE {} OWNER TO gpufleet_tls", db.name),
+    );
+    let as_tls = db.url().replacen("gpufleet@", "gpufleet_tls@", 1);
+    let by_name = as_tls.replacen("127.0.0.1", "localhost", 1);
+    let other_ca = tempfile::NamedTempFile::new().unwrap();
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".into()]).unwrap();
+    std::fs::write(other_ca.path(), other.cert.pem()).unwrap();
+    let other_ca = other_ca.path().display().to_string();
+    let add = |url: &str, agent: &str| {
+        gpufleet(
+            Path::new(url),
+            &["agents", "add", agent, "http://127.0.0.1:1"],
+        )
+    };
+    // What works: TLS unchecked (require, and prefer, the default, with a server that offers
+    // it), the chain checked (verify-ca, at the address), the chain and the name (verify-full).
+    for (n, url) in [
+        format!("{as_tls}?sslmode=require"),
+        as_tls.clone(),
+        format!("{as_tls}?sslmode=verify-ca&sslrootcert={ca}"),
+        format!("{by_name}?sslmode=verify-full&sslrootcert={ca}"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        ok_stdout(&add(url, &format!("rig{n}")));
+    }
+    let listed = ok_stdout(&gpufleet(Path::new(&as_tls), &["agents", "list", "--json"]));
+    assert_eq!(listed.matches("\"rig").count(), 4, "{listed}");
+    // What is refused, each saying why.
+    for (url, says) in [
+        (
+            format!("{as_tls}?sslmode=disable"),
+            "no encryption".to_string(),
+        ),
+        (
+            format!("{as_tls}?sslmode=verify-full&sslrootcert={ca}"),
+            "the server's TLS certificate was refused (sslmode=verify-full)".into(),
+        ),
+        (
+            format!("{by_name}?sslmode=verify-ca&sslrootcert={other_ca}"),
+            "the server's TLS certificate was refused (sslmode=verify-ca)".into(),
+        ),
+        (
+            format!("{as_tls}?sslmode=verify-ca"),
+            "give sslrootcert=PATH".into(),
+        ),
+    ] {
+        let out = add(&url, "refused");
+        assert!(!out.status.success(), "{url}");
+        assert!(stderr(&out).contains(&says), "{url}: {}", stderr(&out));
+    }
+    assert_eq!(
+        number(
+            &db.url(),
+            "SELECT count(*) FROM agents WHERE name = 'refused'"
+        ),
+        0
+    );
+}
+
 /// The serve (`pid@host`) holding each attached agent's stream.
 fn holders(url: &str) -> BTreeMap<String, String> {
     rows(

@@ -53,30 +53,44 @@ pub fn is_loopback_host(host: &str) -> bool {
             .is_ok_and(|ip| ip.is_loopback())
 }
 
-#[derive(Debug)]
-struct PinVerifier {
-    pin: String,
+/// What a [`Checked`] verifier decides about the server's certificate chain: the end entity, the
+/// intermediates and the name the client dialed.
+pub type CertCheck = dyn Fn(&CertificateDer<'_>, &[CertificateDer<'_>], &ServerName<'_>) -> Result<(), rustls::Error>
+    + Send
+    + Sync;
+
+/// A verifier that leaves the decision about the certificate to a function and checks the
+/// handshake's signatures (that the server holds the certificate's key) with the provider's
+/// algorithms. The pin here, and the `sslmode` checks of the coordinator's PostgreSQL client, are
+/// each one function.
+pub struct Checked {
+    check: Box<CertCheck>,
     provider: Arc<CryptoProvider>,
 }
 
-impl ServerCertVerifier for PinVerifier {
+impl Checked {
+    pub fn new(provider: Arc<CryptoProvider>, check: Box<CertCheck>) -> Arc<Checked> {
+        Arc::new(Checked { check, provider })
+    }
+}
+
+impl std::fmt::Debug for Checked {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Checked")
+    }
+}
+
+impl ServerCertVerifier for Checked {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
         _ocsp: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
-        let got = sha256_hex(end_entity);
-        if got == self.pin {
-            Ok(ServerCertVerified::assertion())
-        } else {
-            Err(rustls::Error::General(format!(
-                "pin mismatch: the coordinator's certificate has SHA-256 {got}, --pin-sha256 expects {}",
-                self.pin
-            )))
-        }
+        (self.check)(end_entity, intermediates, server_name)
+            .map(|()| ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(
@@ -114,6 +128,23 @@ impl ServerCertVerifier for PinVerifier {
     }
 }
 
+/// Exactly the certificate whose SHA-256 is `pin` (normalised).
+fn pinned(pin: String, provider: Arc<CryptoProvider>) -> Arc<Checked> {
+    Checked::new(
+        provider,
+        Box::new(move |end_entity, _, _| {
+            let got = sha256_hex(end_entity);
+            if got == pin {
+                Ok(())
+            } else {
+                Err(rustls::Error::General(format!(
+                    "pin mismatch: the coordinator's certificate has SHA-256 {got}, --pin-sha256 expects {pin}"
+                )))
+            }
+        }),
+    )
+}
+
 /// The rustls client configuration for `trust`.
 ///
 /// # Errors
@@ -137,10 +168,7 @@ pub fn client_config(trust: &Trust) -> Result<rustls::ClientConfig, String> {
             .with_no_client_auth(),
         Trust::Pin(pin) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(PinVerifier {
-                pin: normalize_pin(pin)?,
-                provider,
-            }))
+            .with_custom_certificate_verifier(pinned(normalize_pin(pin)?, provider))
             .with_no_client_auth(),
     };
     config.alpn_protocols = vec![b"h2".to_vec()];

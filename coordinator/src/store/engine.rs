@@ -13,6 +13,7 @@
 //! integer or a real, so a row is read the same way from either engine.
 
 mod pg;
+mod pg_tls;
 mod value;
 
 use std::cell::Cell;

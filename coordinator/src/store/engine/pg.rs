@@ -11,8 +11,9 @@ use std::sync::mpsc;
 use std::thread::JoinHandle;
 
 use postgres::config::Host;
-use postgres::{Client, Config, NoTls, Statement};
+use postgres::{Client, Config, Statement};
 
+use super::pg_tls::{MakeTls, tls_for};
 use super::{DbError, Value};
 
 /// How long connecting may take before it fails (a host that drops packets).
@@ -25,6 +26,9 @@ const STATEMENT_CACHE: usize = 512;
 #[derive(Clone)]
 pub(in crate::store) struct PgTarget {
     config: Config,
+    /// TLS as the URL's `sslmode` says (`prefer` when it says nothing, as libpq).
+    tls: MakeTls,
+    sslmode: String,
     /// The URL without its password, for messages.
     shown: String,
     /// Where the password came from, for messages (`the URL`, `PGPASSWORD`, a passfile).
@@ -61,34 +65,28 @@ impl PgTarget {
         if !is_postgres_url(url) {
             return Err("a PostgreSQL URL starts with postgres:// or postgresql://".into());
         }
-        // sslmode values libpq knows but the client's parser does not, and passfile, are ours.
+        // TLS (sslmode as libpq spells it, sslrootcert) and passfile are ours; the client's
+        // parser knows only part of them.
         let (base, query) = url.split_once('?').unwrap_or((url, ""));
         let mut kept = Vec::new();
-        let mut passfile = None;
+        let (mut passfile, mut sslmode, mut root_cert) = (None, "prefer".to_owned(), None);
         for pair in query.split('&').filter(|p| !p.is_empty()) {
             let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
             match key {
                 "passfile" => passfile = Some(value.to_owned()),
-                "sslmode" => match value {
-                    "disable" | "allow" | "prefer" => kept.push("sslmode=disable".to_owned()),
-                    "require" | "verify-ca" | "verify-full" => {
-                        return Err(format!(
-                            "sslmode={value}: TLS to PostgreSQL is not supported by this \
-                             gpufleet yet; reach the database over a private network or a \
-                             Unix socket, or through a TLS tunnel"
-                        ));
-                    }
-                    other => {
-                        return Err(format!(
-                            "sslmode {:?} is not one of disable, allow, prefer, require, \
-                             verify-ca, verify-full",
-                            short(other)
-                        ));
-                    }
-                },
+                "sslmode" => value.clone_into(&mut sslmode),
+                "sslrootcert" => root_cert = Some(value.to_owned()),
+                "sslcert" | "sslkey" | "sslpassword" => {
+                    return Err(format!(
+                        "{key}: client certificates are not supported; the server must let this \
+                         user log in with a password"
+                    ));
+                }
                 _ => kept.push(pair.to_owned()),
             }
         }
+        let home = env("HOME");
+        let (ssl_mode, tls) = tls_for(&sslmode, root_cert.as_deref(), home.as_deref())?;
         let cleaned = if kept.is_empty() {
             base.to_owned()
         } else {
@@ -110,6 +108,7 @@ impl PgTarget {
             let db = config.get_user().unwrap_or_default().to_owned();
             config.dbname(&db);
         }
+        config.ssl_mode(ssl_mode);
         config.connect_timeout(CONNECT_TIMEOUT);
         config.application_name("gpufleet");
         let mut password_from = config.get_password().map(|_| "the URL".to_owned());
@@ -132,6 +131,8 @@ impl PgTarget {
         let shown = shown(&config);
         Ok(PgTarget {
             config,
+            tls,
+            sslmode,
             shown,
             password_from,
         })
@@ -149,7 +150,7 @@ impl PgTarget {
 }
 
 /// At most 40 characters of a value, for an error message.
-fn short(text: &str) -> String {
+pub(super) fn short(text: &str) -> String {
     text.chars().take(40).collect()
 }
 
@@ -272,6 +273,18 @@ pub(in crate::store) fn explain_connect_error(e: &postgres::Error, target: &PgTa
         };
     }
     let text = describe(e);
+    if text.contains("invalid peer certificate") {
+        return format!(
+            "the server's TLS certificate was refused (sslmode={}): {text}",
+            target.sslmode
+        );
+    }
+    if text.contains("server does not support TLS") {
+        return format!(
+            "the server does not offer TLS, and sslmode={} asks for it",
+            target.sslmode
+        );
+    }
     if text.contains("password missing") {
         return format!(
             "the server wants a password for user {user:?} and none was given (set PGPASSWORD or \
@@ -287,6 +300,7 @@ type Job = Box<dyn FnOnce(&mut Session) + Send>;
 struct Session {
     client: Client,
     config: Config,
+    tls: MakeTls,
     statements: HashMap<String, Statement>,
     in_transaction: bool,
 }
@@ -314,7 +328,7 @@ impl Session {
         if self.in_transaction {
             return Err(DbError::Closed);
         }
-        self.client = self.config.connect(NoTls)?;
+        self.client = self.config.connect(self.tls.clone())?;
         self.statements.clear();
         Ok(())
     }
@@ -341,13 +355,13 @@ impl PgConn {
     /// # Errors
     /// The client's error (refused, timed out, wrong password, no such database).
     pub(in crate::store) fn connect(target: &PgTarget) -> Result<PgConn, postgres::Error> {
-        let config = target.config.clone();
+        let (config, tls) = (target.config.clone(), target.tls.clone());
         let (ready_tx, ready_rx) = mpsc::channel();
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
             .name("gpufleet-pg".into())
             .spawn(move || {
-                let client = match config.connect(NoTls) {
+                let client = match config.connect(tls.clone()) {
                     Ok(c) => c,
                     Err(e) => {
                         let _ = ready_tx.send(Err(e));
@@ -358,6 +372,7 @@ impl PgConn {
                 let mut session = Session {
                     client,
                     config,
+                    tls,
                     statements: HashMap::new(),
                     in_transaction: false,
                 };
@@ -495,7 +510,15 @@ mod tests {
         let e = PgTarget::parse_with("postgres://h/db?sslmode=sometimes", env(&[])).unwrap_err();
         assert!(e.contains("sslmode \"sometimes\""), "{e}");
         let e = PgTarget::parse_with("postgres://h/db?sslmode=verify-full", env(&[])).unwrap_err();
-        assert!(e.contains("not supported"), "{e}");
+        assert!(e.contains("give sslrootcert=PATH"), "{e}");
+        let e = PgTarget::parse_with(
+            "postgres://h/db?sslmode=verify-ca&sslrootcert=/nonexistent/ca.crt",
+            env(&[]),
+        )
+        .unwrap_err();
+        assert!(e.starts_with("sslrootcert /nonexistent/ca.crt: "), "{e}");
+        let e = PgTarget::parse_with("postgres://h/db?sslcert=me.crt", env(&[])).unwrap_err();
+        assert!(e.contains("client certificates"), "{e}");
         let e = PgTarget::parse_with("postgres://h:notaport/db", env(&[])).unwrap_err();
         assert!(e.contains("libpq"), "{e}");
         assert!(PgTarget::parse_with("mysql://h/db", env(&[])).is_err());
