@@ -10,8 +10,11 @@ trace on every 20th, the real regression check every night):
     gpufleet --db 100k.db seed-history --agents 30 --nights 37  --specs 30 --iterations 100 --power-every 20
     gpufleet --db 1m.db   seed-history --agents 30 --nights 371 --specs 30 --iterations 100 --power-every 20
 
-Usage: bench/history_scale.py --db PATH [--bin target/release] [--loads 50] [--insert-nights 2]
-                              [--compact] [--out docs/table.md]
+Usage: bench/history_scale.py --db PATH|postgres://URL [--bin target/release] [--loads 50]
+                              [--insert-nights 2] [--compact] [--out docs/table.md]
+
+--db takes a PostgreSQL URL as gpufleet does (issue 35): seed-history writes there the same way, or
+`gpufleet db copy 1m.db postgres://...` moves an SQLite history there. Its size is read with `psql`.
 
 --insert-nights adds that many nights (2,700 results each) through the insert path campaigns use, one
 transaction per result with the regression check, while the pages are loaded in a loop.
@@ -21,7 +24,7 @@ database.
 import argparse
 import json
 import os
-import sqlite3
+import re
 import statistics
 import subprocess
 import sys
@@ -50,8 +53,24 @@ def rss_mb(pid):
     return tuple(int(fields[k].split()[0]) / 1024 for k in ("VmRSS", "VmHWM"))
 
 
+def is_postgres(db):
+    return db.startswith(("postgres://", "postgresql://"))
+
+
 def size_mb(db):
+    if is_postgres(db):
+        out = subprocess.run(["psql", db, "-Atc", "SELECT pg_database_size(current_database())"],
+                             check=True, capture_output=True, text=True).stdout
+        return int(out.strip()) / 2**20
     return sum(os.path.getsize(p) for p in (db, db + "-wal") if os.path.exists(p)) / 2**20
+
+
+def counts(base):
+    """(results, agents) as the serve reports them: /metrics' results by status, /api/agents."""
+    with urllib.request.urlopen(base + "/metrics", timeout=60) as r:
+        text = r.read().decode()
+    n = sum(int(float(v)) for v in re.findall(r'^gpufleet_results\{[^}]*\} (\S+)$', text, re.M))
+    return n, len(get_json(base, "/api/agents"))
 
 
 def main():
@@ -65,11 +84,6 @@ def main():
     a = ap.parse_args()
     gpufleet = str(Path(a.bin) / "gpufleet")
     db = a.db
-    conn = sqlite3.connect(db)
-    n = conn.execute("SELECT count(*) FROM results").fetchone()[0]
-    agents = conn.execute("SELECT count(*) FROM agents").fetchone()[0]
-    conn.close()
-    out = [f"### {n:,} results ({size_mb(db):,.0f} MB, {agents} agents)", ""]
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     serve = subprocess.Popen([gpufleet, "--db", db, "serve", "--listen", f"127.0.0.1:{port}", "--tick-s", "3600"],
@@ -81,6 +95,9 @@ def main():
                 break
             except Exception:
                 time.sleep(0.2)
+        n, agents = counts(base)
+        engine = "PostgreSQL" if is_postgres(db) else "SQLite"
+        out = [f"### {n:,} results on {engine} ({size_mb(db):,.0f} MB, {agents} agents)", ""]
         alert = get_json(base, "/api/alerts")[0]
         hist = "/history?" + urllib.parse.urlencode(
             {"spec": alert["spec_key"], "agent": alert["agent"], "device": alert["device_id"]})

@@ -12,7 +12,10 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{BIN, Serve, dial_url, enrol, gpufleet, ok_stdout, wait_for};
+use common::{BIN, Proc, Quiet, Serve, dial_url, enrol, gpufleet, ok_stdout, wait_for};
+use gpufleet_coordinator::db::Db;
+use gpufleet_coordinator::schedule::{Daemon, DaemonConfig};
+use std::sync::Arc;
 
 /// The cluster's admin URL, or `None` (after saying why) when there is none.
 fn cluster() -> Option<String> {
@@ -498,4 +501,98 @@ fn two_serves_on_one_database_lose_nothing_when_one_is_killed() {
         let _ = a.kill();
         let _ = a.wait();
     }
+}
+
+/// Two replicas' schedule daemons on one PostgreSQL database, their clocks injected, reach each of
+/// 20 slots of an every-minute schedule at the same moment: each slot starts exactly one campaign,
+/// whichever replica's tick gets there first, and every campaign runs to its end once.
+#[test]
+fn two_replicas_fire_each_of_20_slots_once() {
+    let Some(admin) = cluster() else { return };
+    let test_db = TestDb::create(&admin, "slots");
+    let url = test_db.url();
+    let db = Path::new(&url);
+    let agent = Proc::agent(false);
+    ok_stdout(&gpufleet(db, &["agents", "add", "rig", &agent.url]));
+    let dir = tempfile::tempdir().unwrap();
+    let suite = dir.path().join("quick.toml");
+    std::fs::write(
+        &suite,
+        "name = \"quick\"\n[defaults]\nwarmup = 0\nmin_iterations = 2\nmin_seconds = 0.01\n\
+         timeout_s = 60\ntarget_ci_pct = 0\n[[run]]\nkernel = \"vec_add\"\nparams = { n = 4096 }\n",
+    )
+    .unwrap();
+    let suite = suite.display().to_string();
+    ok_stdout(&gpufleet(
+        db,
+        &[
+            "schedule",
+            "add",
+            "every",
+            "--cron",
+            "* * * * *",
+            "--suite",
+            &suite,
+            "--backend",
+            "cpu",
+            "--agent",
+            "rig",
+        ],
+    ));
+    let replica = || {
+        Daemon::new(
+            Db::open(db).unwrap(),
+            DaemonConfig::default(),
+            Arc::new(Quiet),
+        )
+    };
+    let (a, b) = (replica(), replica());
+    // Slots from 2030 on: the schedule counts everything before as handled.
+    let base = 1_893_456_000.0;
+    a.db().with(|s| s.pass_slot("every", base)).unwrap();
+    let (mut by_a, mut by_b) = (0, 0);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let reports = runtime.block_on(async {
+        for i in 1..=20 {
+            let now = base + 60.0 * f64::from(i) + 1.0;
+            let (x, y) = tokio::join!(a.tick(now), b.tick(now));
+            let (x, y) = (x.unwrap(), y.unwrap());
+            assert_eq!(x.len() + y.len(), 1, "slot {i}: a started {x:?}, b {y:?}");
+            by_a += x.len();
+            by_b += y.len();
+            // A tick a moment later fires nothing again.
+            let (x, y) = tokio::join!(a.tick(now + 2.0), b.tick(now + 2.0));
+            assert!(x.unwrap().is_empty() && y.unwrap().is_empty(), "slot {i}");
+        }
+        [a.wait_idle().await, b.wait_idle().await].concat()
+    });
+    assert_eq!(reports.len(), 20, "a fired {by_a}, b {by_b}");
+    for r in &reports {
+        assert!(r.error.is_none(), "{r:?}");
+    }
+    assert_eq!(
+        number(
+            &url,
+            "SELECT count(DISTINCT slot) FROM campaigns WHERE schedule_name = 'every' AND state = 'done'"
+        ),
+        20
+    );
+    assert_eq!(number(&url, "SELECT count(*) FROM campaigns"), 20);
+    // One result per slot's job, and one per confirmation rerun the regression check asked for.
+    assert_eq!(
+        number(
+            &url,
+            "SELECT count(*) FROM results r JOIN jobs j ON j.id = r.job_id
+             WHERE j.confirms_result_id IS NULL"
+        ),
+        20
+    );
+    assert_eq!(
+        number(&url, "SELECT count(DISTINCT job_id) FROM results"),
+        number(&url, "SELECT count(*) FROM jobs")
+    );
+    assert_eq!(
+        number(&url, "SELECT count(*) FROM results"),
+        number(&url, "SELECT count(*) FROM jobs")
+    );
 }
