@@ -19,21 +19,23 @@ use std::sync::Arc;
 
 /// The cluster's admin URL, or `None` (after saying why) when there is none.
 fn cluster() -> Option<String> {
-    match std::env::var("GPUFLEET_TEST_POSTGRES") {
-        Ok(url) => Some(url),
-        Err(_) => {
-            let required = std::env::var("GPUFLEET_REQUIRE")
-                .is_ok_and(|v| v.split(',').any(|b| b.trim() == "postgres"));
-            assert!(
-                !required,
-                "GPUFLEET_REQUIRE names postgres but GPUFLEET_TEST_POSTGRES is not set"
-            );
-            eprintln!(
-                "skipping: GPUFLEET_TEST_POSTGRES is not set (ci/postgres.sh starts a cluster)"
-            );
-            None
-        }
+    from_env("GPUFLEET_TEST_POSTGRES", "ci/postgres.sh starts a cluster")
+}
+
+/// The variable `name`, or `None` after saying why the test skips (`made_by`: where a value comes
+/// from); a missing one fails instead when `GPUFLEET_REQUIRE` names postgres.
+fn from_env(name: &str, made_by: &str) -> Option<String> {
+    if let Ok(value) = std::env::var(name) {
+        return Some(value);
     }
+    let required = std::env::var("GPUFLEET_REQUIRE")
+        .is_ok_and(|v| v.split(',').any(|b| b.trim() == "postgres"));
+    assert!(
+        !required,
+        "GPUFLEET_REQUIRE names postgres but {name} is not set"
+    );
+    eprintln!("skipping: {name} is not set ({made_by})");
+    None
 }
 
 /// A database made for one test, dropped at its end.
@@ -252,19 +254,7 @@ fn commands_write_and_read_through_a_postgres_url() {
 /// The CA of the cluster's TLS certificate (`GPUFLEET_TEST_POSTGRES_CA`, which `.ci/run` sets to
 /// what `ci/postgres.sh` made), or `None` (after saying why).
 fn cluster_ca() -> Option<String> {
-    match std::env::var("GPUFLEET_TEST_POSTGRES_CA") {
-        Ok(path) => Some(path),
-        Err(_) => {
-            let required = std::env::var("GPUFLEET_REQUIRE")
-                .is_ok_and(|v| v.split(',').any(|b| b.trim() == "postgres"));
-            assert!(
-                !required,
-                "GPUFLEET_REQUIRE names postgres but GPUFLEET_TEST_POSTGRES_CA is not set"
-            );
-            eprintln!("skipping: GPUFLEET_TEST_POSTGRES_CA is not set (ci/postgres.sh makes one)");
-            None
-        }
-    }
+    from_env("GPUFLEET_TEST_POSTGRES_CA", "ci/postgres.sh makes one")
 }
 
 /// TLS to the database with `sslmode` as libpq spells it, against the throwaway cluster: its
