@@ -124,16 +124,28 @@ fn candidate_from_row(r: &Row<'_>) -> DbResult<CheckCandidate> {
 const IS_CONFIRMATION: &str =
     "EXISTS (SELECT 1 FROM jobs j WHERE j.id = r.job_id AND j.confirms_result_id IS NOT NULL)";
 
-/// The regression window of a candidate: its series' earlier ok results since the series' last
-/// alert, newest first (read along `results_series`; `listing.rs` checks its plan).
-pub(super) fn baseline_sql() -> String {
+/// `column` is the device `param` stands for, NULL matching NULL. Written per case rather than as
+/// `IS NOT DISTINCT FROM`, which SQLite reads along an index but PostgreSQL does not (there it was
+/// a scan of every result per check); `param` stays in the text either way, since it is bound.
+fn device_is(column: &str, param: &str, device: Option<i64>) -> String {
+    match device {
+        Some(_) => format!("{column} = {param}"),
+        None => format!("({column} IS NULL AND CAST({param} AS bigint) IS NULL)"),
+    }
+}
+
+/// The regression window of a candidate on `device`: its series' earlier ok results since the
+/// series' last alert, newest first (read along `results_series`; `listing.rs` checks its plan).
+pub(super) fn baseline_sql(device: Option<i64>) -> String {
+    let result_device = device_is("r.device_row_id", ":device", device);
+    let alert_device = device_is("a.device_row_id", ":device", device);
     format!(
         "SELECT r.metric_value FROM results r
-         WHERE r.device_row_id IS NOT DISTINCT FROM :device AND r.spec_key = :key AND r.segment = :segment
+         WHERE {result_device} AND r.spec_key = :key AND r.segment = :segment
            AND r.status = 'ok' AND r.metric_value IS NOT NULL AND r.id < :before
            AND NOT {IS_CONFIRMATION} AND (:noisy OR r.noisy = 0)
            AND r.id >= coalesce((SELECT max(a.result_id) FROM alerts a
-                                 WHERE a.device_row_id IS NOT DISTINCT FROM :device AND a.spec_key = :key
+                                 WHERE {alert_device} AND a.spec_key = :key
                                    AND a.segment = :segment AND a.result_id < :before), 0)
          ORDER BY r.id DESC LIMIT :n"
     )
@@ -182,7 +194,7 @@ impl Store {
         let context = "reading a baseline";
         let mut stmt = self
             .conn
-            .prepare_cached(&baseline_sql())
+            .prepare_cached(&baseline_sql(c.device_row_id))
             .map_err(sql(context))?;
         let mut values: Vec<f64> = stmt
             .query_map(
@@ -209,10 +221,13 @@ impl Store {
     /// # Errors
     /// [`StoreError::Db`] if the query fails.
     pub fn segment_is_new(&self, c: &CheckCandidate) -> Result<bool, StoreError> {
+        let device = device_is("r.device_row_id", "?1", c.device_row_id);
         self.conn
             .query_row(
-                "SELECT EXISTS (SELECT 1 FROM results r WHERE r.device_row_id IS NOT DISTINCT FROM ?1
-                    AND r.spec_key = ?2 AND r.segment != ?3 AND r.id < ?4 AND r.status = 'ok')",
+                &format!(
+                    "SELECT EXISTS (SELECT 1 FROM results r WHERE {device}
+                        AND r.spec_key = ?2 AND r.segment != ?3 AND r.id < ?4 AND r.status = 'ok')"
+                ),
                 params![c.device_row_id, c.spec_key, c.segment, c.result_id],
                 |r| r.get(0),
             )
@@ -553,16 +568,17 @@ impl Store {
         spec_key: &str,
     ) -> Result<Vec<(String, f64, serde_json::Value)>, StoreError> {
         let context = "listing segments";
+        let device = device_is("device_row_id", "?1", device_row_id);
         let mut stmt = self
             .conn
-            .prepare_cached(
+            .prepare_cached(&format!(
                 "SELECT segment, created_at, fingerprint_json FROM (
                      SELECT segment, created_at, fingerprint_json, row_number() OVER (
                          PARTITION BY segment ORDER BY created_at, id) AS k
                      FROM results
-                     WHERE device_row_id IS NOT DISTINCT FROM ?1 AND spec_key = ?2) AS firsts
-                 WHERE k = 1 ORDER BY created_at",
-            )
+                     WHERE {device} AND spec_key = ?2) AS firsts
+                 WHERE k = 1 ORDER BY created_at"
+            ))
             .map_err(sql(context))?;
         stmt.query_map(params![device_row_id, spec_key], |r| {
             Ok((r.get(0)?, r.get(1)?, json_column(r, "fingerprint_json")?))

@@ -320,28 +320,30 @@ fn hot_queries_never_scan_the_results_table() {
     for (what, (sql, args)) in cases {
         assert_no_results_scan(what, &plan(&store, &sql, args));
     }
-    // The regression window, with its named parameters.
-    let mut stmt = store
-        .conn
-        .as_sqlite()
-        .unwrap()
-        .prepare(&format!(
-            "EXPLAIN QUERY PLAN {}",
-            super::super::checks::baseline_sql()
-        ))
-        .unwrap();
-    let baseline: Vec<String> = stmt
-        .query_map(
-            rusqlite::named_params! {
-                ":device": device, ":key": "k", ":segment": "s", ":before": 40, ":n": 20,
-                ":noisy": false,
-            },
-            |r| r.get::<_, String>(3),
-        )
-        .unwrap()
-        .collect::<Result<_, _>>()
-        .unwrap();
-    assert_no_results_scan("the regression baseline", &baseline);
+    // The regression window, with its named parameters, for a known device and for none.
+    for device in [Some(device), None] {
+        let mut stmt = store
+            .conn
+            .as_sqlite()
+            .unwrap()
+            .prepare(&format!(
+                "EXPLAIN QUERY PLAN {}",
+                super::super::checks::baseline_sql(device)
+            ))
+            .unwrap();
+        let baseline: Vec<String> = stmt
+            .query_map(
+                rusqlite::named_params! {
+                    ":device": device, ":key": "k", ":segment": "s", ":before": 40, ":n": 20,
+                    ":noisy": false,
+                },
+                |r| r.get::<_, String>(3),
+            )
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_no_results_scan("the regression baseline", &baseline);
+    }
     // A deliberately bad query shows the check can fail.
     let scan = plan(
         &store,
