@@ -1,22 +1,19 @@
 #!/usr/bin/env bash
 # Makes the base images the Dockerfiles start from, without a registry. For bookworm (the default):
 # a `debootstrap` of Debian bookworm imported as `gpufleet-base/bookworm:local` (the runtime base of
-# every image here), `gpufleet-base/rust:local` (bookworm with a C toolchain and this machine's Rust
-# toolchain, the build stage's base) and `gpufleet-base/rocm:local` (bookworm with Debian's ROCm 5.2
-# packages and clang-19, standing in for AMD's ROCm image). Pass them to `docker build` as build
-# args (docker/test.sh does):
-#   --build-arg RUNTIME_IMAGE=gpufleet-base/bookworm:local --build-arg RUST_IMAGE=gpufleet-base/rust:local
-# For bullseye (glibc 2.31, the release build's baseline: packaging/release_build.sh):
+# every image here) and `gpufleet-base/rocm:local` (bookworm with Debian's ROCm 5.2 packages and
+# clang-19, standing in for AMD's ROCm image). For bullseye (glibc 2.31, the release baseline):
 # `gpufleet-base/bullseye:local`, where release binaries are checked to run, and
-# `gpufleet-base/rust-bullseye:local`, where they are built (this machine's Rust toolchain needs
-# only glibc 2.17).
+# `gpufleet-base/rust-bullseye:local` (bullseye with a C toolchain and this machine's Rust toolchain,
+# which needs only glibc 2.17), the build stage's base for the images and the release alike.
+# Pass them to `docker build` as build args (docker/build_images.sh does, with LOCAL_BASES=1):
+#   --build-arg RUNTIME_IMAGE=gpufleet-base/bookworm:local --build-arg RUST_IMAGE=gpufleet-base/rust-bullseye:local
 # Usage: docker/base-images.sh [bookworm|bullseye]
 # Idempotent: an image that exists is kept. Needs root, debootstrap and a Debian mirror.
 set -euo pipefail
 suite=${1:-bookworm}
 case "$suite" in
-bookworm) rust=gpufleet-base/rust:local ;;
-bullseye) rust=gpufleet-base/rust-bullseye:local ;;
+bookworm | bullseye) ;;
 *) echo "base-images.sh: SUITE is bookworm or bullseye, not '$suite'" >&2; exit 2 ;;
 esac
 MIRROR="${DEBIAN_MIRROR:-http://deb.debian.org/debian}"
@@ -51,7 +48,8 @@ DPKG
     rm -rf "$work/rootfs"
 fi
 
-if ! have "$rust"; then
+rust=gpufleet-base/rust-bullseye:local
+if [ "$suite" = bullseye ] && ! have "$rust"; then
     echo "== rust builder: $suite + build tools + this machine's Rust toolchain"
     toolchain="$(rustc --print sysroot)"
     mkdir -p "$work/rust"

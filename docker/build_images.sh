@@ -26,9 +26,11 @@ if [ "$mode" = --push ]; then
 fi
 if [ "${LOCAL_BASES:-}" = 1 ]; then
     bash docker/base-images.sh >/dev/null
-    bases+=(--build-arg RUST_IMAGE=gpufleet-base/rust:local --build-arg RUNTIME_IMAGE=gpufleet-base/bookworm:local)
+    bash docker/base-images.sh bullseye >/dev/null
+    # The build stage on the release build's base (packaging/release_build.sh), so the two share it.
+    bases+=(--build-arg RUST_IMAGE=gpufleet-base/rust-bullseye:local --build-arg RUNTIME_IMAGE=gpufleet-base/bookworm:local)
     # Debian's ROCm 5.2 standing in for AMD's image: its HIP under /usr, clang-19, three targets.
-    rocm+=(--build-arg RUST_IMAGE=gpufleet-base/rust:local --build-arg ROCM_IMAGE=gpufleet-base/rocm:local
+    rocm+=(--build-arg RUST_IMAGE=gpufleet-base/rust-bullseye:local --build-arg ROCM_IMAGE=gpufleet-base/rocm:local
         --build-arg HIP_PATH=/usr --build-arg GPUFLEET_HIP_CLANG=clang-19
         --build-arg GPUFLEET_HIP_TARGETS=gfx803,gfx1010,gfx942)
 fi

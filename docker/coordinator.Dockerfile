@@ -4,13 +4,15 @@
 #   docker run -v gpufleet:/var/lib/gpufleet -p 7443:7443 -p 8787:8787 --env-file fleet.env gpufleet/coordinator
 # Beyond loopback serve needs TLS (made once in /var/lib/gpufleet/tls here) and GPUFLEET_READ_TOKEN /
 # GPUFLEET_ADMIN_TOKEN (16+ characters each). Base images are build args (docker/base-images.sh).
-ARG RUST_IMAGE=rust:1-bookworm
+ARG RUST_IMAGE=rust:1-bullseye
 ARG RUNTIME_IMAGE=debian:bookworm-slim
 
 FROM ${RUST_IMAGE} AS build
 WORKDIR /src
 # One build stage, word for word the same in agent-mesa, agent-nvidia and coordinator, so the image
-# builder compiles once for all three (the coordinator without the embedded agent of `gpufleet demo`).
+# builder compiles once for all three. It is also the release build: packaging/release_build.sh
+# builds this stage (on a bullseye root, glibc 2.31) and packs its two binaries, so the images and
+# the tarball and .debs carry the same binaries, compiled once.
 # First the dependencies, from the manifests alone: this layer is kept until Cargo.toml or
 # Cargo.lock change, so a source change recompiles only the workspace's own crates.
 COPY Cargo.toml Cargo.lock ./
@@ -20,7 +22,7 @@ COPY agent/Cargo.toml agent/
 COPY coordinator/Cargo.toml coordinator/
 COPY docker/stub-workspace.sh /usr/local/bin/
 RUN sh /usr/local/bin/stub-workspace.sh \
-    && cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features
+    && cargo build --release --locked --bin gpufleet --bin gpufleet-agent
 # Then the sources (only they, so editing docs or the image scripts keeps the compiled layer); the
 # target dir goes in the same step, so this layer holds the two binaries and nothing else.
 COPY proto proto
@@ -29,7 +31,7 @@ COPY agent agent
 COPY coordinator coordinator
 COPY dashboards dashboards
 RUN sh /usr/local/bin/stub-workspace.sh touch \
-    && cargo build --release --locked -p gpufleet-agent -p gpufleet-coordinator --no-default-features \
+    && cargo build --release --locked --bin gpufleet --bin gpufleet-agent \
     && install -D -s target/release/gpufleet-agent /out/gpufleet-agent \
     && install -D -s target/release/gpufleet /out/gpufleet \
     && rm -rf target

@@ -13,16 +13,19 @@ baseline=2.31
 arch=$(uname -m)
 bash docker/base-images.sh bullseye >/dev/null
 mkdir -p "$out"
-# The build: the source read-only, the target and cargo's downloads in volumes kept between runs.
-docker run --rm -v "$PWD:/src:ro" -v gpufleet-bullseye-target:/target -v gpufleet-bullseye-cargo:/cargo-home \
-    -e CARGO_TARGET_DIR=/target -e CARGO_HOME=/cargo-home -w /src gpufleet-base/rust-bullseye:local \
-    cargo build --release --locked --bin gpufleet --bin gpufleet-agent >&2
+# The build: the build stage of the images (docker/coordinator.Dockerfile, the same in every image
+# that carries these binaries) on the bullseye root. The image builder's layer cache makes it one
+# compile for both: when docker/test.sh or ci/release.yml built the images on this base first,
+# this is a cache hit, and the other way round.
+docker build -q -f docker/coordinator.Dockerfile --target build \
+    --build-arg RUST_IMAGE=gpufleet-base/rust-bullseye:local -t gpufleet-build:local . >/dev/null
 name="gpufleet-$version-$arch-linux-gnu"
 stage=$(mktemp -d)
-trap 'rm -rf "$stage"' EXIT
+container=""
+trap 'rm -rf "$stage"; [ -z "$container" ] || docker rm -f "$container" >/dev/null' EXIT
 mkdir -p "$stage/$name"
-docker run --rm -v gpufleet-bullseye-target:/target -v "$stage/$name:/out" gpufleet-base/rust-bullseye:local \
-    sh -c 'cp /target/release/gpufleet /target/release/gpufleet-agent /out/ && strip /out/gpufleet /out/gpufleet-agent'
+container=$(docker create gpufleet-build:local true)
+for b in gpufleet gpufleet-agent; do docker cp "$container:/out/$b" "$stage/$name/$b"; done
 for b in gpufleet gpufleet-agent; do
     need=$(objdump -T "$stage/$name/$b" | grep -o 'GLIBC_[0-9.]*' | sed 's/GLIBC_//' | sort -Vu | tail -1)
     if [ "$(printf '%s\n%s\n' "$need" "$baseline" | sort -V | tail -1)" != "$baseline" ]; then
