@@ -101,13 +101,14 @@ impl Store {
             .map_err(sql(context))?;
         let index: HashMap<i64, usize> = rows.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
 
-        // The counts the triggers of migration 8 keep: a few rows per campaign, never a pass over
-        // jobs or results.
+        // The counts the triggers of migration 8 keep: a few rows per campaign (on PostgreSQL a
+        // few shards of each, added up here), never a pass over jobs or results.
         let mut stmt = self
             .conn
             .prepare_cached(
-                "SELECT campaign_id, kind, state, n FROM campaign_counts
-                 WHERE n > 0 AND (CAST(?1 AS bigint) IS NULL OR campaign_id = ?1)",
+                "SELECT campaign_id, kind, state, CAST(sum(n) AS bigint) AS n FROM campaign_counts
+                 WHERE CAST(?1 AS bigint) IS NULL OR campaign_id = ?1
+                 GROUP BY campaign_id, kind, state HAVING sum(n) > 0",
             )
             .map_err(sql(context))?;
         let counts = stmt

@@ -137,6 +137,9 @@ const TABLES: &[Table] = &[
     },
 ];
 
+/// The rows of a counting table that take part in the check: keys with a count above 0.
+const COUNTED: &str = "n > 0";
+
 /// The tables the triggers keep, compared but not copied: (name, key, which rows count).
 const DERIVED: &[(&str, &[&str], &str)] = &[
     (
@@ -144,13 +147,27 @@ const DERIVED: &[(&str, &[&str], &str)] = &[
         &["agent_id", "device_id", "spec_key"],
         "TRUE",
     ),
-    ("result_counts", &["status"], "n > 0"),
+    ("result_counts", &["status"], COUNTED),
     (
         "campaign_counts",
         &["campaign_id", "kind", "state"],
-        "n > 0",
+        COUNTED,
     ),
 ];
+
+/// Where the check reads `table`: the table itself, or for a counting table (a derived one
+/// filtered by [`COUNTED`]) its totals, one row per key: PostgreSQL keeps those counters in shards
+/// (migration 12), SQLite in one row per key.
+fn checked_source(table: &str, key: &[&str], filter: &str) -> String {
+    if filter == COUNTED {
+        let keys = key.join(", ");
+        format!(
+            "(SELECT {keys}, CAST(sum(n) AS bigint) AS n FROM {table} GROUP BY {keys}) AS totals"
+        )
+    } else {
+        table.to_owned()
+    }
+}
 
 /// What a copy did to one table, and what the check found.
 #[derive(Debug, Clone, Serialize, PartialEq, Eq)]
@@ -261,13 +278,14 @@ impl Store {
         for t in &mut tables {
             t.destination_sha256 = Some(dest.table_sha256(&t.table)?);
         }
-        for (name, _, filter) in DERIVED {
+        for (name, key, filter) in DERIVED {
+            let source = checked_source(name, key, filter);
             tables.push(TableCopy {
                 table: (*name).to_owned(),
-                source_rows: self.count_rows(name, filter)?,
+                source_rows: self.count_rows(&source, filter)?,
                 copied: 0,
                 skipped: 0,
-                destination_rows: dest.count_rows(name, filter)?,
+                destination_rows: dest.count_rows(&source, filter)?,
                 source_sha256: Some(self.table_sha256(name)?),
                 destination_sha256: Some(dest.table_sha256(name)?),
             });
@@ -382,9 +400,17 @@ impl Store {
             .map(|t| (t.key, "TRUE"))
             .or_else(|| DERIVED.iter().find(|d| d.0 == table).map(|d| (d.1, d.2)))
             .expect("a known table");
-        let columns = self.columns(table)?;
+        let source = checked_source(table, key, filter);
+        let columns = if source == table {
+            self.columns(table)?
+        } else {
+            key.iter()
+                .map(|k| (*k).to_owned())
+                .chain(["n".to_owned()])
+                .collect()
+        };
         let mut hash = Sha256::new();
-        self.each_page(table, &columns, key, filter, &mut |rows| {
+        self.each_page(&source, &columns, key, filter, &mut |rows| {
             hash_rows(&mut hash, &rows);
             Ok(())
         })?;

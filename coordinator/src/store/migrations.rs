@@ -103,6 +103,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0011_leases.sql"),
         rewrite: None,
     },
+    Migration {
+        version: 12,
+        name: "0012_count_shards",
+        sql: include_str!("migrations/0012_count_shards.sql"),
+        rewrite: None,
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.
@@ -120,11 +126,18 @@ const POSTGRES_BASELINE: (i64, &str, &str) = (
 );
 
 /// PostgreSQL's steps after the baseline; `POSTGRES_MIGRATIONS[i].0 == POSTGRES_BASELINE.0 + i + 1`.
-const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    11,
-    "postgres/0011_leases",
-    include_str!("migrations/postgres/0011_leases.sql"),
-)];
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        11,
+        "postgres/0011_leases",
+        include_str!("migrations/postgres/0011_leases.sql"),
+    ),
+    (
+        12,
+        "postgres/0012_count_shards",
+        include_str!("migrations/postgres/0012_count_shards.sql"),
+    ),
+];
 
 /// The key of the advisory lock that serialises migrations ("GPFL"): two serves starting at once
 /// on an empty database create the schema once.

@@ -25,8 +25,8 @@
 //! | `checks` | checked result | regression verdict; `suspect` until its confirmation rerun ends |
 //! | `alerts` | confirmed change | before/after figures; resets the series' baseline |
 //! | `latest_results` | series (agent, device id, spec key) | its newest result; kept by a trigger on insert |
-//! | `result_counts` | status | results with it; kept by triggers (for `/metrics`) |
-//! | `campaign_counts` | (campaign, `job`/`result`, state) | kept by triggers on jobs and results |
+//! | `result_counts` | status (PostgreSQL: and shard) | results with it; kept by triggers (for `/metrics`); readers add the shards up |
+//! | `campaign_counts` | (campaign, `job`/`result`, state; PostgreSQL: and shard) | kept by triggers on jobs and results |
 //!
 //! Results are indexed by time (`results_by_time`, for pages walked from a cursor), by series
 //! (`results_by_series`: agent, device id, spec key, time, for histories), by `(device_row_id,

@@ -80,7 +80,8 @@ fn canonical(v: &serde_json::Value, out: &mut String) {
 
 /// Results by status for `/metrics`, from the counts the insert trigger keeps.
 pub(super) const RESULT_COUNTS_SQL: &str =
-    "SELECT status, n FROM result_counts WHERE n > 0 ORDER BY status";
+    "SELECT status, CAST(sum(n) AS bigint) AS n FROM result_counts GROUP BY status
+     HAVING sum(n) > 0 ORDER BY status";
 
 impl Store {
     /// Stores a result, its samples and (when `r.job_id` is set) its job's `done` state in one

@@ -168,7 +168,8 @@ fn the_latest_table_and_counts_follow_every_insert() {
         .query_row(
             "SELECT count(*) FROM (SELECT campaign_id, state, count(*) AS n FROM jobs
                  GROUP BY campaign_id, state
-             EXCEPT SELECT campaign_id, state, n FROM campaign_counts WHERE kind = 'job' AND n > 0)
+             EXCEPT SELECT campaign_id, state, CAST(sum(n) AS bigint) FROM campaign_counts
+                    WHERE kind = 'job' GROUP BY campaign_id, state HAVING sum(n) > 0)
              AS differences",
             [],
             |r| r.get(0),
