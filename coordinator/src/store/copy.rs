@@ -155,18 +155,22 @@ const DERIVED: &[(&str, &[&str], &str)] = &[
     ),
 ];
 
-/// Where the check reads `table`: the table itself, or for a counting table (a derived one
-/// filtered by [`COUNTED`]) its totals, one row per key: PostgreSQL keeps those counters in shards
-/// (migration 12), SQLite in one row per key.
-fn checked_source(table: &str, key: &[&str], filter: &str) -> String {
-    if filter == COUNTED {
-        let keys = key.join(", ");
+/// Where the check reads `table`: the table itself (`None`: its own columns), or for a counting
+/// table (a derived one filtered by [`COUNTED`]) its totals, one row per key, with their columns
+/// (the key and `n`): PostgreSQL keeps those counters in shards (migration 12), SQLite in one row
+/// per key.
+fn checked_source(table: &str, key: &[&str], filter: &str) -> (String, Option<Vec<String>>) {
+    if filter != COUNTED {
+        return (table.to_owned(), None);
+    }
+    let keys = key.join(", ");
+    let columns = key.iter().map(|k| (*k).to_owned()).chain(["n".to_owned()]);
+    (
         format!(
             "(SELECT {keys}, CAST(sum(n) AS bigint) AS n FROM {table} GROUP BY {keys}) AS totals"
-        )
-    } else {
-        table.to_owned()
-    }
+        ),
+        Some(columns.collect()),
+    )
 }
 
 /// What a copy did to one table, and what the check found.
@@ -279,7 +283,7 @@ impl Store {
             t.destination_sha256 = Some(dest.table_sha256(&t.table)?);
         }
         for (name, key, filter) in DERIVED {
-            let source = checked_source(name, key, filter);
+            let (source, _) = checked_source(name, key, filter);
             tables.push(TableCopy {
                 table: (*name).to_owned(),
                 source_rows: self.count_rows(&source, filter)?,
@@ -400,14 +404,10 @@ impl Store {
             .map(|t| (t.key, "TRUE"))
             .or_else(|| DERIVED.iter().find(|d| d.0 == table).map(|d| (d.1, d.2)))
             .expect("a known table");
-        let source = checked_source(table, key, filter);
-        let columns = if source == table {
-            self.columns(table)?
-        } else {
-            key.iter()
-                .map(|k| (*k).to_owned())
-                .chain(["n".to_owned()])
-                .collect()
+        let (source, columns) = checked_source(table, key, filter);
+        let columns = match columns {
+            Some(totals) => totals,
+            None => self.columns(table)?,
         };
         let mut hash = Sha256::new();
         self.each_page(&source, &columns, key, filter, &mut |rows| {

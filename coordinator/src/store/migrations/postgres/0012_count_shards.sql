@@ -17,6 +17,22 @@ ALTER TABLE campaign_counts ADD COLUMN shard integer NOT NULL DEFAULT 0;
 ALTER TABLE campaign_counts DROP CONSTRAINT campaign_counts_pkey;
 ALTER TABLE campaign_counts ADD PRIMARY KEY (campaign_id, kind, state, shard);
 
+-- The one place each counter's shard is picked and bumped: `id` is the counted row's, `delta` +1
+-- or -1. A decrement makes its shard when missing: a row counted before this migration sits in
+-- shard 0, and its own shard's total then goes below 0 while the sum stays right.
+CREATE FUNCTION gpufleet_count_result(p_status text, p_id bigint, p_delta bigint) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO result_counts (status, shard, n) VALUES (p_status, p_id % 1024, p_delta)
+    ON CONFLICT (status, shard) DO UPDATE SET n = result_counts.n + excluded.n;
+$$;
+CREATE FUNCTION gpufleet_count_campaign(p_campaign bigint, p_kind text, p_state text, p_id bigint,
+                                        p_delta bigint) RETURNS void
+LANGUAGE sql AS $$
+    INSERT INTO campaign_counts (campaign_id, kind, state, shard, n)
+    VALUES (p_campaign, p_kind, p_state, p_id % 16, p_delta)
+    ON CONFLICT (campaign_id, kind, state, shard) DO UPDATE SET n = campaign_counts.n + excluded.n;
+$$;
+
 CREATE OR REPLACE FUNCTION gpufleet_results_inserted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     INSERT INTO latest_results (agent_id, device_id, spec_key, created_at, result_id)
@@ -26,26 +42,18 @@ BEGIN
      WHERE excluded.created_at > latest_results.created_at
         OR (excluded.created_at = latest_results.created_at
             AND excluded.result_id > latest_results.result_id);
-    INSERT INTO result_counts (status, shard, n) VALUES (new.status, new.id % 1024, 1)
-    ON CONFLICT (status, shard) DO UPDATE SET n = result_counts.n + 1;
+    PERFORM gpufleet_count_result(new.status, new.id, 1);
     IF new.campaign_id IS NOT NULL THEN
-        INSERT INTO campaign_counts (campaign_id, kind, state, shard, n)
-        VALUES (new.campaign_id, 'result', new.status, new.id % 16, 1)
-        ON CONFLICT (campaign_id, kind, state, shard) DO UPDATE SET n = campaign_counts.n + 1;
+        PERFORM gpufleet_count_campaign(new.campaign_id, 'result', new.status, new.id, 1);
     END IF;
     RETURN NULL;
 END $$;
 
--- A decrement goes to the shard of the row's id, made when missing: a row counted before this
--- migration sits in shard 0, and its shard's total then goes below 0 while the sum stays right.
 CREATE OR REPLACE FUNCTION gpufleet_results_deleted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-    INSERT INTO result_counts (status, shard, n) VALUES (old.status, old.id % 1024, -1)
-    ON CONFLICT (status, shard) DO UPDATE SET n = result_counts.n - 1;
+    PERFORM gpufleet_count_result(old.status, old.id, -1);
     IF old.campaign_id IS NOT NULL THEN
-        INSERT INTO campaign_counts (campaign_id, kind, state, shard, n)
-        VALUES (old.campaign_id, 'result', old.status, old.id % 16, -1)
-        ON CONFLICT (campaign_id, kind, state, shard) DO UPDATE SET n = campaign_counts.n - 1;
+        PERFORM gpufleet_count_campaign(old.campaign_id, 'result', old.status, old.id, -1);
     END IF;
     RETURN NULL;
 END $$;
@@ -53,14 +61,10 @@ END $$;
 CREATE OR REPLACE FUNCTION gpufleet_jobs_counted() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
     IF TG_OP IN ('UPDATE', 'DELETE') THEN
-        INSERT INTO campaign_counts (campaign_id, kind, state, shard, n)
-        VALUES (old.campaign_id, 'job', old.state, old.id % 16, -1)
-        ON CONFLICT (campaign_id, kind, state, shard) DO UPDATE SET n = campaign_counts.n - 1;
+        PERFORM gpufleet_count_campaign(old.campaign_id, 'job', old.state, old.id, -1);
     END IF;
     IF TG_OP IN ('INSERT', 'UPDATE') THEN
-        INSERT INTO campaign_counts (campaign_id, kind, state, shard, n)
-        VALUES (new.campaign_id, 'job', new.state, new.id % 16, 1)
-        ON CONFLICT (campaign_id, kind, state, shard) DO UPDATE SET n = campaign_counts.n + 1;
+        PERFORM gpufleet_count_campaign(new.campaign_id, 'job', new.state, new.id, 1);
     END IF;
     RETURN NULL;
 END $$;
