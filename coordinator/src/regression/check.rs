@@ -229,6 +229,8 @@ mod tests {
 
     /// A synthetic nightly history in a real store: one agent, one device, one spec.
     struct History {
+        /// Keeps the store's database (the engine under test) alive.
+        _db: crate::store::test_support::TestDb,
         store: Store,
         agent_id: i64,
         device_row_id: i64,
@@ -240,7 +242,7 @@ mod tests {
 
     impl History {
         fn new() -> History {
-            let mut store = Store::open_in_memory().unwrap();
+            let (db, mut store) = crate::store::test_support::temp_store();
             let agent_id = store
                 .add_agent("rig", "http://127.0.0.1:1", None)
                 .unwrap()
@@ -260,6 +262,7 @@ mod tests {
                 )
                 .unwrap();
             History {
+                _db: db,
                 store,
                 agent_id,
                 device_row_id,

@@ -523,12 +523,12 @@ impl Store {
                  FROM checks c JOIN results r ON r.id = c.result_id
                  JOIN agents a ON a.id = r.agent_id
                  WHERE c.updated_at >= :since
-                   AND c.updated_at <= coalesce(:t, 1e300)
+                   AND c.updated_at <= coalesce(CAST(:t AS double precision), 1e300)
                    AND (CAST(:t AS double precision) IS NULL OR c.updated_at < :t OR c.result_id < :id)
                  ORDER BY c.updated_at DESC, c.result_id DESC LIMIT :limit",
             )
             .map_err(sql(context))?;
-        let limit = limit.map_or(-1, |n| i64::try_from(n).unwrap_or(i64::MAX));
+        let limit = limit.map_or(i64::MAX, |n| i64::try_from(n).unwrap_or(i64::MAX));
         stmt.query_map(
             named_params! {
                 ":since": since,

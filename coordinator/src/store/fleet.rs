@@ -229,8 +229,11 @@ impl Store {
             .conn
             // One seek per agent on `jobs_by_agent` (agent_id, campaign_id), never a pass over jobs.
             .prepare_cached(
-                "SELECT id, (SELECT max(campaign_id) FROM jobs WHERE agent_id = agents.id) AS latest
-                 FROM agents WHERE latest IS NOT NULL",
+                "SELECT id, latest FROM (
+                     SELECT id, (SELECT max(campaign_id) FROM jobs WHERE agent_id = agents.id)
+                            AS latest
+                       FROM agents) AS per_agent
+                 WHERE latest IS NOT NULL",
             )
             .map_err(sql(context))?;
         stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
@@ -260,6 +263,39 @@ impl Store {
 mod tests {
     use super::super::test_support::temp_store;
     use super::*;
+
+    #[test]
+    fn each_agent_maps_to_the_newest_campaign_it_has_a_job_in() {
+        let (_db, mut store) = temp_store();
+        let a = store.add_agent("a", "http://h:1", None).unwrap().id;
+        let b = store.add_agent("b", "http://h:2", None).unwrap().id;
+        store.add_agent("idle", "http://h:3", None).unwrap();
+        let first = store.create_campaign("smoke", "", "{}").unwrap();
+        let second = store.create_campaign("smoke", "", "{}").unwrap();
+        for (i, (campaign, agent)) in [(first, a), (second, a), (first, b)]
+            .into_iter()
+            .enumerate()
+        {
+            store
+                .add_job(&super::super::NewJob {
+                    campaign_id: campaign,
+                    agent_id: agent,
+                    device_row_id: None,
+                    spec_key: "k".into(),
+                    spec_json: "{}".into(),
+                    run_id: format!("run-{i}"),
+                })
+                .unwrap();
+        }
+        let latest = store.latest_campaign_per_agent().unwrap();
+        assert_eq!(
+            latest.len(),
+            2,
+            "an agent without jobs is left out: {latest:?}"
+        );
+        assert_eq!(latest[&a], second);
+        assert_eq!(latest[&b], first);
+    }
 
     #[test]
     fn enrolment_keeps_only_the_hash_and_checks_the_token() {

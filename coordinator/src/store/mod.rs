@@ -94,7 +94,7 @@ mod results;
 mod rows;
 mod schedules;
 #[cfg(test)]
-mod test_support;
+pub(crate) mod test_support;
 mod values;
 
 pub use self::agents::{MAX_AGENT_NAME, MAX_AGENT_URL};

@@ -40,13 +40,13 @@ pub(super) fn postgres_run(what: &str) -> bool {
 
 /// What keeps a test's database alive: the temp dir of an SQLite file, or a PostgreSQL database
 /// dropped when this is.
-pub(super) enum TestDb {
+pub(crate) enum TestDb {
     Dir { _dir: tempfile::TempDir },
     Postgres { _db: PgTestDb },
 }
 
 /// A PostgreSQL database made for one test; dropped (with its connections) at the end.
-pub(super) struct PgTestDb {
+pub(crate) struct PgTestDb {
     admin_url: String,
     name: String,
     url: String,
@@ -127,8 +127,10 @@ fn with_dbname(url: &str, name: &str) -> String {
 }
 
 /// A fresh store for a test, on the engine under test ([`engine_under_test`]): an SQLite file in a
-/// temp dir, or a new PostgreSQL database. Keep the [`TestDb`] alive as long as the store.
-pub(super) fn temp_store() -> (TestDb, Store) {
+/// temp dir, or a new PostgreSQL database. Keep the [`TestDb`] alive as long as the store. The
+/// tests of the pages and of the regression check take theirs here too, so that they run on
+/// both engines.
+pub(crate) fn temp_store() -> (TestDb, Store) {
     match engine_under_test() {
         Engine::Sqlite => {
             let (dir, store) = temp_sqlite_store();

@@ -3,11 +3,13 @@ use super::pages;
 use super::seed::{SeedConfig, SeedSummary, seed_history};
 use super::{WebError, report};
 use crate::store::Store;
+use crate::store::test_support::{TestDb, temp_store};
 
-fn seeded() -> (Store, SeedSummary) {
-    let mut store = Store::open_in_memory().unwrap();
+/// A seeded store on the engine under test (keep the `TestDb` alive as long as the store).
+fn seeded() -> (TestDb, Store, SeedSummary) {
+    let (db, mut store) = temp_store();
     let summary = seed_history(&mut store, &SeedConfig::default()).unwrap();
-    (store, summary)
+    (db, store, summary)
 }
 
 fn render(p: Result<super::Page, WebError>) -> String {
@@ -16,7 +18,7 @@ fn render(p: Result<super::Page, WebError>) -> String {
 
 #[test]
 fn every_page_renders_on_an_empty_store() {
-    let store = Store::open_in_memory().unwrap();
+    let (_db, store) = temp_store();
     let l = Links::default();
     assert!(render(pages::fleet::fleet(&store, &l)).contains("No agents yet"));
     assert!(
@@ -45,7 +47,7 @@ fn every_page_renders_on_an_empty_store() {
 
 #[test]
 fn the_seed_goes_through_the_real_check_and_confirms_one_regression() {
-    let (store, s) = seeded();
+    let (_db, store, s) = seeded();
     assert_eq!(s.campaigns, 30);
     assert_eq!(s.alerts, 1, "{s:?}");
     let alerts = store.alerts(0.0).unwrap();
@@ -56,7 +58,7 @@ fn the_seed_goes_through_the_real_check_and_confirms_one_regression() {
 
 #[test]
 fn history_shows_every_night_the_alert_and_what_changed() {
-    let (store, _) = seeded();
+    let (_db, store, _) = seeded();
     let l = Links::default();
     let a = &store.alerts(0.0).unwrap()[0];
     let q = HistoryQuery {
@@ -110,7 +112,7 @@ fn history_shows_every_night_the_alert_and_what_changed() {
 
 #[test]
 fn compare_has_device_columns_a_baseline_and_a_numeric_csv() {
-    let (store, _) = seeded();
+    let (_db, store, _) = seeded();
     let l = Links::default();
     let q = CompareQuery::default();
     let html = render(pages::compare::compare_page(
@@ -197,7 +199,7 @@ fn compare_has_device_columns_a_baseline_and_a_numeric_csv() {
 
 #[test]
 fn a_run_page_draws_the_power_trace_with_the_window_and_idle_line() {
-    let (store, s) = seeded();
+    let (_db, store, s) = seeded();
     let html = render(pages::run::run(
         &store,
         &Links::default(),
@@ -214,7 +216,7 @@ fn a_run_page_draws_the_power_trace_with_the_window_and_idle_line() {
 
 #[test]
 fn history_queries_are_checked() {
-    let (store, _) = seeded();
+    let (_db, store, _) = seeded();
     let l = Links::default();
     let err = pages::history::history(&store, &l, &HistoryQuery::default()).unwrap_err();
     assert!(
@@ -249,7 +251,7 @@ fn history_queries_are_checked() {
 
 #[test]
 fn text_from_the_store_is_escaped() {
-    let mut store = Store::open_in_memory().unwrap();
+    let (_db, mut store) = temp_store();
     store.add_agent("evil", "http://127.0.0.1:1", None).unwrap();
     let mut cfg = SeedConfig {
         agents: 1,
@@ -275,7 +277,7 @@ fn text_from_the_store_is_escaped() {
 /// Every relative link of every written page points at a written file.
 #[test]
 fn a_report_is_self_contained() {
-    let (store, s) = seeded();
+    let (_db, store, s) = seeded();
     let dir = tempfile::tempdir().unwrap();
     let summary = report::write_report(&store, dir.path(), &Scope::default()).unwrap();
     assert!(
@@ -366,7 +368,7 @@ fn walk(dir: &std::path::Path) -> Vec<std::path::PathBuf> {
 #[test]
 fn a_large_matrix_comes_in_pages_and_its_downloads_hold_every_row() {
     use crate::store::ResultRecord;
-    let mut store = Store::open_in_memory().unwrap();
+    let (_db, mut store) = temp_store();
     let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
     let specs = pages::compare::ROWS_PER_PAGE + 5;
     for i in 0..specs {
@@ -425,7 +427,7 @@ fn a_large_matrix_comes_in_pages_and_its_downloads_hold_every_row() {
 #[test]
 fn the_fleet_page_shows_each_gpus_pcie_link_and_warns_below_its_maximum() {
     use crate::store::DeviceRecord;
-    let mut store = Store::open_in_memory().unwrap();
+    let (_db, mut store) = temp_store();
     let a = store.add_agent("rig", "http://127.0.0.1:1", None).unwrap();
     let info = serde_json::json!({"host": {"hostname": "rig", "platform": {
         "pcie_link:0000:0a:00.0": "gen3 x4",
@@ -514,7 +516,7 @@ fn add_result(
 
 #[test]
 fn a_device_page_shows_its_ceilings_and_places_every_result_on_its_roofline() {
-    let (mut store, _) = seeded();
+    let (_db, mut store, _) = seeded();
     let l = Links::default();
     // The ceilings suite's results: fp32 at 800 GFLOP/s (the device table says 1000), copy at 300
     // GB/s and the sweep's low end at 320 (the table says 400), a pinned upload at 25 GB/s.
@@ -608,7 +610,7 @@ fn a_device_page_shows_its_ceilings_and_places_every_result_on_its_roofline() {
 fn an_agent_page_shows_each_channels_last_figures_and_its_chart() {
     use crate::store::{CampaignState, JobState, NewJob};
     use gpufleet_proto::v1 as pb;
-    let mut store = Store::open_in_memory().unwrap();
+    let (_db, mut store) = temp_store();
     let rig = store.add_agent("rig", "http://127.0.0.1:1", None).unwrap();
     // A running campaign with one job running on rig, one queued and one finished.
     let c = store.create_campaign("nightly", "", "{}").unwrap();

@@ -84,6 +84,43 @@ fn a_page_is_stable_while_results_arrive_and_filters_apply_in_sql() {
     );
 }
 
+/// Verdicts page like results: every one once, newest first, ties on `updated_at` broken by
+/// the result id (the cursor's time is sent as a bound parameter on both engines).
+#[test]
+fn verdict_pages_walk_every_verdict_once() {
+    let (_dir, mut store, now) = clocked_store();
+    let a = store.add_agent("a", "http://h:1", None).unwrap().id;
+    history(&mut store, &now, a, 11);
+    let results = store.results(&ResultFilter::default()).unwrap();
+    for (i, r) in results.iter().enumerate() {
+        *now.lock().unwrap() = 2000.0 + (i / 3) as f64;
+        store
+            .insert_check(r.id, "stable", None, "steady", "{}")
+            .unwrap();
+    }
+    let everything: Vec<i64> = store
+        .checks(0.0)
+        .unwrap()
+        .iter()
+        .map(|c| c.result_id)
+        .collect();
+    assert_eq!(everything.len(), 11);
+    let (mut seen, mut after, mut pages) = (Vec::new(), None, 0);
+    loop {
+        let (rows, next) = store.checks_page(0.0, 4, after).unwrap();
+        seen.extend(rows.iter().map(|c| c.result_id));
+        pages += 1;
+        match next {
+            Some(c) => after = Some(c),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3, "11 verdicts in pages of 4");
+    assert_eq!(seen, everything, "every verdict once, in order");
+    let (recent, _) = store.checks_page(2003.0, 50, None).unwrap();
+    assert_eq!(recent.len(), 2, "since applies");
+}
+
 #[test]
 fn limits_and_cursors_are_checked() {
     let (_dir, store) = temp_store();
