@@ -137,7 +137,16 @@ fn a_copy_into_an_empty_store_is_checked_table_by_table_and_round_trips() {
     }
     assert_eq!(run_ids(&back), run_ids(&source));
     assert_eq!(back.integrity_check().unwrap(), "ok");
-    // New rows after a copy get new ids (PostgreSQL's sequences moved past the copied ones).
+    // New rows after a copy get new ids (PostgreSQL's sequences moved past the copied ones), and
+    // are counted: the triggers set aside for a copy into PostgreSQL are on again.
+    let total = |s: &Store| -> i64 {
+        s.result_status_counts()
+            .unwrap()
+            .iter()
+            .map(|(_, n)| n)
+            .sum()
+    };
+    assert_eq!(total(&back), 5);
     back.add_agent("after-copy", "http://h:3", None).unwrap();
     let mut r = sample_result(
         "after-copy-run",
@@ -145,6 +154,7 @@ fn a_copy_into_an_empty_store_is_checked_table_by_table_and_round_trips() {
     );
     r.power.clear();
     back.insert_result(&r).unwrap();
+    assert_eq!(total(&back), 6);
     // The confirmation link survived.
     let confirms: Option<i64> = back
         .conn
