@@ -179,7 +179,7 @@ pub(super) use {named_params, params};
 
 /// A column index: its position or its name.
 pub(super) trait ColIndex:
-    rusqlite::RowIndex + postgres::row::RowIndex + std::fmt::Display
+    rusqlite::RowIndex + postgres::row::RowIndex + std::fmt::Display + Copy
 {
 }
 impl ColIndex for usize {}
@@ -212,13 +212,14 @@ impl Row<'_> {
     /// [`DbError::Conversion`] for a value `T` cannot hold, the engine's error for a column that
     /// does not exist.
     pub(super) fn get<I: ColIndex, T: FromValue>(&self, index: I) -> Result<T, DbError> {
-        let name = index.to_string();
         let value = match self {
             Row::Sqlite(r) => ValueRef::from_sqlite(r.get_ref(index)?),
             Row::Postgres(r) => r.try_get::<_, ValueRef<'_>>(index)?,
         };
+        // The column's name is text only for the error: every value read went through an
+        // allocation for it (60 per result row of a listing).
         T::from_value(value).map_err(|message| DbError::Conversion {
-            column: name,
+            column: index.to_string(),
             message,
         })
     }
