@@ -424,11 +424,7 @@ impl Store {
             .map(|t| (t.key, "TRUE"))
             .or_else(|| DERIVED.iter().find(|d| d.0 == table).map(|d| (d.1, d.2)))
             .expect("a known table");
-        let (source, columns) = checked_source(table, key, filter);
-        let columns = match columns {
-            Some(totals) => totals,
-            None => self.columns(table)?,
-        };
+        let (source, columns) = self.checked_read(table, key, filter)?;
         let mut hash = Sha256::new();
         self.each_page(&source, &columns, key, filter, &mut |rows| {
             hash_rows(&mut hash, &rows);
@@ -518,11 +514,7 @@ impl Store {
             // The triggers did not keep the derived tables: they are copied as the source has
             // them (a counter's total in one row).
             for (name, key, filter) in DERIVED {
-                let (source, totals) = checked_source(name, key, filter);
-                let columns = match totals {
-                    Some(totals) => totals,
-                    None => self.columns(name)?,
-                };
+                let (source, columns) = self.checked_read(name, key, filter)?;
                 self.each_page(&source, &columns, key, filter, &mut |rows| {
                     dest.insert_rows(name, &columns, &rows)
                 })?;
@@ -547,6 +539,22 @@ impl Store {
             }
         }
         Ok(report)
+    }
+
+    /// What the check reads of `table` in this store ([`checked_source`]) and the columns it reads:
+    /// a counting table's totals, or the table's own columns.
+    fn checked_read(
+        &self,
+        table: &str,
+        key: &[&str],
+        filter: &str,
+    ) -> Result<(String, Vec<String>), StoreError> {
+        let (source, totals) = checked_source(table, key, filter);
+        let columns = match totals {
+            Some(totals) => totals,
+            None => self.columns(table)?,
+        };
+        Ok((source, columns))
     }
 
     /// `rows` into `table` (its `columns`), as many per `INSERT` as the parameter limit allows.
