@@ -100,6 +100,7 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
         suite: a.suite,
         agent: a.scope.agent,
         latest_per_device_and_key: true,
+        summary_only: true,
         ..Default::default()
     };
     let rows = db.with(|s| s.results(&filter))?;
@@ -122,6 +123,7 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
                 s.results(&ResultFilter {
                     campaign_id: Some(id),
                     latest_per_device_and_key: true,
+                    summary_only: true,
                     ..Default::default()
                 })
             })?;

@@ -1,7 +1,8 @@
 //! One cell of a comparison: a stored result and where it stands in its row.
 
 use crate::store::{ResultRecord, ResultRow};
-use std::collections::BTreeMap;
+use std::borrow::BorrowMut;
+use std::collections::HashMap;
 
 /// One device's latest result for one spec key, and the figures a comparison adds to it. The
 /// result is the stored row itself, so every view reads the record's own fields.
@@ -82,28 +83,9 @@ pub fn ratio(value: f64, reference: f64, higher_is_better: bool) -> Option<f64> 
     })
 }
 
-/// Fills `relative` per spec key against its best `ok`, non-noisy cell (noisy cells get a
-/// relative figure but never set the best) and orders cells by kernel, spec key, then best first.
+/// Fills `relative` ([`set_relative`]) and orders cells by kernel, spec key, then best first.
 pub fn rank(cells: &mut [Cell]) {
-    let mut best: BTreeMap<String, f64> = BTreeMap::new();
-    for c in cells.iter() {
-        let r = c.record();
-        if let (Some(v), false) = (c.metric(), r.noisy) {
-            let e = best.entry(r.spec_key.clone()).or_insert(v);
-            *e = if r.higher_is_better() {
-                e.max(v)
-            } else {
-                e.min(v)
-            };
-        }
-    }
-    for c in cells.iter_mut() {
-        let r = c.record();
-        c.relative = match (c.metric(), best.get(&r.spec_key)) {
-            (Some(v), Some(&b)) => ratio(v, b, r.higher_is_better()),
-            _ => None,
-        };
-    }
+    set_relative(cells);
     cells.sort_by(|a, b| {
         let (ra, rb) = (a.record(), b.record());
         (ra.kernel.as_str(), ra.spec_key.as_str())
@@ -115,4 +97,36 @@ pub fn rank(cells: &mut [Cell]) {
             )
             .then(ra.device_id.cmp(&rb.device_id))
     });
+}
+
+/// Fills `relative` per spec key against its best `ok`, non-noisy cell (noisy cells get a
+/// relative figure but never set the best), in place: a pivot row ranks its own cells.
+pub(super) fn set_relative<C: BorrowMut<Cell>>(cells: &mut [C]) {
+    let mut best: HashMap<&str, f64> = HashMap::new();
+    for c in cells.iter() {
+        let c = c.borrow();
+        let r = c.record();
+        if let (Some(v), false) = (c.metric(), r.noisy) {
+            let e = best.entry(r.spec_key.as_str()).or_insert(v);
+            *e = if r.higher_is_better() {
+                e.max(v)
+            } else {
+                e.min(v)
+            };
+        }
+    }
+    let relative: Vec<Option<f64>> = cells
+        .iter()
+        .map(|c| {
+            let c = c.borrow();
+            let r = c.record();
+            match (c.metric(), best.get(r.spec_key.as_str())) {
+                (Some(v), Some(&b)) => ratio(v, b, r.higher_is_better()),
+                _ => None,
+            }
+        })
+        .collect();
+    for (c, relative) in cells.iter_mut().zip(relative) {
+        c.borrow_mut().relative = relative;
+    }
 }

@@ -1,7 +1,7 @@
 //! Results pivoted: one row per spec, one column per device, agent or backend, and the baseline
 //! the % changes are against.
 
-use super::cell::{Cell, rank};
+use super::cell::{Cell, set_relative};
 use crate::store::{ResultRecord, ResultRow};
 use serde::Serialize;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -155,14 +155,8 @@ impl Pivot {
         }
         let mut out_rows: Vec<PivotRow> = by_key.into_values().collect();
         for row in &mut out_rows {
-            let mut cells: Vec<Cell> = row.cells.iter().flatten().cloned().collect();
-            rank(&mut cells);
-            for c in row.cells.iter_mut().flatten() {
-                c.relative = cells
-                    .iter()
-                    .find(|x| x.record().run_id == c.record().run_id)
-                    .and_then(|x| x.relative);
-            }
+            let mut cells: Vec<&mut Cell> = row.cells.iter_mut().flatten().collect();
+            set_relative(&mut cells);
         }
         Pivot {
             by,

@@ -9,6 +9,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::LazyLock;
 
 use super::engine::{DbError, DbResult, FromValue, Row, Value as SqlValue};
 
@@ -26,6 +27,29 @@ const RESULT_COLUMNS: &str = "r.id, r.run_id, r.campaign_id, r.job_id, r.agent_i
     r.outliers_high, r.iterations, r.validation_json, r.config_json, r.fingerprint_json, r.stderr_tail, r.signal,
     r.started_at, r.wall_s, r.created_at, r.energy_json, r.energy_j, r.avg_watts,
     r.metric_per_watt, r.joules_per_unit, r.samples_compacted_at, r.power_compacted_at";
+
+/// The bulky columns a summary read ([`ResultFilter::summary_only`]) leaves out, each with what it
+/// reads instead: what the store writes for an empty value of its kind.
+const SUMMARY_LEAVES_OUT: &[(&str, &str)] = &[
+    ("r.validation_json", "'null' AS validation_json"),
+    ("r.config_json", "'null' AS config_json"),
+    ("r.fingerprint_json", "'null' AS fingerprint_json"),
+    ("r.energy_json", "'null' AS energy_json"),
+    ("r.stderr_tail", "'' AS stderr_tail"),
+];
+
+/// [`RESULT_COLUMNS`] with [`SUMMARY_LEAVES_OUT`]'s columns read as empty.
+fn summary_columns() -> &'static str {
+    static COLUMNS: LazyLock<String> = LazyLock::new(|| {
+        SUMMARY_LEAVES_OUT
+            .iter()
+            .fold(RESULT_COLUMNS.to_owned(), |columns, (column, empty)| {
+                assert!(columns.contains(column), "{column} is a result column");
+                columns.replace(column, empty)
+            })
+    });
+    &COLUMNS
+}
 
 /// Joins that give a result its agent name, device and campaign suite.
 const RESULT_JOINS: &str = "FROM results r
@@ -292,8 +316,13 @@ fn listing_sql(
         Walk::All | Walk::Page(Direction::OldestFirst) => "r.created_at, r.id",
         Walk::Page(Direction::NewestFirst) => "r.created_at DESC, r.id DESC",
     };
+    let columns = if f.summary_only {
+        summary_columns()
+    } else {
+        RESULT_COLUMNS
+    };
     let mut query = format!(
-        "SELECT {RESULT_COLUMNS}, a.name AS agent_name, d.name AS device_name,
+        "SELECT {columns}, a.name AS agent_name, d.name AS device_name,
                 d.vendor AS device_vendor, d.arch AS device_arch, c.suite AS suite,
                 {samples_column}
          {RESULT_JOINS} {samples_join}

@@ -109,6 +109,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0012_count_shards.sql"),
         rewrite: None,
     },
+    Migration {
+        version: 13,
+        name: "0013_checks_order",
+        sql: include_str!("migrations/0013_checks_order.sql"),
+        rewrite: None,
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.
@@ -136,6 +142,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         12,
         "postgres/0012_count_shards",
         include_str!("migrations/postgres/0012_count_shards.sql"),
+    ),
+    (
+        13,
+        "postgres/0013_checks_order",
+        include_str!("migrations/postgres/0013_checks_order.sql"),
     ),
 ];
 

@@ -149,49 +149,57 @@ impl Links {
         self.report.is_some()
     }
 
-    fn note(&self, r: Ref) {
+    /// Records the page `r` makes (a report writes it); nothing on the serve.
+    fn note(&self, r: impl FnOnce() -> Ref) {
         if let Some((_, refs)) = &self.report {
-            refs.lock().unwrap_or_else(|p| p.into_inner()).insert(r);
+            refs.lock().unwrap_or_else(|p| p.into_inner()).insert(r());
         }
     }
 
-    /// `server` on the serve, else `file` relative to this page.
-    fn pick(&self, server: String, file: &str) -> String {
+    /// `server` on the serve, else `file` relative to this page; only the one needed is made
+    /// (a report's file name may hash the query, and the compare page makes 5,400 links).
+    fn pick(&self, server: impl FnOnce() -> String, file: impl FnOnce() -> String) -> String {
         match &self.report {
-            None => server,
-            Some((depth, _)) => format!("{}{file}", "../".repeat(*depth)),
+            None => server(),
+            Some((depth, _)) => format!("{}{}", "../".repeat(*depth), file()),
         }
     }
 
     pub fn fleet(&self) -> String {
-        self.pick("/".into(), "index.html")
+        self.pick(|| "/".into(), || "index.html".into())
     }
     pub fn compare(&self) -> String {
-        self.pick("/compare".into(), "compare.html")
+        self.pick(|| "/compare".into(), || "compare.html".into())
     }
     /// The compare page's CSV or JSON download with the same filters.
     pub fn compare_download(&self, q: &CompareQuery, ext: &str) -> String {
         self.pick(
-            format!("/compare.{ext}{}", query_string(q)),
-            &format!("compare.{ext}"),
+            || format!("/compare.{ext}{}", query_string(q)),
+            || format!("compare.{ext}"),
         )
     }
     pub fn compare_with(&self, q: &CompareQuery) -> String {
-        self.pick(format!("/compare{}", query_string(q)), "compare.html")
+        self.pick(
+            || format!("/compare{}", query_string(q)),
+            || "compare.html".into(),
+        )
     }
     pub fn campaigns(&self) -> String {
-        self.pick("/campaigns".into(), "campaigns.html")
+        self.pick(|| "/campaigns".into(), || "campaigns.html".into())
     }
     /// A campaign's page; empty in a report that does not include it.
     pub fn campaign(&self, id: i64) -> String {
         if self.campaigns.as_ref().is_some_and(|c| !c.contains(&id)) {
             return String::new();
         }
-        self.note(Ref::Campaign(id));
-        self.pick(format!("/campaigns/{id}"), &format!("campaigns/{id}.html"))
+        self.note(|| Ref::Campaign(id));
+        self.pick(
+            || format!("/campaigns/{id}"),
+            || format!("campaigns/{id}.html"),
+        )
     }
     pub fn alerts(&self) -> String {
-        self.pick("/alerts".into(), "alerts.html")
+        self.pick(|| "/alerts".into(), || "alerts.html".into())
     }
     /// A device's page (ceilings and roofline).
     /// An agent's live page; `None` in the static report (live figures need the serve).
@@ -205,31 +213,33 @@ impl Links {
     }
 
     pub fn device(&self, agent: &str, device: &str) -> String {
-        self.note(Ref::Device(agent.to_string(), device.to_string()));
+        self.note(|| Ref::Device(agent.to_string(), device.to_string()));
         self.pick(
-            format!("/devices/{}/{}", segment(agent), segment(device)),
-            &format!("devices/{}.html", device_file_key(agent, device)),
+            || format!("/devices/{}/{}", segment(agent), segment(device)),
+            || format!("devices/{}.html", device_file_key(agent, device)),
         )
     }
     pub fn run(&self, id: i64) -> String {
-        self.note(Ref::Run(id));
-        self.pick(format!("/runs/{id}"), &format!("runs/{id}.html"))
+        self.note(|| Ref::Run(id));
+        self.pick(|| format!("/runs/{id}"), || format!("runs/{id}.html"))
     }
     pub fn history(&self, q: &HistoryQuery) -> String {
-        self.note(Ref::History(HistoryQuery {
-            scale: String::new(),
-            ..q.clone()
-        }));
+        self.note(|| {
+            Ref::History(HistoryQuery {
+                scale: String::new(),
+                ..q.clone()
+            })
+        });
         self.pick(
-            format!("/history{}", query_string(q)),
-            &format!("history/{}.html", q.file_key()),
+            || format!("/history{}", query_string(q)),
+            || format!("history/{}.html", q.file_key()),
         )
     }
     /// The history's CSV (server only: a report writes it next to the page).
     pub(crate) fn history_csv(&self, q: &HistoryQuery) -> String {
         self.pick(
-            format!("/history.csv{}", query_string(q)),
-            &format!("history/{}.csv", q.file_key()),
+            || format!("/history.csv{}", query_string(q)),
+            || format!("history/{}.csv", q.file_key()),
         )
     }
     /// The other scale of a history (server only; a report has the linear page).
@@ -244,6 +254,6 @@ impl Links {
         format!("/history{}", query_string(&q))
     }
     pub(crate) fn static_file(&self, name: &str) -> String {
-        self.pick(format!("/static/{name}"), &format!("static/{name}"))
+        self.pick(|| format!("/static/{name}"), || format!("static/{name}"))
     }
 }

@@ -274,6 +274,62 @@ fn text_from_the_store_is_escaped() {
     assert!(html.contains("&lt;script&gt;"));
 }
 
+/// The compare matrix writes its cells itself (not through the template): what it quotes from the
+/// store is escaped there too.
+#[test]
+fn compare_cells_escape_what_they_quote() {
+    use crate::store::ResultRecord;
+    let (_db, mut store) = temp_store();
+    let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
+    for (i, (status, unit)) in [("ok", "<u>GB/s"), ("crashed", "GB/s")]
+        .into_iter()
+        .enumerate()
+    {
+        let r = ResultRecord {
+            run_id: format!("r{i}"),
+            agent_id: agent,
+            device_id: format!("cpu:{i}"),
+            backend: "cpu".into(),
+            spec_key: "saxpy/naive/n=1/f32/compute\"<b>".into(),
+            kernel: "saxpy".into(),
+            variant: "naive".into(),
+            params: [("n".to_string(), 1)].into(),
+            dtype: "f32".into(),
+            mode: "compute".into(),
+            status: status.into(),
+            message: "<img src=x onerror=alert(1)> & \"quoted\"".into(),
+            metric_value: Some(2.5),
+            metric_unit: Some(unit.into()),
+            ..ResultRecord::default()
+        };
+        store.insert_result(&r).unwrap();
+    }
+    let html = render(pages::compare::compare_page(
+        &store,
+        &Links::default(),
+        &CompareQuery::default(),
+        &Scope::default(),
+    ));
+    assert!(
+        !html.contains("<img") && !html.contains("<u>") && !html.contains("\"<b>"),
+        "{html}"
+    );
+    assert!(
+        html.contains(
+            "title=\"crashed: &lt;img src=x onerror=alert(1)&gt; &amp; &quot;quoted&quot;\""
+        ),
+        "the failed cell's reason, escaped, as its tooltip: {html}"
+    );
+    assert!(
+        html.contains("<span class=\"unit\">&lt;u&gt;GB/s</span>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("spec=saxpy%2Fnaive%2Fn%3D1%2Ff32%2Fcompute%22%3Cb%3E&amp;agent=a"),
+        "the history link's query, encoded and then escaped: {html}"
+    );
+}
+
 /// Every relative link of every written page points at a written file.
 #[test]
 fn a_report_is_self_contained() {

@@ -498,3 +498,48 @@ fn the_latest_per_series_with_series_filters_skips_other_series() {
     assert_eq!(latest(None, Some("saxpy"), None), ["s2"]);
     assert!(latest(Some("nobody"), None, None).is_empty());
 }
+
+#[test]
+fn a_summary_read_leaves_only_the_bulky_fields_empty() {
+    let (_dir, mut store, _now) = clocked_store();
+    let a = store.add_agent("a", "http://h:1", None).unwrap().id;
+    let mut r = sample_result("bulky", a);
+    r.validation = serde_json::json!({"max_abs_err": 1e-6, "ok": true});
+    r.config = serde_json::json!({"achieved_gbps": "812.5"});
+    r.fingerprint = serde_json::json!({"driver_version": "6.1", "env": {"A": "1"}});
+    r.energy = serde_json::json!({"source": "hwmon"});
+    r.stderr_tail = "warning: clocks".into();
+    r.times = vec![1e-5, 2e-5];
+    store.insert_result(&r).unwrap();
+    for latest in [false, true] {
+        let read = |summary_only| {
+            let rows = store
+                .results(&ResultFilter {
+                    latest_per_device_and_key: latest,
+                    summary_only,
+                    with_samples: true,
+                    ..ResultFilter::default()
+                })
+                .unwrap();
+            assert_eq!(rows.len(), 1);
+            rows.into_iter().next().unwrap()
+        };
+        let full = read(false);
+        assert_eq!(
+            full.record.fingerprint, r.fingerprint,
+            "a full read has them"
+        );
+        assert_eq!(full.record.stderr_tail, r.stderr_tail);
+        let summary = read(true);
+        let mut expected = full.clone();
+        expected.record.validation = serde_json::Value::Null;
+        expected.record.config = serde_json::Value::Null;
+        expected.record.fingerprint = serde_json::Value::Null;
+        expected.record.energy = serde_json::Value::Null;
+        expected.record.stderr_tail = String::new();
+        assert_eq!(
+            summary, expected,
+            "latest {latest}: every other field as stored"
+        );
+    }
+}

@@ -7,9 +7,10 @@ use crate::store::{ResultFilter, ResultRecord, ResultRow, Store};
 use crate::table::{fmt_metric, or_dash, params_text, per_watt_unit};
 use crate::web::links::{CompareQuery, HistoryQuery, Links, Scope};
 use crate::web::page::{Page, WebError};
-use crate::web::svg::{RatioCell, RatioRow, compare_chart};
+use crate::web::svg::{RatioCell, RatioRow, compare_chart, esc};
 use serde_json::{Value, json};
 use std::collections::BTreeSet;
+use std::fmt::Write;
 
 /// The matrix: the pivot by device of what the filters show, and the filters' options.
 pub struct Matrix {
@@ -36,6 +37,7 @@ fn env_option(r: &ResultRow) -> String {
 pub fn matrix(store: &Store, q: &CompareQuery, scope: &Scope) -> Result<Matrix, WebError> {
     let all = store.results(&ResultFilter {
         latest_per_device_and_key: true,
+        summary_only: true,
         ..Default::default()
     })?;
     let all: Vec<ResultRow> = all.into_iter().filter(|r| scope.has_result(r)).collect();
@@ -105,8 +107,14 @@ fn cell_view(p: &Pivot, col: usize, c: &Cell) -> (Option<String>, Vec<&'static s
     (relative, class)
 }
 
-/// The template's object of one cell: value, marks, tooltip and links.
-fn cell_json(p: &Pivot, col: usize, c: &Cell, links: &Links) -> Value {
+/// The `<td>` of one cell (or of a missing one): its figure, marks, tooltip and links. Written
+/// here, not in the template: at a million results the matrix has 2,700 cells, and a template
+/// object per cell cost more than reading them (docs/PERFORMANCE.md, issue 35).
+fn cell_html(p: &Pivot, col: usize, c: Option<&Cell>, links: &Links, out: &mut String) {
+    let Some(c) = c else {
+        out.push_str("<td class=\"none\">–</td>");
+        return;
+    };
     let r = c.record();
     let hq = HistoryQuery {
         spec: r.spec_key.clone(),
@@ -150,13 +158,43 @@ fn cell_json(p: &Pivot, col: usize, c: &Cell, links: &Links) -> Value {
     } else {
         format!("{}: {}", r.status, r.message)
     };
-    json!({
-        "value": c.metric().map(fmt_metric), "unit": unit, "status": r.status,
-        "relative": relative,
-        "class": class.join(" "), "extra": extra.join(" · "), "title": title,
-        "sort": c.metric().map(|v| v.to_string()).unwrap_or_default(),
-        "run_href": links.run(c.result.id), "history_href": links.history(&hq),
-    })
+    let run = esc(&links.run(c.result.id));
+    let sort = c.metric().map(|v| v.to_string()).unwrap_or_default();
+    // Writing to a String cannot fail.
+    let _ = write!(
+        out,
+        "<td class=\"num cell {}\" title=\"{}\" data-sort=\"{sort}\">",
+        class.join(" "),
+        esc(&title)
+    );
+    let _ = match c.metric() {
+        Some(v) => write!(
+            out,
+            "<a href=\"{run}\">{}</a> <span class=\"unit\">{}</span>",
+            esc(&fmt_metric(v)),
+            esc(unit)
+        ),
+        None => write!(
+            out,
+            "<a href=\"{run}\" class=\"status\">{}</a>",
+            esc(&r.status)
+        ),
+    };
+    if let Some(relative) = relative {
+        let _ = write!(out, "<br><span class=\"rel\">{}</span>", esc(&relative));
+    }
+    if !extra.is_empty() {
+        let _ = write!(
+            out,
+            "<br><span class=\"muted small\">{}</span>",
+            esc(&extra.join(" · "))
+        );
+    }
+    let _ = write!(
+        out,
+        " <a class=\"hist\" href=\"{}\" title=\"history\">▸</a></td>",
+        esc(&links.history(&hq))
+    );
 }
 
 /// A matrix cell for the chart: its figure relative to the baseline column (or, without one, to
@@ -293,12 +331,10 @@ pub fn compare_page(
     let rows: Vec<Value> = p.rows[shown]
         .iter()
         .map(|row| {
-            let cells: Vec<Value> = row
-                .cells
-                .iter()
-                .enumerate()
-                .map(|(i, c)| c.as_ref().map_or(Value::Null, |c| cell_json(p, i, c, links)))
-                .collect();
+            let mut cells = String::new();
+            for (i, c) in row.cells.iter().enumerate() {
+                cell_html(p, i, c.as_ref(), links, &mut cells);
+            }
             let spec = row.spec();
             json!({"kernel": spec.kernel, "variant": spec.variant, "params": params_text(&spec.params, ","),
                    "dtype": spec.dtype, "mode": spec.mode, "env_set": spec.env_set(), "cells": cells})
