@@ -86,7 +86,7 @@ pub use noise::{
     percentile, quartile_cv, robust_cv,
 };
 pub use problem::MAX_FOOTPRINT_BYTES;
-pub use process::quiet_broken_pipes;
+pub use process::{panic_message, quiet_broken_pipes};
 pub use run::{Mode, PartialSettings, RunSettings, SettingError};
 pub use secret::{MIN_SECRET_CHARS, secrets_equal, weak_secret};
 pub use suite::{BUILTIN_SUITES, Suite, SuiteError, SuiteRun};

@@ -15,17 +15,20 @@ pub const BROKEN_PIPE_EXIT: i32 = 141;
 pub fn quiet_broken_pipes() {
     let default = std::panic::take_hook();
     std::panic::set_hook(Box::new(move |info| {
-        let payload = info.payload();
-        let message = payload
-            .downcast_ref::<String>()
-            .map(String::as_str)
-            .or_else(|| payload.downcast_ref::<&str>().copied())
-            .unwrap_or("");
-        if is_broken_print(message) {
+        if is_broken_print(panic_message(info.payload())) {
             std::process::exit(BROKEN_PIPE_EXIT);
         }
         default(info);
     }));
+}
+
+/// The message a panic was raised with (`panic!("...")`'s text); empty for another payload.
+pub fn panic_message(payload: &(dyn std::any::Any + Send)) -> &str {
+    payload
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| payload.downcast_ref::<&str>().copied())
+        .unwrap_or("")
 }
 
 /// Whether a panic message is the one `print!`/`eprint!` raise on a closed pipe.

@@ -16,9 +16,10 @@ use crate::db::Db;
 use crate::fleet::link::direct_links;
 use crate::link::{AgentLink, Connect, LinkError};
 use crate::store::{AgentKind, AgentRow, CampaignState, JobRow, JobState, Store, StoreError};
-use futures::StreamExt;
+use futures::{FutureExt, StreamExt};
 use gpufleet_proto::v1 as pb;
 use std::collections::{BTreeMap, BTreeSet};
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -236,7 +237,10 @@ async fn run_jobs(
                 ex: ex.clone(),
                 lost: lost.entry(agent.id).or_default().clone(),
             };
-            workers.spawn(async move { (queue, worker.run().await) });
+            // A worker that panics (a bug) must not leave its job `running` for ever: this
+            // process lives on and keeps renewing the job's lease.
+            workers
+                .spawn(async move { (queue, AssertUnwindSafe(worker.run()).catch_unwind().await) });
         }
         if workers.is_empty() && (role == Role::Assistant || survey.open == 0) {
             break Ok(());
@@ -246,7 +250,10 @@ async fn run_jobs(
             Some(done) = workers.join_next(), if !workers.is_empty() => {
                 if let Ok((queue, done)) = done {
                     active.remove(&queue);
-                    outcomes.extend(done);
+                    match done {
+                        Ok(done) => outcomes.extend(done),
+                        Err(panic) => worker_failed(db, campaign_id, ex, queue, panic).await,
+                    }
                 }
             }
             () = tokio::time::sleep(CLAIM_POLL) => {}
@@ -254,6 +261,31 @@ async fn run_jobs(
     };
     heartbeat.abort();
     ended.map(|()| outcomes)
+}
+
+/// After a worker panicked: says so, and interrupts the job it was running, so the owner's next
+/// survey requeues it (or fails it once its attempts are used up) and a new worker takes the queue.
+async fn worker_failed(
+    db: &Db,
+    campaign_id: i64,
+    ex: &Executor,
+    queue: Queue,
+    panic: Box<dyn std::any::Any + Send>,
+) {
+    let why = format!(
+        "the coordinator's worker for this device failed: {}",
+        gpufleet_kernels::panic_message(&*panic)
+    );
+    ex.reporter.note(&format!("campaign {campaign_id}: {why}"));
+    let me = ex.owner.clone();
+    let interrupted = db
+        .call(move |s| s.interrupt_claimed(campaign_id, queue, &me, &why))
+        .await;
+    if let Err(e) = interrupted {
+        ex.reporter.note(&format!(
+            "campaign {campaign_id}: interrupting the failed worker's job: {e}"
+        ));
+    }
 }
 
 /// Looks at the campaign's jobs: as the owner, interrupts those whose claimer is gone, requeues

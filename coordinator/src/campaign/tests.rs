@@ -6,7 +6,7 @@ use super::owner::owner_id;
 use super::plan::PlannedJob;
 use super::progress::Reporter;
 use super::request::{CampaignRequest, RetryPolicy, StoredRequest};
-use super::run::run_campaign_with;
+use super::run::{CampaignOutcome, run_campaign_with};
 use super::selection::Selection;
 use crate::db::Db;
 use crate::link::{AgentLink, Connect, LinkError, RunEvents};
@@ -32,6 +32,8 @@ enum Step {
     Refused,
     /// A progress event, then the connection breaks.
     BreakMidRun,
+    /// The link panics (a bug in the coordinator's side of it).
+    Panic,
 }
 
 /// An agent in memory: a scripted answer per run (then `Ok` for ever), and every run id it saw.
@@ -143,6 +145,7 @@ impl AgentLink for FakeAgent {
                     return Err(LinkError::Unreachable(format!("{} is down", self.name)));
                 }
                 Step::Busy => return Err(LinkError::Busy(format!("{} is busy", self.name))),
+                Step::Panic => panic!("the link to {} panicked", self.name),
                 Step::Refused => return Err(LinkError::Refused(format!("{} refused", self.name))),
             };
             Ok(futures::stream::iter(events).boxed())
@@ -427,6 +430,53 @@ async fn a_run_retried_after_a_broken_stream_is_stored_once() {
     assert_eq!(failures(&again), Vec::<Option<JobFailure>>::new());
     assert_eq!(stored(&f, out.campaign_id), 1);
     assert_eq!(a.runs().len(), 2);
+}
+
+/// A worker that panics loses its attempt, not the campaign: its job is interrupted, requeued
+/// and run again (it was left `running` for ever, its lease renewed by the living process), and
+/// a job whose every attempt panics fails once the attempts are used up.
+#[tokio::test]
+async fn a_panicking_worker_costs_an_attempt_not_the_campaign() {
+    async fn within(f: &Fleet, jobs: usize) -> CampaignOutcome {
+        let run = run_campaign_with(&f.db, request(f, jobs), &f.ex);
+        tokio::time::timeout(Duration::from_secs(60), run)
+            .await
+            .expect("the campaign ends")
+            .unwrap()
+    }
+    let a = FakeAgent::new("a", &[Step::Panic]);
+    let f = fleet(std::slice::from_ref(&a));
+    let out = within(&f, 2).await;
+    assert!(out.results.iter().all(|r| r.status() == pb::RunStatus::Ok));
+    assert_eq!(
+        job_states(&f, out.campaign_id),
+        vec![("a".into(), JobState::Done); 2]
+    );
+    assert_eq!(campaign_state(&f, out.campaign_id), CampaignState::Done);
+    assert_eq!(stored(&f, out.campaign_id), 2, "one result per job");
+    let notes = f.notes.0.lock().unwrap().clone();
+    assert!(
+        notes
+            .iter()
+            .any(|n| n.contains("worker for this device failed: the link to a panicked")),
+        "{notes:?}"
+    );
+
+    let b = FakeAgent::new("b", &[Step::Panic; 10]);
+    let f = fleet(std::slice::from_ref(&b));
+    let out = within(&f, 1).await;
+    assert_eq!(b.runs().len(), 3, "max_attempts runs, each on a new run id");
+    assert_eq!(
+        job_states(&f, out.campaign_id),
+        vec![("b".into(), JobState::Failed)]
+    );
+    // As for any job whose attempts ran out: the job fails, the campaign ends `done`.
+    assert_eq!(campaign_state(&f, out.campaign_id), CampaignState::Done);
+    let message = &out.results[0].message;
+    assert!(
+        message.contains("interrupted 3 times") && message.contains("the link to b panicked"),
+        "{message}"
+    );
 }
 
 /// A campaign of the first fake agent with one queued job per `(spec_json, device info_json)`.

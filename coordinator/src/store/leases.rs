@@ -7,7 +7,8 @@
 //! its heartbeat ([`Store::renew_leases`]); the campaign's owner interrupts running jobs whose
 //! lease ran out, or whose claimer is known to be dead ([`Store::expire_leases`]), and requeues
 //! them with a new run id, so a result the lost attempt still delivers is not stored for the job
-//! as well as the new attempt's ([`Store::insert_result`] checks the run id).
+//! as well as the new attempt's ([`Store::insert_result`] checks the run id). A claimer whose
+//! worker for a queue failed gives that queue's job back itself ([`Store::interrupt_claimed`]).
 //!
 //! On PostgreSQL the claim takes a transaction-scoped advisory lock on (campaign, device) and picks
 //! the job `FOR UPDATE SKIP LOCKED`: two serves claiming for one device at once get one job between
@@ -145,6 +146,33 @@ impl Store {
             .map_err(sql(context))
     }
 
+    /// Interrupts the running jobs of campaign `campaign_id` that `claimer` holds on agent
+    /// `agent_id`'s device `device_row_id` (one queue), with `why` as their error: the process
+    /// running them lost them (its worker failed) while it lives on and renews its leases, so
+    /// neither a lease running out nor a dead claimer would ever free them. The campaign's owner
+    /// requeues them, or fails them once their attempts are used up. Returns how many.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`]; then nothing changed.
+    pub fn interrupt_claimed(
+        &mut self,
+        campaign_id: i64,
+        (agent_id, device_row_id): (i64, Option<i64>),
+        claimer: &str,
+        why: &str,
+    ) -> Result<usize, StoreError> {
+        let now = self.now();
+        self.conn
+            .execute(
+                "UPDATE jobs SET state = 'interrupted', updated_at = ?5, error = ?6
+                 WHERE campaign_id = ?1 AND agent_id = ?2 AND claimed_by = ?4
+                   AND state = 'running'
+                   AND (device_row_id = ?3 OR (CAST(?3 AS bigint) IS NULL AND device_row_id IS NULL))",
+                params![campaign_id, agent_id, device_row_id, claimer, now, why],
+            )
+            .map_err(sql("interrupting a worker's jobs"))
+    }
+
     /// Interrupts campaign `campaign_id`'s running jobs whose lease ran out, and those of direct
     /// agents whose claimer is one of `dead`: their attempt is lost, and the campaign's owner
     /// requeues them. Returns how many. A dial-in agent's job keeps its lease when its claimer
@@ -254,6 +282,51 @@ mod tests {
                 .claim_job(c, agent, None, "2@b", 30.0)
                 .unwrap()
                 .is_none()
+        );
+    }
+
+    #[test]
+    fn a_failed_worker_gives_back_only_its_own_queue_s_job() {
+        let (_db, mut store) = temp_store();
+        let (c, agent) = campaign_with_jobs(&mut store, 2);
+        let job = store
+            .claim_job(c, agent, None, "1@a", 30.0)
+            .unwrap()
+            .unwrap();
+        let why = "the coordinator's worker for this device failed: boom";
+        // Another claimer's, another agent's or another device's queue: nothing.
+        assert_eq!(
+            store
+                .interrupt_claimed(c, (agent, None), "2@b", why)
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            store
+                .interrupt_claimed(c, (agent + 1, None), "1@a", why)
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            store
+                .interrupt_claimed(c, (agent, Some(1)), "1@a", why)
+                .unwrap(),
+            0
+        );
+        assert_eq!(
+            store
+                .interrupt_claimed(c, (agent, None), "1@a", why)
+                .unwrap(),
+            1
+        );
+        let row = store.job_by_run_id(&job.run_id).unwrap().unwrap();
+        assert_eq!(row.state, JobState::Interrupted);
+        assert_eq!(row.error.as_deref(), Some(why));
+        let queued = store.job_by_run_id("run-1").unwrap().unwrap();
+        assert_eq!(
+            queued.state,
+            JobState::Queued,
+            "a queued job is not touched"
         );
     }
 
