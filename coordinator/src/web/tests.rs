@@ -56,6 +56,35 @@ fn the_seed_goes_through_the_real_check_and_confirms_one_regression() {
     assert!(s.power_result.is_some());
 }
 
+/// The history page reads which of a series' results are confirmation reruns in one query per
+/// 500 ids: it agrees with asking each result, across a chunk boundary.
+#[test]
+fn confirmation_reruns_agree_with_asking_each_result() {
+    let (_db, store, _) = seeded();
+    let all: Vec<i64> = store
+        .results(&crate::store::ResultFilter::default())
+        .unwrap()
+        .iter()
+        .map(|r| r.id)
+        .collect();
+    assert!(
+        all.len() > 500,
+        "{} results: more than one chunk",
+        all.len()
+    );
+    let reruns = store.confirmation_reruns(&all).unwrap();
+    let confirmation = store.alerts(0.0).unwrap()[0].confirmation_result_id;
+    assert!(reruns.contains(&confirmation), "{reruns:?}");
+    for id in &all {
+        assert_eq!(
+            store.confirms(*id).unwrap().is_some(),
+            reruns.contains(id),
+            "result {id}"
+        );
+    }
+    assert!(store.confirmation_reruns(&[]).unwrap().is_empty());
+}
+
 #[test]
 fn history_shows_every_night_the_alert_and_what_changed() {
     let (_db, store, _) = seeded();

@@ -103,9 +103,10 @@ fn marks(
         .into_iter()
         .filter(|a| ids.contains(&a.result_id))
         .collect();
+    let reruns = store.confirmation_reruns(&ids.iter().copied().collect::<Vec<_>>())?;
     let mut m = HashMap::new();
     for r in rows {
-        if store.confirms(r.id)?.is_some() {
+        if reruns.contains(&r.id) {
             m.insert(r.id, "confirm".to_string());
         } else if r.record.noisy {
             m.insert(r.id, "noisy".to_string());
