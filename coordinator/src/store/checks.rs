@@ -603,8 +603,7 @@ impl Store {
             let mut stmt = self
                 .conn
                 .prepare(&format!(
-                    "SELECT r.id FROM results r JOIN jobs j ON j.id = r.job_id
-                     WHERE j.confirms_result_id IS NOT NULL AND r.id IN ({marks})"
+                    "SELECT r.id FROM results r WHERE {IS_CONFIRMATION} AND r.id IN ({marks})"
                 ))
                 .map_err(sql(context))?;
             let args: Vec<Value> = ids.iter().map(|id| Value::Int(*id)).collect();

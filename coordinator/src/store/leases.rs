@@ -165,9 +165,9 @@ impl Store {
         self.conn
             .execute(
                 "UPDATE jobs SET state = 'interrupted', updated_at = ?5, error = ?6
-                 WHERE campaign_id = ?1 AND agent_id = ?2 AND claimed_by = ?4
-                   AND state = 'running'
-                   AND (device_row_id = ?3 OR (CAST(?3 AS bigint) IS NULL AND device_row_id IS NULL))",
+                 WHERE campaign_id = ?1 AND agent_id = ?2
+                   AND device_row_id IS NOT DISTINCT FROM ?3 AND claimed_by = ?4
+                   AND state = 'running'",
                 params![campaign_id, agent_id, device_row_id, claimer, now, why],
             )
             .map_err(sql("interrupting a worker's jobs"))
