@@ -8,10 +8,13 @@
 #      agent-mesa-full (PoCL, lavapipe, cpu) container dialing in over TLS pinned to the coordinator's self-signed certificate; a `smoke` campaign on
 #      both while one agent is `docker kill`ed (and started again) and the other's network is
 #      disconnected for CUT_S seconds: every planned job has exactly one result.
-#   3. `compose --profile cpu up -d` (docker/compose.yaml, with these images): both agents attach,
+#   3. agent-rocm (unless SKIP_ROCM): describes itself without an AMD GPU (hip unavailable: no HIP
+#      device) and, dialing in to the same coordinator, runs the smoke suite on its cpu backend, all ok;
+#   4. `compose --profile cpu up -d` (docker/compose.yaml, with these images): both agents attach,
 #      the smoke suite run through the coordinator container is all `ok`, its /healthz answers, and
 #      `down -v` leaves no container or volume.
-# Exits non-zero on any failure. Usage: docker/test.sh   Env: CUT_S (30), SUITE (smoke), SKIP_ROCM.
+# Exits non-zero on any failure. Usage: docker/test.sh   Env: CUT_S (30), SUITE (smoke), SKIP_ROCM,
+# HIP_AGENT_BIN (a hip agent built on this machine for agent-rocm, see docker/build_images.sh).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 CUT_S="${CUT_S:-30}"
@@ -80,7 +83,7 @@ rm -f "$sizes"
 
 log "describe without GPUs"
 for img in "${images[@]}"; do
-    [ "$img" = coordinator ] && continue
+    { [ "$img" = coordinator ] || [ "$img" = agent-rocm-build ]; } && continue
     out="$(docker run --rm "gpufleet/$img:test" gpufleet-agent describe --json)" || fail "$img describe"
     python3 - "$img" "$out" <<'EOF' || fail "$img describe output"
 import json, sys
@@ -101,9 +104,9 @@ done
 
 log "fleet on a private network"
 cleanup() {
-    docker rm -f gf-coord gf-a1 gf-a2 >/dev/null 2>&1 || true
+    docker rm -f gf-coord gf-a1 gf-a2 gf-a3 >/dev/null 2>&1 || true
     docker network rm gf-net >/dev/null 2>&1 || true
-    docker volume rm gf-coord gf-a1 gf-a2 >/dev/null 2>&1 || true
+    docker volume rm gf-coord gf-a1 gf-a2 gf-a3 >/dev/null 2>&1 || true
 }
 trap cleanup EXIT
 cleanup
@@ -114,6 +117,8 @@ coord() { docker run --rm -v gf-coord:/var/lib/gpufleet gpufleet/coordinator:tes
 token() { coord agents add "$1" --dial-in --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["token"])'; }
 T1="$(token a1)"
 T2="$(token a2)"
+rocm=""
+if bash docker/build_images.sh gpufleet test --list | grep -qx agent-rocm; then rocm=1; T3="$(token a3)"; fi
 docker run -d --name gf-coord --network gf-net -v gf-coord:/var/lib/gpufleet \
     -e GPUFLEET_READ_TOKEN="$READ" -e GPUFLEET_ADMIN_TOKEN="$ADMIN" \
     gpufleet/coordinator:test serve --tls-san gf-coord --tick-s 2 --grace-s 120 >/dev/null
@@ -172,6 +177,26 @@ for agent, want in (("a1", {"cpu", "vulkan"}), ("a2", {"cpu", "opencl", "vulkan"
     print(f"  {agent}: ok on {sorted(ok)}")
     assert want <= ok, f"{agent}: ok results only on {sorted(ok)}, not on all of {sorted(want)}"
 EOF
+
+if [ -n "$rocm" ]; then
+    log "agent-rocm: dials in as a3, the $SUITE suite on its cpu backend"
+    agent a3 "$T3" agent-rocm
+    for _ in $(seq 120); do [ "$(attached)" = 3 ] && break; sleep 1; done
+    [ "$(attached)" = 3 ] || fail "agent-rocm (a3) did not attach"
+    docker exec gf-coord gpufleet describe a3 >/tmp/gf-docker-a3.txt || fail "describe a3 through the coordinator"
+    grep -q "no HIP device" /tmp/gf-docker-a3.txt || fail "a3 does not say why hip is unavailable: $(cat /tmp/gf-docker-a3.txt)"
+    docker exec gf-coord gpufleet run --agent a3 --backend cpu --suite "$SUITE" >/tmp/gf-docker-a3.log 2>&1 ||
+        fail "agent-rocm: gpufleet run failed: $(tail -5 /tmp/gf-docker-a3.log)"
+    docker exec gf-coord gpufleet results --agent a3 --all --json >/tmp/gf-docker-a3.json
+    python3 - <<'EOF' || fail "agent-rocm: results"
+import json
+results = json.load(open("/tmp/gf-docker-a3.json"))
+bad = [(r["kernel"], r["status"], r["message"][:80]) for r in results if r["status"] != "ok"]
+assert results and not bad, f"{len(bad)} of {len(results)} results not ok: {bad[:3]}"
+assert {r["backend"] for r in results} == {"cpu"}, sorted({r["backend"] for r in results})
+print(f"  a3 (agent-rocm): {len(results)} results on cpu, all ok")
+EOF
+fi
 cleanup
 
 log "compose: --profile cpu up -d gives a coordinator and two attached agents"
