@@ -1,6 +1,10 @@
+use sha2::{Digest, Sha256};
+
+use super::super::engine::ValueRef;
 use super::super::test_support::{sample_result, temp_sqlite_store, temp_store};
 use super::super::{DeviceRecord, NewJob, ResultFilter};
-use super::*;
+use super::verify::hash_value;
+use super::{Store, StoreError};
 
 /// A store with a row in every copied table: two agents (one removed), a device, a campaign with
 /// jobs and results (samples and power), a confirmation job and its result, a check, an alert and a
