@@ -3,7 +3,7 @@
 //! map for many. Ratios are oriented so that above 1 is better whichever way the metric improves,
 //! and drawn on a log scale, so ×2 and ×½ are the same distance from the reference.
 
-use super::{Axis, Svg, W, esc, short};
+use super::canvas::{Axis, Svg, W, esc, short};
 use std::fmt::Write;
 
 /// One device's cell of one spec.
