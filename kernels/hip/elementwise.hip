@@ -1,6 +1,6 @@
 /*
  * elementwise.hip: the bandwidth kernels (vec_add, copy, triad), the activations (relu, sigmoid,
- * tanh), noop and debug_wrong. Same semantics and arguments as kernels/opencl/elementwise.cl.
+ * tanh, gelu), noop and debug_wrong. Same semantics and arguments as kernels/opencl/elementwise.cl.
  *
  * Launched with blocks of 256 work-items over ceil(n / 4) work-items: each moves one float4
  * (hipMalloc returns buffers aligned far beyond 16 bytes, so the float4 accesses are aligned) and
@@ -16,6 +16,8 @@
  *   relu_f32(x, y, n)                y = max(x, 0)
  *   sigmoid_f32(x, y, n)             y = 1 / (1 + e^-x)
  *   tanh_f32(x, y, n)                y = sign(x)·(1 - e^-2|x|) / (1 + e^-2|x|)
+ *   gelu_f32(x, y, n)                y = 0.5·x·(1 + tanh(u)), u = √(2/π)·(x + 0.044715·x³)
+ *                                    (PyTorch's approximate="tanh"), as x / (1 + e^-2u)
  *   noop_f32(in, out)                out[0] = in[0], one work-item: launch latency
  */
 
@@ -47,6 +49,12 @@ GF_DEVICE float tanh1(float v)
     const float t = gf_expf(-2.0f * gf_fabs(v));
     const float m = (1.0f - t) / (1.0f + t);
     return v < 0.0f ? -m : (v > 0.0f ? m : v);
+}
+/* 0.5·(1 + tanh(u)) = 1 / (1 + e^-2u): no cancellation for negative x; e^-2u overflows to +inf
+ * for very negative x, giving -0. The constants are 2·√(2/π) and 2·√(2/π)·0.044715. */
+GF_DEVICE float gelu1(float v)
+{
+    return v / (1.0f + gf_expf(-v * (1.5957691216057308f + 0.0713548162726003f * v * v)));
 }
 
 template <bool WRONG>
@@ -121,6 +129,11 @@ GF_KERNEL(FLAT) void sigmoid_f32(const float *GF_RESTRICT x, float *GF_RESTRICT 
 GF_KERNEL(FLAT) void tanh_f32(const float *GF_RESTRICT x, float *GF_RESTRICT y, int n)
 {
     UNARY_BODY(tanh1)
+}
+
+GF_KERNEL(FLAT) void gelu_f32(const float *GF_RESTRICT x, float *GF_RESTRICT y, int n)
+{
+    UNARY_BODY(gelu1)
 }
 
 GF_KERNEL(1) void noop_f32(const float *GF_RESTRICT in, float *GF_RESTRICT out)

@@ -83,6 +83,8 @@ int main() {
     std::vector<double> r(N); for (int i = 0; i < N; ++i) r[i] = 1 / (1 + std::exp(-(double)big[i])); report("sigmoid_f32", maxerr(Z, r), 1e-6);
     launch([&] { tanh_f32(big.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1);
     for (int i = 0; i < N; ++i) r[i] = std::tanh((double)big[i]); report("tanh_f32", maxerr(Z, r), 1e-6);
+    launch([&] { gelu_f32(big.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1);
+    for (int i = 0; i < N; ++i) { double v = big[i]; r[i] = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); } report("gelu_f32", maxerr(Z, r), 1e-6);
     double me = 0; for (float x = -87; x < 88; x += 0.0137f) { double e = std::fabs(gf_expf(x) / std::exp((double)x) - 1); if (e > me) me = e; } report("gf_expf on [-87, 88)", me, 2.4e-7);
   }
   // rows

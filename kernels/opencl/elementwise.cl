@@ -1,6 +1,6 @@
 /*
  * elementwise.cl: the bandwidth kernels (vec_add, copy, triad), the activations (relu, sigmoid,
- * tanh), noop and debug_wrong.
+ * tanh, gelu), noop and debug_wrong.
  *
  * Written for `-cl-std=CL1.1` (no `inline`/`static`, nothing from OpenCL 2.0). Each work-item
  * handles one float4: whole buffers from clCreateBuffer are aligned far beyond 16 bytes, so the
@@ -116,6 +116,28 @@ __kernel void tanh_f32(__global const float *restrict x, __global float *restric
     } else {
         for (long j = e; j < n; ++j)
             y[j] = tanh(x[j]);
+    }
+}
+
+/*
+ * y = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))), PyTorch's approximate="tanh", written as
+ * x / (1 + e^-2u) with u the tanh's argument: the same value, without the cancellation of
+ * 1 + tanh(u) for negative x. e^-2u overflows to +inf for very negative x, giving -0.
+ */
+__kernel void gelu_f32(__global const float *restrict x, __global float *restrict y, int n)
+{
+    const long i = VEC_INDEX();
+    const long e = i * 4;
+    /* 2·√(2/π) and 2·√(2/π)·0.044715 */
+    const float k = 1.5957691216057308f, c = 0.0713548162726003f;
+    if (e + 4 <= n) {
+        const float4 v = ((__global const float4 *)x)[i];
+        ((__global float4 *)y)[i] = v / ((float4)(1.0f) + exp(-v * (k + c * v * v)));
+    } else {
+        for (long j = e; j < n; ++j) {
+            const float v = x[j];
+            y[j] = v / (1.0f + exp(-v * (k + c * v * v)));
+        }
     }
 }
 

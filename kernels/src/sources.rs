@@ -144,6 +144,7 @@ mod tests {
                     "relu_f32",
                     "sigmoid_f32",
                     "tanh_f32",
+                    "gelu_f32",
                     "noop_f32",
                 ],
             ),

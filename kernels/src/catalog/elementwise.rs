@@ -5,7 +5,8 @@
 //! tolerance.
 //!
 //! The arithmetic ones are exact on our inputs (sums of multiples of 1/256), so they get a few ulps;
-//! sigmoid and tanh get `1e-5` absolute plus relative, which admits GPUs' fast transcendental functions.
+//! sigmoid, tanh and gelu get `1e-5` absolute plus relative, which admits GPUs' fast transcendental
+//! functions.
 //! Large vectors are sampled in contiguous blocks so the sample stays cache-friendly.
 
 use super::{Family, KernelDef, KernelId, ParamDef, Problem, Visit, default_variant_def, p};
@@ -33,6 +34,8 @@ pub enum ElementwiseKernel {
     Sigmoid,
     /// `tanh`: tanh(x).
     Tanh,
+    /// `gelu`: GELU with PyTorch's `approximate="tanh"`, 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))).
+    Gelu,
 }
 
 /// One element-wise kernel's definition.
@@ -137,7 +140,7 @@ pub(super) static MEMORY: [Entry; 4] = [
 ];
 
 /// The activations, in display order; their inputs span the wider range where they bend.
-pub(super) static ACTIVATIONS: [Entry; 3] = [
+pub(super) static ACTIVATIONS: [Entry; 4] = [
     make(
         E::Relu,
         "relu",
@@ -167,6 +170,17 @@ pub(super) static ACTIVATIONS: [Entry; 3] = [
         (6.0, 8.0, 10.0),
         None,
         tanh,
+    ),
+    // The cubic and its scaling (5 FLOPs), tanh as above (6), then 1 +, ·x and ·0.5.
+    make(
+        E::Gelu,
+        "gelu",
+        "y = 0.5·x·(1 + tanh(√(2/π)·(x + 0.044715·x³))) (PyTorch's approximate=\"tanh\")",
+        1,
+        WIDE,
+        (14.0, 8.0, 15.0),
+        None,
+        gelu,
     ),
 ];
 
@@ -212,9 +226,23 @@ fn tanh(x: &[&[f32]], j: usize) -> (f64, f64) {
     (v, transcendental(v))
 }
 
+/// √(2/π), the scale inside gelu's tanh.
+const GELU_SCALE: f64 = 0.797_884_560_802_865_4;
+/// The cubic term's coefficient of gelu's tanh approximation.
+const GELU_CUBIC: f64 = 0.044_715;
+
+/// PyTorch's formula as written, with tanh's tolerance: the tanh (or the exponential in
+/// 0.5·(1 + tanh(u)) = 1 / (1 + e^-2u), the devices' form) is what the backends approximate. In f64
+/// `1 + tanh(u)` cancels as x goes negative, but at the inputs' -4 it still holds 11 digits.
+fn gelu(x: &[&[f32]], j: usize) -> (f64, f64) {
+    let v = at(x, 0, j);
+    let y = 0.5 * v * (1.0 + (GELU_SCALE * (v + GELU_CUBIC * v * v * v)).tanh());
+    (y, transcendental(y))
+}
+
 impl ElementwiseKernel {
     /// Every element-wise kernel.
-    pub const ALL: [ElementwiseKernel; 7] = [
+    pub const ALL: [ElementwiseKernel; 8] = [
         E::VecAdd,
         E::Copy,
         E::Triad,
@@ -222,6 +250,7 @@ impl ElementwiseKernel {
         E::Relu,
         E::Sigmoid,
         E::Tanh,
+        E::Gelu,
     ];
 
     fn entry(self) -> &'static Entry {
@@ -353,8 +382,14 @@ mod tests {
         );
         let s = reference(&problem("sigmoid", &n), std::slice::from_ref(&a));
         assert!((s[0] - 0.268_941_421_369_995_1).abs() < 1e-12);
-        let t = reference(&problem("tanh", &n), &[a]);
+        let t = reference(&problem("tanh", &n), std::slice::from_ref(&a));
         assert!((t[2] - 0.964_027_580_075_817).abs() < 1e-12);
+        // gelu(-1) = -0.5·(1 - tanh(0.833562)), gelu(0.5) = 0.25·(1 + tanh(0.403402)),
+        // gelu(2) = 1 + tanh(1.881188) (√(2/π)·(x + 0.044715·x³) for each).
+        let g = reference(&problem("gelu", &n), &[a]);
+        assert!((g[0] + 0.158_808_009_391_723).abs() < 1e-12, "{g:?}");
+        assert!((g[1] - 0.345_714_009_825_144).abs() < 1e-12, "{g:?}");
+        assert!((g[2] - 1.954_597_694_087_775).abs() < 1e-12, "{g:?}");
         assert_eq!(reference(&problem("noop", &[]), &[vec![0.75]]), [0.75]);
         assert_eq!(
             reference(

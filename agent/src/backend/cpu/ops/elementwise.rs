@@ -1,12 +1,12 @@
 //! Element-wise functions: the STREAM trio (`copy`, `vec_add`, `triad`) and the activations `relu`,
-//! `sigmoid`, `tanh`.
+//! `sigmoid`, `tanh`, `gelu`.
 //!
 //! Work is cut into chunks of `CHUNK` elements (256 KiB of f32), one rayon task each: big enough that
 //! task overhead is noise, small enough that both cores stay busy down to a few hundred KiB. Inputs of
 //! one chunk or less run inline. `copy`, `vec_add`, `triad` and `relu` are memory-bound and
-//! vectorize on any target. `sigmoid` and `tanh` are compute-bound (an exponential per element), so
-//! they use `exp_approx`, a branch-free exponential that vectorizes (the C library's `expf` is a call
-//! per element), and run an AVX2+FMA copy when the CPU has it.
+//! vectorize on any target. `sigmoid`, `tanh` and `gelu` are compute-bound (an exponential per
+//! element), so they use `exp_approx`, a branch-free exponential that vectorizes (the C library's
+//! `expf` is a call per element), and run an AVX2+FMA copy when the CPU has it.
 
 use rayon::prelude::*;
 
@@ -143,6 +143,36 @@ fn tanh_impl<const FMA: bool>(x: &[f32], y: &mut [f32]) {
         // exp overflows to +inf for |x| > 44, giving exactly 1.
         let large = (1.0 - 2.0 / (exp_approx::<FMA>(2.0 * ax) + 1.0)).copysign(x);
         *y = if ax < 0.625 { small } else { large };
+    }
+}
+
+/// `y[i] = gelu(x[i])` with PyTorch's `approximate="tanh"`: `0.5·x·(1 + tanh(u))`,
+/// `u = √(2/π)·(x + 0.044715·x³)`, within about `(4·|2u| + 8)` f32 epsilons relative of the exact
+/// value (the rounding of `u` is amplified by the exponential; subnormal results aside).
+///
+/// Computed as `x / (1 + exp(-2u))`, the same value: one exponential, and no cancellation in
+/// `1 + tanh(u)` for negative `x`. For very negative `x` the exponential is +inf and the result -0.
+///
+/// # Panics
+///
+/// Panics if `x` and `y` differ in length.
+pub fn gelu(x: &[f32], y: &mut [f32]) {
+    map_chunks(x, y, gelu_chunk);
+}
+
+fma_dispatch! {
+    /// One chunk of [`gelu`], dispatched on `fma`.
+    fn gelu_chunk(x: &[f32], y: &mut [f32]) => gelu_impl::<FMA>
+}
+
+#[inline(always)]
+fn gelu_impl<const FMA: bool>(x: &[f32], y: &mut [f32]) {
+    // 2·√(2/π) and 2·√(2/π)·0.044715: -2u = -x·(K + C·x²).
+    const K: f32 = 1.595_769_2;
+    const C: f32 = 0.071_354_816;
+    for (y, &x) in y.iter_mut().zip(x) {
+        let two_u = x * fmadd::<FMA>(C, x * x, K);
+        *y = x / (1.0 + exp_approx::<FMA>(-two_u));
     }
 }
 
@@ -330,6 +360,45 @@ mod tests {
         let mut y = [0.0];
         tanh(&[f32::NAN], &mut y);
         assert!(y[0].is_nan());
+    }
+
+    fn check_gelu(x: &[f32], y: &[f32], what: &str) {
+        for (&x, &y) in x.iter().zip(y) {
+            let v = f64::from(x);
+            let u = (2.0 / std::f64::consts::PI).sqrt() * (v + 0.044_715 * v * v * v);
+            // 0.5·(1 + tanh(u)) as 1 / (1 + e^-2u): in f64 too, 1 + tanh(u) is 0 below x ≈ -5.5.
+            let exact = v / (1.0 + (-2.0 * u).exp());
+            let err = (f64::from(y) - exact).abs();
+            // The rounding of 2u moves exp(-2u) by |2u| ulps; below the normal range the f32
+            // result is subnormal or 0.
+            let tol = f64::from(f32::EPSILON) * (4.0 * (2.0 * u).abs() + 8.0) * exact.abs();
+            assert!(
+                err <= tol.max(1e-37),
+                "{what}: gelu({x}) = {y}, expected {exact}"
+            );
+        }
+    }
+
+    #[test]
+    fn gelu_matches_reference_on_every_path() {
+        // Beyond ±1e12 the cube overflows f64's tanh argument to ±inf, which still gives the
+        // exact limits x and -0; -inf is NaN both ways (-inf·0).
+        let x: Vec<f32> = activation_inputs()
+            .into_iter()
+            .filter(|v| v.abs() < 1e12)
+            .collect();
+        let mut y = vec![f32::NAN; x.len()];
+        gelu(&x, &mut y);
+        check_gelu(&x, &y, "dispatched");
+        gelu_impl::<false>(&x, &mut y);
+        check_gelu(&x, &y, "baseline");
+        gelu_impl::<true>(&x, &mut y);
+        check_gelu(&x, &y, "fma");
+        let mut y = [0.0; 3];
+        gelu(&[f32::NAN, f32::INFINITY, -30.0], &mut y);
+        assert!(y[0].is_nan(), "{y:?}");
+        assert_eq!(y[1], f32::INFINITY);
+        assert_eq!(y[2], 0.0);
     }
 
     #[test]

@@ -5,7 +5,7 @@
 //! | file | functions | what they compute |
 //! | --- | --- | --- |
 //! | [`gemm`] | `gemm_naive`, `gemm_tiled`, `gemm_blocked` | `C(m×n) = A(m×k)·B(k×n)`: a plain i-k-j loop, our own cache-blocked and register-tiled version, and the `gemm` crate |
-//! | [`elementwise`] | `vec_add`, `copy`, `triad`, `relu`, `sigmoid`, `tanh` | one output element per input element (STREAM-style add/copy/triad and activations) |
+//! | [`elementwise`] | `vec_add`, `copy`, `triad`, `relu`, `sigmoid`, `tanh`, `gelu` | one output element per input element (STREAM-style add/copy/triad and activations) |
 //! | [`rows`] | `softmax`, `layernorm`, `rmsnorm`, `layernorm_rmsnorm_fused` | one independent reduction-then-map per row of a `rows×cols` matrix |
 //! | [`conv`] | `conv2d_direct`, `Im2col` | NCHW 2-D convolution with zero padding and a square kernel, directly or via im2col + GEMM |
 //! | [`model`] | `ModelRunner` | CNN inference: a network's layers in order (convolutions through im2col + GEMM, depthwise, pooling, residual add, linear) |
@@ -27,11 +27,12 @@
 //!
 //! These numbers sit next to GPU numbers, so a slow CPU row would flatter every GPU. The hot loops are
 //! written so that LLVM vectorizes them (fixed-width lane accumulators, `chunks_exact`, no bounds checks
-//! inside the loop). The compute-heavy ones (`gemm_naive`, `gemm_tiled`, `sigmoid`, `tanh`, `softmax`,
-//! `conv2d_direct`, and `sum_f64` for in-cache data) are compiled twice: once for the baseline target
-//! and once with AVX2+FMA enabled (`#[target_feature]`), picked at run time by `has_avx2_fma`, because
-//! a portable build (x86-64 v1, SSE2 only) would otherwise leave half the vector width and the fused
-//! multiply-add unused on every machine we run on. The plain memory-bound loops do not need it.
+//! inside the loop). The compute-heavy ones (`gemm_naive`, `gemm_tiled`, `sigmoid`, `tanh`, `gelu`,
+//! `softmax`, `conv2d_direct`, and `sum_f64` for in-cache data) are compiled twice: once for the
+//! baseline target and once with AVX2+FMA enabled (`#[target_feature]`), picked at run time by
+//! `has_avx2_fma`, because a portable build (x86-64 v1, SSE2 only) would otherwise leave half the
+//! vector width and the fused multiply-add unused on every machine we run on. The plain memory-bound
+//! loops do not need it.
 //! `gemm_blocked` runs the `gemm` crate's AVX-512, AVX2+FMA or portable microkernels, picked the same
 //! way ([`Isa::active`]); `GPUFLEET_CPU_ISA` caps all of them.
 //!
@@ -95,6 +96,7 @@ pub fn elementwise(kernel: ElementwiseKernel, x: &[&[f32]], y: &mut [f32]) {
         ElementwiseKernel::Relu => elementwise::relu(x[0], y),
         ElementwiseKernel::Sigmoid => elementwise::sigmoid(x[0], y),
         ElementwiseKernel::Tanh => elementwise::tanh(x[0], y),
+        ElementwiseKernel::Gelu => elementwise::gelu(x[0], y),
     }
 }
 

@@ -101,7 +101,7 @@ fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
         let names: Vec<&str> = k.dtypes.iter().map(|d| d.name()).collect();
         assert_eq!(dtypes, &names, "{}", k.name);
     }
-    assert_eq!(listed.len(), 29);
+    assert_eq!(listed.len(), 30);
 }
 
 #[test]

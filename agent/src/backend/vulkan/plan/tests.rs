@@ -318,7 +318,7 @@ fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
             }
             assert_eq!(dtypes, &names, "{} on {caps:?}", k.name);
         }
-        assert_eq!(listed.len(), 29);
+        assert_eq!(listed.len(), 30);
     }
     let f16 = |caps: &VkCaps| supported(caps)[0].2.contains(&"f16");
     assert!(f16(&nvidia()) && f16(&lavapipe()));
