@@ -13,6 +13,7 @@
 //! the weighted sum of the values.
 
 use std::collections::HashMap;
+use std::marker::PhantomData;
 
 use gpufleet_kernels::NORM_EPS;
 use gpufleet_kernels::llm::{Buf, Cache, Heads, LlmGraph, Op, Ref, Step};
@@ -46,27 +47,41 @@ impl std::fmt::Debug for LlmRunner {
     }
 }
 
-/// The arena shared by a step's tasks: each writes elements no other task writes and no task of
-/// the step reads.
+/// The arena `run` borrows mutably for the whole run, as a pointer a step's tasks share: each
+/// writes elements no other task writes and no task of the step reads.
 #[derive(Clone, Copy)]
-struct Shared {
+struct Shared<'a> {
     ptr: *mut f32,
     len: usize,
+    _arena: PhantomData<&'a mut [f32]>,
 }
 
-// SAFETY: tasks write disjoint elements (see `Shared`), so sharing the pointer across the pool's
-// threads is sound.
-unsafe impl Send for Shared {}
-unsafe impl Sync for Shared {}
+// SAFETY: `Shared` is a `&'a mut [f32]` whose accesses are split between threads. Moving it to a
+// pool thread hands over nothing but the pointer: every element access goes through `read` or
+// `write`, unsafe functions whose callers promise no other thread touches those elements at once.
+unsafe impl Send for Shared<'_> {}
+// SAFETY: `&Shared` allows only copying the pointer and calling `read`/`write`, whose callers
+// promise that no two threads access the same elements at once with one of them writing.
+unsafe impl Sync for Shared<'_> {}
 
-impl Shared {
+impl<'a> Shared<'a> {
+    /// Shares `arena` (borrowed for `'a`, so the pointer stays valid and unaliased that long).
+    fn new(arena: &'a mut [f32]) -> Shared<'a> {
+        Shared {
+            ptr: arena.as_mut_ptr(),
+            len: arena.len(),
+            _arena: PhantomData,
+        }
+    }
+
     /// `len` elements at `off`.
     ///
     /// # Safety
-    /// No live `&mut` overlaps them.
-    unsafe fn read(&self, off: usize, len: usize) -> &[f32] {
+    /// Nothing writes them while the slice lives.
+    unsafe fn read(self, off: usize, len: usize) -> &'a [f32] {
         assert!(off + len <= self.len, "arena read past its end");
-        // SAFETY: in bounds (asserted); the caller guarantees no overlapping `&mut`.
+        // SAFETY: `off..off + len` is inside the borrowed arena (asserted), and the caller
+        // guarantees no write to those elements while the slice lives.
         unsafe { std::slice::from_raw_parts(self.ptr.add(off), len) }
     }
 
@@ -74,30 +89,34 @@ impl Shared {
     ///
     /// # Safety
     /// Nothing else reads or writes them while the slice lives.
-    #[allow(clippy::mut_from_ref)]
-    unsafe fn write(&self, off: usize, len: usize) -> &mut [f32] {
+    unsafe fn write(self, off: usize, len: usize) -> &'a mut [f32] {
         assert!(off + len <= self.len, "arena write past its end");
-        // SAFETY: in bounds (asserted); the caller guarantees exclusive access.
+        // SAFETY: `off..off + len` is inside the borrowed arena (asserted), and the caller
+        // guarantees exclusive access to those elements while the slice lives.
         unsafe { std::slice::from_raw_parts_mut(self.ptr.add(off), len) }
     }
 }
 
-/// Where a step reads from: the inputs or the arena.
-struct Bufs<'a> {
+/// What one step reads: the inputs, and the arena elements the step does not write (made only by
+/// [`StepReads::new`], whose caller promises that).
+struct StepReads<'a> {
     inputs: &'a [&'a [f32]],
-    arena: Shared,
+    arena: Shared<'a>,
 }
 
-impl Bufs<'_> {
-    /// `len` elements at `r`.
-    ///
+impl<'a> StepReads<'a> {
     /// # Safety
-    /// For the arena: no task of the running step writes them (the graph never has a step read its
-    /// own output).
-    unsafe fn get(&self, r: Ref, len: usize) -> &[f32] {
+    /// While the value lives, nothing writes the arena elements read through [`StepReads::get`].
+    unsafe fn new(inputs: &'a [&'a [f32]], arena: Shared<'a>) -> StepReads<'a> {
+        StepReads { inputs, arena }
+    }
+
+    /// `len` elements at `r`.
+    fn get(&self, r: Ref, len: usize) -> &[f32] {
         match r.buf {
             Buf::Input(i) => &self.inputs[i][r.off..r.off + len],
-            // SAFETY: the caller's guarantee.
+            // SAFETY: by `new`'s contract nothing writes what is read through `self` while it
+            // lives, and the slice borrows `self`.
             Buf::Arena => unsafe { self.arena.read(r.off, len) },
         }
     }
@@ -175,70 +194,80 @@ impl LlmRunner {
     /// If the buffers do not have the graph's lengths (the backend checks them first).
     pub fn run(&self, inputs: &[&[f32]], arena: &mut [f32]) {
         assert_eq!(arena.len(), self.graph.arena_len, "arena length");
-        let bufs = Bufs {
-            inputs,
-            arena: Shared {
-                ptr: arena.as_mut_ptr(),
-                len: arena.len(),
-            },
-        };
+        let arena = Shared::new(arena);
         let weights = self.graph.weights_input.map_or(&[][..], |i| inputs[i]);
         for step in &self.graph.steps {
-            // SAFETY: a step's output never overlaps what it reads (the graph's layout), and each
-            // task below writes its own rows (or heads) of the output.
-            unsafe { self.step(step, &bufs, weights) };
+            let out_len = step.rows.rows * step.op.out_width();
+            // SAFETY: steps run one after another and `run` holds the arena's only borrow, so
+            // only this step touches it until `reads` and `out` are dropped at the end of the
+            // iteration. Within the step, the graph's layout (`gpufleet_kernels::llm`: every
+            // tensor and cache has an arena range of its own, handed out by the builders) keeps
+            // what it writes — its output, `rows × out_width` elements at `out`, and for RoPE
+            // its rows' cache entries — apart from what it reads (`x`, `other`, the table, the
+            // attention's cache). So nothing read through `reads` is written, and `out` is
+            // touched through this slice alone.
+            let (reads, out) = unsafe {
+                (
+                    StepReads::new(inputs, arena),
+                    arena.write(step.out.off, out_len),
+                )
+            };
+            self.step(step, &reads, arena, out, weights);
         }
     }
 
-    /// # Safety
-    /// See `run`.
-    unsafe fn step(&self, s: &Step, b: &Bufs<'_>, weights: &[f32]) {
+    /// Runs step `s`, reading through `b` and writing `out` (its output) and, for RoPE, the cache
+    /// in `arena`.
+    fn step(
+        &self,
+        s: &Step,
+        b: &StepReads<'_>,
+        arena: Shared<'_>,
+        out: &mut [f32],
+        weights: &[f32],
+    ) {
         let rows = s.rows.rows;
         let fma = has_avx2_fma();
-        let out = b.arena;
-        let out_off = s.out.off;
-        // SAFETY (all arms): row `r`'s output elements are written by task `r` alone; inputs are
-        // other regions (see `run`).
         match s.op {
             Op::Embed {
                 dim,
                 vocab,
                 table,
                 tok_stride,
-            } => (0..rows).into_par_iter().for_each(|r| {
-                let t = unsafe { b.get(s.x.at(r * tok_stride), 1) };
-                let tok = t[0];
+            } => out.par_chunks_mut(dim).enumerate().for_each(|(r, o)| {
+                let tok = b.get(s.x.at(r * tok_stride), 1)[0];
                 let tok = (tok.max(0.0) as usize).min(vocab - 1);
-                let o = unsafe { out.write(out_off + r * dim, dim) };
                 o.copy_from_slice(&weights[table + tok * dim..][..dim]);
             }),
             Op::RmsNorm {
                 dim,
                 gamma,
                 in_stride,
-            } => (0..rows).into_par_iter().for_each(|r| {
-                let x = unsafe { b.get(s.x.at(r * in_stride), dim) };
+            } => out.par_chunks_mut(dim).enumerate().for_each(|(r, o)| {
+                let x = b.get(s.x.at(r * in_stride), dim);
                 let ms = dot(x, x) / dim as f32;
                 let rstd = 1.0 / (ms + NORM_EPS as f32).sqrt();
-                let o = unsafe { out.write(out_off + r * dim, dim) };
                 for ((y, v), g) in o.iter_mut().zip(x).zip(&weights[gamma..gamma + dim]) {
                     *y = v * rstd * g;
                 }
             }),
             Op::Linear { k, n, w } => {
-                let x = unsafe { b.get(s.x, rows * k) };
+                let x = b.get(s.x, rows * k);
                 if let Some(t) = self.transposed.get(&w).filter(|_| rows >= GEMM_ROWS) {
-                    let o = unsafe { out.write(out_off, rows * n) };
-                    gemm_blocked(x, t, o, rows, n, k);
+                    gemm_blocked(x, t, out, rows, n, k);
                 } else {
                     let wm = &weights[w..w + k * n];
+                    let out = Shared::new(out);
                     (0..n.div_ceil(GEMV_BLOCK)).into_par_iter().for_each(|blk| {
                         let j0 = blk * GEMV_BLOCK;
                         for j in j0..(j0 + GEMV_BLOCK).min(n) {
                             let wr = &wm[j * k..(j + 1) * k];
                             for r in 0..rows {
                                 let v = dot(&x[r * k..(r + 1) * k], wr);
-                                let o = unsafe { out.write(out_off + r * n + j, 1) };
+                                // SAFETY: element (r, j) of the `[rows][n]` output is written by
+                                // the task of block `j / GEMV_BLOCK` alone, and only once; `out`
+                                // is this step's output, which nothing else reads or writes.
+                                let o = unsafe { out.write(r * n + j, 1) };
                                 o[0] = v;
                             }
                         }
@@ -254,10 +283,10 @@ impl LlmRunner {
                 let (q, kv, hd) = (heads.q_dim(), heads.kv_dim(), heads.head_dim);
                 let half = hd / 2;
                 let in_w = q + 2 * kv;
-                let tab = unsafe { b.get(table, 2 * positions * half) };
-                (0..rows).into_par_iter().for_each(|r| {
+                let tab = b.get(table, 2 * positions * half);
+                out.par_chunks_mut(q).enumerate().for_each(|(r, oq)| {
                     let (seq, pos) = s.rows.of(r);
-                    let x = unsafe { b.get(s.x.at(r * in_w), in_w) };
+                    let x = b.get(s.x.at(r * in_w), in_w);
                     let (cos, sin) = (
                         &tab[pos * half..][..half],
                         &tab[(positions + pos) * half..][..half],
@@ -271,34 +300,39 @@ impl LlmRunner {
                             }
                         }
                     };
-                    turn(&x[..q], unsafe { out.write(out_off + r * q, q) });
+                    turn(&x[..q], oq);
                     let at = cache.index(seq, pos, kv);
-                    let kdst = unsafe { write_ref(b, cache.k.at(at), kv) };
+                    // SAFETY: the `kv` keys and values at `at` are row `r`'s alone: the step's
+                    // rows are distinct (sequence, position) pairs with the sequence below
+                    // `cache.batch` (rows = batch × per_seq), which `Cache::index` maps to
+                    // distinct `kv`-wide entries, and the keys and values are separate arena
+                    // ranges. The step neither reads the cache nor has it in `out` (see `run`).
+                    let (kdst, vdst) = unsafe {
+                        (
+                            write_ref(arena, cache.k.at(at), kv),
+                            write_ref(arena, cache.v.at(at), kv),
+                        )
+                    };
                     turn(&x[q..q + kv], kdst);
-                    let vdst = unsafe { write_ref(b, cache.v.at(at), kv) };
                     vdst.copy_from_slice(&x[q + kv..]);
                 });
             }
-            Op::Attention { heads, cache } if s.rows.per_seq >= GEMM_ROWS => unsafe {
-                attention_blocks(s, b, heads, cache, fma)
-            },
+            Op::Attention { heads, cache } if s.rows.per_seq >= GEMM_ROWS => {
+                attention_blocks(s, b, out, heads, cache, fma)
+            }
             Op::Attention { heads, cache } => {
                 let (q, kv, hd) = (heads.q_dim(), heads.kv_dim(), heads.head_dim);
                 let scale = heads.scale() as f32;
-                (0..rows * heads.heads).into_par_iter().for_each(|task| {
+                // Task `r · heads + h` is head `h` of row `r`: `hd` elements at `r·q + h·hd`.
+                out.par_chunks_mut(hd).enumerate().for_each(|(task, o)| {
                     let (r, h) = (task / heads.heads, task % heads.heads);
                     let (seq, pos) = s.rows.of(r);
                     let g = heads.kv_head(h);
-                    let qv = unsafe { b.get(s.x.at(r * q + h * hd), hd) };
-                    let key = |t: usize| unsafe {
-                        b.get(cache.k.at(cache.index(seq, t, kv) + g * hd), hd)
-                    };
-                    let val = |t: usize| unsafe {
-                        b.get(cache.v.at(cache.index(seq, t, kv) + g * hd), hd)
-                    };
+                    let qv = b.get(s.x.at(r * q + h * hd), hd);
+                    let key = |t: usize| b.get(cache.k.at(cache.index(seq, t, kv) + g * hd), hd);
+                    let val = |t: usize| b.get(cache.v.at(cache.index(seq, t, kv) + g * hd), hd);
                     let mut p: Vec<f32> = (0..=pos).map(|t| dot(qv, key(t))).collect();
                     softmax_scaled(&mut p, scale, fma);
-                    let o = unsafe { out.write(out_off + r * q + h * hd, hd) };
                     o.fill(0.0);
                     for (t, w) in p.iter().enumerate() {
                         for (y, v) in o.iter_mut().zip(val(t)) {
@@ -307,23 +341,18 @@ impl LlmRunner {
                     }
                 });
             }
-            Op::SwiGlu { ffn } => (0..rows).into_par_iter().for_each(|r| {
-                let x = unsafe { b.get(s.x.at(r * 2 * ffn), 2 * ffn) };
-                let o = unsafe { out.write(out_off + r * ffn, ffn) };
+            Op::SwiGlu { ffn } => out.par_chunks_mut(ffn).enumerate().for_each(|(r, o)| {
+                let x = b.get(s.x.at(r * 2 * ffn), 2 * ffn);
                 swiglu_row(&x[..ffn], &x[ffn..], o, fma);
             }),
-            Op::Add { dim, other } => (0..rows).into_par_iter().for_each(|r| {
-                let a = unsafe { b.get(s.x.at(r * dim), dim) };
-                let c = unsafe { b.get(other.at(r * dim), dim) };
-                let o = unsafe { out.write(out_off + r * dim, dim) };
+            Op::Add { dim, other } => out.par_chunks_mut(dim).enumerate().for_each(|(r, o)| {
+                let a = b.get(s.x.at(r * dim), dim);
+                let c = b.get(other.at(r * dim), dim);
                 for ((y, u), v) in o.iter_mut().zip(a).zip(c) {
                     *y = u + v;
                 }
             }),
-            Op::Copy { len } => {
-                let x = unsafe { b.get(s.x, len) };
-                unsafe { out.write(out_off, len) }.copy_from_slice(x);
-            }
+            Op::Copy { len } => out.copy_from_slice(b.get(s.x, len)),
         }
     }
 }
@@ -331,18 +360,22 @@ impl LlmRunner {
 /// Prefill attention: a task per sequence, head and block of [`ATTENTION_ROWS`] consecutive rows
 /// (positions `p0..p1`), over keys `0..p1`: `S = Q·Kᵀ` (the block's keys gathered transposed),
 /// each row's softmax over its causal window (later keys get weight 0), `O = P·V` straight from
-/// the cache (its rows `batch · kv_dim` apart).
-///
-/// # Safety
-/// As [`LlmRunner::run`]: the queries and the cache are not written by the step, each task writes
-/// its own rows of its own head.
-unsafe fn attention_blocks(s: &Step, b: &Bufs<'_>, heads: Heads, cache: Cache, fma: bool) {
+/// the cache (its rows `batch · kv_dim` apart), written to `out`, the step's output.
+fn attention_blocks(
+    s: &Step,
+    b: &StepReads<'_>,
+    out: &mut [f32],
+    heads: Heads,
+    cache: Cache,
+    fma: bool,
+) {
     let (q, kv, hd) = (heads.q_dim(), heads.kv_dim(), heads.head_dim);
     let scale = heads.scale() as f32;
     let per_seq = s.rows.per_seq;
     let blocks = per_seq.div_ceil(ATTENTION_ROWS);
     let seqs = s.rows.rows / per_seq;
     let stride = cache.batch * kv;
+    let out = Shared::new(out);
     (0..seqs * heads.heads * blocks)
         .into_par_iter()
         .for_each(|task| {
@@ -356,15 +389,15 @@ unsafe fn attention_blocks(s: &Step, b: &Bufs<'_>, heads: Heads, cache: Cache, f
             let t = p0 + m; // keys 0..t
             let first = cache.index(seq, 0, kv) + g * hd;
             let span = (t - 1) * stride + hd;
-            let keys = unsafe { b.get(cache.k.at(first), span) };
-            let vals = unsafe { b.get(cache.v.at(first), span) };
+            let keys = b.get(cache.k.at(first), span);
+            let vals = b.get(cache.v.at(first), span);
             let mut kt = vec![0f32; hd * t];
             for (j, key) in keys.chunks(stride).take(t).enumerate() {
                 for (d, v) in key[..hd].iter().enumerate() {
                     kt[d * t + j] = *v;
                 }
             }
-            let qs = unsafe { b.get(s.x.at(r0 * q + h * hd), (m - 1) * q + hd) };
+            let qs = b.get(s.x.at(r0 * q + h * hd), (m - 1) * q + hd);
             let mut sc = vec![0f32; m * t];
             gemm_strided_serial(qs, q, &kt, t, &mut sc, t, m, t, hd);
             for (i, row) in sc.chunks_exact_mut(t).enumerate() {
@@ -375,7 +408,11 @@ unsafe fn attention_blocks(s: &Step, b: &Bufs<'_>, heads: Heads, cache: Cache, f
             let mut o = vec![0f32; m * hd];
             gemm_strided_serial(&sc, t, vals, stride, &mut o, hd, m, hd, t);
             for (i, row) in o.chunks_exact(hd).enumerate() {
-                let dst = unsafe { b.arena.write(s.out.off + (r0 + i) * q + h * hd, hd) };
+                // SAFETY: head `h` of rows `r0..r0 + m` (`hd` elements at `row·q + h·hd`) is this
+                // task's alone: tasks are distinct (sequence, head, block) triples and a block's
+                // rows are its sequence's `i0..i0 + m`. `out` is the step's output, which only
+                // these tasks touch.
+                let dst = unsafe { out.write((r0 + i) * q + h * hd, hd) };
                 dst.copy_from_slice(row);
             }
         });
@@ -385,9 +422,9 @@ unsafe fn attention_blocks(s: &Step, b: &Bufs<'_>, heads: Heads, cache: Cache, f
 ///
 /// # Safety
 /// As [`Shared::write`]; `r` must be in the arena.
-#[allow(clippy::mut_from_ref)]
-unsafe fn write_ref<'a>(b: &'a Bufs<'_>, r: Ref, len: usize) -> &'a mut [f32] {
+unsafe fn write_ref<'a>(arena: Shared<'a>, r: Ref, len: usize) -> &'a mut [f32] {
     debug_assert_eq!(r.buf, Buf::Arena, "a step writes only the arena");
-    // SAFETY: the caller's guarantee.
-    unsafe { b.arena.write(r.off, len) }
+    // SAFETY: the caller guarantees exclusive access to these elements (`Shared::write`'s
+    // contract, passed on unchanged).
+    unsafe { arena.write(r.off, len) }
 }
