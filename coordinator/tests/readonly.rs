@@ -9,6 +9,8 @@ use common::{BIN, gpufleet, ok_stdout as ok};
 
 /// `gpufleet ARGS` as an unprivileged user when this runs as root (root ignores permissions).
 fn as_user(args: &[&str]) -> Option<Output> {
+    // SAFETY: geteuid takes no arguments, always succeeds and only reads this process's
+    // credentials.
     let root = unsafe { libc::geteuid() } == 0;
     let mut cmd = if root {
         if Command::new("setpriv").arg("--help").output().is_err() {

@@ -196,7 +196,7 @@ pub fn versions() -> (Option<i32>, Option<i32>) {
     let (mut d, mut r): (c_int, c_int) = (0, 0);
     // SAFETY: valid out-pointers for the calls' duration.
     let d_ok = unsafe { hipDriverGetVersion(&mut d) } == HIP_SUCCESS;
-    // SAFETY: as above.
+    // SAFETY: `r` is a live local `c_int`, a valid out-pointer for the call's duration.
     let r_ok = unsafe { hipRuntimeGetVersion(&mut r) } == HIP_SUCCESS;
     (d_ok.then_some(d), r_ok.then_some(r))
 }

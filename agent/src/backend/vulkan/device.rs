@@ -102,7 +102,8 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
     for (index, &pd) in devices.iter().enumerate() {
         // SAFETY: `pd` came from this instance.
         let props = unsafe { inst.get_physical_device_properties(pd) };
-        // SAFETY: as above.
+        // SAFETY: `pd` was enumerated from `inst`, which outlives this loop; the list is copied
+        // out.
         let exts = unsafe { inst.enumerate_device_extension_properties(pd) }.unwrap_or_default();
         let has_ext = |n: &CStr| exts.iter().any(|e| e.extension_name_as_c_str() == Ok(n));
         let v12 = props.api_version >= vk::API_VERSION_1_2 && vk.api >= vk::API_VERSION_1_2;
@@ -156,7 +157,8 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         }
         // SAFETY: a physical device of this instance.
         let core = unsafe { inst.get_physical_device_features(pd) };
-        // SAFETY: as above.
+        // SAFETY: `pd` was enumerated from `inst`, which outlives this loop; the families are
+        // copied out.
         let families = unsafe { inst.get_physical_device_queue_family_properties(pd) };
         let compute: Vec<(u32, &vk::QueueFamilyProperties)> = families
             .iter()
@@ -171,7 +173,8 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         else {
             continue;
         };
-        // SAFETY: as above.
+        // SAFETY: `pd` was enumerated from `inst`, which outlives this loop; the call fills a
+        // plain-data struct.
         let mem = unsafe { inst.get_physical_device_memory_properties(pd) };
         let heaps = &mem.memory_heaps[..mem.memory_heap_count as usize];
         let device_local: u64 = heaps

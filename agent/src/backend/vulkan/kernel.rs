@@ -153,6 +153,8 @@ impl VulkanKernel {
             .map_err(|e| fail("vkCreateDevice", e))?;
         // SAFETY: queue 0 of a family we created.
         let queue = unsafe { device.get_device_queue(found.queue_family, 0) };
+        // SAFETY: `found.physical` was enumerated from `inst`, which is alive here; the call only
+        // fills a plain-data struct.
         let mem = unsafe { inst.get_physical_device_memory_properties(found.physical) };
         let mut k = VulkanKernel {
             vk: None,
@@ -288,9 +290,9 @@ impl VulkanKernel {
         mode: Mode,
     ) -> Result<(), BackendError> {
         let dev = self.dev().clone();
-        // SAFETY (whole function): every create call gets a valid device and
-        // create info; every handle is stored in `self` right away so Drop
-        // destroys it even when a later step fails.
+        // SAFETY: `dev` is this kernel's live device and `found.queue_family` the family it was
+        // created with; each create info is built here and outlives its call; each handle is
+        // stored in `self` right away, so Drop destroys it once even when a later step fails.
         unsafe {
             let pool_info = vk::CommandPoolCreateInfo::default()
                 .queue_family_index(found.queue_family)
@@ -357,7 +359,9 @@ impl VulkanKernel {
             .iter()
             .map(|d| d.bindings.len() as u32)
             .sum();
-        // SAFETY: as above.
+        // SAFETY: `dev` is this kernel's live device; `pc` borrows `initial` and `dp` borrows
+        // `sizes`, both alive through their calls; the cache and the pool go into `self` right
+        // away, so Drop destroys them once even when a later step fails.
         unsafe {
             let pc = vk::PipelineCacheCreateInfo::default().initial_data(&initial);
             self.pipeline_cache = dev
@@ -393,7 +397,9 @@ impl VulkanKernel {
             };
             self.pipeline_of.push(index);
             let layouts = [self.pipelines[index].2];
-            // SAFETY: as above.
+            // SAFETY: `self.desc_pool` was created above with room for one set per dispatch and
+            // `layouts` holds a live layout of this device; each write names that fresh set and a
+            // live buffer of this kernel (`resolve`), with `infos` alive through the update.
             unsafe {
                 let alloc = vk::DescriptorSetAllocateInfo::default()
                     .descriptor_pool(self.desc_pool)

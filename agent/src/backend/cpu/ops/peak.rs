@@ -159,7 +159,8 @@ macro_rules! vnni_chains {
                         *v = $dot(c, *v, a);
                     }
                 }
-                // SAFETY: as above, back to lanes.
+                // SAFETY: `[$vec; $regs]` and `[i32; L]` have the same size (L i32s), and every bit
+                // pattern is a valid i32.
                 let lanes: [i32; L] = unsafe { std::mem::transmute(x) };
                 for (item, o) in outs.iter_mut().enumerate() {
                     let chains = &lanes[item * CHAINS..(item + 1) * CHAINS];

@@ -61,7 +61,8 @@ impl VulkanKernel {
         let memory = match unsafe { dev.allocate_memory(&alloc, None) } {
             Ok(m) => m,
             Err(e) => {
-                // SAFETY: as above.
+                // SAFETY: `buffer` was created above on `dev`, has no memory bound and was never
+                // used; it is destroyed once, here, and the error return leaves it unused.
                 unsafe { dev.destroy_buffer(buffer, None) };
                 return Err(fail("vkAllocateMemory", e));
             }
