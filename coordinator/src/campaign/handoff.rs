@@ -4,9 +4,8 @@
 //!
 //! How the two find each other: through the database. The run stores the campaign without an
 //! owner; the serve, which looks for ownerless campaigns every [`crate::schedule::HANDOFF_POLL`],
-//! claims, plans and executes it; the run follows the campaign's rows until it is finished. A
-//! dial-in agent counts as attached when its row says so and the serve refreshed `last_seen`
-//! within [`ATTACHED_FRESH_S`] (a serve that died leaves a stale row).
+//! claims, plans and executes it; the run follows the campaign's rows until it is finished.
+//! Whether a dial-in agent is attached to a live serve: [`attached`].
 
 use super::error::CampaignError;
 use super::plan::resolve_runs;
@@ -15,36 +14,12 @@ use super::progress::Reporter;
 use super::request::{CampaignRequest, StoredRequest};
 use super::run::CampaignOutcome;
 use crate::db::Db;
-use crate::fleet::SEEN_EVERY;
-use crate::store::{AgentKind, AgentRow, CampaignRow, CampaignState};
+use crate::fleet::attachment::attached;
+use crate::store::{AgentKind, CampaignRow, CampaignState};
 use std::time::Duration;
 
-/// How recent a dial-in agent's `last_seen` must be for it to count as attached.
-pub const ATTACHED_FRESH_S: f64 = 3.0 * SEEN_EVERY.as_secs() as f64;
 /// How long a handed campaign may wait to be claimed by a serve.
 pub const CLAIM_TIMEOUT: Duration = Duration::from_secs(15);
-
-/// Whether `a` is a dial-in agent attached to a live serve now.
-pub fn attached(a: &AgentRow, now: f64) -> bool {
-    a.kind == AgentKind::DialIn
-        && a.connected_since.is_some()
-        && a.last_seen.is_some_and(|t| now - t <= ATTACHED_FRESH_S)
-}
-
-/// The serve (`pid@host`) holding dial-in agent `a`'s stream now, if one does and says so.
-pub fn holder(a: &AgentRow, now: f64) -> Option<&str> {
-    if attached(a, now) {
-        a.attached_to.as_deref()
-    } else {
-        None
-    }
-}
-
-/// Whether `a` is a dial-in agent whose stream another serve than `me` holds now (a live one, as
-/// far as this host can tell): only that serve can run its jobs.
-pub fn held_elsewhere(a: &AgentRow, me: &str, now: f64) -> bool {
-    holder(a, now).is_some_and(|h| h != me && !super::owner::owner_is_dead(h))
-}
 
 /// Whether `req` must be handed to the serve: it names a dial-in agent.
 pub fn needs_handoff(req: &CampaignRequest) -> bool {

@@ -8,7 +8,8 @@
 //! | `request.rs` | what to run ([`CampaignRequest`]) and its stored form ([`StoredRequest`]) |
 //! | `plan.rs` | runs validated and their settings resolved once ([`resolve_runs`](plan::resolve_runs)), then suite × agents × devices → jobs (pure) |
 //! | `prepare.rs` | describe the agents, plan, store the devices and queued jobs |
-//! | `execute.rs` | run stored jobs over [`AgentLink`](crate::link::AgentLink)s: attempts, retries, lost agents, typed failures |
+//! | `execute.rs` | run stored jobs over [`AgentLink`](crate::link::AgentLink)s: which jobs this process claims, workers per device, lost agents |
+//! | `job.rs` | one job: its attempts and retries, its result stored, typed failures ([`JobFailure`]) |
 //! | `owner.rs` | which process owns a campaign, its heartbeat |
 //! | `run.rs` | the whole campaign in one call ([`run_campaign`]) |
 //! | `handoff.rs` | a campaign with dial-in agents handed to the running serve and followed |
@@ -23,6 +24,7 @@
 pub mod error;
 pub mod execute;
 pub mod handoff;
+pub mod job;
 pub mod owner;
 pub mod plan;
 pub mod prepare;
@@ -35,7 +37,8 @@ pub mod selection;
 mod tests;
 
 pub use self::error::CampaignError;
-pub use self::execute::{Executor, JobFailure, JobOutcome, execute_campaign, finish_campaign};
+pub use self::execute::{Executor, execute_campaign, finish_campaign};
+pub use self::job::{JobFailure, JobOutcome};
 pub use self::owner::{HEARTBEAT, owner_id, owner_is_dead};
 pub use self::prepare::{Planned, device_record, plan_into, resolve_and_plan_into};
 pub use self::request::{CampaignRequest, RetryPolicy, StoredRequest};

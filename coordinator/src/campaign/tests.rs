@@ -1,7 +1,8 @@
 //! Campaign execution against in-memory agent links (no sockets): job states, retries up to the
 //! bound, an agent lost mid-campaign, a result stored once when its run is retried.
 
-use super::execute::{Executor, JobFailure, JobOutcome, execute_campaign};
+use super::execute::{Executor, execute_campaign};
+use super::job::{JobFailure, JobOutcome};
 use super::owner::owner_id;
 use super::plan::PlannedJob;
 use super::progress::Reporter;

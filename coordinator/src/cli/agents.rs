@@ -1,8 +1,8 @@
 //! `agents add|list|rm` and `describe`.
 
 use super::args::AgentsCommand;
-use crate::campaign::handoff::attached;
 use crate::db::Db;
+use crate::fleet::attachment::attached;
 use crate::link::grpc::AgentAddr;
 use crate::store::{AgentKind, AgentRow, token_hash};
 use crate::table::{Format, Table};

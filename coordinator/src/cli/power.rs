@@ -13,8 +13,8 @@
 
 use super::agents::lookup_agent;
 use super::args::{PowerArgs, PowerFormat};
-use crate::campaign::handoff::attached;
 use crate::db::Db;
+use crate::fleet::attachment::attached;
 use crate::link::grpc::AgentAddr;
 use crate::link::serve_api::{PowerEvents, power_events};
 use crate::live::{Key, key};

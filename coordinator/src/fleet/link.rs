@@ -3,7 +3,7 @@
 //! gRPC one by the agent's kind, so the executor treats both alike.
 
 use super::Hub;
-use crate::campaign::handoff::held_elsewhere;
+use super::attachment::held_elsewhere;
 use crate::link::grpc::AgentAddr;
 use crate::link::{AgentLink, Connect, LinkError, RunEvents};
 use crate::store::{AgentKind, AgentRow};

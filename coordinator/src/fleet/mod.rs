@@ -7,6 +7,7 @@
 //!   events, stores finished runs and acknowledges them.
 //! - [`service`]: the tonic `Fleet` service: authentication, the Hello, the reader loop.
 //! - [`link`]: the [`crate::link::AgentLink`] of a dial-in agent.
+//! - [`attachment`]: whether an agent is attached, and to which serve, as the database says.
 //!
 //! # Nothing lost, stored once
 //! A finished run arrives as a `RunDone`. The hub stores it (idempotent by run id: a resent result
@@ -26,6 +27,7 @@
 //! (it restarted and lost it), or the grace period ends, the attempt fails as unreachable and the
 //! campaign's retry rule applies.
 
+pub mod attachment;
 pub mod link;
 pub mod service;
 

@@ -111,7 +111,7 @@ pub async fn metrics(State(s): State<Daemon>) -> Response {
     connected.set(
         agents
             .iter()
-            .filter(|a| crate::campaign::handoff::attached(a, now))
+            .filter(|a| crate::fleet::attachment::attached(a, now))
             .count() as i64,
     );
     registry.register(

@@ -149,11 +149,6 @@ impl PgTarget {
     }
 }
 
-/// At most 40 characters of a value, for an error message.
-pub(super) fn short(text: &str) -> String {
-    text.chars().take(40).collect()
-}
-
 /// `postgres://user@host:port/db` (no password), for messages.
 fn shown(config: &Config) -> String {
     let host = match config.get_hosts().first() {

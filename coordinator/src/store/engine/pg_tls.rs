@@ -63,7 +63,7 @@ pub(in crate::store) fn tls_for(
         other => {
             return Err(format!(
                 "sslmode {:?} is not one of disable, allow, prefer, require, verify-ca, verify-full",
-                super::pg::short(other)
+                short(other)
             ));
         }
     };
@@ -78,6 +78,11 @@ pub(in crate::store) fn tls_for(
         }
     };
     Ok((ssl, MakeTls::new(verify, roots)))
+}
+
+/// At most 40 characters of a value, for an error message.
+fn short(text: &str) -> String {
+    text.chars().take(40).collect()
 }
 
 /// The CA certificates in the PEM file `path`.

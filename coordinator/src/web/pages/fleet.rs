@@ -2,7 +2,7 @@
 
 use super::alerts::alert_rows;
 use super::{base, page};
-use crate::campaign::handoff::attached;
+use crate::fleet::attachment::attached;
 use crate::store::{AgentKind, AgentRow, AlertRow, Store};
 use crate::table::fmt_metric;
 use crate::time::fmt_time;
