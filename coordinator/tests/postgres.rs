@@ -3,9 +3,12 @@
 //!
 //! Needs a cluster whose admin URL is in `GPUFLEET_TEST_POSTGRES` (`ci/postgres.sh start DIR`
 //! prints one; there, roles other than `gpufleet` must give a password). Without it each test
-//! says why it skips, unless `GPUFLEET_REQUIRE` names `postgres`.
+//! says why it skips, unless `GPUFLEET_REQUIRE` names `postgres`. `schema` proves the two
+//! engines' migrations make the same schema.
 
 mod common;
+#[path = "postgres/schema.rs"]
+mod schema;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

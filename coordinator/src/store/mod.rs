@@ -3,12 +3,25 @@
 //!
 //! # Two engines
 //!
-//! Every statement goes through `engine::Conn` (SQLite or PostgreSQL), in the SQL both share;
-//! PostgreSQL's schema is `migrations/postgres/` (the whole of version 10 in one file, then the
-//! same numbered steps in its dialect). What only an SQLite file has (the online backup, restore,
-//! page statistics, the serve lock) says so on PostgreSQL ([`StoreError::SqliteOnly`]). `copy.rs`
-//! moves a whole store from one engine to the other and checks it table by table. The rest of this
-//! page describes SQLite; PostgreSQL keeps the same tables, constraints, triggers and guarantees.
+//! SQLite is the default: one file, nothing to install, one serve writing it. PostgreSQL is for
+//! several serves sharing one store (a `postgres://` URL as `--db`; each job is run by the serve
+//! that claimed it, see `leases.rs`). Every statement goes through `engine::Conn` (SQLite or
+//! PostgreSQL), in the SQL both share.
+//!
+//! Each engine has its own migrations, kept by hand: SQLite's `migrations/NNNN_*.sql`,
+//! PostgreSQL's `migrations/postgres/` (the whole of version 10 in one file, then every later step
+//! in its dialect under the same number; a step that changes nothing on one engine is a file there
+//! that says why). The test `coordinator/tests/postgres/schema.rs` migrates a fresh database of
+//! each and compares what they have: tables, columns in order (types mapped to common names,
+//! nullability, defaults), primary keys, unique constraints, indexes, foreign keys and triggers. It
+//! fails on any difference that its one allowlist (`ALLOWED`, a reason per entry: the counters'
+//! shards, the version table, the triggers' names, ...) does not excuse, so a step written for one
+//! engine only fails CI.
+//!
+//! What only an SQLite file has (the online backup, restore, page statistics, the serve lock) says
+//! so on PostgreSQL ([`StoreError::SqliteOnly`]). `copy.rs` moves a whole store from one engine to
+//! the other and checks it table by table. The rest of this page describes SQLite; PostgreSQL keeps
+//! the same tables, constraints, triggers and guarantees, but for what that allowlist names.
 //!
 //! # Schema
 //!
@@ -55,9 +68,10 @@
 //! # Migrations
 //!
 //! Numbered SQL files under `migrations/`, embedded with `include_str!`, applied in one transaction
-//! at open; the version is `PRAGMA user_version`. A database from a newer gpufleet is refused before
-//! anything is written (see `migrations.rs` and `guard.rs`), as is any file that is not a gpufleet
-//! SQLite database: a mistyped `--db` path must never be rewritten.
+//! at open; the version is `PRAGMA user_version` (PostgreSQL: the steps of `migrations/postgres/`,
+//! under an advisory lock, and the version in the table `gpufleet_schema`). A database from a newer
+//! gpufleet is refused before anything is written (see `migrations.rs` and `guard.rs`), as is any
+//! file that is not a gpufleet SQLite database: a mistyped `--db` path must never be rewritten.
 //!
 //! # Backups, restores and the serve lock
 //!
