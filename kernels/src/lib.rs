@@ -73,9 +73,10 @@ mod types;
 
 pub use backend::BackendKind;
 pub use catalog::{
-    CHAINS, CeilingKernel, ConvShape, DebugKernel, ElementwiseKernel, HostKernel, INT8_DOT,
-    KernelDef, KernelId, LlmKernel, ModelKernel, NORM_EPS, PEAK_CONSTANTS, PEAK_VARIANTS, ParamDef,
-    Problem, RowKernel, SplitStats, TRANSFER_VARIANTS, TRIAD_SCALAR, catalog, debug_noise_factor,
+    ACHIEVED_GBPS, CHAINS, CeilingKernel, CeilingSource, ConvShape, DEVICE_CEILINGS, DebugKernel,
+    DeviceCeiling, ElementwiseKernel, HostKernel, INT8_DOT, KernelDef, KernelGroup, KernelId,
+    LlmKernel, ModelKernel, NORM_EPS, PEAK_CONSTANTS, PEAK_VARIANTS, ParamDef, Problem, RoofPart,
+    RowKernel, SplitStats, TRANSFER_VARIANTS, TRIAD_SCALAR, catalog, debug_noise_factor,
     find_kernel, peak_item_value, show_param, variant_feature,
 };
 pub use check::harness::Validation;

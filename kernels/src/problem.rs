@@ -149,6 +149,13 @@ impl Problem {
         self.family().llm(self)
     }
 
+    /// The arithmetic whose peak this problem's FLOP/s are measured against: its dtype, f32
+    /// where f16 is storage only, `compute_peak`'s variant's type; `None` where the device tables
+    /// hold no peak for it (fp64, int32, int8).
+    pub fn arithmetic(&self) -> Option<crate::types::Dtype> {
+        self.family().arithmetic(self)
+    }
+
     /// Tokens one iteration processes (prefilled or generated), for `tokens_per_s`; 0 for a kernel
     /// that does not count tokens.
     pub fn tokens(&self) -> f64 {

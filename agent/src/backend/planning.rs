@@ -9,7 +9,8 @@
 //! conv2d's window arguments and im2col chunking, the GEMM size arguments, and the
 //! register-blocked GEMM tile rules and candidate ordering. `model.rs`: a network's launches.
 //! `llm.rs`: a transformer graph's launches (OpenCL and HIP) and its inputs' storage (all three).
-//! `ceilings.rs`: compute_peak's entry point, group and the arithmetic it needs of a device, and
+//! `route.rs`: which planner a catalog kernel needs (the one place a GPU planner learns what a
+//! kernel is; each backend's `plan` matches on the route). `ceilings.rs`: compute_peak's entry point, group and the arithmetic it needs of a device, and
 //! transfer's direction, size and host memory.
 //!
 //! Each planner keeps what is its API's own (OpenCL build options, Vulkan specialization
@@ -22,6 +23,7 @@ mod gemm;
 pub mod llm;
 /// The launches of a network or a `cnn_*` layer, shared by the OpenCL, Vulkan and HIP planners.
 pub mod model;
+mod route;
 mod rows;
 /// Test helpers the planners' unit tests share.
 #[cfg(test)]
@@ -32,12 +34,13 @@ mod tests;
 pub use ceilings::{
     Direction, PEAK_GROUP, PeakLaunch, PeakTypes, Roofline, Transfer, peak, transfer_has_no_plan,
 };
-pub use elementwise::{Elementwise, elementwise};
+pub use elementwise::Elementwise;
 pub use gemm::{
     GPU_TILES, GemmTile, Im2col, MAX_WORK_PER_ITEM, SMALL_TILES, Tile, candidates,
     conv_direct_args, conv_window, exact_tiles, gemm_args, gemm_dims, im2col_tuning, square_side,
     tile_config, tile_error,
 };
+pub use route::{Route, route};
 pub use rows::{
     ROW_CHUNKS_MAX, RowLaunch, RowSplit, SPLIT_GROUP, SPLIT_GROUPS_PER_UNIT, SPLIT_MAX,
     WIDE_ROW_COLS, row_group, row_split, rows,

@@ -8,7 +8,7 @@ use crate::isolation::memory_limit::OutOfMemory;
 use crate::isolation::parent::{Ending, WorkerRun, signal_name};
 use crate::isolation::protocol::WorkerStatus;
 use crate::stats::Summary;
-use gpufleet_kernels::{CeilingKernel, Dtype, KERNELS_VERSION, KernelId, MetricKind};
+use gpufleet_kernels::{ACHIEVED_GBPS, Dtype, KERNELS_VERSION, MetricKind};
 use gpufleet_proto::v1 as pb;
 
 /// A result with no measurement (unsupported, cancelled while queued, ...).
@@ -55,21 +55,6 @@ fn fingerprint(plan: &Plan) -> pb::Fingerprint {
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
             .collect(),
-    }
-}
-
-/// The dtype of `problem`'s arithmetic, whose peak its FLOP/s are measured against: the
-/// transformer and CNN kernels store f16 but compute in f32; compute_peak computes in its
-/// variant's type, and `None` where the device tables have no peak for it (fp64, int32).
-fn arithmetic(problem: &gpufleet_kernels::Problem) -> Option<Dtype> {
-    match problem.id() {
-        KernelId::Llm(_) | KernelId::Model(_) => Some(Dtype::F32),
-        KernelId::Ceiling(CeilingKernel::ComputePeak) => match problem.variant.as_str() {
-            "fp32" => Some(Dtype::F32),
-            "fp16" => Some(Dtype::F16),
-            _ => None,
-        },
-        _ => Some(problem.dtype),
     }
 }
 
@@ -137,7 +122,7 @@ fn token_roofline(
         .into(),
     );
     config.insert(key.into(), format!("{value:.1}"));
-    pct_of_peak(kind, value, arithmetic(problem), device)
+    pct_of_peak(kind, value, problem.arithmetic(), device)
 }
 
 /// Per-token latency of a decode run (each iteration's time over its generated tokens; p50 and
@@ -238,17 +223,14 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                     let m = plan.problem.metric(s.median);
                     // A transfer's ceiling is the PCIe link (or the copy engine), which the peak
                     // tables do not hold: no % of peak rather than a % of memory bandwidth.
-                    if plan.problem.id() != KernelId::Ceiling(CeilingKernel::Transfer) {
+                    if plan.problem.id().has_device_peak() {
                         (r.pct_of_peak, r.peak_source) =
-                            pct_of_peak(m.kind, m.value, arithmetic(&plan.problem), &plan.device);
+                            pct_of_peak(m.kind, m.value, plan.problem.arithmetic(), &plan.device);
                     }
                     // A roofline point is both a rate of arithmetic and of memory traffic.
-                    if plan.problem.id() == KernelId::Ceiling(CeilingKernel::Roofline)
-                        && s.median > 0.0
-                    {
+                    if plan.problem.id().records_bandwidth() && s.median > 0.0 {
                         let gbps = plan.problem.bytes() / s.median / 1e9;
-                        r.config
-                            .insert("achieved_gbps".into(), format!("{gbps:.1}"));
+                        r.config.insert(ACHIEVED_GBPS.into(), format!("{gbps:.1}"));
                     }
                     if m.kind == MetricKind::TokensPerS {
                         (r.pct_of_peak, r.peak_source) =

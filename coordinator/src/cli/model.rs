@@ -15,7 +15,7 @@ use super::args::ExportModelArgs;
 /// # Errors
 /// A kernel that is not a network, a batch out of range, or a file that cannot be written.
 pub fn export_model(args: &ExportModelArgs) -> anyhow::Result<()> {
-    if args.kernel == "llm" {
+    if gpufleet_kernels::find_kernel(&args.kernel).is_some_and(|k| k.id.whole_transformer()) {
         return export_llm(args);
     }
     let params = BTreeMap::from([("batch".to_string(), args.batch)]);

@@ -36,7 +36,7 @@
 use super::{Family, KernelDef, KernelId, ParamDef, Problem, Visit, default_variant_def, p};
 use crate::check::harness::EPS32;
 use crate::inputs::{UNIT, seeded};
-use crate::types::{Buffer, MetricKind};
+use crate::types::{Buffer, Dtype, MetricKind};
 
 /// Independent chains per work-item (for fp16, four packed pairs).
 pub const CHAINS: usize = 8;
@@ -66,6 +66,151 @@ impl CeilingKernel {
         CeilingKernel::Roofline,
     ];
 }
+
+/// Where a device page reads one measured ceiling: the best among the latest ok results of
+/// `kernel` (of `variant`, with parameter `param` at its value, where given), their metric or,
+/// with `bandwidth`, the GB/s they recorded (see [`KernelId::records_bandwidth`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CeilingSource {
+    /// The kernel's catalog name.
+    pub kernel: &'static str,
+    /// Only this variant.
+    pub variant: Option<&'static str>,
+    /// Only results with this parameter at this value.
+    pub param: Option<(&'static str, i64)>,
+    /// The recorded GB/s rather than the metric.
+    pub bandwidth: bool,
+}
+
+/// Which measured roof of the roofline chart a ceiling is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RoofPart {
+    /// The flat roof: fp32 arithmetic.
+    Compute,
+    /// The slope: memory bandwidth.
+    Bandwidth,
+}
+
+/// One row of a device page's ceilings table: what it measures, its unit, the results that
+/// measure it (the best of them counts), the device's theoretical peak beside it (the keys of the
+/// peak and of where it came from in the device's `peaks`), and its part in the roofline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DeviceCeiling {
+    /// The row's label.
+    pub what: &'static str,
+    /// The unit of the measured and theoretical values.
+    pub unit: &'static str,
+    /// The results that measure it.
+    pub sources: &'static [CeilingSource],
+    /// `(value key, source key)` of the theoretical peak in the device's `peaks`.
+    pub peak: Option<(&'static str, &'static str)>,
+    /// The roof it draws, if any.
+    pub roof: Option<RoofPart>,
+}
+
+const fn metric_of(
+    kernel: &'static str,
+    variant: Option<&'static str>,
+    param: Option<(&'static str, i64)>,
+) -> CeilingSource {
+    CeilingSource {
+        kernel,
+        variant,
+        param,
+        bandwidth: false,
+    }
+}
+
+/// A device page's ceilings, in display order: arithmetic per type (`compute_peak`), memory
+/// bandwidth (the best of `copy` and the roofline sweep's low end), host transfers (`transfer`,
+/// from page-locked and pageable memory).
+pub const DEVICE_CEILINGS: &[DeviceCeiling] = &[
+    DeviceCeiling {
+        what: "fp32 arithmetic (compute_peak)",
+        unit: "GFLOP/s",
+        sources: &[metric_of("compute_peak", Some("fp32"), None)],
+        peak: Some(("fp32_flops", "fp32_source")),
+        roof: Some(RoofPart::Compute),
+    },
+    DeviceCeiling {
+        what: "fp16 arithmetic (compute_peak)",
+        unit: "GFLOP/s",
+        sources: &[metric_of("compute_peak", Some("fp16"), None)],
+        peak: Some(("fp16_flops", "fp16_source")),
+        roof: None,
+    },
+    DeviceCeiling {
+        what: "fp64 arithmetic (compute_peak)",
+        unit: "GFLOP/s",
+        sources: &[metric_of("compute_peak", Some("fp64"), None)],
+        peak: None,
+        roof: None,
+    },
+    DeviceCeiling {
+        what: "int32 arithmetic (compute_peak)",
+        unit: "GOP/s",
+        sources: &[metric_of("compute_peak", Some("int32"), None)],
+        peak: None,
+        roof: None,
+    },
+    DeviceCeiling {
+        what: "int8 dot products (compute_peak)",
+        unit: "GOP/s",
+        sources: &[metric_of("compute_peak", Some("int8"), None)],
+        peak: None,
+        roof: None,
+    },
+    DeviceCeiling {
+        what: "memory bandwidth (copy, roofline sweep)",
+        unit: "GB/s",
+        sources: &[
+            metric_of("copy", None, None),
+            CeilingSource {
+                kernel: "roofline",
+                variant: None,
+                param: Some(("pairs", 0)),
+                bandwidth: true,
+            },
+        ],
+        peak: Some(("memory_bytes_per_s", "memory_source")),
+        roof: Some(RoofPart::Bandwidth),
+    },
+    DeviceCeiling {
+        what: "host to device, pinned (transfer)",
+        unit: "GB/s",
+        sources: &[metric_of("transfer", Some("h2d"), Some(("pinned", 1)))],
+        peak: None,
+        roof: None,
+    },
+    DeviceCeiling {
+        what: "host to device, pageable (transfer)",
+        unit: "GB/s",
+        sources: &[metric_of("transfer", Some("h2d"), Some(("pinned", 0)))],
+        peak: None,
+        roof: None,
+    },
+    DeviceCeiling {
+        what: "device to host, pinned (transfer)",
+        unit: "GB/s",
+        sources: &[metric_of("transfer", Some("d2h"), Some(("pinned", 1)))],
+        peak: None,
+        roof: None,
+    },
+    DeviceCeiling {
+        what: "device to host, pageable (transfer)",
+        unit: "GB/s",
+        sources: &[metric_of("transfer", Some("d2h"), Some(("pinned", 0)))],
+        peak: None,
+        roof: None,
+    },
+    DeviceCeiling {
+        what: "device to device (transfer)",
+        unit: "GB/s",
+        sources: &[metric_of("transfer", Some("d2d"), Some(("pinned", 1)))],
+        peak: None,
+        roof: None,
+    },
+];
 
 /// The directions of `transfer`, its variants.
 pub const TRANSFER_VARIANTS: &[&str] = &["h2d", "d2h", "d2d"];
@@ -207,6 +352,32 @@ pub fn peak_item_value(variant: &str, i: usize, pairs: i64) -> f64 {
 }
 
 impl Family for CeilingKernel {
+    fn arithmetic(&self, p: &Problem) -> Option<Dtype> {
+        match self {
+            CeilingKernel::Transfer | CeilingKernel::Roofline => Some(p.dtype),
+            // The variant's type, where the device tables have its peak.
+            CeilingKernel::ComputePeak => match p.variant.as_str() {
+                "fp32" => Some(Dtype::F32),
+                "fp16" => Some(Dtype::F16),
+                _ => None,
+            },
+        }
+    }
+
+    fn has_device_peak(&self) -> bool {
+        match self {
+            CeilingKernel::Transfer => false,
+            CeilingKernel::ComputePeak | CeilingKernel::Roofline => true,
+        }
+    }
+
+    fn records_bandwidth(&self) -> bool {
+        match self {
+            CeilingKernel::Roofline => true,
+            CeilingKernel::Transfer | CeilingKernel::ComputePeak => false,
+        }
+    }
+
     fn check_params(&self, p: &Problem) -> Result<(), String> {
         match self {
             CeilingKernel::Transfer => {
@@ -321,6 +492,49 @@ impl Family for CeilingKernel {
 #[cfg(test)]
 mod tests {
     use super::super::testing::problem;
+
+    #[test]
+    fn every_device_ceiling_reads_a_catalog_kernel_variant_and_parameter() {
+        for c in super::DEVICE_CEILINGS {
+            assert!(!c.sources.is_empty(), "{}: no source", c.what);
+            for s in c.sources {
+                let k = crate::find_kernel(s.kernel)
+                    .unwrap_or_else(|| panic!("{}: no kernel {}", c.what, s.kernel));
+                if let Some(v) = s.variant {
+                    assert!(
+                        k.variants.contains(&v),
+                        "{}: {} has no variant {v}",
+                        c.what,
+                        k.name
+                    );
+                }
+                if let Some((name, value)) = s.param {
+                    let d = k.param(name).unwrap_or_else(|| {
+                        panic!("{}: {} has no parameter {name}", c.what, k.name)
+                    });
+                    assert!(
+                        (d.min..=d.max).contains(&value),
+                        "{}: {name}={value}",
+                        c.what
+                    );
+                }
+                assert!(
+                    !s.bandwidth || k.id.records_bandwidth(),
+                    "{}: {} records no bandwidth",
+                    c.what,
+                    k.name
+                );
+            }
+        }
+        // One compute roof and one bandwidth roof for the roofline chart.
+        for part in [super::RoofPart::Compute, super::RoofPart::Bandwidth] {
+            let n = super::DEVICE_CEILINGS
+                .iter()
+                .filter(|c| c.roof == Some(part))
+                .count();
+            assert_eq!(n, 1, "{part:?}");
+        }
+    }
     use super::*;
 
     /// The closed form against the chain itself, run in f32 as a device would.

@@ -166,6 +166,14 @@ impl LlmKernel {
         LlmKernel::Gemv,
     ];
 
+    /// Whether it runs the whole model (`llm`), not one layer.
+    pub(crate) fn whole_model(self) -> bool {
+        match self {
+            LlmKernel::Llm => true,
+            LlmKernel::Rope | LlmKernel::Attention | LlmKernel::SwiGlu | LlmKernel::Gemv => false,
+        }
+    }
+
     fn heads(p: &Problem) -> Heads {
         Heads {
             heads: p.uparam("heads"),
@@ -250,6 +258,10 @@ impl LlmKernel {
 }
 
 impl Family for LlmKernel {
+    fn zeroed_output(&self) -> bool {
+        true
+    }
+
     fn check_params(&self, p: &Problem) -> Result<(), String> {
         match self {
             LlmKernel::Rope | LlmKernel::Attention => {

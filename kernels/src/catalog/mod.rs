@@ -30,8 +30,8 @@ mod model;
 mod rows;
 
 pub use ceilings::{
-    CHAINS, CeilingKernel, INT8_DOT, PEAK_CONSTANTS, PEAK_VARIANTS, TRANSFER_VARIANTS,
-    peak_item_value, variant_feature,
+    CHAINS, CeilingKernel, CeilingSource, DEVICE_CEILINGS, DeviceCeiling, INT8_DOT, PEAK_CONSTANTS,
+    PEAK_VARIANTS, RoofPart, TRANSFER_VARIANTS, peak_item_value, variant_feature,
 };
 pub use debug::{DebugKernel, debug_noise_factor};
 pub use dense::ConvShape;
@@ -427,6 +427,35 @@ pub(crate) trait Family: Sync {
         None
     }
 
+    /// Whether the device's output buffer must start zeroed because some of it is written by no
+    /// launch (a transformer's arena: a cache's unused positions), for validation's NaN scan.
+    fn zeroed_output(&self) -> bool {
+        false
+    }
+
+    /// The arithmetic whose peak a result's FLOP/s are measured against: the dtype, except where
+    /// f16 is storage only (see [`KernelId::f16_is_storage`]) or the variant picks the type;
+    /// `None` where the device tables hold no peak for it.
+    fn arithmetic(&self, p: &Problem) -> Option<Dtype> {
+        Some(if p.id().f16_is_storage() {
+            Dtype::F32
+        } else {
+            p.dtype
+        })
+    }
+
+    /// Whether the device's theoretical peaks bound this kernel (not a host transfer's: the link
+    /// or the copy engine does, and the peak tables do not hold it).
+    fn has_device_peak(&self) -> bool {
+        true
+    }
+
+    /// Whether a result also records the memory bandwidth it achieved in its configuration
+    /// ([`ACHIEVED_GBPS`]: a roofline point is both a rate of arithmetic and of memory traffic).
+    fn records_bandwidth(&self) -> bool {
+        false
+    }
+
     /// Visits the f64 reference of `x` (the f32 inputs): `f(index, expected, tolerance)` for
     /// every element, or for a sample when the full reference costs too much; returns whether it
     /// sampled, or why the reference cannot be computed.
@@ -458,7 +487,108 @@ pub(crate) fn lens(sizes: &[u128]) -> Vec<usize> {
         .collect()
 }
 
+/// How pages group kernels (the roofline chart's colours, its legend).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum KernelGroup {
+    /// `gemm`.
+    Gemm,
+    /// `conv2d`.
+    Conv,
+    /// The CNNs and their layers.
+    Network,
+    /// The transformer and its layers.
+    Transformer,
+    /// One output per input element: bound by memory.
+    Memory,
+    /// A reduction then a map per row.
+    Rows,
+    /// A device's ceilings.
+    Ceiling,
+    /// Host and debug kernels.
+    Other,
+}
+
+impl KernelGroup {
+    /// The group's name on pages.
+    pub fn name(self) -> &'static str {
+        match self {
+            KernelGroup::Gemm => "gemm",
+            KernelGroup::Conv => "conv",
+            KernelGroup::Network => "network",
+            KernelGroup::Transformer => "transformer",
+            KernelGroup::Memory => "memory",
+            KernelGroup::Rows => "rows",
+            KernelGroup::Ceiling => "ceiling",
+            KernelGroup::Other => "other",
+        }
+    }
+}
+
+/// The key of the GB/s a kernel that [records its bandwidth](KernelId::records_bandwidth) writes
+/// into its result's configuration.
+pub const ACHIEVED_GBPS: &str = "achieved_gbps";
+
 impl KernelId {
+    /// How pages group this kernel.
+    pub fn group(self) -> KernelGroup {
+        match self {
+            KernelId::Gemm => KernelGroup::Gemm,
+            KernelId::Conv2d => KernelGroup::Conv,
+            KernelId::Model(_) => KernelGroup::Network,
+            KernelId::Llm(_) => KernelGroup::Transformer,
+            KernelId::Elementwise(_) => KernelGroup::Memory,
+            KernelId::Rows(_) => KernelGroup::Rows,
+            KernelId::Ceiling(_) => KernelGroup::Ceiling,
+            KernelId::Host(_) | KernelId::Debug(_) => KernelGroup::Other,
+        }
+    }
+
+    /// Whether the kernel's f16 dtype stores halves and computes in f32 (the networks and the
+    /// transformer: 16-bit storage suffices, no f16 arithmetic), rather than computing in f16.
+    pub fn f16_is_storage(self) -> bool {
+        match self {
+            KernelId::Model(_) | KernelId::Llm(_) => true,
+            KernelId::Gemm
+            | KernelId::Conv2d
+            | KernelId::Elementwise(_)
+            | KernelId::Rows(_)
+            | KernelId::Host(_)
+            | KernelId::Ceiling(_)
+            | KernelId::Debug(_) => false,
+        }
+    }
+
+    /// Whether the kernel runs a whole transformer of a model shape (`export-model` writes that
+    /// model's weights for it), not one of its layers.
+    pub fn whole_transformer(self) -> bool {
+        match self {
+            KernelId::Llm(k) => k.whole_model(),
+            KernelId::Gemm
+            | KernelId::Conv2d
+            | KernelId::Elementwise(_)
+            | KernelId::Rows(_)
+            | KernelId::Model(_)
+            | KernelId::Host(_)
+            | KernelId::Ceiling(_)
+            | KernelId::Debug(_) => false,
+        }
+    }
+
+    /// Whether the device's output buffer must start zeroed (see `Family::zeroed_output`).
+    pub fn zeroed_output(self) -> bool {
+        self.family().zeroed_output()
+    }
+
+    /// Whether the device's theoretical peaks bound this kernel (not a host transfer's).
+    pub fn has_device_peak(self) -> bool {
+        self.family().has_device_peak()
+    }
+
+    /// Whether a result records its achieved GB/s under [`ACHIEVED_GBPS`] (a roofline point).
+    pub fn records_bandwidth(self) -> bool {
+        self.family().records_bandwidth()
+    }
+
     /// The family that computes this kernel.
     pub(crate) fn family(&self) -> &dyn Family {
         match self {

@@ -6,6 +6,23 @@ use gpufleet_kernels::{Buffer, CeilingKernel, DebugKernel, HostKernel, KernelId,
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
+/// Whether the CPU runs variant `variant` of kernel `id`: every variant, but compute_peak only in
+/// the arithmetic types it has (no fp16).
+pub fn runs_variant(id: KernelId, variant: &str) -> bool {
+    match id {
+        KernelId::Ceiling(CeilingKernel::ComputePeak) => ops::peak::VARIANTS.contains(&variant),
+        KernelId::Gemm
+        | KernelId::Conv2d
+        | KernelId::Elementwise(_)
+        | KernelId::Rows(_)
+        | KernelId::Model(_)
+        | KernelId::Llm(_)
+        | KernelId::Host(_)
+        | KernelId::Ceiling(CeilingKernel::Transfer | CeilingKernel::Roofline)
+        | KernelId::Debug(_) => true,
+    }
+}
+
 /// A problem bound to its working buffers on the host.
 pub struct CpuKernel {
     id: KernelId,

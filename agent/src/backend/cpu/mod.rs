@@ -19,7 +19,7 @@ pub mod ops;
 pub mod spec_table;
 
 use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel};
-use gpufleet_kernels::{BackendKind, CeilingKernel, KernelId, catalog};
+use gpufleet_kernels::{BackendKind, catalog};
 
 /// The CPU backend.
 #[derive(Debug, Default)]
@@ -51,10 +51,7 @@ impl Backend for CpuBackend {
                 variants: k
                     .variants
                     .iter()
-                    .filter(|v| {
-                        k.id != KernelId::Ceiling(CeilingKernel::ComputePeak)
-                            || ops::peak::VARIANTS.contains(v)
-                    })
+                    .filter(|v| kernel::runs_variant(k.id, v))
                     .map(|v| v.to_string())
                     .collect(),
                 dtypes: vec!["f32".to_string()],

@@ -103,7 +103,7 @@ impl HipKernel {
         let mut output = DeviceBuffer::new(output_bytes)?;
         // A transformer's arena has regions no step writes (a cache's unused positions): zeros,
         // not whatever the allocation held, for validation's NaN scan (as on OpenCL).
-        if matches!(problem.id(), gpufleet_kernels::KernelId::Llm(_)) {
+        if problem.id().zeroed_output() {
             output.upload(&vec![0u8; output_bytes])?;
         }
         let scratch = plan

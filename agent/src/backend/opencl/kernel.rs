@@ -8,7 +8,7 @@ use crate::backend::storage;
 use crate::backend::tuning;
 use crate::backend::{BackendError, Mode, Prepare, PreparedKernel};
 use crate::cache;
-use gpufleet_kernels::{Buffer, KernelId, Problem};
+use gpufleet_kernels::{Buffer, Problem};
 use opencl3::command_queue::{CL_QUEUE_PROFILING_ENABLE, CommandQueue};
 use opencl3::context::Context;
 use opencl3::kernel::Kernel;
@@ -112,7 +112,7 @@ impl Bound {
         let mut output = ffi::buffer(ctx, output_bytes)?;
         // A transformer's arena has regions no step writes (a cache's unused positions): zeros,
         // not whatever the allocation held, for validation's NaN scan.
-        if matches!(problem.id(), KernelId::Llm(_)) {
+        if problem.id().zeroed_output() {
             ffi::write(&queue, &mut output, &vec![0u8; output_bytes], true)?;
         }
         let scratch = plan

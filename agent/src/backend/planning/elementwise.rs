@@ -2,7 +2,7 @@
 //! from the family's definition in the catalog, one vector of 4 per work-item.
 
 use super::{Arg, Unsupported, buffers, int_args};
-use gpufleet_kernels::{DebugKernel, KernelId, Problem};
+use gpufleet_kernels::{DebugKernel, ElementwiseKernel, Problem};
 use std::collections::BTreeMap;
 
 /// An element-wise kernel as every GPU planner launches it.
@@ -57,37 +57,17 @@ impl Elementwise {
     }
 }
 
-/// `problem` as an element-wise kernel: an element-wise family kernel, or a debug kernel that
-/// devices run as one (debug_wrong).
-///
-/// # Errors
-/// [`Unsupported`] for a kernel that is not element-wise on a device.
-pub fn elementwise(problem: &Problem) -> Result<Elementwise, Unsupported> {
-    let not_elementwise = || {
-        Unsupported(format!(
-            "kernel {} has no element-wise plan",
-            problem.kernel.name
-        ))
-    };
-    let (kernel, wrong) = match problem.id() {
-        KernelId::Elementwise(k) => (k, false),
-        KernelId::Debug(d) => (d.on_device().ok_or_else(not_elementwise)?, true),
-        KernelId::Gemm
-        | KernelId::Conv2d
-        | KernelId::Rows(_)
-        | KernelId::Model(_)
-        | KernelId::Llm(_)
-        | KernelId::Host(_)
-        | KernelId::Ceiling(_) => return Err(not_elementwise()),
-    };
+/// The launch of element-wise `kernel` for `problem`: the kernel itself, or the one a debug
+/// kernel runs on devices (`wrong`: debug_wrong's deliberate error; see [`super::Route`]).
+pub fn elementwise(problem: &Problem, kernel: ElementwiseKernel, wrong: bool) -> Elementwise {
     let switch = DebugKernel::ALL
         .iter()
         .any(|d| d.on_device() == Some(kernel));
-    Ok(Elementwise {
+    Elementwise {
         stem: kernel.stem(),
         inputs: kernel.inputs(),
         n: kernel.elements(problem),
         scalar: kernel.scalar(),
         wrong: switch.then_some(wrong),
-    })
+    }
 }

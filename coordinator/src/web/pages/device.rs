@@ -1,9 +1,8 @@
 //! `/devices/{agent}/{device}`: one device's ceilings and roofline.
 //!
-//! The ceilings measured by the `ceilings` suite's kernels (the latest result of each): arithmetic
-//! from `compute_peak` per type, memory bandwidth from the best of `copy` and the roofline sweep's
-//! low end, host transfers from `transfer`; each beside the device table's theoretical peak where
-//! there is one. The roofline chart puts every latest result of the device at its operational
+//! The ceilings measured by the `ceilings` suite's kernels (the latest result of each), as the
+//! catalog lists them (`DEVICE_CEILINGS`: arithmetic per type, memory bandwidth, host transfers),
+//! each beside the device table's theoretical peak where there is one. The roofline chart puts every latest result of the device at its operational
 //! intensity (the catalog's FLOPs over bytes for its kernel and parameters) and its achieved
 //! GFLOP/s, under the measured roof (solid) and the theoretical one (dashed).
 
@@ -13,10 +12,10 @@ use crate::table::fmt_metric;
 use crate::web::links::Links;
 use crate::web::page::{Page, WebError, clip};
 use crate::web::svg::{self, Roof, RoofPoint};
-use gpufleet_kernels::{KernelId, Problem};
+use gpufleet_kernels::{ACHIEVED_GBPS, DEVICE_CEILINGS, DeviceCeiling, Problem, RoofPart};
 use serde_json::{Value, json};
 
-/// A result's operational intensity and achieved GFLOP/s, and its family's name; `None` for a
+/// A result's operational intensity and achieved GFLOP/s, and its group's name; `None` for a
 /// result the catalog no longer knows, without time, or that moves no bytes or does no arithmetic
 /// (a copy: it is the bandwidth roof instead).
 fn placed(r: &ResultRow) -> Option<(f64, f64, &'static str)> {
@@ -27,48 +26,29 @@ fn placed(r: &ResultRow) -> Option<(f64, f64, &'static str)> {
     if flops <= 0.0 || bytes <= 0.0 {
         return None;
     }
-    let family = match p.id() {
-        KernelId::Gemm => "gemm",
-        KernelId::Conv2d => "conv",
-        KernelId::Model(_) => "network",
-        KernelId::Llm(_) => "transformer",
-        KernelId::Elementwise(_) => "memory",
-        KernelId::Rows(_) => "rows",
-        KernelId::Ceiling(_) => "ceiling",
-        KernelId::Host(_) | KernelId::Debug(_) => "other",
-    };
-    Some((flops / bytes, flops / median / 1e9, family))
+    Some((flops / bytes, flops / median / 1e9, p.id().group().name()))
 }
 
-/// The highest `value` among the results `keep` selects, with its result's id.
-fn highest(
-    results: &[ResultRow],
-    keep: impl Fn(&ResultRow) -> bool,
-    value: impl Fn(&ResultRow) -> Option<f64>,
-) -> Option<(f64, i64)> {
+/// The best value among the latest ok results that measure `ceiling` (see
+/// [`gpufleet_kernels::CeilingSource`]), with its result's id.
+fn measured(results: &[ResultRow], ceiling: &DeviceCeiling) -> Option<(f64, i64)> {
+    let value = |r: &ResultRow| {
+        let s = ceiling.sources.iter().find(|s| {
+            r.record.kernel == s.kernel
+                && s.variant.is_none_or(|v| r.record.variant == v)
+                && s.param
+                    .is_none_or(|(k, v)| r.record.params.get(k) == Some(&v))
+        })?;
+        if s.bandwidth {
+            r.record.config.get(ACHIEVED_GBPS)?.as_str()?.parse().ok()
+        } else {
+            r.record.metric_value
+        }
+    };
     results
         .iter()
-        .filter(|r| keep(r))
         .filter_map(|r| value(r).map(|v| (v, r.id)))
         .max_by(|a, b| a.0.total_cmp(&b.0))
-}
-
-/// The best metric among the latest ok results of `kernel`/`variant` (any parameters).
-fn best(results: &[ResultRow], kernel: &str, variant: Option<&str>) -> Option<(f64, i64)> {
-    highest(
-        results,
-        |r| r.record.kernel == kernel && variant.is_none_or(|v| r.record.variant == v),
-        |r| r.record.metric_value,
-    )
-}
-
-/// The roofline sweep's low end (flops per byte 0: a copy), in GB/s from its configuration.
-fn sweep_bandwidth(results: &[ResultRow]) -> Option<(f64, i64)> {
-    highest(
-        results,
-        |r| r.record.kernel == "roofline" && r.record.params.get("pairs") == Some(&0),
-        |r| r.record.config.get("achieved_gbps")?.as_str()?.parse().ok(),
-    )
 }
 
 /// `/devices/{agent}/{device}`.
@@ -104,102 +84,37 @@ pub fn device(
         .filter(|r| r.record.mode == "compute_only")
         .collect();
     let peaks = &dev.info["peaks"];
-    let theory = |key: &str| peaks[key].as_f64().filter(|v| *v > 0.0).map(|v| v / 1e9);
-    let source = |key: &str| peaks[key].as_str().unwrap_or("").to_string();
-    let (fp32, fp16, mem) = (
-        theory("fp32_flops"),
-        theory("fp16_flops"),
-        theory("memory_bytes_per_s"),
-    );
-    let copy = best(&results, "copy", None);
-    let bandwidth = [copy, sweep_bandwidth(&results)]
-        .into_iter()
-        .flatten()
-        .max_by(|a, b| a.0.total_cmp(&b.0));
-    let compute = best(&results, "compute_peak", Some("fp32"));
-    // The ceilings table: what was measured, by which result, beside the theory.
+    // The ceilings table: what was measured, by which result, beside the theory; and the roofs
+    // the measured and theoretical compute and bandwidth ceilings draw.
     let mut ceilings = Vec::new();
-    let mut row = |what: &str,
-                   measured: Option<(f64, i64)>,
-                   unit: &str,
-                   theory: Option<(f64, String)>| {
-        let pct = match (measured, &theory) {
+    let (mut measured_roof, mut theory_roof) = ([None, None], [None, None]);
+    for c in DEVICE_CEILINGS {
+        let m = measured(&results, c);
+        let theory = c.peak.and_then(|(value, source)| {
+            let v = peaks[value].as_f64().filter(|v| *v > 0.0)? / 1e9;
+            Some((v, peaks[source].as_str().unwrap_or("").to_string()))
+        });
+        if let Some(part) = c.roof {
+            let i = usize::from(part == RoofPart::Bandwidth);
+            measured_roof[i] = m.map(|(v, _)| v);
+            theory_roof[i] = theory.as_ref().map(|(v, _)| *v);
+        }
+        let unit = c.unit;
+        let pct = match (m, &theory) {
             (Some((m, _)), Some((t, _))) => format!("{:.1}%", m / t * 100.0),
             _ => "-".into(),
         };
         ceilings.push(json!({
-            "what": what,
-            "measured": measured.map(|(v, _)| format!("{} {unit}", fmt_metric(v))).unwrap_or_else(|| "-".into()),
-            "href": measured.map(|(_, id)| links.run(id)).unwrap_or_default(),
+            "what": c.what,
+            "measured": m.map(|(v, _)| format!("{} {unit}", fmt_metric(v))).unwrap_or_else(|| "-".into()),
+            "href": m.map(|(_, id)| links.run(id)).unwrap_or_default(),
             "theoretical": theory.as_ref().map(|(v, _)| format!("{} {unit}", fmt_metric(*v))).unwrap_or_else(|| "-".into()),
             "source": theory.map(|(_, s)| s).unwrap_or_default(),
             "pct": pct,
         }));
-    };
-    row(
-        "fp32 arithmetic (compute_peak)",
-        compute,
-        "GFLOP/s",
-        fp32.map(|v| (v, source("fp32_source"))),
-    );
-    row(
-        "fp16 arithmetic (compute_peak)",
-        best(&results, "compute_peak", Some("fp16")),
-        "GFLOP/s",
-        fp16.map(|v| (v, source("fp16_source"))),
-    );
-    row(
-        "fp64 arithmetic (compute_peak)",
-        best(&results, "compute_peak", Some("fp64")),
-        "GFLOP/s",
-        None,
-    );
-    row(
-        "int32 arithmetic (compute_peak)",
-        best(&results, "compute_peak", Some("int32")),
-        "GOP/s",
-        None,
-    );
-    row(
-        "int8 dot products (compute_peak)",
-        best(&results, "compute_peak", Some("int8")),
-        "GOP/s",
-        None,
-    );
-    row(
-        "memory bandwidth (copy, roofline sweep)",
-        bandwidth,
-        "GB/s",
-        mem.map(|v| (v, source("memory_source"))),
-    );
-    for (variant, what) in [
-        ("h2d", "host to device"),
-        ("d2h", "device to host"),
-        ("d2d", "device to device"),
-    ] {
-        for (pinned, memory) in [(1, "pinned"), (0, "pageable")] {
-            if variant == "d2d" && pinned == 0 {
-                continue;
-            }
-            let m = highest(
-                &results,
-                |r| {
-                    r.record.kernel == "transfer"
-                        && r.record.variant == variant
-                        && r.record.params.get("pinned") == Some(&pinned)
-                },
-                |r| r.record.metric_value,
-            );
-            let label = if variant == "d2d" {
-                format!("{what} (transfer)")
-            } else {
-                format!("{what}, {memory} (transfer)")
-            };
-            row(&label, m, "GB/s", None);
-        }
     }
     let mut roofs = Vec::new();
-    if let (Some((c, _)), Some((b, _))) = (compute, bandwidth) {
+    if let [Some(c), Some(b)] = measured_roof {
         roofs.push(Roof {
             gbps: b,
             gflops: c,
@@ -207,7 +122,7 @@ pub fn device(
             label: "measured".into(),
         });
     }
-    if let (Some(c), Some(b)) = (fp32, mem) {
+    if let [Some(c), Some(b)] = theory_roof {
         roofs.push(Roof {
             gbps: b,
             gflops: c,
@@ -266,7 +181,7 @@ pub fn device(
             "chart": chart,
             "points": points.len(),
             "unplaced": unplaced,
-            "no_ceilings": compute.is_none() && bandwidth.is_none(),
+            "no_ceilings": measured_roof == [None, None],
         }),
     ))
 }

@@ -23,12 +23,10 @@ pub use gemm::{BLOCKED, Blocked};
 pub use types::{Arg, HipCaps, Launch, Plan, Unsupported};
 
 use crate::backend::config;
-use crate::backend::planning::{self, ROW_CHUNKS_MAX, WIDE_ROW_COLS};
+use crate::backend::planning::{self, ROW_CHUNKS_MAX, Route, WIDE_ROW_COLS};
 use args::{FLAT, INT_ARG, blocks};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{
-    BackendKind, CeilingKernel, DebugKernel, ElementwiseKernel, KernelId, Problem, RowKernel,
-};
+use gpufleet_kernels::{BackendKind, DebugKernel, ElementwiseKernel, Problem, RowKernel};
 
 /// Why a catalog kernel this backend does not list is refused.
 const NO_KERNEL: &str = "the HIP backend has no kernel for it";
@@ -108,23 +106,16 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
             caps.max_threads_per_block, caps.shared_mem_per_block
         )));
     }
-    let plan = match problem.id() {
-        KernelId::Gemm => plan_gemm(problem, caps)?,
-        KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps)?,
-        KernelId::Conv2d => plan_conv_direct(problem)?,
-        KernelId::Rows(k) => plan_rows(problem, k)?,
-        KernelId::Model(_) => plan_model(problem, caps)?,
-        KernelId::Llm(_) => match problem.llm_graph() {
-            Some(g) => llm::plan_llm(problem, &g)?,
-            None => return Err(Unsupported(format!("{name} has no graph"))),
-        },
-        KernelId::Ceiling(CeilingKernel::Transfer) => return Err(planning::transfer_has_no_plan()),
-        KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem, caps)?,
-        KernelId::Ceiling(CeilingKernel::Roofline) => plan_roofline(problem)?,
-        // Host and crashing kernels were refused above; `elementwise` names any other.
-        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
-            plan_elementwise(problem)?
-        }
+    let plan = match planning::route(problem)? {
+        Route::Gemm => plan_gemm(problem, caps)?,
+        Route::Conv { im2col: true } => plan_conv_im2col(problem, caps)?,
+        Route::Conv { im2col: false } => plan_conv_direct(problem)?,
+        Route::Rows(k) => plan_rows(problem, k)?,
+        Route::Model => plan_model(problem, caps)?,
+        Route::Llm(g) => llm::plan_llm(problem, &g)?,
+        Route::Peak => plan_peak(problem, caps)?,
+        Route::Roofline => plan_roofline(problem)?,
+        Route::Elementwise(e) => plan_elementwise(problem, &e)?,
     };
     for l in &plan.launches {
         for d in 0..3 {
@@ -178,8 +169,7 @@ fn plan_model(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
     })
 }
 
-fn plan_elementwise(problem: &Problem) -> Result<Plan, Unsupported> {
-    let e = planning::elementwise(problem)?;
+fn plan_elementwise(problem: &Problem, e: &planning::Elementwise) -> Result<Plan, Unsupported> {
     let kernel = if e.wrong == Some(true) {
         format!("{}_wrong_f32", e.stem)
     } else {

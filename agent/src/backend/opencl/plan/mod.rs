@@ -20,7 +20,7 @@ mod types;
 pub use tuning::{default_gemm_tuning, gemm_candidates};
 pub use types::{Arg, DeviceCaps, GemmTuning, Launch, Plan, Program, Storage, Unsupported};
 
-use crate::backend::planning::{self, pow2_floor, round_up};
+use crate::backend::planning::{self, Route, pow2_floor, round_up};
 use args::{INT_ARG, flat_group, ints, options};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
 use gpufleet_kernels::Problem;
@@ -40,7 +40,7 @@ use gpufleet_kernels::Problem;
 //   launch into scratch 0 and one GEMM launch batched over the chunk's images (dimension 2).
 
 use gpufleet_kernels::sources::opencl as cl;
-use gpufleet_kernels::{BackendKind, CeilingKernel, KernelId, RowKernel, SplitStats};
+use gpufleet_kernels::{BackendKind, RowKernel, SplitStats};
 
 /// Why a catalog kernel this backend does not list is refused.
 const NO_KERNEL: &str = "the OpenCL backend has no kernel for it";
@@ -73,23 +73,16 @@ pub fn plan(
 ) -> Result<Plan, Unsupported> {
     check_caps(caps)?;
     planning::listed(supported(), problem, BackendKind::OpenCl, NO_KERNEL)?;
-    match problem.id() {
-        KernelId::Gemm => plan_gemm(problem, caps, tuning),
-        KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps, tuning),
-        KernelId::Conv2d => plan_conv_direct(problem, caps),
-        KernelId::Rows(k) => plan_rows(problem, k, caps),
-        KernelId::Model(_) => plan_model(problem, caps),
-        KernelId::Llm(_) => match problem.llm_graph() {
-            Some(g) => llm::plan_llm(problem, &g, caps),
-            None => Err(Unsupported(format!("{} has no graph", problem.kernel.name))),
-        },
-        KernelId::Ceiling(CeilingKernel::Transfer) => Err(planning::transfer_has_no_plan()),
-        KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem, caps),
-        KernelId::Ceiling(CeilingKernel::Roofline) => plan_roofline(problem, caps),
-        // Host and crashing kernels were refused above; `elementwise` names any other.
-        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
-            plan_elementwise(problem, caps)
-        }
+    match planning::route(problem)? {
+        Route::Gemm => plan_gemm(problem, caps, tuning),
+        Route::Conv { im2col: true } => plan_conv_im2col(problem, caps, tuning),
+        Route::Conv { im2col: false } => plan_conv_direct(problem, caps),
+        Route::Rows(k) => plan_rows(problem, k, caps),
+        Route::Model => plan_model(problem, caps),
+        Route::Llm(g) => llm::plan_llm(problem, &g, caps),
+        Route::Peak => plan_peak(problem, caps),
+        Route::Roofline => plan_roofline(problem, caps),
+        Route::Elementwise(e) => plan_elementwise(problem, &e, caps),
     }
 }
 
@@ -209,8 +202,11 @@ fn check_caps(caps: &DeviceCaps) -> Result<(), Unsupported> {
     Ok(())
 }
 
-fn plan_elementwise(problem: &Problem, caps: &DeviceCaps) -> Result<Plan, Unsupported> {
-    let e = planning::elementwise(problem)?;
+fn plan_elementwise(
+    problem: &Problem,
+    e: &planning::Elementwise,
+    caps: &DeviceCaps,
+) -> Result<Plan, Unsupported> {
     let kernel = format!("{}_f32", e.stem);
     let args = e.args(problem, INT_ARG)?;
     let (global, local) = match e.n {

@@ -47,16 +47,14 @@ mod types;
 pub use tuning::{default_gemm_tuning, gemm_candidates};
 pub use types::{Binding, Dispatch, GemmTuning, Plan, SpecValue, Storage, Unsupported, VkCaps};
 
-use crate::backend::planning;
+use crate::backend::planning::{self, Route};
 use crate::backend::{Missing, check_listed};
 use args::{
     GRID_GROUPS_MAX, SPEC_LOCAL_X, SPEC_SPLIT, SPEC_SPLIT_SOFTMAX, check_groups, dispatch,
     flat_group, grid_groups, pow2_floor, word, words,
 };
 use gemm::{F16ACC32, plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{
-    BackendKind, CeilingKernel, Dtype, KernelId, Problem, RowKernel, SplitStats, find_kernel,
-};
+use gpufleet_kernels::{BackendKind, Dtype, KernelId, Problem, RowKernel, SplitStats, find_kernel};
 use llm::plan_llm;
 
 /// Why a catalog kernel this backend does not list is refused.
@@ -87,7 +85,10 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
     let mut gemm_dtypes = vec!["f32"];
     if has_f16(caps) {
         gemm_dtypes.push("f16");
-        let catalog = find_kernel("gemm").map_or(&[][..], |k| k.variants);
+        let catalog = gpufleet_kernels::catalog()
+            .iter()
+            .find(|k| k.id == KernelId::Gemm)
+            .map_or(&[][..], |k| k.variants);
         if catalog.contains(&F16ACC32) {
             gemm_variants.push(F16ACC32);
         }
@@ -108,18 +109,12 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
     // arithmetic is f32).
     if !caps.storage_buffer_16bit {
         for (name, _, dtypes) in &mut list {
-            if find_kernel(name).is_some_and(|k| half_storage(k.id)) {
+            if find_kernel(name).is_some_and(|k| k.id.f16_is_storage()) {
                 dtypes.retain(|&d| d != Dtype::F16.name());
             }
         }
     }
     list
-}
-
-/// Whether the f16 dtype of kernel `id` stores halves and computes in f32 (16-bit storage, no
-/// f16 arithmetic).
-pub(super) fn half_storage(id: KernelId) -> bool {
-    matches!(id, KernelId::Llm(_) | KernelId::Model(_))
 }
 
 /// What to dispatch for `problem` on a device with `caps`. `tuning` sets `gemm_blocked`'s
@@ -151,7 +146,7 @@ pub fn plan(
                         "the device lacks shaderFloat16 ({}) or storageBuffer16BitAccess ({})",
                         caps.shader_float16, caps.storage_buffer_16bit
                     )
-                } else if half_storage(problem.id()) && problem.dtype == Dtype::F16 {
+                } else if problem.id().f16_is_storage() && problem.dtype == Dtype::F16 {
                     "the device lacks storageBuffer16BitAccess".to_string()
                 } else {
                     let dtypes = miss.entry.map(|e| e.2.join(", ")).unwrap_or_default();
@@ -165,20 +160,16 @@ pub fn plan(
             _ => miss.message,
         }));
     }
-    let plan = match problem.id() {
-        KernelId::Gemm => plan_gemm(problem, caps, tuning)?,
-        KernelId::Conv2d if problem.variant == "im2col" => plan_conv_im2col(problem, caps, tuning)?,
-        KernelId::Conv2d => plan_conv_direct(problem, caps)?,
-        KernelId::Rows(k) => plan_rows(problem, k, caps)?,
-        KernelId::Model(_) => plan_model(problem, caps)?,
-        KernelId::Llm(_) => plan_llm(problem, caps)?,
-        KernelId::Ceiling(CeilingKernel::Transfer) => return Err(planning::transfer_has_no_plan()),
-        KernelId::Ceiling(CeilingKernel::ComputePeak) => plan_peak(problem, caps)?,
-        KernelId::Ceiling(CeilingKernel::Roofline) => plan_roofline(problem, caps)?,
-        // Host and crashing kernels were refused above; `elementwise` names any other.
-        KernelId::Elementwise(_) | KernelId::Debug(_) | KernelId::Host(_) => {
-            plan_elementwise(problem, caps)?
-        }
+    let plan = match planning::route(problem)? {
+        Route::Gemm => plan_gemm(problem, caps, tuning)?,
+        Route::Conv { im2col: true } => plan_conv_im2col(problem, caps, tuning)?,
+        Route::Conv { im2col: false } => plan_conv_direct(problem, caps)?,
+        Route::Rows(k) => plan_rows(problem, k, caps)?,
+        Route::Model => plan_model(problem, caps)?,
+        Route::Llm(_) => plan_llm(problem, caps)?,
+        Route::Peak => plan_peak(problem, caps)?,
+        Route::Roofline => plan_roofline(problem, caps)?,
+        Route::Elementwise(e) => plan_elementwise(problem, &e, caps)?,
     };
     check_buffers(problem, &plan)?;
     Ok(plan)
@@ -230,8 +221,11 @@ fn check_buffers(problem: &Problem, plan: &Plan) -> Result<(), Unsupported> {
     Ok(())
 }
 
-fn plan_elementwise(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
-    let e = planning::elementwise(problem)?;
+fn plan_elementwise(
+    problem: &Problem,
+    e: &planning::Elementwise,
+    caps: &VkCaps,
+) -> Result<Plan, Unsupported> {
     let (shader, inputs) = (e.stem, e.inputs);
     let bindings = planning::buffers(inputs, Binding::Input, Binding::Output);
     let (group, groups, mut push) = match e.n {

@@ -267,7 +267,7 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &VkCaps) {
         // The transformers and the CNNs store half (the transformers their weights, the CNNs
         // their images, weights and arena) and compute in f32, so their half shaders need only
         // 16-bit storage; the others store their every buffer as half and compute in it.
-        let storage_only = half_storage(p.id());
+        let storage_only = p.id().f16_is_storage();
         let stores_half = if storage_only {
             plan.input_storage.contains(&Storage::F16)
         } else {
@@ -313,12 +313,12 @@ fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
             if k.name == "gemm" && !f16 {
                 names.retain(|d| *d == "f32");
             }
-            if half_storage(k.id) && !caps.storage_buffer_16bit {
+            if k.id.f16_is_storage() && !caps.storage_buffer_16bit {
                 names.retain(|d| *d == "f32");
             }
             assert_eq!(dtypes, &names, "{} on {caps:?}", k.name);
         }
-        assert_eq!(listed.len(), 30);
+        assert_eq!(listed.len(), 31);
     }
     let f16 = |caps: &VkCaps| supported(caps)[0].2.contains(&"f16");
     assert!(f16(&nvidia()) && f16(&lavapipe()));
