@@ -12,13 +12,15 @@ use crate::table::fmt_metric;
 use crate::web::links::Links;
 use crate::web::page::{Page, WebError, clip};
 use crate::web::svg::{self, Roof, RoofPoint};
-use gpufleet_kernels::{ACHIEVED_GBPS, DEVICE_CEILINGS, DeviceCeiling, Problem, RoofPart};
+use gpufleet_kernels::{
+    ACHIEVED_GBPS, DEVICE_CEILINGS, DeviceCeiling, KernelGroup, Problem, RoofPart,
+};
 use serde_json::{Value, json};
 
-/// A result's operational intensity and achieved GFLOP/s, and its group's name; `None` for a
+/// A result's operational intensity and achieved GFLOP/s, and its kernel's group; `None` for a
 /// result the catalog no longer knows, without time, or that moves no bytes or does no arithmetic
 /// (a copy: it is the bandwidth roof instead).
-fn placed(r: &ResultRow) -> Option<(f64, f64, &'static str)> {
+fn placed(r: &ResultRow) -> Option<(f64, f64, KernelGroup)> {
     let rec = &r.record;
     let median = rec.median_s.filter(|m| *m > 0.0)?;
     let p = Problem::new(&rec.kernel, &rec.variant, &rec.params, &rec.dtype, true).ok()?;
@@ -26,7 +28,7 @@ fn placed(r: &ResultRow) -> Option<(f64, f64, &'static str)> {
     if flops <= 0.0 || bytes <= 0.0 {
         return None;
     }
-    Some((flops / bytes, flops / median / 1e9, p.id().group().name()))
+    Some((flops / bytes, flops / median / 1e9, p.id().group()))
 }
 
 /// The best value among the latest ok results that measure `ceiling` (see
@@ -142,7 +144,7 @@ pub fn device(
         points.push(RoofPoint {
             intensity,
             gflops,
-            family: family.into(),
+            family,
             title: format!(
                 "{} {} {} {}: {} GFLOP/s at {} FLOP/byte (result #{})",
                 rec.kernel,

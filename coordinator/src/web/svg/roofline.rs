@@ -2,6 +2,7 @@
 //! peak, on log-log axes, and every result at its operational intensity, coloured by family.
 
 use super::canvas::{Axis, BOTTOM, H, LEFT, RIGHT, Svg, TOP, W, esc, short};
+use gpufleet_kernels::KernelGroup;
 
 /// One result on a roofline: its operational intensity and achieved arithmetic rate.
 #[derive(Debug, Clone, PartialEq)]
@@ -9,8 +10,8 @@ pub struct RoofPoint {
     /// FLOPs per byte of the problem.
     pub intensity: f64,
     pub gflops: f64,
-    /// A CSS class naming its family (`gemm`, `ceiling`...), for the legend's colours.
-    pub family: String,
+    /// Its kernel's group, as the catalog says: the point's colour, CSS class and legend entry.
+    pub family: KernelGroup,
     /// Tooltip.
     pub title: String,
     /// Where a click goes (the result page).
@@ -27,17 +28,17 @@ pub struct Roof {
     pub label: String,
 }
 
-/// The colour of a point's family.
-fn family_color(family: &str) -> &'static str {
+/// The colour of a point's group.
+fn family_color(family: KernelGroup) -> &'static str {
     match family {
-        "gemm" => "#2458b3",
-        "conv" => "#5c7cfa",
-        "network" => "#7b3fb3",
-        "transformer" => "#b3246b",
-        "memory" => "#1a7f37",
-        "rows" => "#0b7285",
-        "ceiling" => "#b26a00",
-        _ => "#4a5260",
+        KernelGroup::Gemm => "#2458b3",
+        KernelGroup::Conv => "#5c7cfa",
+        KernelGroup::Network => "#7b3fb3",
+        KernelGroup::Transformer => "#b3246b",
+        KernelGroup::Memory => "#1a7f37",
+        KernelGroup::Rows => "#0b7285",
+        KernelGroup::Ceiling => "#b26a00",
+        KernelGroup::Other => "#4a5260",
     }
 }
 
@@ -110,10 +111,10 @@ pub fn roofline_chart(points: &[RoofPoint], roofs: &[Roof]) -> String {
         );
     }
     // A legend of the families shown, top left inside the plot.
-    let mut families: Vec<&str> = Vec::new();
+    let mut families: Vec<KernelGroup> = Vec::new();
     for p in points {
-        if !families.contains(&p.family.as_str()) {
-            families.push(&p.family);
+        if !families.contains(&p.family) {
+            families.push(p.family);
         }
     }
     if !families.is_empty() {
@@ -130,9 +131,9 @@ pub fn roofline_chart(points: &[RoofPoint], roofs: &[Roof]) -> String {
             r##"<circle class="legend" cx="{:.1}" cy="{:.1}" r="3.5" fill="{}"/>"##,
             LEFT + 12.0,
             ly - 3.5,
-            family_color(f)
+            family_color(*f)
         ));
-        svg.text(LEFT + 20.0, ly, "start", "legend-label", f);
+        svg.text(LEFT + 20.0, ly, "start", "legend-label", f.name());
     }
     for p in points
         .iter()
@@ -140,10 +141,10 @@ pub fn roofline_chart(points: &[RoofPoint], roofs: &[Roof]) -> String {
     {
         let mark = format!(
             r##"<circle class="pt {}" cx="{:.1}" cy="{:.1}" r="3.5" fill="{}" fill-opacity="0.8"><title>{}</title></circle>"##,
-            esc(&p.family),
+            p.family.name(),
             x.px(p.intensity),
             y.px(p.gflops),
-            family_color(&p.family),
+            family_color(p.family),
             esc(&p.title)
         );
         if p.href.is_empty() {
@@ -163,7 +164,7 @@ mod tests {
         let pt = |intensity: f64, gflops: f64| RoofPoint {
             intensity,
             gflops,
-            family: "gemm".into(),
+            family: KernelGroup::Gemm,
             title: format!("gemm at {intensity}"),
             href: format!("/runs/{}", intensity as i64),
         };
