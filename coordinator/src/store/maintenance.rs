@@ -52,6 +52,7 @@ mod serve_lock;
 mod stats;
 pub use self::serve_lock::ServeLock;
 pub use self::stats::{DbStats, ObjectKind, TableStats};
+use self::stats::non_negative;
 
 /// Pages a backup copies per step (4 MiB at SQLite's default page size).
 pub const BACKUP_STEP_PAGES: i32 = 1024;
@@ -211,11 +212,6 @@ impl Store {
             bytes: facts.bytes,
         })
     }
-}
-
-/// A count SQLite returns as `i64`, which is never negative.
-fn non_negative(n: i64) -> u64 {
-    u64::try_from(n).unwrap_or(0)
 }
 
 /// What to do about an existing backup destination.

@@ -5,7 +5,6 @@ use std::path::{Path, PathBuf};
 
 use serde::Serialize;
 
-use super::non_negative;
 use crate::store::error::{StoreError, sql};
 use crate::store::guard::sidecar;
 use crate::store::open::Store;
@@ -186,3 +185,8 @@ impl Store {
 
 /// Bytes and pages of one table or index, from `dbstat`.
 type PageSizes = (u64, u64);
+
+/// A count SQLite returns as `i64`, which is never negative.
+pub(super) fn non_negative(n: i64) -> u64 {
+    u64::try_from(n).unwrap_or(0)
+}
