@@ -1,8 +1,6 @@
 //! Why a statement failed, in either engine ([`DbError`]), and `optional()` for a query that may
 //! find no row. Below the connection, the rows and PostgreSQL's client, which all return it.
 
-use super::pg;
-
 /// A statement's outcome.
 pub(in crate::store) type DbResult<T> = Result<T, DbError>;
 
@@ -14,7 +12,7 @@ pub enum DbError {
     Sqlite(#[from] rusqlite::Error),
     /// PostgreSQL's error (the server's message and SQLSTATE where it sent one; the client's
     /// reason with its causes otherwise), whole in its message.
-    #[error("{}", pg::describe(.0))]
+    #[error("{}", describe(.0))]
     Postgres(postgres::Error),
     /// `query_row` found no row.
     #[error("the query returned no rows")]
@@ -72,6 +70,25 @@ impl<T> OptionalExtension<T> for Result<T, DbError> {
             Ok(v) => Ok(Some(v)),
             Err(DbError::NoRows) => Ok(None),
             Err(e) => Err(e),
+        }
+    }
+}
+
+/// A PostgreSQL error in one line: the server's message and SQLSTATE, or the client's reason.
+pub(super) fn describe(e: &postgres::Error) -> String {
+    match e.as_db_error() {
+        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
+        None => {
+            let mut text = e.to_string();
+            let mut source = std::error::Error::source(e);
+            while let Some(s) = source {
+                let more = s.to_string();
+                if !text.contains(&more) {
+                    text = format!("{text}: {more}");
+                }
+                source = s.source();
+            }
+            text
         }
     }
 }

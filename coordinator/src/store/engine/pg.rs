@@ -13,6 +13,7 @@ use std::thread::JoinHandle;
 use postgres::config::Host;
 use postgres::{Client, Config, Statement};
 
+use super::db_error::describe;
 use super::pg_tls::{MakeTls, tls_for};
 use super::{DbError, Value};
 
@@ -220,25 +221,6 @@ fn split_passfile_line(line: &str) -> Vec<String> {
     }
     fields.push(field);
     fields
-}
-
-/// A PostgreSQL error in one line: the server's message and SQLSTATE, or the client's reason.
-pub(super) fn describe(e: &postgres::Error) -> String {
-    match e.as_db_error() {
-        Some(db) => format!("{} (SQLSTATE {})", db.message(), db.code().code()),
-        None => {
-            let mut text = e.to_string();
-            let mut source = std::error::Error::source(e);
-            while let Some(s) = source {
-                let more = s.to_string();
-                if !text.contains(&more) {
-                    text = format!("{text}: {more}");
-                }
-                source = s.source();
-            }
-            text
-        }
-    }
 }
 
 /// Why connecting to `target` failed, in words that say which of the usual causes it was: the
