@@ -12,6 +12,7 @@
  *   - __syncthreads(): a workgroup-scope release fence, s_barrier, an acquire fence;
  *   - expf: Cody-Waite range reduction and a degree-7 polynomial (about 1 ulp on the range that
  *     does not overflow), so the result does not depend on how a clang version lowers llvm.exp;
+ *     logf likewise (Cephes' polynomial);
  *   - sqrt and division: the IEEE-accurate llvm.sqrt / fdiv lowering (no fast-math flags).
  *
  * Kernels are `extern "C"` so their symbol names are the names the agent looks up with
@@ -102,6 +103,47 @@ GF_DEVICE float gf_expf(float x)
     const float s1 = __builtin_bit_cast(float, (k1 + 127) << 23);
     const float s2 = __builtin_bit_cast(float, (k2 + 127) << 23);
     return p * s1 * s2;
+}
+
+/* ln x: x = 2^e·m with m in [√½, √2), ln(1 + f) for f = m - 1 by Cephes' logf polynomial (about
+ * 1 ulp), e·ln2 added in two parts as in gf_expf. Subnormals are scaled up first; 0 gives -inf,
+ * a negative x NaN, +inf and NaN themselves. */
+GF_DEVICE float gf_logf(float x)
+{
+    if (x != x || x == __builtin_inff())
+        return x;
+    if (x <= 0.0f)
+        return x == 0.0f ? -__builtin_inff() : __builtin_nanf("");
+    int e = 0;
+    if (x < 1.17549435e-38f) {
+        x *= 8388608.0f; /* 2^23 */
+        e = -23;
+    }
+    const int bits = __builtin_bit_cast(int, x);
+    e += ((bits >> 23) & 0xff) - 126;
+    /* m in [0.5, 1), then into [√½, √2) as f = m - 1 */
+    float f = __builtin_bit_cast(float, (bits & 0x007fffff) | 0x3f000000);
+    if (f < 0.70710678f) {
+        e -= 1;
+        f = f + f - 1.0f;
+    } else {
+        f = f - 1.0f;
+    }
+    const float z = f * f;
+    float p = 7.0376836292e-2f;
+    p = __builtin_fmaf(p, f, -1.1514610310e-1f);
+    p = __builtin_fmaf(p, f, 1.1676998740e-1f);
+    p = __builtin_fmaf(p, f, -1.2420140846e-1f);
+    p = __builtin_fmaf(p, f, 1.4249322787e-1f);
+    p = __builtin_fmaf(p, f, -1.6668057665e-1f);
+    p = __builtin_fmaf(p, f, 2.0000714765e-1f);
+    p = __builtin_fmaf(p, f, -2.4999993993e-1f);
+    p = __builtin_fmaf(p, f, 3.3333331174e-1f);
+    const float k = (float)e;
+    float r = p * f * z;
+    r = __builtin_fmaf(k, -2.12194440e-4f, r);
+    r = __builtin_fmaf(z, -0.5f, r);
+    return __builtin_fmaf(k, 0.693359375f, f + r);
 }
 
 GF_DEVICE float gf_rsqrt(float x) { return 1.0f / __builtin_sqrtf(x); }

@@ -86,23 +86,28 @@ int main() {
     launch([&] { gelu_f32(big.data(), Z.data(), N); }, g, 1, 1, 256, 1, 1);
     for (int i = 0; i < N; ++i) { double v = big[i]; r[i] = 0.5 * v * (1 + std::tanh(std::sqrt(2 / M_PI) * (v + 0.044715 * v * v * v))); } report("gelu_f32", maxerr(Z, r), 1e-6);
     double me = 0; for (float x = -87; x < 88; x += 0.0137f) { double e = std::fabs(gf_expf(x) / std::exp((double)x) - 1); if (e > me) me = e; } report("gf_expf on [-87, 88)", me, 2.4e-7);
+    // gf_logf: relative to ln x away from 1, absolute (of the f32 input's own rounding) near it
+    me = 0; for (uint32_t b = 1; b < 0x7f800000u; b += 4099) { const float x = __builtin_bit_cast(float, b); double l = std::log((double)x), e = std::fabs(gf_logf(x) - l) / std::max(std::fabs(l), 1.0); if (e > me) me = e; } report("gf_logf on every 4099th positive float", me, 2.4e-7);
+    { bool ok = std::isnan(gf_logf(-1.0f)) && std::isnan(gf_logf(NAN)) && gf_logf(0.0f) == -INFINITY && gf_logf(INFINITY) == INFINITY && gf_logf(1.0f) == 0.0f; report("gf_logf special values", ok ? 0 : 1, 0); }
   }
   // rows
   for (auto [rows, cols, wg, cached] : std::vector<std::tuple<int,int,int,bool>>{{5, 1, 64, true}, {5, 100, 256, true}, {3, 5000, 256, false}, {3, 9000, 1024, false}, {70000 / 1000, 64, 64, false}}) {
     auto x = rnd(rows * cols), ga = rnd(cols), be = rnd(cols), g2 = rnd(cols); std::vector<float> y(rows * cols, NAN);
-    std::vector<double> r(rows * cols), r2(rows * cols), r3(rows * cols), r4(rows * cols);
+    std::vector<double> r(rows * cols), r2(rows * cols), r3(rows * cols), r4(rows * cols), r5(rows * cols);
     for (int i = 0; i < rows; ++i) { double mx = -1e30, s = 0, mean = 0, var = 0, ss = 0; const float* xr = &x[i*cols];
       for (int c = 0; c < cols; ++c) { mx = std::max(mx, (double)xr[c]); mean += xr[c]; ss += (double)xr[c]*xr[c]; } mean /= cols;
       for (int c = 0; c < cols; ++c) { s += std::exp(xr[c] - mx); var += (xr[c]-mean)*(xr[c]-mean); } var /= cols;
-      double zz = 0; for (int c = 0; c < cols; ++c) { r[i*cols+c] = std::exp(xr[c]-mx)/s; r2[i*cols+c] = (xr[c]-mean)/std::sqrt(var+1e-5)*ga[c]+be[c]; r3[i*cols+c] = xr[c]/std::sqrt(ss/cols+1e-5)*ga[c]; zz += r2[i*cols+c]*r2[i*cols+c]; }
+      double zz = 0; for (int c = 0; c < cols; ++c) { r[i*cols+c] = std::exp(xr[c]-mx)/s; r5[i*cols+c] = (xr[c]-mx)-std::log(s); r2[i*cols+c] = (xr[c]-mean)/std::sqrt(var+1e-5)*ga[c]+be[c]; r3[i*cols+c] = xr[c]/std::sqrt(ss/cols+1e-5)*ga[c]; zz += r2[i*cols+c]*r2[i*cols+c]; }
       for (int c = 0; c < cols; ++c) r4[i*cols+c] = r2[i*cols+c]/std::sqrt(zz/cols+1e-5)*g2[c]; }
     auto go = [&](auto f) { launch(f, std::min(rows, 2), 1, 1, wg, 1, 1); };
     #define ROWS(WG, SUF) \
       go([&] { softmax_rows_##SUF(x.data(), y.data(), rows, cols); }); double e1 = maxerr(y, r); \
+      go([&] { log_softmax_rows_##SUF(x.data(), y.data(), rows, cols); }); double e5 = maxerr(y, r5); \
       go([&] { layernorm_rows_##SUF(x.data(), ga.data(), be.data(), y.data(), rows, cols, 1e-5f); }); double e2 = maxerr(y, r2); \
       go([&] { rmsnorm_rows_##SUF(x.data(), ga.data(), y.data(), rows, cols, 1e-5f); }); double e3 = maxerr(y, r3); \
       go([&] { layernorm_rmsnorm_rows_##SUF(x.data(), ga.data(), be.data(), g2.data(), y.data(), rows, cols, 1e-5f); }); double e4 = maxerr(y, r4); \
       { char n[64]; snprintf(n, sizeof n, "softmax_rows_%s %dx%d", #SUF, rows, cols); report(n, e1, 1e-6); \
+        snprintf(n, sizeof n, "log_softmax_rows_%s %dx%d", #SUF, rows, cols); report(n, e5, 1e-6); \
         snprintf(n, sizeof n, "layernorm_rows_%s %dx%d", #SUF, rows, cols); report(n, e2, 2e-6); \
         snprintf(n, sizeof n, "rmsnorm_rows_%s %dx%d", #SUF, rows, cols); report(n, e3, 2e-6); \
         snprintf(n, sizeof n, "layernorm_rmsnorm_rows_%s %dx%d", #SUF, rows, cols); report(n, e4, 2e-6); }

@@ -1,7 +1,8 @@
 /*
- * rows.hip: row-wise softmax, layernorm, rmsnorm and layernorm followed by rmsnorm. Same
- * semantics and arguments as kernels/opencl/rows.cl:
+ * rows.hip: row-wise softmax, log_softmax, layernorm, rmsnorm and layernorm followed by rmsnorm.
+ * Same semantics and arguments as kernels/opencl/rows.cl:
  *   softmax_rows_*(x, y, rows, cols)
+ *   log_softmax_rows_*(x, y, rows, cols)
  *   layernorm_rows_*(x, gamma, beta, y, rows, cols, eps)
  *   rmsnorm_rows_*(x, gamma, y, rows, cols, eps)
  *   layernorm_rmsnorm_rows_*(x, gamma1, beta1, gamma2, y, rows, cols, eps)
@@ -11,9 +12,9 @@
  * tree reductions in LDS, all in float. Work-item l handles columns l, l + WG, l + 2·WG, ..., so
  * a wavefront's loads are contiguous and any `cols`, 1 included, works.
  *
- * Accuracy follows the catalog's f64 reference: softmax subtracts the row maximum before exp;
- * layernorm's variance is the biased one, computed in a second pass over x - mean; exp and
- * 1/sqrt are the accurate ones of common.h.
+ * Accuracy follows the catalog's f64 reference: softmax and log_softmax subtract the row maximum
+ * before exp; layernorm's variance is the biased one, computed in a second pass over x - mean; exp,
+ * log and 1/sqrt are the accurate ones of common.h.
  *
  * Instantiations, suffix `_<WG>` for WG ∈ {64, 256, 1024} and `_<WG>_cached` for WG ∈ {64, 256}.
  * `_cached` keeps the work-item's elements of the row in registers (CACHED_CHUNKS = 16 of them,
@@ -84,7 +85,10 @@ template <int WG, bool CACHED> struct RowView {
     _Pragma("unroll") for (int j = 0; j < (view).chunks(); ++j)                                \
         if (const int c = lid + j * WG; c < cols)
 
-template <int WG, bool CACHED>
+/* softmax (LOG false): y = exp(x - max) / Σ exp(x - max), the cached elements holding
+ * exp(x - max) for the last pass; log_softmax (LOG true): y = (x - max) - log Σ, the cached
+ * elements keeping x. */
+template <int WG, bool CACHED, bool LOG>
 GF_DEVICE void softmax_rows(const float *GF_RESTRICT x, float *GF_RESTRICT y, int rows, int cols)
 {
     GF_SHARED float red[WG];
@@ -101,11 +105,17 @@ GF_DEVICE void softmax_rows(const float *GF_RESTRICT x, float *GF_RESTRICT y, in
         FOR_COLS(v)
         {
             const float e = gf_expf(v.at(j) - mx);
-            v.set(j, e);
+            if (!LOG)
+                v.set(j, e);
             sum += e;
         }
         sum = rows_reduce<WG, false>(red, sum);
-        FOR_COLS(v) { yr[c] = (CACHED ? v.at(j) : gf_expf(v.at(j) - mx)) / sum; }
+        const float log_sum = LOG ? gf_logf(sum) : 0.0f;
+        FOR_COLS(v)
+        {
+            yr[c] = LOG ? (v.at(j) - mx) - log_sum
+                        : (CACHED ? v.at(j) : gf_expf(v.at(j) - mx)) / sum;
+        }
     }
 }
 
@@ -200,13 +210,19 @@ GF_DEVICE void layernorm_rmsnorm_rows(const float *GF_RESTRICT x,
     }
 }
 
-/* The eight kernels of one work-group size. */
+/* The five kernels of one work-group size. */
 #define ROWS_KERNELS(WG, SUFFIX, CACHED)                                                       \
     GF_KERNEL(WG)                                                                              \
     void softmax_rows_##SUFFIX(const float *GF_RESTRICT x, float *GF_RESTRICT y, int rows,     \
                                int cols)                                                       \
     {                                                                                          \
-        softmax_rows<WG, CACHED>(x, y, rows, cols);                                            \
+        softmax_rows<WG, CACHED, false>(x, y, rows, cols);                                     \
+    }                                                                                          \
+    GF_KERNEL(WG)                                                                              \
+    void log_softmax_rows_##SUFFIX(const float *GF_RESTRICT x, float *GF_RESTRICT y, int rows, \
+                                   int cols)                                                   \
+    {                                                                                          \
+        softmax_rows<WG, CACHED, true>(x, y, rows, cols);                                      \
     }                                                                                          \
     GF_KERNEL(WG)                                                                              \
     void layernorm_rows_##SUFFIX(const float *GF_RESTRICT x, const float *GF_RESTRICT gamma,   \

@@ -1,5 +1,5 @@
 /*
- * rows.cl: row-wise softmax, layernorm, rmsnorm and layernorm followed by rmsnorm.
+ * rows.cl: row-wise softmax, log_softmax, layernorm, rmsnorm and layernorm followed by rmsnorm.
  *
  * Written for `-cl-std=CL1.1`: no work_group_reduce, no `inline`/`static`. One work-group of WG
  * work-items handles one row at a time (groups stride over the rows, so the number of groups
@@ -7,9 +7,9 @@
  * Work-item l handles columns l, l + WG, l + 2·WG, ..., so a warp's loads are contiguous and any
  * `cols`, 1 included, works. Row offsets are computed in `long`.
  *
- * Accuracy follows the catalog's f64 reference: softmax subtracts the row maximum before exp;
- * layernorm's variance is the biased one, computed in a second pass over x - mean (no
- * E[x²] - E[x]² cancellation); full-precision exp and rsqrt, never native_*.
+ * Accuracy follows the catalog's f64 reference: softmax and log_softmax subtract the row maximum
+ * before exp; layernorm's variance is the biased one, computed in a second pass over x - mean (no
+ * E[x²] - E[x]² cancellation); full-precision exp, log and rsqrt, never native_*.
  *
  * Build parameters (-D):
  *   GPUFLEET_WG      work-group size, a power of two (the launch's local size)
@@ -101,44 +101,59 @@ float gpufleet_group_max(__local float *red, float v)
     __global float *yr = y + (long)row * cols;                                                 \
     ROW_SETUP(xr)
 
+/* Stores v as the cached element j, when the row is cached. */
+#if CHUNKS > 0
+#define XV_SET(j, v) (xv[j] = (v))
+#else
+#define XV_SET(j, v) ((void)0)
+#endif
+
+/*
+ * The body of softmax_rows (LOG 0) and log_softmax_rows (LOG 1): the row's maximum, Σ exp(x - max),
+ * then y = exp(x - max) / Σ (the cached elements hold exp(x - max) by then) or
+ * y = (x - max) - log Σ (the cached elements keep x).
+ */
+#define SOFTMAX_ROWS(LOG)                                                                      \
+    ROW_LOOP {                                                                                 \
+        ROW_START                                                                              \
+        float mx = -INFINITY;                                                                  \
+        _Pragma("unroll") for (int j = 0; j < NCH; ++j) {                                      \
+            const int c = lid + j * WG;                                                        \
+            if (c < cols)                                                                      \
+                mx = fmax(mx, XV(j, c));                                                       \
+        }                                                                                      \
+        mx = gpufleet_group_max(red, mx);                                                      \
+        float sum = 0.0f;                                                                      \
+        _Pragma("unroll") for (int j = 0; j < NCH; ++j) {                                      \
+            const int c = lid + j * WG;                                                        \
+            if (c < cols) {                                                                    \
+                const float e = exp(XV(j, c) - mx);                                            \
+                if (!(LOG))                                                                    \
+                    XV_SET(j, e);                                                              \
+                sum += e;                                                                      \
+            }                                                                                  \
+        }                                                                                      \
+        sum = gpufleet_group_sum(red, sum);                                                    \
+        const float log_sum = (LOG) ? log(sum) : 0.0f;                                         \
+        _Pragma("unroll") for (int j = 0; j < NCH; ++j) {                                      \
+            const int c = lid + j * WG;                                                        \
+            if (c < cols)                                                                      \
+                yr[c] = (LOG) ? (XV(j, c) - mx) - log_sum                                      \
+                              : (CHUNKS > 0 ? XV(j, c) : exp(XV(j, c) - mx)) / sum;            \
+        }                                                                                      \
+    }
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 softmax_rows(__global const float *restrict x, __global float *restrict y, int rows, int cols)
 {
-    ROW_LOOP {
-        ROW_START
-        float mx = -INFINITY;
-#pragma unroll
-        for (int j = 0; j < NCH; ++j) {
-            const int c = lid + j * WG;
-            if (c < cols)
-                mx = fmax(mx, XV(j, c));
-        }
-        mx = gpufleet_group_max(red, mx);
-        float sum = 0.0f;
-#pragma unroll
-        for (int j = 0; j < NCH; ++j) {
-            const int c = lid + j * WG;
-            if (c < cols) {
-                const float e = exp(XV(j, c) - mx);
-#if CHUNKS > 0
-                xv[j] = e;
-#endif
-                sum += e;
-            }
-        }
-        sum = gpufleet_group_sum(red, sum);
-#pragma unroll
-        for (int j = 0; j < NCH; ++j) {
-            const int c = lid + j * WG;
-            if (c < cols) {
-#if CHUNKS > 0
-                yr[c] = xv[j] / sum;
-#else
-                yr[c] = exp(xr[c] - mx) / sum;
-#endif
-            }
-        }
-    }
+    SOFTMAX_ROWS(0)
+}
+
+/* y = x - max - log Σ exp(x - max) */
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+log_softmax_rows(__global const float *restrict x, __global float *restrict y, int rows, int cols)
+{
+    SOFTMAX_ROWS(1)
 }
 
 /* Mean and 1/sqrt(biased variance + eps) of the row, two passes. Expects lid, nch, cols, red,
@@ -252,13 +267,14 @@ layernorm_rmsnorm_rows(__global const float *restrict x, __global const float *r
  * SPLIT partials (every work-item does, they are few) and writes the chunk's outputs, reading x
  * again. Two launches, 2 reads and 1 write per element, but rows·SPLIT groups instead of rows.
  *
- * softmax: (chunk max, Σ exp(x - chunk max)); combined as M = max m_s, S = Σ s_s·exp(m_s - M).
+ * softmax and log_softmax: (chunk max, Σ exp(x - chunk max)); combined as M = max m_s,
+ *            S = Σ s_s·exp(m_s - M).
  * layernorm: (chunk mean, Σ (x - chunk mean)²); combined with Chan's parallel variance formula,
  *            so there is no E[x²] - E[x]² cancellation.
  *
- * Only kernels whose plain version reads the row three times (softmax: max, sum, write;
- * layernorm: mean, variance, write) are split: rmsnorm reads it twice either way, and measured
- * no faster split (see docs/PERFORMANCE.md).
+ * Only kernels whose plain version reads the row three times (softmax and log_softmax: max, sum,
+ * write; layernorm: mean, variance, write) are split: rmsnorm reads it twice either way, and
+ * measured no faster split (see docs/PERFORMANCE.md).
  */
 #ifndef GPUFLEET_SPLIT
 #define GPUFLEET_SPLIT 1
@@ -281,7 +297,8 @@ layernorm_rmsnorm_rows(__global const float *restrict x, __global const float *r
     const int c1 = min(c0 + (len), cols);                                                      \
     __global const float *xr = x + (long)row * cols;
 
-/* The chunk's two partials: softmax's with GPUFLEET_SPLIT_SOFTMAX defined, else layernorm's. */
+/* The chunk's two partials: softmax's (and log_softmax's) with GPUFLEET_SPLIT_SOFTMAX defined, else
+ * layernorm's. */
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 split_stats(__global const float *restrict x, __global float *restrict part, int rows, int cols,
             int len)
@@ -309,21 +326,37 @@ split_stats(__global const float *restrict x, __global float *restrict part, int
     }
 }
 
+/* The row's maximum mx and Σ exp(x - mx) from its SPLIT partials (softmax's and log_softmax's),
+ * and yr, the row's output. */
+#define SPLIT_MAX_SUM                                                                          \
+    __global const float *pr = part + 2 * (long)row * SPLIT;                                   \
+    float mx = -INFINITY;                                                                      \
+    for (int t = 0; t < SPLIT; ++t)                                                            \
+        mx = fmax(mx, pr[2 * t]);                                                              \
+    float sum = 0.0f;                                                                          \
+    for (int t = 0; t < SPLIT; ++t)                                                            \
+        sum += pr[2 * t + 1] * exp(pr[2 * t] - mx);                                            \
+    __global float *yr = y + (long)row * cols;
+
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
 softmax_split_apply(__global const float *restrict x, __global const float *restrict part,
                     __global float *restrict y, int rows, int cols, int len)
 {
     const int lid = (int)get_local_id(0);
     SPLIT_CHUNK(len)
-    __global const float *pr = part + 2 * (long)row * SPLIT;
-    float mx = -INFINITY;
-    for (int t = 0; t < SPLIT; ++t)
-        mx = fmax(mx, pr[2 * t]);
-    float sum = 0.0f;
-    for (int t = 0; t < SPLIT; ++t)
-        sum += pr[2 * t + 1] * exp(pr[2 * t] - mx);
-    __global float *yr = y + (long)row * cols;
+    SPLIT_MAX_SUM
     CHUNK_FOR(yr[c] = exp(xv - mx) / sum;)
+}
+
+__kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void
+log_softmax_split_apply(__global const float *restrict x, __global const float *restrict part,
+                        __global float *restrict y, int rows, int cols, int len)
+{
+    const int lid = (int)get_local_id(0);
+    SPLIT_CHUNK(len)
+    SPLIT_MAX_SUM
+    const float log_sum = log(sum);
+    CHUNK_FOR(yr[c] = (xv - mx) - log_sum;)
 }
 
 __kernel __attribute__((reqd_work_group_size(WG, 1, 1))) void

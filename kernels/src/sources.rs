@@ -152,6 +152,7 @@ mod tests {
                 "rows.cl",
                 &[
                     "softmax_rows",
+                    "log_softmax_rows",
                     "layernorm_rows",
                     "rmsnorm_rows",
                     "layernorm_rmsnorm_rows",

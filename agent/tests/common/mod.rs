@@ -317,11 +317,11 @@ pub async fn vec_add_twice(
     (first, second)
 }
 
-/// Runs softmax and layernorm on two rows of 70001 columns (too long for registers, too few rows
-/// to fill any device): the planner splits each row over several groups with ragged chunks, and
-/// the agent validates the output against the f64 reference.
+/// Runs softmax, log_softmax and layernorm on two rows of 70001 columns (too long for registers,
+/// too few rows to fill any device): the planner splits each row over several groups with ragged
+/// chunks, and the agent validates the output against the f64 reference.
 pub async fn assert_few_wide_rows_are_split(t: &mut OnBackend) {
-    for kernel in ["softmax", "layernorm"] {
+    for kernel in ["softmax", "log_softmax", "layernorm"] {
         let s = on(&t.device, spec(kernel, &[("rows", 2), ("cols", 70_001)]));
         let (_, r) = run(&mut t.client, &format!("split-{kernel}"), s).await;
         assert_ok(&r);

@@ -1,7 +1,7 @@
-//! The row kernels: softmax, layernorm, rmsnorm and their fusion, each a reduction then a map over
-//! every row of a `rows×cols` matrix. One table entry per kernel holds its catalog entry, device
-//! entry-point stem, inputs (the rows, then per-column vectors) and their value sets, FLOPs per
-//! element, epsilon and how its wide rows split; `visit_row` is the f64 reference of each.
+//! The row kernels: softmax, log_softmax, layernorm, rmsnorm and their fusion, each a reduction then
+//! a map over every row of a `rows×cols` matrix. One table entry per kernel holds its catalog entry,
+//! device entry-point stem, inputs (the rows, then per-column vectors) and their value sets, FLOPs
+//! per element, epsilon and how its wide rows split; `visit_row` is the f64 reference of each.
 //!
 //! Every row is independent, so a sample is a set of whole rows (first, last and random ones) and each
 //! sampled row is checked completely. Reductions over `cols` elements in fp32 drift by about
@@ -20,6 +20,8 @@ pub const NORM_EPS: f64 = 1e-5;
 pub enum RowKernel {
     /// `softmax`: row-wise softmax.
     Softmax,
+    /// `log_softmax`: row-wise log-softmax, x − max − log Σ exp(x − max).
+    LogSoftmax,
     /// `layernorm`: row-wise layer normalisation with gamma and beta.
     LayerNorm,
     /// `rmsnorm`: row-wise RMS normalisation with gamma.
@@ -32,7 +34,7 @@ pub enum RowKernel {
 /// merges (see `split_stats` in the device sources).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SplitStats {
-    /// softmax: the chunk's maximum and Σ exp(x − max).
+    /// softmax and log_softmax: the chunk's maximum and Σ exp(x − max).
     MaxSumExp,
     /// layernorm: the chunk's mean and Σ (x − mean)².
     MeanSquares,
@@ -81,11 +83,25 @@ const fn row(kernel: RowKernel, name: &'static str, description: &'static str) -
 }
 
 /// Every row kernel, in display order.
-pub(super) static TABLE: [Entry; 4] = [
+pub(super) static TABLE: [Entry; 5] = [
     Entry {
         kernel: RowKernel::Softmax,
         def: row(RowKernel::Softmax, "softmax", "row-wise softmax"),
         stem: "softmax",
+        values: &[WIDE],
+        flops: 5.0,
+        cost: 8.0,
+        eps: false,
+        split: Some(SplitStats::MaxSumExp),
+    },
+    Entry {
+        kernel: RowKernel::LogSoftmax,
+        def: row(
+            RowKernel::LogSoftmax,
+            "log_softmax",
+            "row-wise log-softmax y = x - max - log(Σ exp(x - max))",
+        ),
+        stem: "log_softmax",
         values: &[WIDE],
         flops: 5.0,
         cost: 8.0,
@@ -138,8 +154,9 @@ pub(super) static TABLE: [Entry; 4] = [
 
 impl RowKernel {
     /// Every row kernel.
-    pub const ALL: [RowKernel; 4] = [
+    pub const ALL: [RowKernel; 5] = [
         RowKernel::Softmax,
+        RowKernel::LogSoftmax,
         RowKernel::LayerNorm,
         RowKernel::RmsNorm,
         RowKernel::LayerNormRmsNormFused,
@@ -187,6 +204,12 @@ fn mean_rstd(row: impl Iterator<Item = f64> + Clone, cols: usize) -> (f64, f64) 
     (mean, 1.0 / (var + NORM_EPS).sqrt())
 }
 
+/// The row's maximum and Σ exp(x − max), what softmax and log_softmax reduce it to.
+fn max_sum_exp(row: impl Iterator<Item = f64> + Clone) -> (f64, f64) {
+    let max = row.clone().fold(f64::NEG_INFINITY, f64::max);
+    (max, row.map(|v| (v - max).exp()).sum())
+}
+
 /// Visits the reference of row `r`: `f(col, expected, tol)`.
 fn visit_row(kernel: RowKernel, problem: &Problem, x: &[&[f32]], r: usize, f: Visit<'_>) {
     let cols = problem.uparam("cols");
@@ -196,11 +219,20 @@ fn visit_row(kernel: RowKernel, problem: &Problem, x: &[&[f32]], r: usize, f: Vi
     let vec = |i: usize, c: usize| f64::from(x[i][c]);
     match kernel {
         RowKernel::Softmax => {
-            let max = xs.clone().fold(f64::NEG_INFINITY, f64::max);
-            let sum: f64 = xs.clone().map(|v| (v - max).exp()).sum();
+            let (max, sum) = max_sum_exp(xs.clone());
             for (c, v) in xs.enumerate() {
                 let y = (v - max).exp() / sum;
                 f(c, y, rel * y + f64::from(f32::MIN_POSITIVE));
+            }
+        }
+        RowKernel::LogSoftmax => {
+            let (max, sum) = max_sum_exp(xs.clone());
+            let log_sum = sum.ln();
+            for (c, v) in xs.enumerate() {
+                let y = (v - max) - log_sum;
+                // The sum's relative error becomes an absolute one through the log (softmax's
+                // `rel · y` relative); the two subtractions round relative to |y|.
+                f(c, y, rel * (y.abs() + 1.0));
             }
         }
         RowKernel::LayerNorm => {
@@ -312,6 +344,26 @@ mod tests {
         assert!(y[3..].iter().all(|v| (v - 1.0 / 3.0).abs() < 1e-12));
         let e = std::f64::consts::E;
         assert!((y[1] - e / (1.0 + e + e * e)).abs() < 1e-12);
+    }
+
+    #[test]
+    fn log_softmax_is_x_minus_the_log_sum_exp() {
+        let p = problem("log_softmax", 2, 3);
+        let y = reference(&p, &[vec![0.0, 1.0, 2.0, 5.0, 5.0, 5.0]]);
+        // log(e^0 + e^1 + e^2) = 2.407605964444380
+        for (c, v) in [0.0, 1.0, 2.0].iter().enumerate() {
+            assert!((y[c] - (v - 2.407_605_964_444_38)).abs() < 1e-12, "{y:?}");
+        }
+        assert!(
+            y[3..].iter().all(|v| (v + 3f64.ln()).abs() < 1e-12),
+            "{y:?}"
+        );
+        // exp of it is softmax.
+        let s = reference(
+            &problem("softmax", 2, 3),
+            &[vec![0.0, 1.0, 2.0, 5.0, 5.0, 5.0]],
+        );
+        assert!(y.iter().zip(&s).all(|(l, s)| (l.exp() - s).abs() < 1e-12));
     }
 
     #[test]

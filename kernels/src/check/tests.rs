@@ -28,7 +28,7 @@ fn small_problems() -> Vec<Problem> {
     {
         let params: Vec<(&str, i64)> = match k.name {
             "gemm" => vec![("m", 5), ("n", 7), ("k", 9)],
-            "softmax" | "layernorm" | "rmsnorm" | "layernorm_rmsnorm_fused" => {
+            "softmax" | "log_softmax" | "layernorm" | "rmsnorm" | "layernorm_rmsnorm_fused" => {
                 vec![("rows", 4), ("cols", 33)]
             }
             "conv2d" => vec![
@@ -187,7 +187,13 @@ fn naive_fp32_implementations_fit_the_tolerances() {
 
     // Row kernels in fp32 with one-pass sums.
     let (rows, cols) = (3usize, 8192usize);
-    for kernel in ["softmax", "layernorm", "rmsnorm", "layernorm_rmsnorm_fused"] {
+    for kernel in [
+        "softmax",
+        "log_softmax",
+        "layernorm",
+        "rmsnorm",
+        "layernorm_rmsnorm_fused",
+    ] {
         let p = problem(
             kernel,
             &[("rows", rows as i64), ("cols", cols as i64)],
@@ -220,6 +226,13 @@ fn naive_fp32_implementations_fit_the_tolerances() {
                     let sum: f32 = row.iter().map(|v| (v - max).exp()).sum();
                     for c in 0..cols {
                         y[c] = (row[c] - max).exp() / sum;
+                    }
+                }
+                "log_softmax" => {
+                    let max = row.iter().copied().fold(f32::MIN, f32::max);
+                    let log_sum = row.iter().map(|v| (v - max).exp()).sum::<f32>().ln();
+                    for c in 0..cols {
+                        y[c] = (row[c] - max) - log_sum;
                     }
                 }
                 "layernorm" => layernorm(row, f[1], f[2], y),

@@ -1,4 +1,5 @@
-// rows.glsl: what the row kernels (softmax, layernorm, rmsnorm, layernorm_rmsnorm) share.
+// rows.glsl: what the row kernels (softmax, log_softmax, layernorm, rmsnorm, layernorm_rmsnorm)
+// share.
 //
 // One workgroup of WG invocations handles one row at a time; the groups stride over the rows, so the
 // dispatch stays within maxComputeWorkGroupCount whatever `rows` is. Invocation l handles columns
@@ -7,8 +8,8 @@
 // arithmetic in compute) subgroupAdd/subgroupMax within each subgroup, then the per-subgroup partials
 // through shared memory; otherwise a tree reduction in shared memory (WG a power of two).
 //
-// Accuracy follows the catalog's f64 reference: softmax subtracts the row maximum before exp;
-// layernorm's variance is the biased one, computed in a second pass over x - mean (no
+// Accuracy follows the catalog's f64 reference: softmax and log_softmax subtract the row maximum
+// before exp; layernorm's variance is the biased one, computed in a second pass over x - mean (no
 // E[x²] - E[x]² cancellation).
 //
 // Specialization: 0 local size x = WG (a power of two); 2 CHUNKS: when > 0, cols ≤ WG·CHUNKS and

@@ -1,6 +1,6 @@
 // split_stats.glsl: the partials of one chunk (see split.glsl); included by split_stats.comp and
 // split_stats_subgroup.comp. Bindings: 0 x, 1 part. Specialization 4 SOFTMAX: 1 for softmax's
-// partials, 0 for layernorm's.
+// (and log_softmax's) partials, 0 for layernorm's.
 #include "rows.glsl"
 #include "split.glsl"
 

@@ -6,7 +6,7 @@
 //! | --- | --- | --- |
 //! | [`gemm`] | `gemm_naive`, `gemm_tiled`, `gemm_blocked` | `C(m×n) = A(m×k)·B(k×n)`: a plain i-k-j loop, our own cache-blocked and register-tiled version, and the `gemm` crate |
 //! | [`elementwise`] | `vec_add`, `copy`, `triad`, `relu`, `sigmoid`, `tanh`, `gelu` | one output element per input element (STREAM-style add/copy/triad and activations) |
-//! | [`rows`] | `softmax`, `layernorm`, `rmsnorm`, `layernorm_rmsnorm_fused` | one independent reduction-then-map per row of a `rows×cols` matrix |
+//! | [`rows`] | `softmax`, `log_softmax`, `layernorm`, `rmsnorm`, `layernorm_rmsnorm_fused` | one independent reduction-then-map per row of a `rows×cols` matrix |
 //! | [`conv`] | `conv2d_direct`, `Im2col` | NCHW 2-D convolution with zero padding and a square kernel, directly or via im2col + GEMM |
 //! | [`model`] | `ModelRunner` | CNN inference: a network's layers in order (convolutions through im2col + GEMM, depthwise, pooling, residual add, linear) |
 //! | [`memory`] | `sum_f64`, `pointer_chase`, `pool_roundtrip` | read bandwidth, dependent-load latency, and the backend's "launch latency" |

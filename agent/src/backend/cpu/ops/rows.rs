@@ -1,5 +1,5 @@
-//! Row-wise functions of a `rows×cols` matrix: `softmax`, `layernorm`, `rmsnorm` and the fused
-//! layernorm→rmsnorm.
+//! Row-wise functions of a `rows×cols` matrix: `softmax`, `log_softmax`, `layernorm`, `rmsnorm` and
+//! the fused layernorm→rmsnorm.
 //!
 //! Each row is independent (a reduction followed by a map), so rows are the unit of parallelism; tasks
 //! take several rows when rows are short, so each task has at least `ROW_TASK_ELEMS` elements. A row
@@ -32,6 +32,7 @@ pub fn run(kernel: RowKernel, x: &[&[f32]], y: &mut [f32], rows: usize, cols: us
     let eps = NORM_EPS as f32;
     match kernel {
         RowKernel::Softmax => softmax(x[0], y, rows, cols),
+        RowKernel::LogSoftmax => log_softmax(x[0], y, rows, cols),
         RowKernel::LayerNorm => layernorm(x[0], x[1], x[2], y, rows, cols, eps),
         RowKernel::RmsNorm => rmsnorm(x[0], x[1], y, rows, cols, eps),
         RowKernel::LayerNormRmsNormFused => {
@@ -60,14 +61,50 @@ fma_dispatch! {
 
 #[inline(always)]
 fn softmax_row_impl<const FMA: bool>(x: &[f32], y: &mut [f32]) {
+    let (_, sum) = exp_shifted::<FMA>(x, y);
+    let inv = (1.0 / sum) as f32;
+    for y in y.iter_mut() {
+        *y *= inv;
+    }
+}
+
+/// Row-wise log-softmax, `y[r][j] = x[r][j] - max_r - log Σ_j exp(x[r][j] - max_r)`.
+///
+/// A -inf element comes out -inf (the log of its zero share); a row holding NaN or +inf comes out
+/// all NaN, as in the exact formula.
+///
+/// # Panics
+///
+/// Panics if `x.len()` or `y.len()` is not `rows*cols`.
+pub fn log_softmax(x: &[f32], y: &mut [f32], rows: usize, cols: usize) {
+    check_rows("x", "y", x, y, rows, cols);
+    let fma = has_avx2_fma();
+    for_each_row(x, y, cols, |x, y| log_softmax_row(x, y, fma));
+}
+
+fma_dispatch! {
+    /// One row of [`log_softmax`], dispatched on `fma`.
+    fn log_softmax_row(x: &[f32], y: &mut [f32]) => log_softmax_row_impl::<FMA>
+}
+
+#[inline(always)]
+fn log_softmax_row_impl<const FMA: bool>(x: &[f32], y: &mut [f32]) {
+    let (max, sum) = exp_shifted::<FMA>(x, y);
+    let log_sum = sum.ln() as f32;
+    for (y, &x) in y.iter_mut().zip(x) {
+        *y = (x - max) - log_sum;
+    }
+}
+
+/// Writes `exp(x - max)` into `y` and returns the row's maximum and the sum of what it wrote: the
+/// reduction softmax and log_softmax share.
+#[inline(always)]
+fn exp_shifted<const FMA: bool>(x: &[f32], y: &mut [f32]) -> (f32, f64) {
     let max = row_max(x);
     for (y, &x) in y.iter_mut().zip(x) {
         *y = exp_approx::<FMA>(x - max);
     }
-    let inv = (1.0 / blocked_sum(y, |v| v)) as f32;
-    for y in y.iter_mut() {
-        *y *= inv;
-    }
+    (max, blocked_sum(y, |v| v))
 }
 
 /// Row-wise layer normalisation with biased variance:
@@ -421,6 +458,55 @@ mod tests {
         assert!(y[5] == 0.0 && y[6] == 0.0, "{y:?}");
         assert_eq!(&y[8..12], &[0.0, 0.5, 0.0, 0.5]);
         assert!(y[12..].iter().all(|v| v.is_nan()), "{y:?}");
+    }
+
+    fn check_log_softmax(what: &str, x: &[f32], y: &[f32], rows: usize, cols: usize) {
+        for r in 0..rows {
+            let row = &x[r * cols..(r + 1) * cols];
+            let max = row
+                .iter()
+                .fold(f64::NEG_INFINITY, |m, &v| m.max(f64::from(v)));
+            let sum: f64 = row.iter().map(|&v| (f64::from(v) - max).exp()).sum();
+            let exact: Vec<f64> = row
+                .iter()
+                .map(|&v| (f64::from(v) - max) - sum.ln())
+                .collect();
+            // The sum's relative error, absolute after the log, and two f32 roundings of |y|.
+            let scale: Vec<f64> = exact.iter().map(|v| v.abs() + 1.0).collect();
+            let got = &y[r * cols..(r + 1) * cols];
+            let what = format!("{what} {rows}x{cols} row {r}");
+            assert_close(&what, got, &exact, 1e-6, &scale);
+        }
+    }
+
+    #[test]
+    fn log_softmax_matches_reference() {
+        for (rows, cols) in SHAPES {
+            let x = data(rows * cols, 1, 0.0, 30.0);
+            let mut y = vec![f32::NAN; rows * cols];
+            log_softmax(&x, &mut y, rows, cols);
+            check_log_softmax("log_softmax", &x, &y, rows, cols);
+            // The copy without FMA, which the dispatch skips on AVX2 machines.
+            let mut y = vec![f32::NAN; rows * cols];
+            if cols > 0 {
+                for (y, x) in y.chunks_mut(cols).zip(x.chunks(cols)) {
+                    log_softmax_row_impl::<false>(x, y);
+                }
+            }
+            check_log_softmax("log_softmax baseline", &x, &y, rows, cols);
+        }
+    }
+
+    #[test]
+    fn log_softmax_edge_rows() {
+        // Equal values, -inf entries (masking), a NaN row.
+        let inf = f32::INFINITY;
+        let x = [5.0, 5.0, -inf, 0.0, -inf, 0.0, 1.0, f32::NAN, 2.0];
+        let mut y = [0.0; 9];
+        log_softmax(&x, &mut y, 3, 3);
+        let ln2 = std::f32::consts::LN_2;
+        assert_eq!(&y[..6], &[-ln2, -ln2, -inf, -ln2, -inf, -ln2], "{y:?}");
+        assert!(y[6..].iter().all(|v| v.is_nan()), "{y:?}");
     }
 
     #[test]

@@ -684,7 +684,7 @@ fn im2col_chunks_the_batch_and_batches_the_gemm_over_images() {
 #[test]
 fn few_wide_rows_of_softmax_and_layernorm_are_split() {
     let gpu = nvidia(); // 132 SMs: 8 groups per row at 256×65536
-    for (kernel, inputs) in [("softmax", 1), ("layernorm", 3)] {
+    for (kernel, inputs) in [("softmax", 1), ("log_softmax", 1), ("layernorm", 3)] {
         let p = problem(kernel, "", &[("rows", 256), ("cols", 65536)], "f32");
         let pl = plan(&p, &gpu, None).unwrap();
         let shaders: Vec<_> = pl.dispatches.iter().map(|d| d.shader.as_str()).collect();
@@ -700,7 +700,7 @@ fn few_wide_rows_of_softmax_and_layernorm_are_split() {
             assert_eq!(spec(d, SPEC_SPLIT), Some(8));
         }
         let softmax = spec(&pl.dispatches[0], SPEC_SPLIT_SOFTMAX);
-        assert_eq!(softmax, Some(u32::from(kernel == "softmax")));
+        assert_eq!(softmax, Some(u32::from(kernel != "layernorm")));
         assert_eq!(pl.scratch_bytes, [4 * 2 * 256 * 8]);
         let apply = &pl.dispatches[1].bindings;
         assert_eq!(

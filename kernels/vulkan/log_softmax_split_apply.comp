@@ -1,0 +1,6 @@
+#version 450
+// log_softmax of a split row: merges the row's partials, writes this group's chunk. Interface in
+// include/softmax_split_apply.glsl.
+#extension GL_GOOGLE_include_directive : require
+#define LOG_SOFTMAX 1
+#include "include/softmax_split_apply.glsl"
