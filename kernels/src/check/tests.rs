@@ -261,6 +261,15 @@ fn naive_fp32_implementations_fit_the_tolerances() {
         .map(|v| 1.0 / (1.0 + (-v).exp()))
         .collect();
     assert!(p.check(&x, &Buffer::F32(y)).passed);
+    // gelu as PyTorch writes it, in f32: 1 + tanh(u) cancels for negative x, within the tolerance.
+    let p = problem("gelu", &[("n", 4096)], "f32");
+    let y = x[0]
+        .as_f32()
+        .unwrap()
+        .iter()
+        .map(|v| 0.5 * v * (1.0 + (0.797_884_6 * (v + 0.044_715 * v * v * v)).tanh()))
+        .collect();
+    assert!(p.check(&x, &Buffer::F32(y)).passed);
     let p = problem("membw_cpu", &[("n", 1 << 20)], "f32");
     let x = p.inputs(3);
     let sum: f32 = x[0].as_f32().unwrap().iter().sum();
