@@ -51,8 +51,8 @@ use super::open::{BUSY_TIMEOUT, Store, integrity_report};
 mod serve_lock;
 mod stats;
 pub use self::serve_lock::ServeLock;
-pub use self::stats::{DbStats, ObjectKind, TableStats};
 use self::stats::non_negative;
+pub use self::stats::{DbStats, ObjectKind, TableStats};
 
 /// Pages a backup copies per step (4 MiB at SQLite's default page size).
 pub const BACKUP_STEP_PAGES: i32 = 1024;
