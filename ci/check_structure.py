@@ -7,7 +7,11 @@ Fails (exit 1) on
   (re-exports are followed to the defining file; a path naming a module resolves to the module's
   file). Each strongly connected component of more than one file is printed as a loop, with the
   names that carry each edge. A `mod child;` declaration is not an edge;
-- a Rust file with more than LIMIT lines outside its `#[cfg(test)]` items.
+- a Rust file with more than LIMIT lines outside its `#[cfg(test)]` items;
+- a catalog kernel named in more than NAMED_LIMIT non-test files: `KernelId::Variant` or
+  `<Family>Kernel::Variant`, where `KernelId` and the `...Kernel` enums are those its defining folder
+  declares (the catalog). What a backend or a page needs of a kernel is asked of the catalog, so a kernel
+  is named only where it is defined, computed or planned.
 
 `#[cfg(test)]` items, and files compiled only for tests (`#[cfg(test)] mod x;` targets, the crates'
 `tests/`), are left out. The files are those of each workspace member's module tree, from
@@ -24,6 +28,7 @@ import tomllib
 from collections import defaultdict, deque
 
 LIMIT = 600
+NAMED_LIMIT = 8
 
 TOKEN = re.compile(
     r"""(?P<ws>\s+)
@@ -396,6 +401,50 @@ def use_tree(t, i):
     return out
 
 
+def kernel_enums(ws, files):
+    """Variants of `KernelId` and of the `...Kernel` enums declared in its folder: {enum: variants}."""
+    enums, folder = {}, None
+    for p in sorted(files):
+        t = ws.sources[p].t
+        for i in range(len(t) - 2):
+            if t[i] == "enum" and t[i + 2] == "{" and (t[i + 1] == "KernelId" or t[i + 1].endswith("Kernel")):
+                enums[(p, t[i + 1])] = i + 2
+                if t[i + 1] == "KernelId":
+                    folder = os.path.dirname(p)
+    out = {}
+    for (p, name), b in enums.items():
+        if folder is None or os.path.dirname(p) != folder:
+            continue
+        src, variants, prev = ws.sources[p], set(), "{"
+        k = b + 1
+        while k < src.group_end(b):
+            tok = src.t[k]
+            if tok in OPEN:
+                k, prev = src.group_end(k) + 1, OPEN[tok]
+                continue
+            if re.fullmatch(r"[A-Z]\w*", tok) and prev in ("{", ",", "]"):
+                variants.add(tok)
+            prev, k = tok, k + 1
+        out[name] = variants
+    return out
+
+
+def kernel_names(ws, files):
+    """{"Enum::Variant": set of non-test files naming it}, for the kernel enums of `kernel_enums`."""
+    enums = kernel_enums(ws, files)
+    named = defaultdict(set)
+    for p in files:
+        src = ws.sources[p]
+        test = set()
+        for a, b in src.tests.items():
+            test.update(range(a, b + 1))
+        t = src.t
+        for i in range(len(t) - 2):
+            if t[i] in enums and t[i + 1] == "::" and t[i + 2] in enums[t[i]] and i not in test:
+                named[f"{t[i]}::{t[i + 2]}"].add(p)
+    return named
+
+
 def crate_roots(root):
     """Root files of every workspace member's library and binaries."""
     with open(os.path.join(root, "Cargo.toml"), "rb") as f:
@@ -508,11 +557,18 @@ def main(argv=None):
     long = [(n, p) for n, p in lengths if n > LIMIT]
     for n, p in long:
         print(f"too long: {p} {n} lines (limit {LIMIT})")
+    wide = sorted((k, v) for k, v in kernel_names(ws, files).items() if len(v) > NAMED_LIMIT)
+    for k, v in wide:
+        names = ", ".join(sorted(ws.rel(p) for p in v))
+        print(f"named too widely: {k} in {len(v)} non-test files (limit {NAMED_LIMIT}): {names}")
     if not files:
         print(f"structure: no Rust files under {root}", file=sys.stderr)
         return 1
-    if cycles or long:
-        print(f"structure: {len(files)} files, {len(cycles)} cycles, {len(long)} files over {LIMIT} lines")
+    if cycles or long or wide:
+        print(
+            f"structure: {len(files)} files, {len(cycles)} cycles, {len(long)} files over {LIMIT} lines, "
+            f"{len(wide)} kernels named in more than {NAMED_LIMIT} files"
+        )
         return 1
     n, p = lengths[0]
     print(f"structure: {len(files)} files, 0 cycles, longest non-test file {p} ({n} lines)")

@@ -117,5 +117,33 @@ class Length(unittest.TestCase):
         self.assertIn("too long: demo/src/long.rs 650 lines (limit 600)\n", out)
 
 
+class KernelNames(unittest.TestCase):
+    """A catalog kernel named (`KernelId::X`, `FamilyKernel::Y`) in at most 8 non-test files."""
+
+    def fleet(self, users, in_tests=0):
+        catalog = "pub enum KernelId {\n    Gemm,\n    #[doc = \"x\"]\n    Rows(RowKernel),\n}\n"
+        catalog += "pub enum RowKernel {\n    Softmax,\n    LayerNorm { eps: u8 },\n}\n"
+        files = {"demo/src/catalog/mod.rs": catalog}
+        mods = ["pub mod catalog;"]
+        for i in range(users + in_tests):
+            body = "pub fn f() -> crate::catalog::KernelId { crate::catalog::KernelId::Gemm }\n"
+            if i >= users:  # named only in a test module
+                body = "#[cfg(test)]\nmod tests {\n    " + body + "}\n"
+            files[f"demo/src/u{i}.rs"] = body
+            mods.append(f"mod u{i};")
+        files["demo/src/lib.rs"] = "\n".join(mods) + "\n"
+        return check(files)
+
+    def test_eight_files_pass_and_test_modules_do_not_count(self):
+        rc, out = self.fleet(8, in_tests=3)
+        self.assertEqual(rc, 0, out)
+
+    def test_nine_files_fail_naming_the_kernel_and_the_files(self):
+        rc, out = self.fleet(9)
+        self.assertEqual(rc, 1, out)
+        self.assertIn("named too widely: KernelId::Gemm in 9 non-test files (limit 8): demo/src/u0.rs, ", out)
+        self.assertIn("1 kernels named in more than 8 files", out)
+
+
 if __name__ == "__main__":
     unittest.main()
