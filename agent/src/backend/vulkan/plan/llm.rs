@@ -42,28 +42,25 @@ const ADD: u32 = 0;
 const COPY: u32 = 1;
 const SWIGLU: u32 = 2;
 
-/// The plan of a transformer problem on a device with `caps`.
+/// The plan of a transformer problem, its graph `graph` (from `planning::route`), on a device
+/// with `caps`.
 ///
 /// # Errors
-/// [`Unsupported`]: a problem without a graph, f16 weights without 16-bit storage buffers, a
-/// head wider than [`MAX_HEAD_DIM`] (or than the device's groups can take), or a size past a
-/// `uint`.
-pub(super) fn plan_llm(problem: &Problem, caps: &VkCaps) -> Planned {
+/// [`Unsupported`]: f16 weights without 16-bit storage buffers, a head wider than
+/// [`MAX_HEAD_DIM`] (or than the device's groups can take), or a size past a `uint`.
+pub(super) fn plan_llm(problem: &Problem, graph: &LlmGraph, caps: &VkCaps) -> Planned {
     let name = problem.kernel.name;
-    let graph = problem
-        .llm_graph()
-        .ok_or_else(|| Unsupported(format!("{name} has no transformer graph")))?;
     let half = problem.dtype == Dtype::F16;
     if half && !caps.storage_buffer_16bit {
         return Err(Unsupported(format!(
             "dtype f16 of {name} needs storageBuffer16BitAccess (false on this device)"
         )));
     }
-    let input_storage = crate::backend::planning::llm::input_storage(problem, &graph);
+    let input_storage = crate::backend::planning::llm::input_storage(problem, graph);
     let planner = StepPlanner {
         problem,
         caps,
-        graph: &graph,
+        graph,
         half,
         flat: flat_group(caps),
     };
@@ -72,7 +69,7 @@ pub(super) fn plan_llm(problem: &Problem, caps: &VkCaps) -> Planned {
         .iter()
         .map(|s| planner.step(s))
         .collect::<Result<Vec<_>, _>>()?;
-    let config = config(&graph, &dispatches, half);
+    let config = config(graph, &dispatches, half);
     Ok(Plan {
         input_storage,
         output_storage: Storage::F32,

@@ -166,7 +166,7 @@ pub fn plan(
         Route::Conv { im2col: false } => plan_conv_direct(problem, caps)?,
         Route::Rows(k) => plan_rows(problem, k, caps)?,
         Route::Model => plan_model(problem, caps)?,
-        Route::Llm(_) => plan_llm(problem, caps)?,
+        Route::Llm(g) => plan_llm(problem, &g, caps)?,
         Route::Peak => plan_peak(problem, caps)?,
         Route::Roofline => plan_roofline(problem, caps)?,
         Route::Elementwise(e) => plan_elementwise(problem, &e, caps)?,
