@@ -118,7 +118,7 @@ token() { coord agents add "$1" --dial-in --json | python3 -c 'import json,sys; 
 T1="$(token a1)"
 T2="$(token a2)"
 rocm=""
-if bash docker/build_images.sh gpufleet test --list | grep -qx agent-rocm; then rocm=1; T3="$(token a3)"; fi
+if printf '%s\n' "${images[@]}" | grep -qx agent-rocm; then rocm=1; T3="$(token a3)"; fi
 docker run -d --name gf-coord --network gf-net -v gf-coord:/var/lib/gpufleet \
     -e GPUFLEET_READ_TOKEN="$READ" -e GPUFLEET_ADMIN_TOKEN="$ADMIN" \
     gpufleet/coordinator:test serve --tls-san gf-coord --tick-s 2 --grace-s 120 >/dev/null
