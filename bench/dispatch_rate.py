@@ -78,9 +78,10 @@ def one_way(pb, grpc_mod, bin_dir, port, extra, clients, runs, min_seconds):
             # The measurement fields are optional on the wire: a field left out is the agent's
             # default (here: max_iterations when measuring by time), an explicit 0 means zero.
             bound = {} if min_seconds else {"max_iterations": 10}
-            return pb.RunSpec(kernel="noop", device_id="cpu:0", warmup=1, min_iterations=10,
-                              min_seconds=min_seconds, target_ci_pct=0.0,
-                              power_window_s=-1.0, timeout_s=60.0, seed=1, **bound)
+            settings = pb.RunSettings(warmup=1, min_iterations=10, min_seconds=min_seconds,
+                                      target_ci_pct=0.0, timeout_s=60.0, **bound)
+            return pb.RunSpec(kernel="noop", device_id="cpu:0", settings=settings,
+                              power_window_s=-1.0, seed=1)
 
         def run(s, run_id):
             result = None

@@ -23,6 +23,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             "#[derive(serde::Serialize, serde::Deserialize)]",
         )
         .message_attribute(".gpufleet.v1", "#[serde(default)]")
+        // The measurement settings are one Rust type in every layer: the kernels crate's, which
+        // carries this message's tags (see `gpufleet_kernels::run`).
+        .extern_path(
+            ".gpufleet.v1.RunSettings",
+            "::gpufleet_kernels::PartialSettings",
+        )
         .compile_fds(fds)?;
     Ok(())
 }

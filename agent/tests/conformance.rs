@@ -28,10 +28,10 @@ fn network_run(s: &mut pb::RunSpec, run: &SuiteRun, dev: &pb::Device) {
         .settings
         .resolve()
         .expect("the models suite's settings resolve");
-    s.timeout_s = Some(settings.timeout_s);
+    s.settings_mut().timeout_s = Some(settings.timeout_s);
     if dev.device_type == "cpu" {
-        s.warmup = Some(1);
-        s.min_iterations = Some(1);
+        s.settings_mut().warmup = Some(1);
+        s.settings_mut().min_iterations = Some(1);
     }
 }
 
@@ -73,7 +73,10 @@ async fn conformance(backend: &str, f16: F16Gemm) {
                 network_run(&mut s, r, &dev);
             }
             let started = std::time::Instant::now();
-            let timeout_s = s.timeout_s.unwrap_or(RunSettings::DEFAULT.timeout_s);
+            let timeout_s = s
+                .given_settings()
+                .timeout_s
+                .unwrap_or(RunSettings::DEFAULT.timeout_s);
             let (_, res) = run(&mut c, &format!("{backend}-{i}-{v}"), s).await;
             eprintln!(
                 "{}/{v} on {}: {:.1} s (timeout {timeout_s} s)",
@@ -134,7 +137,7 @@ async fn conformance(backend: &str, f16: F16Gemm) {
         // The agent's default timeout (120 s), not the suite's 30 s: a CPU OpenCL compiler
         // builds half-precision tiles slowly (PoCL: seconds per program), and on a busy 2-core
         // runner that is not what this test is about.
-        s.timeout_s = None;
+        s.settings_mut().timeout_s = None;
         let started = std::time::Instant::now();
         let (_, res) = run(&mut c, &format!("f16-{v}"), s).await;
         let took = started.elapsed().as_secs_f64();
@@ -167,7 +170,7 @@ async fn conformance(backend: &str, f16: F16Gemm) {
         let mut s = on(&dev, spec(&kernel, &[]));
         s.params = params;
         s.dtype = "f16".into();
-        s.timeout_s = None;
+        s.settings_mut().timeout_s = None;
         let (_, res) = run(&mut c, &format!("f16-{i}-{kernel}"), s).await;
         assert_eq!(
             res.status(),

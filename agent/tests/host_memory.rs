@@ -12,6 +12,7 @@ mod common;
 use common::{cancel, client, last_result, refused, run, spec, start};
 use gpufleet_agent::host::memory::HostMemory;
 use gpufleet_agent::run::host_peak::host_peak_bytes;
+use gpufleet_kernels::PartialSettings;
 use gpufleet_proto::v1 as pb;
 use std::path::Path;
 use std::time::{Duration, Instant};
@@ -46,9 +47,12 @@ async fn debug_alloc_past_the_worker_limit_ends_out_of_memory_and_the_agent_serv
     let a = start(move |c| c.host_root = path).await;
     let mut c = client(&a).await;
     let quick = |gib: i64| pb::RunSpec {
-        warmup: Some(0),
-        min_iterations: Some(1),
-        max_iterations: Some(1),
+        settings: Some(PartialSettings {
+            warmup: Some(0),
+            min_iterations: Some(1),
+            max_iterations: Some(1),
+            ..PartialSettings::default()
+        }),
         ..spec("debug_alloc", &[("gib", gib)])
     };
     // 1 GiB fits the worker's limit (its 64 MiB estimate plus 1 GiB of headroom)...
@@ -137,7 +141,7 @@ async fn a_run_that_no_longer_fits_when_its_device_is_free_ends_out_of_memory() 
     let a = start(move |c| c.host_root = path).await;
     let mut c = client(&a).await;
     let mut hang = spec("debug_hang", &[]);
-    hang.timeout_s = Some(30.0);
+    hang.settings_mut().timeout_s = Some(30.0);
     let mut busy = c
         .run(pb::RunRequest {
             run_id: "busy".into(),

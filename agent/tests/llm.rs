@@ -11,7 +11,7 @@ use gpufleet_proto::v1 as pb;
 fn llm(variant: &str, params: &[(&str, i64)]) -> pb::RunSpec {
     let mut s = spec("llm", params);
     s.variant = variant.into();
-    s.timeout_s = Some(120.0);
+    s.settings_mut().timeout_s = Some(120.0);
     s
 }
 

@@ -14,17 +14,21 @@
 mod common;
 
 use common::{client, run, spec, start};
+use gpufleet_kernels::PartialSettings;
 use gpufleet_proto::v1 as pb;
 
 const BASE_US: i64 = 1000;
 
 fn noise_spec(params: &[(&str, i64)], min_iterations: u32) -> pb::RunSpec {
     pb::RunSpec {
-        warmup: Some(1),
-        min_iterations: Some(min_iterations),
-        min_seconds: Some(0.2),
-        max_seconds: Some(4.0),
-        target_ci_pct: Some(1.0),
+        settings: Some(PartialSettings {
+            warmup: Some(1),
+            min_iterations: Some(min_iterations),
+            min_seconds: Some(0.2),
+            max_seconds: Some(4.0),
+            target_ci_pct: Some(1.0),
+            ..PartialSettings::default()
+        }),
         ..spec("debug_noise", params)
     }
 }

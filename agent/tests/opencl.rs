@@ -52,7 +52,7 @@ async fn the_transformer_gpu_kernels_validate_on_the_device_at_hand() {
     let gpu = |mut s: pb::RunSpec| {
         s.env
             .insert("GPUFLEET_DEBUG_OPENCL_GPU_PLANS".into(), "1".into());
-        s.timeout_s = Some(120.0);
+        s.settings_mut().timeout_s = Some(120.0);
         on(&t.device, s)
     };
     let mut prefill = spec("llm", &[("model", 0), ("prompt", 20), ("batch", 2)]);

@@ -79,7 +79,7 @@ async fn run_energy_matches_the_counter_written_by_hand() {
     // Let the sampler collect an idle baseline first.
     tokio::time::sleep(Duration::from_millis(400)).await;
     let mut spec = common::spec("vec_add", &[("n", 4096)]);
-    spec.min_seconds = Some(0.2);
+    spec.settings_mut().min_seconds = Some(0.2);
     let mut stream = c
         .run(pb::RunRequest {
             run_id: "power-e2e".into(),

@@ -90,7 +90,7 @@ async fn debug_kernels_crash_hang_and_lie_and_the_agent_keeps_serving() {
     assert!(r.message.contains("SIGABRT"), "{}", r.message);
 
     let mut s = spec("debug_hang", &[]);
-    s.timeout_s = Some(1.0);
+    s.settings_mut().timeout_s = Some(1.0);
     let t = Instant::now();
     let (_, r) = run(&mut c, "hang", s).await;
     assert_eq!(r.status(), pb::RunStatus::TimedOut, "{}", r.message);
@@ -113,6 +113,9 @@ fn libc_sigsegv() -> i32 {
     11
 }
 
+// Given here as an older client gives them: the top-level fields `RunSpec.settings` replaced
+// (deprecated, still read); the last bound is checked in `settings` too.
+#[allow(deprecated)]
 #[tokio::test]
 async fn absent_settings_take_the_defaults_and_given_ones_are_used_as_they_are() {
     let a = start(|_| {}).await;
@@ -174,6 +177,16 @@ async fn absent_settings_take_the_defaults_and_given_ones_are_used_as_they_are()
             },
             "field min_seconds: NaN is outside [0, 3600]",
         ),
+        (
+            pb::RunSpec {
+                settings: Some(gpufleet_kernels::PartialSettings {
+                    min_seconds: Some(-1.0),
+                    ..Default::default()
+                }),
+                ..minimal.clone()
+            },
+            "field min_seconds: -1 is outside [0, 3600]",
+        ),
     ] {
         refused_naming(&mut c, s, needle).await;
     }
@@ -218,9 +231,10 @@ async fn bad_input_is_refused_naming_the_field() {
             "dtype",
         ),
         (
-            pb::RunSpec {
-                timeout_s: Some(-1.0),
-                ..spec("gemm", &[])
+            {
+                let mut s = spec("gemm", &[]);
+                s.settings_mut().timeout_s = Some(-1.0);
+                s
             },
             "timeout_s",
         ),
@@ -303,7 +317,7 @@ async fn queue_is_bounded_and_runs_can_be_cancelled() {
     let a = start(|c| c.queue_capacity = 1).await;
     let mut c = client(&a).await;
     let mut hang = spec("debug_hang", &[]);
-    hang.timeout_s = Some(60.0);
+    hang.settings_mut().timeout_s = Some(60.0);
     let first = c
         .run(pb::RunRequest {
             run_id: "h1".into(),

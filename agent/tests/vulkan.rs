@@ -111,7 +111,7 @@ async fn half_weights_of_gemv_and_llm_decode_validate_where_the_device_lists_the
     );
     llm.variant = "decode".into();
     llm.dtype = "f16".into();
-    llm.timeout_s = Some(120.0);
+    llm.settings_mut().timeout_s = Some(120.0);
     for (name, s) in [("gemv-f16", gemv), ("llm-f16", llm)] {
         let (_, r) = run(&mut t.client, name, s).await;
         assert_ok(&r);

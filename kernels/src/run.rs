@@ -8,6 +8,12 @@
 //! applied once ([`PartialSettings::resolve`]: the coordinator when it plans a campaign, the agent
 //! for a field a request leaves out) and bounded by one check ([`PartialSettings::check`]). "Not
 //! given" is `None` in every layer, never a number that means "the default" in one of them.
+//!
+//! [`PartialSettings`] is also the wire's `gpufleet.v1.RunSettings` message (its prost attributes
+//! carry the tags of `agent.proto`; the proto crate maps the message to this type), so one struct
+//! travels whole from a suite file or the command line through the stored request, the stored
+//! job and the gRPC request to the agent, which resolves it into the [`RunSettings`] its worker
+//! job carries. Its field list is written here only.
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
@@ -147,24 +153,33 @@ impl Default for RunSettings {
 
 /// Measurement settings as a suite file, the command line or a request gives them: `None` is "not
 /// given", never a number standing for the default. [`PartialSettings::resolve`] turns them into
-/// [`RunSettings`]. Stored (with a campaign's runs) with null for the fields not given.
-#[derive(Debug, Clone, Copy, PartialEq, Default, Serialize, Deserialize)]
+/// [`RunSettings`]. Stored (with a campaign's runs, and whole in a job's spec) with null for the
+/// fields not given; on the wire it is `gpufleet.v1.RunSettings` (`RunSpec.settings`), whose tags
+/// the `#[prost]` attributes give (prost also writes its `Default`, every field not given).
+#[derive(Clone, Copy, PartialEq, Serialize, Deserialize, prost::Message)]
 #[serde(default)]
 pub struct PartialSettings {
     /// See [`RunSettings::warmup`].
+    #[prost(uint32, optional, tag = "1")]
     pub warmup: Option<u32>,
     /// See [`RunSettings::min_iterations`].
+    #[prost(uint32, optional, tag = "2")]
     pub min_iterations: Option<u32>,
     /// See [`RunSettings::min_seconds`].
+    #[prost(double, optional, tag = "3")]
     pub min_seconds: Option<f64>,
     /// See [`RunSettings::max_iterations`]; raised to `min_iterations` when below it.
+    #[prost(uint32, optional, tag = "4")]
     pub max_iterations: Option<u32>,
     /// See [`RunSettings::timeout_s`].
+    #[prost(double, optional, tag = "5")]
     pub timeout_s: Option<f64>,
     /// See [`RunSettings::target_ci_pct`]; 0: no target.
+    #[prost(double, optional, tag = "6")]
     pub target_ci_pct: Option<f64>,
     /// See [`RunSettings::max_seconds`]; not given: [`RunSettings::BUDGET_FACTOR`] ×
     /// `min_seconds`; raised to `min_seconds` when below it.
+    #[prost(double, optional, tag = "7")]
     pub max_seconds: Option<f64>,
 }
 

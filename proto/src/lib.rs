@@ -16,6 +16,8 @@
 //!   describe` and `gpufleet describe`.
 //! - [`power`]: one power sample ([`power::Reading`], [`power::PowerPoint`]) shared by the
 //!   agent's sampler, the wire and the coordinator's store, with its wire conversions.
+//! - [`settings`]: the measurement settings a `RunSpec` gives (`RunSettings` is the kernels
+//!   crate's `PartialSettings`), and the one reading of the older top-level fields.
 //! - [`FILE_DESCRIPTOR_SET`]: the encoded descriptors, for server reflection.
 //!
 //! - [`tls`]: how a client verifies a gpufleet server (a CA, or the pinned
@@ -30,6 +32,7 @@ pub mod convert;
 pub mod digest;
 pub mod display;
 pub mod power;
+pub mod settings;
 pub mod tls;
 
 /// Generated code of package `gpufleet.v1`.

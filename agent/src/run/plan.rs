@@ -1,6 +1,6 @@
 //! From a RunSpec to a checked plan: kernel, parameters, device, mode,
 //! environment, device and host memory, the measurement settings (resolved by
-//! the one [`PartialSettings::resolve`] every layer uses, so an absent field
+//! the one `PartialSettings::resolve` every layer uses, so an absent field
 //! means the same default here as in a suite) and the power window, each
 //! refused naming its field. Pure: reads only the agent's state
 //! and the host-memory reading it is given.
@@ -14,7 +14,7 @@ use crate::host::memory::HostMemoryShortage;
 use crate::host::memory::{HostMemory, gib};
 use crate::isolation::protocol::WorkerJob;
 use crate::power::run_energy::{RunPower, plan_power};
-use gpufleet_kernels::{PartialSettings, Problem, quote};
+use gpufleet_kernels::{Problem, quote};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -126,7 +126,8 @@ pub fn plan(
             ),
         ));
     }
-    let settings = given_settings(spec)
+    let settings = spec
+        .given_settings()
         .resolve()
         .map_err(|e| invalid(e.field, e.message))?;
     let mode = match pb::RunMode::try_from(spec.mode) {
@@ -194,22 +195,6 @@ pub fn plan(
         plan.memory = plan.admit_memory(host, core.config.limit_worker_memory)?;
     }
     Ok(plan)
-}
-
-/// The measurement settings a request gives, absent fields left to [`PartialSettings::resolve`]
-/// (the agent's defaults are everyone's). A negative `target_ci_pct` is "no target", as clients
-/// sent it before the field was `optional` (see `RunSpec` in agent.proto).
-fn given_settings(spec: &pb::RunSpec) -> PartialSettings {
-    let older_no_target = |t: f64| if t < 0.0 && t.is_finite() { 0.0 } else { t };
-    PartialSettings {
-        warmup: spec.warmup,
-        min_iterations: spec.min_iterations,
-        min_seconds: spec.min_seconds,
-        max_iterations: spec.max_iterations,
-        timeout_s: spec.timeout_s,
-        target_ci_pct: spec.target_ci_pct.map(older_no_target),
-        max_seconds: spec.max_seconds,
-    }
 }
 
 fn device_list(core: &AgentCore) -> String {

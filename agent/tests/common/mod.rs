@@ -4,6 +4,7 @@
 
 use gpufleet_agent::isolation::WorkerCommand;
 use gpufleet_agent::{AgentConfig, AgentCore};
+use gpufleet_kernels::PartialSettings;
 use gpufleet_proto::v1 as pb;
 use pb::agent_client::AgentClient;
 use std::collections::HashMap;
@@ -66,10 +67,13 @@ pub fn spec(kernel: &str, params: &[(&str, i64)]) -> pb::RunSpec {
             .map(|(k, v)| (k.to_string(), *v))
             .collect::<HashMap<_, _>>(),
         device_id: "cpu:0".into(),
-        warmup: Some(1),
-        min_iterations: Some(3),
-        min_seconds: Some(0.01),
-        timeout_s: Some(30.0),
+        settings: Some(PartialSettings {
+            warmup: Some(1),
+            min_iterations: Some(3),
+            min_seconds: Some(0.01),
+            timeout_s: Some(30.0),
+            ..PartialSettings::default()
+        }),
         seed: 7,
         ..Default::default()
     }
@@ -274,7 +278,7 @@ pub async fn compute_then_with_transfers(
 ) -> (pb::RunResult, pb::RunResult) {
     // Minimums over many iterations: the machine may be busy with other tests.
     let mut s = on(dev, spec("copy", &[("n", 1 << 22)]));
-    s.min_iterations = Some(20);
+    s.settings_mut().min_iterations = Some(20);
     let (_, compute) = run(c, "m1", s.clone()).await;
     s.mode = pb::RunMode::WithTransfers as i32;
     let (_, transfers) = run(c, "m2", s).await;

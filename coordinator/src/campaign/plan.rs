@@ -202,8 +202,6 @@ pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> J
                     } else {
                         opts.env_sets.iter().map(Some).collect()
                     };
-                    // Every setting explicit: the job stores and sends what was resolved.
-                    let given = settings.explicit();
                     for set in sets {
                         let mut env = run.env.clone();
                         env.extend(opts.env.clone());
@@ -230,17 +228,14 @@ pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> J
                                 dtype: problem.dtype.name().to_string(),
                                 device_id: device.id.clone(),
                                 mode: wire_mode(run.mode) as i32,
-                                warmup: given.warmup,
-                                min_iterations: given.min_iterations,
-                                min_seconds: given.min_seconds,
-                                max_iterations: given.max_iterations,
+                                // Every setting explicit: the job stores and sends what was
+                                // resolved.
+                                settings: Some(settings.explicit()),
                                 skip_validation: false,
                                 seed: CAMPAIGN_SEED,
-                                timeout_s: given.timeout_s,
                                 env: env.into_iter().collect(),
                                 power_window_s: sel.power_window_s,
-                                target_ci_pct: given.target_ci_pct,
-                                max_seconds: given.max_seconds,
+                                ..pb::RunSpec::default()
                             },
                         });
                     }
@@ -421,7 +416,7 @@ mod tests {
             p.jobs[0].spec.env.get("POCL_X").map(String::as_str),
             Some("1")
         );
-        assert_eq!(p.jobs[0].spec.timeout_s, Some(5.0));
+        assert_eq!(p.jobs[0].spec.given_settings().timeout_s, Some(5.0));
         let mut sel = Selection::default();
         sel.options.backends = vec!["vulkan".into()];
         assert!(
@@ -477,7 +472,7 @@ mod tests {
             std::slice::from_ref(&t),
             &none,
         );
-        let s = &p.jobs[0].spec;
+        let s = p.jobs[0].spec.given_settings();
         // Every default applied here, once; no target is an explicit 0, the budget derived.
         assert_eq!(
             (s.warmup, s.min_iterations, s.max_iterations, s.timeout_s),
@@ -488,16 +483,16 @@ mod tests {
             (Some(0.2), Some(0.0), Some(1.0))
         );
         // The agent decides the power window unless the selection says.
-        assert_eq!(s.power_window_s, None);
+        assert_eq!(p.jobs[0].spec.power_window_s, None);
         let mut sel = Selection::default();
         sel.options.target_ci_pct = Some(2.0);
         sel.options.max_seconds = Some(0.1);
         sel.power_window_s = Some(-1.0);
         let p = plan_jobs(&resolve_runs(&[bare.clone()], &sel).unwrap(), &[t], &sel);
-        let s = &p.jobs[0].spec;
+        let (s, spec) = (p.jobs[0].spec.given_settings(), &p.jobs[0].spec);
         // A budget below the minimum is raised to it, as the agent did.
         assert_eq!(
-            (s.target_ci_pct, s.max_seconds, s.power_window_s),
+            (s.target_ci_pct, s.max_seconds, spec.power_window_s),
             (Some(2.0), Some(0.2), Some(-1.0))
         );
         // An override outside its bounds is refused before anything runs, naming the field.

@@ -143,7 +143,7 @@ fn zero_to_null(object: &mut Map<String, Value>, keys: &[&str]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::super::{LATEST_VERSION, migrate, migrate_to};
-    use gpufleet_kernels::{PartialSettings, RunSettings};
+    use gpufleet_kernels::RunSettings;
     use gpufleet_proto::v1 as pb;
     use rusqlite::Connection;
     use serde_json::{Value, json};
@@ -191,17 +191,7 @@ mod tests {
     /// What an agent makes of a stored job spec now: the same resolve, absent fields defaulted.
     fn as_the_agent_reads_it(spec: &Value) -> RunSettings {
         let s: pb::RunSpec = gpufleet_kernels::from_json_value(spec).unwrap();
-        PartialSettings {
-            warmup: s.warmup,
-            min_iterations: s.min_iterations,
-            min_seconds: s.min_seconds,
-            max_iterations: s.max_iterations,
-            timeout_s: s.timeout_s,
-            target_ci_pct: s.target_ci_pct,
-            max_seconds: s.max_seconds,
-        }
-        .resolve()
-        .unwrap()
+        s.given_settings().resolve().unwrap()
     }
 
     #[test]
