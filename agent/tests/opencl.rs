@@ -39,6 +39,26 @@ async fn with_transfers_mode_includes_the_copies() {
     assert_transfers_take_longer(compute, transfers);
 }
 
+/// A transfer's ceiling is the link, which no peak table holds: its result has no % of peak (absent
+/// on the wire, null in JSON), never a 0.
+#[tokio::test]
+async fn a_transfer_has_no_percentage_of_peak() {
+    let Some(mut t) = on_backend("opencl").await else {
+        return;
+    };
+    let (_, r) = run(
+        &mut t.client,
+        "transfer",
+        on(&t.device, spec("transfer", &[("bytes", 1 << 20)])),
+    )
+    .await;
+    assert_ok(&r);
+    assert!(r.metric.is_some());
+    assert_eq!((r.pct_of_peak, r.peak_source.as_str()), (None, ""));
+    let json = serde_json::to_value(&r).unwrap();
+    assert!(json["pct_of_peak"].is_null(), "{}", json["pct_of_peak"]);
+}
+
 /// The transformer's GPU kernels validated on whatever OpenCL device is here: `llm_matmul` and
 /// `llm_attention_tiled` for prefill, `llm_gemv_team` for one-row projections with the unchecked
 /// blocks' norms, SwiGLUs and residual adds folded in, `llm_gemv` for a few rows, `llm_matmul_64`

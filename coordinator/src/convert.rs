@@ -65,7 +65,7 @@ pub fn to_record(
         metric_unit: metric.map(|m| m.unit.clone()),
         metric_value: metric.map(|m| m.value),
         higher_is_better: metric.map(|m| m.higher_is_better),
-        pct_of_peak: metric.map(|_| r.pct_of_peak),
+        pct_of_peak: metric.and(r.pct_of_peak),
         peak_source: r.peak_source.clone(),
         median_s: stats.map(|s| s.median_s),
         p10_s: stats.map(|s| s.p10_s),

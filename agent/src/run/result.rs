@@ -59,17 +59,17 @@ fn fingerprint(plan: &Plan) -> pb::Fingerprint {
 }
 
 /// Percentage of the device's theoretical peak for this metric and where that peak came from;
-/// (0, "") if the peak is unknown or the metric has none (latency). `dtype`: the arithmetic's,
+/// (None, "") if the peak is unknown or the metric has none (latency). `dtype`: the arithmetic's,
 /// `None` for one without a known peak.
 pub fn pct_of_peak(
     kind: MetricKind,
     value: f64,
     dtype: Option<Dtype>,
     device: &DeviceInfo,
-) -> (f64, String) {
+) -> (Option<f64>, String) {
     let p = &device.peaks;
     let (peak, source) = match kind {
-        MetricKind::Gflops if dtype.is_none() => return (0.0, String::new()),
+        MetricKind::Gflops if dtype.is_none() => return (None, String::new()),
         MetricKind::Gflops if dtype == Some(Dtype::F16) => (p.fp16_flops, &p.fp16_source),
         MetricKind::Gflops => (p.fp32_flops, &p.fp32_source),
         MetricKind::Gbps => (p.memory_bytes_per_s, &p.memory_source),
@@ -78,13 +78,13 @@ pub fn pct_of_peak(
         | MetricKind::NsPerHop
         | MetricKind::ImagesPerS
         | MetricKind::TokensPerS => {
-            return (0.0, String::new());
+            return (None, String::new());
         }
     };
     if peak > 0.0 {
-        (value * 1e9 / peak * 100.0, source.clone())
+        (Some(value * 1e9 / peak * 100.0), source.clone())
     } else {
-        (0.0, String::new())
+        (None, String::new())
     }
 }
 
@@ -97,7 +97,7 @@ fn token_roofline(
     median_s: f64,
     device: &DeviceInfo,
     config: &mut std::collections::HashMap<String, String>,
-) -> (f64, String) {
+) -> (Option<f64>, String) {
     let decode = problem.variant == "decode";
     let (kind, value, key) = if decode {
         (

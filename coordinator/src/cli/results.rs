@@ -347,9 +347,7 @@ const RESULT_CSV_COLUMNS: &[Column<ResultRow>] = &[
     Column::new("status", |r| r.record.status.clone()),
     Column::new("metric", |r| csv_number(r.record.ok_metric())),
     Column::new("unit", |r| r.record.unit().to_string()),
-    Column::new("pct_of_peak", |r| {
-        csv_number(r.record.pct_of_peak.filter(|p| *p > 0.0))
-    }),
+    Column::new("pct_of_peak", |r| csv_number(r.record.pct_of_peak)),
     Column::new("peak_suspect", |r| r.record.peak_suspect().to_string()),
     Column::new("peak_source", |r| r.record.peak_source.clone()),
     Column::new("median_ms", |r| csv_ms(r.record.median_s)),

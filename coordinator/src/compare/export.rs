@@ -29,9 +29,7 @@ const CSV_COLUMNS: &[Column<Cell>] = &[
     Column::new("higher_is_better", |c| {
         c.record().higher_is_better().to_string()
     }),
-    Column::new("pct_of_peak", |c| {
-        csv_number(c.record().pct_of_peak.filter(|p| *p > 0.0))
-    }),
+    Column::new("pct_of_peak", |c| csv_number(c.record().pct_of_peak)),
     Column::new("peak_suspect", |c| c.record().peak_suspect().to_string()),
     Column::new("peak_source", |c| c.record().peak_source.clone()),
     Column::new("cv_pct", |c| csv_number(c.record().cv.map(|v| v * 100.0))),

@@ -434,7 +434,9 @@ fn result_from_row(row: &Named<'_, '_>) -> DbResult<ResultRow> {
         metric_unit: row.get("metric_unit")?,
         metric_value: row.get("metric_value")?,
         higher_is_better: row.get("higher_is_better")?,
-        pct_of_peak: row.get("pct_of_peak")?,
+        // Absent where no peak is known; rows stored before the wire's field was `optional` hold
+        // a 0 for that, read here as absent too.
+        pct_of_peak: row.get::<Option<f64>>("pct_of_peak")?.filter(|p| *p > 0.0),
         peak_source: row.get("peak_source")?,
         median_s: row.get("median_s")?,
         p10_s: row.get("p10_s")?,

@@ -543,3 +543,29 @@ fn a_summary_read_leaves_only_the_bulky_fields_empty() {
         );
     }
 }
+
+/// No peak is absent, never 0: a row written with a 0 by a coordinator from before the wire's
+/// `pct_of_peak` was `optional` reads back absent, and a known one as it was stored.
+#[test]
+fn an_unknown_percentage_of_peak_reads_absent_even_where_a_0_was_stored() {
+    let (_dir, mut store) = temp_store();
+    let a = store.add_agent("a", "http://h:1", None).unwrap().id;
+    for (run_id, pct) in [
+        ("old-zero", Some(0.0)),
+        ("none", None),
+        ("known", Some(3.25)),
+    ] {
+        let mut r = sample_result(run_id, a);
+        r.pct_of_peak = pct;
+        store.insert_result(&r).unwrap();
+    }
+    let read: BTreeMap<String, Option<f64>> = store
+        .results(&ResultFilter::default())
+        .unwrap()
+        .into_iter()
+        .map(|r| (r.record.run_id, r.record.pct_of_peak))
+        .collect();
+    assert_eq!(read["old-zero"], None);
+    assert_eq!(read["none"], None);
+    assert_eq!(read["known"], Some(3.25));
+}

@@ -125,7 +125,7 @@ fn cell_html(p: &Pivot, col: usize, c: Option<&Cell>, links: &Links, out: &mut S
     let (relative, class) = cell_view(p, col, c);
     let unit = r.unit();
     let mut extra = Vec::new();
-    if let Some(pct) = r.pct_of_peak.filter(|p| *p > 0.0) {
+    if let Some(pct) = r.pct_of_peak {
         extra.push(if r.peak_suspect() {
             format!("peak? {pct:.0}% of a peak from {}", r.peak_source)
         } else {

@@ -150,7 +150,6 @@ fn fields(row: &ResultRow, links: &Links) -> Vec<(String, String, String)> {
         field(
             "% of peak",
             rec.pct_of_peak
-                .filter(|p| *p > 0.0)
                 .map(|p| format!("{p:.1}%"))
                 .unwrap_or("-".into()),
         ),
