@@ -182,7 +182,7 @@ const HOPELESS: u32 = 3;
 /// search of a 30 s budget to 46 s on an H200.
 ///
 /// # Errors
-/// The last preparation or launch error when no candidate ran and validated, else `Unsupported`.
+/// The first preparation or launch error when no candidate ran and validated, else `Unsupported`.
 pub fn search<C: Copy, T: Trial>(
     backend: &str,
     device: &str,
@@ -195,7 +195,9 @@ pub fn search<C: Copy, T: Trial>(
     let started = Instant::now();
     let offered = candidates.len();
     let mut best: Option<(Duration, C)> = None;
-    let (mut tried, mut last_err) = (0, None);
+    // The first failure: when one candidate's failure makes the next ones fail too (a driver
+    // left in a bad state), the first is the cause.
+    let (mut tried, mut first_err) = (0, None);
     // The longest one candidate took so far (preparation, trial runs, validation).
     let mut slowest = Duration::ZERO;
     for cand in candidates {
@@ -214,7 +216,9 @@ pub fn search<C: Copy, T: Trial>(
                 best = Some((median, cand));
             }
             Ok(_) => {}
-            Err(e) => last_err = Some(e),
+            Err(e) => {
+                first_err.get_or_insert(e);
+            }
         }
     }
     match best {
@@ -225,7 +229,7 @@ pub fn search<C: Copy, T: Trial>(
             offered,
             budget_s: budget.as_secs_f64(),
         }),
-        None => Err(last_err.unwrap_or(BackendError::Unsupported {
+        None => Err(first_err.unwrap_or(BackendError::Unsupported {
             backend: backend.into(),
             what: format!(
                 "{}/{} on {device}: no tuning candidate prepared and validated",

@@ -2,6 +2,7 @@
 
 use crate::backend::BackendError;
 use ash::vk;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// A failed call, named with its step: `vkQueueSubmit: ERROR_DEVICE_LOST`.
 pub fn fail(call: &str, r: vk::Result) -> BackendError {
@@ -72,10 +73,53 @@ impl Vk {
     }
 }
 
+impl Vk {
+    /// The worker's instance for its kernels: made on first use and kept for the life of the
+    /// process, so that tuning, which prepares dozens of candidate kernels one after the other,
+    /// and a pooled worker serving run after run do not create and destroy an instance each time.
+    /// A failure is not kept: the next kernel tries again.
+    ///
+    /// # Errors
+    /// [`Vk::new`]'s.
+    pub fn shared() -> Result<Arc<Vk>, BackendError> {
+        static SHARED: Mutex<Option<Arc<Vk>>> = Mutex::new(None);
+        let mut slot = SHARED.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(vk) = slot.as_ref() {
+            return Ok(Arc::clone(vk));
+        }
+        let vk = Arc::new(Vk::new()?);
+        *slot = Some(Arc::clone(&vk));
+        Ok(vk)
+    }
+}
+
 impl Drop for Vk {
     fn drop(&mut self) {
         // SAFETY: every child object (devices) is destroyed before the Vk
         // that made it, by ownership order in the callers.
         unsafe { self.instance.destroy_instance(None) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ash::vk::Handle;
+
+    /// Kernels made one after another (tuning's candidates, a pooled worker's runs) share one
+    /// instance: the second `shared` hands back the first's.
+    #[test]
+    fn kernels_of_one_process_share_one_instance() {
+        let first = match Vk::shared() {
+            Ok(vk) => vk,
+            Err(e) => {
+                eprintln!("skipped: no Vulkan instance here ({e})");
+                return;
+            }
+        };
+        let handle = first.instance.handle().as_raw();
+        drop(first);
+        let second = Vk::shared().unwrap();
+        assert_eq!(second.instance.handle().as_raw(), handle);
     }
 }

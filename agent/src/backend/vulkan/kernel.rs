@@ -16,6 +16,7 @@ use crate::cache;
 use ash::vk;
 use gpufleet_kernels::{Buffer, Problem};
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// A buffer and the memory bound to it.
@@ -29,7 +30,7 @@ struct DevBuffer {
 /// Everything made on the device, destroyed in reverse order on drop.
 pub struct VulkanKernel {
     // Declared first, dropped... manually in Drop (the device must go before the instance).
-    vk: Option<Vk>,
+    vk: Option<Arc<Vk>>,
     device: Option<ash::Device>,
     queue: vk::Queue,
     pool: vk::CommandPool,
@@ -79,7 +80,7 @@ impl VulkanKernel {
         mode: Mode,
         tuning: Option<&plan::GemmTuning>,
     ) -> Result<Self, BackendError> {
-        let vk = Vk::new()?;
+        let vk = Vk::shared()?;
         let found: Found = lookup::find("vulkan", enumerate(&vk)?, id)?;
         let transfer = Transfer::of(problem);
         let plan = match transfer {

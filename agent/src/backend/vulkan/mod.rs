@@ -75,7 +75,7 @@ impl Backend for VulkanBackend {
             )?));
         }
         let (fingerprint, caps) = {
-            let vk = ffi::Vk::new()?;
+            let vk = ffi::Vk::shared()?;
             let found = lookup::find(self.name(), device::enumerate(&vk)?, &info.id)?;
             (found.fingerprint, found.caps)
         };
