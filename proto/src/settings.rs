@@ -26,6 +26,25 @@ impl RunSpec {
         self.settings.unwrap_or_default().or(older)
     }
 
+    /// This spec measuring by `settings`: the message whole and, for agents built before it
+    /// existed (a fleet upgrades its hosts one by one), the same values in the deprecated
+    /// top-level fields, which those agents read and [`RunSpec::given_settings`] reads only where
+    /// `settings` leaves a field out. The one place those fields are written.
+    #[allow(deprecated)]
+    pub fn with_settings(self, settings: PartialSettings) -> RunSpec {
+        RunSpec {
+            settings: Some(settings),
+            warmup: settings.warmup,
+            min_iterations: settings.min_iterations,
+            min_seconds: settings.min_seconds,
+            max_iterations: settings.max_iterations,
+            timeout_s: settings.timeout_s,
+            target_ci_pct: settings.target_ci_pct,
+            max_seconds: settings.max_seconds,
+            ..self
+        }
+    }
+
     /// The settings message, made (every field not given) when the spec has none: for a client
     /// that sets one setting (`spec.settings_mut().timeout_s = Some(30.0)`).
     pub fn settings_mut(&mut self) -> &mut PartialSettings {
@@ -109,6 +128,15 @@ mod tests {
         // Through the wire: the message nested in the spec arrives whole.
         let back = RunSpec::decode(&both.encode_to_vec()[..]).unwrap();
         assert_eq!(back.given_settings(), given);
+        // Written for every agent: an older one reads the top-level fields, a newer one `settings`.
+        let explicit = gpufleet_kernels::RunSettings::DEFAULT.explicit();
+        let sent = RunSpec::default().with_settings(explicit);
+        assert_eq!(sent.given_settings(), explicit);
+        let older_agent = RunSpec {
+            settings: None,
+            ..sent.clone()
+        };
+        assert_eq!(older_agent.given_settings(), explicit);
         // In `settings` a negative target is refused, naming the field.
         let mut negative = RunSpec::default();
         negative.settings_mut().target_ci_pct = Some(-1.0);

@@ -228,15 +228,14 @@ pub fn plan_jobs(runs: &[ResolvedRun], targets: &[Target], sel: &Selection) -> J
                                 dtype: problem.dtype.name().to_string(),
                                 device_id: device.id.clone(),
                                 mode: wire_mode(run.mode) as i32,
-                                // Every setting explicit: the job stores and sends what was
-                                // resolved.
-                                settings: Some(settings.explicit()),
                                 skip_validation: false,
                                 seed: CAMPAIGN_SEED,
                                 env: env.into_iter().collect(),
                                 power_window_s: sel.power_window_s,
                                 ..pb::RunSpec::default()
-                            },
+                            }
+                            // Every setting explicit: the job stores and sends what was resolved.
+                            .with_settings(settings.explicit()),
                         });
                     }
                 }
