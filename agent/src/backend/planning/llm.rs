@@ -375,31 +375,32 @@ pub fn launches(
     Ok(out)
 }
 
-/// A one-row projection run by `llm_gemv_team` with what it takes over from the steps around it.
+/// A one-row projection run by `llm_gemv_team` (OpenCL and HIP, and its GLSL twin on Vulkan) with
+/// what it takes over from the steps around it.
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct Folded {
+pub(crate) struct Folded {
     /// The projection's step, and its input width, output width and weights' offset.
-    linear: usize,
-    k: usize,
-    n: usize,
-    w: usize,
+    pub(crate) linear: usize,
+    pub(crate) k: usize,
+    pub(crate) n: usize,
+    pub(crate) w: usize,
     /// Steps the launch does (1 to 3).
-    steps: usize,
+    pub(crate) steps: usize,
     /// The RMSNorm before it: its gains' offset and the input's row stride.
-    norm: Option<(usize, usize)>,
+    pub(crate) norm: Option<(usize, usize)>,
     /// The SwiGLU after it.
-    glu: bool,
+    pub(crate) glu: bool,
     /// The residual add after it: the other addend.
-    add: Option<Ref>,
+    pub(crate) add: Option<Ref>,
     /// The launch's input and output.
-    x: Ref,
-    out: Ref,
+    pub(crate) x: Ref,
+    pub(crate) out: Ref,
 }
 
 /// The team launch starting at step `at`, if step `at` is a one-row projection, or an RMSNorm
 /// that one reads. A step is folded in only when its output is neither checked nor read again
 /// before it is next written (see [`unread`]): a detailed block keeps every layer's tensor.
-fn folded(g: &LlmGraph, at: usize) -> Option<Folded> {
+pub(crate) fn folded(g: &LlmGraph, at: usize) -> Option<Folded> {
     let steps = &g.steps;
     let one_row = |i: usize| {
         steps

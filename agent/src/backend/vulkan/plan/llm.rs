@@ -1,5 +1,8 @@
 //! The transformer kernels (`llm`, `rope`, `attention`, `swiglu`, `gemv`): one dispatch per step of
-//! the problem's [`LlmGraph`], in order, so one iteration is one submission of one command buffer.
+//! the problem's [`LlmGraph`], in order, so one iteration is one submission of one command buffer;
+//! but a one-row projection (decode) runs `llm_gemv_team`, which also does the RMSNorm before it and
+//! the SwiGLU or residual add after it where nothing else reads what they pass on
+//! (`planning::llm::folded`, the OpenCL planner's rule): 6 dispatches a decode block instead of 11.
 //!
 //! Every tensor of a step is a buffer (an input, or the arena: the output buffer) and an offset in
 //! elements: the buffer becomes the dispatch's binding, the offset a `uint` push constant. The
@@ -12,6 +15,7 @@
 //! | Embed | `llm_embed[_f16]` | tokens, weights, arena | grid over rows × dim |
 //! | RmsNorm | `llm_rmsnorm[_f16]` | x, weights, arena | one per row (strided) |
 //! | Linear | `llm_linear[_f16][_subgroup]` | x, weights, arena | 4 features × 4 rows each |
+//! | Linear, one row (+ norm, SwiGLU, add) | `llm_gemv_team[_f16][_subgroup]` | x, weights, arena, addend | teams (subgroups) of 4 features each |
 //! | Rope | `llm_rope` | x, table, arena | grid over rows × pairs |
 //! | Attention | `llm_attention` | queries, keys, values, arena | one per (row, head) |
 //! | Add, Copy, SwiGlu | `llm_eltwise` | x, other, arena | grid over elements |
@@ -22,6 +26,7 @@ use super::args::{
     GRID_GROUPS_MAX, SPEC_LOCAL_X, dispatch, flat_group, grid_groups, pow2_floor, words,
 };
 use super::types::{Binding, Dispatch, Plan, Planned, SpecValue, Storage, Unsupported, VkCaps};
+use crate::backend::planning::llm::{Folded, folded};
 use gpufleet_kernels::llm::{Buf, LlmGraph, Op, Ref, Step};
 use gpufleet_kernels::{Dtype, NORM_EPS, Problem};
 
@@ -37,6 +42,15 @@ pub(super) const MAX_HEAD_DIM: usize = 512;
 const ATTENTION_DIMS: usize = 8;
 /// `llm_linear`'s specialization constant VEC4: rows read as 4-vectors.
 const SPEC_VEC4: u32 = 2;
+/// `llm_gemv_team`'s specialization constants: the team size (shared-memory teams), the aligned
+/// loads, and the norm, SwiGLU and residual add it folds in.
+const SPEC_TEAM: u32 = 6;
+const SPEC_ALIGNED: u32 = 2;
+const SPEC_NORM: u32 = 3;
+const SPEC_GLU: u32 = 4;
+const SPEC_ADD: u32 = 5;
+/// Output features an `llm_gemv_team` team takes at once (FT in its source).
+const TEAM_FEATURES: usize = 4;
 /// `llm_eltwise`'s ops.
 const ADD: u32 = 0;
 const COPY: u32 = 1;
@@ -64,11 +78,20 @@ pub(super) fn plan_llm(problem: &Problem, graph: &LlmGraph, caps: &VkCaps) -> Pl
         half,
         flat: flat_group(caps),
     };
-    let dispatches = graph
-        .steps
-        .iter()
-        .map(|s| planner.step(s))
-        .collect::<Result<Vec<_>, _>>()?;
+    // A one-row projection runs `llm_gemv_team` with the steps it folds in (where a group holds
+    // a team); every other step its own dispatch.
+    let teams = planner.teams().1 as usize >= TEAM_FEATURES;
+    let mut dispatches = Vec::with_capacity(graph.steps.len());
+    let mut at = 0;
+    while at < graph.steps.len() {
+        if teams && let Some(f) = folded(graph, at) {
+            dispatches.push(planner.team(&f)?);
+            at += f.steps;
+        } else {
+            dispatches.push(planner.step(&graph.steps[at])?);
+            at += 1;
+        }
+    }
     let config = config(graph, &dispatches, half);
     Ok(Plan {
         input_storage,
@@ -274,6 +297,77 @@ impl StepPlanner<'_> {
         )
     }
 
+    /// The `llm_gemv_team` dispatch of a one-row projection with the steps it folds in.
+    fn team(&self, f: &Folded) -> Result<Dispatch, Unsupported> {
+        let rows = self.graph.steps[f.linear].rows.rows;
+        let (g_off, x_stride) = f.norm.unwrap_or((0, f.k));
+        // With the SwiGLU, n outputs from 2n weight rows (gate j and up n + j).
+        let n = if f.glu { f.n / 2 } else { f.n };
+        let res = f.add.unwrap_or(f.out);
+        self.words(&[
+            ("input", x_stride * rows + f.x.off),
+            ("output", n * rows + f.out.off),
+            ("weights", f.w + f.n * f.k),
+        ])?;
+        let mut push = self.words(&[
+            ("rows", rows),
+            ("k", f.k),
+            ("n", n),
+            ("x offset", f.x.off),
+            ("row stride", x_stride),
+            ("w", f.w),
+            ("gains", g_off),
+            ("out offset", f.out.off),
+            ("addend offset", res.off),
+        ])?;
+        push.push((NORM_EPS as f32).to_bits());
+        let aligned = [f.k, f.x.off, x_stride, f.w, g_off]
+            .iter()
+            .all(|v| v.is_multiple_of(8));
+        let flag = |id, on: bool| (id, SpecValue::U32(u32::from(on)));
+        let (group, team) = self.teams();
+        let mut spec = vec![
+            (SPEC_LOCAL_X, SpecValue::U32(group)),
+            (SPEC_TEAM, SpecValue::U32(team)),
+            flag(SPEC_ALIGNED, aligned),
+            flag(SPEC_NORM, f.norm.is_some()),
+            flag(SPEC_GLU, f.glu),
+            flag(SPEC_ADD, f.add.is_some()),
+        ];
+        let mut shader = self.weighted("llm_gemv_team");
+        // A team writes its features from its first lanes: a subgroup must have that many, and
+        // the group whole subgroups.
+        let sub = self.caps.subgroup_size;
+        if self.caps.subgroup_arithmetic
+            && sub as usize >= TEAM_FEATURES
+            && group.is_multiple_of(sub)
+        {
+            shader.push_str("_subgroup");
+            spec.retain(|(id, _)| *id != SPEC_TEAM);
+        }
+        let teams = group / team;
+        let per_group = TEAM_FEATURES * teams as usize;
+        let groups = [self.groups(n.div_ceil(per_group), 0), 1, 1];
+        dispatch(
+            &shader,
+            spec,
+            push,
+            vec![binding(f.x), self.weights()?, Binding::Output, binding(res)],
+            groups,
+        )
+    }
+
+    /// `llm_gemv_team`'s group size and team size: [`REDUCE_GROUP`] (or what the device's groups
+    /// and shared memory hold) and teams of the device's subgroup size, which is what a team is
+    /// with subgroup arithmetic (at least [`TEAM_FEATURES`], whose features its first lanes write).
+    fn teams(&self) -> (u32, u32) {
+        let partials = 4 * (2 * TEAM_FEATURES + 1);
+        let group = self.group(0, partials);
+        let least = TEAM_FEATURES as u32;
+        let team = pow2_floor(self.caps.subgroup_size.clamp(least, 128)).min(group);
+        (group, team)
+    }
+
     /// A grid-stride dispatch of `shader` over `items`.
     fn grid(
         &self,
@@ -366,6 +460,11 @@ fn config(graph: &LlmGraph, dispatches: &[Dispatch], half: bool) -> BTreeMap<Str
     c.insert("shaders".into(), shaders);
     c.insert("dispatches".into(), dispatches.len().to_string());
     c.insert("steps".into(), graph.steps.len().to_string());
+    // Steps an `llm_gemv_team` dispatch did beside its projection (norms, SwiGLUs, adds).
+    c.insert(
+        "folded_steps".into(),
+        (graph.steps.len() - dispatches.len()).to_string(),
+    );
     c.insert(
         "weights".into(),
         if half { "f16 (16-bit storage)" } else { "f32" }.into(),

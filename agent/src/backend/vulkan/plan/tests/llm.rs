@@ -1,8 +1,10 @@
 //! The transformer planner (`plan/llm.rs`): one dispatch per step with its tensors' buffers bound,
-//! half weights where the device has 16-bit storage, and groups within every device's limits.
+//! but a one-row projection's `llm_gemv_team` with the steps it folds in; half weights where the
+//! device has 16-bit storage, and groups within every device's limits.
 
 use super::*;
-use gpufleet_kernels::llm::{Buf, Op};
+use crate::backend::planning::llm::folded;
+use gpufleet_kernels::llm::{Buf, LlmGraph, Op};
 
 /// `llm` tiny at the smoke suite's sizes.
 fn tiny_llm(variant: &str, dtype: &str) -> Problem {
@@ -22,18 +24,44 @@ fn bound(buf: Buf) -> Binding {
     }
 }
 
+/// The steps each dispatch does, in order: a folded projection's, or one step.
+fn dispatched_steps(graph: &LlmGraph) -> Vec<std::ops::Range<usize>> {
+    let mut out = Vec::new();
+    let mut at = 0;
+    while at < graph.steps.len() {
+        let n = folded(graph, at).map_or(1, |f| f.steps);
+        out.push(at..at + n);
+        at += n;
+    }
+    out
+}
+
 #[test]
 fn every_step_is_one_dispatch_reading_its_buffers_and_writing_the_arena() {
     for variant in ["prefill", "decode"] {
         let p = tiny_llm(variant, "f32");
         let graph = p.llm_graph().unwrap();
+        let ranges = dispatched_steps(&graph);
         for caps in devices() {
             let plan = plan(&p, &caps, None).unwrap_or_else(|e| panic!("{variant}: {e}"));
             check_plan(&p, &plan, &caps);
-            assert_eq!(plan.dispatches.len(), graph.steps.len(), "{variant}");
+            assert_eq!(plan.dispatches.len(), ranges.len(), "{variant}");
             assert_eq!(plan.input_storage, vec![Storage::F32; 4]);
-            for (s, d) in graph.steps.iter().zip(&plan.dispatches) {
+            for (r, d) in ranges.iter().zip(&plan.dispatches) {
+                let s = &graph.steps[r.start];
                 let what = format!("{variant} {}", s.name);
+                if let Some(f) = folded(&graph, r.start) {
+                    // x (the norm's input where one is folded in), W, the arena, the addend.
+                    assert!(
+                        d.shader.starts_with("llm_gemv_team"),
+                        "{what}: {}",
+                        d.shader
+                    );
+                    assert_eq!(d.bindings[0], bound(f.x.buf), "{what}");
+                    assert_eq!(d.bindings[1..3], [Binding::Input(1), Binding::Output]);
+                    assert_eq!(d.bindings[3], bound(f.add.unwrap_or(f.out).buf), "{what}");
+                    continue;
+                }
                 assert!(d.shader.starts_with("llm_"), "{what}: {}", d.shader);
                 assert_eq!(d.bindings[0], bound(s.x.buf), "{what}");
                 assert_eq!(d.bindings.last(), Some(&Binding::Output), "{what}");
@@ -69,10 +97,13 @@ fn half_weights_are_stored_and_read_as_half_where_the_device_has_16_bit_storage(
             .dispatches
             .iter()
             .map(|d| d.shader.as_str())
-            .filter(|s| s.starts_with("llm_linear"))
+            .filter(|s| s.starts_with("llm_linear") || s.starts_with("llm_gemv_team"))
             .collect();
         assert!(
-            !linear.is_empty() && linear.iter().all(|s| *s == "llm_linear_f16_subgroup"),
+            !linear.is_empty()
+                && linear
+                    .iter()
+                    .all(|s| ["llm_linear_f16_subgroup", "llm_gemv_team_f16_subgroup"].contains(s)),
             "{linear:?}"
         );
         // The inputs other than the weights stay f32.
@@ -151,7 +182,15 @@ fn the_configuration_names_the_shaders_and_the_weights() {
     let plan = plan(&p, &lavapipe(), None).unwrap();
     let c = &plan.config;
     assert_eq!(c["dispatches"], plan.dispatches.len().to_string());
-    assert!(c["shaders"].contains("llm_linear_f16_subgroup ×"), "{c:?}");
+    assert!(
+        c["shaders"].contains("llm_gemv_team_f16_subgroup ×"),
+        "{c:?}"
+    );
+    let folded: usize = c["folded_steps"].parse().unwrap();
+    assert_eq!(
+        folded + plan.dispatches.len(),
+        c["steps"].parse::<usize>().unwrap()
+    );
     assert!(c["weights"].starts_with("f16"), "{c:?}");
 }
 
@@ -167,14 +206,71 @@ fn projections_read_4_vectors_where_every_row_is_aligned_and_reduce_by_subgroups
     assert_eq!(vec4(256, &nvidia()), (1, "llm_linear_subgroup".into()));
     assert_eq!(vec4(257, &nvidia()), (0, "llm_linear_subgroup".into()));
     assert_eq!(vec4(256, &tiny()), (1, "llm_linear".into()));
-    // Every projection of the model is aligned.
+    // Every projection of the model is aligned (the team gemv's ALIGNED is constant 2 too).
     let p = tiny_llm("decode", "f32");
     let plan = plan(&p, &lavapipe(), None).unwrap();
-    for d in plan
+    let projections: Vec<&Dispatch> = plan
         .dispatches
         .iter()
-        .filter(|d| d.shader.starts_with("llm_linear"))
-    {
+        .filter(|d| d.shader.starts_with("llm_linear") || d.shader.starts_with("llm_gemv_team"))
+        .collect();
+    assert!(!projections.is_empty());
+    for d in projections {
         assert_eq!(spec(d, 2), Some(1), "{d:?}");
+    }
+}
+
+/// A decode block's 11 steps take 6 dispatches: the norms, the SwiGLU and the residual adds go
+/// into the projections' `llm_gemv_team`, teams of subgroups where the device reduces by them and
+/// of shared memory otherwise (sized to the device's subgroup, within the group).
+#[test]
+fn a_decode_block_is_six_dispatches_with_the_norms_swiglu_and_adds_folded_in() {
+    let p = problem(
+        "llm",
+        "decode",
+        &[("model", 0), ("prompt", 32), ("context", 16), ("gen", 1)],
+        "f32",
+    );
+    let graph = p.llm_graph().unwrap();
+    for caps in devices() {
+        let plan = plan(&p, &caps, None).unwrap();
+        check_plan(&p, &plan, &caps);
+        let first = plan
+            .dispatches
+            .iter()
+            .find(|d| d.shader.starts_with("llm_gemv_team"))
+            .unwrap();
+        let group = spec(first, 0).unwrap();
+        let by_subgroups = caps.subgroup_arithmetic
+            && caps.subgroup_size >= 4
+            && group.is_multiple_of(caps.subgroup_size);
+        let team = if by_subgroups {
+            "llm_gemv_team_subgroup"
+        } else {
+            "llm_gemv_team"
+        };
+        // A block that keeps its tensors for the step-by-step check folds nothing; the others
+        // are norm+wqkv, rope, attention, wo+add, norm+gate/up+SwiGLU, w2+add.
+        let pattern = [team, "llm_rope", "llm_attention", team, team, team];
+        let at = plan
+            .dispatches
+            .windows(6)
+            .position(|w| w.iter().map(|d| d.shader.as_str()).eq(pattern))
+            .unwrap_or_else(|| panic!("no folded block on {caps:?}"));
+        let block = &plan.dispatches[at..at + 6];
+        let flags = |d: &Dispatch| [3, 4, 5].map(|id| spec(d, id).unwrap());
+        assert_eq!(flags(&block[0]), [1, 0, 0]);
+        assert_eq!(flags(&block[3]), [0, 0, 1]);
+        assert_eq!(flags(&block[4]), [1, 1, 0]);
+        assert_eq!(flags(&block[5]), [0, 0, 1]);
+        let teams = [&block[0]];
+        if !by_subgroups {
+            let (group, team) = (spec(teams[0], 0).unwrap(), spec(teams[0], 6).unwrap());
+            assert!(
+                team >= 1 && team <= group && group % team == 0,
+                "{group} {team}"
+            );
+        }
+        assert!(plan.dispatches.len() < graph.steps.len());
     }
 }

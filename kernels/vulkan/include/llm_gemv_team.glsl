@@ -1,0 +1,193 @@
+// llm_gemv_team.glsl: one-row projections (decode) by teams, with what the planner folds in
+// (agent/src/backend/planning/llm.rs, `folded`; the OpenCL twin is llm_gemv_team in
+// kernels/opencl/llm.cl):
+//   out[r][j] = Σ_i x[r][i] · W[j][i], W `[n][k]`, for each of `rows` rows one after the other, and
+//   NORM  x[r] is first RMS-normalised with the gains at g_off (eps): a team sums x[r][i]² as it
+//         goes and scales its dot products by 1/rms at the end;
+//   GLU   out[r][j] = silu(dot_j) · dot_{n+j}: the SwiGLU of a gate/up projection 2n features wide
+//         (rows j and n + j of W);
+//   ADD   out[r][j] += res[res_off + r·n + j]: the residual add.
+// A team takes FT consecutive output features (teams grid-stride over them; a team past n reads the
+// last feature's row again and writes nothing), its lanes reading the weight rows eight weights a
+// load where ALIGNED (one 16-byte load of halves, or two vec4 of floats) and element by element
+// otherwise. With SUBGROUP a team is a subgroup and reduces with subgroupAdd, no shared memory and
+// no barrier; otherwise teams of TEAM invocations meet in shared memory.
+//
+// Bindings: 0 x, 1 the weights (f32, or half with HALF), 2 the arena (written), 3 the arena (the
+// residual read). Push constants (uint but eps): rows, k, n, x_off, x_stride, w_off, g_off,
+// out_off, res_off, eps. Specialization: 0 local size x = WG; 6 TEAM (shared-memory teams only);
+// 2 ALIGNED: k, x_off, x_stride, w_off and (with NORM) g_off are multiples of 8; 3 NORM; 4 GLU;
+// 5 ADD. The flags are specialization constants, so each combination is its own pipeline with
+// no test in its loop.
+
+#define SPEC_WG 1
+#include "llm.glsl"
+
+#define FT 4u
+
+#ifndef SUBGROUP
+layout(constant_id = 6) const uint TEAM = 32u;
+#endif
+layout(constant_id = 2) const bool ALIGNED = false;
+layout(constant_id = 3) const bool NORM = false;
+layout(constant_id = 4) const bool GLU = false;
+layout(constant_id = 5) const bool ADD = false;
+
+layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
+layout(set = 0, binding = 0, std430) readonly buffer X4 { vec4 x4[]; };
+#ifdef HALF
+layout(set = 0, binding = 1, std430) readonly buffer W { float16_t wt[]; };
+layout(set = 0, binding = 1, std430) readonly buffer W8 { uvec4 wt8[]; };
+#define LOAD_W(i) float(wt[i])
+#else
+layout(set = 0, binding = 1, std430) readonly buffer W { float wt[]; };
+layout(set = 0, binding = 1, std430) readonly buffer W4 { vec4 wt4[]; };
+#define LOAD_W(i) wt[i]
+#endif
+layout(set = 0, binding = 2, std430) writeonly buffer Out { float dst[]; };
+layout(set = 0, binding = 3, std430) readonly buffer Res { float res[]; };
+
+layout(push_constant) uniform Push {
+    uint rows;
+    uint k;
+    uint n;
+    uint x_off;
+    uint x_stride;
+    uint w_off;
+    uint g_off;
+    uint out_off;
+    uint res_off;
+    float eps;
+} pc;
+
+// Eight weights from element e (a multiple of 8), as two 4-vectors.
+void load_w8(uint e, out vec4 lo, out vec4 hi)
+{
+#ifdef HALF
+    const uvec4 u = wt8[e / 8u];
+    lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
+    hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
+#else
+    lo = wt4[e / 4u];
+    hi = wt4[e / 4u + 1u];
+#endif
+}
+
+#ifndef SUBGROUP
+shared float part[WG][2u * FT + 1u];
+#endif
+
+void main()
+{
+#ifdef SUBGROUP
+    const uint team = gl_SubgroupID;
+    const uint lane = gl_SubgroupInvocationID;
+    const uint lanes = gl_SubgroupSize;
+    const uint teams = gl_NumSubgroups;
+#else
+    const uint lid = gl_LocalInvocationID.x;
+    const uint team = lid / TEAM;
+    const uint lane = lid % TEAM;
+    const uint lanes = TEAM;
+    const uint teams = WG / TEAM;
+#endif
+    const uint per_group = teams * FT;
+    // Every team makes the same trips (with shared memory the barriers are the group's).
+    for (uint jg = gl_WorkGroupID.x * per_group; jg < pc.n; jg += gl_NumWorkGroups.x * per_group) {
+        const uint j = jg + team * FT;
+        for (uint r = 0u; r < pc.rows; ++r) {
+            float acc[FT];
+            float up[FT];
+            float ss = 0.0;
+            uint wr[FT];
+            for (uint f = 0u; f < FT; ++f) {
+                acc[f] = 0.0;
+                up[f] = 0.0;
+                wr[f] = pc.w_off + min(j + f, pc.n - 1u) * pc.k;
+            }
+            const uint xr = pc.x_off + r * pc.x_stride;
+            const uint up_rows = pc.n * pc.k;
+            uint i0 = 0u;
+            if (ALIGNED) {
+                const uint k8 = pc.k / 8u;
+                for (uint c = lane; c < k8; c += lanes) {
+                    vec4 xl = x4[xr / 4u + 2u * c];
+                    vec4 xh = x4[xr / 4u + 2u * c + 1u];
+                    if (NORM) {
+                        ss += dot(xl, xl) + dot(xh, xh);
+                        vec4 gl, gh;
+                        load_w8(pc.g_off + 8u * c, gl, gh);
+                        xl *= gl;
+                        xh *= gh;
+                    }
+                    for (uint f = 0u; f < FT; ++f) {
+                        vec4 wl, wh;
+                        load_w8(wr[f] + 8u * c, wl, wh);
+                        acc[f] += dot(wl, xl) + dot(wh, xh);
+                        if (GLU) {
+                            load_w8(wr[f] + up_rows + 8u * c, wl, wh);
+                            up[f] += dot(wl, xl) + dot(wh, xh);
+                        }
+                    }
+                }
+                i0 = 8u * k8;
+            }
+            for (uint i = i0 + lane; i < pc.k; i += lanes) {
+                float xv = x[xr + i];
+                if (NORM) {
+                    ss += xv * xv;
+                    xv *= LOAD_W(pc.g_off + i);
+                }
+                for (uint f = 0u; f < FT; ++f) {
+                    acc[f] += LOAD_W(wr[f] + i) * xv;
+                    if (GLU)
+                        up[f] += LOAD_W(wr[f] + up_rows + i) * xv;
+                }
+            }
+            // The team's sums: every lane gets them (subgroup) or lane f gathers feature f's.
+            float d = 0.0, e = 0.0, q = 0.0;
+#ifdef SUBGROUP
+            for (uint f = 0u; f < FT; ++f) {
+                const float a = subgroupAdd(acc[f]);
+                const float b = GLU ? subgroupAdd(up[f]) : 0.0;
+                if (lane == f) {
+                    d = a;
+                    e = b;
+                }
+            }
+            if (NORM)
+                q = subgroupAdd(ss);
+#else
+            for (uint f = 0u; f < FT; ++f) {
+                part[lid][f] = acc[f];
+                part[lid][FT + f] = up[f];
+            }
+            part[lid][2u * FT] = ss;
+            barrier();
+            if (lane < FT) {
+                for (uint t = 0u; t < TEAM; ++t) {
+                    d += part[team * TEAM + t][lane];
+                    e += part[team * TEAM + t][FT + lane];
+                    q += part[team * TEAM + t][2u * FT];
+                }
+            }
+#endif
+            if (lane < FT && j + lane < pc.n) {
+                const uint jf = j + lane;
+                if (NORM) {
+                    const float rstd = 1.0 / sqrt(q / float(pc.k) + pc.eps);
+                    d *= rstd;
+                    e *= rstd;
+                }
+                float y = GLU ? d / (1.0 + exp(-d)) * e : d;
+                if (ADD)
+                    y += res[pc.res_off + r * pc.n + jf];
+                dst[pc.out_off + r * pc.n + jf] = y;
+            }
+#ifndef SUBGROUP
+            // The partials are overwritten by the next row or block.
+            barrier();
+#endif
+        }
+    }
+}
