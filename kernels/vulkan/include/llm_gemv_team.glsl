@@ -20,6 +20,8 @@
 // 5 ADD. The flags are specialization constants, so each combination is its own pipeline with
 // no test in its loop.
 
+#define WEIGHTS_BINDING 1
+#define WEIGHTS_VEC4 1
 #define SPEC_WG 1
 #include "llm.glsl"
 
@@ -36,13 +38,8 @@ layout(constant_id = 5) const bool ADD = false;
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
 layout(set = 0, binding = 0, std430) readonly buffer X4 { vec4 x4[]; };
 #ifdef HALF
-layout(set = 0, binding = 1, std430) readonly buffer W { float16_t wt[]; };
-layout(set = 0, binding = 1, std430) readonly buffer W8 { uvec4 wt8[]; };
-#define LOAD_W(i) float(wt[i])
-#else
-layout(set = 0, binding = 1, std430) readonly buffer W { float wt[]; };
-layout(set = 0, binding = 1, std430) readonly buffer W4 { vec4 wt4[]; };
-#define LOAD_W(i) wt[i]
+// Eight halves a 16-byte load, beside llm.glsl's views of the weights.
+layout(set = 0, binding = WEIGHTS_BINDING, std430) readonly buffer W8 { uvec4 wt8[]; };
 #endif
 layout(set = 0, binding = 2, std430) writeonly buffer Out { float dst[]; };
 layout(set = 0, binding = 3, std430) readonly buffer Res { float res[]; };
@@ -68,8 +65,8 @@ void load_w8(uint e, out vec4 lo, out vec4 hi)
     lo = vec4(unpackHalf2x16(u.x), unpackHalf2x16(u.y));
     hi = vec4(unpackHalf2x16(u.z), unpackHalf2x16(u.w));
 #else
-    lo = wt4[e / 4u];
-    hi = wt4[e / 4u + 1u];
+    lo = LOAD_W4(e / 4u);
+    hi = LOAD_W4(e / 4u + 1u);
 #endif
 }
 

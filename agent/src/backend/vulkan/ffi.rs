@@ -71,9 +71,7 @@ impl Vk {
             api,
         })
     }
-}
 
-impl Vk {
     /// The worker's instance for its kernels: made on first use and kept for the life of the
     /// process, so that tuning, which prepares dozens of candidate kernels one after the other,
     /// and a pooled worker serving run after run do not create and destroy an instance each time.
