@@ -124,6 +124,60 @@ async fn half_weights_of_gemv_and_llm_decode_validate_where_the_device_lists_the
     }
 }
 
+#[tokio::test]
+async fn weights_made_as_several_buffers_are_bound_a_tensor_at_a_time_and_validate_profiled() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    // Allocations of at most 2 MiB: tiny's 4 MiB embedding gets a buffer of its own, each
+    // block's projections a few, as an 8b model's 16 GB do under a 4 GiB allocation limit.
+    for (variant, dtype) in [("decode", "f32"), ("prefill", "f32"), ("decode", "f16")] {
+        let mut s = on(
+            &t.device,
+            spec(
+                "llm",
+                &[("model", 0), ("context", 5), ("gen", 3), ("prompt", 9)],
+            ),
+        );
+        s.variant = variant.into();
+        s.dtype = dtype.into();
+        s.env.insert(
+            "GPUFLEET_DEBUG_VULKAN_MAX_ALLOCATION".into(),
+            (2 << 20).to_string(),
+        );
+        // And every dispatch timed, by kind.
+        s.env
+            .insert("GPUFLEET_DEBUG_VULKAN_PROFILE".into(), "1".into());
+        s.settings_mut().timeout_s = Some(120.0);
+        let name = format!("{variant}-{dtype}");
+        let (_, r) = run(&mut t.client, &name, s).await;
+        if dtype == "f16" && r.status() == pb::RunStatus::Unsupported {
+            eprintln!("{name} skipped: {}", r.message);
+            continue;
+        }
+        assert_ok(&r);
+        assert!(
+            r.validation.as_ref().unwrap().passed,
+            "{name}: {}",
+            r.message
+        );
+        let buffers = r
+            .config
+            .get("input1_buffers")
+            .map(String::as_str)
+            .unwrap_or("");
+        let n: usize = buffers.split(' ').next().unwrap_or("").parse().unwrap_or(0);
+        assert!(n >= 3, "{name}: {:?}", r.config);
+        if r.config.get("timing").map(String::as_str) == Some("timestamps") {
+            let profile = &r.config["dispatch_profile_us"];
+            assert!(
+                profile.contains("attention: ") && profile.contains(" ×"),
+                "{name}: {profile}"
+            );
+        }
+    }
+}
+
 /// A kernel, its variant and its parameters.
 type Run<'a> = (&'a str, &'a str, &'a [(&'a str, i64)]);
 

@@ -20,13 +20,19 @@ impl Elem {
 
 /// `b` as the bytes of a buffer of `e` elements.
 pub fn to_bytes(b: &Buffer, e: Elem) -> Vec<u8> {
+    range_bytes(b, e, 0..b.len())
+}
+
+/// Elements `range` of `b` as the bytes of a buffer of `e` elements (a piece of an input made as
+/// several device buffers).
+pub fn range_bytes(b: &Buffer, e: Elem, range: std::ops::Range<usize>) -> Vec<u8> {
     match (b, e) {
-        (Buffer::F32(v), Elem::F16) => v
+        (Buffer::F32(v), Elem::F16) => v[range]
             .iter()
             .flat_map(|x| half::f16::from_f32(*x).to_bits().to_le_bytes())
             .collect(),
-        (Buffer::F32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
-        (Buffer::U32(v), _) => v.iter().flat_map(|x| x.to_le_bytes()).collect(),
+        (Buffer::F32(v), _) => v[range].iter().flat_map(|x| x.to_le_bytes()).collect(),
+        (Buffer::U32(v), _) => v[range].iter().flat_map(|x| x.to_le_bytes()).collect(),
     }
 }
 

@@ -198,16 +198,17 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
         Ok(k) => k,
         Err(e) => return WorkerOutcome::from_backend_error(&e),
     };
-    let mut config = kernel.config();
-    if let Some((layer, _)) = &perturbed {
-        config.insert("debug_perturbed_layer".into(), layer.clone());
-    }
     match measure(job, kernel.as_mut(), chan) {
         Ok(Measured {
             times,
             warm_up,
             power_iterations,
         }) => {
+            // Read after the runs: a kernel may note what it measured (a per-dispatch profile).
+            let mut config = kernel.config();
+            if let Some((layer, _)) = &perturbed {
+                config.insert("debug_perturbed_layer".into(), layer.clone());
+            }
             warm_up.record(&mut config);
             let validation = if job.skip_validation {
                 None
@@ -241,7 +242,7 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
         }
         Err(e) => {
             let mut o = WorkerOutcome::from_backend_error(&e);
-            o.config = config;
+            o.config = kernel.config();
             o
         }
     }

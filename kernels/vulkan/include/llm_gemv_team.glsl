@@ -11,12 +11,15 @@
 // last feature's row again and writes nothing), its lanes reading the weight rows eight weights a
 // load where ALIGNED (one 16-byte load of halves, or two vec4 of floats) and element by element
 // otherwise. With SUBGROUP a team is a subgroup and reduces with subgroupAdd, no shared memory and
-// no barrier; otherwise teams of TEAM invocations meet in shared memory.
+// no barrier; otherwise teams of TEAM invocations meet in shared memory. With SPLIT > 1, SPLIT
+// neighbouring teams take the same features, each every SPLIT-th stretch of k, and add their sums
+// in shared memory (the first of them writes): more teams in flight where n is narrow (a 2,048-wide
+// projection is 512 teams of 4 features, a few a compute unit, too few to keep the memory busy).
 //
 // Bindings: 0 x, 1 the weights (f32, or half with HALF), 2 the arena (written), 3 the arena (the
 // residual read). Push constants (uint but eps): rows, k, n, x_off, x_stride, w_off, g_off,
 // out_off, res_off, eps. Specialization: 0 local size x = WG; 6 TEAM (shared-memory teams only);
-// 2 ALIGNED: k, x_off, x_stride, w_off and (with NORM) g_off are multiples of 8; 3 NORM; 4 GLU;
+// 7 SPLIT (teams a feature block, dividing the group's teams); 2 ALIGNED: k, x_off, x_stride, w_off and (with NORM) g_off are multiples of 8; 3 NORM; 4 GLU;
 // 5 ADD. The flags are specialization constants, so each combination is its own pipeline with
 // no test in its loop.
 
@@ -34,6 +37,7 @@ layout(constant_id = 2) const bool ALIGNED = false;
 layout(constant_id = 3) const bool NORM = false;
 layout(constant_id = 4) const bool GLU = false;
 layout(constant_id = 5) const bool ADD = false;
+layout(constant_id = 7) const uint SPLIT = 1u;
 
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
 layout(set = 0, binding = 0, std430) readonly buffer X4 { vec4 x4[]; };
@@ -70,7 +74,10 @@ void load_w8(uint e, out vec4 lo, out vec4 hi)
 #endif
 }
 
-#ifndef SUBGROUP
+#ifdef SUBGROUP
+// A team's sums (FT dot products, FT up-projections, the squares) for its split partners.
+shared float red[WG / FT][2u * FT + 1u];
+#else
 shared float part[WG][2u * FT + 1u];
 #endif
 
@@ -88,10 +95,16 @@ void main()
     const uint lanes = TEAM;
     const uint teams = WG / TEAM;
 #endif
-    const uint per_group = teams * FT;
+    // The feature block of this team and its stretch of k (`slice` of `split`): SPLIT, or fewer
+    // where the device made fewer, wider subgroups than the planner was told (both powers of two).
+    const uint split = min(SPLIT, teams);
+    const uint block = team / split;
+    const uint slice = team % split;
+    const uint stride = lanes * split;
+    const uint per_group = teams / split * FT;
     // Every team makes the same trips (with shared memory the barriers are the group's).
     for (uint jg = gl_WorkGroupID.x * per_group; jg < pc.n; jg += gl_NumWorkGroups.x * per_group) {
-        const uint j = jg + team * FT;
+        const uint j = jg + block * FT;
         for (uint r = 0u; r < pc.rows; ++r) {
             float acc[FT];
             float up[FT];
@@ -107,7 +120,7 @@ void main()
             uint i0 = 0u;
             if (ALIGNED) {
                 const uint k8 = pc.k / 8u;
-                for (uint c = lane; c < k8; c += lanes) {
+                for (uint c = slice * lanes + lane; c < k8; c += stride) {
                     vec4 xl = x4[xr / 4u + 2u * c];
                     vec4 xh = x4[xr / 4u + 2u * c + 1u];
                     if (NORM) {
@@ -129,7 +142,7 @@ void main()
                 }
                 i0 = 8u * k8;
             }
-            for (uint i = i0 + lane; i < pc.k; i += lanes) {
+            for (uint i = i0 + slice * lanes + lane; i < pc.k; i += stride) {
                 float xv = x[xr + i];
                 if (NORM) {
                     ss += xv * xv;
@@ -154,6 +167,22 @@ void main()
             }
             if (NORM)
                 q = subgroupAdd(ss);
+            if (SPLIT > 1u) {
+                if (lane < FT) {
+                    red[team][lane] = d;
+                    red[team][FT + lane] = e;
+                }
+                if (lane == 0u)
+                    red[team][2u * FT] = q;
+                barrier();
+                if (slice == 0u && lane < FT) {
+                    for (uint t = 1u; t < split; ++t) {
+                        d += red[team + t][lane];
+                        e += red[team + t][FT + lane];
+                        q += red[team + t][2u * FT];
+                    }
+                }
+            }
 #else
             for (uint f = 0u; f < FT; ++f) {
                 part[lid][f] = acc[f];
@@ -161,15 +190,16 @@ void main()
             }
             part[lid][2u * FT] = ss;
             barrier();
-            if (lane < FT) {
-                for (uint t = 0u; t < TEAM; ++t) {
+            if (slice == 0u && lane < FT) {
+                // The partials of this team's lanes and its split partners', which follow it.
+                for (uint t = 0u; t < TEAM * split; ++t) {
                     d += part[team * TEAM + t][lane];
                     e += part[team * TEAM + t][FT + lane];
                     q += part[team * TEAM + t][2u * FT];
                 }
             }
 #endif
-            if (lane < FT && j + lane < pc.n) {
+            if (slice == 0u && lane < FT && j + lane < pc.n) {
                 const uint jf = j + lane;
                 if (NORM) {
                     const float rstd = 1.0 / sqrt(q / float(pc.k) + pc.eps);
@@ -181,8 +211,11 @@ void main()
                     y += res[pc.res_off + r * pc.n + jf];
                 dst[pc.out_off + r * pc.n + jf] = y;
             }
-#ifndef SUBGROUP
             // The partials are overwritten by the next row or block.
+#ifdef SUBGROUP
+            if (SPLIT > 1u)
+                barrier();
+#else
             barrier();
 #endif
         }

@@ -21,6 +21,9 @@ pub struct Found {
     pub api_version: u32,
     /// Largest storage buffer a descriptor may cover.
     pub max_storage_buffer_range: u32,
+    /// maxMemoryAllocationSize: the largest buffer made (a larger input is split, see
+    /// `kernel/segments.rs`). RADV says 4 GiB, AMDVLK 2 GiB.
+    pub max_allocation: u64,
     /// Vendor, device, driver and pipeline cache UUID, for cache keys.
     pub fingerprint: String,
 }
@@ -111,6 +114,7 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         let mut pci = vk::PhysicalDevicePCIBusInfoPropertiesEXT::default();
         let mut subgroup = vk::PhysicalDeviceSubgroupProperties::default();
         let mut driver = vk::PhysicalDeviceDriverProperties::default();
+        let mut m3 = vk::PhysicalDeviceMaintenance3Properties::default();
         let has_pci = has_ext(c"VK_EXT_pci_bus_info");
         // Compute units, where a vendor extension says (the core API does not): NVIDIA's SM
         // count, AMD's engines × arrays × CUs per array.
@@ -132,7 +136,7 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
                 p2 = p2.push_next(&mut amd);
             }
             if v12 {
-                p2 = p2.push_next(&mut driver);
+                p2 = p2.push_next(&mut driver).push_next(&mut m3);
             }
             // SAFETY: every struct in the chain is supported (checked above)
             // and outlives the call.
@@ -311,6 +315,12 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             timestamp_bits: qf.timestamp_valid_bits,
             api_version: props.api_version,
             max_storage_buffer_range: l.max_storage_buffer_range,
+            // Before Vulkan 1.1 no limit is reported; 2 GiB is what the strictest drivers allow.
+            max_allocation: if v12 {
+                m3.max_memory_allocation_size
+            } else {
+                1 << 31
+            },
             fingerprint,
         });
     }

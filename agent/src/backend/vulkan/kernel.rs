@@ -5,6 +5,7 @@
 
 mod buffers;
 mod record;
+mod segments;
 
 use super::device::{Found, enumerate};
 use super::ffi::{Vk, fail};
@@ -26,6 +27,11 @@ struct DevBuffer {
     memory: vk::DeviceMemory,
     size: u64,
 }
+
+/// A debug switch: the largest allocation in bytes, below the device's maxMemoryAllocationSize,
+/// so that a small model's weights are made in segments (`kernel/segments.rs`) as a large one's
+/// are, where CI can validate them.
+pub const MAX_ALLOCATION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_MAX_ALLOCATION";
 
 /// Everything made on the device, destroyed in reverse order on drop.
 pub struct VulkanKernel {
@@ -62,6 +68,8 @@ pub struct VulkanKernel {
     /// Input 0 in its host-visible staging buffer and on the device (h2d reads the first, d2h
     /// and d2d the second).
     staging_input: Option<DevBuffer>,
+    /// The dispatches' labels when each is timed ([`record::PROFILE_ENV`]), else empty.
+    profile: Vec<String>,
 }
 
 impl VulkanKernel {
@@ -105,22 +113,12 @@ impl VulkanKernel {
         };
         // A binding past maxStorageBufferRange reads garbage on some drivers
         // (lavapipe: 128 MiB) instead of failing, so refuse it up front (a transfer binds none).
-        let limit = if transfer.is_some() {
-            usize::MAX
-        } else {
-            found.max_storage_buffer_range as usize
-        };
-        let sizes = inputs
-            .iter()
-            .zip(&plan.input_storage)
-            .map(|(b, s)| b.len() * s.size())
-            .chain([problem.output_len() * plan.output_storage.size()])
-            .chain(plan.scratch_bytes.iter().copied());
-        if let Some(big) = sizes.into_iter().find(|&n| n > limit) {
+        let limit = u64::from(found.max_storage_buffer_range);
+        if let Some((what, big)) = plan::bound_bytes(problem, &plan).find(|(_, n)| *n > limit) {
             return Err(BackendError::Unsupported {
                 backend: "vulkan".into(),
                 what: format!(
-                    "{} with {}: a buffer of {big} bytes exceeds maxStorageBufferRange ({limit} bytes) of {id}",
+                    "{} with {}: {what} binds {big} bytes, above maxStorageBufferRange ({limit} bytes) of {id}",
                     problem.kernel.name,
                     problem.params_string()
                 ),
@@ -191,6 +189,7 @@ impl VulkanKernel {
             config: plan.config.clone(),
             transfer: transfer.map(|t| (t, Vec::new())),
             staging_input: None,
+            profile: Vec::new(),
         };
         k.vk = Some(vk);
         k.build(&found, &plan, &mem, inputs, mode)?;
@@ -305,26 +304,44 @@ impl VulkanKernel {
                 .create_fence(&vk::FenceCreateInfo::default(), None)
                 .map_err(|e| fail("vkCreateFence", e))?;
             if found.timestamp_bits > 0 {
+                if std::env::var(record::PROFILE_ENV).is_ok_and(|v| v == "1") {
+                    self.profile = plan.dispatches.iter().map(|d| d.label.clone()).collect();
+                }
                 let q = vk::QueryPoolCreateInfo::default()
                     .query_type(vk::QueryType::TIMESTAMP)
-                    .query_count(2);
+                    .query_count(2 + self.profile.len() as u32);
                 self.query = dev
                     .create_query_pool(&q, None)
                     .map_err(|e| fail("vkCreateQueryPool", e))?;
             }
         }
-        // Buffers: device-local inputs filled through staging buffers.
-        let mut device_inputs = Vec::new();
+        // Buffers: device-local inputs (in segments where sliced, `segments.rs`) filled through
+        // staging buffers, kept where the timed command buffer copies from them.
+        let keep = mode == Mode::WithTransfers || self.transfer.is_some();
+        let limit = std::env::var(MAX_ALLOCATION_ENV)
+            .ok()
+            .and_then(|v| v.parse::<u64>().ok())
+            .map_or(found.max_allocation, |v| v.min(found.max_allocation));
+        let mut placed = Vec::new();
         let mut staging_inputs = Vec::new();
-        for (b, s) in inputs.iter().zip(&plan.input_storage) {
-            let bytes = storage::to_bytes(b, *s);
-            let d = self.create_buffer(mem, bytes.len() as u64, false)?;
-            let st = self.create_buffer(mem, bytes.len() as u64, true)?;
-            self.write_host(st, &bytes)?;
-            self.copy_now(st, d)?;
-            device_inputs.push(d);
-            staging_inputs.push(st);
+        for (i, (b, s)) in inputs.iter().zip(&plan.input_storage).enumerate() {
+            let p = self.place(mem, plan, i, b, *s, limit, keep, &mut staging_inputs)?;
+            if p.segments.len() > 1 {
+                self.config.insert(
+                    format!("input{i}_buffers"),
+                    format!(
+                        "{} (allocations of at most {limit} bytes)",
+                        p.segments.len()
+                    ),
+                );
+            }
+            placed.push(p);
         }
+        // Every segment in order, as `staging_inputs` holds their staging buffers.
+        let device_inputs: Vec<DevBuffer> = placed
+            .iter()
+            .flat_map(|p| p.segments.iter().map(|s| s.2))
+            .collect();
         self.staging_input = staging_inputs.first().copied();
         if let Some((t, host)) = &mut self.transfer
             && !t.pinned
@@ -346,9 +363,9 @@ impl VulkanKernel {
         }
         let output = self.output;
         let resolve = |b: &Binding| match b {
-            Binding::Input(i) => device_inputs[*i],
-            Binding::Output => output,
-            Binding::Scratch(i) => scratch[*i],
+            Binding::Input(i) | Binding::Slice { input: i, .. } => placed[*i].bound(b),
+            Binding::Output => (output.buffer, 0, vk::WHOLE_SIZE),
+            Binding::Scratch(i) => (scratch[*i].buffer, 0, vk::WHOLE_SIZE),
         };
         let cache_path = cache::dir().join("vulkan").join(format!(
             "{:016x}.pipeline_cache",
@@ -412,9 +429,11 @@ impl VulkanKernel {
                     .bindings
                     .iter()
                     .map(|b| {
+                        let (buffer, offset, range) = resolve(b);
                         [vk::DescriptorBufferInfo::default()
-                            .buffer(resolve(b).buffer)
-                            .range(vk::WHOLE_SIZE)]
+                            .buffer(buffer)
+                            .offset(offset)
+                            .range(range)]
                     })
                     .collect();
                 let writes: Vec<_> = infos
@@ -484,8 +503,9 @@ impl PreparedKernel for VulkanKernel {
         if self.query == vk::QueryPool::null() {
             return Ok(host_start.elapsed());
         }
-        let mut ts = [0u64; 2];
-        // SAFETY: two 64-bit timestamp queries written by the finished submit.
+        let mut ts = vec![0u64; 2 + self.profile.len()];
+        // SAFETY: the 64-bit timestamp queries written by the finished submit (two, and one a
+        // dispatch when profiled).
         unsafe {
             dev.get_query_pool_results(
                 self.query,
@@ -496,6 +516,7 @@ impl PreparedKernel for VulkanKernel {
             .map_err(|e| fail("vkGetQueryPoolResults", e))?;
         }
         let ticks = ts[1].wrapping_sub(ts[0]) & self.timestamp_mask;
+        self.note_profile(&ts);
         Ok(Duration::from_nanos(
             (ticks as f64 * self.timestamp_ns) as u64,
         ))

@@ -79,6 +79,18 @@ impl VulkanKernel {
         Ok(b)
     }
 
+    /// Destroys `b`, a buffer of this kernel no recorded command uses, before the kernel goes.
+    pub(super) fn destroy_buffer(&mut self, b: DevBuffer) {
+        self.buffers.retain(|x| x.buffer != b.buffer);
+        let dev = self.dev();
+        // SAFETY: `b` was made by `create_buffer` on this device and, as the caller promises,
+        // nothing pending uses it (`one_shot` waits); removed from `buffers`, Drop skips it.
+        unsafe {
+            dev.destroy_buffer(b.buffer, None);
+            dev.free_memory(b.memory, None);
+        }
+    }
+
     pub(super) fn write_host(&self, b: DevBuffer, data: &[u8]) -> Result<(), BackendError> {
         let dev = self.dev();
         // SAFETY: host-visible, coherent memory of at least data.len() bytes,

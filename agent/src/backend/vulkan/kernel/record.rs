@@ -9,7 +9,39 @@ use crate::backend::vulkan::plan::Plan;
 use crate::backend::{BackendError, Mode};
 use ash::vk;
 
+/// A debug switch: `1` writes a timestamp after every dispatch and records in the result's
+/// configuration (`dispatch_profile_us`) the time of each kind of dispatch in the last
+/// iteration, most first. The timestamps may slow the work a little; the result's time is still
+/// the whole command buffer's.
+pub const PROFILE_ENV: &str = "GPUFLEET_DEBUG_VULKAN_PROFILE";
+
 impl VulkanKernel {
+    /// Notes the profile of the iteration whose timestamps are `ts` (start, end, then one after
+    /// each dispatch): microseconds and count per dispatch label.
+    pub(super) fn note_profile(&mut self, ts: &[u64]) {
+        if self.profile.is_empty() {
+            return;
+        }
+        let mut by: std::collections::BTreeMap<&str, (f64, usize)> = Default::default();
+        let mut before = ts[0];
+        for (label, &t) in self.profile.iter().zip(&ts[2..]) {
+            let us =
+                (t.wrapping_sub(before) & self.timestamp_mask) as f64 * self.timestamp_ns / 1e3;
+            let e = by.entry(label).or_default();
+            e.0 += us;
+            e.1 += 1;
+            before = t;
+        }
+        let mut rows: Vec<_> = by.into_iter().collect();
+        rows.sort_by(|a, b| b.1.0.total_cmp(&a.1.0));
+        let text = rows
+            .iter()
+            .map(|(l, (us, n))| format!("{l}: {us:.1} ×{n}"))
+            .collect::<Vec<_>>()
+            .join("; ");
+        self.config.insert("dispatch_profile_us".into(), text);
+    }
+
     pub(super) fn record(
         &mut self,
         plan: &Plan,
@@ -47,7 +79,8 @@ impl VulkanKernel {
                 .map_err(|e| fail("vkBeginCommandBuffer", e))?;
             let timed = self.query != vk::QueryPool::null();
             if timed {
-                dev.cmd_reset_query_pool(cb, self.query, 0, 2);
+                let queries = 2 + self.profile.len() as u32;
+                dev.cmd_reset_query_pool(cb, self.query, 0, queries);
                 dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::TOP_OF_PIPE, self.query, 0);
             }
             // transfer: one copy (see `VulkanKernel::transfer`), whatever the mode.
@@ -87,6 +120,15 @@ impl VulkanKernel {
                     dev.cmd_push_constants(cb, layout, vk::ShaderStageFlags::COMPUTE, 0, &bytes);
                 }
                 dev.cmd_dispatch(cb, d.groups[0], d.groups[1], d.groups[2]);
+                if !self.profile.is_empty() {
+                    let q = 2 + i as u32;
+                    dev.cmd_write_timestamp(
+                        cb,
+                        vk::PipelineStageFlags::BOTTOM_OF_PIPE,
+                        self.query,
+                        q,
+                    );
+                }
                 // Between dispatches the next one reads what this one wrote. After the last one
                 // nothing in this command buffer does (the readback has its own barrier below, and
                 // the host waits on the fence before the next submission), so no barrier there: a

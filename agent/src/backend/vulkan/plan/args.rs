@@ -57,6 +57,7 @@ pub(super) fn dispatch(
 ) -> Result<Dispatch, Unsupported> {
     Ok(Dispatch {
         shader: shader.to_string(),
+        label: shader.to_string(),
         spirv: module(shader)?,
         spec,
         push,

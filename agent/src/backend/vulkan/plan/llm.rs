@@ -25,7 +25,9 @@ use std::collections::BTreeMap;
 use super::args::{
     GRID_GROUPS_MAX, SPEC_LOCAL_X, dispatch, flat_group, grid_groups, pow2_floor, words,
 };
-use super::types::{Binding, Dispatch, Plan, Planned, SpecValue, Storage, Unsupported, VkCaps};
+use super::types::{
+    Binding, Dispatch, Plan, Planned, SLICE_ALIGN, SpecValue, Storage, Unsupported, VkCaps,
+};
 use crate::backend::planning::llm::{Folded, folded};
 use gpufleet_kernels::llm::{Buf, LlmGraph, Op, Ref, Step};
 use gpufleet_kernels::{Dtype, NORM_EPS, Problem};
@@ -49,6 +51,12 @@ const SPEC_ALIGNED: u32 = 2;
 const SPEC_NORM: u32 = 3;
 const SPEC_GLU: u32 = 4;
 const SPEC_ADD: u32 = 5;
+const SPEC_TEAM_SPLIT: u32 = 7;
+/// Teams `llm_gemv_team` aims to have in flight a compute unit (a 2,048-wide projection has 512
+/// teams of 4 features: on the H200's 132 SMs, four warps each, its weights read at a fifth of copy),
+/// and the compute units assumed where the device does not say.
+const TEAMS_PER_UNIT: usize = 32;
+const UNITS_UNKNOWN: usize = 32;
 /// Output features an `llm_gemv_team` team takes at once (FT in its source).
 const TEAM_FEATURES: usize = 4;
 /// `llm_eltwise`'s ops.
@@ -85,10 +93,25 @@ pub(super) fn plan_llm(problem: &Problem, graph: &LlmGraph, caps: &VkCaps) -> Pl
     let mut at = 0;
     while at < graph.steps.len() {
         if teams && let Some(f) = folded(graph, at) {
-            dispatches.push(planner.team(&f)?);
+            let mut d = planner.team(&f)?;
+            let folds = [
+                (f.norm.is_some(), " +norm"),
+                (f.glu, " +swiglu"),
+                (f.add.is_some(), " +add"),
+            ];
+            d.label = format!("gemv {}×{}", f.k, f.n);
+            d.label
+                .extend(folds.iter().filter(|(on, _)| *on).map(|(_, s)| *s));
+            dispatches.push(d);
             at += f.steps;
         } else {
-            dispatches.push(planner.step(&graph.steps[at])?);
+            let s = &graph.steps[at];
+            let mut d = planner.step(s)?;
+            d.label = match s.op {
+                Op::Linear { k, n, .. } => format!("linear {k}×{n}"),
+                _ => s.op.kind().to_string(),
+            };
+            dispatches.push(d);
             at += 1;
         }
     }
@@ -134,31 +157,28 @@ impl StepPlanner<'_> {
                 tok_stride,
             } => {
                 let total = rows * dim;
+                let (w, base) = self.weights(&[(table, vocab * dim)])?;
                 let push = self.words(&[
                     ("rows·dim", total),
                     ("dim", dim),
                     ("vocab", vocab),
-                    ("table", table),
+                    ("table", table - base),
                     ("tok_stride", tok_stride),
                     ("x offset", s.x.off),
                     ("out offset", s.out.off),
                 ])?;
-                self.grid(
-                    &self.weighted("llm_embed"),
-                    total,
-                    push,
-                    vec![x, self.weights()?, out],
-                )
+                self.grid(&self.weighted("llm_embed"), total, push, vec![x, w, out])
             }
             Op::RmsNorm {
                 dim,
                 gamma,
                 in_stride,
             } => {
+                let (w, base) = self.weights(&[(gamma, dim)])?;
                 let mut push = self.words(&[
                     ("rows", rows),
                     ("dim", dim),
-                    ("gamma", gamma),
+                    ("gamma", gamma - base),
                     ("in_stride", in_stride),
                     ("x offset", s.x.off),
                     ("out offset", s.out.off),
@@ -169,11 +189,13 @@ impl StepPlanner<'_> {
                     &self.weighted("llm_rmsnorm"),
                     self.reducing(0, 4),
                     push,
-                    vec![x, self.weights()?, out],
+                    vec![x, w, out],
                     [groups, 1, 1],
                 )
             }
             Op::Linear { k, n, w } => {
+                let (weights, base) = self.weights(&[(w, n * k)])?;
+                let w = w - base;
                 let push = self.words(&[
                     ("rows", rows),
                     ("k", k),
@@ -197,7 +219,7 @@ impl StepPlanner<'_> {
                 if self.caps.subgroup_arithmetic {
                     shader.push_str("_subgroup");
                 }
-                dispatch(&shader, spec, push, vec![x, self.weights()?, out], groups)
+                dispatch(&shader, spec, push, vec![x, weights, out], groups)
             }
             Op::Rope {
                 heads,
@@ -300,14 +322,18 @@ impl StepPlanner<'_> {
     /// The `llm_gemv_team` dispatch of a one-row projection with the steps it folds in.
     fn team(&self, f: &Folded) -> Result<Dispatch, Unsupported> {
         let rows = self.graph.steps[f.linear].rows.rows;
-        let (g_off, x_stride) = f.norm.unwrap_or((0, f.k));
+        let x_stride = f.norm.map_or(f.k, |(_, stride)| stride);
         // With the SwiGLU, n outputs from 2n weight rows (gate j and up n + j).
         let n = if f.glu { f.n / 2 } else { f.n };
         let res = f.add.unwrap_or(f.out);
+        let mut read = vec![(f.w, f.n * f.k)];
+        read.extend(f.norm.map(|(g, _)| (g, f.k)));
+        let (weights, base) = self.weights(&read)?;
+        let (w, g_off) = (f.w - base, f.norm.map_or(0, |(g, _)| g - base));
         self.words(&[
             ("input", x_stride * rows + f.x.off),
             ("output", n * rows + f.out.off),
-            ("weights", f.w + f.n * f.k),
+            ("weights", w + f.n * f.k),
         ])?;
         let mut push = self.words(&[
             ("rows", rows),
@@ -315,13 +341,13 @@ impl StepPlanner<'_> {
             ("n", n),
             ("x offset", f.x.off),
             ("row stride", x_stride),
-            ("w", f.w),
+            ("w", w),
             ("gains", g_off),
             ("out offset", f.out.off),
             ("addend offset", res.off),
         ])?;
         push.push((NORM_EPS as f32).to_bits());
-        let aligned = [f.k, f.x.off, x_stride, f.w, g_off]
+        let aligned = [f.k, f.x.off, x_stride, w, g_off]
             .iter()
             .all(|v| v.is_multiple_of(8));
         let flag = |id, on: bool| (id, SpecValue::U32(u32::from(on)));
@@ -346,15 +372,32 @@ impl StepPlanner<'_> {
             spec.retain(|(id, _)| *id != SPEC_TEAM);
         }
         let teams = group / team;
-        let per_group = TEAM_FEATURES * teams as usize;
+        let split = self.team_split(f.k, n, team, teams);
+        spec.push((SPEC_TEAM_SPLIT, SpecValue::U32(split)));
+        let per_group = TEAM_FEATURES * (teams / split) as usize;
         let groups = [self.groups(n.div_ceil(per_group), 0), 1, 1];
         dispatch(
             &shader,
             spec,
             push,
-            vec![binding(f.x), self.weights()?, Binding::Output, binding(res)],
+            vec![binding(f.x), weights, Binding::Output, binding(res)],
             groups,
         )
+    }
+
+    /// Teams a feature block of an `llm_gemv_team` over `k` inputs and `n` outputs, with teams of
+    /// `lanes` and `teams` a group: enough that [`TEAMS_PER_UNIT`] teams a compute unit are in
+    /// flight, a power of two dividing the group's teams, and no more than leave each lane a whole
+    /// 8-weight load of k.
+    fn team_split(&self, k: usize, n: usize, lanes: u32, teams: u32) -> u32 {
+        let units = match self.caps.compute_units {
+            0 => UNITS_UNKNOWN,
+            u => u as usize,
+        };
+        let blocks = n.div_ceil(TEAM_FEATURES).max(1);
+        let want = (TEAMS_PER_UNIT * units).div_ceil(blocks);
+        let most = (k / 8 / lanes as usize).clamp(1, teams as usize);
+        pow2_floor(want.next_power_of_two().min(most) as u32)
     }
 
     /// `llm_gemv_team`'s group size and team size: [`REDUCE_GROUP`] (or what the device's groups
@@ -418,14 +461,29 @@ impl StepPlanner<'_> {
         }
     }
 
-    /// The weights' binding.
-    fn weights(&self) -> Result<Binding, Unsupported> {
-        self.graph.weights_input.map(Binding::Input).ok_or_else(|| {
+    /// The binding of the weights a dispatch reads, `(offset, len)` element ranges of the
+    /// weights input, and the element its offsets count from: a slice from the first range's
+    /// start (aligned down to [`SLICE_ALIGN`] bytes) to the last range's end, so no offset
+    /// outgrows a `uint` and no binding one tensor's size, whatever the model's.
+    fn weights(&self, ranges: &[(usize, usize)]) -> Result<(Binding, usize), Unsupported> {
+        let input = self.graph.weights_input.ok_or_else(|| {
             Unsupported(format!(
                 "{} has a step with weights but no weights input",
                 self.problem.kernel.name
             ))
-        })
+        })?;
+        let align = SLICE_ALIGN / if self.half { 2 } else { 4 };
+        let lo = ranges.iter().map(|r| r.0).min().unwrap_or(0);
+        let hi = ranges.iter().map(|r| r.0 + r.1).max().unwrap_or(0);
+        let first = lo - lo % align;
+        Ok((
+            Binding::Slice {
+                input,
+                first,
+                len: hi - first,
+            },
+            first,
+        ))
     }
 
     /// Refuses a step writing `what` outside the arena (graphs write only the arena).

@@ -45,7 +45,9 @@ mod tuning;
 mod types;
 
 pub use tuning::{default_gemm_tuning, gemm_candidates};
-pub use types::{Binding, Dispatch, GemmTuning, Plan, SpecValue, Storage, Unsupported, VkCaps};
+pub use types::{
+    Binding, Dispatch, GemmTuning, Plan, SLICE_ALIGN, SpecValue, Storage, Unsupported, VkCaps,
+};
 
 use crate::backend::planning::{self, Route};
 use crate::backend::{Missing, check_listed};
@@ -192,33 +194,42 @@ fn check_caps(caps: &VkCaps) -> Result<(), Unsupported> {
     Ok(())
 }
 
-/// Refuses a plan with a buffer the shaders' `uint` indices and one binding cannot cover.
+/// Refuses a plan with a binding the shaders' `uint` indices and one descriptor cannot cover.
 fn check_buffers(problem: &Problem, plan: &Plan) -> Result<(), Unsupported> {
-    let elem = |s: Storage| if s == Storage::F16 { 2 } else { 4 };
+    match bound_bytes(problem, plan).find(|(_, n)| *n > MAX_BINDING_BYTES) {
+        Some((what, bytes)) => Err(Unsupported(format!(
+            "{what} of {} binds {bytes} bytes, above the {MAX_BINDING_BYTES} one Vulkan \
+             storage-buffer binding can address",
+            problem.kernel.name
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// Bytes of each binding of `plan`, with what it binds: an input whole, a slice of one (a
+/// tensor of a model's weights), the output, a scratch buffer.
+pub fn bound_bytes<'a>(
+    problem: &Problem,
+    plan: &'a Plan,
+) -> impl Iterator<Item = (String, u64)> + 'a {
     let lens = problem.input_lens();
-    let mut sizes: Vec<(String, u64)> = lens
+    let elem = |s: Storage| s.size() as u64;
+    let output = problem.output_len() as u64 * elem(plan.output_storage);
+    plan.dispatches
         .iter()
-        .zip(&plan.input_storage)
-        .enumerate()
-        .map(|(i, (&len, &s))| (format!("input {i}"), len as u64 * elem(s)))
-        .collect();
-    sizes.push((
-        "the output".into(),
-        problem.output_len() as u64 * elem(plan.output_storage),
-    ));
-    for (i, &bytes) in plan.scratch_bytes.iter().enumerate() {
-        sizes.push((format!("scratch {i}"), bytes as u64));
-    }
-    for (what, bytes) in sizes {
-        if bytes > MAX_BINDING_BYTES {
-            return Err(Unsupported(format!(
-                "{what} of {} takes {bytes} bytes, above the {MAX_BINDING_BYTES} one Vulkan \
-                 storage-buffer binding can address",
-                problem.kernel.name
-            )));
-        }
-    }
-    Ok(())
+        .flat_map(|d| &d.bindings)
+        .map(move |b| match *b {
+            Binding::Input(i) => (
+                format!("input {i}"),
+                lens[i] as u64 * elem(plan.input_storage[i]),
+            ),
+            Binding::Slice { input, len, .. } => (
+                format!("a slice of input {input}"),
+                len as u64 * elem(plan.input_storage[input]),
+            ),
+            Binding::Output => ("the output".into(), output),
+            Binding::Scratch(i) => (format!("scratch {i}"), plan.scratch_bytes[i] as u64),
+        })
 }
 
 fn plan_elementwise(

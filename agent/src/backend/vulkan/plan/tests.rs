@@ -226,6 +226,11 @@ fn check_plan(p: &Problem, plan: &Plan, caps: &VkCaps) {
                 Binding::Input(i) => assert!(*i < plan.input_storage.len(), "{what}: {b:?}"),
                 Binding::Scratch(i) => assert!(*i < plan.scratch_bytes.len(), "{what}: {b:?}"),
                 Binding::Output => output_written = true,
+                Binding::Slice { input, first, len } => {
+                    let elem = plan.input_storage[*input].size();
+                    assert!(len > &0, "{what}: {b:?}");
+                    assert_eq!(first * elem % SLICE_ALIGN, 0, "{what}: {b:?}");
+                }
             }
         }
         // Push constants: exactly the block's size, within the guaranteed 128 bytes.
@@ -399,7 +404,7 @@ fn buffers_beyond_one_binding_are_refused_and_half_buffers_count_two_bytes() {
     // 2^30 floats are 4 GiB, one byte more than a binding's range.
     let err = plan(&problem("copy", "", &[("n", 1 << 30)], "f32"), gpu, None).unwrap_err();
     assert!(
-        err.0.contains("input 0 of copy takes 4294967296 bytes") && err.0.contains("4294967295"),
+        err.0.contains("input 0 of copy binds 4294967296 bytes") && err.0.contains("4294967295"),
         "{err}"
     );
     assert!(

@@ -38,7 +38,20 @@ pub enum Binding {
     Input(usize),
     Output,
     Scratch(usize),
+    /// Elements `first..first + len` of input `input` (counted in its storage), bound at that
+    /// offset: one tensor of an input larger than one binding or one allocation (a model's
+    /// weights). `first` is a multiple of [`SLICE_ALIGN`] bytes, which every device's
+    /// minStorageBufferOffsetAlignment divides.
+    Slice {
+        input: usize,
+        first: usize,
+        len: usize,
+    },
 }
+
+/// The alignment in bytes of a [`Binding::Slice`]'s start: the largest
+/// minStorageBufferOffsetAlignment the Vulkan specification allows.
+pub const SLICE_ALIGN: usize = 256;
 
 /// A specialization constant value (constant_id → value).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -53,6 +66,9 @@ pub enum SpecValue {
 pub struct Dispatch {
     /// Shader stem (`gemm_blocked`), for logs and cache keys.
     pub shader: String,
+    /// What it does, for the per-dispatch profile (`gemv 2048×3072 +norm`); the shader's stem
+    /// unless the planner says more.
+    pub label: String,
     /// SPIR-V words of the shader (from `gpufleet_kernels::sources::vulkan`).
     pub spirv: &'static [u8],
     pub spec: Vec<(u32, SpecValue)>,

@@ -36,6 +36,11 @@ fn dispatched_steps(graph: &LlmGraph) -> Vec<std::ops::Range<usize>> {
     out
 }
 
+/// Whether `b` binds a slice of the weights (input 1).
+fn weights_slice(b: &Binding) -> bool {
+    matches!(b, Binding::Slice { input: 1, .. })
+}
+
 #[test]
 fn every_step_is_one_dispatch_reading_its_buffers_and_writing_the_arena() {
     for variant in ["prefill", "decode"] {
@@ -58,7 +63,8 @@ fn every_step_is_one_dispatch_reading_its_buffers_and_writing_the_arena() {
                         d.shader
                     );
                     assert_eq!(d.bindings[0], bound(f.x.buf), "{what}");
-                    assert_eq!(d.bindings[1..3], [Binding::Input(1), Binding::Output]);
+                    assert!(weights_slice(&d.bindings[1]), "{what}");
+                    assert_eq!(d.bindings[2], Binding::Output, "{what}");
                     assert_eq!(d.bindings[3], bound(f.add.unwrap_or(f.out).buf), "{what}");
                     continue;
                 }
@@ -70,7 +76,7 @@ fn every_step_is_one_dispatch_reading_its_buffers_and_writing_the_arena() {
                     Op::Embed { .. } | Op::RmsNorm { .. } | Op::Linear { .. }
                 );
                 if weights {
-                    assert_eq!(d.bindings[1], Binding::Input(1), "{what}");
+                    assert!(weights_slice(&d.bindings[1]), "{what}");
                 }
                 if let Op::Attention { cache, .. } = s.op {
                     assert_eq!(d.bindings[1..3], [bound(cache.k.buf), bound(cache.v.buf)]);
@@ -273,4 +279,69 @@ fn a_decode_block_is_six_dispatches_with_the_norms_swiglu_and_adds_folded_in() {
         }
         assert!(plan.dispatches.len() < graph.steps.len());
     }
+}
+
+#[test]
+fn weights_past_4_gib_are_bound_a_tensor_at_a_time_with_offsets_from_the_slice() {
+    // 8b in f16 (7.0e9 halves) and 1b in f32 (4.9 GB): past one binding and a `uint` offset.
+    for (model, dtype) in [(3, "f16"), (2, "f32")] {
+        let p = problem(
+            "llm",
+            "decode",
+            &[("model", model), ("prompt", 4), ("context", 8), ("gen", 2)],
+            dtype,
+        );
+        let caps = nvidia();
+        let planned = plan(&p, &caps, None).unwrap_or_else(|e| panic!("{model} {dtype}: {e}"));
+        check_plan(&p, &planned, &caps);
+        let elem = planned.input_storage[1].size();
+        let mut last_end = 0;
+        for d in &planned.dispatches {
+            let Some(&Binding::Slice { first, len, .. }) = d.bindings.get(1) else {
+                continue;
+            };
+            // One tensor (or a norm's gains and the projection after it): far below 4 GiB.
+            assert!(len * elem < 1 << 31, "{}: {len}", d.shader);
+            last_end = last_end.max(first + len);
+        }
+        // The slices reach the end of the weights (the last block and the head).
+        let weights = gpufleet_kernels::llm::LlmModel::from_index(model)
+            .unwrap()
+            .config()
+            .weights_len();
+        assert!(last_end * elem > 1 << 32, "{model} {dtype}: {last_end}");
+        assert!(last_end <= weights, "{last_end} of {weights}");
+    }
+}
+
+#[test]
+fn narrow_projections_split_k_over_teams_so_enough_are_in_flight() {
+    let split_of = |d: &Dispatch| spec(d, 7).unwrap();
+    // 1b decode on the H200 (132 SMs, teams of 32, four a group).
+    let p = problem(
+        "llm",
+        "decode",
+        &[("model", 2), ("prompt", 4), ("context", 8), ("gen", 2)],
+        "f16",
+    );
+    let caps = VkCaps {
+        compute_units: 132,
+        ..nvidia()
+    };
+    let planned = plan(&p, &caps, None).unwrap();
+    check_plan(&p, &planned, &caps);
+    let team = |label: &str| {
+        planned
+            .dispatches
+            .iter()
+            .find(|d| d.label.starts_with(label))
+            .unwrap_or_else(|| panic!("{label}"))
+    };
+    // 512 teams of 4 features (w2, wo) and 768 (wqkv): split four ways, the group's teams.
+    assert_eq!(split_of(team("gemv 8192×2048")), 4);
+    assert_eq!(split_of(team("gemv 2048×2048")), 4);
+    assert_eq!(split_of(team("gemv 2048×3072")), 4);
+    // 4,096 teams (gate and up: 8,192 features) in two; 32,064 for the head: not split.
+    assert_eq!(split_of(team("gemv 2048×16384")), 2);
+    assert_eq!(split_of(team("gemv 2048×128256")), 1);
 }
