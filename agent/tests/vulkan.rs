@@ -178,6 +178,33 @@ async fn weights_made_as_several_buffers_are_bound_a_tensor_at_a_time_and_valida
     }
 }
 
+#[tokio::test]
+async fn decode_attention_split_along_a_long_cache_validates() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    // tiny (8 heads) after 300 positions, one and two sequences: few groups, so split in chunks.
+    for batch in [1, 2] {
+        let mut s = on(
+            &t.device,
+            spec(
+                "llm",
+                &[("model", 0), ("context", 300), ("gen", 3), ("batch", batch)],
+            ),
+        );
+        s.variant = "decode".into();
+        s.settings_mut().timeout_s = Some(120.0);
+        let (_, r) = run(&mut t.client, "split-attention", s).await;
+        assert_ok(&r);
+        assert!(r.validation.as_ref().unwrap().passed, "{}", r.message);
+        assert!(
+            r.config.contains_key("attention_split"),
+            "batch {batch}: {:?}",
+            r.config
+        );
+    }
+}
+
 /// A kernel, its variant and its parameters.
 type Run<'a> = (&'a str, &'a str, &'a [(&'a str, i64)]);
 

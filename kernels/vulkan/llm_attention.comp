@@ -13,9 +13,16 @@
 // sums added at the end) or, for wider heads, each invocation taking dimensions l, l + WG, ...
 // (hd ≤ 512, WG ≥ 64). The sum of p divides at the end.
 //
-// Bindings: 0 x (the queries), 1 the keys, 2 the values, 3 the arena.
-// Push constants: rows, per_seq, pos0, heads, group, hd, kv_dim, batch, x_off, k_off, v_off,
-// out_off (uint), scale (float). Specialization: 0 local size x = WG (see llm.glsl).
+// Split along the sequence (flash-decoding; `chunks` > 1, decode over a long cache where rows ×
+// heads are too few groups to fill the device): a task is a (row, head, chunk), the chunk's
+// positions c·chunk .. (c + 1)·chunk - 1 (those up to pos), and it writes to `part` its
+// unnormalised weighted sum of the values, its maximum score and its sum of p (hd + 2 floats at
+// ((r·heads + h)·chunks + c)·(hd + 2)), which llm_attention_merge adds up by log-sum-exp.
+//
+// Bindings: 0 x (the queries), 1 the keys, 2 the values, 3 the arena, 4 the partials (split; the
+// arena again otherwise). Push constants: rows, per_seq, pos0, heads, group, hd, kv_dim, batch,
+// x_off, k_off, v_off, out_off (uint), scale (float), chunk, chunks (uint). Specialization: 0 local
+// size x = WG (see llm.glsl).
 #extension GL_GOOGLE_include_directive : require
 #define SPEC_WG 1
 #define REDUCE 1
@@ -29,6 +36,7 @@ layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
 layout(set = 0, binding = 1, std430) readonly buffer K { float kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
 layout(set = 0, binding = 3, std430) writeonly buffer Out { float dst[]; };
+layout(set = 0, binding = 4, std430) writeonly buffer Part { float part_out[]; };
 
 layout(push_constant) uniform Push {
     uint rows;
@@ -44,6 +52,8 @@ layout(push_constant) uniform Push {
     uint v_off;
     uint out_off;
     float scale;
+    uint chunk;
+    uint chunks;
 } pc;
 
 shared float qs[MAX_HD];
@@ -61,9 +71,13 @@ void main()
     const uint lanes = lanes_split ? WG / hd : 1u;
     const uint d0 = lanes_split ? lid % hd : lid;
     const uint lane = lanes_split ? lid / hd : 0u;
-    for (uint task = gl_WorkGroupID.x; task < pc.rows * pc.heads; task += gl_NumWorkGroups.x) {
-        const uint r = task / pc.heads;
-        const uint h = task - r * pc.heads;
+    const bool split = pc.chunks > 1u;
+    for (uint task = gl_WorkGroupID.x; task < pc.rows * pc.heads * pc.chunks;
+         task += gl_NumWorkGroups.x) {
+        const uint rh = task / pc.chunks;
+        const uint ci = task - rh * pc.chunks;
+        const uint r = rh / pc.heads;
+        const uint h = rh - r * pc.heads;
         const uint seq = r / pc.per_seq;
         const uint pos = pc.pos0 + (r - seq * pc.per_seq);
         const uint head = (h / pc.group) * hd;
@@ -71,9 +85,11 @@ void main()
         for (uint d = lid; d < hd; d += WG)
             qs[d] = x[pc.x_off + r * pc.heads * hd + h * hd + d];
         barrier();
-        const uint n = pos + 1u;
+        // This task's positions t0 .. n - 1 (all of them, unsplit).
+        const uint t0 = split ? min(ci * pc.chunk, pos + 1u) : 0u;
+        const uint n = split ? min(t0 + pc.chunk, pos + 1u) : pos + 1u;
         float m = NEG_INF;
-        for (uint t = lid; t < n; t += WG) {
+        for (uint t = t0 + lid; t < n; t += WG) {
             const uint kb = pc.k_off + (t * pc.batch + seq) * pc.kv_dim + head;
             float s = 0.0;
             for (uint d = 0u; d < hd; ++d)
@@ -85,7 +101,7 @@ void main()
         float acc[ND];
         for (uint j = 0u; j < ND; ++j)
             acc[j] = 0.0;
-        for (uint c0 = 0u; c0 < n; c0 += WG) {
+        for (uint c0 = t0; c0 < n; c0 += WG) {
             const uint t = c0 + lid;
             float p = 0.0;
             if (t < n) {
@@ -115,6 +131,13 @@ void main()
             barrier();
         }
         l = group_sum(l);
+        // Unsplit: the output, the sums divided by l; split: the sums, m and l (an empty chunk
+        // past pos has m = -inf and l = 0, which the merge weighs 0).
+        const uint part_at = task * (hd + 2u);
+        if (split && lid == 0u) {
+            part_out[part_at + hd] = m;
+            part_out[part_at + hd + 1u] = l;
+        }
         if (lanes_split) {
             part[lid] = lane < lanes ? acc[0] : 0.0;
             barrier();
@@ -122,13 +145,20 @@ void main()
                 float s = 0.0;
                 for (uint k = 0u; k < lanes; ++k)
                     s += part[k * hd + lid];
-                dst[out_at + lid] = s / l;
+                if (split)
+                    part_out[part_at + lid] = s;
+                else
+                    dst[out_at + lid] = s / l;
             }
         } else {
             for (uint jj = 0u; jj < ND; ++jj) {
                 const uint d = lid + jj * WG;
-                if (d < hd)
-                    dst[out_at + d] = acc[jj] / l;
+                if (d < hd) {
+                    if (split)
+                        part_out[part_at + d] = acc[jj];
+                    else
+                        dst[out_at + d] = acc[jj] / l;
+                }
             }
         }
         // qs and part are overwritten by the next task.

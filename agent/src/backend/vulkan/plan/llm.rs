@@ -57,6 +57,8 @@ const SPEC_TEAM_SPLIT: u32 = 7;
 /// and the compute units assumed where the device does not say.
 const TEAMS_PER_UNIT: usize = 32;
 const UNITS_UNKNOWN: usize = 32;
+/// The fewest positions a chunk of a split attention takes (`attention_chunks`).
+const MIN_CHUNK: usize = 64;
 /// Output features an `llm_gemv_team` team takes at once (FT in its source).
 const TEAM_FEATURES: usize = 4;
 /// `llm_eltwise`'s ops.
@@ -90,6 +92,8 @@ pub(super) fn plan_llm(problem: &Problem, graph: &LlmGraph, caps: &VkCaps) -> Pl
     // a team); every other step its own dispatch.
     let teams = planner.teams().1 as usize >= TEAM_FEATURES;
     let mut dispatches = Vec::with_capacity(graph.steps.len());
+    // The partials' bytes of the largest split attention, and how many were split.
+    let (mut scratch, mut split) = (0, 0);
     let mut at = 0;
     while at < graph.steps.len() {
         if teams && let Some(f) = folded(graph, at) {
@@ -112,14 +116,29 @@ pub(super) fn plan_llm(problem: &Problem, graph: &LlmGraph, caps: &VkCaps) -> Pl
                 _ => s.op.kind().to_string(),
             };
             dispatches.push(d);
+            if let Some((merge, bytes)) = planner.merge(s)? {
+                dispatches.push(merge);
+                scratch = scratch.max(bytes);
+                split += 1;
+            }
             at += 1;
         }
     }
-    let config = config(graph, &dispatches, half);
+    let mut config = config(graph, &dispatches, half);
+    if split > 0 {
+        config.insert(
+            "attention_split".into(),
+            format!("{split} split along the sequence, merged by log-sum-exp"),
+        );
+    }
     Ok(Plan {
         input_storage,
         output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
+        scratch_bytes: if scratch > 0 {
+            vec![scratch]
+        } else {
+            Vec::new()
+        },
         dispatches,
         config,
     })
@@ -276,12 +295,20 @@ impl StepPlanner<'_> {
                     ("out offset", s.out.off),
                 ])?;
                 push.push((heads.scale() as f32).to_bits());
-                let groups = self.groups(rows * heads.heads, 0);
+                let (chunk, chunks) = self.attention_chunks(s);
+                push.extend(self.words(&[("chunk", chunk), ("chunks", chunks)])?);
+                // The partials of a split attention go to the scratch buffer (see `merge`).
+                let part = if chunks > 1 {
+                    Binding::Scratch(0)
+                } else {
+                    Binding::Output
+                };
+                let groups = self.groups(rows * heads.heads * chunks, 0);
                 dispatch(
                     "llm_attention",
                     spec,
                     push,
-                    vec![x, binding(cache.k), binding(cache.v), out],
+                    vec![x, binding(cache.k), binding(cache.v), out, part],
                     [groups, 1, 1],
                 )
             }
@@ -291,6 +318,59 @@ impl StepPlanner<'_> {
             Op::Copy { len } => self.eltwise(s, COPY, len, 0, 0, x),
             Op::SwiGlu { ffn } => self.eltwise(s, SWIGLU, rows * ffn, ffn, 0, x),
         }
+    }
+
+    /// The chunk of positions and the chunks an attention step `s` is split into along the
+    /// sequence (flash-decoding): where its rows × heads are fewer than two groups a compute unit
+    /// and its longest row attends to at least two [`MIN_CHUNK`]s, chunks of at least
+    /// [`MIN_CHUNK`] positions making about four groups a unit; else one chunk, unsplit.
+    fn attention_chunks(&self, s: &Step) -> (usize, usize) {
+        let Op::Attention { heads, .. } = s.op else {
+            return (0, 1);
+        };
+        let positions = s.rows.pos0 + s.rows.per_seq;
+        let tasks = s.rows.rows * heads.heads;
+        let units = match self.caps.compute_units {
+            0 => UNITS_UNKNOWN,
+            u => u as usize,
+        };
+        if positions < 2 * MIN_CHUNK || tasks >= 2 * units {
+            return (positions, 1);
+        }
+        let chunk = positions
+            .div_ceil((4 * units).div_ceil(tasks))
+            .max(MIN_CHUNK);
+        (chunk, positions.div_ceil(chunk))
+    }
+
+    /// The `llm_attention_merge` dispatch after a split attention step `s`, and the bytes of its
+    /// partials; `None` for an unsplit one.
+    fn merge(&self, s: &Step) -> Result<Option<(Dispatch, usize)>, Unsupported> {
+        let (_, chunks) = self.attention_chunks(s);
+        let Op::Attention { heads, .. } = s.op else {
+            return Ok(None);
+        };
+        if chunks < 2 {
+            return Ok(None);
+        }
+        let hd = heads.head_dim;
+        let n = s.rows.rows * heads.heads * hd;
+        let bytes = 4 * s.rows.rows * heads.heads * chunks * (hd + 2);
+        self.words(&[("partials", bytes / 4)])?;
+        let push = self.words(&[
+            ("rows·heads·head_dim", n),
+            ("head_dim", hd),
+            ("chunks", chunks),
+            ("out offset", s.out.off),
+        ])?;
+        let mut d = self.grid(
+            "llm_attention_merge",
+            n,
+            push,
+            vec![Binding::Scratch(0), Binding::Output],
+        )?;
+        d.label = "attention merge".into();
+        Ok(Some((d, bytes)))
     }
 
     /// An `llm_eltwise` dispatch of `op` over `n` elements.
@@ -518,10 +598,12 @@ fn config(graph: &LlmGraph, dispatches: &[Dispatch], half: bool) -> BTreeMap<Str
     c.insert("shaders".into(), shaders);
     c.insert("dispatches".into(), dispatches.len().to_string());
     c.insert("steps".into(), graph.steps.len().to_string());
-    // Steps an `llm_gemv_team` dispatch did beside its projection (norms, SwiGLUs, adds).
+    // Steps an `llm_gemv_team` dispatch did beside its projection (norms, SwiGLUs, adds); a
+    // split attention's merge is a dispatch of no step.
+    let merges = count.get("llm_attention_merge").copied().unwrap_or(0);
     c.insert(
         "folded_steps".into(),
-        (graph.steps.len() - dispatches.len()).to_string(),
+        (graph.steps.len() + merges - dispatches.len()).to_string(),
     );
     c.insert(
         "weights".into(),

@@ -345,3 +345,50 @@ fn narrow_projections_split_k_over_teams_so_enough_are_in_flight() {
     assert_eq!(split_of(team("gemv 2048×16384")), 2);
     assert_eq!(split_of(team("gemv 2048×128256")), 1);
 }
+
+#[test]
+fn decode_attention_over_a_long_cache_is_split_along_the_sequence_and_merged() {
+    // 1b decode after 512 cached positions: 32 heads, one row, on 132 SMs.
+    let p = problem(
+        "llm",
+        "decode",
+        &[("model", 2), ("prompt", 4), ("context", 512), ("gen", 2)],
+        "f16",
+    );
+    let caps = VkCaps {
+        compute_units: 132,
+        ..nvidia()
+    };
+    let planned = plan(&p, &caps, None).unwrap();
+    check_plan(&p, &planned, &caps);
+    let d = &planned.dispatches;
+    let attention: Vec<usize> = (0..d.len())
+        .filter(|&i| d[i].shader == "llm_attention")
+        .collect();
+    assert!(!attention.is_empty());
+    for &i in &attention {
+        // chunk, chunks: the last two words; 513 or 514 positions in chunks of 64.
+        let chunks = *d[i].push.last().unwrap() as usize;
+        let chunk = d[i].push[d[i].push.len() - 2] as usize;
+        assert_eq!(chunk, 64, "{:?}", d[i].push);
+        assert_eq!(chunks, 9, "{:?}", d[i].push);
+        assert_eq!(d[i].groups[0], 32 * 9);
+        assert_eq!(d[i].bindings[4], Binding::Scratch(0));
+        let merge = &d[i + 1];
+        assert_eq!(merge.shader, "llm_attention_merge");
+        assert_eq!(merge.push[..3], [32 * 64, 64, 9]);
+        assert_eq!(merge.bindings, [Binding::Scratch(0), Binding::Output]);
+        assert!(planned.scratch_bytes[0] >= 4 * 32 * 9 * 66);
+    }
+    assert!(planned.config["attention_split"].starts_with(&attention.len().to_string()));
+    // A short cache is not split: tiny after 32 positions.
+    let short = tiny_llm("decode", "f32");
+    let planned = plan(&short, &caps, None).unwrap();
+    assert!(
+        planned
+            .dispatches
+            .iter()
+            .all(|d| d.shader != "llm_attention_merge")
+    );
+    assert!(planned.scratch_bytes.is_empty());
+}
