@@ -20,6 +20,8 @@
 //! | Attention | `llm_attention` | queries, keys, values, arena | one per (row, head) |
 //! | Add, Copy, SwiGlu | `llm_eltwise` | x, other, arena | grid over elements |
 
+mod attention;
+
 use std::collections::BTreeMap;
 
 use super::args::{
@@ -57,8 +59,6 @@ const SPEC_TEAM_SPLIT: u32 = 7;
 /// and the compute units assumed where the device does not say.
 const TEAMS_PER_UNIT: usize = 32;
 const UNITS_UNKNOWN: usize = 32;
-/// The fewest positions a chunk of a split attention takes (`attention_chunks`).
-const MIN_CHUNK: usize = 64;
 /// Output features an `llm_gemv_team` team takes at once (FT in its source).
 const TEAM_FEATURES: usize = 4;
 /// `llm_eltwise`'s ops.
@@ -318,59 +318,6 @@ impl StepPlanner<'_> {
             Op::Copy { len } => self.eltwise(s, COPY, len, 0, 0, x),
             Op::SwiGlu { ffn } => self.eltwise(s, SWIGLU, rows * ffn, ffn, 0, x),
         }
-    }
-
-    /// The chunk of positions and the chunks an attention step `s` is split into along the
-    /// sequence (flash-decoding): where its rows × heads are fewer than two groups a compute unit
-    /// and its longest row attends to at least two [`MIN_CHUNK`]s, chunks of at least
-    /// [`MIN_CHUNK`] positions making about four groups a unit; else one chunk, unsplit.
-    fn attention_chunks(&self, s: &Step) -> (usize, usize) {
-        let Op::Attention { heads, .. } = s.op else {
-            return (0, 1);
-        };
-        let positions = s.rows.pos0 + s.rows.per_seq;
-        let tasks = s.rows.rows * heads.heads;
-        let units = match self.caps.compute_units {
-            0 => UNITS_UNKNOWN,
-            u => u as usize,
-        };
-        if positions < 2 * MIN_CHUNK || tasks >= 2 * units {
-            return (positions, 1);
-        }
-        let chunk = positions
-            .div_ceil((4 * units).div_ceil(tasks))
-            .max(MIN_CHUNK);
-        (chunk, positions.div_ceil(chunk))
-    }
-
-    /// The `llm_attention_merge` dispatch after a split attention step `s`, and the bytes of its
-    /// partials; `None` for an unsplit one.
-    fn merge(&self, s: &Step) -> Result<Option<(Dispatch, usize)>, Unsupported> {
-        let (_, chunks) = self.attention_chunks(s);
-        let Op::Attention { heads, .. } = s.op else {
-            return Ok(None);
-        };
-        if chunks < 2 {
-            return Ok(None);
-        }
-        let hd = heads.head_dim;
-        let n = s.rows.rows * heads.heads * hd;
-        let bytes = 4 * s.rows.rows * heads.heads * chunks * (hd + 2);
-        self.words(&[("partials", bytes / 4)])?;
-        let push = self.words(&[
-            ("rows·heads·head_dim", n),
-            ("head_dim", hd),
-            ("chunks", chunks),
-            ("out offset", s.out.off),
-        ])?;
-        let mut d = self.grid(
-            "llm_attention_merge",
-            n,
-            push,
-            vec![Binding::Scratch(0), Binding::Output],
-        )?;
-        d.label = "attention merge".into();
-        Ok(Some((d, bytes)))
     }
 
     /// An `llm_eltwise` dispatch of `op` over `n` elements.
