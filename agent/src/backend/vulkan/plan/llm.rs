@@ -56,8 +56,9 @@ const SPEC_ADD: u32 = 5;
 const SPEC_TEAM_SPLIT: u32 = 7;
 /// Teams `llm_gemv_team` aims to have in flight a compute unit (a 2,048-wide projection has 512
 /// teams of 4 features: on the H200's 132 SMs, four warps each, its weights read at a fifth of copy),
-/// and the compute units assumed where the device does not say.
-const TEAMS_PER_UNIT: usize = 32;
+/// and the compute units assumed where the device does not say. 16, not 32: aiming at 32 split
+/// `8b`'s gate/up projection (3,584 teams) in two, which made it slower (docs/PERFORMANCE.md).
+const TEAMS_PER_UNIT: usize = 16;
 const UNITS_UNKNOWN: usize = 32;
 /// Output features an `llm_gemv_team` team takes at once (FT in its source).
 const TEAM_FEATURES: usize = 4;

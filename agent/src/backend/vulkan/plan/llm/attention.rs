@@ -7,7 +7,9 @@ use crate::backend::vulkan::plan::types::{Binding, Dispatch, Unsupported};
 use gpufleet_kernels::llm::{Op, Step};
 
 /// The fewest positions a chunk of a split attention takes (`attention_chunks`).
-const MIN_CHUNK: usize = 64;
+/// 16 rather than 64: on the H200, `1b` decode from an empty cache 823 tok/s against 745 at gen 128
+/// (docs/PERFORMANCE.md, issue 53).
+const MIN_CHUNK: usize = 16;
 
 impl StepPlanner<'_> {
     /// The chunk of positions and the chunks an attention step `s` is split into along the
