@@ -198,17 +198,21 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
         Ok(k) => k,
         Err(e) => return WorkerOutcome::from_backend_error(&e),
     };
+    // Read after the runs: a kernel may note what it measured (a per-dispatch profile).
+    let config_of = |kernel: &dyn backend::PreparedKernel| {
+        let mut config = kernel.config();
+        if let Some((layer, _)) = &perturbed {
+            config.insert("debug_perturbed_layer".into(), layer.clone());
+        }
+        config
+    };
     match measure(job, kernel.as_mut(), chan) {
         Ok(Measured {
             times,
             warm_up,
             power_iterations,
         }) => {
-            // Read after the runs: a kernel may note what it measured (a per-dispatch profile).
-            let mut config = kernel.config();
-            if let Some((layer, _)) = &perturbed {
-                config.insert("debug_perturbed_layer".into(), layer.clone());
-            }
+            let mut config = config_of(kernel.as_ref());
             warm_up.record(&mut config);
             let validation = if job.skip_validation {
                 None
@@ -242,7 +246,7 @@ fn run_job(job: &WorkerJob, chan: &mut Channel) -> WorkerOutcome {
         }
         Err(e) => {
             let mut o = WorkerOutcome::from_backend_error(&e);
-            o.config = kernel.config();
+            o.config = config_of(kernel.as_ref());
             o
         }
     }

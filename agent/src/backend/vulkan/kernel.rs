@@ -515,11 +515,8 @@ impl PreparedKernel for VulkanKernel {
             )
             .map_err(|e| fail("vkGetQueryPoolResults", e))?;
         }
-        let ticks = ts[1].wrapping_sub(ts[0]) & self.timestamp_mask;
         self.note_profile(&ts);
-        Ok(Duration::from_nanos(
-            (ticks as f64 * self.timestamp_ns) as u64,
-        ))
+        Ok(Duration::from_nanos(self.elapsed_ns(ts[0], ts[1]) as u64))
     }
 
     fn output(&mut self) -> Result<Buffer, BackendError> {

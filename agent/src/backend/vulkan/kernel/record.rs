@@ -16,6 +16,12 @@ use ash::vk;
 pub const PROFILE_ENV: &str = "GPUFLEET_DEBUG_VULKAN_PROFILE";
 
 impl VulkanKernel {
+    /// Nanoseconds between timestamps `from` and `to` (ticks masked by the valid bits, scaled by
+    /// the period).
+    pub(super) fn elapsed_ns(&self, from: u64, to: u64) -> f64 {
+        (to.wrapping_sub(from) & self.timestamp_mask) as f64 * self.timestamp_ns
+    }
+
     /// Notes the profile of the iteration whose timestamps are `ts` (start, end, then one after
     /// each dispatch): microseconds and count per dispatch label.
     pub(super) fn note_profile(&mut self, ts: &[u64]) {
@@ -25,8 +31,7 @@ impl VulkanKernel {
         let mut by: std::collections::BTreeMap<&str, (f64, usize)> = Default::default();
         let mut before = ts[0];
         for (label, &t) in self.profile.iter().zip(&ts[2..]) {
-            let us =
-                (t.wrapping_sub(before) & self.timestamp_mask) as f64 * self.timestamp_ns / 1e3;
+            let us = self.elapsed_ns(before, t) / 1e3;
             let e = by.entry(label).or_default();
             e.0 += us;
             e.1 += 1;

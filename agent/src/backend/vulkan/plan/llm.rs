@@ -418,14 +418,19 @@ impl StepPlanner<'_> {
     /// flight, a power of two dividing the group's teams, and no more than leave each lane a whole
     /// 8-weight load of k.
     fn team_split(&self, k: usize, n: usize, lanes: u32, teams: u32) -> u32 {
-        let units = match self.caps.compute_units {
-            0 => UNITS_UNKNOWN,
-            u => u as usize,
-        };
+        let units = self.units();
         let blocks = n.div_ceil(TEAM_FEATURES).max(1);
         let want = (TEAMS_PER_UNIT * units).div_ceil(blocks);
         let most = (k / 8 / lanes as usize).clamp(1, teams as usize);
         pow2_floor(want.next_power_of_two().min(most) as u32)
+    }
+
+    /// The device's compute units, or [`UNITS_UNKNOWN`] where it does not say.
+    fn units(&self) -> usize {
+        match self.caps.compute_units {
+            0 => UNITS_UNKNOWN,
+            u => u as usize,
+        }
     }
 
     /// `llm_gemv_team`'s group size and team size: [`REDUCE_GROUP`] (or what the device's groups

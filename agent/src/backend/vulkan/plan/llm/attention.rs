@@ -2,7 +2,7 @@
 //! few groups for the device: `llm_attention` in chunks writing partials to the scratch buffer,
 //! then `llm_attention_merge` adding them up by log-sum-exp.
 
-use super::{StepPlanner, UNITS_UNKNOWN};
+use super::StepPlanner;
 use crate::backend::vulkan::plan::types::{Binding, Dispatch, Unsupported};
 use gpufleet_kernels::llm::{Op, Step};
 
@@ -22,10 +22,7 @@ impl StepPlanner<'_> {
         };
         let positions = s.rows.pos0 + s.rows.per_seq;
         let tasks = s.rows.rows * heads.heads;
-        let units = match self.caps.compute_units {
-            0 => UNITS_UNKNOWN,
-            u => u as usize,
-        };
+        let units = self.units();
         if positions < 2 * MIN_CHUNK || tasks >= 2 * units {
             return (positions, 1);
         }

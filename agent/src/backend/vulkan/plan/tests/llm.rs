@@ -330,22 +330,38 @@ fn weights_past_4_gib_are_bound_a_tensor_at_a_time_with_offsets_from_the_slice()
     }
 }
 
-#[test]
-fn narrow_projections_split_k_over_teams_so_enough_are_in_flight() {
-    let split_of = |d: &Dispatch| spec(d, 7).unwrap();
-    // 1b decode on the H200 (132 SMs, teams of 32, four a group).
+/// The checked plan of `1b` f16 decode of two tokens after `context` cached positions on the
+/// H200 (132 SMs).
+fn h200_1b_decode(context: i64) -> Plan {
     let p = problem(
         "llm",
         "decode",
-        &[("model", 2), ("prompt", 4), ("context", 8), ("gen", 2)],
+        &[
+            ("model", 2),
+            ("prompt", 4),
+            ("context", context),
+            ("gen", 2),
+        ],
         "f16",
     );
-    let caps = VkCaps {
+    let planned = plan(&p, &h200(), None).unwrap();
+    check_plan(&p, &planned, &h200());
+    planned
+}
+
+/// NVIDIA's capabilities with the H200's 132 SMs.
+fn h200() -> VkCaps {
+    VkCaps {
         compute_units: 132,
         ..nvidia()
-    };
-    let planned = plan(&p, &caps, None).unwrap();
-    check_plan(&p, &planned, &caps);
+    }
+}
+
+#[test]
+fn narrow_projections_split_k_over_teams_so_enough_are_in_flight() {
+    let split_of = |d: &Dispatch| spec(d, 7).unwrap();
+    // Teams of 32, four a group.
+    let planned = h200_1b_decode(8);
     let team = |label: &str| {
         planned
             .dispatches
@@ -366,19 +382,8 @@ fn narrow_projections_split_k_over_teams_so_enough_are_in_flight() {
 
 #[test]
 fn decode_attention_over_a_long_cache_is_split_along_the_sequence_and_merged() {
-    // 1b decode after 512 cached positions: 32 heads, one row, on 132 SMs.
-    let p = problem(
-        "llm",
-        "decode",
-        &[("model", 2), ("prompt", 4), ("context", 512), ("gen", 2)],
-        "f16",
-    );
-    let caps = VkCaps {
-        compute_units: 132,
-        ..nvidia()
-    };
-    let planned = plan(&p, &caps, None).unwrap();
-    check_plan(&p, &planned, &caps);
+    // After 512 cached positions: 32 heads, one row, on 132 SMs.
+    let planned = h200_1b_decode(512);
     let d = &planned.dispatches;
     let attention: Vec<usize> = (0..d.len())
         .filter(|&i| d[i].shader == "llm_attention")
@@ -402,7 +407,7 @@ fn decode_attention_over_a_long_cache_is_split_along_the_sequence_and_merged() {
     assert!(planned.config["attention_split"].starts_with(&attention.len().to_string()));
     // A short cache is not split: tiny after at most 24 positions.
     let short = tiny_llm("decode", "f32");
-    let planned = plan(&short, &caps, None).unwrap();
+    let planned = plan(&short, &h200(), None).unwrap();
     assert!(
         planned
             .dispatches
