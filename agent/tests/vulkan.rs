@@ -205,6 +205,48 @@ async fn decode_attention_split_along_a_long_cache_validates() {
     }
 }
 
+#[tokio::test]
+async fn decode_replays_one_recorded_pass_whatever_the_tokens_generated() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    // tiny (every pass kept, copied out of the last's region) and small; then their prefill.
+    for model in [0, 1] {
+        let mut recorded = Vec::new();
+        for generated in [2, 5] {
+            let mut s = on(
+                &t.device,
+                spec(
+                    "llm",
+                    &[("model", model), ("gen", generated), ("context", 3)],
+                ),
+            );
+            s.variant = "decode".into();
+            s.settings_mut().timeout_s = Some(120.0);
+            let (_, r) = run(&mut t.client, "replayed-decode", s).await;
+            assert_ok(&r);
+            assert!(r.validation.as_ref().unwrap().passed, "{}", r.message);
+            let replay = r.config.get("replay").cloned().unwrap_or_default();
+            assert!(
+                replay.starts_with(&format!("{generated} passes replay")),
+                "model {model} gen {generated}: {:?}",
+                r.config
+            );
+            let count = |key: &str| r.config[key].parse::<usize>().unwrap();
+            recorded.push((count("recorded_dispatches"), count("dispatches")));
+        }
+        // The dispatches recorded stay those of a pass (and the cache prefix); the plan's grow.
+        assert_eq!(recorded[0].0, recorded[1].0, "model {model}: {recorded:?}");
+        assert!(recorded[1].1 > recorded[0].1, "model {model}: {recorded:?}");
+        let mut s = on(&t.device, spec("llm", &[("model", model), ("prompt", 6)]));
+        s.variant = "prefill".into();
+        let (_, r) = run(&mut t.client, "prefill", s).await;
+        assert_ok(&r);
+        assert!(r.validation.as_ref().unwrap().passed, "{}", r.message);
+        assert!(!r.config.contains_key("replay"), "{:?}", r.config);
+    }
+}
+
 /// A kernel, its variant and its parameters.
 type Run<'a> = (&'a str, &'a str, &'a [(&'a str, i64)]);
 

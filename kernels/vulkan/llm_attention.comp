@@ -20,7 +20,8 @@
 // ((r·heads + h)·chunks + c)·(hd + 2)), which llm_attention_merge adds up by log-sum-exp.
 //
 // Bindings: 0 x (the queries), 1 the keys, 2 the values, 3 the arena, 4 the partials (split; the
-// arena again otherwise). Push constants: rows, per_seq, pos0, heads, group, hd, kv_dim, batch,
+// arena again otherwise), 5 the pass shift (added to pos0; a replayed split keeps its chunks, those
+// past an earlier pass's positions empty). Push constants: rows, per_seq, pos0, heads, group, hd, kv_dim, batch,
 // x_off, k_off, v_off, out_off (uint), scale (float), chunk, chunks (uint). Specialization: 0 local
 // size x = WG (see llm.glsl).
 #extension GL_GOOGLE_include_directive : require
@@ -37,6 +38,9 @@ layout(set = 0, binding = 1, std430) readonly buffer K { float kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
 layout(set = 0, binding = 3, std430) writeonly buffer Out { float dst[]; };
 layout(set = 0, binding = 4, std430) writeonly buffer Part { float part_out[]; };
+// The pass shift (binding 5), added to the positions mod 2^32: 0, or where a decode's last pass is
+// replayed for an earlier one, that pass's number minus the last's (agent kernel/record.rs).
+layout(set = 0, binding = 5, std430) readonly buffer Shift { uint pass_shift; };
 
 layout(push_constant) uniform Push {
     uint rows;
@@ -79,7 +83,7 @@ void main()
         const uint r = rh / pc.heads;
         const uint h = rh - r * pc.heads;
         const uint seq = r / pc.per_seq;
-        const uint pos = pc.pos0 + (r - seq * pc.per_seq);
+        const uint pos = pc.pos0 + pass_shift + (r - seq * pc.per_seq);
         const uint head = (h / pc.group) * hd;
         const uint out_at = pc.out_off + r * pc.heads * hd + h * hd;
         for (uint d = lid; d < hd; d += WG)

@@ -6,7 +6,7 @@
 // sin, each [positions][hd/2], from table_off. Grid-stride over rows × (a pair of every query and
 // key head, an element of every value).
 //
-// Bindings: 0 x, 1 the table, 2 the arena (out and the cache).
+// Bindings: 0 x, 1 the table, 2 the arena (out and the cache), 3 the pass shift (added to pos0).
 // Push constants (uint): rows, per_seq, pos0, heads, kv_heads, half (hd/2), positions, batch,
 // x_off, table_off, out_off, k_off, v_off. Specialization: 0 local size x.
 #extension GL_GOOGLE_include_directive : require
@@ -17,6 +17,9 @@ layout(local_size_x_id = 0) in;
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
 layout(set = 0, binding = 1, std430) readonly buffer T { float tab[]; };
 layout(set = 0, binding = 2, std430) writeonly buffer Out { float dst[]; };
+// The pass shift (binding 3), added to the positions mod 2^32: 0, or where a decode's last pass is
+// replayed for an earlier one, that pass's number minus the last's (agent kernel/record.rs).
+layout(set = 0, binding = 3, std430) readonly buffer Shift { uint pass_shift; };
 
 layout(push_constant) uniform Push {
     uint rows;
@@ -47,7 +50,7 @@ void main()
         const uint r = idx / items;
         const uint i = idx - r * items;
         const uint seq = r / pc.per_seq;
-        const uint pos = pc.pos0 + (r - seq * pc.per_seq);
+        const uint pos = pc.pos0 + pass_shift + (r - seq * pc.per_seq);
         const uint src = pc.x_off + r * in_w;
         const uint at = (pos * pc.batch + seq) * kv;
         if (i < qpairs + kpairs) {

@@ -26,6 +26,24 @@ pub enum Phase {
     },
 }
 
+/// One decode pass of a [`model_graph`]: what a backend needs to record one pass and replay it
+/// for the others. Passes differ only in their position (`Rows::pos0`, each one more than the
+/// last), the offset of their tokens (the pass number) and, for kept passes, their region: a kept
+/// pass's tensors are in its region, laid out as every other kept pass's (the same tensors at the
+/// same offsets from its start), or in the work tensors every pass shares (the middle blocks'
+/// layers), which no step reads before writing them in the same pass. A pass that is not kept
+/// writes work tensors instead, so it may as well write the last pass's region, which the last
+/// pass overwrites.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pass {
+    /// The pass number (0 first).
+    pub index: usize,
+    /// Its steps.
+    pub steps: std::ops::Range<usize>,
+    /// Its tensors' arena elements, where it is kept for checking.
+    pub region: Option<std::ops::Range<usize>>,
+}
+
 /// Hands out arena offsets.
 struct Arena {
     len: usize,
@@ -248,8 +266,10 @@ pub fn model_graph(model: LlmModel, phase: Phase, batch: usize, context: usize) 
         norm: arena.take(logit_rows * c.dim),
         logits: arena.take(logit_rows * c.vocab),
     };
+    let mut pass_list = Vec::new();
     for s in 0..passes {
         let keep = kept.contains(&s);
+        let (first_step, region_start) = (b.steps.len(), arena.len);
         // Whole blocks cost a row of every projection each: on three passes at most.
         let block_checked = keep && (passes <= 3 || s == 0 || s == passes / 2 || s + 1 == passes);
         let pass = if passes > 1 {
@@ -349,6 +369,13 @@ pub fn model_graph(model: LlmModel, phase: Phase, batch: usize, context: usize) 
             logits,
             keep,
         );
+        if passes > 1 {
+            pass_list.push(Pass {
+                index: s,
+                steps: first_step..b.steps.len(),
+                region: keep.then_some(region_start..arena.len),
+            });
+        }
     }
     let sizes = model_sizes(model, phase, batch, context);
     debug_assert_eq!(
@@ -365,6 +392,7 @@ pub fn model_graph(model: LlmModel, phase: Phase, batch: usize, context: usize) 
         flops: sizes.flops,
         bytes_f32: sizes.bytes_f32,
         weight_bytes_f32: sizes.weight_bytes_f32,
+        passes: pass_list,
     }
 }
 

@@ -174,6 +174,7 @@ pub fn layer_graph(kind: LayerKind) -> LlmGraph {
         flops,
         bytes_f32: bytes,
         weight_bytes_f32: wbytes,
+        passes: Vec::new(),
     }
 }
 

@@ -30,7 +30,7 @@ mod layers;
 mod reference;
 mod weights;
 
-pub use build::{ModelSizes, Phase, model_graph, model_sizes};
+pub use build::{ModelSizes, Pass, Phase, model_graph, model_sizes};
 pub use layers::{LayerKind, layer_graph};
 pub use reference::{Tensors, block_row, check_width, output_index, step_element};
 pub use weights::{model_inputs, model_weights, rope_table, tokens, weight_scale_bits};
@@ -517,6 +517,8 @@ pub struct LlmGraph {
     pub bytes_f32: f64,
     /// The weights' share of `bytes_f32` (halved in f16).
     pub weight_bytes_f32: f64,
+    /// A decode's passes, in order (empty for a single step or a prefill's one pass).
+    pub passes: Vec<Pass>,
 }
 
 /// The name of the LM head's step (with its pass, `pass 2: output`, when there are several).

@@ -113,3 +113,73 @@ fn rope_table_turns_pairs_by_position() {
     assert!((f64::from(t[2]) - 1f64.cos()).abs() < 1e-7);
     assert!((f64::from(t[8]) - 1f64.sin()).abs() < 1e-7);
 }
+
+/// A decode pass is the last one moved: kept passes have their tensors at the same offsets of their
+/// regions (or in the same shared work tensors), every pass its position and tokens one further
+/// per pass, and the same operations.
+#[test]
+fn a_decode_pass_is_the_last_one_moved() {
+    for (model, steps, batch, context) in [
+        (LlmModel::Tiny, 4, 1, 0),
+        (LlmModel::Small, 5, 2, 3),
+        (LlmModel::B1, 8, 1, 2),
+    ] {
+        let g = model_graph(model, Phase::Decode { steps }, batch, context);
+        let what = format!("{model:?} gen {steps}");
+        assert_eq!(g.passes.len(), steps, "{what}");
+        let last = g.passes.last().unwrap();
+        let lr = last.region.clone().expect("the last pass is kept");
+        let kept = g.passes.iter().filter(|p| p.region.is_some()).count();
+        assert_eq!(
+            kept,
+            if model.checks_every_position() {
+                steps
+            } else {
+                3
+            }
+        );
+        for p in &g.passes {
+            assert_eq!(p.steps.len(), last.steps.len(), "{what} pass {}", p.index);
+            let back = last.index - p.index;
+            let moved = |r: Ref| match &p.region {
+                Some(reg) if r.buf == Buf::Arena && reg.contains(&r.off) => {
+                    assert_eq!(reg.len(), lr.len());
+                    Ref::arena(r.off - reg.start + lr.start)
+                }
+                _ => r,
+            };
+            for (a, b) in g.steps[p.steps.clone()]
+                .iter()
+                .zip(&g.steps[last.steps.clone()])
+            {
+                let at = format!("{what}: {} against {}", a.name, b.name);
+                assert_eq!(a.rows.pos0 + back, b.rows.pos0, "{at}");
+                // A pass that is not kept adds its work tensors.
+                let op = match (a.op, b.op) {
+                    (Op::Add { dim, other }, Op::Add { other: last, .. }) => Op::Add {
+                        dim,
+                        other: if p.region.is_some() {
+                            moved(other)
+                        } else {
+                            last
+                        },
+                    },
+                    (op, _) => op,
+                };
+                assert_eq!(op, b.op, "{at}");
+                if p.region.is_none() {
+                    continue;
+                }
+                assert_eq!(moved(a.out), b.out, "{at}");
+                let x = moved(a.x);
+                if let Op::Embed { .. } = a.op {
+                    assert_eq!(x.at(back), b.x, "{at}");
+                } else {
+                    assert_eq!(x, b.x, "{at}");
+                }
+            }
+        }
+    }
+    let prefill = model_graph(LlmModel::Tiny, Phase::Prefill { prompt: 4 }, 1, 0);
+    assert!(prefill.passes.is_empty());
+}

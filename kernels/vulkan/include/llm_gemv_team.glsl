@@ -17,10 +17,11 @@
 // projection is 512 teams of 4 features, a few a compute unit, too few to keep the memory busy).
 //
 // Bindings: 0 x, 1 the weights (f32, or half with HALF), 2 the arena (written), 3 the arena (the
-// residual read). Push constants (uint but eps): rows, k, n, x_off, x_stride, w_off, g_off,
+// residual read), 4 the pass shift, which one invocation adds 1 to with ADVANCE (the LM head of a
+// replayed decode pass: the next replay's positions; nothing in this dispatch reads it). Push constants (uint but eps): rows, k, n, x_off, x_stride, w_off, g_off,
 // out_off, res_off, eps. Specialization: 0 local size x = WG; 6 TEAM (shared-memory teams only);
 // 7 SPLIT (teams a feature block, dividing the group's teams); 2 ALIGNED: k, x_off, x_stride, w_off and (with NORM) g_off are multiples of 8; 3 NORM; 4 GLU;
-// 5 ADD. The flags are specialization constants, so each combination is its own pipeline with
+// 5 ADD; 8 ADVANCE. The flags are specialization constants, so each combination is its own pipeline with
 // no test in its loop.
 
 #define WEIGHTS_BINDING 1
@@ -38,6 +39,7 @@ layout(constant_id = 3) const bool NORM = false;
 layout(constant_id = 4) const bool GLU = false;
 layout(constant_id = 5) const bool ADD = false;
 layout(constant_id = 7) const uint SPLIT = 1u;
+layout(constant_id = 8) const bool ADVANCE = false;
 
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
 layout(set = 0, binding = 0, std430) readonly buffer X4 { vec4 x4[]; };
@@ -47,6 +49,7 @@ layout(set = 0, binding = WEIGHTS_BINDING, std430) readonly buffer W8 { uvec4 wt
 #endif
 layout(set = 0, binding = 2, std430) writeonly buffer Out { float dst[]; };
 layout(set = 0, binding = 3, std430) readonly buffer Res { float res[]; };
+layout(set = 0, binding = 4, std430) buffer Shift { uint pass_shift; };
 
 layout(push_constant) uniform Push {
     uint rows;
@@ -83,6 +86,8 @@ shared float part[WG][2u * FT + 1u];
 
 void main()
 {
+    if (ADVANCE && gl_WorkGroupID.x == 0u && gl_LocalInvocationIndex == 0u)
+        pass_shift += 1u;
 #ifdef SUBGROUP
     const uint team = gl_SubgroupID;
     const uint lane = gl_SubgroupInvocationID;

@@ -9,7 +9,7 @@ mod segments;
 
 use super::device::{Found, enumerate};
 use super::ffi::{Vk, fail};
-use super::plan::{self, Binding, Dispatch, Plan, SpecValue, Storage};
+use super::plan::{self, Binding, Dispatch, Passes, Plan, SpecValue, Storage};
 use crate::backend::planning::{Direction, Transfer};
 use crate::backend::storage;
 use crate::backend::{BackendError, Mode, PreparedKernel, lookup};
@@ -97,6 +97,7 @@ impl VulkanKernel {
                 input_storage: vec![Storage::F32],
                 output_storage: Storage::F32,
                 scratch_bytes: Vec::new(),
+                passes: Passes::default(),
                 dispatches: Vec::new(),
                 config: t.config(
                     if t.pinned || t.direction == Direction::DeviceToDevice {
@@ -474,7 +475,7 @@ impl VulkanKernel {
             }
             .into(),
         );
-        self.record(plan, &sets, &device_inputs, &staging_inputs, mode)
+        self.record(plan, &sets, &device_inputs, &staging_inputs, &scratch, mode)
     }
 }
 

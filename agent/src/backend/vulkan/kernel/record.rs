@@ -5,15 +5,20 @@
 use super::{DevBuffer, VulkanKernel};
 use crate::backend::planning::Direction;
 use crate::backend::vulkan::ffi::fail;
-use crate::backend::vulkan::plan::Plan;
+use crate::backend::vulkan::plan::{Plan, Replay, Replayed};
 use crate::backend::{BackendError, Mode};
 use ash::vk;
+use std::ops::Range;
 
 /// A debug switch: `1` writes a timestamp after every dispatch and records in the result's
 /// configuration (`dispatch_profile_us`) the time of each kind of dispatch in the last
 /// iteration, most first. The timestamps may slow the work a little; the result's time is still
 /// the whole command buffer's.
 pub const PROFILE_ENV: &str = "GPUFLEET_DEBUG_VULKAN_PROFILE";
+
+/// A debug switch: `1` records a decode's passes one after the other instead of replaying its last
+/// (`Replay`), to measure what the replay changes.
+pub const INLINE_ENV: &str = "GPUFLEET_DEBUG_VULKAN_INLINE";
 
 impl VulkanKernel {
     /// Nanoseconds between timestamps `from` and `to` (ticks masked by the valid bits, scaled by
@@ -47,28 +52,52 @@ impl VulkanKernel {
         self.config.insert("dispatch_profile_us".into(), text);
     }
 
+    #[allow(clippy::too_many_arguments)]
     pub(super) fn record(
         &mut self,
         plan: &Plan,
         sets: &[vk::DescriptorSet],
         device_inputs: &[DevBuffer],
         staging_inputs: &[DevBuffer],
+        scratch: &[DevBuffer],
         mode: Mode,
     ) -> Result<(), BackendError> {
         let dev = self.dev().clone();
-        let barrier = |cb,
-                       src: vk::AccessFlags,
-                       dst: vk::AccessFlags,
-                       from: vk::PipelineStageFlags,
-                       to: vk::PipelineStageFlags| {
-            let b = [vk::MemoryBarrier::default()
-                .src_access_mask(src)
-                .dst_access_mask(dst)];
-            // SAFETY: recording into a command buffer in the recording state.
-            unsafe {
-                dev.cmd_pipeline_barrier(cb, from, to, vk::DependencyFlags::empty(), &b, &[], &[])
-            };
+        // A replayed decode records its last pass once, in a secondary command buffer (not when
+        // every dispatch is timed: the profile needs a timestamp after each).
+        let inline = std::env::var(INLINE_ENV).is_ok_and(|v| v == "1");
+        let replay = (plan.passes.replay.as_ref()).filter(|_| self.profile.is_empty() && !inline);
+        let body = match replay {
+            Some(r) => Some(self.record_body(plan, sets, r.body.clone())?),
+            None => None,
         };
+        let recorded = match replay {
+            Some(r) => {
+                let own = r.passes.iter().map(|p| match p {
+                    Replayed::Own(range) => range.len(),
+                    Replayed::Body { .. } => 0,
+                });
+                r.prologue + r.body.len() + own.sum::<usize>()
+            }
+            None => plan.dispatches.len(),
+        };
+        self.config
+            .insert("recorded_dispatches".into(), recorded.to_string());
+        if let Some(r) = replay {
+            let own = r
+                .passes
+                .iter()
+                .filter(|p| matches!(p, Replayed::Own(_)))
+                .count();
+            self.config.insert(
+                "replay".into(),
+                format!(
+                    "{} passes replay one recorded pass of {} dispatches, {own} kept run their own",
+                    r.passes.len() - own,
+                    r.body.len()
+                ),
+            );
+        }
         // SAFETY: recording into a freshly allocated command buffer of our
         // pool with objects of this device.
         unsafe {
@@ -97,20 +126,154 @@ impl VulkanKernel {
                 };
                 Self::record_copy(&dev, cb, src, dst);
             }
-            if mode == Mode::WithTransfers && self.transfer.is_none() {
+            let uploads = mode == Mode::WithTransfers && self.transfer.is_none();
+            if uploads {
                 for (st, d) in staging_inputs.iter().zip(device_inputs) {
                     Self::record_copy(&dev, cb, *st, *d);
                 }
-                barrier(
-                    cb,
-                    vk::AccessFlags::TRANSFER_WRITE,
-                    vk::AccessFlags::SHADER_READ,
-                    vk::PipelineStageFlags::TRANSFER,
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                );
             }
-            for (i, d) in plan.dispatches.iter().enumerate() {
-                let (pipeline, layout, _, _) = self.pipelines[self.pipeline_of[i]];
+            // The pass shift starts at zero, or at the first replayed pass's. Each replay's LM head
+            // adds one for the next: a write by the GPU between passes, as a fill between them
+            // cost the H200 about 20 µs a token (docs/PERFORMANCE.md).
+            let shift = plan.passes.shift.map(|i| scratch[i].buffer);
+            let first = match replay.and_then(|r| r.passes.first()) {
+                Some(Replayed::Body { shift, .. }) => *shift,
+                _ => 0,
+            };
+            if let Some(b) = shift {
+                dev.cmd_fill_buffer(cb, b, 0, 4, first);
+            }
+            if uploads || shift.is_some() {
+                barrier(&dev, cb, TRANSFER, COMPUTE);
+            }
+            match (replay, body, shift, plan.passes.replay.as_ref()) {
+                (Some(r), Some(body), Some(buf), _) => {
+                    self.record_dispatches(&dev, cb, plan, sets, 0..r.prologue);
+                    self.record_replay(&dev, cb, plan, sets, r, body, buf, first);
+                }
+                (None, _, Some(buf), Some(r)) => {
+                    // Inline: the passes after the body's need the shift back at zero.
+                    self.record_dispatches(&dev, cb, plan, sets, 0..r.body.end);
+                    set_shift(&dev, cb, buf, 0);
+                    let rest = r.body.end..plan.dispatches.len();
+                    self.record_dispatches(&dev, cb, plan, sets, rest);
+                }
+                _ => self.record_dispatches(&dev, cb, plan, sets, 0..plan.dispatches.len()),
+            }
+            if uploads {
+                barrier(&dev, cb, COMPUTE | TRANSFER, TRANSFER);
+                // The readback buffer has the output's size.
+                Self::record_copy(&dev, cb, self.output, self.readback);
+            }
+            if timed {
+                dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.query, 1);
+            }
+            dev.end_command_buffer(cb)
+                .map_err(|e| fail("vkEndCommandBuffer", e))?;
+        }
+        Ok(())
+    }
+
+    /// The passes of `r`: the body (the secondary command buffer `body`) or a pass's own
+    /// dispatches, each with the shift it needs in `buf` (which holds `at` first).
+    #[allow(clippy::too_many_arguments)]
+    fn record_replay(
+        &self,
+        dev: &ash::Device,
+        cb: vk::CommandBuffer,
+        plan: &Plan,
+        sets: &[vk::DescriptorSet],
+        r: &Replay,
+        body: vk::CommandBuffer,
+        buf: vk::Buffer,
+        mut at: u32,
+    ) {
+        let region = r.region.clone().unwrap_or_default();
+        for pass in &r.passes {
+            let want = match pass {
+                Replayed::Body { shift, .. } => *shift,
+                Replayed::Own(_) => 0,
+            };
+            // The last pass (or the prologue) has written what the next reads, and the shift.
+            if want == at {
+                barrier(dev, cb, COMPUTE, COMPUTE);
+            } else {
+                set_shift(dev, cb, buf, want);
+            }
+            match pass {
+                Replayed::Body { copy_to, .. } => {
+                    // SAFETY: `body` is a secondary command buffer of this device, recorded.
+                    unsafe { dev.cmd_execute_commands(cb, &[body]) };
+                    at = want.wrapping_add(1);
+                    if let Some(to) = copy_to {
+                        barrier(dev, cb, COMPUTE, TRANSFER);
+                        let copy = vk::BufferCopy {
+                            src_offset: 4 * region.start as u64,
+                            dst_offset: 4 * *to as u64,
+                            size: 4 * region.len() as u64,
+                        };
+                        let out = self.output.buffer;
+                        // SAFETY: two disjoint regions of the arena, in the recording state.
+                        unsafe { dev.cmd_copy_buffer(cb, out, out, &[copy]) };
+                        // The next replay overwrites what this copy reads.
+                        barrier(dev, cb, TRANSFER, COMPUTE);
+                    }
+                }
+                Replayed::Own(range) => self.record_dispatches(dev, cb, plan, sets, range.clone()),
+            }
+        }
+    }
+
+    /// The secondary command buffer of a replayed pass: its dispatches `range`, executed once per
+    /// pass from the timed command buffer.
+    fn record_body(
+        &mut self,
+        plan: &Plan,
+        sets: &[vk::DescriptorSet],
+        range: Range<usize>,
+    ) -> Result<vk::CommandBuffer, BackendError> {
+        let dev = self.dev().clone();
+        // SAFETY: a fresh secondary command buffer of our pool, recorded with objects of this
+        // device; freed with the pool.
+        unsafe {
+            let alloc = vk::CommandBufferAllocateInfo::default()
+                .command_pool(self.pool)
+                .level(vk::CommandBufferLevel::SECONDARY)
+                .command_buffer_count(1);
+            let cb = dev
+                .allocate_command_buffers(&alloc)
+                .map_err(|e| fail("vkAllocateCommandBuffers (secondary)", e))?[0];
+            let inheritance = vk::CommandBufferInheritanceInfo::default();
+            // Executed many times from one primary command buffer: simultaneous use.
+            let begin = vk::CommandBufferBeginInfo::default()
+                .flags(vk::CommandBufferUsageFlags::SIMULTANEOUS_USE)
+                .inheritance_info(&inheritance);
+            dev.begin_command_buffer(cb, &begin)
+                .map_err(|e| fail("vkBeginCommandBuffer (secondary)", e))?;
+            self.record_dispatches(&dev, cb, plan, sets, range);
+            dev.end_command_buffer(cb)
+                .map_err(|e| fail("vkEndCommandBuffer (secondary)", e))?;
+            Ok(cb)
+        }
+    }
+
+    /// Dispatches `range` of `plan` into `cb`, a compute barrier between each and the next (after
+    /// the last, the caller's), a timestamp after each when profiling.
+    fn record_dispatches(
+        &self,
+        dev: &ash::Device,
+        cb: vk::CommandBuffer,
+        plan: &Plan,
+        sets: &[vk::DescriptorSet],
+        range: Range<usize>,
+    ) {
+        let end = range.end;
+        for i in range {
+            let d = &plan.dispatches[i];
+            let (pipeline, layout, _, _) = self.pipelines[self.pipeline_of[i]];
+            // SAFETY: recording into a command buffer in the recording state, with this
+            // kernel's pipelines and sets.
+            unsafe {
                 dev.cmd_bind_pipeline(cb, vk::PipelineBindPoint::COMPUTE, pipeline);
                 dev.cmd_bind_descriptor_sets(
                     cb,
@@ -134,38 +297,57 @@ impl VulkanKernel {
                         q,
                     );
                 }
-                // Between dispatches the next one reads what this one wrote. After the last one
-                // nothing in this command buffer does (the readback has its own barrier below, and
-                // the host waits on the fence before the next submission), so no barrier there: a
-                // compute-to-compute barrier drains the pipe, which an empty kernel's timestamps
-                // would otherwise include.
-                if i + 1 < plan.dispatches.len() {
-                    barrier(
-                        cb,
-                        vk::AccessFlags::SHADER_WRITE,
-                        vk::AccessFlags::SHADER_READ | vk::AccessFlags::SHADER_WRITE,
-                        vk::PipelineStageFlags::COMPUTE_SHADER,
-                        vk::PipelineStageFlags::COMPUTE_SHADER,
-                    );
-                }
             }
-            if mode == Mode::WithTransfers && self.transfer.is_none() {
-                barrier(
-                    cb,
-                    vk::AccessFlags::SHADER_WRITE,
-                    vk::AccessFlags::TRANSFER_READ,
-                    vk::PipelineStageFlags::COMPUTE_SHADER,
-                    vk::PipelineStageFlags::TRANSFER,
-                );
-                // The readback buffer has the output's size.
-                Self::record_copy(&dev, cb, self.output, self.readback);
+            // Between dispatches the next one reads what this one wrote. After the last one the
+            // caller decides: a compute-to-compute barrier drains the pipe, which an empty
+            // kernel's timestamps would otherwise include.
+            if i + 1 < end {
+                barrier(dev, cb, COMPUTE, COMPUTE);
             }
-            if timed {
-                dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.query, 1);
-            }
-            dev.end_command_buffer(cb)
-                .map_err(|e| fail("vkEndCommandBuffer", e))?;
         }
-        Ok(())
     }
+}
+
+/// Sets the pass shift in `buf` to `value` between the dispatches before and after.
+fn set_shift(dev: &ash::Device, cb: vk::CommandBuffer, buf: vk::Buffer, value: u32) {
+    barrier(dev, cb, COMPUTE, TRANSFER);
+    // SAFETY: a buffer of this device with transfer-destination usage, in the recording state.
+    unsafe { dev.cmd_fill_buffer(cb, buf, 0, 4, value) };
+    barrier(dev, cb, TRANSFER, COMPUTE);
+}
+
+const COMPUTE: vk::PipelineStageFlags = vk::PipelineStageFlags::COMPUTE_SHADER;
+const TRANSFER: vk::PipelineStageFlags = vk::PipelineStageFlags::TRANSFER;
+
+/// A memory barrier from the writes of stages `from` to the reads and writes of stages `to`.
+fn barrier(
+    dev: &ash::Device,
+    cb: vk::CommandBuffer,
+    from: vk::PipelineStageFlags,
+    to: vk::PipelineStageFlags,
+) {
+    let access = |s: vk::PipelineStageFlags, what: [vk::AccessFlags; 2]| {
+        let mut a = vk::AccessFlags::empty();
+        if s.contains(COMPUTE) {
+            a |= what[0];
+        }
+        if s.contains(TRANSFER) {
+            a |= what[1];
+        }
+        a
+    };
+    let write = [
+        vk::AccessFlags::SHADER_WRITE,
+        vk::AccessFlags::TRANSFER_WRITE,
+    ];
+    let b = [vk::MemoryBarrier::default()
+        .src_access_mask(access(from, write))
+        .dst_access_mask(
+            access(
+                to,
+                [vk::AccessFlags::SHADER_READ, vk::AccessFlags::TRANSFER_READ],
+            ) | access(to, write),
+        )];
+    // SAFETY: recording into a command buffer in the recording state.
+    unsafe { dev.cmd_pipeline_barrier(cb, from, to, vk::DependencyFlags::empty(), &b, &[], &[]) };
 }

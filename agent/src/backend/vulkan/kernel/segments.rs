@@ -113,7 +113,7 @@ impl VulkanKernel {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::backend::vulkan::plan::{Dispatch, Storage};
+    use crate::backend::vulkan::plan::{Dispatch, Passes, Storage};
     use std::collections::BTreeMap;
 
     fn plan_binding(bindings: Vec<Binding>) -> Plan {
@@ -121,6 +121,7 @@ mod tests {
             input_storage: vec![Storage::F32; 2],
             output_storage: Storage::F32,
             scratch_bytes: Vec::new(),
+            passes: Passes::default(),
             dispatches: bindings
                 .into_iter()
                 .map(|b| Dispatch {

@@ -5,7 +5,9 @@ use super::args::{
     SPEC_LOCAL_X, SPEC_LOCAL_Y, check_groups, dispatch, flat_group, grid_groups, word, words,
 };
 use super::tuning::{blocked_local, default_gemm_tuning, gemm_candidates, tuning_error};
-use super::types::{Binding, GemmTuning, Plan, Planned, SpecValue, Storage, Unsupported, VkCaps};
+use super::types::{
+    Binding, GemmTuning, Passes, Plan, Planned, SpecValue, Storage, Unsupported, VkCaps,
+};
 use crate::backend::config;
 use crate::backend::planning::{self, Im2col, dims, exact_tiles, tile_config};
 use gpufleet_kernels::{ConvShape, Dtype, Problem};
@@ -203,6 +205,7 @@ pub(super) fn plan_gemm(problem: &Problem, caps: &VkCaps, tuning: Option<&GemmTu
         input_storage: vec![storage; 2],
         output_storage: storage,
         scratch_bytes: Vec::new(),
+        passes: Passes::default(),
         dispatches: vec![dispatch(
             &shader,
             spec,
@@ -232,6 +235,7 @@ pub(super) fn plan_conv_direct(problem: &Problem, caps: &VkCaps) -> Result<Plan,
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
         scratch_bytes: Vec::new(),
+        passes: Passes::default(),
         dispatches: vec![dispatch(
             "conv2d_direct",
             conv_spec(&s, group),
@@ -287,6 +291,7 @@ pub(super) fn plan_conv_im2col(p: &Problem, caps: &VkCaps, tuning: Option<&GemmT
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
         scratch_bytes: vec![im.scratch_bytes()],
+        passes: Passes::default(),
         dispatches,
         config: config(&cfg),
     })

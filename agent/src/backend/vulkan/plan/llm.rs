@@ -21,6 +21,7 @@
 //! | Add, Copy, SwiGlu | `llm_eltwise` | x, other, arena | grid over elements |
 
 mod attention;
+mod replay;
 
 use std::collections::BTreeMap;
 
@@ -28,7 +29,7 @@ use super::args::{
     GRID_GROUPS_MAX, SPEC_LOCAL_X, dispatch, flat_group, grid_groups, pow2_floor, words,
 };
 use super::types::{
-    Binding, Dispatch, Plan, Planned, SLICE_ALIGN, SpecValue, Storage, Unsupported, VkCaps,
+    Binding, Dispatch, Passes, Plan, Planned, SLICE_ALIGN, SpecValue, Storage, Unsupported, VkCaps,
 };
 use crate::backend::planning::llm::{Folded, folded};
 use gpufleet_kernels::llm::{Buf, LlmGraph, Op, Ref, Step};
@@ -54,6 +55,7 @@ const SPEC_NORM: u32 = 3;
 const SPEC_GLU: u32 = 4;
 const SPEC_ADD: u32 = 5;
 const SPEC_TEAM_SPLIT: u32 = 7;
+const SPEC_ADVANCE: u32 = 8;
 /// Teams `llm_gemv_team` aims to have in flight a compute unit (a 2,048-wide projection has 512
 /// teams of 4 features: on the H200's 132 SMs, four warps each, its weights read at a fifth of copy),
 /// and the compute units assumed where the device does not say. 16, not 32: aiming at 32 split
@@ -62,6 +64,9 @@ const TEAMS_PER_UNIT: usize = 16;
 const UNITS_UNKNOWN: usize = 32;
 /// Output features an `llm_gemv_team` team takes at once (FT in its source).
 const TEAM_FEATURES: usize = 4;
+/// The scratch buffers: the pass shift (a `uint`, see [`Passes`]) and a split attention's partials.
+const SHIFT: usize = 0;
+const PARTIALS: usize = 1;
 /// `llm_eltwise`'s ops.
 const ADD: u32 = 0;
 const COPY: u32 = 1;
@@ -96,7 +101,10 @@ pub(super) fn plan_llm(problem: &Problem, graph: &LlmGraph, caps: &VkCaps) -> Pl
     // The partials' bytes of the largest split attention, and how many were split.
     let (mut scratch, mut split) = (0, 0);
     let mut at = 0;
+    // The dispatch each step starts, where it starts one (a folded step does not).
+    let mut starts = vec![None; graph.steps.len()];
     while at < graph.steps.len() {
+        starts[at] = Some(dispatches.len());
         if teams && let Some(f) = folded(graph, at) {
             let mut d = planner.team(&f)?;
             let folds = [
@@ -132,16 +140,21 @@ pub(super) fn plan_llm(problem: &Problem, graph: &LlmGraph, caps: &VkCaps) -> Pl
             format!("{split} split along the sequence, merged by log-sum-exp"),
         );
     }
+    let replay = replay::replay(graph, &starts, &mut dispatches);
+    let mut scratch_bytes = vec![4];
+    if scratch > 0 {
+        scratch_bytes.push(scratch);
+    }
     Ok(Plan {
         input_storage,
         output_storage: Storage::F32,
-        scratch_bytes: if scratch > 0 {
-            vec![scratch]
-        } else {
-            Vec::new()
-        },
+        scratch_bytes,
         dispatches,
         config,
+        passes: Passes {
+            shift: Some(SHIFT),
+            replay,
+        },
     })
 }
 
@@ -187,7 +200,13 @@ impl StepPlanner<'_> {
                     ("x offset", s.x.off),
                     ("out offset", s.out.off),
                 ])?;
-                self.grid(&self.weighted("llm_embed"), total, push, vec![x, w, out])
+                let shift = Binding::Scratch(SHIFT);
+                self.grid(
+                    &self.weighted("llm_embed"),
+                    total,
+                    push,
+                    vec![x, w, out, shift],
+                )
             }
             Op::RmsNorm {
                 dim,
@@ -267,7 +286,8 @@ impl StepPlanner<'_> {
                     ("cache v offset", cache.v.off),
                 ])?;
                 self.words(&[("rows·items", rows * items)])?;
-                self.grid("llm_rope", rows * items, push, vec![x, binding(table), out])
+                let bindings = vec![x, binding(table), out, Binding::Scratch(SHIFT)];
+                self.grid("llm_rope", rows * items, push, bindings)
             }
             Op::Attention { heads, cache } => {
                 // The query, and three floats per invocation (scores, partial sums, reduction).
@@ -300,16 +320,17 @@ impl StepPlanner<'_> {
                 push.extend(self.words(&[("chunk", chunk), ("chunks", chunks)])?);
                 // The partials of a split attention go to the scratch buffer (see `merge`).
                 let part = if chunks > 1 {
-                    Binding::Scratch(0)
+                    Binding::Scratch(PARTIALS)
                 } else {
                     Binding::Output
                 };
                 let groups = self.groups(rows * heads.heads * chunks, 0);
+                let shift = Binding::Scratch(SHIFT);
                 dispatch(
                     "llm_attention",
                     spec,
                     push,
-                    vec![x, binding(cache.k), binding(cache.v), out, part],
+                    vec![x, binding(cache.k), binding(cache.v), out, part, shift],
                     [groups, 1, 1],
                 )
             }
@@ -402,13 +423,15 @@ impl StepPlanner<'_> {
         let teams = group / team;
         let split = self.team_split(f.k, n, team, teams);
         spec.push((SPEC_TEAM_SPLIT, SpecValue::U32(split)));
+        spec.push(flag(SPEC_ADVANCE, false));
         let per_group = TEAM_FEATURES * (teams / split) as usize;
         let groups = [self.groups(n.div_ceil(per_group), 0), 1, 1];
+        let shift = Binding::Scratch(SHIFT);
         dispatch(
             &shader,
             spec,
             push,
-            vec![binding(f.x), weights, Binding::Output, binding(res)],
+            vec![binding(f.x), weights, Binding::Output, binding(res), shift],
             groups,
         )
     }

@@ -46,7 +46,8 @@ mod types;
 
 pub use tuning::{default_gemm_tuning, gemm_candidates};
 pub use types::{
-    Binding, Dispatch, GemmTuning, Plan, SLICE_ALIGN, SpecValue, Storage, Unsupported, VkCaps,
+    Binding, Dispatch, GemmTuning, Passes, Plan, Replay, Replayed, SLICE_ALIGN, SpecValue, Storage,
+    Unsupported, VkCaps,
 };
 
 use crate::backend::planning::{self, Route};
@@ -257,6 +258,7 @@ fn plan_elementwise(
         input_storage: vec![Storage::F32; inputs],
         output_storage: Storage::F32,
         scratch_bytes: Vec::new(),
+        passes: Passes::default(),
         dispatches: vec![dispatch(shader, spec, push, bindings, [groups, 1, 1])?],
         config: e.config(
             ("shader", shader.into()),
@@ -279,6 +281,7 @@ fn plan_roofline(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> 
         input_storage: vec![Storage::F32; 2],
         output_storage: Storage::F32,
         scratch_bytes: Vec::new(),
+        passes: Passes::default(),
         dispatches: vec![dispatch("roofline", spec, push, bindings, [groups, 1, 1])?],
         config: r.config(
             ("shader", "roofline".into()),
@@ -308,6 +311,7 @@ fn plan_peak(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
         input_storage: vec![Storage::F32],
         output_storage: Storage::F32,
         scratch_bytes: Vec::new(),
+        passes: Passes::default(),
         dispatches: vec![dispatch(&p.entry, spec, push, bindings, [groups, 1, 1])?],
         config,
     })
@@ -367,6 +371,7 @@ fn plan_model(problem: &Problem, caps: &VkCaps) -> Result<Plan, Unsupported> {
         input_storage: vec![model.storage; 2],
         output_storage: model.storage,
         scratch_bytes: model.scratch_bytes(),
+        passes: Passes::default(),
         dispatches,
         config: model_config(problem, &model, group as usize),
     })
@@ -405,6 +410,7 @@ fn plan_rows(problem: &Problem, kernel: RowKernel, caps: &VkCaps) -> Result<Plan
         input_storage: vec![Storage::F32; r.inputs],
         output_storage: Storage::F32,
         scratch_bytes: Vec::new(),
+        passes: Passes::default(),
         dispatches: vec![dispatch(&shader, spec, push, bindings, [groups, 1, 1])?],
         config: r.config(
             ("shader", shader.clone()),
@@ -473,6 +479,7 @@ fn plan_rows_split(
         input_storage: vec![Storage::F32; r.inputs],
         output_storage: Storage::F32,
         scratch_bytes: vec![s.scratch_bytes()],
+        passes: Passes::default(),
         dispatches: vec![stats, apply],
         config: r.split_config(("shader", format!("{stats_shader} + {apply_shader}")), s),
     })

@@ -93,6 +93,48 @@ pub struct Plan {
     pub dispatches: Vec<Dispatch>,
     /// The dispatch configuration, recorded with the result.
     pub config: BTreeMap<String, String>,
+    /// A transformer's pass shift and the decode passes replayed (none elsewhere).
+    pub passes: Passes,
+}
+
+/// The passes of a decode, for recording one pass and replaying it for the others
+/// (`kernel/record.rs`; `gpufleet_kernels::llm::Pass` says why a pass is the last one moved).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Passes {
+    /// The scratch buffer of one `uint`, the pass shift, that `llm_embed`, `llm_rope` and
+    /// `llm_attention` add to their positions: zero, or in a replayed decode the first pass's number
+    /// minus the last's at the start of an iteration, one more after each replay (the body's LM
+    /// head adds it).
+    pub shift: Option<usize>,
+    /// Where the decode's passes can be replayed: how.
+    pub replay: Option<Replay>,
+}
+
+/// A decode's pass recorded once and replayed: the body is the last pass not kept for checking
+/// (all folded), replayed for every such pass while the kept ones run their own dispatches; where
+/// every pass is kept (`tiny`, `small`), the last pass, replayed for each and its region copied out
+/// to the pass's own. The dispatches before the first pass (the cache prefix) run as they are. The
+/// body's LM head moves the shift on to the next pass.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Replay {
+    /// The dispatches before the first pass.
+    pub prologue: usize,
+    /// The body's dispatches, the ones recorded once.
+    pub body: std::ops::Range<usize>,
+    /// The body's arena elements where it is a kept pass (the kept passes' regions are copied
+    /// from there).
+    pub region: Option<std::ops::Range<usize>>,
+    /// Each pass in order.
+    pub passes: Vec<Replayed>,
+}
+
+/// How one pass of a [`Replay`] runs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Replayed {
+    /// The body with this shift, then its region copied to this arena element where given.
+    Body { shift: u32, copy_to: Option<usize> },
+    /// Its own dispatches (a kept pass where the body is not), with the shift at zero.
+    Own(std::ops::Range<usize>),
 }
 
 /// Register-blocked GEMM parameters (specialization constants): the shared tile, nothing more.

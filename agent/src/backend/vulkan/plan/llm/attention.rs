@@ -2,7 +2,7 @@
 //! few groups for the device: `llm_attention` in chunks writing partials to the scratch buffer,
 //! then `llm_attention_merge` adding them up by log-sum-exp.
 
-use super::StepPlanner;
+use super::{PARTIALS, StepPlanner};
 use crate::backend::vulkan::plan::types::{Binding, Dispatch, Unsupported};
 use gpufleet_kernels::llm::{Op, Step};
 
@@ -56,7 +56,7 @@ impl StepPlanner<'_> {
             "llm_attention_merge",
             n,
             push,
-            vec![Binding::Scratch(0), Binding::Output],
+            vec![Binding::Scratch(PARTIALS), Binding::Output],
         )?;
         d.label = "attention merge".into();
         Ok(Some((d, bytes)))

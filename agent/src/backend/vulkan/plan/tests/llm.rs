@@ -76,15 +76,22 @@ fn every_step_is_one_dispatch_reading_its_buffers_and_writing_the_arena() {
                 }
                 assert!(d.shader.starts_with("llm_"), "{what}: {}", d.shader);
                 assert_eq!(d.bindings[0], bound(s.x.buf), "{what}");
-                // Attention writes the arena at binding 3 and its partials (split) at 4.
-                let written = if matches!(s.op, Op::Attention { .. }) {
-                    assert!(
-                        [Binding::Output, Binding::Scratch(0)].contains(&d.bindings[4]),
-                        "{what}"
-                    );
-                    3
-                } else {
-                    d.bindings.len() - 1
+                // Attention writes the arena at binding 3 and its partials (split) at 4; it, the
+                // embedding and RoPE read the pass shift last.
+                let written = match s.op {
+                    Op::Attention { .. } => {
+                        assert!(
+                            [Binding::Output, Binding::Scratch(1)].contains(&d.bindings[4]),
+                            "{what}"
+                        );
+                        assert_eq!(d.bindings[5], Binding::Scratch(0), "{what}");
+                        3
+                    }
+                    Op::Embed { .. } | Op::Rope { .. } => {
+                        assert_eq!(d.bindings[3], Binding::Scratch(0), "{what}");
+                        2
+                    }
+                    _ => d.bindings.len() - 1,
                 };
                 assert_eq!(d.bindings[written], Binding::Output, "{what}");
                 let weights = matches!(
@@ -397,12 +404,12 @@ fn decode_attention_over_a_long_cache_is_split_along_the_sequence_and_merged() {
         assert_eq!(chunk, 31, "{:?}", d[i].push);
         assert_eq!(chunks, 17, "{:?}", d[i].push);
         assert_eq!(d[i].groups[0], 32 * 17);
-        assert_eq!(d[i].bindings[4], Binding::Scratch(0));
+        assert_eq!(d[i].bindings[4], Binding::Scratch(1));
         let merge = &d[i + 1];
         assert_eq!(merge.shader, "llm_attention_merge");
         assert_eq!(merge.push[..3], [32 * 64, 64, 17]);
-        assert_eq!(merge.bindings, [Binding::Scratch(0), Binding::Output]);
-        assert!(planned.scratch_bytes[0] >= 4 * 32 * 17 * 66);
+        assert_eq!(merge.bindings, [Binding::Scratch(1), Binding::Output]);
+        assert!(planned.scratch_bytes[1] >= 4 * 32 * 17 * 66);
     }
     assert!(planned.config["attention_split"].starts_with(&attention.len().to_string()));
     // A short cache is not split: tiny after at most 24 positions.
@@ -414,5 +421,65 @@ fn decode_attention_over_a_long_cache_is_split_along_the_sequence_and_merged() {
             .iter()
             .all(|d| d.shader != "llm_attention_merge")
     );
-    assert!(planned.scratch_bytes.is_empty());
+    // Only the pass shift.
+    assert_eq!(planned.scratch_bytes, [4]);
+}
+
+#[test]
+fn a_decode_replays_its_last_pass_after_the_cache_prefix() {
+    let planned = h200_1b_decode(8);
+    let r = planned.passes.replay.as_ref().expect("replayed");
+    // The prefix: a copy of each block's keys and values; then two passes, both kept (one pass
+    // back, then the last itself), the last's dispatches the body.
+    assert_eq!(r.prologue, 2 * 16);
+    assert!(
+        planned.dispatches[..r.prologue]
+            .iter()
+            .all(|d| d.shader == "llm_eltwise")
+    );
+    assert_eq!(r.body.end, planned.dispatches.len());
+    assert_eq!(
+        r.body.len(),
+        planned.dispatches.len() - r.prologue - r.body.len()
+    );
+    let shifts: Vec<_> = (r.passes.iter())
+        .map(|p| match p {
+            Replayed::Body { shift, copy_to } => (*shift, *copy_to),
+            Replayed::Own(_) => panic!("{p:?}"),
+        })
+        .collect();
+    let region = r.region.clone().unwrap();
+    assert_eq!(shifts[1], (0, None));
+    assert_eq!(shifts[0].0, u32::MAX);
+    assert!(shifts[0].1.unwrap() + region.len() <= region.start);
+    assert_eq!(planned.passes.shift, Some(0));
+    // Only the body's LM head moves the shift on.
+    let advancing: Vec<usize> = (0..planned.dispatches.len())
+        .filter(|&i| spec(&planned.dispatches[i], 8) == Some(1))
+        .collect();
+    assert_eq!(advancing, [planned.dispatches.len() - 1]);
+    // Eight passes, three kept (0, 4, 7): the last one not kept (6) is the body, the kept ones
+    // run their own dispatches.
+    let p = problem("llm", "decode", &[("model", 2), ("gen", 8)], "f16");
+    let planned = plan(&p, &h200(), None).unwrap();
+    let r = planned.passes.replay.as_ref().expect("replayed");
+    assert_eq!(r.region, None);
+    let own: Vec<usize> = (0..8)
+        .filter(|&i| matches!(r.passes[i], Replayed::Own(_)))
+        .collect();
+    assert_eq!(own, [0, 4, 7]);
+    assert!(matches!(
+        r.passes[6],
+        Replayed::Body {
+            shift: 0,
+            copy_to: None
+        }
+    ));
+    assert!(matches!(r.passes[1], Replayed::Body { shift, .. } if shift == 1u32.wrapping_sub(6)));
+    let Replayed::Own(last) = &r.passes[7] else {
+        unreachable!()
+    };
+    // The body folds every block: fewer dispatches than a kept pass.
+    assert!(r.body.len() < last.len(), "{:?} {last:?}", r.body);
+    assert_eq!(spec(&planned.dispatches[r.body.end - 1], 8), Some(1));
 }
