@@ -48,14 +48,15 @@ pub(super) fn replay(
             }
         })
         .collect::<Option<Vec<_>>>()?;
-    let body = range(b)?;
+    let (body, prologue) = (range(b)?, range(0)?.start);
+    // Last: a plan that is not replayed must not move the shift.
     let head = &mut all[body.end - 1];
     if !head.shader.starts_with("llm_gemv_team") {
         return None;
     }
     head.spec.iter_mut().find(|(id, _)| *id == SPEC_ADVANCE)?.1 = SpecValue::U32(1);
     Some(Replay {
-        prologue: range(0)?.start,
+        prologue,
         body,
         region,
         passes: runs,
