@@ -63,41 +63,36 @@ impl VulkanKernel {
         mode: Mode,
     ) -> Result<(), BackendError> {
         let dev = self.dev().clone();
-        // A replayed decode records its last pass once, in a secondary command buffer (not when
-        // every dispatch is timed: the profile needs a timestamp after each).
+        // A replayed decode records one pass once, in a secondary command buffer (not when every
+        // dispatch is timed: the profile needs a timestamp after each).
         let inline = std::env::var(INLINE_ENV).is_ok_and(|v| v == "1");
         let replay = (plan.passes.replay.as_ref()).filter(|_| self.profile.is_empty() && !inline);
         let body = match replay {
             Some(r) => Some(self.record_body(plan, sets, r.body.clone())?),
             None => None,
         };
-        let recorded = match replay {
-            Some(r) => {
-                let own = r.passes.iter().map(|p| match p {
-                    Replayed::Own(range) => range.len(),
-                    Replayed::Body { .. } => 0,
-                });
-                r.prologue + r.body.len() + own.sum::<usize>()
-            }
-            None => plan.dispatches.len(),
-        };
-        self.config
-            .insert("recorded_dispatches".into(), recorded.to_string());
+        let mut recorded = plan.dispatches.len();
         if let Some(r) = replay {
-            let own = r
-                .passes
-                .iter()
-                .filter(|p| matches!(p, Replayed::Own(_)))
-                .count();
+            // The kept passes that run their own dispatches, and those dispatches.
+            let own: Vec<usize> = (r.passes.iter())
+                .filter_map(|p| match p {
+                    Replayed::Own(range) => Some(range.len()),
+                    Replayed::Body { .. } => None,
+                })
+                .collect();
+            recorded = r.prologue + r.body.len() + own.iter().sum::<usize>();
             self.config.insert(
                 "replay".into(),
                 format!(
-                    "{} passes replay one recorded pass of {} dispatches, {own} kept run their own",
-                    r.passes.len() - own,
-                    r.body.len()
+                    "{} passes replay one recorded pass of {} dispatches, {} kept run their own",
+                    r.passes.len() - own.len(),
+                    r.body.len(),
+                    own.len()
                 ),
             );
         }
+        self.config
+            .insert("recorded_dispatches".into(), recorded.to_string());
         // SAFETY: recording into a freshly allocated command buffer of our
         // pool with objects of this device.
         unsafe {
