@@ -229,7 +229,8 @@ int main() {
       go(1, 256, [&] { llm_rope(x.data(), tab.data(), o.data(), x_off, t_off, q_off, k_off, v_off, rows, per_seq, pos0, heads, kvh, hd, positions, batch); });
       snprintf(nm, sizeof nm, "llm_rope %d rows b%d pos0 %d heads %d/%d x %d", rows, batch, pos0, heads, kvh, hd); check(nm, o, r, 1e-6); }
     // attention over a cache of random keys and values (every position filled), grouped-query heads 4/2
-    auto attention = [&](const char* name, auto kern, int hd, int wg, int rows, int per_seq, int batch, int pos0, unsigned groups) {
+    // (chunk > 0: split along the sequence in chunks of that many positions, then llm_attention_merge)
+    auto attention = [&](const char* name, auto kern, int hd, int wg, int rows, int per_seq, int batch, int pos0, unsigned groups, int chunk) {
       const int heads = 4, kvh = 2, qd = heads * hd, kvd = kvh * hd, cap = pos0 + per_seq, q_off = 3, k_off = 2, v_off = 1, out_off = 4;
       auto q = rnd(q_off + rows * qd), kc = rnd(k_off + cap * batch * kvd), vc = rnd(v_off + cap * batch * kvd);
       for (auto* v : {&q, &kc}) for (auto& e : *v) e *= 0.5f;  // scores of a few units: the softmax is neither flat nor one-hot
@@ -239,12 +240,18 @@ int main() {
         for (int t = 0; t <= pos; ++t) { double a = 0; for (int d = 0; d < hd; ++d) a += (double)q[q_off + i * qd + h * hd + d] * kc[k_off + (t * batch + seq) * kvd + g * hd + d]; s[t] = a * scale; mx = std::max(mx, s[t]); }
         for (auto& e : s) { e = std::exp(e - mx); den += e; }
         for (int d = 0; d < hd; ++d) { double y = 0; for (int t = 0; t <= pos; ++t) y += s[t] * vc[v_off + (t * batch + seq) * kvd + g * hd + d]; r[out_off + i * qd + h * hd + d] = y / den; } }
-      go(groups, wg, [&] { kern(q.data(), kc.data(), vc.data(), o.data(), q_off, k_off, v_off, out_off, rows, per_seq, pos0, heads, kvh, batch, (float)scale); });
-      snprintf(nm, sizeof nm, "%s %d rows b%d pos0 %d", name, rows, batch, pos0); check(nm, o, r, 1e-5); };
-    attention("llm_attention_hd32", llm_attention_hd32, 32, 32, 6, 3, 2, 5, 10);
-    attention("llm_attention_hd64", llm_attention_hd64, 64, 32, 2, 2, 1, 40, 8);
-    attention("llm_attention_hd128", llm_attention_hd128, 128, 32, 1, 1, 1, 33, 4);
-    attention("llm_attention_hd256", llm_attention_hd256, 256, 16, 2, 2, 1, 2, 3);
+      const int chunks = chunk > 0 ? (cap + chunk - 1) / chunk : 1;
+      std::vector<float> part(chunk > 0 ? rows * heads * chunks * (hd + 2) : 1, S);
+      go(groups, wg, [&] { kern(q.data(), kc.data(), vc.data(), o.data(), part.data(), q_off, k_off, v_off, out_off, rows, per_seq, pos0, heads, kvh, batch, (float)scale, chunk, chunks); });
+      if (chunk > 0) go(2, 256, [&] { llm_attention_merge(part.data(), o.data(), out_off, rows * qd, hd, chunks); });
+      snprintf(nm, sizeof nm, "%s %d rows b%d pos0 %d chunks %d", name, rows, batch, pos0, chunks); check(nm, o, r, 1e-5); };
+    attention("llm_attention_hd32", llm_attention_hd32, 32, 32, 6, 3, 2, 5, 10, 0);
+    attention("llm_attention_hd64", llm_attention_hd64, 64, 32, 2, 2, 1, 40, 8, 0);
+    attention("llm_attention_hd128", llm_attention_hd128, 128, 32, 1, 1, 1, 33, 4, 0);
+    attention("llm_attention_hd256", llm_attention_hd256, 256, 16, 2, 2, 1, 2, 3, 0);
+    // split: chunks past a row's position stay empty (rows at pos0 .. pos0 + 2 over 3 chunks of 16)
+    attention("llm_attention_hd64", llm_attention_hd64, 64, 32, 3, 3, 1, 37, 5, 16);
+    attention("llm_attention_hd128", llm_attention_hd128, 128, 32, 2, 1, 2, 70, 7, 16);
     { // swiglu, add, copy, grid-strided over 2 groups
       const int rows = 3, ffn = 300, n = rows * ffn; auto x = rnd(2 + 2 * n), y = rnd(n + 4); std::vector<float> o(1 + n + PAD, S); std::vector<double> r(o.size(), S);
       for (int i = 0; i < n; ++i) { const double g = x[2 + i / ffn * 2 * ffn + i % ffn], u = x[2 + i / ffn * 2 * ffn + ffn + i % ffn]; r[1 + i] = g / (1 + std::exp(-g)) * u; }

@@ -21,10 +21,12 @@
  *   llm_rope(x, table, out, x_off, t_off, q_off, k_off, v_off, rows, per_seq, pos0, heads,
  *            kv_heads, head_dim, positions, batch)                           256, grid-strided
  *   llm_attention_hd{32,64,128}  32 and llm_attention_hd256  16 (HEAD_DIM, ATT_WG):
- *            (q, kc, vc, out, q_off, k_off, v_off, out_off, rows, per_seq, pos0, heads,
- *             kv_heads, batch, scale)
- *       a block per (row, head), grid-strided; each work-item an online softmax over every
- *       ATT_WG-th position, merged in LDS
+ *            (q, kc, vc, out, part, q_off, k_off, v_off, out_off, rows, per_seq, pos0, heads,
+ *             kv_heads, batch, scale, chunk, chunks)
+ *       a block per (row, head) or, split along the sequence, per (row, head, chunk),
+ *       grid-strided; each work-item an online softmax over every ATT_WG-th position, merged in
+ *       LDS; a split's partials go to `part`
+ *   llm_attention_merge(part, out, out_off, n, head_dim, chunks)             256, grid-strided
  *   llm_swiglu(x, out, x_off, out_off, rows, ffn), llm_add(a, b, out, a_off, b_off, out_off, n),
  *   llm_copy(src, dst, src_off, dst_off, n)                                  256, grid-strided
  *
@@ -317,11 +319,16 @@ void llm_rope(const float *x, const float *table, float *out, int x_off, int t_o
 
 /* Causal attention over the cache: a block per (row, head), its ATT_WG work-items each taking
  * positions lid, lid + ATT_WG, ... ≤ pos with an online softmax (running max m, sum l and
- * weighted values acc, HEAD_DIM registers), merged through LDS at the end. */
+ * weighted values acc, HEAD_DIM registers), merged through LDS at the end. Split along the
+ * sequence (chunks > 1, flash-decoding): a block per (row, head, chunk) over the chunk's
+ * positions c·chunk .. (c+1)·chunk - 1 (those ≤ pos), writing to `part` its unnormalised
+ * weighted values, maximum score and sum (HEAD_DIM + 2 floats at
+ * ((r·heads + h)·chunks + c)·(HEAD_DIM + 2)) for llm_attention_merge (as in llm.cl). */
 template <int HEAD_DIM, int ATT_WG>
 GF_DEVICE void llm_attention(const float *q, const float *kc, const float *vc, float *out,
-                             int q_off, int k_off, int v_off, int out_off, int rows, int per_seq,
-                             int pos0, int heads, int kv_heads, int batch, float scale)
+                             float *part, int q_off, int k_off, int v_off, int out_off, int rows,
+                             int per_seq, int pos0, int heads, int kv_heads, int batch,
+                             float scale, int chunk, int chunks)
 {
     GF_SHARED float qs[HEAD_DIM];
     GF_SHARED float ms[ATT_WG];
@@ -329,10 +336,14 @@ GF_DEVICE void llm_attention(const float *q, const float *kc, const float *vc, f
     GF_SHARED float accs[ATT_WG][HEAD_DIM + 1];
     const int lid = gf_lid_x();
     const int kvd = kv_heads * HEAD_DIM, qd = heads * HEAD_DIM;
-    for (int task = gf_group_x(); task < rows * heads; task += gf_num_groups_x()) {
-        const int r = task / heads, h = task % heads;
+    for (int task = gf_group_x(); task < rows * heads * chunks; task += gf_num_groups_x()) {
+        const int rh = task / chunks, c = task % chunks;
+        const int r = rh / heads, h = rh % heads;
         const int seq = r / per_seq, pos = pos0 + r % per_seq;
         const int g = h / (heads / kv_heads);
+        /* This task's positions t0 .. end - 1 (0 .. pos unsplit). */
+        const int t0 = chunks > 1 && c * chunk < pos + 1 ? c * chunk : (chunks > 1 ? pos + 1 : 0);
+        const int end = chunks > 1 && t0 + chunk < pos + 1 ? t0 + chunk : pos + 1;
         for (int d = lid; d < HEAD_DIM; d += ATT_WG)
             qs[d] = q[q_off + r * qd + h * HEAD_DIM + d];
         gf_barrier();
@@ -341,7 +352,7 @@ GF_DEVICE void llm_attention(const float *q, const float *kc, const float *vc, f
 #pragma unroll
         for (int d = 0; d < HEAD_DIM; ++d)
             acc[d] = 0.0f;
-        for (int t = lid; t <= pos; t += ATT_WG) {
+        for (int t = t0 + lid; t < end; t += ATT_WG) {
             const int at = (t * batch + seq) * kvd + g * HEAD_DIM;
             const float *kr = kc + k_off + at;
             const float *vr = vc + v_off + at;
@@ -373,13 +384,49 @@ GF_DEVICE void llm_attention(const float *q, const float *kc, const float *vc, f
         float denom = 0.0f;
         for (int i = 0; i < ATT_WG; ++i)
             denom += ls[i] > 0.0f ? ls[i] * gf_expf(ms[i] - mx) : 0.0f;
+        float *pt = part + (long)task * (HEAD_DIM + 2);
+        if (chunks > 1 && lid == 0) {
+            pt[HEAD_DIM] = mx;
+            pt[HEAD_DIM + 1] = denom;
+        }
         for (int d = lid; d < HEAD_DIM; d += ATT_WG) {
             float y = 0.0f;
             for (int i = 0; i < ATT_WG; ++i)
                 y += ls[i] > 0.0f ? accs[i][d] * gf_expf(ms[i] - mx) : 0.0f;
-            out[out_off + r * qd + h * HEAD_DIM + d] = y / denom;
+            if (chunks > 1)
+                pt[d] = y;
+            else
+                out[out_off + r * qd + h * HEAD_DIM + d] = y / denom;
         }
         gf_barrier();
+    }
+}
+
+/* The second half of a split llm_attention: each (row, head) task's chunks merged by
+ * log-sum-exp, out[d] = Σ_c acc_c[d]·exp(m_c - M) / Σ_c l_c·exp(m_c - M), M = max_c m_c, an empty
+ * chunk (l = 0) weighing 0; grid-stride over the n = rows·heads·head_dim outputs. */
+GF_KERNEL(LLM_FLAT)
+void llm_attention_merge(const float *part, float *out, int out_off, int n, int head_dim,
+                         int chunks)
+{
+    const int w = head_dim + 2;
+    const int step = gf_num_groups_x() * LLM_FLAT;
+    for (int i = (int)gf_global_x(); i < n; i += step) {
+        const int task = i / head_dim, d = i % head_dim;
+        const float *p = part + (long)task * chunks * w;
+        float mx = -__builtin_inff();
+        for (int c = 0; c < chunks; ++c)
+            mx = gf_fmax(mx, p[c * w + head_dim]);
+        float num = 0.0f, den = 0.0f;
+        for (int c = 0; c < chunks; ++c) {
+            const float l = p[c * w + head_dim + 1];
+            if (l > 0.0f) {
+                const float e = gf_expf(p[c * w + head_dim] - mx);
+                num += p[c * w + d] * e;
+                den += l * e;
+            }
+        }
+        out[out_off + i] = num / den;
     }
 }
 
@@ -447,12 +494,12 @@ LLM_WEIGHT_KERNELS(gf_half, f16)
 #define LLM_ATTENTION_KERNEL(HD, WG)                                                           \
     GF_KERNEL(WG)                                                                              \
     void llm_attention_hd##HD(const float *q, const float *kc, const float *vc, float *out,    \
-                              int q_off, int k_off, int v_off, int out_off, int rows,          \
-                              int per_seq, int pos0, int heads, int kv_heads, int batch,       \
-                              float scale)                                                     \
+                              float *part, int q_off, int k_off, int v_off, int out_off,       \
+                              int rows, int per_seq, int pos0, int heads, int kv_heads,        \
+                              int batch, float scale, int chunk, int chunks)                   \
     {                                                                                          \
-        llm_attention<HD, WG>(q, kc, vc, out, q_off, k_off, v_off, out_off, rows, per_seq,     \
-                              pos0, heads, kv_heads, batch, scale);                            \
+        llm_attention<HD, WG>(q, kc, vc, out, part, q_off, k_off, v_off, out_off, rows,        \
+                              per_seq, pos0, heads, kv_heads, batch, scale, chunk, chunks);    \
     }
 
 LLM_ATTENTION_KERNEL(32, 32)

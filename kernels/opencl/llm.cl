@@ -221,11 +221,11 @@ float8 x8_aligned(__global const float *p, int i8)
  * flag tested inside it cost the widest projections a third of their speed on an H200. */
 #define TEAM_DOTS(WT, WL, WC, XL)                                                                \
     do {                                                                                         \
-        if (norm && glu)                                                                         \
+        if (norm && two)                                                                         \
             TEAM_LOOP(WT, WL, WC, XL, 1, 1);                                                     \
         else if (norm)                                                                           \
             TEAM_LOOP(WT, WL, WC, XL, 1, 0);                                                     \
-        else if (glu)                                                                            \
+        else if (two)                                                                            \
             TEAM_LOOP(WT, WL, WC, XL, 0, 1);                                                     \
         else                                                                                     \
             TEAM_LOOP(WT, WL, WC, XL, 0, 0);                                                     \
@@ -237,7 +237,12 @@ float8 x8_aligned(__global const float *p, int i8)
  *          it goes and scales its dot products by 1/rms at the end;
  *   glu    out[r][j] = silu(dot_j) · dot_{n+j}: the SwiGLU of a gate/up projection 2n features
  *          wide (rows j and n + j of w);
- *   add    out[r][j] += res[res_off + r·n + j]: the residual add.
+ *   add    out[r][j] += res[res_off + r·n + j]: the residual add;
+ *   rope   the Q/K/V projection followed by llm_rope (same arguments after `rope`): feature j of
+ *          the n = (heads + 2·kv_heads)·HEAD_DIM / 2 is the pair of rows c and c + HEAD_DIM/2 of
+ *          one head (c = (j / half)·HEAD_DIM + j % half), both dot products taken by the team (as
+ *          glu takes its two rows), rotated by the table's cos/sin at the row's position for q
+ *          and k heads and written where llm_rope writes them: q to out, k and v into the cache.
  * x row r starts at x_off + r·x_stride. A group's GEMV_WG work-items are GEMV_WG/TEAM teams of
  * TEAM, a team per FT consecutive output features (grid-strided; a team past n repeats the last
  * feature's loads and writes nothing), its work-items reading the rows eight weights a load,
@@ -247,12 +252,18 @@ float8 x8_aligned(__global const float *p, int i8)
 __kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void
 llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
               long w_off, int out_off, int rows, int k, int n, int x_stride, int norm, long g_off,
-              __global const float *res, int add, int res_off, int glu, float eps)
+              __global const float *res, int add, int res_off, int glu, float eps, int rope,
+              __global const float *table, int t_off, int k_off, int v_off, int per_seq, int pos0,
+              int heads, int kv_heads, int positions, int batch)
 {
     __local float part[TEAM_WG][NP + 1];
     int lid = get_local_id(0);
     int team = lid / TEAM, lane = lid % TEAM;
     int k8 = k / 8;
+    int two = glu || rope;
+    const int half_d = HEAD_DIM / 2;
+    /* The second row of each feature: n rows on (glu), half a head on (rope). */
+    long second = rope ? (long)half_d * k : (long)n * k;
     int aligned = ((w_off | (long)k | (long)x_off | (long)x_stride | (norm ? g_off : 0)) & 7) == 0;
     /* Every team makes the same trips (the barriers are the group's). */
     for (int jg = get_group_id(0) * TEAMS * FT; jg < n; jg += get_num_groups(0) * TEAMS * FT) {
@@ -266,8 +277,10 @@ llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *
             /* Features past n read the last row again (in bounds) and are written nowhere. */
             __global const WTYPE *wr[FT], *ur[FT];
             for (int f = 0; f < FT; f++) {
-                wr[f] = w + w_off + (long)min(j + f, n - 1) * k;
-                ur[f] = wr[f] + (long)n * k;
+                int jf = min(j + f, n - 1);
+                int row = rope ? jf / half_d * HEAD_DIM + jf % half_d : jf;
+                wr[f] = w + w_off + (long)row * k;
+                ur[f] = wr[f] + second;
             }
             if (aligned)
                 TEAM_DOTS(WRAW, W_RAW, w_conv, x8_aligned);
@@ -281,7 +294,7 @@ llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *
                 }
                 for (int f = 0; f < FT; f++) {
                     acc[f] += LOADW(wr[f], i) * xv;
-                    if (glu)
+                    if (two)
                         up[f] += LOADW(ur[f], i) * xv;
                 }
             }
@@ -304,10 +317,29 @@ llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *
                     d *= rstd;
                     e *= rstd;
                 }
-                float y = glu ? d / (1.0f + exp(-d)) * e : d;
-                if (add)
-                    y += res[res_off + r * n + jf];
-                out[out_off + r * n + jf] = y;
+                if (rope) {
+                    int qd = heads * HEAD_DIM, kvd = kv_heads * HEAD_DIM;
+                    int c = jf / half_d * HEAD_DIM + jf % half_d, p = jf % half_d;
+                    int seq = r / per_seq, pos = pos0 + r % per_seq;
+                    float ya = d, yb = e;
+                    if (c < qd + kvd) {
+                        float cs = table[t_off + pos * half_d + p];
+                        float sn = table[t_off + (positions + pos) * half_d + p];
+                        ya = d * cs - e * sn;
+                        yb = e * cs + d * sn;
+                    }
+                    int cache = (pos * batch + seq) * kvd;
+                    int at = c < qd ? out_off + r * qd + c
+                                    : (c < qd + kvd ? k_off + cache + c - qd
+                                                    : v_off + cache + c - qd - kvd);
+                    out[at] = ya;
+                    out[at + half_d] = yb;
+                } else {
+                    float y = glu ? d / (1.0f + exp(-d)) * e : d;
+                    if (add)
+                        y += res[res_off + r * n + jf];
+                    out[out_off + r * n + jf] = y;
+                }
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
@@ -498,21 +530,32 @@ __kernel void llm_rope(__global const float *x, __global const float *table, __g
 }
 
 /* Causal attention: one group per (row, head), its ATT_WG work-items taking the positions 0..pos
- * in turn with an online softmax each (running max, sum and weighted values), merged at the end. */
+ * in turn with an online softmax each (running max, sum and weighted values), merged at the end.
+ * Split along the sequence (flash-decoding; chunks > 1, decode over a long cache where rows x
+ * heads are too few groups for the device): a group per (row, head, chunk) takes the chunk's
+ * positions c*chunk .. (c+1)*chunk - 1 (those up to pos) and writes to `part` its unnormalised
+ * weighted sum of the values, its maximum score and its sum of p (HEAD_DIM + 2 floats at
+ * ((r*heads + h)*chunks + c)*(HEAD_DIM + 2); an empty chunk: 0, -inf, 0), which
+ * llm_attention_merge adds up by log-sum-exp. */
 __kernel __attribute__((reqd_work_group_size(ATT_WG, 1, 1))) void
 llm_attention(__global const float *q, __global const float *kc, __global const float *vc,
-              __global float *out, int q_off, int k_off, int v_off, int out_off, int rows,
-              int per_seq, int pos0, int heads, int kv_heads, int batch, float scale)
+              __global float *out, __global float *part, int q_off, int k_off, int v_off,
+              int out_off, int rows, int per_seq, int pos0, int heads, int kv_heads, int batch,
+              float scale, int chunk, int chunks)
 {
     __local float qs[HEAD_DIM];
     __local float ms[ATT_WG], ls[ATT_WG];
     __local float accs[ATT_WG][HEAD_DIM];
     int lid = get_local_id(0);
     int kvd = kv_heads * HEAD_DIM, qd = heads * HEAD_DIM;
-    for (int task = get_group_id(0); task < rows * heads; task += get_num_groups(0)) {
-        int r = task / heads, h = task % heads;
+    for (int task = get_group_id(0); task < rows * heads * chunks; task += get_num_groups(0)) {
+        int rh = task / chunks, c = task % chunks;
+        int r = rh / heads, h = rh % heads;
         int seq = r / per_seq, pos = pos0 + r % per_seq;
         int g = h / (heads / kv_heads);
+        /* This task's positions t0 .. end - 1 (0 .. pos unsplit). */
+        int t0 = chunks > 1 ? min(c * chunk, pos + 1) : 0;
+        int end = chunks > 1 ? min(t0 + chunk, pos + 1) : pos + 1;
         for (int d = lid; d < HEAD_DIM; d += ATT_WG)
             qs[d] = q[q_off + r * qd + h * HEAD_DIM + d];
         barrier(CLK_LOCAL_MEM_FENCE);
@@ -520,7 +563,7 @@ llm_attention(__global const float *q, __global const float *kc, __global const 
         float acc[HEAD_DIM];
         for (int d = 0; d < HEAD_DIM; d++)
             acc[d] = 0.0f;
-        for (int t = lid; t <= pos; t += ATT_WG) {
+        for (int t = t0 + lid; t < end; t += ATT_WG) {
             int at = (t * batch + seq) * kvd + g * HEAD_DIM;
             float s = 0.0f;
             for (int d = 0; d < HEAD_DIM; d++)
@@ -544,13 +587,49 @@ llm_attention(__global const float *q, __global const float *kc, __global const 
         float denom = 0.0f;
         for (int i = 0; i < ATT_WG; i++)
             denom += ls[i] > 0.0f ? ls[i] * exp(ms[i] - mx) : 0.0f;
+        __global float *pt = part + (long)task * (HEAD_DIM + 2);
+        if (chunks > 1 && lid == 0) {
+            pt[HEAD_DIM] = mx;
+            pt[HEAD_DIM + 1] = denom;
+        }
         for (int d = lid; d < HEAD_DIM; d += ATT_WG) {
             float y = 0.0f;
             for (int i = 0; i < ATT_WG; i++)
                 y += ls[i] > 0.0f ? accs[i][d] * exp(ms[i] - mx) : 0.0f;
-            out[out_off + r * qd + h * HEAD_DIM + d] = y / denom;
+            if (chunks > 1)
+                pt[d] = y;
+            else
+                out[out_off + r * qd + h * HEAD_DIM + d] = y / denom;
         }
         barrier(CLK_LOCAL_MEM_FENCE);
+    }
+}
+
+/* The second half of a split llm_attention: for each (row, head) task and dimension d, its
+ * chunks' partials merged by log-sum-exp, M = max_c m_c,
+ *   out[d] = sum_c acc_c[d] exp(m_c - M) / sum_c l_c exp(m_c - M),
+ * an empty chunk (l = 0) weighing 0. Grid-stride over the n = rows*heads*head_dim outputs,
+ * written at out_off + task*head_dim + d. */
+__kernel void llm_attention_merge(__global const float *part, __global float *out, int out_off,
+                                  int n, int head_dim, int chunks)
+{
+    int w = head_dim + 2;
+    for (int i = get_global_id(0); i < n; i += get_global_size(0)) {
+        int task = i / head_dim, d = i % head_dim;
+        __global const float *p = part + (long)task * chunks * w;
+        float mx = -INFINITY;
+        for (int c = 0; c < chunks; c++)
+            mx = fmax(mx, p[c * w + head_dim]);
+        float num = 0.0f, den = 0.0f;
+        for (int c = 0; c < chunks; c++) {
+            float l = p[c * w + head_dim + 1];
+            if (l > 0.0f) {
+                float e = exp(p[c * w + head_dim] - mx);
+                num += p[c * w + d] * e;
+                den += l * e;
+            }
+        }
+        out[out_off + i] = num / den;
     }
 }
 

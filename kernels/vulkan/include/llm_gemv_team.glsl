@@ -6,7 +6,12 @@
 //         goes and scales its dot products by 1/rms at the end;
 //   GLU   out[r][j] = silu(dot_j) · dot_{n+j}: the SwiGLU of a gate/up projection 2n features wide
 //         (rows j and n + j of W);
-//   ADD   out[r][j] += res[res_off + r·n + j]: the residual add.
+//   ADD   out[r][j] += res[res_off + r·n + j]: the residual add;
+//   ROPE  the Q/K/V projection followed by llm_rope: feature j of the n = (heads + 2·kv_heads)·hd/2
+//         is the pair of rows c and c + hd/2 of one head (c = (j / (hd/2))·hd + j % (hd/2)), both
+//         dot products taken (as GLU takes its two rows), rotated by the table's cos/sin at the
+//         row's position (pos0 + the pass shift + r % per_seq) for q and k heads and written where
+//         llm_rope writes them: q at out_off, k and v into the cache (the arena).
 // A team takes FT consecutive output features (teams grid-stride over them; a team past n reads the
 // last feature's row again and writes nothing), its lanes reading the weight rows eight weights a
 // load where ALIGNED (one 16-byte load of halves, or two vec4 of floats) and element by element
@@ -18,10 +23,12 @@
 //
 // Bindings: 0 x, 1 the weights (f32, or half with HALF), 2 the arena (written), 3 the arena (the
 // residual read), 4 the pass shift, which one invocation adds 1 to with ADVANCE (the LM head of a
-// replayed decode pass: the next replay's positions; nothing in this dispatch reads it). Push constants (uint but eps): rows, k, n, x_off, x_stride, w_off, g_off,
-// out_off, res_off, eps. Specialization: 0 local size x = WG; 6 TEAM (shared-memory teams only);
-// 7 SPLIT (teams a feature block, dividing the group's teams); 2 ALIGNED: k, x_off, x_stride, w_off and (with NORM) g_off are multiples of 8; 3 NORM; 4 GLU;
-// 5 ADD; 8 ADVANCE. The flags are specialization constants, so each combination is its own pipeline with
+// replayed decode pass: the next replay's positions; ROPE reads it), 5 the RoPE table (ROPE). Push
+// constants (uint but eps): rows, k, n, x_off, x_stride, w_off, g_off, out_off, res_off, eps, then
+// for ROPE t_off, k_off, v_off, per_seq, pos0, heads, kv_heads, positions, batch, hd.
+// Specialization: 0 local size x = WG; 6 TEAM (shared-memory teams only); 7 SPLIT (teams a feature
+// block, dividing the group's teams); 2 ALIGNED: k, x_off, x_stride, w_off and (with NORM) g_off are
+// multiples of 8; 3 NORM; 4 GLU; 5 ADD; 8 ADVANCE; 9 ROPE. The flags are specialization constants, so each combination is its own pipeline with
 // no test in its loop.
 
 #define WEIGHTS_BINDING 1
@@ -40,6 +47,7 @@ layout(constant_id = 4) const bool GLU = false;
 layout(constant_id = 5) const bool ADD = false;
 layout(constant_id = 7) const uint SPLIT = 1u;
 layout(constant_id = 8) const bool ADVANCE = false;
+layout(constant_id = 9) const bool ROPE = false;
 
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
 layout(set = 0, binding = 0, std430) readonly buffer X4 { vec4 x4[]; };
@@ -50,6 +58,7 @@ layout(set = 0, binding = WEIGHTS_BINDING, std430) readonly buffer W8 { uvec4 wt
 layout(set = 0, binding = 2, std430) writeonly buffer Out { float dst[]; };
 layout(set = 0, binding = 3, std430) readonly buffer Res { float res[]; };
 layout(set = 0, binding = 4, std430) buffer Shift { uint pass_shift; };
+layout(set = 0, binding = 5, std430) readonly buffer Table { float table[]; };
 
 layout(push_constant) uniform Push {
     uint rows;
@@ -62,6 +71,16 @@ layout(push_constant) uniform Push {
     uint out_off;
     uint res_off;
     float eps;
+    uint t_off;
+    uint k_off;
+    uint v_off;
+    uint per_seq;
+    uint pos0;
+    uint heads;
+    uint kv_heads;
+    uint positions;
+    uint batch;
+    uint hd;
 } pc;
 
 // Eight weights from element e (a multiple of 8), as two 4-vectors.
@@ -115,13 +134,18 @@ void main()
             float up[FT];
             float ss = 0.0;
             uint wr[FT];
+            const uint half_d = pc.hd / 2u;
             for (uint f = 0u; f < FT; ++f) {
                 acc[f] = 0.0;
                 up[f] = 0.0;
-                wr[f] = pc.w_off + min(j + f, pc.n - 1u) * pc.k;
+                const uint jf = min(j + f, pc.n - 1u);
+                const uint row = ROPE ? jf / half_d * pc.hd + jf % half_d : jf;
+                wr[f] = pc.w_off + row * pc.k;
             }
             const uint xr = pc.x_off + r * pc.x_stride;
-            const uint up_rows = pc.n * pc.k;
+            // The second row of each feature: n rows on (GLU), half a head on (ROPE).
+            const bool TWO = GLU || ROPE;
+            const uint up_rows = ROPE ? half_d * pc.k : pc.n * pc.k;
             uint i0 = 0u;
             if (ALIGNED) {
                 const uint k8 = pc.k / 8u;
@@ -139,7 +163,7 @@ void main()
                         vec4 wl, wh;
                         load_w8(wr[f] + 8u * c, wl, wh);
                         acc[f] += dot(wl, xl) + dot(wh, xh);
-                        if (GLU) {
+                        if (TWO) {
                             load_w8(wr[f] + up_rows + 8u * c, wl, wh);
                             up[f] += dot(wl, xl) + dot(wh, xh);
                         }
@@ -155,7 +179,7 @@ void main()
                 }
                 for (uint f = 0u; f < FT; ++f) {
                     acc[f] += LOAD_W(wr[f] + i) * xv;
-                    if (GLU)
+                    if (TWO)
                         up[f] += LOAD_W(wr[f] + up_rows + i) * xv;
                 }
             }
@@ -164,7 +188,7 @@ void main()
 #ifdef SUBGROUP
             for (uint f = 0u; f < FT; ++f) {
                 const float a = subgroupAdd(acc[f]);
-                const float b = GLU ? subgroupAdd(up[f]) : 0.0;
+                const float b = TWO ? subgroupAdd(up[f]) : 0.0;
                 if (lane == f) {
                     d = a;
                     e = b;
@@ -211,10 +235,30 @@ void main()
                     d *= rstd;
                     e *= rstd;
                 }
-                float y = GLU ? d / (1.0 + exp(-d)) * e : d;
-                if (ADD)
-                    y += res[pc.res_off + r * pc.n + jf];
-                dst[pc.out_off + r * pc.n + jf] = y;
+                if (ROPE) {
+                    const uint qd = pc.heads * pc.hd, kvd = pc.kv_heads * pc.hd;
+                    const uint c = jf / half_d * pc.hd + jf % half_d, p = jf % half_d;
+                    const uint seq = r / pc.per_seq;
+                    const uint pos = pc.pos0 + pass_shift + (r - seq * pc.per_seq);
+                    float ya = d, yb = e;
+                    if (c < qd + kvd) {
+                        const float cs = table[pc.t_off + pos * half_d + p];
+                        const float sn = table[pc.t_off + (pc.positions + pos) * half_d + p];
+                        ya = d * cs - e * sn;
+                        yb = e * cs + d * sn;
+                    }
+                    const uint cache = (pos * pc.batch + seq) * kvd;
+                    const uint at = c < qd ? pc.out_off + r * qd + c
+                                           : (c < qd + kvd ? pc.k_off + cache + c - qd
+                                                           : pc.v_off + cache + c - qd - kvd);
+                    dst[at] = ya;
+                    dst[at + half_d] = yb;
+                } else {
+                    float y = GLU ? d / (1.0 + exp(-d)) * e : d;
+                    if (ADD)
+                        y += res[pc.res_off + r * pc.n + jf];
+                    dst[pc.out_off + r * pc.n + jf] = y;
+                }
             }
             // The partials are overwritten by the next row or block.
 #ifdef SUBGROUP

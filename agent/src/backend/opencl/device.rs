@@ -214,6 +214,7 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
                 compute_units: units,
                 preferred_multiple: preferred.max(1),
                 cpu: device_type == "cpu",
+                unfused_rope: false,
             };
             let fingerprint = format!("{pname}|{pversion}|{name}|{driver}|{}", info.id);
             found.push(Found {

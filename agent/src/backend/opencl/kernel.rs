@@ -263,12 +263,18 @@ fn tuned(
 /// (`llm_gemv`, `llm_gemv_team`, `llm_matmul`) run, and are validated, where no GPU is (CI).
 pub const GPU_PLANS_ENV: &str = "GPUFLEET_DEBUG_OPENCL_GPU_PLANS";
 
-/// `caps` as the planner should see them: a CPU device planned as a GPU under [`GPU_PLANS_ENV`].
+/// A debug switch: the transformer's RoPE in its own launch, not folded into the Q/K/V projection.
+pub const UNFUSED_ROPE_ENV: &str = "GPUFLEET_DEBUG_OPENCL_UNFUSED_ROPE";
+
+/// `caps` as the planner should see them: a CPU device planned as a GPU under [`GPU_PLANS_ENV`],
+/// the RoPE unfused under [`UNFUSED_ROPE_ENV`].
 fn planned_caps(caps: &plan::DeviceCaps) -> plan::DeviceCaps {
     let mut caps = caps.clone();
-    if std::env::var_os(GPU_PLANS_ENV).is_some_and(|v| v == "1") {
+    let on = |name: &str| std::env::var_os(name).is_some_and(|v| v == "1");
+    if on(GPU_PLANS_ENV) {
         caps.cpu = false;
     }
+    caps.unfused_rope = on(UNFUSED_ROPE_ENV);
     caps
 }
 

@@ -12,13 +12,17 @@
 //!   once for [`GEMV_ROWS`] rows at a time; where the device has [`LlmGroups::gemv_team`], one
 //!   row runs `llm_gemv_team` instead, teams of work-items a few features each, which also
 //!   folds in the RMSNorm before the projection and the SwiGLU or residual add after it when
-//!   nothing else reads what they pass on ([`folded`]): 6 launches a decode block instead of
-//!   11. Where [`LlmGroups::rows_only`] (a CPU device) every projection runs `llm_gemv_rows`, a
+//!   nothing else reads what they pass on ([`folded`]), and on OpenCL the RoPE after the Q/K/V
+//!   projection ([`LlmGroups::fold_rope`]): 5 launches a decode block instead of 11. Where
+//!   [`LlmGroups::rows_only`] (a CPU device) every projection runs `llm_gemv_rows`, a
 //!   work-item per output feature over all rows: no barriers.
 //! - Attention runs a group per row and head, each work-item taking every group-size-th position
 //!   with an online softmax, merged at the end; over many rows a sequence (prefill) where the
 //!   device has [`LlmGroups::attention_tiled`], a group per block of rows and head, tiled over
-//!   keys. The head width is fixed at build time (the accumulators are private).
+//!   keys. The head width is fixed at build time (the accumulators are private). Where a step's
+//!   rows × heads are too few groups for the compute units (decode over a long cache), it is
+//!   split along the sequence ([`attention_chunks`], flash-decoding): a group per (row, head,
+//!   chunk) writes its partial sums to scratch 0, `llm_attention_merge` adds them by log-sum-exp.
 //! - The element-wise steps (embedding, RoPE, SwiGLU, add, copy) grid-stride over their elements.
 //!
 //! Each planner maps [`LlmLaunch`] onto its API: OpenCL passes the sizes as `-D` options and
@@ -26,9 +30,12 @@
 
 use super::{Arg, Unsupported, bounded, round_up};
 use crate::backend::storage::Elem;
-use gpufleet_kernels::llm::{Buf, LlmGraph, Op, Ref};
+use gpufleet_kernels::llm::{Buf, LlmGraph, Op, Ref, Step};
 use gpufleet_kernels::{Dtype, NORM_EPS, Problem};
 use std::collections::BTreeMap;
+
+mod fold;
+pub(crate) use fold::{Folded, folded};
 
 /// Projections with at least this many rows use the tiled `llm_matmul`.
 pub const MATMUL_ROWS: usize = 16;
@@ -57,6 +64,9 @@ pub struct LlmGroups {
     /// Rows (work-items) of a `llm_attention_tiled` group, which runs attention over
     /// [`MATMUL_ROWS`] rows a sequence or more (prefill); `None`: `llm_attention` always.
     pub attention_tiled: Option<usize>,
+    /// `llm_gemv_team` also takes the RoPE after a Q/K/V projection (OpenCL), writing the keys
+    /// and values into the cache: a launch fewer a decode block.
+    pub fold_rope: bool,
     /// Every projection runs `llm_gemv_rows` (a CPU device, where barriers are slow).
     pub rows_only: bool,
     /// The side of `llm_matmul`'s square tile of rows × features (16×16 work-items a tile),
@@ -88,6 +98,31 @@ pub struct LlmLaunch {
     pub args: Vec<Arg>,
 }
 
+/// The fewest positions a chunk of a split attention takes ([`attention_chunks`]).
+/// 16 rather than 64: on the H200, Vulkan `1b` decode from an empty cache 823 tok/s against 745
+/// at gen 128 (docs/PERFORMANCE.md, issue 53).
+pub const MIN_CHUNK: usize = 16;
+
+/// The chunk of positions and the chunks an attention step `s` is split into along the sequence
+/// (flash-decoding) on a device of `units` compute units: where its rows × heads are fewer than
+/// two groups a unit and its longest row attends to at least two [`MIN_CHUNK`]s, chunks of at
+/// least [`MIN_CHUNK`] positions making about four groups a unit; else one chunk, unsplit
+/// (`units` 0: never split).
+pub fn attention_chunks(s: &Step, units: usize) -> (usize, usize) {
+    let Op::Attention { heads, .. } = s.op else {
+        return (0, 1);
+    };
+    let positions = s.rows.pos0 + s.rows.per_seq;
+    let tasks = s.rows.rows * heads.heads;
+    if units == 0 || positions < 2 * MIN_CHUNK || tasks >= 2 * units {
+        return (positions, 1);
+    }
+    let chunk = positions
+        .div_ceil((4 * units).div_ceil(tasks))
+        .max(MIN_CHUNK);
+    (chunk, positions.div_ceil(chunk))
+}
+
 /// The width of the graph's attention heads (2 where it has none: any even value builds).
 pub fn head_dim(g: &LlmGraph) -> usize {
     g.steps
@@ -113,7 +148,16 @@ pub fn input_storage(problem: &Problem, g: &LlmGraph) -> Vec<Elem> {
     out
 }
 
-/// The launches of `g`, in order.
+/// The launches of a graph, in order, and the scratch buffers they use: none, or scratch 0 for the
+/// partials of the attention steps split along the sequence (the largest step's; one step at a
+/// time uses it).
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmLaunches {
+    pub launches: Vec<LlmLaunch>,
+    pub scratch_bytes: Vec<usize>,
+}
+
+/// The launches of `g`.
 ///
 /// # Errors
 /// [`Unsupported`] for an offset or size above `i32::MAX` (named, with `int_arg` saying what
@@ -123,7 +167,7 @@ pub fn launches(
     g: &LlmGraph,
     groups: LlmGroups,
     int_arg: &str,
-) -> Result<Vec<LlmLaunch>, Unsupported> {
+) -> Result<LlmLaunches, Unsupported> {
     let flat = groups.flat;
     let int = |what: &str, v: usize| -> Result<Arg, Unsupported> {
         bounded(problem, what, v, i32::MAX, int_arg).map(Arg::Int)
@@ -147,10 +191,11 @@ pub fn launches(
         args,
     };
     let mut out = Vec::with_capacity(g.steps.len());
+    let mut partials = 0;
     let mut at = 0;
     while at < g.steps.len() {
         if let Some(teams) = groups.gemv_team.filter(|_| !groups.rows_only)
-            && let Some(f) = folded(g, at)
+            && let Some(f) = folded(g, at, groups.fold_rope)
         {
             let s = &g.steps[f.linear];
             let (k, n, w_off) = (f.k, f.n, f.w);
@@ -161,10 +206,39 @@ pub fn launches(
                 None => (Arg::Output, Arg::Int(0)),
             };
             let (g_off, x_stride) = f.norm.unwrap_or((0, k));
-            // With the SwiGLU, n outputs from 2n weight rows (gate j and up n + j).
-            let n = if f.glu { n / 2 } else { n };
+            // With the SwiGLU, n outputs from 2n weight rows (gate j and up n + j); with the
+            // RoPE, n/2 features of two rows each (the halves of a head).
+            let n = if f.glu || f.rope.is_some() { n / 2 } else { n };
             int("input", x_stride * s.rows.rows + f.x.off)?;
             int("output", n * s.rows.rows + f.out.off)?;
+            let rope = match f.rope.map(|i| &g.steps[i]) {
+                Some(r) => {
+                    let Op::Rope {
+                        heads,
+                        table,
+                        positions,
+                        cache,
+                    } = r.op
+                    else {
+                        unreachable!("folded() takes a RoPE step only")
+                    };
+                    let (t, t_off) = tensor(table, "table offset")?;
+                    vec![
+                        Arg::Int(1),
+                        t,
+                        t_off,
+                        int("key cache offset", cache.k.off)?,
+                        int("value cache offset", cache.v.off)?,
+                        int("rows per sequence", r.rows.per_seq)?,
+                        int("first position", r.rows.pos0)?,
+                        int("heads", heads.heads)?,
+                        int("kv_heads", heads.kv_heads)?,
+                        int("positions", positions)?,
+                        int("batch", cache.batch)?,
+                    ]
+                }
+                None => [vec![Arg::Int(0), Arg::Output], vec![Arg::Int(0); 9]].concat(),
+            };
             let per_group = teams.features * (teams.group / teams.lanes);
             out.push(one(
                 "llm_gemv_team",
@@ -188,7 +262,10 @@ pub fn launches(
                     res_off,
                     Arg::Int(i32::from(f.glu)),
                     Arg::Float(NORM_EPS as f32),
-                ],
+                ]
+                .into_iter()
+                .chain(rope)
+                .collect(),
             ));
             at += f.steps;
             continue;
@@ -317,35 +394,75 @@ pub fn launches(
                     "cache",
                     cache.cap * cache.batch * heads.kv_dim() + cache.k.off.max(cache.v.off),
                 )?;
-                let (kernel, tasks, local) = match groups.attention_tiled {
-                    Some(bq) if s.rows.per_seq >= MATMUL_ROWS => (
-                        "llm_attention_tiled",
-                        rows.div_ceil(s.rows.per_seq) * s.rows.per_seq.div_ceil(bq) * heads.heads,
-                        bq,
-                    ),
-                    _ => ("llm_attention", rows * heads.heads, groups.attention),
+                let tiled = groups
+                    .attention_tiled
+                    .filter(|_| s.rows.per_seq >= MATMUL_ROWS);
+                let (chunk, chunks) = match tiled {
+                    Some(_) => (0, 1),
+                    None => attention_chunks(s, groups.compute_units),
                 };
+                let mut args = vec![
+                    x,
+                    kc,
+                    vc,
+                    o.clone(),
+                    x_off,
+                    k_off,
+                    v_off,
+                    out_off.clone(),
+                    int("rows", rows)?,
+                    int("rows per sequence", s.rows.per_seq)?,
+                    int("first position", s.rows.pos0)?,
+                    int("heads", heads.heads)?,
+                    int("kv_heads", heads.kv_heads)?,
+                    int("batch", cache.batch)?,
+                    Arg::Float(heads.scale() as f32),
+                ];
+                let Some(bq) = tiled else {
+                    // A split's partials go to scratch 0 (the output where unsplit: unused).
+                    let part = if chunks > 1 {
+                        Arg::Scratch(0)
+                    } else {
+                        o.clone()
+                    };
+                    args.insert(4, part);
+                    args.extend([int("chunk", chunk)?, int("chunks", chunks)?]);
+                    let tasks = rows * heads.heads * chunks;
+                    let local = groups.attention;
+                    out.push(one(
+                        "llm_attention",
+                        vec![tasks.min(GROUPS_MAX) * local],
+                        local,
+                        args,
+                    ));
+                    if chunks > 1 {
+                        let n = rows * heads.heads * heads.head_dim;
+                        let floats = rows * heads.heads * chunks * (heads.head_dim + 2);
+                        int("partials", floats)?;
+                        partials = partials.max(4 * floats);
+                        out.push(one(
+                            "llm_attention_merge",
+                            strided(n),
+                            flat,
+                            vec![
+                                Arg::Scratch(0),
+                                o,
+                                out_off,
+                                int("rows·heads·head_dim", n)?,
+                                int("head_dim", heads.head_dim)?,
+                                int("chunks", chunks)?,
+                            ],
+                        ));
+                    }
+                    continue;
+                };
+                let tasks =
+                    rows.div_ceil(s.rows.per_seq) * s.rows.per_seq.div_ceil(bq) * heads.heads;
                 one(
-                    kernel,
-                    vec![tasks.min(GROUPS_MAX) * local],
-                    local,
-                    vec![
-                        x,
-                        kc,
-                        vc,
-                        o,
-                        x_off,
-                        k_off,
-                        v_off,
-                        out_off,
-                        int("rows", rows)?,
-                        int("rows per sequence", s.rows.per_seq)?,
-                        int("first position", s.rows.pos0)?,
-                        int("heads", heads.heads)?,
-                        int("kv_heads", heads.kv_heads)?,
-                        int("batch", cache.batch)?,
-                        Arg::Float(heads.scale() as f32),
-                    ],
+                    "llm_attention_tiled",
+                    vec![tasks.min(GROUPS_MAX) * bq],
+                    bq,
+                    args,
                 )
             }
             Op::SwiGlu { ffn } => one(
@@ -372,111 +489,14 @@ pub fn launches(
         };
         out.push(launch);
     }
-    Ok(out)
-}
-
-/// A one-row projection run by `llm_gemv_team` (OpenCL and HIP, and its GLSL twin on Vulkan) with
-/// what it takes over from the steps around it.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub(crate) struct Folded {
-    /// The projection's step, and its input width, output width and weights' offset.
-    pub(crate) linear: usize,
-    pub(crate) k: usize,
-    pub(crate) n: usize,
-    pub(crate) w: usize,
-    /// Steps the launch does (1 to 3).
-    pub(crate) steps: usize,
-    /// The RMSNorm before it: its gains' offset and the input's row stride.
-    pub(crate) norm: Option<(usize, usize)>,
-    /// The SwiGLU after it.
-    pub(crate) glu: bool,
-    /// The residual add after it: the other addend.
-    pub(crate) add: Option<Ref>,
-    /// The launch's input and output.
-    pub(crate) x: Ref,
-    pub(crate) out: Ref,
-}
-
-/// The team launch starting at step `at`, if step `at` is a one-row projection, or an RMSNorm
-/// that one reads. A step is folded in only when its output is neither checked nor read again
-/// before it is next written (see [`unread`]): a detailed block keeps every layer's tensor.
-pub(crate) fn folded(g: &LlmGraph, at: usize) -> Option<Folded> {
-    let steps = &g.steps;
-    let one_row = |i: usize| {
-        steps
-            .get(i)
-            .filter(|s| s.rows.rows == 1 && matches!(s.op, Op::Linear { .. }))
-    };
-    let s = &steps[at];
-    let (norm, li) = match s.op {
-        Op::RmsNorm {
-            dim,
-            gamma,
-            in_stride,
-        } if !s.check => match one_row(at + 1) {
-            Some(l)
-                if l.x == s.out
-                    && l.rows == s.rows
-                    && matches!(l.op, Op::Linear { k, .. } if k == dim)
-                    && unread(g, s.out, s.rows.rows * dim, at + 2) =>
-            {
-                (Some((gamma, in_stride)), at + 1)
-            }
-            _ => return None,
+    Ok(LlmLaunches {
+        launches: out,
+        scratch_bytes: if partials > 0 {
+            vec![partials]
+        } else {
+            Vec::new()
         },
-        _ => (None, at),
-    };
-    let l = one_row(li)?;
-    let Op::Linear { k, n, w } = l.op else {
-        return None;
-    };
-    let next = steps
-        .get(li + 1)
-        .filter(|a| !l.check && a.x == l.out && a.rows == l.rows && unread(g, l.out, n, li + 2));
-    let (glu, add, out, steps_done) = match next.map(|a| (a, a.op)) {
-        Some((a, Op::SwiGlu { ffn })) if 2 * ffn == n => (true, None, a.out, li + 2 - at),
-        Some((a, Op::Add { dim, other })) if dim == n && other != l.out => {
-            (false, Some(other), a.out, li + 2 - at)
-        }
-        _ => (false, None, l.out, li + 1 - at),
-    };
-    Some(Folded {
-        linear: li,
-        k,
-        n,
-        w,
-        steps: steps_done,
-        norm,
-        glu,
-        add,
-        x: s.x,
-        out,
     })
-}
-
-/// Whether the `len` elements at `t` are not read from step `from` on before a step writes `t`
-/// again (the graph's work slots are reused by every block). Reads are a step's input rows and an
-/// addend; the rest (tables, caches) never share a slot.
-fn unread(g: &LlmGraph, t: Ref, len: usize, from: usize) -> bool {
-    let overlaps = |r: Ref, n: usize| r.buf == t.buf && r.off < t.off + len && t.off < r.off + n;
-    for s in &g.steps[from.min(g.steps.len())..] {
-        let span = match s.op {
-            Op::RmsNorm { in_stride, dim, .. } => (s.rows.rows - 1) * in_stride + dim,
-            Op::Embed { tok_stride, .. } => (s.rows.rows - 1) * tok_stride + 1,
-            op => s.rows.rows * op.in_width(),
-        };
-        let other = match s.op {
-            Op::Add { other, dim } => overlaps(other, s.rows.rows * dim),
-            _ => false,
-        };
-        if overlaps(s.x, span) || other {
-            return false;
-        }
-        if s.out == t {
-            return true;
-        }
-    }
-    true
 }
 
 /// The configuration recorded with the result: launches, group sizes, how the projections ran
@@ -491,12 +511,13 @@ pub fn config(
     let team = count("llm_gemv_team");
     let gemv = count("llm_gemv") + team + count("llm_gemv_rows");
     let tile = groups.matmul.unwrap_or(0);
+    let split = count("llm_attention_merge");
     let weights = if problem.dtype == Dtype::F16 {
         "f16"
     } else {
         "f32"
     };
-    BTreeMap::from([
+    let mut config = BTreeMap::from([
         ("launches".to_string(), launches.len().to_string()),
         ("group".to_string(), groups.flat.to_string()),
         ("attention_group".to_string(), groups.attention.to_string()),
@@ -522,7 +543,17 @@ pub fn config(
         ("weights".to_string(), weights.to_string()),
         (
             "folded_steps".to_string(),
-            g.steps.len().saturating_sub(launches.len()).to_string(),
+            g.steps
+                .len()
+                .saturating_sub(launches.len() - split)
+                .to_string(),
         ),
-    ])
+    ]);
+    if split > 0 {
+        config.insert(
+            "attention_split".into(),
+            format!("{split} split along the sequence, merged by log-sum-exp"),
+        );
+    }
+    config
 }

@@ -3,9 +3,11 @@
 //! objects are compiled ahead of time, so the weights' dtype and the head width pick an
 //! instantiation by name (`llm_gemv_f16`, `llm_attention_hd64`) and the group sizes are fixed:
 //! 256 for the element-wise kernels and the norm, 64 for gemv, 16×16 for the tiled matmul, 32 for
-//! attention (16 for heads 256 wide, whose merge would not fit otherwise).
+//! attention (16 for heads 256 wide, whose merge would not fit otherwise). Decode attention over a
+//! long cache with too few (row, head) blocks for the compute units is split along the sequence
+//! and merged (`llm_attention_merge`, [`llm::attention_chunks`]).
 
-use super::types::{Launch, Plan, Unsupported};
+use super::types::{HipCaps, Launch, Plan, Unsupported};
 use crate::backend::planning::llm::{self, GEMV_WG, LlmGroups};
 use crate::backend::storage::Elem;
 use gpufleet_kernels::llm::LlmGraph;
@@ -18,7 +20,13 @@ pub const ATTENTION_HEADS: [(usize, usize); 4] = [(32, 32), (64, 32), (128, 32),
 pub const BY_DTYPE: [&str; 4] = ["llm_embed", "llm_rmsnorm", "llm_gemv", "llm_matmul"];
 
 /// The kernels with one instantiation.
-pub const PLAIN: [&str; 4] = ["llm_rope", "llm_swiglu", "llm_add", "llm_copy"];
+pub const PLAIN: [&str; 5] = [
+    "llm_rope",
+    "llm_swiglu",
+    "llm_add",
+    "llm_copy",
+    "llm_attention_merge",
+];
 
 /// What to say, as an argument's bound, when a size does not fit.
 const INT_ARG: &str = "HIP int kernel argument";
@@ -39,7 +47,7 @@ pub fn symbols() -> Vec<String> {
 /// # Errors
 /// [`Unsupported`] for an offset or size above `i32::MAX`, or heads of a width the code objects
 /// have no attention for.
-pub fn plan_llm(problem: &Problem, g: &LlmGraph) -> Result<Plan, Unsupported> {
+pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &HipCaps) -> Result<Plan, Unsupported> {
     let head_dim = llm::head_dim(g);
     let attention = ATTENTION_HEADS
         .iter()
@@ -62,20 +70,21 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph) -> Result<Plan, Unsupported> {
         gemv_team: None,
         attention,
         attention_tiled: None,
+        fold_rope: false,
         rows_only: false,
         matmul: Some(64),
         matmul_half_rows: false,
-        compute_units: 0,
+        compute_units: caps.compute_units as usize,
     };
     let planned = llm::launches(problem, g, groups, INT_ARG)?;
-    let config = llm::config(problem, g, &planned, groups);
+    let config = llm::config(problem, g, &planned.launches, groups);
     let dtype = if problem.dtype == Dtype::F16 {
         "f16"
     } else {
         "f32"
     };
-    let mut launches = Vec::with_capacity(planned.len());
-    for l in planned {
+    let mut launches = Vec::with_capacity(planned.launches.len());
+    for l in planned.launches {
         let kernel = if BY_DTYPE.contains(&l.kernel) {
             format!("{}_{dtype}", l.kernel)
         } else if l.kernel == "llm_attention" {
@@ -102,7 +111,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph) -> Result<Plan, Unsupported> {
         program: (),
         input_storage: llm::input_storage(problem, g),
         output_storage: Elem::F32,
-        scratch_bytes: Vec::new(),
+        scratch_bytes: planned.scratch_bytes,
         launches,
         config,
     })

@@ -112,7 +112,7 @@ pub fn plan(problem: &Problem, caps: &HipCaps) -> Result<Plan, Unsupported> {
         Route::Conv { im2col: false } => plan_conv_direct(problem)?,
         Route::Rows(k) => plan_rows(problem, k)?,
         Route::Model => plan_model(problem, caps)?,
-        Route::Llm(g) => llm::plan_llm(problem, &g)?,
+        Route::Llm(g) => llm::plan_llm(problem, &g, caps)?,
         Route::Peak => plan_peak(problem, caps)?,
         Route::Roofline => plan_roofline(problem)?,
         Route::Elementwise(e) => plan_elementwise(problem, &e)?,

@@ -190,6 +190,19 @@ fn transformer_plans_pick_their_instantiations() {
     assert_eq!(planned.input_storage[1], crate::backend::storage::Elem::F16);
     assert!(planned.launches.iter().all(|l| !l.kernel.ends_with("_f32")));
 
+    // 8 heads over 301 positions on 64 compute units: split in 19 chunks of 16, then merged.
+    let long = problem("llm", "decode", "f32", &[("gen", 1), ("context", 300)]);
+    let planned = plan(&long, &caps).unwrap();
+    assert_eq!(count(&planned, "llm_attention_merge"), 4);
+    assert_eq!(planned.scratch_bytes, vec![4 * 8 * 19 * (32 + 2)]);
+    let att = planned
+        .launches
+        .iter()
+        .find(|l| l.kernel == "llm_attention_hd32")
+        .unwrap();
+    assert_eq!(att.grid[0], 8 * 19);
+    assert_eq!(att.args[16..], [Arg::Int(16), Arg::Int(19)]);
+
     let odd = problem("attention", "decode", "f32", &[("head_dim", 48)]);
     let e = plan(&odd, &caps).unwrap_err();
     assert!(

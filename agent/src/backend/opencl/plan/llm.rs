@@ -83,6 +83,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
         gemv_team: teams,
         attention: attention_group(head_dim, caps),
         attention_tiled: tiled.map(|(bq, _)| bq),
+        fold_rope: !caps.unfused_rope,
         rows_only: caps.cpu,
         matmul: (caps.local_mem_bytes >= MATMUL_LOCAL_BYTES).then_some(MATMUL_TILE),
         matmul_half_rows: true,
@@ -96,8 +97,9 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
         )));
     }
     let planned = llm::launches(problem, g, groups, INT_ARG)?;
-    let config = llm::config(problem, g, &planned, groups);
+    let config = llm::config(problem, g, &planned.launches, groups);
     let launches = planned
+        .launches
         .into_iter()
         .map(|l| Launch {
             kernel: l.kernel.into(),
@@ -137,7 +139,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
         program: Program::new(("llm.cl", cl::LLM), options(caps, &defines)),
         input_storage: llm::input_storage(problem, g),
         output_storage: Storage::F32,
-        scratch_bytes: Vec::new(),
+        scratch_bytes: planned.scratch_bytes,
         launches,
         config,
     })

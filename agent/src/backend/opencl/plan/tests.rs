@@ -16,6 +16,7 @@ fn caps(max_wg: usize, local: u64, c: (u32, u32), multiple: usize) -> DeviceCaps
         compute_units: 8,
         preferred_multiple: multiple,
         cpu: multiple == 8,
+        unfused_rope: false,
     }
 }
 
@@ -451,12 +452,13 @@ fn transformer_plans_pick_their_projection_kernels() {
     assert_eq!(define(&plan, "ROWS_ONLY"), None);
 
     // Three passes, every one kept: blocks 0 and 3 keep their 11 checked steps, blocks 1 and 2
-    // fold theirs into 6 launches (norm+wqkv, rope, sdpa, wo+add, norm+gate/up+swiglu, w2+add).
+    // fold theirs into 5 launches (norm+wqkv+rope, sdpa, wo+add, norm+gate/up+swiglu, w2+add).
     let decode = problem("llm", "decode", &[("gen", 3)], "f16");
     let g = decode.llm_graph().unwrap();
     let plan = plan_of(&decode, gpu);
-    assert_eq!(plan.launches.len(), g.steps.len() - 3 * 2 * 5);
-    assert_eq!(plan.config["folded_steps"], "30");
+    assert_eq!(plan.launches.len(), g.steps.len() - 3 * 2 * 6);
+    assert_eq!(plan.config["folded_steps"], "36");
+    assert_eq!(count(&plan, "llm_rope"), 3 * 2);
     assert_eq!(count(&plan, "llm_matmul"), 0);
     assert_eq!(count(&plan, "llm_gemv"), 0);
     assert_eq!(count(&plan, "llm_gemv_team"), 3 * 17);
@@ -464,17 +466,42 @@ fn transformer_plans_pick_their_projection_kernels() {
     assert_eq!(count(&plan, "llm_swiglu"), 3 * 2);
     assert_eq!(count(&plan, "llm_add"), 3 * 2 * 2);
     check_plan(&decode, &plan, gpu);
-    let team_args = |l: &Launch| (l.args[10].clone(), l.args[13].clone(), l.args[15].clone());
+    let team_args = |l: &Launch| {
+        let a = &l.args;
+        (a[10].clone(), a[13].clone(), a[15].clone(), a[17].clone())
+    };
     let folded: Vec<_> = plan
         .launches
         .iter()
         .filter(|l| l.kernel == "llm_gemv_team")
         .map(team_args)
         .collect();
-    // Block 1 of pass 0: norm + wqkv, wo + add, norm + gate/up + SwiGLU, w2 + add.
+    // Block 1 of pass 0: norm + wqkv + RoPE, wo + add, norm + gate/up + SwiGLU, w2 + add.
     let norm = |a: &Arg| *a == Arg::Int(1);
     let added = |a: &Arg| *a == Arg::Int(1);
     let b1 = &folded[4..8];
+    assert_eq!(
+        b1.iter().map(|f| f.3.clone()).collect::<Vec<_>>(),
+        [Arg::Int(1), Arg::Int(0), Arg::Int(0), Arg::Int(0)]
+    );
+    // The RoPE'd projection takes (8 + 2·4)·32 / 2 pairs of rows, writing q to the RoPE's output.
+    let roped = plan
+        .launches
+        .iter()
+        .filter(|l| l.kernel == "llm_gemv_team")
+        .nth(4)
+        .unwrap();
+    let rope = plan
+        .launches
+        .iter()
+        .find(|l| l.kernel == "llm_rope")
+        .unwrap();
+    assert_eq!(roped.args[8], Arg::Int(256));
+    // The same table as block 0's RoPE (every block's).
+    assert_eq!(
+        (&roped.args[18], &roped.args[19]),
+        (&rope.args[1], &rope.args[4])
+    );
     assert!(norm(&b1[0].0) && !added(&b1[0].1) && b1[0].2 == Arg::Int(0));
     assert!(!norm(&b1[1].0) && added(&b1[1].1) && b1[1].2 == Arg::Int(0));
     assert!(norm(&b1[2].0) && !added(&b1[2].1) && b1[2].2 == Arg::Int(1));
@@ -483,7 +510,7 @@ fn transformer_plans_pick_their_projection_kernels() {
     assert!(
         folded[..4]
             .iter()
-            .all(|(g, a, u)| !norm(g) && !added(a) && *u == Arg::Int(0))
+            .all(|(g, a, u, r)| !norm(g) && !added(a) && *u == Arg::Int(0) && !norm(r))
     );
     assert_eq!(define(&plan, "TEAM").as_deref(), Some("32"));
     assert_eq!(define(&plan, "TEAM_WG").as_deref(), Some("256"));
@@ -500,7 +527,7 @@ fn transformer_plans_pick_their_projection_kernels() {
         gpu,
     );
     assert_eq!(count(&wide, "llm_gemv_team"), 16 * 4 + 1);
-    assert_eq!(wide.config["folded_steps"], (14 * 5).to_string());
+    assert_eq!(wide.config["folded_steps"], (14 * 6).to_string());
     assert_eq!(plan.input_storage[1], Storage::F16);
     assert_eq!(plan.input_storage[0], Storage::F32);
     assert_eq!(define(&plan, "W_HALF").as_deref(), Some(""));
@@ -560,4 +587,62 @@ fn compute_peak_builds_its_type_where_the_device_has_it() {
         "f32",
     );
     assert!(define(&plan(&fp32, &gpu, None).unwrap(), "GPUFLEET_HAS_INT8_DOT").is_none());
+}
+
+/// Decode attention over a long cache with fewer (row, head) groups than two a compute unit is
+/// split along the sequence: `llm_attention` writes each chunk's partials to scratch 0 and
+/// `llm_attention_merge` follows it; a short cache, or enough groups, is not split.
+#[test]
+fn long_decode_attention_is_split_and_merged_on_scratch() {
+    let gpu = &devices()[0];
+    let count = |plan: &Plan, k: &str| plan.launches.iter().filter(|l| l.kernel == k).count();
+    // tiny: 8 heads on 8 compute units, 301 positions: 4 chunks of 76 (about 4 groups a unit).
+    let long = problem("llm", "decode", &[("gen", 1), ("context", 300)], "f32");
+    let plan = plan_of(&long, gpu);
+    check_plan(&long, &plan, gpu);
+    assert_eq!(count(&plan, "llm_attention"), 4);
+    assert_eq!(count(&plan, "llm_attention_merge"), 4);
+    assert_eq!(plan.scratch_bytes, vec![4 * 8 * 4 * (32 + 2)]);
+    for (i, l) in plan.launches.iter().enumerate() {
+        if l.kernel == "llm_attention" {
+            assert_eq!(l.args[4], Arg::Scratch(0));
+            assert_eq!(l.args[16..], [Arg::Int(76), Arg::Int(4)]);
+            assert_eq!(l.global, vec![8 * 4 * l.local.as_ref().unwrap()[0]]);
+            let merge = &plan.launches[i + 1];
+            assert_eq!(merge.kernel, "llm_attention_merge");
+            assert_eq!(
+                (&merge.args[0], &merge.args[1]),
+                (&Arg::Scratch(0), &Arg::Output)
+            );
+            // Written where the unsplit attention writes.
+            assert_eq!(merge.args[2], l.args[8]);
+            assert_eq!(
+                merge.args[3..],
+                [Arg::Int(8 * 32), Arg::Int(32), Arg::Int(4)]
+            );
+        }
+    }
+    assert!(plan.config["attention_split"].starts_with("4 split"));
+    // The merges are launches, not folded steps.
+    let g = long.llm_graph().unwrap();
+    assert_eq!(
+        plan.config["folded_steps"],
+        (g.steps.len() + 4 - plan.launches.len()).to_string()
+    );
+    for short in [
+        problem("llm", "decode", &[("gen", 1), ("context", 20)], "f32"),
+        problem(
+            "llm",
+            "decode",
+            &[("gen", 1), ("context", 300), ("batch", 2)],
+            "f32",
+        ),
+    ] {
+        let plan = plan_of(&short, gpu);
+        assert_eq!(count(&plan, "llm_attention_merge"), 0);
+        assert!(plan.scratch_bytes.is_empty());
+        assert!(!plan.config.contains_key("attention_split"));
+        let att = plan.launches.iter().find(|l| l.kernel == "llm_attention");
+        assert_eq!(att.unwrap().args[17], Arg::Int(1));
+    }
 }

@@ -24,6 +24,9 @@ pub struct DeviceCaps {
     /// The device is a CPU (PoCL): work-items of a group run one after another between barriers,
     /// so kernels that reduce across a group through barriers are slow there.
     pub cpu: bool,
+    /// A debug switch (`GPUFLEET_DEBUG_OPENCL_UNFUSED_ROPE=1`): the RoPE runs its own launch
+    /// rather than folded into the Q/K/V projection, to measure what the fusion gives.
+    pub unfused_rope: bool,
 }
 
 /// How a buffer is stored on the device (f16: IEEE half, converted on the

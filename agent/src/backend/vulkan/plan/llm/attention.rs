@@ -3,33 +3,15 @@
 //! then `llm_attention_merge` adding them up by log-sum-exp.
 
 use super::{PARTIALS, StepPlanner};
+use crate::backend::planning::llm;
 use crate::backend::vulkan::plan::types::{Binding, Dispatch, Unsupported};
 use gpufleet_kernels::llm::{Op, Step};
 
-/// The fewest positions a chunk of a split attention takes (`attention_chunks`).
-/// 16 rather than 64: on the H200, `1b` decode from an empty cache 823 tok/s against 745 at gen 128
-/// (docs/PERFORMANCE.md, issue 53).
-const MIN_CHUNK: usize = 16;
-
 impl StepPlanner<'_> {
-    /// The chunk of positions and the chunks an attention step `s` is split into along the
-    /// sequence (flash-decoding): where its rows × heads are fewer than two groups a compute unit
-    /// and its longest row attends to at least two [`MIN_CHUNK`]s, chunks of at least
-    /// [`MIN_CHUNK`] positions making about four groups a unit; else one chunk, unsplit.
+    /// The chunk of positions and the chunks attention step `s` is split into
+    /// ([`llm::attention_chunks`] over the device's compute units).
     pub(super) fn attention_chunks(&self, s: &Step) -> (usize, usize) {
-        let Op::Attention { heads, .. } = s.op else {
-            return (0, 1);
-        };
-        let positions = s.rows.pos0 + s.rows.per_seq;
-        let tasks = s.rows.rows * heads.heads;
-        let units = self.units();
-        if positions < 2 * MIN_CHUNK || tasks >= 2 * units {
-            return (positions, 1);
-        }
-        let chunk = positions
-            .div_ceil((4 * units).div_ceil(tasks))
-            .max(MIN_CHUNK);
-        (chunk, positions.div_ceil(chunk))
+        llm::attention_chunks(s, self.units())
     }
 
     /// The `llm_attention_merge` dispatch after a split attention step `s`, and the bytes of its

@@ -1,0 +1,158 @@
+//! One-row projections by teams (`llm_gemv_team`) with the steps [`folded`](super::folded)
+//! gives them: the RMSNorm before, the SwiGLU, residual add or RoPE after.
+
+use super::{
+    SHIFT, SPEC_ADD, SPEC_ADVANCE, SPEC_ALIGNED, SPEC_GLU, SPEC_NORM, SPEC_ROPE, SPEC_TEAM,
+    SPEC_TEAM_SPLIT, StepPlanner, TEAM_FEATURES, TEAMS_PER_UNIT, UNITS_UNKNOWN, binding,
+};
+use crate::backend::planning::llm::Folded;
+use crate::backend::vulkan::plan::args::{SPEC_LOCAL_X, dispatch, pow2_floor};
+use crate::backend::vulkan::plan::types::{Binding, Dispatch, SpecValue, Unsupported};
+use gpufleet_kernels::NORM_EPS;
+use gpufleet_kernels::llm::Op;
+
+impl StepPlanner<'_> {
+    /// The `llm_gemv_team` dispatch of a one-row projection with the steps it folds in.
+    pub(super) fn team(&self, f: &Folded) -> Result<Dispatch, Unsupported> {
+        let rows = self.graph.steps[f.linear].rows.rows;
+        let x_stride = f.norm.map_or(f.k, |(_, stride)| stride);
+        // With the SwiGLU, n outputs from 2n weight rows (gate j and up n + j); with the RoPE,
+        // n/2 features of two rows each (the halves of a head).
+        let n = if f.glu || f.rope.is_some() {
+            f.n / 2
+        } else {
+            f.n
+        };
+        let res = f.add.unwrap_or(f.out);
+        let mut read = vec![(f.w, f.n * f.k)];
+        read.extend(f.norm.map(|(g, _)| (g, f.k)));
+        let (weights, base) = self.weights(&read)?;
+        let (w, g_off) = (f.w - base, f.norm.map_or(0, |(g, _)| g - base));
+        self.words(&[
+            ("input", x_stride * rows + f.x.off),
+            ("output", n * rows + f.out.off),
+            ("weights", w + f.n * f.k),
+        ])?;
+        let mut push = self.words(&[
+            ("rows", rows),
+            ("k", f.k),
+            ("n", n),
+            ("x offset", f.x.off),
+            ("row stride", x_stride),
+            ("w", w),
+            ("gains", g_off),
+            ("out offset", f.out.off),
+            ("addend offset", res.off),
+        ])?;
+        push.push((NORM_EPS as f32).to_bits());
+        let (rope, table) = self.rope_words(f)?;
+        push.extend(rope);
+        let aligned = [f.k, f.x.off, x_stride, w, g_off]
+            .iter()
+            .all(|v| v.is_multiple_of(8));
+        let flag = |id, on: bool| (id, SpecValue::U32(u32::from(on)));
+        let (group, team) = self.teams();
+        let mut spec = vec![
+            (SPEC_LOCAL_X, SpecValue::U32(group)),
+            (SPEC_TEAM, SpecValue::U32(team)),
+            flag(SPEC_ALIGNED, aligned),
+            flag(SPEC_NORM, f.norm.is_some()),
+            flag(SPEC_GLU, f.glu),
+            flag(SPEC_ADD, f.add.is_some()),
+            flag(SPEC_ROPE, f.rope.is_some()),
+        ];
+        let mut shader = self.weighted("llm_gemv_team");
+        // A team writes its features from its first lanes: a subgroup must have that many, and
+        // the group whole subgroups.
+        let sub = self.caps.subgroup_size;
+        if self.caps.subgroup_arithmetic
+            && sub as usize >= TEAM_FEATURES
+            && group.is_multiple_of(sub)
+        {
+            shader.push_str("_subgroup");
+            spec.retain(|(id, _)| *id != SPEC_TEAM);
+        }
+        let teams = group / team;
+        let split = self.team_split(f.k, n, team, teams);
+        spec.push((SPEC_TEAM_SPLIT, SpecValue::U32(split)));
+        spec.push(flag(SPEC_ADVANCE, false));
+        let per_group = TEAM_FEATURES * (teams / split) as usize;
+        let groups = [self.groups(n.div_ceil(per_group), 0), 1, 1];
+        let shift = Binding::Scratch(SHIFT);
+        dispatch(
+            &shader,
+            spec,
+            push,
+            vec![
+                binding(f.x),
+                weights,
+                Binding::Output,
+                binding(res),
+                shift,
+                table,
+            ],
+            groups,
+        )
+    }
+
+    /// Teams a feature block of an `llm_gemv_team` over `k` inputs and `n` outputs, with teams of
+    /// `lanes` and `teams` a group: enough that [`TEAMS_PER_UNIT`] teams a compute unit are in
+    /// flight, a power of two dividing the group's teams, and no more than leave each lane a whole
+    /// 8-weight load of k.
+    fn team_split(&self, k: usize, n: usize, lanes: u32, teams: u32) -> u32 {
+        let units = self.units();
+        let blocks = n.div_ceil(TEAM_FEATURES).max(1);
+        let want = (TEAMS_PER_UNIT * units).div_ceil(blocks);
+        let most = (k / 8 / lanes as usize).clamp(1, teams as usize);
+        pow2_floor(want.next_power_of_two().min(most) as u32)
+    }
+
+    /// The device's compute units, or [`UNITS_UNKNOWN`] where it does not say.
+    pub(super) fn units(&self) -> usize {
+        match self.caps.compute_units {
+            0 => UNITS_UNKNOWN,
+            u => u as usize,
+        }
+    }
+
+    /// `llm_gemv_team`'s group size and team size: [`REDUCE_GROUP`] (or what the device's groups
+    /// and shared memory hold) and teams of the device's subgroup size, which is what a team is
+    /// with subgroup arithmetic (at least [`TEAM_FEATURES`], whose features its first lanes write).
+    pub(super) fn teams(&self) -> (u32, u32) {
+        let partials = 4 * (2 * TEAM_FEATURES + 1);
+        let group = self.group(0, partials);
+        let least = TEAM_FEATURES as u32;
+        let team = pow2_floor(self.caps.subgroup_size.clamp(least, 128)).min(group);
+        (group, team)
+    }
+
+    /// The RoPE's push constants of a team dispatch (the table's offset, the cache's, the
+    /// positions and heads; zeros where it folds in no RoPE) and the table's binding.
+    fn rope_words(&self, f: &Folded) -> Result<(Vec<u32>, Binding), Unsupported> {
+        let Some(s) = f.rope.map(|i| &self.graph.steps[i]) else {
+            return Ok((vec![0; 10], Binding::Output));
+        };
+        let Op::Rope {
+            heads,
+            table,
+            positions,
+            cache,
+        } = s.op
+        else {
+            unreachable!("folded() takes a RoPE step only")
+        };
+        let words = self.words(&[
+            ("table offset", table.off),
+            ("cache k offset", cache.k.off),
+            ("cache v offset", cache.v.off),
+            ("per_seq", s.rows.per_seq),
+            ("pos0", s.rows.pos0),
+            ("heads", heads.heads),
+            ("kv_heads", heads.kv_heads),
+            ("positions", positions),
+            ("batch", cache.batch),
+            ("head_dim", heads.head_dim),
+        ])?;
+        Ok((words, binding(table)))
+    }
+}
