@@ -10,6 +10,11 @@ compute the same function), then times, on the GPU (CUDA events; TF32 off for f3
 
   - prefill: `prompt` tokens per sequence in one forward (pp512), tokens/s;
   - decode: `gen` tokens one forward each from an empty cache (tg128), eager, tokens/s;
+  - decode as a CUDA graph (GPU only; `--no-graph` leaves it out): one decode step with static
+    shapes (token and position in device buffers, attention over the whole `gen`-slot cache with a
+    mask made from the position, cache writes by index_copy_ at the position, RoPE gathered by it)
+    captured once and replayed per token, so no Python or launch overhead is counted. Its logits are
+    checked against the eager forward's on the first steps (`graph err`, max |diff| / max |logit|).
 
 and ours through a real agent (worker process, device timing, every checked step validated against
 f64) on each backend. Ours' decode roofline is its achieved bandwidth (bytes a pass must read, over
@@ -17,6 +22,7 @@ its time) over our own `copy` kernel's bandwidth on the same device, measured in
 
 Usage (on the GPU host, release binaries in BIN_DIR):
   python3 bench/llm_vs_torch.py --bin-dir .dev --backend opencl --models tiny small 1b --out llm.md
+  python3 bench/llm_vs_torch.py --bin-dir target/release --check   # static-shape step vs eager, CPU
 """
 import argparse, datetime, json, math, os, statistics, subprocess, sys, tempfile, time
 
@@ -70,8 +76,9 @@ class TorchLlm:
         return [(torch.zeros(shape, device=self.device, dtype=self.dtype),
                  torch.zeros(shape, device=self.device, dtype=self.dtype)) for _ in self.layers]
 
-    def forward(self, tokens, pos0, cache, cos, sin):
-        """Logits of each sequence's last position for TOKENS ([batch, T]) at positions pos0.."""
+    def forward(self, tokens, pos0, cache, cos, sin, every=False):
+        """Logits of each sequence's last position for TOKENS ([batch, T]) at positions pos0.., or
+        with EVERY of each position ([batch, T, vocab])."""
         import torch
         import torch.nn.functional as F
         m = self.m
@@ -102,7 +109,99 @@ class TorchLlm:
             gu = F.linear(rms(x, l["fn"]), l["wgu"])
             g, u = gu.chunk(2, dim=-1)
             x = x + F.linear(F.silu(g) * u, l["w2"])
-        return F.linear(rms(x[:, -1], self.norm), self.out)
+        return F.linear(rms(x if every else x[:, -1], self.norm), self.out)
+
+    def step(self, token, pos, cache, cos, sin):
+        """One decode step whose shapes do not depend on the position, so it can be captured as a CUDA
+        graph: TOKEN ([batch, 1] int64) at POS (a 1-element int64 tensor on the device), CACHE of any
+        capacity above POS. Returns the logits [batch, vocab] in a fresh tensor."""
+        import torch
+        import torch.nn.functional as F
+        m = self.m
+        b = token.shape[0]
+        h, kvh, hd = m["heads"], m["kv_heads"], m["head_dim"]
+        half, group = hd // 2, h // kvh
+        cap = cache[0][0].shape[2]
+        c, s = cos.index_select(0, pos), sin.index_select(0, pos)  # [1, half]
+        # Slots after POS hold stale or zero rows: masked out (True = attend).
+        mask = (torch.arange(cap, device=pos.device) <= pos).view(1, 1, 1, cap)
+
+        def rms(x, g):
+            return x * torch.rsqrt(x.float().pow(2).mean(-1, keepdim=True) + m["norm_eps"]).to(x.dtype) * g
+
+        def rot(x):
+            x1, x2 = x[..., :half], x[..., half:]
+            return torch.cat((x1 * c - x2 * s, x2 * c + x1 * s), dim=-1)
+
+        x = F.embedding(token[:, 0], self.emb)  # [b, dim]
+        for l, (kc, vc) in zip(self.layers, cache):
+            q, k, v = F.linear(rms(x, l["an"]), l["wqkv"]).split((h * hd, kvh * hd, kvh * hd), dim=-1)
+            kc.index_copy_(2, pos, rot(k.view(b, kvh, 1, hd)))
+            vc.index_copy_(2, pos, v.view(b, kvh, 1, hd))
+            # Query head i reads kv head i // group: the group's queries are rows of one kv head, so
+            # the cache is read once, not repeated per query head.
+            q = rot(q.view(b, kvh, group, hd))
+            a = F.scaled_dot_product_attention(q, kc, vc, attn_mask=mask)
+            x = x + F.linear(a.reshape(b, h * hd), l["wo"])
+            g, u = F.linear(rms(x, l["fn"]), l["wgu"]).chunk(2, dim=-1)
+            x = x + F.linear(F.silu(g) * u, l["w2"])
+        return F.linear(rms(x, self.norm), self.out)
+
+
+class StaticDecode:
+    """TorchLlm's static-shape decode step over a cache of CAP slots, captured once as a CUDA graph
+    when CAPTURE (the step runs eagerly otherwise: what --check tests off a GPU). Calling it copies a
+    token ([batch, 1]) and a position (a 1-element tensor) on the device into the graph's input
+    buffers and replays it; it returns the graph's own logits buffer, overwritten by the next call."""
+
+    def __init__(self, net, batch, cap, cos, sin, capture):
+        import torch
+        self.token = torch.zeros((batch, 1), dtype=torch.int64, device=net.device)
+        self.pos = torch.zeros(1, dtype=torch.int64, device=net.device)
+        cache = net.new_cache(batch, cap)
+        self.run = lambda: net.step(self.token, self.pos, cache, cos, sin)  # noqa: E731
+        self.graph = None
+        if capture:
+            # Warm on a side stream (cuBLAS and SDPA pick their kernels), then capture. The cache
+            # rows the warm-up wrote at slot 0 are overwritten by the first real step.
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(3):
+                    self.run()
+            torch.cuda.current_stream().wait_stream(side)
+            self.graph = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(self.graph):
+                self.logits = self.run()
+
+    def __call__(self, token, pos):
+        self.token.copy_(token)
+        self.pos.copy_(pos)
+        if self.graph is None:
+            self.logits = self.run()
+        else:
+            self.graph.replay()
+        return self.logits
+
+
+# Largest max |static - eager| / max |eager| of the first decode steps' logits that passes.
+GRAPH_TOL = {"f32": 1e-4, "f16": 2e-2}
+
+
+def static_vs_eager(net, toks, steps, cap, cos, sin, capture):
+    """Max |static step - eager forward| / max |eager| over the logits of the first STEPS decode steps
+    of TOKS ([batch, >= steps]) from an empty cache of CAP slots."""
+    import torch
+    eager_cache = net.new_cache(toks.shape[0], cap)
+    static = StaticDecode(net, toks.shape[0], cap, cos, sin, capture)
+    positions = torch.arange(cap, dtype=torch.int64, device=net.device)
+    diff = scale = 0.0
+    for s in range(steps):
+        want = net.forward(toks[:, s:s + 1], s, eager_cache, cos, sin).double()
+        got = static(toks[:, s:s + 1], positions[s:s + 1]).double()
+        diff = max(diff, float((got - want).abs().max()))
+        scale = max(scale, float(want.abs().max()))
+    return diff / scale
 
 
 def timed(fn, cuda, budget_s=2.0, least=3):
@@ -121,8 +220,10 @@ def timed(fn, cuda, budget_s=2.0, least=3):
     return statistics.median(ts)
 
 
-def torch_figures(m, out_dir, device, dtype_name, prompt, gen, batch):
-    """(prefill tok/s, decode tok/s, logit error vs float64 / largest logit) of torch on DEVICE."""
+def torch_figures(m, out_dir, device, dtype_name, prompt, gen, batch, graph=True):
+    """(prefill tok/s, eager decode tok/s, CUDA-graph decode tok/s, logit error vs float64 / largest
+    logit, graph's logit error vs eager) of torch on DEVICE; the graph's figures are NaN off CUDA or
+    without GRAPH."""
     import torch
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False
@@ -151,7 +252,46 @@ def torch_figures(m, out_dir, device, dtype_name, prompt, gen, batch):
             for s in range(gen):
                 net.forward(toks[:, s:s + 1], s, cache, cos, sin)
         dec = timed(decode, cuda, budget_s=4.0)
-    return batch * prompt / pre, batch * gen / dec, err
+        dec_graph = graph_err = float("nan")
+        if cuda and graph:
+            del cache
+            graph_err = static_vs_eager(net, toks, min(gen, 8), gen, cos, sin, capture=True)
+            static = StaticDecode(net, batch, gen, cos, sin, capture=True)
+            positions = torch.arange(gen, dtype=torch.int64, device=device)
+
+            def decode_graph():
+                for s in range(gen):
+                    static(toks[:, s:s + 1], positions[s:s + 1])
+            dec_graph = batch * gen / timed(decode_graph, cuda, budget_s=4.0)
+    return batch * prompt / pre, batch * gen / dec, dec_graph, err, graph_err
+
+
+def check(bin_dir, models, dtypes, steps=16):
+    """--check: the static-shape decode step (captured as a CUDA graph where CUDA is there, run
+    eagerly otherwise) against the eager forward, per model and dtype (f16 only on CUDA). Returns
+    the number of mismatches."""
+    import numpy as np
+    import torch
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        for model in models:
+            for dtype_name in dtypes:
+                if dtype_name == "f16" and device == "cpu":
+                    continue
+                out = os.path.join(tmp, f"{model}-{dtype_name}")
+                m = export(bin_dir, model, dtype_name, 1, steps, out)
+                net = TorchLlm(m, out, device, torch.float16 if dtype_name == "f16" else torch.float32)
+                toks = torch.from_numpy(np.fromfile(os.path.join(out, "tokens.i32"), dtype="<i4").astype("int64")) \
+                    .reshape(1, steps).to(device)
+                cos, sin = net.rope_tables(steps)
+                with torch.inference_mode():
+                    err = static_vs_eager(net, toks, steps, steps, cos, sin, capture=device == "cuda")
+                ok = err <= GRAPH_TOL[dtype_name]
+                bad += not ok
+                print(f"static step vs eager, {model} {dtype_name} on {device} ({'graph' if device == 'cuda' else 'no capture'}), "
+                      f"{steps} steps: max err {err:.2e} (tolerance {GRAPH_TOL[dtype_name]:.0e}) {'ok' if ok else 'MISMATCH'}")
+    return bad
 
 
 def main():
@@ -164,18 +304,28 @@ def main():
     ap.add_argument("--gen", type=int, default=128)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--out", default="llm_report.md")
+    ap.add_argument("--no-graph", action="store_true", help="leave out the CUDA-graph decode")
+    ap.add_argument("--check", action="store_true",
+                    help="only check the static-shape decode step against the eager forward (tiny and small "
+                         "unless --models is given; on the CPU without CUDA) and exit non-zero on a mismatch")
     args = ap.parse_args()
     import torch
+    if args.check:
+        models = args.models if "--models" in sys.argv else ["tiny", "small"]
+        sys.exit(1 if check(args.bin_dir, models, args.dtypes) else 0)
     threads = len(os.sched_getaffinity(0))
     torch.set_num_threads(threads)
     gpu = torch.cuda.get_device_name(0) if torch.cuda.is_available() else None
     lines = [f"\n### Transformer inference vs PyTorch, same weights, same run ({datetime.date.today()})\n",
              f"torch {torch.__version__}; CPU {cpu_model()} ({threads} threads); GPU {gpu or 'none'} "
-             "(torch eager, SDPA, static KV cache, TF32 off). Ours: median through the agent, checked steps "
+             "(torch eager, SDPA, static KV cache, TF32 off; graph: the decode step with static shapes "
+             "captured as one CUDA graph, replayed per token). Ours: median through the agent, checked steps "
              f"validated against f64. Prefill: pp{args.prompt}; decode: tg{args.gen} from an empty cache; "
-             f"batch {args.batch}. Roofline: ours' achieved GB/s over ours' `copy` GB/s on the device.\n",
-             "| model | dtype | backend | phase | gpufleet tok/s | torch tok/s | vs torch | roofline | tok/J | torch err | status |",
-             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
+             f"batch {args.batch}. Roofline: ours' achieved GB/s over ours' `copy` GB/s on the device. "
+             "torch err: torch's logits vs float64; graph err: the graph's logits vs eager's (first 8 steps).\n",
+             "| model | dtype | backend | phase | gpufleet tok/s | torch tok/s | vs torch | torch graph tok/s | vs graph "
+             "| roofline | tok/J | torch err | graph err | status |",
+             "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |"]
     bad = 0
     with local_agent(args.bin_dir, 50979, "gpu") as (db, info), tempfile.TemporaryDirectory() as tmp:
         for b in info["backends"]:
@@ -194,16 +344,17 @@ def main():
                 for backend in args.backend:
                     dev = device_of(info, backend)
                     if dev is None:
-                        lines.append(f"| {model} | {dtype} | {backend} | - | - | - | - | - | - | - | no device |")
+                        lines.append(f"| {model} | {dtype} | {backend} | - | - | - | - | - | - | - | - | - | - | no device |")
                         continue
                     where = "cpu" if backend == "cpu" else ("cuda" if gpu else None)
                     if where == "cpu" and dtype == "f16":
                         continue
                     try:
-                        tp, td, err = torch_figures(m, out, where, dtype, args.prompt, args.gen, args.batch)
+                        tp, td, tg, err, gerr = torch_figures(m, out, where, dtype, args.prompt, args.gen, args.batch,
+                                                              graph=not args.no_graph)
                     except Exception as e:  # noqa: BLE001 - a torch failure is a row, not the end
                         print(f"torch {model} {dtype} on {where}: {e}", file=sys.stderr)
-                        tp = td = err = float("nan")
+                        tp = td = tg = err = gerr = float("nan")
                     for phase, t in (("prefill", tp), ("decode", td)):
                         params = {"model": model, "batch": args.batch}
                         params["prompt" if phase == "prefill" else "gen"] = args.prompt if phase == "prefill" else args.gen
@@ -215,9 +366,15 @@ def main():
                             roof = f"{gbps / copy_gbps[backend]:.2f}"
                         status = r["status"] if r["status"] == "ok" else f"{r['status']}: {r.get('message', '')[:120]}"
                         bad += r["status"] != "ok"
+                        graph, graph_vs, graph_err = "-", "-", "-"
+                        if phase == "decode" and tg == tg:
+                            graph, graph_vs, graph_err = f"{tg:.1f}", ratio(val(r), tg), f"{gerr:.1e}"
+                            if not gerr <= GRAPH_TOL[dtype]:
+                                status += f"; graph logits off eager's by {gerr:.1e}"
+                                bad += 1
                         lines.append(f"| {model} | {dtype} | {backend} ({dev['name'][:24]}) | {phase} | {val(r):.1f} | "
-                                     f"{t:.1f} | {ratio(val(r), t)} | {roof} | {r.get('metric_per_watt') or float('nan'):.2f} | "
-                                     f"{err:.1e} | {status} |")
+                                     f"{t:.1f} | {ratio(val(r), t)} | {graph} | {graph_vs} | {roof} | "
+                                     f"{r.get('metric_per_watt') or float('nan'):.2f} | {err:.1e} | {graph_err} | {status} |")
                         print(lines[-1], file=sys.stderr, flush=True)
     lines.append(f"\n{bad} results not ok.")
     emit(lines, args.out, append=False)
