@@ -3,11 +3,13 @@
 
 use super::code_objects::{ArchChoice, Embedded};
 use super::device::Found;
-use super::ffi::{self, ArgValue, DeviceBuffer, Event, Function, Module, PinnedBuffer, Stream};
+use super::ffi::{
+    self, ArgValue, DeviceBuffer, Event, Function, Graph, Module, PinnedBuffer, Stream,
+};
 use super::plan::{self, Arg, Launch, Plan};
 use crate::backend::storage::{self, Elem};
 use crate::backend::{BackendError, Mode, PreparedKernel};
-use gpufleet_kernels::{Buffer, Problem};
+use gpufleet_kernels::{Buffer, KernelId, Problem};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -17,6 +19,9 @@ pub struct HipKernel {
     stream: Stream,
     start: Event,
     stop: Event,
+    /// The launches captured once as a graph and replayed each iteration (a transformer or a
+    /// network in compute-only mode), or `None`: launched one by one.
+    graph: Option<Graph>,
     launches: Vec<(Function, Launch, Vec<ArgValue>)>,
     inputs: Vec<DeviceBuffer>,
     output: DeviceBuffer,
@@ -129,6 +134,7 @@ impl HipKernel {
             launches.push((f, l.clone(), args));
         }
         let mut config = plan.config.clone();
+        let graph = capture(problem, mode, &stream, &mut launches, &mut config);
         config.insert("code_object".into(), code.target.to_string());
         config.insert("compiler".into(), code.compiler.to_string());
         config.insert("device_arch".into(), choice.device_arch.clone());
@@ -139,6 +145,7 @@ impl HipKernel {
             stream,
             start,
             stop,
+            graph,
             launches,
             inputs: device_inputs,
             output,
@@ -165,8 +172,9 @@ impl PreparedKernel for HipKernel {
                 self.stream.upload(d, p)?;
             }
         }
-        for (f, l, args) in &mut self.launches {
-            ffi::launch(&self.stream, f, &l.kernel, l.grid, l.block, args)?;
+        match &self.graph {
+            Some(g) => g.launch(&self.stream)?,
+            None => launch_all(&self.stream, &mut self.launches)?,
         }
         if let Some(out) = self.staged_output.as_mut() {
             self.stream.download(out, &self.output)?;
@@ -186,6 +194,58 @@ impl PreparedKernel for HipKernel {
 
     fn config(&self) -> BTreeMap<String, String> {
         self.config.clone()
+    }
+}
+
+/// A debug switch: a transformer's or network's launches queued one by one each iteration rather
+/// than captured once as a HIP graph, to measure what the graph gives.
+pub const NO_GRAPH_ENV: &str = "GPUFLEET_DEBUG_HIP_NO_GRAPH";
+
+/// Queues every launch on `stream`, in order.
+fn launch_all(
+    stream: &Stream,
+    launches: &mut [(Function, Launch, Vec<ArgValue>)],
+) -> Result<(), BackendError> {
+    for (f, l, args) in launches {
+        ffi::launch(stream, f, &l.kernel, l.grid, l.block, args)?;
+    }
+    Ok(())
+}
+
+/// The launches of a transformer or network (compute-only, more than one launch) captured as a
+/// graph, replayed by each iteration with one `hipGraphLaunch`; `config` says which (`hip_graph`).
+/// A capture that fails (a ROCm without stream capture for this device) leaves the launches one by
+/// one, saying why.
+fn capture(
+    problem: &Problem,
+    mode: Mode,
+    stream: &Stream,
+    launches: &mut [(Function, Launch, Vec<ArgValue>)],
+    config: &mut BTreeMap<String, String>,
+) -> Option<Graph> {
+    let graphed = matches!(problem.id(), KernelId::Llm(_) | KernelId::Model(_));
+    if !graphed || mode == Mode::WithTransfers || launches.len() < 2 {
+        return None;
+    }
+    if std::env::var_os(NO_GRAPH_ENV).is_some_and(|v| v == "1") {
+        config.insert("hip_graph".into(), format!("off ({NO_GRAPH_ENV}=1)"));
+        return None;
+    }
+    match Graph::capture(stream, |s| launch_all(s, launches)) {
+        Ok(g) => {
+            config.insert(
+                "hip_graph".into(),
+                format!(
+                    "{} launches captured once, replayed each iteration",
+                    launches.len()
+                ),
+            );
+            Some(g)
+        }
+        Err(e) => {
+            config.insert("hip_graph".into(), format!("launched one by one: {e}"));
+            None
+        }
     }
 }
 
