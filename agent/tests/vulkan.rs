@@ -255,9 +255,11 @@ async fn attention_over_many_positions_and_wide_heads_validates() {
     let Some(mut t) = on_backend("vulkan").await else {
         return;
     };
-    // Positions past one group's chunk (128), heads narrower than half a group (lanes), wider
-    // (one dimension an invocation) and wider than the group (several); an unaligned gemv.
-    let runs: [Run<'_>; 4] = [
+    // Positions past one group's block of 128 (64 tasks, too many to split: the softmax carried
+    // online from block to block), heads read as 4-vectors in lanes (16, 64, 96: 24 invocations a
+    // lane, 5 lanes), read element by element in lanes (62: not a multiple of 4) and wider than
+    // the group (258, several dimensions an invocation); an unaligned gemv.
+    let runs: [Run<'_>; 6] = [
         (
             "attention",
             "decode",
@@ -268,6 +270,30 @@ async fn attention_over_many_positions_and_wide_heads_validates() {
                 ("heads", 4),
                 ("kv_heads", 2),
                 ("head_dim", 16),
+            ],
+        ),
+        (
+            "attention",
+            "decode",
+            &[
+                ("batch", 4),
+                ("tokens", 1),
+                ("context", 300),
+                ("heads", 16),
+                ("kv_heads", 4),
+                ("head_dim", 62),
+            ],
+        ),
+        (
+            "attention",
+            "decode",
+            &[
+                ("batch", 4),
+                ("tokens", 1),
+                ("context", 300),
+                ("heads", 16),
+                ("kv_heads", 4),
+                ("head_dim", 64),
             ],
         ),
         (

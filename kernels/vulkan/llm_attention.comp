@@ -6,12 +6,14 @@
 // (values alike from v_off). softmax(q·k · scale) · V, with the maximum subtracted before exp.
 //
 // One workgroup of WG invocations per (row, head), the groups striding over them. The query is
-// kept in shared memory; a first pass over the positions finds the maximum score; the second
-// takes the positions WG at a time: each invocation turns one score into p = exp(s - max) in shared
-// memory, then the weighted sum of the values is accumulated with the invocations split into
-// WG / hd lanes of hd dimensions (hd ≤ WG/2; each lane takes every lanes-th position, the lanes'
-// sums added at the end) or, for wider heads, each invocation taking dimensions l, l + WG, ...
-// (hd ≤ 512, WG ≥ 64). The sum of p divides at the end.
+// kept in shared memory. The positions are taken WG at a time, with the softmax kept online (as
+// flash attention does): each invocation computes one score into shared memory, the block's
+// maximum is found, the running sums are scaled by exp(old max - new max) and the block's
+// p = exp(s - max) are added. The weighted sum of the values is accumulated with the invocations
+// split into lanes of hd / W invocations, W dimensions each (VEC4: W = 4, 4-vector loads, else 1;
+// each lane takes every lanes-th position, the lanes' sums added at the end) or, for heads wider
+// than the group when W = 1, each invocation taking dimensions l, l + WG, ... (hd ≤ 512, WG ≥ 64).
+// The sum of p divides at the end.
 //
 // Split along the sequence (flash-decoding; `chunks` > 1, decode over a long cache where rows ×
 // heads are too few groups to fill the device): a task is a (row, head, chunk), the chunk's
@@ -21,9 +23,10 @@
 //
 // Bindings: 0 x (the queries), 1 the keys, 2 the values, 3 the arena, 4 the partials (split; the
 // arena again otherwise), 5 the pass shift (added to pos0; a replayed split keeps its chunks, those
-// past an earlier pass's positions empty). Push constants: rows, per_seq, pos0, heads, group, hd, kv_dim, batch,
-// x_off, k_off, v_off, out_off (uint), scale (float), chunk, chunks (uint). Specialization: 0 local
-// size x = WG (see llm.glsl).
+// past an earlier pass's positions empty). Push constants: rows, per_seq, pos0, heads, group, hd,
+// kv_dim, batch, x_off, k_off, v_off, out_off (uint), scale (float), chunk, chunks (uint).
+// Specialization: 0 local size x = WG (see llm.glsl); 2 VEC4: hd and the cache offsets are
+// multiples of 4, so keys and values are read as 4-vectors (the planner's choice).
 #extension GL_GOOGLE_include_directive : require
 #define SPEC_WG 1
 #define REDUCE 1
@@ -36,6 +39,9 @@
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
 layout(set = 0, binding = 1, std430) readonly buffer K { float kc[]; };
 layout(set = 0, binding = 2, std430) readonly buffer V { float vc[]; };
+layout(set = 0, binding = 1, std430) readonly buffer K4 { vec4 kc4[]; };
+layout(set = 0, binding = 2, std430) readonly buffer V4 { vec4 vc4[]; };
+layout(constant_id = 2) const bool VEC4 = false;
 layout(set = 0, binding = 3, std430) writeonly buffer Out { float dst[]; };
 layout(set = 0, binding = 4, std430) writeonly buffer Part { float part_out[]; };
 // The pass shift (binding 5), added to the positions mod 2^32: 0, or where a decode's last pass is
@@ -60,21 +66,45 @@ layout(push_constant) uniform Push {
     uint chunks;
 } pc;
 
-shared float qs[MAX_HD];
+shared vec4 qs[MAX_HD / 4u];
 shared float ps[WG];
-shared float part[WG];
+shared vec4 part[WG];
 
 // -infinity (a literal: uintBitsToFloat is not a constant expression).
 const float NEG_INF = -1.0 / 0.0;
+
+// The query's dimension d.
+float q_at(uint d)
+{
+    return qs[d >> 2u][d & 3u];
+}
+
+// The score q·k of the key starting at kb (a multiple of 4 with VEC4).
+float score(uint kb, uint hd)
+{
+    float s = 0.0;
+    if (VEC4) {
+        const uint k4 = kb >> 2u;
+        for (uint d = 0u; d < hd / 4u; ++d)
+            s += dot(qs[d], kc4[k4 + d]);
+    } else {
+        for (uint d = 0u; d < hd; ++d)
+            s += q_at(d) * kc[kb + d];
+    }
+    return s;
+}
 
 void main()
 {
     const uint lid = gl_LocalInvocationID.x;
     const uint hd = pc.hd;
-    const bool lanes_split = hd <= WG / 2u;
-    const uint lanes = lanes_split ? WG / hd : 1u;
-    const uint d0 = lanes_split ? lid % hd : lid;
-    const uint lane = lanes_split ? lid / hd : 0u;
+    const uint w = VEC4 ? 4u : 1u;
+    // Invocations a lane of the weighted sum takes (hd / w), and lanes (0: the wide path).
+    const uint lw = hd / w;
+    const bool lanes_split = lw <= WG;
+    const uint lanes = lanes_split ? WG / lw : 1u;
+    const uint d0 = lanes_split ? (lid % lw) * w : lid;
+    const uint lane = lanes_split ? lid / lw : 0u;
     const bool split = pc.chunks > 1u;
     for (uint task = gl_WorkGroupID.x; task < pc.rows * pc.heads * pc.chunks;
          task += gl_NumWorkGroups.x) {
@@ -86,43 +116,50 @@ void main()
         const uint pos = pc.pos0 + pass_shift + (r - seq * pc.per_seq);
         const uint head = (h / pc.group) * hd;
         const uint out_at = pc.out_off + r * pc.heads * hd + h * hd;
+        const uint q_at0 = pc.x_off + r * pc.heads * hd + h * hd;
         for (uint d = lid; d < hd; d += WG)
-            qs[d] = x[pc.x_off + r * pc.heads * hd + h * hd + d];
+            qs[d >> 2u][d & 3u] = x[q_at0 + d];
         barrier();
         // This task's positions t0 .. n - 1 (all of them, unsplit).
         const uint t0 = split ? min(ci * pc.chunk, pos + 1u) : 0u;
         const uint n = split ? min(t0 + pc.chunk, pos + 1u) : pos + 1u;
+        // The running maximum score, this invocation's part of the sum of p, and its sums of the
+        // weighted values (acc4 on the lanes path, acc on the wide one), all relative to m.
         float m = NEG_INF;
-        for (uint t = t0 + lid; t < n; t += WG) {
-            const uint kb = pc.k_off + (t * pc.batch + seq) * pc.kv_dim + head;
-            float s = 0.0;
-            for (uint d = 0u; d < hd; ++d)
-                s += qs[d] * kc[kb + d];
-            m = max(m, s * pc.scale);
-        }
-        m = group_max(m);
         float l = 0.0;
+        vec4 acc4 = vec4(0.0);
         float acc[ND];
         for (uint j = 0u; j < ND; ++j)
             acc[j] = 0.0;
         for (uint c0 = t0; c0 < n; c0 += WG) {
             const uint t = c0 + lid;
-            float p = 0.0;
-            if (t < n) {
-                const uint kb = pc.k_off + (t * pc.batch + seq) * pc.kv_dim + head;
-                float s = 0.0;
-                for (uint d = 0u; d < hd; ++d)
-                    s += qs[d] * kc[kb + d];
-                p = exp(s * pc.scale - m);
-            }
+            float s = NEG_INF;
+            if (t < n)
+                s = score(pc.k_off + (t * pc.batch + seq) * pc.kv_dim + head, hd) * pc.scale;
+            // The block is not empty (c0 < n), so its maximum and the new m are finite.
+            const float mb = max(m, group_max(s));
+            const float rescale = exp(m - mb);
+            m = mb;
+            const float p = t < n ? exp(s - m) : 0.0;
             ps[lid] = p;
-            l += p;
+            l = l * rescale + p;
+            acc4 *= rescale;
+            for (uint j = 0u; j < ND; ++j)
+                acc[j] *= rescale;
             barrier();
             const uint cn = min(WG, n - c0);
             if (lanes_split) {
-                if (lane < lanes)
-                    for (uint j = lane; j < cn; j += lanes)
-                        acc[0] += ps[j] * vc[pc.v_off + ((c0 + j) * pc.batch + seq) * pc.kv_dim + head + d0];
+                if (lane < lanes) {
+                    const uint vb = pc.v_off + seq * pc.kv_dim + head + d0;
+                    const uint stride = pc.batch * pc.kv_dim;
+                    for (uint j = lane; j < cn; j += lanes) {
+                        const uint at = vb + (c0 + j) * stride;
+                        if (VEC4)
+                            acc4 += ps[j] * vc4[at >> 2u];
+                        else
+                            acc4.x += ps[j] * vc[at];
+                    }
+                }
             } else {
                 for (uint jj = 0u; jj < ND; ++jj) {
                     const uint d = lid + jj * WG;
@@ -131,7 +168,7 @@ void main()
                             acc[jj] += ps[j] * vc[pc.v_off + ((c0 + j) * pc.batch + seq) * pc.kv_dim + head + d];
                 }
             }
-            // ps is overwritten by the next chunk.
+            // ps is overwritten by the next block.
             barrier();
         }
         l = group_sum(l);
@@ -143,16 +180,19 @@ void main()
             part_out[part_at + hd + 1u] = l;
         }
         if (lanes_split) {
-            part[lid] = lane < lanes ? acc[0] : 0.0;
+            part[lid] = lane < lanes ? acc4 : vec4(0.0);
             barrier();
-            if (lid < hd) {
-                float s = 0.0;
+            if (lid < lw) {
+                vec4 s = vec4(0.0);
                 for (uint k = 0u; k < lanes; ++k)
-                    s += part[k * hd + lid];
-                if (split)
-                    part_out[part_at + lid] = s;
-                else
-                    dst[out_at + lid] = s / l;
+                    s += part[k * lw + lid];
+                for (uint e = 0u; e < w; ++e) {
+                    const uint d = lid * w + e;
+                    if (split)
+                        part_out[part_at + d] = s[e];
+                    else
+                        dst[out_at + d] = s[e] / l;
+                }
             }
         } else {
             for (uint jj = 0u; jj < ND; ++jj) {

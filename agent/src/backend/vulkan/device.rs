@@ -226,6 +226,7 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             max_compute_workgroup_count: l.max_compute_work_group_count,
             vendor_id: props.vendor_id,
+            scalar_attention: false,
             compute_units: if has_sm {
                 sm.shader_sm_count
             } else if has_amd {

@@ -33,6 +33,11 @@ struct DevBuffer {
 /// are, where CI can validate them.
 pub const MAX_ALLOCATION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_MAX_ALLOCATION";
 
+/// A debug switch (`1`): `llm_attention` reads keys and values element by element, as on a head
+/// width or cache offset that is not a multiple of 4, to measure the 4-vector reads and so that CI
+/// runs both.
+pub const SCALAR_ATTENTION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_SCALAR_ATTENTION";
+
 /// Everything made on the device, destroyed in reverse order on drop.
 pub struct VulkanKernel {
     // Declared first, dropped... manually in Drop (the device must go before the instance).
@@ -109,7 +114,10 @@ impl VulkanKernel {
                 ),
             },
             None => {
-                plan::plan(problem, &found.caps, tuning).map_err(|e| e.for_backend("vulkan"))?
+                let mut caps = found.caps.clone();
+                caps.scalar_attention =
+                    std::env::var_os(SCALAR_ATTENTION_ENV).is_some_and(|v| v == "1");
+                plan::plan(problem, &caps, tuning).map_err(|e| e.for_backend("vulkan"))?
             }
         };
         // A binding past maxStorageBufferRange reads garbage on some drivers

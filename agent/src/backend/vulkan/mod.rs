@@ -63,6 +63,7 @@ impl Backend for VulkanBackend {
             max_compute_workgroup_count: [65535, 65535, 65535],
             vendor_id: 0,
             compute_units: 0,
+            scalar_attention: false,
         };
         KernelSupport::from_list(plan::supported(&caps))
     }

@@ -46,7 +46,8 @@ pub(super) const LINEAR_ROWS: usize = 4;
 /// dimensions one invocation may take (ND), so heads up to `ND × group` wide.
 pub(super) const MAX_HEAD_DIM: usize = 512;
 const ATTENTION_DIMS: usize = 8;
-/// `llm_linear`'s specialization constant VEC4: rows read as 4-vectors.
+/// `llm_linear`'s and `llm_attention`'s specialization constant VEC4: rows (keys and values)
+/// read as 4-vectors.
 const SPEC_VEC4: u32 = 2;
 /// `llm_gemv_team`'s specialization constants: the team size (shared-memory teams), the aligned
 /// loads, and the norm, SwiGLU and residual add it folds in.
@@ -293,9 +294,14 @@ impl StepPlanner<'_> {
                 self.grid("llm_rope", rows * items, push, bindings)
             }
             Op::Attention { heads, cache } => {
-                // The query, and three floats per invocation (scores, partial sums, reduction).
-                let spec = self.reducing(4 * MAX_HEAD_DIM, 12);
-                let group = self.group(4 * MAX_HEAD_DIM, 12) as usize;
+                // The query, and per invocation a score, a reduction and a 4-vector of sums.
+                let mut spec = self.reducing(4 * MAX_HEAD_DIM, 24);
+                let group = self.group(4 * MAX_HEAD_DIM, 24) as usize;
+                let vec4 = !self.caps.scalar_attention
+                    && [heads.head_dim, cache.k.off, cache.v.off]
+                        .iter()
+                        .all(|n| n % 4 == 0);
+                spec.push((SPEC_VEC4, SpecValue::U32(u32::from(vec4))));
                 let widest = MAX_HEAD_DIM.min(ATTENTION_DIMS * group);
                 if heads.head_dim > widest {
                     return Err(Unsupported(format!(

@@ -27,6 +27,7 @@ fn nvidia() -> VkCaps {
         max_compute_workgroup_count: [2_147_483_647, 65535, 65535],
         vendor_id: 0x10de,
         compute_units: 132,
+        scalar_attention: false,
     }
 }
 
@@ -44,6 +45,7 @@ fn lavapipe() -> VkCaps {
         max_compute_workgroup_count: [65535, 65535, 65535],
         vendor_id: 0x10005,
         compute_units: 0,
+        scalar_attention: false,
     }
 }
 
@@ -61,6 +63,7 @@ fn polaris() -> VkCaps {
         max_compute_workgroup_count: [u32::MAX, 65535, 65535],
         vendor_id: 0x1002,
         compute_units: 36,
+        scalar_attention: false,
     }
 }
 
@@ -78,6 +81,7 @@ fn tiny() -> VkCaps {
         max_compute_workgroup_count: [65535, 65535, 65535],
         vendor_id: 0,
         compute_units: 0,
+        scalar_attention: false,
     }
 }
 

@@ -26,6 +26,9 @@ pub struct VkCaps {
     pub vendor_id: u32,
     /// SMs or CUs where `VK_NV_shader_sm_builtins` or `VK_AMD_shader_core_properties` says, else 0.
     pub compute_units: u32,
+    /// `llm_attention` reads keys and values element by element even where 4-vectors would do
+    /// (set from [`SCALAR_ATTENTION_ENV`](crate::backend::vulkan::kernel::SCALAR_ATTENTION_ENV)).
+    pub scalar_attention: bool,
 }
 
 /// How a buffer is stored on the device (f16: IEEE half, converted on the
