@@ -19,6 +19,9 @@ pub enum Format {
     Csv,
     /// JSON (an array of objects), for scripts.
     Json,
+    /// `compare` only: the `llm` results as llama-bench's Markdown table (model, size, params,
+    /// backend, test such as pp512 or tg128, t/s ± stddev), to put beside llama-bench's rows.
+    LlamaBench,
 }
 
 /// A table: headers and rows of cells, rendered as text, Markdown or CSV.
@@ -72,7 +75,7 @@ impl Table {
     /// has the typed rows).
     pub fn render(&self, format: Format) -> String {
         match format {
-            Format::Md => self.markdown(),
+            Format::Md | Format::LlamaBench => self.markdown(),
             Format::Csv => self.csv(),
             Format::Table | Format::Json => self.text(),
         }

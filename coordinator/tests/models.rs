@@ -1,6 +1,6 @@
 //! CNN inference through a real agent: a validated images/s result on every local backend, the
 //! `models` suite, and the debug switch that perturbs one layer's weights, caught by validation
-//! and named.
+//! and named; the transformer's results printed as llama-bench's table.
 
 mod common;
 
@@ -170,4 +170,67 @@ fn the_models_suite_runs_every_network_and_compare_shows_them() {
             "{net} missing:\n{table}"
         );
     }
+}
+
+#[test]
+fn llm_results_compare_as_llama_bench_rows() {
+    let (_agent, _dir, db) = fleet(false);
+    // tiny on the cpu: a prefill of 8 tokens (pp8) and 4 decoded after 3 cached (tg4 @ d3).
+    let mut rates = Vec::new();
+    for params in [
+        &["--variant", "prefill", "--param", "prompt=8"][..],
+        &[
+            "--variant",
+            "decode",
+            "--param",
+            "gen=4",
+            "--param",
+            "context=3",
+        ][..],
+    ] {
+        let mut args = vec!["--agent", "a", "--backend", "cpu", "--kernel", "llm"];
+        args.extend_from_slice(params);
+        let (code, rows) = run_json(&db, &args);
+        assert_eq!(code, Some(0), "{rows:?}");
+        rates.push(rows[0]["metric"]["value"].as_f64().unwrap());
+    }
+    // A result of another kernel, which the table leaves out.
+    let (code, _) = run_json(
+        &db,
+        &["--agent", "a", "--backend", "cpu", "--kernel", "noop"],
+    );
+    assert_eq!(code, Some(0));
+    let out = gpufleet(&db, &["compare", "--format", "llama-bench"]);
+    let table = ok_stdout(&out);
+    let lines: Vec<&str> = table.lines().collect();
+    assert_eq!(
+        lines[0], "| model | size | params | backend | test | t/s | device |",
+        "{table}"
+    );
+    assert_eq!(lines.len(), 4, "header, rule, pp8, tg4:\n{table}");
+    for (line, (test, rate)) in lines[2..]
+        .iter()
+        .zip([("pp8", rates[0]), ("tg4 @ d3", rates[1])])
+    {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        assert_eq!(
+            &cells[..5],
+            ["llama tiny F32", "15.07 MiB", "3.95 M", "CPU", test]
+        );
+        assert!(cells[5].starts_with(&format!("{rate:.2} ± ")), "{line}");
+        assert!(cells[6].starts_with("a:cpu:"), "{line}");
+    }
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("1 results left out"),
+        "{out:?}"
+    );
+    // Only compare prints it; a baseline has no column to compare against.
+    let results = gpufleet(&db, &["results", "--format", "llama-bench"]);
+    assert_ne!(results.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&results.stderr).contains("only `gpufleet compare`"));
+    let with_base = gpufleet(
+        &db,
+        &["compare", "--format", "llama-bench", "--baseline", "cpu:0"],
+    );
+    assert_eq!(with_base.status.code(), Some(2));
 }

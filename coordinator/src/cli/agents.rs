@@ -109,7 +109,7 @@ async fn list(
     output: super::Output,
     connect_timeout: Duration,
 ) -> anyhow::Result<i32> {
-    let format = output.format();
+    let format = output.format()?;
     let rows = db.with(|s| s.agents())?;
     let now = crate::time::now();
     let reach: Vec<Option<Result<String, String>>> = if check {

@@ -3,7 +3,7 @@
 
 use super::args::{CompareArgs, ResultsArgs};
 use crate::campaign::run::CampaignOutcome;
-use crate::compare::{Baseline, By, Pivot};
+use crate::compare::{Baseline, By, Pivot, llama_bench};
 use crate::db::Db;
 use crate::regression::check::parse_since;
 use crate::store::{Direction, ResultFilter, ResultRow};
@@ -30,6 +30,14 @@ pub fn print_outcome(db: &Db, o: &CampaignOutcome, json: bool) -> anyhow::Result
         let total = rows.len();
         let pivot = Pivot::new(rows.clone(), By::Device);
         print!("{}", pivot.render(format));
+        // A transformer's results also as llama-bench prints its own, to put beside them.
+        let (llama, _) = llama_bench(&rows);
+        if !llama.rows.is_empty() {
+            print!(
+                "\nAs llama-bench prints it:\n\n{}",
+                llama.render(Format::LlamaBench)
+            );
+        }
         eprintln!(
             "campaign {}: {} results, {} ok, {} not ok{}",
             o.campaign_id,
@@ -108,6 +116,9 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
         eprintln!("no results match; run a suite first (gpufleet run --suite smoke --agent NAME)");
         return Ok(1);
     }
+    if a.scope.output.compare_format() == Format::LlamaBench {
+        return Ok(llama_bench_table(&rows, &baseline));
+    }
     let mut pivot = Pivot::new(rows, a.by);
     match baseline {
         Baseline::None => {}
@@ -130,8 +141,32 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
             pivot.against_campaign(id, &base);
         }
     }
-    print!("{}", pivot.render(a.scope.output.format()));
+    print!("{}", pivot.render(a.scope.output.format()?));
     Ok(0)
+}
+
+/// `compare --format llama-bench`: the table, or exit status 1 when no `ok` `llm` result
+/// matches, 2 with a baseline (the table has no column to compare against).
+fn llama_bench_table(rows: &[ResultRow], baseline: &Baseline) -> i32 {
+    if *baseline != Baseline::None {
+        eprintln!("error: --baseline does not apply to --format llama-bench (one row per result)");
+        return 2;
+    }
+    let (table, left_out) = llama_bench(rows);
+    if table.rows.is_empty() {
+        eprintln!(
+            "no ok llm results match ({left_out} other results); run e.g. \
+             gpufleet run --suite llm --agent NAME"
+        );
+        return 1;
+    }
+    print!("{}", table.render(Format::LlamaBench));
+    if left_out > 0 {
+        eprintln!(
+            "{left_out} results left out: llama-bench's table lists the ok results of kernel llm"
+        );
+    }
+    0
 }
 
 /// Rows per store read of `results --all`.
@@ -140,7 +175,7 @@ const ALL_PAGE: usize = 1_000;
 /// `results`: the newest `--limit` matches, oldest of them first (like a log's tail), or with
 /// `--all` every match, read page by page so memory stays flat however many there are.
 pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
-    let format = a.scope.output.format();
+    let format = a.scope.output.format()?;
     let since = a
         .since
         .as_deref()
@@ -381,7 +416,7 @@ const RESULT_CSV_COLUMNS: &[Column<ResultRow>] = &[
 /// `campaigns`.
 pub fn campaigns(db: &Db, output: super::Output) -> anyhow::Result<()> {
     let rows = db.with(|s| s.campaigns())?;
-    let format = output.format();
+    let format = output.format()?;
     if format == Format::Json {
         println!("{}", serde_json::to_string_pretty(&rows)?);
         return Ok(());

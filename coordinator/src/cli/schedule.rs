@@ -72,7 +72,7 @@ pub async fn schedule(
             let rows = db.with(|s| s.schedules())?;
             let now = now();
             let next = |r: &ScheduleRow| next_slot(r, now);
-            let format = output.format();
+            let format = output.format()?;
             if format == Format::Json {
                 let v = rows
                     .iter()
@@ -212,7 +212,7 @@ pub fn regressions(db: &Db, a: RegressionsArgs) -> anyhow::Result<i32> {
     } else {
         Vec::new()
     };
-    let format = a.output.format();
+    let format = a.output.format()?;
     if format == Format::Json {
         let mut v = serde_json::json!({ "since": since, "alerts": alerts });
         if a.all {

@@ -13,16 +13,19 @@
 //! - `cell.rs`: [`Cell`], [`ratio`] and [`rank`] (relative figures and the order within a row).
 //! - `pivot.rs`: [`Pivot`] (rows by spec, columns by [`By`]), baselines ([`Baseline`]).
 //! - `text.rs`: the terminal and Markdown matrix with its legend and footnotes.
+//! - `llama_bench.rs`: the `llm` results as llama-bench's table ([`llama_bench`]).
 //! - `export.rs`: the long form for scripts: one CSV column list ([`csv`]) and one JSON field list
 //!   (the `Serialize` of a [`Cell`]), shared by `gpufleet compare` and the dashboard's downloads.
 
 mod cell;
 mod export;
+mod llama_bench;
 mod pivot;
 mod text;
 
 pub use self::cell::{Cell, rank, ratio};
 pub use self::export::csv;
+pub use self::llama_bench::llama_bench;
 pub use self::pivot::{Baseline, By, Pivot, PivotColumn, PivotRow};
 
 #[cfg(test)]

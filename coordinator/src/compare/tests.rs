@@ -341,3 +341,69 @@ fn images_per_second_per_watt_are_images_per_joule() {
     assert_eq!(per_watt_unit("img/s"), "img/J");
     assert_eq!(per_watt_unit("GFLOP/s"), "GFLOP/s/W");
 }
+
+/// An `llm` result of `variant` with `params`, `rate` tokens/s and a 2% standard deviation.
+fn llm_row(variant: &str, params: &[(&str, i64)], dtype: &str, dev: &str, rate: f64) -> ResultRow {
+    let mut r = row("llm/x", dev, "ok", Some(rate), true);
+    r.record.variant = variant.into();
+    r.record.params = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+    r.record.dtype = dtype.into();
+    r.record.median_s = Some(0.5);
+    r.record.stddev_s = Some(0.01);
+    r
+}
+
+#[test]
+fn llm_results_read_as_llama_bench_rows() {
+    let rows = vec![
+        llm_row(
+            "decode",
+            &[("model", 2), ("gen", 128)],
+            "f16",
+            "vulkan:0",
+            917.9,
+        ),
+        llm_row(
+            "decode",
+            &[("model", 2), ("gen", 32), ("context", 1024), ("batch", 8)],
+            "f16",
+            "vulkan:0",
+            800.0,
+        ),
+        llm_row(
+            "prefill",
+            &[("model", 2), ("prompt", 512)],
+            "f16",
+            "vulkan:0",
+            2282.0,
+        ),
+        llm_row(
+            "prefill",
+            &[("model", 0), ("prompt", 8)],
+            "f32",
+            "cpu:0",
+            100.0,
+        ),
+        row("gemm/x", "cpu:0", "ok", Some(5.0), true),
+        row("llm/x", "cpu:0", "crashed", None, true),
+    ];
+    let (t, left_out) = llama_bench(&rows);
+    assert_eq!(left_out, 2, "the gemm and the crashed run");
+    let text: Vec<String> = t.rows.iter().map(|r| r.join(" | ")).collect();
+    assert_eq!(
+        text,
+        [
+            // tiny: 3,950,848 weights, f32.
+            "llama tiny F32 | 15.07 MiB | 3.95 M | CPU | pp8 | 100.00 ± 2.00 | a:cpu:0",
+            // 1b: 1,235,814,400 weights, f16; prefill first, then by tokens.
+            "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | pp512 | 2282.00 ± 45.64 | a:vulkan:0",
+            "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | tg32 @ d1024 ×8 | 800.00 ± 16.00 | a:vulkan:0",
+            "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | tg128 | 917.90 ± 18.36 | a:vulkan:0",
+        ]
+    );
+    let md = t.render(Format::LlamaBench);
+    assert!(
+        md.starts_with("| model | size | params | backend | test | t/s | device |"),
+        "{md}"
+    );
+}

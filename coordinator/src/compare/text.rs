@@ -11,7 +11,8 @@ use std::collections::{BTreeMap, BTreeSet};
 type RowField = fn(&PivotRow) -> &str;
 
 impl Pivot {
-    /// Renders the pivot: a table (text or Markdown) with its legend, or every cell as CSV / JSON.
+    /// Renders the pivot: a table (text or Markdown) with its legend, or every cell as CSV / JSON
+    /// (`llama-bench` is another table over the same rows: [`super::llama_bench`]).
     pub fn render(&self, format: Format) -> String {
         match format {
             Format::Json => {
@@ -20,7 +21,7 @@ impl Pivot {
                     + "\n"
             }
             Format::Csv => csv(&self.cells()),
-            Format::Table | Format::Md => self.table(format),
+            Format::Table | Format::Md | Format::LlamaBench => self.table(format),
         }
     }
 

@@ -1,0 +1,119 @@
+//! The `llm` results as llama-bench prints its own: one Markdown row per model, backend and test
+//! (`pp512`, `tg128`), with the model's size and parameter count and t/s ± its standard
+//! deviation, so that a gpufleet row can be put beside a llama-bench row of the same card.
+//!
+//! llama-bench's columns, in its order: model (`llama 1B F16`), size (of the weights, in GiB, or
+//! MiB below one), params (`1.24 B`, or `3.95 M` below a billion), backend, test, t/s; then `device` (agent and device id), which llama-bench leaves
+//! out because it runs on one. A test is `pp<prompt>` (prefill) or `tg<gen>` (decode), with
+//! ` @ d<context>` where positions were already in the cache (llama-bench's `-d` depth) and
+//! ` ×<batch>` where several sequences ran at once (llama-bench has no such test). The t/s
+//! deviation is the time's relative standard deviation applied to the median's rate (to first
+//! order the same spread), since a result stores its times, not a rate per repetition.
+
+use crate::store::ResultRow;
+use crate::table::Table;
+use gpufleet_kernels::Dtype;
+use gpufleet_kernels::llm::LlmModel;
+
+/// The table's headers, llama-bench's first.
+pub const HEADERS: [&str; 7] = [
+    "model", "size", "params", "backend", "test", "t/s", "device",
+];
+
+const MIB: f64 = (1u64 << 20) as f64;
+const GIB: f64 = (1u64 << 30) as f64;
+
+/// The table of the `ok` `llm` results among `rows`, and how many rows it left out (other kernels,
+/// results that are not `ok` or have no rate). Rows sorted by model, dtype, backend, device, then
+/// prefill before decode.
+pub fn llama_bench(rows: &[ResultRow]) -> (Table, usize) {
+    let mut lines: Vec<(Key, Vec<String>)> = rows.iter().filter_map(line).collect();
+    let left_out = rows.len() - lines.len();
+    lines.sort_by(|a, b| a.0.cmp(&b.0));
+    let mut t = Table::new(&HEADERS);
+    for (_, cells) in lines {
+        t.push(cells);
+    }
+    (t, left_out)
+}
+
+/// The sort key of a line: model, dtype, backend, device, phase (prefill first), the test's
+/// numbers.
+type Key = (usize, String, String, String, u8, [i64; 3]);
+
+/// One result's line, or `None` where it is not an `ok` `llm` result with a rate.
+fn line(r: &ResultRow) -> Option<(Key, Vec<String>)> {
+    let rec = &r.record;
+    if rec.kernel != "llm" || rec.status != "ok" {
+        return None;
+    }
+    let rate = rec.metric_value.filter(|v| v.is_finite() && *v > 0.0)?;
+    let model = LlmModel::from_index(*rec.params.get("model")?)?;
+    let param = |name: &str| rec.params.get(name).copied().unwrap_or(0);
+    let prefill = rec.variant == "prefill";
+    let (tokens, batch, context) = (
+        param(if prefill { "prompt" } else { "gen" }),
+        param("batch"),
+        param("context"),
+    );
+    let mut test = format!("{}{tokens}", if prefill { "pp" } else { "tg" });
+    if context > 0 {
+        test.push_str(&format!(" @ d{context}"));
+    }
+    if batch > 1 {
+        test.push_str(&format!(" ×{batch}"));
+    }
+    let elements = model.config().weights_len();
+    let size = Dtype::parse(&rec.dtype).map_or("-".to_string(), |d| {
+        let bytes = (elements * d.size_bytes()) as f64;
+        if bytes < GIB {
+            format!("{:.2} MiB", bytes / MIB)
+        } else {
+            format!("{:.2} GiB", bytes / GIB)
+        }
+    });
+    let spread = match (rec.stddev_s, rec.median_s) {
+        (Some(sd), Some(median)) if median > 0.0 => format!(" ± {:.2}", rate * sd / median),
+        _ => String::new(),
+    };
+    // llama-bench's size label (`1B`); tiny and small as they are.
+    let name = model.name();
+    let label = if name.starts_with(|c: char| c.is_ascii_digit()) {
+        name.to_uppercase()
+    } else {
+        name.to_string()
+    };
+    let cells = vec![
+        format!("llama {label} {}", rec.dtype.to_uppercase()),
+        size,
+        if elements < 1_000_000_000 {
+            format!("{:.2} M", elements as f64 / 1e6)
+        } else {
+            format!("{:.2} B", elements as f64 / 1e9)
+        },
+        backend_name(&rec.backend).to_string(),
+        test,
+        format!("{rate:.2}{spread}"),
+        format!("{}:{}", r.agent, rec.device_id),
+    ];
+    let key = (
+        model as usize,
+        rec.dtype.clone(),
+        rec.backend.clone(),
+        cells[6].clone(),
+        u8::from(!prefill),
+        [tokens, context, batch],
+    );
+    Some((key, cells))
+}
+
+/// The backend as llama-bench names its own (`Vulkan`, `CPU`).
+fn backend_name(backend: &str) -> &str {
+    match backend {
+        "vulkan" => "Vulkan",
+        "opencl" => "OpenCL",
+        "cpu" => "CPU",
+        "hip" => "HIP",
+        other => other,
+    }
+}
