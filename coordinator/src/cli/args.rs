@@ -479,7 +479,8 @@ pub struct ResultScope {
 pub struct ExportModelArgs {
     /// The network: simple_cnn, resnet18 or mobilenet_v2; or `llm` (the transformer of `--model`).
     pub kernel: String,
-    /// `llm` only: the model shape (tiny, small, 1b, 8b).
+    /// `llm` only: the model shape (tiny, small, 1b, 8b, llama-3.2-3b, qwen2.5-7b, mistral-7b; see
+    /// docs/models.md).
     #[arg(long, default_value = "tiny")]
     pub model: String,
     /// `llm` only: how the weights are written, f32 or f16 (weights.f32 or weights.f16).

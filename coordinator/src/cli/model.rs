@@ -120,11 +120,7 @@ pub fn export_model(args: &ExportModelArgs) -> anyhow::Result<()> {
 /// An unknown model or dtype, or a file that cannot be written.
 fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
     use gpufleet_kernels::llm::{LlmModel, MODEL_NAMES, model_weights, tokens};
-    let Some(model) = MODEL_NAMES
-        .iter()
-        .position(|n| *n == args.model)
-        .and_then(|i| LlmModel::from_index(i as i64))
-    else {
+    let Some(model) = LlmModel::parse(&args.model) else {
         bail!(
             "--model {}: one of {}",
             gpufleet_kernels::quote(&args.model),

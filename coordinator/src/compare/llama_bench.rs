@@ -2,7 +2,7 @@
 //! (`pp512`, `tg128`), with the model's size and parameter count and t/s ± its standard
 //! deviation, so that a gpufleet row can be put beside a llama-bench row of the same card.
 //!
-//! llama-bench's columns, in its order: model (`llama 1B F16`), size (of the weights, in GiB, or
+//! llama-bench's columns, in its order: model (`llama 1B F16`, `qwen2 7B F16`), size (of the weights, in GiB, or
 //! MiB below one), params (`1.24 B`, or `3.95 M` below a billion), backend, test, t/s; then `device` (agent and device id), which llama-bench leaves
 //! out because it runs on one. A test is `pp<prompt>` (prefill) or `tg<gen>` (decode), with
 //! ` @ d<context>` where positions were already in the cache (llama-bench's `-d` depth) and
@@ -76,15 +76,8 @@ fn line(r: &ResultRow) -> Option<(Key, Vec<String>)> {
         (Some(sd), Some(median)) if median > 0.0 => format!(" ± {:.2}", rate * sd / median),
         _ => String::new(),
     };
-    // llama-bench's size label (`1B`); tiny and small as they are.
-    let name = model.name();
-    let label = if name.starts_with(|c: char| c.is_ascii_digit()) {
-        name.to_uppercase()
-    } else {
-        name.to_string()
-    };
     let cells = vec![
-        format!("llama {label} {}", rec.dtype.to_uppercase()),
+        format!("{} {}", model_label(model), rec.dtype.to_uppercase()),
         size,
         if elements < 1_000_000_000 {
             format!("{:.2} M", elements as f64 / 1e6)
@@ -105,6 +98,20 @@ fn line(r: &ResultRow) -> Option<(Key, Vec<String>)> {
         [tokens, context, batch],
     );
     Some((key, cells))
+}
+
+/// The model as llama-bench names a GGUF file's: its architecture and size label (`llama 1B`,
+/// `qwen2 7B`; Mistral's files say `llama`); tiny and small by their names.
+fn model_label(model: LlmModel) -> &'static str {
+    match model {
+        LlmModel::Tiny => "llama tiny",
+        LlmModel::Small => "llama small",
+        LlmModel::B1 => "llama 1B",
+        LlmModel::B3 => "llama 3B",
+        LlmModel::B8 => "llama 8B",
+        LlmModel::Qwen7b => "qwen2 7B",
+        LlmModel::Mistral7b => "llama 7B",
+    }
 }
 
 /// The backend as llama-bench names its own (`Vulkan`, `CPU`).

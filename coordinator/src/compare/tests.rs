@@ -384,6 +384,13 @@ fn llm_results_read_as_llama_bench_rows() {
             "cpu:0",
             100.0,
         ),
+        llm_row(
+            "decode",
+            &[("model", 5), ("gen", 32)],
+            "f16",
+            "vulkan:0",
+            218.6,
+        ),
         row("gemm/x", "cpu:0", "ok", Some(5.0), true),
         row("llm/x", "cpu:0", "crashed", None, true),
     ];
@@ -399,6 +406,8 @@ fn llm_results_read_as_llama_bench_rows() {
             "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | pp512 | 2282.00 ± 45.64 | a:vulkan:0",
             "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | tg32 @ d1024 ×8 | 800.00 ± 16.00 | a:vulkan:0",
             "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | tg128 | 917.90 ± 18.36 | a:vulkan:0",
+            // Qwen2.5-7B less its biases: 7,615,487,488 weights.
+            "qwen2 7B F16 | 14.18 GiB | 7.62 B | Vulkan | tg32 | 218.60 ± 4.37 | a:vulkan:0",
         ]
     );
     let md = t.render(Format::LlamaBench);

@@ -11,8 +11,8 @@ use crate::check::harness::Validation;
 use crate::check::llm::check_llm;
 use crate::inputs::{UNIT, ValueSet, WIDE, fill, rng_for};
 use crate::llm::{
-    Heads, LayerKind, LlmGraph, LlmModel, MODEL_NAMES, ModelSizes, Phase, layer_graph, model_graph,
-    model_inputs, model_sizes, rope_table, weight_scale_bits,
+    Heads, LayerKind, LlmGraph, LlmModel, MODEL_ALIASES, MODEL_NAMES, ModelSizes, Phase,
+    layer_graph, model_graph, model_inputs, model_sizes, rope_table, weight_scale_bits,
 };
 use crate::types::{Buffer, MetricKind};
 
@@ -44,7 +44,9 @@ const LLM_PARAMS: &[ParamDef] = &[
         "model",
         0,
         MODEL_NAMES,
-        "model shape: tiny, small, 1b (Llama-3.2-1B), 8b (Llama-3-8B)",
+        MODEL_ALIASES,
+        "model shape: tiny, small, 1b (Llama-3.2-1B; also llama-3.2-1b), 8b (Llama-3-8B and \
+         3.1-8B; also llama-3.1-8b), llama-3.2-3b, qwen2.5-7b (no q/k/v biases), mistral-7b (v0.1)",
     ),
     p("batch", 1, 1, 256, "sequences"),
     p("prompt", 512, 1, 8192, "prefill: tokens per sequence"),

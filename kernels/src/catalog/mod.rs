@@ -93,6 +93,8 @@ pub struct ParamDef {
     /// `tiny`, `small`, `1b`, `8b`); empty for a number. Specs may give the name or the index;
     /// spec keys show the name.
     pub names: &'static [&'static str],
+    /// Other names accepted for some of those values (`llama-3.2-1b` for `1b`), never shown.
+    pub aliases: &'static [(&'static str, i64)],
 }
 
 impl ParamDef {
@@ -106,6 +108,9 @@ impl ParamDef {
         }
         if let Some(i) = self.names.iter().position(|n| *n == text.trim()) {
             return Ok(i as i64);
+        }
+        if let Some((_, v)) = self.aliases.iter().find(|(n, _)| *n == text.trim()) {
+            return Ok(*v);
         }
         if self.names.is_empty() {
             Err(format!(
@@ -191,15 +196,17 @@ pub(crate) const fn p(
         max,
         doc,
         names: &[],
+        aliases: &[],
     }
 }
 
-/// A parameter that picks one of `names` (its values are their indices), `default` the index of
-/// the default.
+/// A parameter that picks one of `names` (its values are their indices, `aliases` other names
+/// for some), `default` the index of the default.
 pub(crate) const fn named(
     name: &'static str,
     default: i64,
     names: &'static [&'static str],
+    aliases: &'static [(&'static str, i64)],
     doc: &'static str,
 ) -> ParamDef {
     ParamDef {
@@ -209,6 +216,7 @@ pub(crate) const fn named(
         max: names.len() as i64 - 1,
         doc,
         names,
+        aliases,
     }
 }
 

@@ -44,22 +44,60 @@ pub enum LlmModel {
     Small,
     /// The Llama-3.2-1B shape: dim 2,048, 16 blocks, 32 / 8 heads, FFN 8,192, vocab 128,256, tied.
     B1,
-    /// The Llama-3-8B shape: dim 4,096, 32 blocks, 32 / 8 heads, FFN 14,336, vocab 128,256.
+    /// The Llama-3-8B (and Llama-3.1-8B) shape: dim 4,096, 32 blocks, 32 / 8 heads, FFN 14,336,
+    /// vocab 128,256.
     B8,
+    /// Llama-3.2-3B: dim 3,072, 28 blocks, 24 / 8 heads, FFN 8,192, vocab 128,256, tied.
+    B3,
+    /// Qwen2.5-7B without its q/k/v biases: dim 3,584, 28 blocks, 28 / 4 heads, FFN 18,944, vocab
+    /// 152,064, RoPE θ 10⁶.
+    Qwen7b,
+    /// Mistral-7B-v0.1: dim 4,096, 32 blocks, 32 / 8 heads, FFN 14,336, vocab 32,000.
+    Mistral7b,
 }
 
 /// The names of [`LlmModel`]s, in the order of the `model` parameter's values.
-pub const MODEL_NAMES: &[&str] = &["tiny", "small", "1b", "8b"];
+pub const MODEL_NAMES: &[&str] = &[
+    "tiny",
+    "small",
+    "1b",
+    "8b",
+    "llama-3.2-3b",
+    "qwen2.5-7b",
+    "mistral-7b",
+];
+
+/// Other names of some [`LlmModel`]s (the published models' own), with their indices.
+pub const MODEL_ALIASES: &[(&str, i64)] = &[("llama-3.2-1b", 2), ("llama-3.1-8b", 3)];
 
 impl LlmModel {
     /// Every model, in [`MODEL_NAMES`] order.
-    pub const ALL: [LlmModel; 4] = [LlmModel::Tiny, LlmModel::Small, LlmModel::B1, LlmModel::B8];
+    pub const ALL: [LlmModel; 7] = [
+        LlmModel::Tiny,
+        LlmModel::Small,
+        LlmModel::B1,
+        LlmModel::B8,
+        LlmModel::B3,
+        LlmModel::Qwen7b,
+        LlmModel::Mistral7b,
+    ];
 
     /// The model of parameter value `v` (an index into [`MODEL_NAMES`]).
     pub fn from_index(v: i64) -> Option<LlmModel> {
         usize::try_from(v)
             .ok()
             .and_then(|i| Self::ALL.get(i).copied())
+    }
+
+    /// The model called `name`, one of [`MODEL_NAMES`] or [`MODEL_ALIASES`].
+    pub fn parse(name: &str) -> Option<LlmModel> {
+        let name = name.trim();
+        let i = MODEL_NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| i as i64)
+            .or_else(|| MODEL_ALIASES.iter().find(|(n, _)| *n == name).map(|a| a.1))?;
+        Self::from_index(i)
     }
 
     /// Its name (`tiny`, `1b`).
@@ -85,11 +123,14 @@ impl LlmModel {
             LlmModel::Small => c(768, 12, 12, 4, 2048, 32_000, true, 10_000.0),
             LlmModel::B1 => c(2048, 16, 32, 8, 8192, 128_256, true, 500_000.0),
             LlmModel::B8 => c(4096, 32, 32, 8, 14_336, 128_256, false, 500_000.0),
+            LlmModel::B3 => c(3072, 28, 24, 8, 8192, 128_256, true, 500_000.0),
+            LlmModel::Qwen7b => c(3584, 28, 28, 4, 18_944, 152_064, false, 1_000_000.0),
+            LlmModel::Mistral7b => c(4096, 32, 32, 8, 14_336, 32_000, false, 10_000.0),
         }
     }
 
     /// Whether every pass and every timed position is validated (tiny, small) rather than a sample
-    /// of them (1b, 8b).
+    /// of them (the published shapes).
     pub fn checks_every_position(self) -> bool {
         matches!(self, LlmModel::Tiny | LlmModel::Small)
     }

@@ -14,8 +14,24 @@ fn shapes_match_the_published_models() {
     let b8 = LlmModel::B8.config();
     // Llama-3-8B: 8.03 billion.
     assert_eq!(b8.weights_len(), 8_030_261_248);
+    // Llama-3.2-3B: 3.21 billion, tied.
+    assert_eq!(LlmModel::B3.config().weights_len(), 3_212_749_824);
+    // Qwen2.5-7B: 7,615,616,512 less its q/k/v biases, 28 × (3,584 + 512 + 512).
+    assert_eq!(
+        LlmModel::Qwen7b.config().weights_len(),
+        7_615_616_512 - 28 * 4608
+    );
+    // Mistral-7B-v0.1: 7.24 billion.
+    assert_eq!(LlmModel::Mistral7b.config().weights_len(), 7_241_732_096);
+    for m in [LlmModel::B3, LlmModel::Qwen7b, LlmModel::Mistral7b] {
+        assert_eq!(m.config().head_dim, 128, "{}", m.name());
+    }
     assert_eq!(LlmModel::from_index(2), Some(LlmModel::B1));
-    assert_eq!(LlmModel::from_index(4), None);
+    assert_eq!(LlmModel::from_index(7), None);
+    assert_eq!(LlmModel::parse("llama-3.2-1b"), Some(LlmModel::B1));
+    assert_eq!(LlmModel::parse("llama-3.1-8b"), Some(LlmModel::B8));
+    assert_eq!(LlmModel::parse("qwen2.5-7b"), Some(LlmModel::Qwen7b));
+    assert_eq!(LlmModel::parse("llama-4"), None);
 }
 
 #[test]
