@@ -1,0 +1,224 @@
+//! The model shapes: the named ones of the `model` parameter ([`LlmModel`]), a shape's
+//! dimensions ([`Config`]) and where a block's weights lie ([`BlockWeights`]).
+
+/// A named model shape (the `model` parameter of `llm`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum LlmModel {
+    /// dim 256, 4 blocks, 8 / 4 heads, FFN 688, vocab 4,096: seconds on a CPU, for CI.
+    Tiny,
+    /// dim 768, 12 blocks, 12 / 4 heads, FFN 2,048, vocab 32,000.
+    Small,
+    /// The Llama-3.2-1B shape: dim 2,048, 16 blocks, 32 / 8 heads, FFN 8,192, vocab 128,256, tied.
+    B1,
+    /// The Llama-3-8B (and Llama-3.1-8B) shape: dim 4,096, 32 blocks, 32 / 8 heads, FFN 14,336,
+    /// vocab 128,256.
+    B8,
+    /// Llama-3.2-3B: dim 3,072, 28 blocks, 24 / 8 heads, FFN 8,192, vocab 128,256, tied.
+    B3,
+    /// Qwen2.5-7B without its q/k/v biases: dim 3,584, 28 blocks, 28 / 4 heads, FFN 18,944, vocab
+    /// 152,064, RoPE θ 10⁶.
+    Qwen7b,
+    /// Mistral-7B-v0.1: dim 4,096, 32 blocks, 32 / 8 heads, FFN 14,336, vocab 32,000.
+    Mistral7b,
+}
+
+/// The names of [`LlmModel`]s, in the order of the `model` parameter's values.
+pub const MODEL_NAMES: &[&str] = &[
+    "tiny",
+    "small",
+    "1b",
+    "8b",
+    "llama-3.2-3b",
+    "qwen2.5-7b",
+    "mistral-7b",
+];
+
+/// Other names of some [`LlmModel`]s (the published models' own), with their indices.
+pub const MODEL_ALIASES: &[(&str, i64)] = &[("llama-3.2-1b", 2), ("llama-3.1-8b", 3)];
+
+impl LlmModel {
+    /// Every model, in [`MODEL_NAMES`] order.
+    pub const ALL: [LlmModel; 7] = [
+        LlmModel::Tiny,
+        LlmModel::Small,
+        LlmModel::B1,
+        LlmModel::B8,
+        LlmModel::B3,
+        LlmModel::Qwen7b,
+        LlmModel::Mistral7b,
+    ];
+
+    /// The model of parameter value `v` (an index into [`MODEL_NAMES`]).
+    pub fn from_index(v: i64) -> Option<LlmModel> {
+        usize::try_from(v)
+            .ok()
+            .and_then(|i| Self::ALL.get(i).copied())
+    }
+
+    /// The model called `name`, one of [`MODEL_NAMES`] or [`MODEL_ALIASES`].
+    pub fn parse(name: &str) -> Option<LlmModel> {
+        let name = name.trim();
+        let i = MODEL_NAMES
+            .iter()
+            .position(|n| *n == name)
+            .map(|i| i as i64)
+            .or_else(|| MODEL_ALIASES.iter().find(|(n, _)| *n == name).map(|a| a.1))?;
+        Self::from_index(i)
+    }
+
+    /// Its name (`tiny`, `1b`).
+    pub fn name(self) -> &'static str {
+        MODEL_NAMES[self as usize]
+    }
+
+    /// Its shape.
+    pub fn config(self) -> Config {
+        let c = |dim, blocks, heads, kv_heads, ffn, vocab, tied, rope_theta| Config {
+            dim,
+            blocks,
+            heads,
+            kv_heads,
+            head_dim: dim / heads,
+            ffn,
+            vocab,
+            tied,
+            rope_theta,
+        };
+        match self {
+            LlmModel::Tiny => c(256, 4, 8, 4, 688, 4096, true, 10_000.0),
+            LlmModel::Small => c(768, 12, 12, 4, 2048, 32_000, true, 10_000.0),
+            LlmModel::B1 => c(2048, 16, 32, 8, 8192, 128_256, true, 500_000.0),
+            LlmModel::B8 => c(4096, 32, 32, 8, 14_336, 128_256, false, 500_000.0),
+            LlmModel::B3 => c(3072, 28, 24, 8, 8192, 128_256, true, 500_000.0),
+            LlmModel::Qwen7b => c(3584, 28, 28, 4, 18_944, 152_064, false, 1_000_000.0),
+            LlmModel::Mistral7b => c(4096, 32, 32, 8, 14_336, 32_000, false, 10_000.0),
+        }
+    }
+
+    /// Whether every pass and every timed position is validated (tiny, small) rather than a sample
+    /// of them (the published shapes).
+    pub fn checks_every_position(self) -> bool {
+        matches!(self, LlmModel::Tiny | LlmModel::Small)
+    }
+}
+
+/// A model's shape.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Config {
+    /// Model width.
+    pub dim: usize,
+    /// Decoder blocks.
+    pub blocks: usize,
+    /// Query heads.
+    pub heads: usize,
+    /// Key/value heads (grouped-query attention: `heads / kv_heads` queries share one).
+    pub kv_heads: usize,
+    /// Width of one head.
+    pub head_dim: usize,
+    /// Hidden width of the MLP.
+    pub ffn: usize,
+    /// Vocabulary.
+    pub vocab: usize,
+    /// Whether the LM head is the embedding (Llama 3.2 1B) or its own matrix (Llama 3 8B).
+    pub tied: bool,
+    /// RoPE base.
+    pub rope_theta: f64,
+}
+
+impl Config {
+    /// Width of the fused Q/K/V projection's output.
+    pub fn qkv_dim(&self) -> usize {
+        (self.heads + 2 * self.kv_heads) * self.head_dim
+    }
+
+    /// Width of the keys (and of the values) of one position.
+    pub fn kv_dim(&self) -> usize {
+        self.kv_heads * self.head_dim
+    }
+
+    /// Width of the attention's output.
+    pub fn q_dim(&self) -> usize {
+        self.heads * self.head_dim
+    }
+
+    /// Weights of one block, in elements: two norms and four projections.
+    pub fn block_len(&self) -> usize {
+        let d = self.dim;
+        2 * d + self.qkv_dim() * d + d * self.q_dim() + 2 * self.ffn * d + d * self.ffn
+    }
+
+    /// Elements of the weights buffer: the blocks, the final norm, the embedding and, untied, the
+    /// LM head.
+    pub fn weights_len(&self) -> usize {
+        let head = if self.tied { 0 } else { self.vocab * self.dim };
+        self.blocks * self.block_len() + self.dim + self.vocab * self.dim + head
+    }
+
+    /// Weights read by one decode pass (everything but the embedding's unread rows).
+    pub fn weights_read_per_pass(&self) -> usize {
+        let head = self.vocab * self.dim;
+        self.blocks * self.block_len() + self.dim + head
+    }
+
+    /// Multiply-adds of the projections for one row through every block.
+    pub fn block_macs_per_row(&self) -> usize {
+        let d = self.dim;
+        self.blocks * (self.qkv_dim() * d + d * self.q_dim() + 3 * self.ffn * d)
+    }
+
+    /// Where block `b`'s weights start, and where each of its parts starts.
+    pub fn block_weights(&self, b: usize) -> BlockWeights {
+        let d = self.dim;
+        let at = b * self.block_len();
+        let attn_norm = at;
+        let wqkv = attn_norm + d;
+        let wo = wqkv + self.qkv_dim() * d;
+        let ffn_norm = wo + d * self.q_dim();
+        let w_gate_up = ffn_norm + d;
+        let w_down = w_gate_up + 2 * self.ffn * d;
+        BlockWeights {
+            attn_norm,
+            wqkv,
+            wo,
+            ffn_norm,
+            w_gate_up,
+            w_down,
+        }
+    }
+
+    /// The final norm's offset.
+    pub fn final_norm(&self) -> usize {
+        self.blocks * self.block_len()
+    }
+
+    /// The embedding's offset (`[vocab][dim]`).
+    pub fn embedding(&self) -> usize {
+        self.final_norm() + self.dim
+    }
+
+    /// The LM head's offset (`[vocab][dim]`): the embedding when tied.
+    pub fn lm_head(&self) -> usize {
+        if self.tied {
+            self.embedding()
+        } else {
+            self.embedding() + self.vocab * self.dim
+        }
+    }
+}
+
+/// Offsets of one block's weights in the weights buffer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BlockWeights {
+    /// RMSNorm gains before attention, `[dim]`.
+    pub attn_norm: usize,
+    /// Q, K then V projections, `[qkv_dim][dim]`.
+    pub wqkv: usize,
+    /// Output projection, `[dim][q_dim]`.
+    pub wo: usize,
+    /// RMSNorm gains before the MLP, `[dim]`.
+    pub ffn_norm: usize,
+    /// Gate then up projections, `[2·ffn][dim]`.
+    pub w_gate_up: usize,
+    /// Down projection, `[dim][ffn]`.
+    pub w_down: usize,
+}
