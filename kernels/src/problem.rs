@@ -70,7 +70,18 @@ impl Problem {
         }
         let mut resolved = BTreeMap::new();
         for pd in def.params {
-            let value = params.get(pd.name).copied().unwrap_or(pd.default);
+            // The parameter under its name or one other name (`shape` for `model`), not both.
+            let mut given = std::iter::once(pd.name)
+                .chain(pd.also.iter().copied())
+                .filter_map(|n| params.get(n).map(|v| (n, *v)));
+            let first = given.next();
+            if let (Some((a, _)), Some((b, _))) = (first, given.next()) {
+                return Err(SpecError::InvalidParams {
+                    kernel: def.name.to_string(),
+                    message: format!("{a} and {b} name the same parameter: give one"),
+                });
+            }
+            let value = first.map_or(pd.default, |(_, v)| v);
             if value < pd.min || value > pd.max {
                 return Err(SpecError::ParamOutOfRange {
                     kernel: def.name.to_string(),

@@ -42,11 +42,13 @@ pub(crate) const LLM_BACKENDS: &[BackendKind] = &[
 const LLM_PARAMS: &[ParamDef] = &[
     named(
         "model",
+        &["shape"],
         0,
         MODEL_NAMES,
         MODEL_ALIASES,
         "model shape: tiny, small, 1b (Llama-3.2-1B; also llama-3.2-1b), 8b (Llama-3-8B and \
-         3.1-8B; also llama-3.1-8b), llama-3.2-3b, qwen2.5-7b (no q/k/v biases), mistral-7b (v0.1)",
+         3.1-8B; also llama-3.1-8b), llama-3.2-3b, qwen2.5-7b (no q/k/v biases), mistral-7b (v0.1); \
+         also given as shape=NAME",
     ),
     p("batch", 1, 1, 256, "sequences"),
     p("prompt", 512, 1, 8192, "prefill: tokens per sequence"),

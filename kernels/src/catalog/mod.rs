@@ -95,6 +95,9 @@ pub struct ParamDef {
     pub names: &'static [&'static str],
     /// Other names accepted for some of those values (`llama-3.2-1b` for `1b`), never shown.
     pub aliases: &'static [(&'static str, i64)],
+    /// Other names of the parameter itself (`shape` for `model`): accepted in specs and suites,
+    /// stored and shown under [`ParamDef::name`].
+    pub also: &'static [&'static str],
 }
 
 impl ParamDef {
@@ -167,8 +170,11 @@ pub struct KernelDef {
 
 impl KernelDef {
     /// The definition of parameter `name`, if the kernel has it.
+    /// The parameter called `name` or, as another name of it ([`ParamDef::also`]), answering to it.
     pub fn param(&self, name: &str) -> Option<&'static ParamDef> {
-        self.params.iter().find(|p| p.name == name)
+        self.params
+            .iter()
+            .find(|p| p.name == name || p.also.contains(&name))
     }
 }
 
@@ -197,13 +203,15 @@ pub(crate) const fn p(
         doc,
         names: &[],
         aliases: &[],
+        also: &[],
     }
 }
 
 /// A parameter that picks one of `names` (its values are their indices, `aliases` other names
-/// for some), `default` the index of the default.
+/// for some), `default` the index of the default; `also` other names of the parameter.
 pub(crate) const fn named(
     name: &'static str,
+    also: &'static [&'static str],
     default: i64,
     names: &'static [&'static str],
     aliases: &'static [(&'static str, i64)],
@@ -217,6 +225,7 @@ pub(crate) const fn named(
         doc,
         names,
         aliases,
+        also,
     }
 }
 

@@ -199,3 +199,29 @@ fn a_decode_pass_is_the_last_one_moved() {
     let prefill = model_graph(LlmModel::Tiny, Phase::Prefill { prompt: 4 }, 1, 0);
     assert!(prefill.passes.is_empty());
 }
+
+#[test]
+fn a_shape_is_given_by_name_alias_or_index_as_model_or_shape() {
+    let def = crate::catalog::find_kernel("llm").unwrap();
+    let model = def.param("shape").unwrap();
+    assert_eq!(model.name, "model");
+    assert_eq!(model.parse_value("llama-3.1-8b"), Ok(3));
+    assert_eq!(model.parse_value("qwen2.5-7b"), Ok(5));
+    let unknown = model.parse_value("llama-4").unwrap_err();
+    assert!(unknown.contains("mistral-7b"), "{unknown}");
+    let problem = |params: &[(&str, i64)]| {
+        let params = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        crate::Problem::new("llm", "decode", &params, "f16", false)
+    };
+    // Stored under the parameter's own name.
+    let by_shape = problem(&[("shape", 4)]).unwrap();
+    assert_eq!(by_shape.params["model"], 4);
+    assert!(!by_shape.params.contains_key("shape"));
+    let both = problem(&[("shape", 4), ("model", 2)])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        both.contains("model and shape name the same parameter"),
+        "{both}"
+    );
+}
