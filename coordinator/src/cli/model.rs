@@ -120,7 +120,12 @@ pub fn export_model(args: &ExportModelArgs) -> anyhow::Result<()> {
 /// An unknown model or dtype, or a file that cannot be written.
 fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
     use gpufleet_kernels::llm::{LlmModel, MODEL_NAMES, model_weights, tokens};
-    let Some(model) = LlmModel::parse(&args.model) else {
+    // The `model` parameter's own reading: a name, another name of one, or an index.
+    let Some(model) = gpufleet_kernels::find_kernel("llm")
+        .and_then(|k| k.param("model"))
+        .and_then(|p| p.parse_value(&args.model).ok())
+        .and_then(LlmModel::from_index)
+    else {
         bail!(
             "--model {}: one of {}",
             gpufleet_kernels::quote(&args.model),

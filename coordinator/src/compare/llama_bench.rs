@@ -2,9 +2,10 @@
 //! (`pp512`, `tg128`), with the model's size and parameter count and t/s ± its standard
 //! deviation, so that a gpufleet row can be put beside a llama-bench row of the same card.
 //!
-//! llama-bench's columns, in its order: model (`llama 1B F16`, `qwen2 7B F16`), size (of the weights, in GiB, or
-//! MiB below one), params (`1.24 B`, or `3.95 M` below a billion), backend, test, t/s; then `device` (agent and device id), which llama-bench leaves
-//! out because it runs on one. A test is `pp<prompt>` (prefill) or `tg<gen>` (decode), with
+//! llama-bench's columns, in its order: model (`llama 1B F16`, `qwen2 7B F16`), size (of the
+//! weights, in GiB, or MiB below one), params (`1.24 B`, or `3.95 M` below a billion), backend,
+//! test, t/s; then `device` (agent and device id), which llama-bench leaves out because it runs
+//! on one. A test is `pp<prompt>` (prefill) or `tg<gen>` (decode), with
 //! ` @ d<context>` where positions were already in the cache (llama-bench's `-d` depth) and
 //! ` ×<batch>` where several sequences ran at once (llama-bench has no such test). The t/s
 //! deviation is the time's relative standard deviation applied to the median's rate (to first

@@ -169,7 +169,6 @@ pub struct KernelDef {
 }
 
 impl KernelDef {
-    /// The definition of parameter `name`, if the kernel has it.
     /// The parameter called `name` or, as another name of it ([`ParamDef::also`]), answering to it.
     pub fn param(&self, name: &str) -> Option<&'static ParamDef> {
         self.params

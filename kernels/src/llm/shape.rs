@@ -55,17 +55,6 @@ impl LlmModel {
             .and_then(|i| Self::ALL.get(i).copied())
     }
 
-    /// The model called `name`, one of [`MODEL_NAMES`] or [`MODEL_ALIASES`].
-    pub fn parse(name: &str) -> Option<LlmModel> {
-        let name = name.trim();
-        let i = MODEL_NAMES
-            .iter()
-            .position(|n| *n == name)
-            .map(|i| i as i64)
-            .or_else(|| MODEL_ALIASES.iter().find(|(n, _)| *n == name).map(|a| a.1))?;
-        Self::from_index(i)
-    }
-
     /// Its name (`tiny`, `1b`).
     pub fn name(self) -> &'static str {
         MODEL_NAMES[self as usize]
