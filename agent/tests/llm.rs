@@ -1,7 +1,7 @@
 //! The transformer kernels through the agent on the cpu backend: `llm` prefill and decode of
 //! `tiny` validated step by step with their token figures, the layer kernels, f16 refused with a
-//! reason on the f32-only cpu, and the debug switch that perturbs one step's weights caught and
-//! named.
+//! reason on the cpu, q8_0 and q4_0 weights validated, and the debug switch that perturbs one
+//! step's weights caught and named.
 
 mod common;
 
@@ -98,6 +98,68 @@ async fn the_layer_kernels_run_and_validate() {
     let (_, r) = run(&mut c, "gemv-f16", s).await;
     assert_eq!(r.status(), pb::RunStatus::Unsupported, "{}", r.message);
     assert!(r.message.contains("in f16"), "{}", r.message);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn quantized_weights_validate_and_a_wrong_scale_is_caught() {
+    let agent = start(|_| {}).await;
+    let mut c = client(&agent).await;
+    for dtype in ["q8_0", "q4_0"] {
+        // tiny's prefill and decode, small's decode, and gemv over a few rows and many.
+        let runs = [
+            llm("prefill", &[("model", 0), ("prompt", 20), ("batch", 2)]),
+            llm(
+                "decode",
+                &[("model", 0), ("gen", 4), ("context", 3), ("batch", 2)],
+            ),
+            llm("decode", &[("model", 1), ("gen", 2)]),
+            spec("gemv", &[("batch", 3), ("k", 96), ("n", 37)]),
+            spec("gemv", &[("batch", 17), ("k", 64), ("n", 40)]),
+        ];
+        for mut s in runs {
+            s.dtype = dtype.into();
+            let name = format!("{}-{}-{dtype}", s.kernel, s.variant);
+            let (_, r) = run(&mut c, &name, s).await;
+            assert_ok(&r);
+            let v = r.validation.as_ref().unwrap();
+            assert!(v.passed, "{name}: {}", v.message);
+            assert_eq!(r.dtype, dtype, "{name}");
+        }
+    }
+    // A row that is not whole blocks is refused, naming k.
+    let mut s = spec("gemv", &[("k", 70), ("n", 8)]);
+    s.dtype = "q4_0".into();
+    let refused = c
+        .run(pb::RunRequest {
+            run_id: "gemv-q4_0-ragged".into(),
+            spec: Some(s),
+        })
+        .await
+        .expect_err("a ragged row refused");
+    assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+    assert!(
+        refused
+            .message()
+            .contains("k=70 must be a multiple of 32 in q4_0"),
+        "{}",
+        refused.message()
+    );
+    // Weights scaled before packing get scales the reference does not have: caught, named.
+    let mut s = llm("decode", &[("model", 0), ("gen", 2)]);
+    s.dtype = "q4_0".into();
+    s.env.insert(
+        "GPUFLEET_DEBUG_PERTURB_LAYER".into(),
+        "layers.0.attention.wo".into(),
+    );
+    let (_, r) = run(&mut c, "llm-q4_0-perturbed", s).await;
+    assert_eq!(r.status(), pb::RunStatus::Invalid, "{}", r.message);
+    let v = r.validation.unwrap();
+    assert!(
+        v.message
+            .contains("`pass 0: layers.0.attention.wo` (linear"),
+        "{}",
+        v.message
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

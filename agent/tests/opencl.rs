@@ -143,6 +143,57 @@ async fn the_transformer_gpu_kernels_validate_on_the_device_at_hand() {
     }
 }
 
+/// q8_0 and q4_0 weights: `tiny`'s prefill and decode, `small`'s decode and gemv validate, every
+/// projection through the quantized gemv, on the CPU's plan and planned as a GPU.
+#[tokio::test]
+async fn quantized_weights_validate_on_the_device_at_hand() {
+    let Some(mut t) = on_backend("opencl").await else {
+        return;
+    };
+    for dtype in ["q8_0", "q4_0"] {
+        let mut prefill = spec("llm", &[("model", 0), ("prompt", 20), ("batch", 2)]);
+        prefill.variant = "prefill".into();
+        let mut decode = spec(
+            "llm",
+            &[("model", 0), ("gen", 3), ("context", 4), ("batch", 2)],
+        );
+        decode.variant = "decode".into();
+        let mut small = spec("llm", &[("model", 1), ("gen", 2)]);
+        small.variant = "decode".into();
+        let gemv = spec("gemv", &[("batch", 3), ("k", 96), ("n", 77)]);
+        for (name, mut s, gpu) in [
+            ("prefill", prefill, false),
+            ("decode", decode.clone(), false),
+            ("decode-gpu-plan", decode, true),
+            ("small", small, false),
+            ("gemv", gemv, true),
+        ] {
+            s.dtype = dtype.into();
+            s.settings_mut().timeout_s = Some(300.0);
+            if gpu {
+                s.env
+                    .insert("GPUFLEET_DEBUG_OPENCL_GPU_PLANS".into(), "1".into());
+            }
+            let name = format!("{name}-{dtype}");
+            let (_, r) = run(&mut t.client, &name, on(&t.device, s)).await;
+            assert_ok(&r);
+            assert!(r.validation.as_ref().unwrap().passed, "{name}");
+            let projections = &r.config["projections"];
+            let gemv: usize = projections
+                .split(" gemv")
+                .next()
+                .and_then(|p| p.rsplit(' ').next())
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            assert!(
+                gemv > 0 && projections.contains(&format!("{gemv} of quantized blocks")),
+                "{name}: {projections}"
+            );
+            assert!(r.config["weights"].starts_with(dtype), "{name}");
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_host_without_opencl_drivers_lists_the_backend_as_unavailable() {
     // An empty vendor directory: the loader finds no driver.

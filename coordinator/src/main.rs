@@ -95,10 +95,12 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(_) => ServeLock::acquire(&cli.db)?,
         _ => None,
     };
-    // A command given an agent's URL needs no registered agents, so no database file.
+    // A command given an agent's URL needs no registered agents, so no database file; nor does
+    // a dry run.
     let by_url = match &cli.command {
         Command::Describe { agent, .. } => is_url(agent),
         Command::Power(args) => is_url(&args.agent),
+        Command::Run(args) => args.dry_run,
         _ => false,
     };
     let db = if by_url {

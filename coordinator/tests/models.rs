@@ -173,6 +173,63 @@ fn the_models_suite_runs_every_network_and_compare_shows_them() {
 }
 
 #[test]
+fn a_dry_run_shows_a_quantized_models_weights_and_stores_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("none.db");
+    let out = gpufleet(
+        &db,
+        &[
+            "run",
+            "--kernel",
+            "llm",
+            "--dtype",
+            "q4_0",
+            "--param",
+            "shape=llama-3.1-8b",
+            "--dry-run",
+            "--json",
+        ],
+    );
+    let rows: Vec<Value> = serde_json::from_str(&ok_stdout(&out)).unwrap();
+    assert_eq!(rows.len(), 1, "{rows:?}");
+    assert!(
+        rows[0]["spec"].as_str().unwrap().contains("model=8b"),
+        "{rows:?}"
+    );
+    assert!(
+        rows[0]["spec"].as_str().unwrap().contains("/q4_0/"),
+        "{rows:?}"
+    );
+    // 4.21 GiB: under 5, and below f16's 14.96.
+    let weights = rows[0]["weight_bytes"].as_u64().unwrap();
+    assert!(
+        (4.2..4.22).contains(&(weights as f64 / f64::from(1 << 30))),
+        "{weights}"
+    );
+    assert!(rows[0]["memory_bytes"].as_u64().unwrap() >= weights);
+    assert!(!db.exists(), "a dry run opens no database");
+    // A spec that cannot run is refused, naming why.
+    let out = gpufleet(
+        &db,
+        &[
+            "run",
+            "--kernel",
+            "gemv",
+            "--dtype",
+            "q8_0",
+            "--param",
+            "k=100",
+            "--dry-run",
+        ],
+    );
+    assert_ne!(out.status.code(), Some(0));
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("k=100 must be a multiple of 32"),
+        "{out:?}"
+    );
+}
+
+#[test]
 fn llm_results_compare_as_llama_bench_rows() {
     let (_agent, _dir, db) = fleet(false);
     // tiny on the cpu: a prefill of 8 tokens (pp8) and 4 decoded after 3 cached (tg4 @ d3).
@@ -187,6 +244,7 @@ fn llm_results_compare_as_llama_bench_rows() {
             "--param",
             "context=3",
         ][..],
+        &["--variant", "decode", "--param", "gen=2", "--dtype", "q4_0"][..],
     ] {
         let mut args = vec!["--agent", "a", "--backend", "cpu", "--kernel", "llm"];
         args.extend_from_slice(params);
@@ -207,16 +265,19 @@ fn llm_results_compare_as_llama_bench_rows() {
         lines[0], "| model | size | params | backend | test | t/s | device |",
         "{table}"
     );
-    assert_eq!(lines.len(), 4, "header, rule, pp8, tg4:\n{table}");
-    for (line, (test, rate)) in lines[2..]
-        .iter()
-        .zip([("pp8", rates[0]), ("tg4 @ d3", rates[1])])
-    {
+    assert_eq!(
+        lines.len(),
+        5,
+        "header, rule, pp8, tg4, tg2 in q4_0:\n{table}"
+    );
+    for (line, (model, size, test, rate)) in lines[2..].iter().zip([
+        ("llama tiny F32", "15.26 MiB", "pp8", rates[0]),
+        ("llama tiny F32", "15.26 MiB", "tg4 @ d3", rates[1]),
+        // Matrices in 18-byte blocks of 32 weights, the norms in f32.
+        ("llama tiny Q4_0", "2.15 MiB", "tg2", rates[2]),
+    ]) {
         let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
-        assert_eq!(
-            &cells[..5],
-            ["llama tiny F32", "15.07 MiB", "3.95 M", "CPU", test]
-        );
+        assert_eq!(&cells[..5], [model, size, "4.00 M", "CPU", test], "{table}");
         assert!(cells[5].starts_with(&format!("{rate:.2} ± ")), "{line}");
         assert!(cells[6].starts_with("a:cpu:"), "{line}");
     }

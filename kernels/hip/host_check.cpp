@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <random>
 #include <functional>
 #include <string>
@@ -216,6 +217,27 @@ int main() {
         else go(5, 64, [&] { h ? llm_gemv_f16(x.data(), wh.data(), o.data(), x_off, w_off, out_off, rows, k, n) : llm_gemv_f32(x.data(), wf.data(), o.data(), x_off, w_off, out_off, rows, k, n); });
         snprintf(nm, sizeof nm, "llm_%s_%s %dx%dx%d off %d/%ld%s", mm ? "matmul" : "gemv", h ? "f16" : "f32", rows, k, n, x_off, w_off, how);
         check(nm, o, ref(h ? wr : wf), 1e-5); } }
+    // quantized gemv and embedding: hand-made blocks (values then f16 scales, each matrix at its own byte
+    // offsets, Q4_0 two values a byte: weight i low nibble, i + 16 high), references from the values written
+    for (int bits : {8, 4}) {
+      const int rows = 3, k = 96, n = 37, x_off = 5, out_off = 2, nb = k / 32, qb = bits == 8 ? 32 : 16;
+      const long v_off = 64, s_off = v_off + (long)n * nb * qb + 6;
+      std::vector<unsigned char> w(s_off + 2L * n * nb + 8, 0xAB); std::vector<double> deq((size_t)n * k);
+      std::uniform_int_distribution<int> qd(bits == 8 ? -127 : -8, bits == 8 ? 127 : 7);
+      for (long blk = 0; blk < (long)n * nb; ++blk) {
+        const _Float16 d = (_Float16)(std::ldexp(1.0, -(int)(blk % 5)) * (blk % 2 ? -1 : 1)); std::memcpy(&w[s_off + 2 * blk], &d, 2);
+        for (int i = 0; i < 32; ++i) { const int q = qd(rng); deq[blk * 32 + i] = (double)d * q;
+          if (bits == 8) w[v_off + blk * 32 + i] = (unsigned char)(signed char)q;
+          else { unsigned char& byte = w[v_off + blk * 16 + i % 16]; if (i < 16) byte = (unsigned char)(q + 8); else byte |= (unsigned char)((q + 8) << 4); } } }
+      auto x = rnd(x_off + rows * k); std::vector<double> r(out_off + rows * n + PAD, S); std::vector<float> o(r.size(), S);
+      for (int i = 0; i < rows; ++i) for (int j = 0; j < n; ++j) { double acc = 0; for (int p = 0; p < k; ++p) acc += deq[(size_t)j * k + p] * x[x_off + i * k + p]; r[out_off + i * n + j] = acc; }
+      go(1, 256, [&] { bits == 8 ? llm_qgemv_q8(x.data(), w.data(), o.data(), x_off, v_off, s_off, out_off, rows, k, n) : llm_qgemv_q4(x.data(), w.data(), o.data(), x_off, v_off, s_off, out_off, rows, k, n); });
+      snprintf(nm, sizeof nm, "llm_qgemv_q%d %dx%dx%d", bits, rows, k, n); check(nm, o, r, 1e-5);
+      // embed rows of the same matrix as a table [n][k]: tokens 4, 36 (clamped to 36), 0
+      std::vector<float> tok = {4, 99, -3}; const int ids[] = {4, 36, 0}; std::vector<double> re(out_off + 3 * k + PAD, S); std::vector<float> oe(re.size(), S);
+      for (int i = 0; i < 3 * k; ++i) re[out_off + i] = deq[(size_t)ids[i / k] * k + i % k];
+      go(1, 256, [&] { bits == 8 ? llm_qembed_q8(tok.data(), w.data(), oe.data(), 0, 1, v_off, s_off, out_off, 3, k, n) : llm_qembed_q4(tok.data(), w.data(), oe.data(), 0, 1, v_off, s_off, out_off, 3, k, n); });
+      snprintf(nm, sizeof nm, "llm_qembed_q%d (clamped tokens)", bits); check(nm, oe, re, 0); }
     // rope: q to the arena, k and v to the caches at (pos·batch + seq)·kvd; random cos/sin tables
     for (auto [rows, per_seq, batch, pos0, heads, kvh, hd] : std::vector<std::tuple<int, int, int, int, int, int, int>>{{4, 2, 2, 3, 4, 2, 8}, {3, 3, 1, 2, 2, 1, 32}}) {
       const int half_d = hd / 2, qd = heads * hd, kvd = kvh * hd, width = qd + 2 * kvd, positions = pos0 + per_seq + 1;

@@ -29,6 +29,11 @@
  *   llm_attention_merge(part, out, out_off, n, head_dim, chunks)             256, grid-strided
  *   llm_swiglu(x, out, x_off, out_off, rows, ffn), llm_add(a, b, out, a_off, b_off, out_off, n),
  *   llm_copy(src, dst, src_off, dst_off, n)                                  256, grid-strided
+ *   llm_qembed_{q8,q4}(tokens, w, out, tok_off, tok_stride, v_off, s_off, out_off, rows, dim,
+ *                      vocab)                                                256, grid-strided
+ *   llm_qgemv_{q8,q4}(x, w, out, x_off, v_off, s_off, out_off, rows, k, n)  256, grid-strided
+ *       quantized weights (kernels/src/quant.rs): a matrix's blocks' values from byte v_off, their
+ *       f16 scales from byte s_off; a work-item per output feature over all rows (as llm.cl)
  *
  * Differences from llm.cl that do not change a result: the gemv's eight-weight loads are 16-byte
  * vector loads (two float4 for f32 weights) only when the whole launch is aligned for them
@@ -489,6 +494,80 @@ void llm_copy(const float *src, float *dst, int src_off, int dst_off, int n)
 
 LLM_WEIGHT_KERNELS(float, f32)
 LLM_WEIGHT_KERNELS(gf_half, f16)
+
+/* Block b's scale of a quantized matrix whose scales start at byte s_off. */
+GF_DEVICE float llm_qscale(const unsigned char *w, long s_off, long b)
+{
+    return (float)((const gf_half *)(w + s_off))[b];
+}
+
+/* Weight i (0..31) of block b: Q8_0 a signed byte, Q4_0 a nibble (byte i % 16, low for i < 16)
+ * less 8. */
+template <int BITS> GF_DEVICE float llm_qvalue(const unsigned char *w, long v_off, long b, int i)
+{
+    if (BITS == 8)
+        return (float)((const signed char *)(w + v_off))[b * 32 + i];
+    const unsigned char v = w[v_off + b * 16 + (i & 15)];
+    return (float)((i < 16 ? v & 15 : v >> 4) - 8);
+}
+
+template <int BITS>
+GF_DEVICE void llm_qembed(const float *tokens, const unsigned char *w, float *out, int tok_off,
+                          int tok_stride, long v_off, long s_off, int out_off, int rows, int dim,
+                          int vocab)
+{
+    const int total = rows * dim;
+    const int step = gf_num_groups_x() * LLM_FLAT;
+    for (int i = (int)gf_global_x(); i < total; i += step) {
+        const int r = i / dim, d = i % dim;
+        const float t = tokens[tok_off + r * tok_stride];
+        const int tok = (int)__builtin_fminf(gf_fmax(t, 0.0f), (float)(vocab - 1));
+        const long e = (long)tok * dim + d;
+        out[out_off + i] = llm_qvalue<BITS>(w, v_off, e / 32, (int)(e % 32)) *
+                           llm_qscale(w, s_off, e / 32);
+    }
+}
+
+template <int BITS>
+GF_DEVICE void llm_qgemv(const float *x, const unsigned char *w, float *out, int x_off, long v_off,
+                         long s_off, int out_off, int rows, int k, int n)
+{
+    const int nb = k / 32;
+    const int step = gf_num_groups_x() * LLM_FLAT;
+    for (int j = (int)gf_global_x(); j < n; j += step) {
+        for (int r = 0; r < rows; ++r) {
+            const float *xr = x + x_off + r * k;
+            float acc = 0.0f;
+            for (int b = 0; b < nb; ++b) {
+                const long blk = (long)j * nb + b;
+                float s = 0.0f;
+                for (int i = 0; i < 32; ++i)
+                    s += llm_qvalue<BITS>(w, v_off, blk, i) * xr[b * 32 + i];
+                acc += s * llm_qscale(w, s_off, blk);
+            }
+            out[out_off + r * n + j] = acc;
+        }
+    }
+}
+
+#define LLM_QUANT_KERNELS(BITS, SUF)                                                           \
+    GF_KERNEL(LLM_FLAT)                                                                        \
+    void llm_qembed_##SUF(const float *tokens, const unsigned char *w, float *out, int tok_off,\
+                          int tok_stride, long v_off, long s_off, int out_off, int rows,       \
+                          int dim, int vocab)                                                  \
+    {                                                                                          \
+        llm_qembed<BITS>(tokens, w, out, tok_off, tok_stride, v_off, s_off, out_off, rows,     \
+                         dim, vocab);                                                          \
+    }                                                                                          \
+    GF_KERNEL(LLM_FLAT)                                                                        \
+    void llm_qgemv_##SUF(const float *x, const unsigned char *w, float *out, int x_off,        \
+                         long v_off, long s_off, int out_off, int rows, int k, int n)          \
+    {                                                                                          \
+        llm_qgemv<BITS>(x, w, out, x_off, v_off, s_off, out_off, rows, k, n);                  \
+    }
+
+LLM_QUANT_KERNELS(8, q8)
+LLM_QUANT_KERNELS(4, q4)
 
 /* One attention kernel per head width: HEAD_DIM, ATT_WG. */
 #define LLM_ATTENTION_KERNEL(HD, WG)                                                           \

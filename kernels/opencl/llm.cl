@@ -18,6 +18,9 @@
  *   ATT_TILED  build llm_attention_tiled (HEAD_DIM a multiple of 4), with
  *   BQ, BK     its rows a group (work-items) and keys a tile
  *   W_HALF     weights stored as IEEE half
+ *   W_Q8, W_Q4 the matrices in Q8_0 / Q4_0 blocks (kernels/src/quant.rs), read by llm_qembed and
+ *              llm_qgemv from the packed weights (a matrix's blocks' values at byte v_off, then
+ *              their f16 scales at byte s_off); the norms' gains stay f32 there (WTYPE float)
  */
 
 #ifdef W_HALF
@@ -370,6 +373,75 @@ __kernel void llm_gemv_rows(__global const float *x, __global const WTYPE *w, __
         }
     }
 }
+
+#if defined(W_Q8) || defined(W_Q4)
+/* Block `b`'s scale of the matrix whose scales start at byte s_off. */
+float q_scale(__global const uchar *w, long s_off, long b)
+{
+    return vload_half(b, (__global const half *)(w + s_off));
+}
+
+/* sum_i x[i] w[i] over block `b` of a matrix (its 32 weights' values), unscaled. */
+float q_block_dot(__global const uchar *w, long v_off, long b, __global const float *x)
+{
+#ifdef W_Q8
+    float16 lo = convert_float16(vload16(0, (__global const char *)(w + v_off + b * 32)));
+    float16 hi = convert_float16(vload16(1, (__global const char *)(w + v_off + b * 32)));
+    float16 s = lo * vload16(0, x) + hi * vload16(1, x);
+#else
+    /* Byte i: weight i in its low nibble, weight i + 16 in its high one, offset by 8. */
+    uchar16 v = vload16(0, w + v_off + b * 16);
+    float16 lo = convert_float16(v & (uchar)15) - 8.0f;
+    float16 hi = convert_float16(v >> (uchar)4) - 8.0f;
+    float16 s = lo * vload16(0, x) + hi * vload16(1, x);
+#endif
+    float8 h = s.lo + s.hi;
+    float4 q = h.lo + h.hi;
+    return (q.x + q.y) + (q.z + q.w);
+}
+
+/* out[r][d] = the dequantized row tok(r) of the table (as llm_embed). */
+__kernel void llm_qembed(__global const float *tokens, __global const uchar *w, __global float *out,
+                         int tok_off, int tok_stride, long v_off, long s_off, int out_off, int rows,
+                         int dim, int vocab)
+{
+    int total = rows * dim;
+    for (int i = get_global_id(0); i < total; i += get_global_size(0)) {
+        int r = i / dim, d = i % dim;
+        float t = tokens[tok_off + r * tok_stride];
+        int tok = (int)clamp(t, 0.0f, (float)(vocab - 1));
+        long e = (long)tok * dim + d;
+        long b = e / 32;
+        int at = (int)(e % 32);
+#ifdef W_Q8
+        float q = (float)((__global const char *)(w + v_off))[e];
+#else
+        uchar v = w[v_off + b * 16 + (at & 15)];
+        float q = (float)((int)(at < 16 ? v & 15 : v >> 4) - 8);
+#endif
+        out[out_off + i] = q * q_scale(w, s_off, b);
+    }
+}
+
+/* out[r][j] = sum_i x[r][i] w[j][i] for the [n][k] matrix in blocks (k a multiple of 32): a
+ * work-item per output feature, its rows one after another, a block's dot product scaled once. */
+__kernel void llm_qgemv(__global const float *x, __global const uchar *w, __global float *out,
+                        int x_off, long v_off, long s_off, int out_off, int rows, int k, int n)
+{
+    int nb = k / 32;
+    for (int j = get_global_id(0); j < n; j += get_global_size(0)) {
+        for (int r = 0; r < rows; r++) {
+            __global const float *xr = x + x_off + r * k;
+            float acc = 0.0f;
+            for (int b = 0; b < nb; b++) {
+                long blk = (long)j * nb + b;
+                acc += q_block_dot(w, v_off, blk, xr + b * 32) * q_scale(w, s_off, blk);
+            }
+            out[out_off + r * n + j] = acc;
+        }
+    }
+}
+#endif
 
 #ifndef ROWS_ONLY
 /* Many rows (prefill): out[r][j] = sum_i x[r][i] w[j][i] over MM×MM tiles of (rows × features),

@@ -168,8 +168,9 @@ fn range_message(kernel: &str, param: &str, value: i64, min: i64, max: i64) -> S
     }
 }
 
-/// `1099511627776` -> `"1.0 TiB"`; for messages only.
-pub(crate) fn human_bytes(bytes: u64) -> String {
+/// `1099511627776` -> `"1.0 TiB"`, `1536` -> `"1.5 KiB"`: bytes in binary units, one decimal from
+/// KiB up; for people to read.
+pub fn human_bytes(bytes: u64) -> String {
     const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
     let mut value = bytes as f64;
     let mut unit = 0;
@@ -264,5 +265,9 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1 << 40), "1.0 TiB");
         assert_eq!(human_bytes(3 << 29), "1.5 GiB");
+        assert_eq!(human_bytes(0), "0 B");
+        assert_eq!(human_bytes(1023), "1023 B");
+        assert_eq!(human_bytes(1536), "1.5 KiB");
+        assert_eq!(human_bytes(5 * 1024 * 1024), "5.0 MiB");
     }
 }

@@ -28,6 +28,8 @@
 //! - `json.rs`: stored or received JSON read into a typed value, an error naming the field
 //!   ([`from_json_str`], [`from_json_value`], [`JsonError`]).
 //! - `inputs.rs`: seeded value sets (values exact in fp16) the families draw their inputs from.
+//! - `quant.rs`: llama.cpp's Q8_0 and Q4_0 weight blocks: the quantizer, the device's split layout,
+//!   seeded weights the blocks hold exactly.
 //! - `check/`: [`Validation`]: the harness pieces (`harness.rs`), a whole validation
 //!   ([`Problem::check`], `mod.rs`), and a network's layer by layer (`model.rs`).
 //! - `llm/`: the transformer workloads ([`llm::LlmGraph`]: steps over tensors at fixed offsets,
@@ -65,6 +67,7 @@ pub mod model;
 mod noise;
 mod problem;
 mod process;
+pub mod quant;
 mod run;
 mod secret;
 pub mod sources;
@@ -80,7 +83,7 @@ pub use catalog::{
     find_kernel, peak_item_value, show_param, variant_feature,
 };
 pub use check::harness::Validation;
-pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, prefix, quote};
+pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, human_bytes, prefix, quote};
 pub use json::{JsonError, flattened, from_json_str, from_json_value};
 pub use noise::{
     MAD_TO_SIGMA, NOISY_SPREAD, NoiseFigures, Robust, TUKEY_K, ci_pct, median_ci, noisy_rule,
@@ -95,4 +98,4 @@ pub use types::{Buffer, BufferKind, Dtype, MetricKind, MetricValue};
 
 /// Version of the kernels' semantics (definitions, inputs, tolerances); bump it when any of them
 /// changes, because results measured before are no longer comparable.
-pub const KERNELS_VERSION: &str = "1";
+pub const KERNELS_VERSION: &str = "2";

@@ -189,17 +189,25 @@ impl Problem {
             return bytes;
         }
         // The pointer chase's table and output are u32 whatever the dtype.
-        let elem = match family.elem() {
-            BufferKind::U32 => 4,
-            BufferKind::F32 => self.dtype.size_bytes() as u128,
+        let bytes = |n: u128| match family.elem() {
+            BufferKind::U32 => 4 * n,
+            BufferKind::F32 => self.dtype.storage_bytes(n),
         };
         let inputs: u128 = family.input_lens(self).iter().sum();
-        inputs * elem + family.output_len(self) * elem
+        bytes(inputs) + bytes(family.output_len(self))
     }
 
     /// Size of all input and output buffers in the dtype's storage size, for device memory checks.
     pub fn footprint_bytes(&self) -> u64 {
         u64::try_from(self.footprint_u128()).unwrap_or(u64::MAX)
+    }
+
+    /// Bytes of the weights as stored in the dtype (`llm`'s model, `gemv`'s matrix; quantized, the
+    /// blocks with their scales), `None` for kernels whose inputs are not a model's weights.
+    pub fn weight_bytes(&self) -> Option<u64> {
+        self.family()
+            .weight_bytes(self)
+            .map(|b| u64::try_from(b).unwrap_or(u64::MAX))
     }
 
     /// Element kinds of the inputs, in [`Problem::inputs`] order.

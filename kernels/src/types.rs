@@ -8,7 +8,10 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 /// Element type a kernel runs in.
 ///
 /// `F16` means fp16 storage with fp32 accumulation: inputs are generated so that fp16 storage does not
-/// change them, and the tolerance accounts for the output being rounded to fp16.
+/// change them, and the tolerance accounts for the output being rounded to fp16. `Q8_0` and `Q4_0`
+/// are llama.cpp's block formats for a model's weight matrices (see [`crate::quant`]): the
+/// activations, the norms and the results stay f32, and the weights are generated so that the
+/// blocks hold them exactly.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
 pub enum Dtype {
     /// 32-bit IEEE float storage and arithmetic.
@@ -16,17 +19,24 @@ pub enum Dtype {
     F32,
     /// 16-bit IEEE float storage, 32-bit accumulation.
     F16,
+    /// Weights in blocks of 32 int8 values with one f16 scale (34 bytes), f32 activations.
+    Q8_0,
+    /// Weights in blocks of 32 4-bit values (offset by 8) with one f16 scale (18 bytes), f32
+    /// activations.
+    Q4_0,
 }
 
 impl Dtype {
     /// Every dtype, in display order.
-    pub const ALL: [Dtype; 2] = [Dtype::F32, Dtype::F16];
+    pub const ALL: [Dtype; 4] = [Dtype::F32, Dtype::F16, Dtype::Q8_0, Dtype::Q4_0];
 
-    /// Canonical lowercase name (`"f32"`, `"f16"`), as used in spec keys and suites.
+    /// Canonical lowercase name (`"f32"`, `"f16"`, `"q8_0"`), as used in spec keys and suites.
     pub fn name(self) -> &'static str {
         match self {
             Dtype::F32 => "f32",
             Dtype::F16 => "f16",
+            Dtype::Q8_0 => "q8_0",
+            Dtype::Q4_0 => "q4_0",
         }
     }
 
@@ -38,12 +48,28 @@ impl Dtype {
             .find(|d| d.name().eq_ignore_ascii_case(s.trim()))
     }
 
-    /// Storage size of one element in bytes.
-    pub fn size_bytes(self) -> usize {
+    /// The block format of a quantized dtype, `None` for f32 and f16.
+    pub fn block_format(self) -> Option<crate::quant::BlockFormat> {
         match self {
-            Dtype::F32 => 4,
-            Dtype::F16 => 2,
+            Dtype::F32 | Dtype::F16 => None,
+            Dtype::Q8_0 => Some(crate::quant::BlockFormat::Q8_0),
+            Dtype::Q4_0 => Some(crate::quant::BlockFormat::Q4_0),
         }
+    }
+
+    /// Bytes `n` elements take in this dtype: a quantized dtype's whole blocks with their scales
+    /// (`n` a multiple of the block; a partial block counts whole).
+    pub fn storage_bytes(self, n: u128) -> u128 {
+        match self.block_format() {
+            Some(f) => n.div_ceil(crate::quant::QK as u128) * f.block_bytes() as u128,
+            None if self == Dtype::F16 => 2 * n,
+            None => 4 * n,
+        }
+    }
+
+    /// Bytes one element takes on average (34/32 for q8_0, 18/32 for q4_0).
+    pub fn bytes_per_element(self) -> f64 {
+        self.storage_bytes(crate::quant::QK as u128) as f64 / crate::quant::QK as f64
     }
 }
 
@@ -63,7 +89,7 @@ impl<'de> Deserialize<'de> for Dtype {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
         Dtype::parse(&s).ok_or_else(|| {
-            serde::de::Error::custom(format!("unknown dtype `{s}` (known: f32, f16)"))
+            serde::de::Error::custom(format!("unknown dtype `{s}` (known: f32, f16, q8_0, q4_0)"))
         })
     }
 }

@@ -48,7 +48,7 @@ pub use rows::{
 
 use super::storage::Elem;
 use super::{BackendError, SupportEntry, check_listed};
-use gpufleet_kernels::{BackendKind, KernelId, Problem, catalog};
+use gpufleet_kernels::{BackendKind, Dtype, KernelId, Problem, catalog};
 use std::collections::BTreeMap;
 use std::fmt::Display;
 
@@ -81,12 +81,14 @@ pub fn listed(
 }
 
 /// The support list of `backend`: every catalog kernel that lists it among its backends, with
-/// all its variants in its dtypes, but gemm as `gemm_variants` in `gemm_dtypes` (what the backend
+/// all its variants in its dtypes but the quantized ones (`quantized`: those a backend runs, for
+/// the kernels that take them), and gemm as `gemm_variants` in `gemm_dtypes` (what the backend
 /// builds of it).
 pub fn gpu_support(
     backend: BackendKind,
     gemm_variants: Vec<&'static str>,
     gemm_dtypes: Vec<&'static str>,
+    quantized: &[Dtype],
 ) -> Vec<SupportEntry> {
     catalog()
         .iter()
@@ -95,7 +97,12 @@ pub fn gpu_support(
             if k.id == KernelId::Gemm {
                 (k.name, gemm_variants.clone(), gemm_dtypes.clone())
             } else {
-                let dtypes = k.dtypes.iter().map(|d| d.name()).collect();
+                let dtypes = k
+                    .dtypes
+                    .iter()
+                    .filter(|d| d.block_format().is_none() || quantized.contains(d))
+                    .map(|d| d.name())
+                    .collect();
                 (k.name, k.variants.to_vec(), dtypes)
             }
         })

@@ -2,7 +2,8 @@
 //! the host; catalog inputs are exact in fp16) or u32 words, little-endian.
 //! Shared by the GPU backends.
 
-use gpufleet_kernels::Buffer;
+use gpufleet_kernels::llm::PackedLayout;
+use gpufleet_kernels::{Buffer, Problem};
 
 /// Element format of a device buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -10,12 +11,39 @@ pub enum Elem {
     F32,
     F16,
     U32,
+    /// A transformer's weights packed in its quantized dtype's blocks
+    /// (`gpufleet_kernels::llm::PackedLayout`): bytes made by [`input_bytes`], not per element.
+    Packed,
 }
 
 impl Elem {
+    /// Bytes of one element (1 for packed weights, whose size is their layout's).
     pub fn size(self) -> usize {
-        if self == Elem::F16 { 2 } else { 4 }
+        match self {
+            Elem::F16 => 2,
+            Elem::Packed => 1,
+            Elem::F32 | Elem::U32 => 4,
+        }
     }
+}
+
+/// The bytes of each of `problem`'s `inputs` stored as `storage` says: packed weights through the
+/// problem's [`PackedLayout`], the others through [`to_bytes`].
+pub fn input_bytes(problem: &Problem, inputs: &[Buffer], storage: &[Elem]) -> Vec<Vec<u8>> {
+    let layout = || {
+        let g = problem.llm_graph()?;
+        Some(PackedLayout::of(&g, problem.dtype.block_format()?))
+    };
+    inputs
+        .iter()
+        .zip(storage)
+        .map(|(b, s)| match (s, b) {
+            (Elem::Packed, Buffer::F32(v)) => layout()
+                .expect("packed storage is planned for a quantized transformer alone")
+                .pack(v),
+            _ => to_bytes(b, *s),
+        })
+        .collect()
 }
 
 /// `b` as the bytes of a buffer of `e` elements.
@@ -51,6 +79,7 @@ pub fn from_bytes(bytes: &[u8], e: Elem) -> Buffer {
                 .map(|c| half::f16::from_bits(u16::from_le_bytes([c[0], c[1]])).to_f32())
                 .collect(),
         ),
+        Elem::Packed => unreachable!("packed weights are uploaded, never read back"),
         Elem::U32 => Buffer::U32(
             bytes
                 .chunks_exact(4)

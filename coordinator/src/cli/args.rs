@@ -379,8 +379,12 @@ pub struct RunArgs {
     #[arg(long)]
     pub suite: Option<String>,
     /// Agent(s) to run on (registered names). Repeatable.
-    #[arg(long = "agent", required = true)]
+    #[arg(long = "agent", required_unless_present = "dry_run")]
     pub agents: Vec<String>,
+    /// Validate the specs and print what each would run (its weights, for a model, and the memory
+    /// it needs on a device) without contacting an agent or storing anything.
+    #[arg(long)]
+    pub dry_run: bool,
     /// Only devices of these backends (cpu, opencl, vulkan, hip). Repeatable.
     #[arg(long = "backend", value_parser = BACKENDS)]
     pub backends: Vec<String>,
@@ -397,7 +401,7 @@ pub struct RunArgs {
     /// Ad-hoc: a parameter, NAME=INTEGER. Repeatable. Not with --suite.
     #[arg(long = "param", value_name = "NAME=VALUE", conflicts_with = "suite")]
     pub params: Vec<String>,
-    /// Ad-hoc: data type (f32, or f16 where a backend has it).
+    /// Ad-hoc: data type: f32, f16 where a backend has it, or (llm, gemv) q8_0 / q4_0 weights.
     #[arg(long, default_value = "f32", value_parser = parse_dtype)]
     pub dtype: Dtype,
     /// Ad-hoc: compute_only or with_transfers.
@@ -483,7 +487,8 @@ pub struct ExportModelArgs {
     /// docs/models.md).
     #[arg(long, default_value = "tiny")]
     pub model: String,
-    /// `llm` only: how the weights are written, f32 or f16 (weights.f32 or weights.f16).
+    /// `llm` only: the weights' dtype, f32 or f16 (weights.f32 or weights.f16), or q8_0 / q4_0
+    /// (weights.f32 holding values the blocks keep exactly, for llama.cpp's quantizer).
     #[arg(long, default_value = "f32")]
     pub dtype: String,
     /// `llm` only: token ids written per sequence (tokens.i32, `--batch` sequences).

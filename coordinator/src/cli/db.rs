@@ -9,6 +9,7 @@ use super::args::CompactArgs;
 use crate::db::Db;
 use crate::store::{DbStats, ObjectKind, Retention, Store, TableCopy, TableStats};
 use crate::table::{Column, Format, Table};
+use gpufleet_kernels::human_bytes;
 
 /// `db backup FILE`: progress in percent on stderr (every percent on a terminal, every tenth in a
 /// log), then a summary line, or a JSON object with `--json`, on stdout.
@@ -42,7 +43,7 @@ pub fn backup(db: &Db, file: &Path, json: bool) -> anyhow::Result<i32> {
         println!(
             "backed up to {}: {}, {} results, {:.1} s",
             summary.path.display(),
-            fmt_bytes(summary.bytes),
+            human_bytes(summary.bytes),
             summary.results,
             summary.seconds
         );
@@ -104,7 +105,7 @@ pub fn restore(file: &Path, db: &Path, force: bool) -> anyhow::Result<i32> {
         "restored {} into {}: {}, {} results, schema version {}",
         summary.from.display(),
         summary.to.display(),
-        fmt_bytes(summary.bytes),
+        human_bytes(summary.bytes),
         summary.results,
         summary.schema_version
     );
@@ -162,7 +163,7 @@ const STATS_COLUMNS: &[Column<TableStats>] = &[
     Column::new("table", |t| t.table.clone()),
     Column::new("rows", |t| count_or_dash(t.rows)),
     Column::new("bytes", |t| {
-        t.bytes.map_or_else(|| "-".to_owned(), fmt_bytes)
+        t.bytes.map_or_else(|| "-".to_owned(), human_bytes)
     }),
     Column::new("pages", |t| count_or_dash(t.pages)),
 ];
@@ -185,13 +186,13 @@ fn stats_text(stats: &DbStats) -> String {
         String::new(),
         String::new(),
         rows.to_string(),
-        bytes.map_or_else(|| "-".to_owned(), fmt_bytes),
+        bytes.map_or_else(|| "-".to_owned(), human_bytes),
         sum(|t| t.pages),
     ]);
     let mut text = table.render(Format::Table);
     let file = stats
         .file_bytes
-        .map_or_else(|| "in memory".to_owned(), fmt_bytes);
+        .map_or_else(|| "in memory".to_owned(), human_bytes);
     text.push_str(&format!(
         "\n{}: {file}, {} pages of {} B ({} free), schema version {}\n",
         stats.path.display(),
@@ -203,7 +204,7 @@ fn stats_text(stats: &DbStats) -> String {
     if let Some(wal) = stats.wal_bytes.filter(|&b| b > 0) {
         text.push_str(&format!(
             "write-ahead log: {} (folded into the file at the next checkpoint)\n",
-            fmt_bytes(wal)
+            human_bytes(wal)
         ));
     }
     if bytes.is_none() {
@@ -266,42 +267,18 @@ pub fn compact(db: &Db, a: &CompactArgs) -> anyhow::Result<i32> {
             report.power_dropped,
             report.power_rows_deleted,
             report.kept,
-            fmt_bytes(before),
-            fmt_bytes(after),
+            human_bytes(before),
+            human_bytes(after),
             if a.no_vacuum { " (not vacuumed)" } else { "" },
         );
     }
     Ok(0)
 }
 
-/// `1536` → `1.5 KiB`: bytes in binary units, one decimal from KiB up.
-fn fmt_bytes(n: u64) -> String {
-    const UNITS: [&str; 5] = ["KiB", "MiB", "GiB", "TiB", "PiB"];
-    if n < 1024 {
-        return format!("{n} B");
-    }
-    let mut v = n as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::path::PathBuf;
-
-    #[test]
-    fn bytes_read_in_binary_units() {
-        assert_eq!(fmt_bytes(0), "0 B");
-        assert_eq!(fmt_bytes(1023), "1023 B");
-        assert_eq!(fmt_bytes(1536), "1.5 KiB");
-        assert_eq!(fmt_bytes(5 * 1024 * 1024), "5.0 MiB");
-        assert_eq!(fmt_bytes(3 << 40), "3.0 TiB");
-    }
 
     fn object(name: &str, kind: ObjectKind, rows: Option<u64>, bytes: Option<u64>) -> TableStats {
         TableStats {

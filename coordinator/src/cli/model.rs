@@ -132,11 +132,13 @@ fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
             MODEL_NAMES.join(", ")
         );
     };
-    let half = match args.dtype.as_str() {
-        "f32" => false,
-        "f16" => true,
-        other => bail!("--dtype {}: f32 or f16", gpufleet_kernels::quote(other)),
+    let Some(dtype) = gpufleet_kernels::Dtype::parse(&args.dtype) else {
+        bail!(
+            "--dtype {}: f32, f16, q8_0 or q4_0",
+            gpufleet_kernels::quote(&args.dtype)
+        );
     };
+    let half = dtype == gpufleet_kernels::Dtype::F16;
     let batch = usize::try_from(args.batch).unwrap_or(0).max(1);
     let c = model.config();
     eprintln!(
@@ -148,7 +150,7 @@ fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
         args.tokens,
         args.seed
     );
-    let weights = model_weights(&c, args.seed);
+    let weights = model_weights(&c, args.seed, dtype);
     let ids = tokens(batch * args.tokens, c.vocab, args.seed);
     let blocks: Vec<_> = (0..c.blocks)
         .map(|b| {
@@ -159,7 +161,7 @@ fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
         .collect();
     let file = if half { "weights.f16" } else { "weights.f32" };
     let doc = json!({
-        "model": model.name(), "seed": args.seed, "dtype": args.dtype,
+        "model": model.name(), "seed": args.seed, "dtype": dtype.name(),
         "dim": c.dim, "blocks": c.blocks, "heads": c.heads, "kv_heads": c.kv_heads,
         "head_dim": c.head_dim, "ffn": c.ffn, "vocab": c.vocab, "tied": c.tied,
         "rope_theta": c.rope_theta, "norm_eps": gpufleet_kernels::NORM_EPS,
@@ -167,7 +169,13 @@ fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
         "tok_embeddings": c.embedding(), "output": c.lm_head(),
         "batch": batch, "tokens": args.tokens,
         "files": {
-            file: "the weights buffer, little-endian; each projection [out][in] (PyTorch's Linear)",
+            file: if dtype.block_format().is_some() {
+                "the weights buffer, little-endian f32; each projection [out][in] (PyTorch's \
+                 Linear); every matrix holds values its blocks of 32 keep exactly, so llama.cpp's \
+                 quantizer (the gguf package's) gives the blocks the agent runs"
+            } else {
+                "the weights buffer, little-endian; each projection [out][in] (PyTorch's Linear)"
+            },
             "tokens.i32": "batch × tokens token ids, little-endian i32",
         },
     });

@@ -6,13 +6,14 @@ use super::parse::{campaign_options, parse_kv};
 use super::results::print_outcome;
 use crate::campaign::error::CampaignError;
 use crate::campaign::handoff::{hand_off, needs_handoff};
+use crate::campaign::plan::resolve_runs;
 use crate::campaign::progress::CliReporter;
 use crate::campaign::request::{CampaignRequest, RetryPolicy};
 use crate::campaign::run::run_campaign;
 use crate::campaign::selection::Selection;
 use crate::db::Db;
 use anyhow::{Context, bail};
-use gpufleet_kernels::{PartialSettings, Suite, SuiteRun, find_kernel};
+use gpufleet_kernels::{PartialSettings, Suite, SuiteRun, find_kernel, human_bytes};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -79,9 +80,58 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
     Ok(("adhoc".to_string(), vec![run], Vec::new()))
 }
 
+/// `run --dry-run`: every spec the runs resolve to, with its weights and device memory, as a table
+/// or JSON; nothing contacted or stored.
+fn dry_run(args: &RunArgs, runs: &[SuiteRun], kernels: &[String]) -> anyhow::Result<i32> {
+    let selection = Selection {
+        devices: args.devices.clone(),
+        options: campaign_options(&args.overrides, &args.backends, kernels)?,
+        power_window_s: args.power_window_s,
+    };
+    let resolved = resolve_runs(runs, &selection)?;
+    let mut rows = Vec::new();
+    for r in &resolved {
+        if !kernels.is_empty() && !kernels.contains(&r.run.kernel) {
+            continue;
+        }
+        for p in &r.problems {
+            rows.push((
+                p.spec_key(r.run.mode),
+                p.weight_bytes(),
+                p.footprint_bytes(),
+            ));
+        }
+    }
+    if args.json {
+        let doc: Vec<_> = rows
+            .iter()
+            .map(|(spec, weights, memory)| {
+                serde_json::json!({"spec": spec, "weight_bytes": weights, "memory_bytes": memory})
+            })
+            .collect();
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+        return Ok(0);
+    }
+    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
+    println!("{:width$}  {:>11}  {:>11}", "spec", "weights", "memory");
+    for (spec, weights, memory) in &rows {
+        let w = weights.map_or("-".to_string(), human_bytes);
+        println!("{spec:width$}  {w:>11}  {:>11}", human_bytes(*memory));
+    }
+    eprintln!(
+        "{} spec(s); memory is every buffer a device holds for one (weights, inputs, outputs); \
+         nothing was run",
+        rows.len()
+    );
+    Ok(0)
+}
+
 /// `run`.
 pub async fn run(db: &Db, args: RunArgs, connect_timeout: Duration) -> anyhow::Result<i32> {
     let (suite, runs, kernels) = runs_of(&args)?;
+    if args.dry_run {
+        return dry_run(&args, &runs, &kernels);
+    }
     let agents = args
         .agents
         .iter()

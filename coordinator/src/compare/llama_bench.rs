@@ -66,7 +66,7 @@ fn line(r: &ResultRow) -> Option<(Key, Vec<String>)> {
     }
     let elements = model.config().weights_len();
     let size = Dtype::parse(&rec.dtype).map_or("-".to_string(), |d| {
-        let bytes = (elements * d.size_bytes()) as f64;
+        let bytes = model.config().stored_bytes(d) as f64;
         if bytes < GIB {
             format!("{:.2} MiB", bytes / MIB)
         } else {

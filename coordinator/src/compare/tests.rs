@@ -391,6 +391,13 @@ fn llm_results_read_as_llama_bench_rows() {
             "vulkan:0",
             218.6,
         ),
+        llm_row(
+            "decode",
+            &[("model", 3), ("gen", 128)],
+            "q4_0",
+            "opencl:0",
+            150.0,
+        ),
         row("gemm/x", "cpu:0", "ok", Some(5.0), true),
         row("llm/x", "cpu:0", "crashed", None, true),
     ];
@@ -400,12 +407,14 @@ fn llm_results_read_as_llama_bench_rows() {
     assert_eq!(
         text,
         [
-            // tiny: 3,950,848 weights, f32.
-            "llama tiny F32 | 15.07 MiB | 3.95 M | CPU | pp8 | 100.00 ± 2.00 | a:cpu:0",
+            // tiny: 4,000,000 weights, f32.
+            "llama tiny F32 | 15.26 MiB | 4.00 M | CPU | pp8 | 100.00 ± 2.00 | a:cpu:0",
             // 1b: 1,235,814,400 weights, f16; prefill first, then by tokens.
             "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | pp512 | 2282.00 ± 45.64 | a:vulkan:0",
             "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | tg32 @ d1024 ×8 | 800.00 ± 16.00 | a:vulkan:0",
             "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | tg128 | 917.90 ± 18.36 | a:vulkan:0",
+            // 8b in Q4_0: every matrix in blocks of 18 bytes, the norms f32.
+            "llama 8B Q4_0 | 4.21 GiB | 8.03 B | OpenCL | tg128 | 150.00 ± 3.00 | a:opencl:0",
             // Qwen2.5-7B less its biases: 7,615,487,488 weights.
             "qwen2 7B F16 | 14.18 GiB | 7.62 B | Vulkan | tg32 | 218.60 ± 4.37 | a:vulkan:0",
         ]

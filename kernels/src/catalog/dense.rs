@@ -167,7 +167,7 @@ impl Family for Dense {
         match self {
             Dense::Gemm => {
                 let (m, n, k) = (p.fparam("m"), p.fparam("n"), p.fparam("k"));
-                p.dtype.size_bytes() as f64 * (m * k + k * n + m * n)
+                p.dtype.bytes_per_element() * (m * k + k * n + m * n)
             }
             Dense::Conv2d => {
                 let c = p.conv_shape();
@@ -234,7 +234,8 @@ impl Family for Dense {
 fn dot_tol(dtype: Dtype, k: usize, scale: f64, reference: f64) -> f64 {
     let c = (4.0 * (k as f64).sqrt()).max(16.0);
     let (out_eps, floor) = match dtype {
-        Dtype::F32 => (EPS32, 0.0),
+        // Quantized weights keep f32 results.
+        Dtype::F32 | Dtype::Q8_0 | Dtype::Q4_0 => (EPS32, 0.0),
         // fp16 output: relative rounding plus half the subnormal spacing (2^-25) near zero.
         Dtype::F16 => (EPS16, 1.0 / 33_554_432.0),
     };

@@ -4,7 +4,7 @@
 //! entries, the graph of each problem and its sizes.
 
 use super::{
-    F32_F16, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, lens, named, p,
+    F32_F16_QUANT, F32_ONLY, Family, KernelDef, KernelId, ParamDef, Problem, Visit, lens, named, p,
 };
 use crate::backend::BackendKind;
 use crate::check::harness::Validation;
@@ -12,8 +12,9 @@ use crate::check::llm::check_llm;
 use crate::inputs::{UNIT, ValueSet, WIDE, fill, rng_for};
 use crate::llm::{
     Heads, LayerKind, LlmGraph, LlmModel, MODEL_ALIASES, MODEL_NAMES, ModelSizes, Phase,
-    layer_graph, model_graph, model_inputs, model_sizes, rope_table, weight_scale_bits,
+    layer_graph, model_graph, model_inputs, model_sizes, projection, rope_table,
 };
+use crate::quant::QK;
 use crate::types::{Buffer, MetricKind};
 
 /// The kernels that run a graph of transformer steps.
@@ -84,12 +85,13 @@ pub(super) static TABLE: [KernelDef; 5] = [
         name: "llm",
         description: "Llama-style decoder inference (RMSNorm, fused QKV, RoPE, grouped-query \
                       attention over a KV cache, SwiGLU MLP, tied or own LM head), seeded weights \
-                      stored f32 or f16 with f32 accumulation; prefill: prompt tokens per sequence \
-                      in one pass; decode: gen tokens one pass each; validated step by step",
+                      stored f32 or f16, or the matrices in llama.cpp's q8_0 / q4_0 blocks, with \
+                      f32 accumulation; prefill: prompt tokens per sequence in one pass; decode: \
+                      gen tokens one pass each; validated step by step",
         variants: &["prefill", "decode"],
         default_variant: "decode",
         params: LLM_PARAMS,
-        dtypes: F32_F16,
+        dtypes: F32_F16_QUANT,
         metric: MetricKind::TokensPerS,
         host_only: false,
         debug: false,
@@ -144,7 +146,8 @@ pub(super) static TABLE: [KernelDef; 5] = [
         id: KernelId::Llm(LlmKernel::Gemv),
         name: "gemv",
         description: "rows × a [n][k] weight matrix (PyTorch's Linear without bias), f32 \
-                      activations, f32 or f16 weights, f32 accumulation: the decode projections",
+                      activations, f32, f16, q8_0 or q4_0 weights (k a multiple of 32 for the \
+                      blocks), f32 accumulation: the decode projections",
         variants: &["default"],
         default_variant: "default",
         params: &[
@@ -152,7 +155,7 @@ pub(super) static TABLE: [KernelDef; 5] = [
             p("k", 2048, 1, 65536, "input width"),
             p("n", 8192, 1, 262_144, "output width"),
         ],
-        dtypes: F32_F16,
+        dtypes: F32_F16_QUANT,
         metric: MetricKind::Gbps,
         host_only: false,
         debug: false,
@@ -280,7 +283,15 @@ impl Family for LlmKernel {
                 }
                 Ok(())
             }
-            LlmKernel::Llm | LlmKernel::SwiGlu | LlmKernel::Gemv => Ok(()),
+            LlmKernel::Gemv => match p.dtype.block_format() {
+                Some(_) if p.param("k") % QK as i64 != 0 => Err(format!(
+                    "k={} must be a multiple of {QK} in {} (a row is whole blocks of {QK} weights)",
+                    p.param("k"),
+                    p.dtype
+                )),
+                _ => Ok(()),
+            },
+            LlmKernel::Llm | LlmKernel::SwiGlu => Ok(()),
         }
     }
 
@@ -302,7 +313,8 @@ impl Family for LlmKernel {
                 (g.bytes_f32, g.weight_bytes_f32)
             }
         };
-        all - weights * (1.0 - p.dtype.size_bytes() as f64 / 4.0)
+        // Quantized, the norms count at the blocks' rate too (under 0.1% of the weights).
+        all - weights * (1.0 - p.dtype.bytes_per_element() / 4.0)
     }
 
     fn input_lens(&self, p: &Problem) -> Vec<u128> {
@@ -313,7 +325,8 @@ impl Family for LlmKernel {
         self.lens(p).1
     }
 
-    /// f32 buffers but the weights, stored in the dtype.
+    /// f32 buffers but the weights, stored in the dtype (quantized: all of them at the blocks' rate,
+    /// the norms' few elements too).
     fn footprint(&self, p: &Problem) -> Option<u128> {
         let (inputs, arena) = self.lens(p);
         let weights = match self {
@@ -324,14 +337,27 @@ impl Family for LlmKernel {
             .iter()
             .enumerate()
             .map(|(i, &n)| {
-                n * if Some(i) == weights {
-                    p.dtype.size_bytes() as u128
+                if Some(i) == weights {
+                    p.dtype.storage_bytes(n)
                 } else {
-                    4
+                    4 * n
                 }
             })
             .sum::<u128>();
         Some(bytes + 4 * arena)
+    }
+
+    /// `llm`: the model's weights as a file holds them (quantized: matrices in blocks, norms f32);
+    /// `gemv`: its matrix.
+    fn weight_bytes(&self, p: &Problem) -> Option<u128> {
+        match self {
+            LlmKernel::Llm => Some(Self::model(p).config().stored_bytes(p.dtype)),
+            LlmKernel::Gemv => Some(
+                p.dtype
+                    .storage_bytes((p.uparam("k") * p.uparam("n")) as u128),
+            ),
+            LlmKernel::Rope | LlmKernel::Attention | LlmKernel::SwiGlu => None,
+        }
     }
 
     fn llm(&self, p: &Problem) -> Option<LlmGraph> {
@@ -351,7 +377,7 @@ impl Family for LlmKernel {
         let lens = lens(&self.lens(p).0);
         let f = |set: ValueSet, i: usize| fill(set, lens[i], &mut rng_for(seed, i));
         let bufs = match self {
-            LlmKernel::Llm => model_inputs(&Self::model(p).config(), &lens, seed),
+            LlmKernel::Llm => model_inputs(&Self::model(p).config(), &lens, seed, p.dtype),
             LlmKernel::Rope => {
                 let hd = p.uparam("head_dim");
                 let cap = p.uparam("context") + p.uparam("tokens");
@@ -360,8 +386,8 @@ impl Family for LlmKernel {
             LlmKernel::Attention => vec![f(UNIT, 0), f(UNIT, 1), f(UNIT, 2)],
             LlmKernel::SwiGlu => vec![f(WIDE, 0)],
             LlmKernel::Gemv => {
-                let bits = weight_scale_bits(p.uparam("k"), 1.0);
-                vec![f(UNIT, 0), f(ValueSet::scaled(-256, 256, bits), 1)]
+                let w = projection(p.dtype, p.uparam("k"), 1.0, lens[1], &mut rng_for(seed, 1));
+                vec![f(UNIT, 0), w]
             }
         };
         bufs.into_iter().map(Buffer::F32).collect()

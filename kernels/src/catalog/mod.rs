@@ -184,6 +184,8 @@ pub(crate) const CPU_ONLY: &[BackendKind] = &[BackendKind::Cpu];
 pub(crate) const F32_ONLY: &[Dtype] = &[Dtype::F32];
 /// f32, or f16 storage with f32 arithmetic.
 pub(crate) const F32_F16: &[Dtype] = &[Dtype::F32, Dtype::F16];
+/// f32, f16 and the quantized weights (`gemv`, `llm`).
+pub(crate) const F32_F16_QUANT: &[Dtype] = &Dtype::ALL;
 const DEFAULT_VARIANT: &[&str] = &["default"];
 
 /// A parameter definition.
@@ -428,6 +430,11 @@ pub(crate) trait Family: Sync {
 
     /// Bytes of every buffer on the device, when they are not all of the dtype's size.
     fn footprint(&self, _p: &Problem) -> Option<u128> {
+        None
+    }
+
+    /// Bytes of a model's weights as stored in the dtype, for kernels with weights to show.
+    fn weight_bytes(&self, _p: &Problem) -> Option<u128> {
         None
     }
 

@@ -44,7 +44,8 @@ impl Storage {
     pub fn of(dtype: Dtype) -> Storage {
         match dtype {
             Dtype::F16 => Storage::F16,
-            Dtype::F32 => Storage::F32,
+            // Quantized weights keep f32 activations and results.
+            Dtype::F32 | Dtype::Q8_0 | Dtype::Q4_0 => Storage::F32,
         }
     }
 

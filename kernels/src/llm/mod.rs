@@ -27,15 +27,17 @@
 
 mod build;
 mod layers;
+mod packed;
 mod reference;
 mod shape;
 mod weights;
 
 pub use build::{ModelSizes, Pass, Phase, model_graph, model_sizes};
 pub use layers::{LayerKind, layer_graph};
+pub use packed::{ALIGN, PackedLayout, PackedMatrix};
 pub use reference::{Tensors, block_row, check_width, output_index, step_element};
 pub use shape::{BlockWeights, Config, LlmModel, MODEL_ALIASES, MODEL_NAMES};
-pub use weights::{model_inputs, model_weights, rope_table, tokens, weight_scale_bits};
+pub use weights::{model_inputs, model_weights, projection, rope_table, tokens, weight_scale_bits};
 
 /// Which buffer a tensor lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]

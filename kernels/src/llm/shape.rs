@@ -4,7 +4,8 @@
 /// A named model shape (the `model` parameter of `llm`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum LlmModel {
-    /// dim 256, 4 blocks, 8 / 4 heads, FFN 688, vocab 4,096: seconds on a CPU, for CI.
+    /// dim 256, 4 blocks, 8 / 4 heads, FFN 704 (whole blocks of 32 for q8_0 / q4_0), vocab 4,096:
+    /// seconds on a CPU, for CI.
     Tiny,
     /// dim 768, 12 blocks, 12 / 4 heads, FFN 2,048, vocab 32,000.
     Small,
@@ -74,7 +75,7 @@ impl LlmModel {
             rope_theta,
         };
         match self {
-            LlmModel::Tiny => c(256, 4, 8, 4, 688, 4096, true, 10_000.0),
+            LlmModel::Tiny => c(256, 4, 8, 4, 704, 4096, true, 10_000.0),
             LlmModel::Small => c(768, 12, 12, 4, 2048, 32_000, true, 10_000.0),
             LlmModel::B1 => c(2048, 16, 32, 8, 8192, 128_256, true, 500_000.0),
             LlmModel::B8 => c(4096, 32, 32, 8, 14_336, 128_256, false, 500_000.0),
@@ -141,6 +142,17 @@ impl Config {
     pub fn weights_len(&self) -> usize {
         let head = if self.tied { 0 } else { self.vocab * self.dim };
         self.blocks * self.block_len() + self.dim + self.vocab * self.dim + head
+    }
+
+    /// Bytes of the weights stored in `dtype`, as a model file holds them: quantized, the matrices
+    /// in blocks and the norms in f32 (llama-bench's size).
+    pub fn stored_bytes(&self, dtype: crate::Dtype) -> u128 {
+        let norms = ((2 * self.blocks + 1) * self.dim) as u128;
+        let all = self.weights_len() as u128;
+        match dtype.block_format() {
+            Some(_) => 4 * norms + dtype.storage_bytes(all - norms),
+            None => dtype.storage_bytes(all),
+        }
     }
 
     /// Weights read by one decode pass (everything but the embedding's unread rows).

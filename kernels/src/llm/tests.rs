@@ -2,7 +2,7 @@ use super::*;
 use crate::check::llm::{check_llm, reference_arena};
 
 fn graph_inputs(g: &LlmGraph) -> Vec<Vec<f32>> {
-    model_inputs(&g.config, &g.input_lens, 7)
+    model_inputs(&g.config, &g.input_lens, 7, crate::Dtype::F32)
 }
 
 #[test]
@@ -26,6 +26,30 @@ fn shapes_match_the_published_models() {
     for m in [LlmModel::B3, LlmModel::Qwen7b, LlmModel::Mistral7b] {
         assert_eq!(m.config().head_dim, 128, "{}", m.name());
     }
+    for m in LlmModel::ALL {
+        let c = m.config();
+        for (what, width) in [("dim", c.dim), ("q_dim", c.q_dim()), ("ffn", c.ffn)] {
+            assert_eq!(
+                width % crate::quant::QK,
+                0,
+                "{} {what} in whole blocks",
+                m.name()
+            );
+        }
+    }
+    // llama-bench's sizes with every matrix in the format: the 8B in Q4_0 4.21 GiB (llama.cpp's
+    // own Q4_0 file, whose LM head stays Q6_K, is 4.33), in Q8_0 7.95 GiB.
+    let gib = |d| b8.stored_bytes(d) as f64 / f64::from(1 << 30);
+    assert!(
+        (gib(crate::Dtype::Q4_0) - 4.21).abs() < 0.01,
+        "{}",
+        gib(crate::Dtype::Q4_0)
+    );
+    assert!(
+        (gib(crate::Dtype::Q8_0) - 7.95).abs() < 0.01,
+        "{}",
+        gib(crate::Dtype::Q8_0)
+    );
     assert_eq!(LlmModel::from_index(2), Some(LlmModel::B1));
     assert_eq!(LlmModel::from_index(7), None);
 }

@@ -67,9 +67,14 @@ impl CpuKernel {
     /// `Unsupported` for a dtype other than f32 or inputs of the wrong kind,
     /// `OutOfMemory` when the output cannot be allocated.
     pub fn new(problem: &Problem, inputs: &[Buffer], mode: Mode) -> Result<Self, BackendError> {
-        if problem.dtype.name() != "f32" {
+        // Quantized weights on the transformer kernels; f32 otherwise (no f16 on the CPU).
+        let quantized = problem
+            .dtype
+            .block_format()
+            .filter(|_| problem.llm_graph().is_some());
+        if problem.dtype != gpufleet_kernels::Dtype::F32 && quantized.is_none() {
             return Err(unsupported(format!(
-                "dtype {} (f32 only)",
+                "dtype {} (f32, and q8_0 / q4_0 for the transformer kernels)",
                 problem.dtype.name()
             )));
         }
@@ -117,7 +122,7 @@ impl CpuKernel {
             .map(|_| ops::model::ModelRunner::new(problem.graph()));
         let llm = problem.llm_graph().map(|g| {
             let x: Vec<&[f32]> = inputs.iter().map(f32s).collect();
-            ops::llm::LlmRunner::new(g, &x)
+            ops::llm::LlmRunner::new(g, &x, quantized)
         });
         Ok(CpuKernel {
             id: problem.id(),

@@ -19,7 +19,7 @@ pub mod ops;
 pub mod spec_table;
 
 use super::{Backend, BackendError, DeviceInfo, KernelSupport, Prepare, PreparedKernel};
-use gpufleet_kernels::{BackendKind, catalog};
+use gpufleet_kernels::{BackendKind, Dtype, catalog};
 
 /// The CPU backend.
 #[derive(Debug, Default)]
@@ -42,7 +42,8 @@ impl Backend for CpuBackend {
 
     fn kernels(&self) -> Vec<KernelSupport> {
         // The CPU implements every catalog kernel that lists it (all of them), every variant, in
-        // f32; compute_peak in the arithmetic types it has (no fp16).
+        // f32, and the quantized weights of those that take them (gemv, llm); compute_peak in the
+        // arithmetic types it has (no fp16).
         catalog()
             .iter()
             .filter(|k| k.backends.contains(&BackendKind::Cpu))
@@ -54,7 +55,12 @@ impl Backend for CpuBackend {
                     .filter(|v| kernel::runs_variant(k.id, v))
                     .map(|v| v.to_string())
                     .collect(),
-                dtypes: vec!["f32".to_string()],
+                dtypes: k
+                    .dtypes
+                    .iter()
+                    .filter(|d| **d == Dtype::F32 || d.block_format().is_some())
+                    .map(|d| d.name().to_string())
+                    .collect(),
             })
             .collect()
     }

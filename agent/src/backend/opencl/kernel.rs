@@ -290,11 +290,7 @@ impl OpenClKernel {
             .map_err(|e| driver("clCreateContext", e))?;
         let caps = planned_caps(&found.caps);
         let base = plan::plan(problem, &caps, None).map_err(|e| e.for_backend("opencl"))?;
-        let host: Vec<Vec<u8>> = inputs
-            .iter()
-            .zip(&base.input_storage)
-            .map(|(b, s)| storage::to_bytes(b, *s))
-            .collect();
+        let host = storage::input_bytes(problem, inputs, &base.input_storage);
         let mut config = BTreeMap::new();
         let plan = if tuning::tunable(problem) {
             let (tuning, line) = tuned(

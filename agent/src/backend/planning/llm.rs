@@ -24,17 +24,22 @@
 //!   split along the sequence ([`attention_chunks`], flash-decoding): a group per (row, head,
 //!   chunk) writes its partial sums to scratch 0, `llm_attention_merge` adds them by log-sum-exp.
 //! - The element-wise steps (embedding, RoPE, SwiGLU, add, copy) grid-stride over their elements.
+//! - Quantized weights (q8_0, q4_0: [`Elem::Packed`], laid out by [`PackedLayout`]): every
+//!   projection runs `llm_qgemv` (a work-item per output feature over all rows, a block's dot
+//!   product scaled once) and the embedding `llm_qembed`, from the matrices' byte offsets; the
+//!   norms read their f32 gains in the same buffer. Nothing is folded.
 //!
 //! Each planner maps [`LlmLaunch`] onto its API: OpenCL passes the sizes as `-D` options and
 //! global/local sizes, HIP picks the compiled instantiation (dtype, head width) by name.
 
 use super::{Arg, Unsupported, bounded, round_up};
 use crate::backend::storage::Elem;
-use gpufleet_kernels::llm::{Buf, LlmGraph, Op, Ref, Step};
+use gpufleet_kernels::llm::{Buf, LlmGraph, Op, PackedLayout, Ref, Step};
 use gpufleet_kernels::{Dtype, NORM_EPS, Problem};
-use std::collections::BTreeMap;
 
+mod config;
 mod fold;
+pub use config::config;
 pub(crate) use fold::{Folded, folded};
 
 /// Projections with at least this many rows use the tiled `llm_matmul`.
@@ -139,11 +144,16 @@ pub fn has_attention(g: &LlmGraph) -> bool {
     g.steps.iter().any(|s| matches!(s.op, Op::Attention { .. }))
 }
 
-/// How each input is stored: f32, but the weights in f16 for an f16 problem.
+/// How each input is stored: f32, but the weights in f16 for an f16 problem and packed for a
+/// quantized one.
 pub fn input_storage(problem: &Problem, g: &LlmGraph) -> Vec<Elem> {
     let mut out = vec![Elem::F32; g.input_lens.len()];
-    if let (Dtype::F16, Some(i)) = (problem.dtype, g.weights_input) {
-        out[i] = Elem::F16;
+    if let Some(i) = g.weights_input {
+        match problem.dtype {
+            Dtype::F16 => out[i] = Elem::F16,
+            Dtype::Q8_0 | Dtype::Q4_0 => out[i] = Elem::Packed,
+            Dtype::F32 => {}
+        }
     }
     out
 }
@@ -190,11 +200,14 @@ pub fn launches(
         global,
         args,
     };
+    let packed = problem.dtype.block_format().map(|f| PackedLayout::of(g, f));
     let mut out = Vec::with_capacity(g.steps.len());
     let mut partials = 0;
     let mut at = 0;
     while at < g.steps.len() {
-        if let Some(teams) = groups.gemv_team.filter(|_| !groups.rows_only)
+        if let Some(teams) = groups
+            .gemv_team
+            .filter(|_| !groups.rows_only && packed.is_none())
             && let Some(f) = folded(g, at, groups.fold_rope)
         {
             let s = &g.steps[f.linear];
@@ -276,13 +289,63 @@ pub fn launches(
         let (x, x_off) = tensor(s.x, "input offset")?;
         let (o, out_off) = tensor(s.out, "output offset")?;
         let w = Arg::Input(g.weights_input.unwrap_or(0));
-        let launch = match s.op {
-            Op::Embed {
-                dim,
-                vocab,
-                table,
-                tok_stride,
-            } => one(
+        let launch = match (s.op, &packed) {
+            (
+                Op::Embed {
+                    dim,
+                    vocab,
+                    table,
+                    tok_stride,
+                },
+                Some(layout),
+            ) => {
+                let m = layout.matrix(table);
+                one(
+                    "llm_qembed",
+                    strided(rows * dim),
+                    flat,
+                    vec![
+                        x,
+                        w,
+                        o,
+                        x_off,
+                        int("token stride", tok_stride)?,
+                        long(m.values),
+                        long(m.scales),
+                        out_off,
+                        int("rows", rows)?,
+                        int("dim", dim)?,
+                        int("vocab", vocab)?,
+                    ],
+                )
+            }
+            (Op::Linear { k, n, w: w_off }, Some(layout)) => {
+                int("input", rows * k + s.x.off)?;
+                int("output", rows * n + s.out.off)?;
+                let m = layout.matrix(w_off);
+                let args = vec![
+                    x,
+                    w,
+                    o,
+                    x_off,
+                    long(m.values),
+                    long(m.scales),
+                    out_off,
+                    int("rows", rows)?,
+                    int("k", k)?,
+                    int("n", n)?,
+                ];
+                one("llm_qgemv", strided(n), flat, args)
+            }
+            (
+                Op::Embed {
+                    dim,
+                    vocab,
+                    table,
+                    tok_stride,
+                },
+                _,
+            ) => one(
                 "llm_embed",
                 strided(rows * dim),
                 flat,
@@ -299,11 +362,14 @@ pub fn launches(
                     int("vocab", vocab)?,
                 ],
             ),
-            Op::RmsNorm {
-                dim,
-                gamma,
-                in_stride,
-            } => one(
+            (
+                Op::RmsNorm {
+                    dim,
+                    gamma,
+                    in_stride,
+                },
+                _,
+            ) => one(
                 "llm_rmsnorm",
                 vec![rows.min(GROUPS_MAX) * flat],
                 flat,
@@ -313,14 +379,15 @@ pub fn launches(
                     o,
                     x_off,
                     int("row stride", in_stride)?,
-                    long(gamma),
+                    // Packed, the gains' f32 index in the same buffer.
+                    long(packed.as_ref().map_or(gamma, |l| l.vector(gamma) / 4)),
                     out_off,
                     int("rows", rows)?,
                     int("dim", dim)?,
                     Arg::Float(NORM_EPS as f32),
                 ],
             ),
-            Op::Linear { k, n, w: w_off } => {
+            (Op::Linear { k, n, w: w_off }, None) => {
                 int("input", rows * k + s.x.off)?;
                 int("output", rows * n + s.out.off)?;
                 let args = vec![
@@ -355,12 +422,15 @@ pub fn launches(
                     one("llm_gemv", vec![count * groups.gemv], groups.gemv, args)
                 }
             }
-            Op::Rope {
-                heads,
-                table,
-                positions,
-                cache,
-            } => {
+            (
+                Op::Rope {
+                    heads,
+                    table,
+                    positions,
+                    cache,
+                },
+                _,
+            ) => {
                 let (t, t_off) = tensor(table, "table offset")?;
                 let width = heads.q_dim() + 2 * heads.kv_dim();
                 one(
@@ -387,7 +457,7 @@ pub fn launches(
                     ],
                 )
             }
-            Op::Attention { heads, cache } => {
+            (Op::Attention { heads, cache }, _) => {
                 let (kc, k_off) = tensor(cache.k, "key cache offset")?;
                 let (vc, v_off) = tensor(cache.v, "value cache offset")?;
                 int(
@@ -465,13 +535,13 @@ pub fn launches(
                     args,
                 )
             }
-            Op::SwiGlu { ffn } => one(
+            (Op::SwiGlu { ffn }, _) => one(
                 "llm_swiglu",
                 strided(rows * ffn),
                 flat,
                 vec![x, o, x_off, out_off, int("rows", rows)?, int("ffn", ffn)?],
             ),
-            Op::Add { dim, other } => {
+            (Op::Add { dim, other }, _) => {
                 let (b, b_off) = tensor(other, "addend offset")?;
                 one(
                     "llm_add",
@@ -480,7 +550,7 @@ pub fn launches(
                     vec![x, b, o, x_off, b_off, out_off, int("elements", rows * dim)?],
                 )
             }
-            Op::Copy { len } => one(
+            (Op::Copy { len }, _) => one(
                 "llm_copy",
                 strided(len),
                 flat,
@@ -497,63 +567,4 @@ pub fn launches(
             Vec::new()
         },
     })
-}
-
-/// The configuration recorded with the result: launches, group sizes, how the projections ran
-/// and the weights' storage.
-pub fn config(
-    problem: &Problem,
-    g: &LlmGraph,
-    launches: &[LlmLaunch],
-    groups: LlmGroups,
-) -> BTreeMap<String, String> {
-    let count = |name: &str| launches.iter().filter(|l| l.kernel == name).count();
-    let team = count("llm_gemv_team");
-    let gemv = count("llm_gemv") + team + count("llm_gemv_rows");
-    let tile = groups.matmul.unwrap_or(0);
-    let split = count("llm_attention_merge");
-    let weights = if problem.dtype == Dtype::F16 {
-        "f16"
-    } else {
-        "f32"
-    };
-    let mut config = BTreeMap::from([
-        ("launches".to_string(), launches.len().to_string()),
-        ("group".to_string(), groups.flat.to_string()),
-        ("attention_group".to_string(), groups.attention.to_string()),
-        (
-            "attention".to_string(),
-            format!(
-                "{} tiled ({} rows a group), {} by row",
-                count("llm_attention_tiled"),
-                groups.attention_tiled.unwrap_or(0),
-                count("llm_attention")
-            ),
-        ),
-        (
-            "projections".to_string(),
-            format!(
-                "{} tiled ({tile}x{tile}, {MATMUL_ROWS}+ rows; {} of them {}x{tile}), {gemv} gemv \
-                 ({team} by teams)",
-                count("llm_matmul") + count("llm_matmul_64"),
-                count("llm_matmul_64"),
-                tile / 2,
-            ),
-        ),
-        ("weights".to_string(), weights.to_string()),
-        (
-            "folded_steps".to_string(),
-            g.steps
-                .len()
-                .saturating_sub(launches.len() - split)
-                .to_string(),
-        ),
-    ]);
-    if split > 0 {
-        config.insert(
-            "attention_split".into(),
-            format!("{split} split along the sequence, merged by log-sum-exp"),
-        );
-    }
-    config
 }

@@ -11,17 +11,24 @@
 //! transposed), a causal softmax per row, the weighted values as a second product; over a few rows
 //! (decode), one task per row and head: the scores over the causal window of the cache, a softmax,
 //! the weighted sum of the values.
+//!
+//! Quantized weights (q8_0, q4_0) are packed once when the run is prepared
+//! ([`PackedLayout`]) and every step reads them there: a decode projection through the block dot
+//! products of [`super::quant`], the embedding a row of blocks at a time, the norms' f32 gains;
+//! a prefill projection multiplies the matrix dequantized (and transposed) once, as f32.
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
 
 use gpufleet_kernels::NORM_EPS;
-use gpufleet_kernels::llm::{Buf, Cache, Heads, LlmGraph, Op, Ref, Step};
+use gpufleet_kernels::llm::{Buf, Cache, Heads, LlmGraph, Op, PackedLayout, Ref, Step};
+use gpufleet_kernels::quant::{BlockFormat, QK};
 use rayon::prelude::*;
 
 use super::elementwise::exp_approx;
 use super::gemm::{gemm_blocked, gemm_strided_serial};
 use super::has_avx2_fma;
+use super::quant::{QRow, dequantize_block};
 use super::rows::{blocked_sum, row_max};
 
 /// Projections with at least this many rows go through the blocked GEMM.
@@ -36,6 +43,43 @@ pub struct LlmRunner {
     graph: LlmGraph,
     /// `Wᵀ` (`[k][n]`) by the offset of `W` in the weights.
     transposed: HashMap<usize, Vec<f32>>,
+    /// The weights packed in a quantized format: what every step reads instead of the f32 input.
+    packed: Option<(PackedLayout, Vec<u8>)>,
+}
+
+/// Where a step reads its weights: the f32 input, or the packed buffer.
+#[derive(Clone, Copy)]
+enum Weights<'a> {
+    F32(&'a [f32]),
+    Packed(&'a PackedLayout, &'a [u8]),
+}
+
+impl<'a> Weights<'a> {
+    /// Row `j` of the `[n][k]` matrix at `w` (packed).
+    fn qrow(layout: &PackedLayout, buf: &'a [u8], w: usize, k: usize, j: usize) -> QRow<'a> {
+        let m = layout.matrix(w);
+        let (f, blocks) = (layout.format(), k / QK);
+        QRow {
+            values: &buf[m.values + j * blocks * f.quant_bytes()..][..blocks * f.quant_bytes()],
+            scales: &buf[m.scales + 2 * j * blocks..][..2 * blocks],
+        }
+    }
+
+    /// The `dim` gains at `gamma`.
+    fn gains(self, gamma: usize, dim: usize) -> std::borrow::Cow<'a, [f32]> {
+        match self {
+            Weights::F32(w) => std::borrow::Cow::Borrowed(&w[gamma..gamma + dim]),
+            Weights::Packed(layout, buf) => {
+                let at = layout.vector(gamma);
+                std::borrow::Cow::Owned(
+                    buf[at..at + 4 * dim]
+                        .chunks_exact(4)
+                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                        .collect(),
+                )
+            }
+        }
+    }
 }
 
 impl std::fmt::Debug for LlmRunner {
@@ -164,17 +208,24 @@ fn swiglu_row_impl<const FMA: bool>(g: &[f32], u: &[f32], y: &mut [f32]) {
 }
 
 impl LlmRunner {
-    /// Prepares `graph`: transposes the weights of its projections over [`GEMM_ROWS`] rows or more
-    /// (`weights` as the backend got them).
-    pub fn new(graph: LlmGraph, inputs: &[&[f32]]) -> LlmRunner {
+    /// Prepares `graph`: packs the weights in `format` when given, and transposes the weights of
+    /// its projections over [`GEMM_ROWS`] rows or more (`weights` as the backend got them;
+    /// dequantized from the packed ones when packed).
+    pub fn new(graph: LlmGraph, inputs: &[&[f32]], format: Option<BlockFormat>) -> LlmRunner {
         let mut transposed = HashMap::new();
+        let packed = format.zip(graph.weights_input).map(|(f, wi)| {
+            let layout = PackedLayout::of(&graph, f);
+            let buf = layout.pack(inputs[wi]);
+            (layout, buf)
+        });
         if let Some(wi) = graph.weights_input {
             for s in &graph.steps {
                 if let Op::Linear { k, n, w } = s.op
                     && s.rows.rows >= GEMM_ROWS
                     && !transposed.contains_key(&w)
                 {
-                    let src = &inputs[wi][w..w + k * n];
+                    let unpacked = packed.as_ref().map(|(l, b)| l.unpack_matrix(b, w));
+                    let src = unpacked.as_deref().unwrap_or(&inputs[wi][w..w + k * n]);
                     let mut t = vec![0f32; k * n];
                     t.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
                         for (j, v) in row.iter_mut().enumerate() {
@@ -185,7 +236,11 @@ impl LlmRunner {
                 }
             }
         }
-        LlmRunner { graph, transposed }
+        LlmRunner {
+            graph,
+            transposed,
+            packed,
+        }
     }
 
     /// Runs every step on `inputs`, writing the arena.
@@ -195,7 +250,10 @@ impl LlmRunner {
     pub fn run(&self, inputs: &[&[f32]], arena: &mut [f32]) {
         assert_eq!(arena.len(), self.graph.arena_len, "arena length");
         let arena = Shared::new(arena);
-        let weights = self.graph.weights_input.map_or(&[][..], |i| inputs[i]);
+        let weights = match &self.packed {
+            Some((layout, buf)) => Weights::Packed(layout, buf),
+            None => Weights::F32(self.graph.weights_input.map_or(&[][..], |i| inputs[i])),
+        };
         for step in &self.graph.steps {
             let out_len = step.rows.rows * step.op.out_width();
             // SAFETY: steps run one after another and `run` holds the arena's only borrow, so
@@ -224,7 +282,7 @@ impl LlmRunner {
         b: &StepReads<'_>,
         arena: Shared<'_>,
         out: &mut [f32],
-        weights: &[f32],
+        weights: Weights<'_>,
     ) {
         let rows = s.rows.rows;
         let fma = has_avx2_fma();
@@ -237,25 +295,55 @@ impl LlmRunner {
             } => out.par_chunks_mut(dim).enumerate().for_each(|(r, o)| {
                 let tok = b.get(s.x.at(r * tok_stride), 1)[0];
                 let tok = (tok.max(0.0) as usize).min(vocab - 1);
-                o.copy_from_slice(&weights[table + tok * dim..][..dim]);
+                match weights {
+                    Weights::F32(w) => o.copy_from_slice(&w[table + tok * dim..][..dim]),
+                    Weights::Packed(layout, buf) => {
+                        let row = Weights::qrow(layout, buf, table, dim, tok);
+                        for (blk, ob) in o.chunks_exact_mut(QK).enumerate() {
+                            dequantize_block(layout.format(), row, blk, ob);
+                        }
+                    }
+                }
             }),
             Op::RmsNorm {
                 dim,
                 gamma,
                 in_stride,
-            } => out.par_chunks_mut(dim).enumerate().for_each(|(r, o)| {
-                let x = b.get(s.x.at(r * in_stride), dim);
-                let ms = dot(x, x) / dim as f32;
-                let rstd = 1.0 / (ms + NORM_EPS as f32).sqrt();
-                for ((y, v), g) in o.iter_mut().zip(x).zip(&weights[gamma..gamma + dim]) {
-                    *y = v * rstd * g;
-                }
-            }),
+            } => {
+                let gains = weights.gains(gamma, dim);
+                out.par_chunks_mut(dim).enumerate().for_each(|(r, o)| {
+                    let x = b.get(s.x.at(r * in_stride), dim);
+                    let ms = dot(x, x) / dim as f32;
+                    let rstd = 1.0 / (ms + NORM_EPS as f32).sqrt();
+                    for ((y, v), g) in o.iter_mut().zip(x).zip(gains.iter()) {
+                        *y = v * rstd * g;
+                    }
+                })
+            }
             Op::Linear { k, n, w } => {
                 let x = b.get(s.x, rows * k);
                 if let Some(t) = self.transposed.get(&w).filter(|_| rows >= GEMM_ROWS) {
                     gemm_blocked(x, t, out, rows, n, k);
+                } else if let Weights::Packed(layout, buf) = weights {
+                    let f = layout.format();
+                    let out = Shared::new(out);
+                    (0..n.div_ceil(GEMV_BLOCK)).into_par_iter().for_each(|blk| {
+                        let j0 = blk * GEMV_BLOCK;
+                        for j in j0..(j0 + GEMV_BLOCK).min(n) {
+                            let wr = Weights::qrow(layout, buf, w, k, j);
+                            for r in 0..rows {
+                                let v = super::quant::dot(f, wr, &x[r * k..(r + 1) * k]);
+                                // SAFETY: as the f32 loop below: element (r, j) is this task's
+                                // alone, written once, in the step's own output.
+                                let o = unsafe { out.write(r * n + j, 1) };
+                                o[0] = v;
+                            }
+                        }
+                    });
                 } else {
+                    let Weights::F32(weights) = weights else {
+                        unreachable!("packed weights took the branch above")
+                    };
                     let wm = &weights[w..w + k * n];
                     let out = Shared::new(out);
                     (0..n.div_ceil(GEMV_BLOCK)).into_par_iter().for_each(|blk| {

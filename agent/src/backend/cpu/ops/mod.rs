@@ -81,6 +81,7 @@ pub mod llm;
 pub mod memory;
 pub mod model;
 pub mod peak;
+pub mod quant;
 pub mod rows;
 
 use gpufleet_kernels::{ElementwiseKernel, TRIAD_SCALAR};

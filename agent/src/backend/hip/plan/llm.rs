@@ -19,6 +19,9 @@ pub const ATTENTION_HEADS: [(usize, usize); 4] = [(32, 32), (64, 32), (128, 32),
 /// The kernels whose instantiation is chosen by the weights' dtype.
 pub const BY_DTYPE: [&str; 4] = ["llm_embed", "llm_rmsnorm", "llm_gemv", "llm_matmul"];
 
+/// The kernels of quantized weights, one instantiation per format (`_q8`, `_q4`).
+pub const BY_FORMAT: [&str; 2] = ["llm_qembed", "llm_qgemv"];
+
 /// The kernels with one instantiation.
 pub const PLAIN: [&str; 5] = [
     "llm_rope",
@@ -37,6 +40,11 @@ pub fn symbols() -> Vec<String> {
         .iter()
         .flat_map(|k| ["f32", "f16"].map(|d| format!("{k}_{d}")))
         .collect();
+    out.extend(
+        BY_FORMAT
+            .iter()
+            .flat_map(|k| ["q8", "q4"].map(|f| format!("{k}_{f}"))),
+    );
     out.extend(PLAIN.map(String::from));
     out.extend(ATTENTION_HEADS.map(|(hd, _)| format!("llm_attention_hd{hd}")));
     out
@@ -78,15 +86,23 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &HipCaps) -> Result<Plan,
     };
     let planned = llm::launches(problem, g, groups, INT_ARG)?;
     let config = llm::config(problem, g, &planned.launches, groups);
+    // Quantized, the norms' gains stay f32 (`llm_rmsnorm_f32`); the matrices' kernels are the
+    // format's.
     let dtype = if problem.dtype == Dtype::F16 {
         "f16"
     } else {
         "f32"
     };
+    let format = match problem.dtype {
+        Dtype::Q4_0 => "q4",
+        _ => "q8",
+    };
     let mut launches = Vec::with_capacity(planned.launches.len());
     for l in planned.launches {
         let kernel = if BY_DTYPE.contains(&l.kernel) {
             format!("{}_{dtype}", l.kernel)
+        } else if BY_FORMAT.contains(&l.kernel) {
+            format!("{}_{format}", l.kernel)
         } else if l.kernel == "llm_attention" {
             format!("llm_attention_hd{head_dim}")
         } else {

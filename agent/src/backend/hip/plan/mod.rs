@@ -26,7 +26,7 @@ use crate::backend::config;
 use crate::backend::planning::{self, ROW_CHUNKS_MAX, Route, WIDE_ROW_COLS};
 use args::{FLAT, INT_ARG, blocks};
 use gemm::{plan_conv_direct, plan_conv_im2col, plan_gemm};
-use gpufleet_kernels::{BackendKind, DebugKernel, ElementwiseKernel, Problem, RowKernel};
+use gpufleet_kernels::{BackendKind, DebugKernel, Dtype, ElementwiseKernel, Problem, RowKernel};
 
 /// Why a catalog kernel this backend does not list is refused.
 const NO_KERNEL: &str = "the HIP backend has no kernel for it";
@@ -87,6 +87,7 @@ pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> 
         BackendKind::Hip,
         vec!["naive", "tiled", "blocked"],
         vec!["f32", "f16"],
+        &[Dtype::Q8_0, Dtype::Q4_0],
     )
 }
 

@@ -132,8 +132,11 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
             ("BK", bk.to_string()),
         ]);
     }
-    if problem.dtype == Dtype::F16 {
-        defines.push(("W_HALF", String::new()));
+    match problem.dtype {
+        Dtype::F16 => defines.push(("W_HALF", String::new())),
+        Dtype::Q8_0 => defines.push(("W_Q8", String::new())),
+        Dtype::Q4_0 => defines.push(("W_Q4", String::new())),
+        Dtype::F32 => {}
     }
     Ok(Plan {
         program: Program::new(("llm.cl", cl::LLM), options(caps, &defines)),

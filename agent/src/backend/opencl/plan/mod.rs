@@ -40,7 +40,7 @@ use gpufleet_kernels::Problem;
 //   launch into scratch 0 and one GEMM launch batched over the chunk's images (dimension 2).
 
 use gpufleet_kernels::sources::opencl as cl;
-use gpufleet_kernels::{BackendKind, RowKernel, SplitStats};
+use gpufleet_kernels::{BackendKind, Dtype, RowKernel, SplitStats};
 
 /// Why a catalog kernel this backend does not list is refused.
 const NO_KERNEL: &str = "the OpenCL backend has no kernel for it";
@@ -56,6 +56,7 @@ pub fn supported() -> Vec<(&'static str, Vec<&'static str>, Vec<&'static str>)> 
         BackendKind::OpenCl,
         vec!["naive", "tiled", "blocked"],
         vec!["f32", "f16"],
+        &[Dtype::Q8_0, Dtype::Q4_0],
     )
 }
 

@@ -325,6 +325,8 @@ fn supported_lists_every_device_kernel_with_the_catalog_variants_and_dtypes() {
             if k.id.f16_is_storage() && !caps.storage_buffer_16bit {
                 names.retain(|d| *d == "f32");
             }
+            // Quantized weights are not on Vulkan yet.
+            names.retain(|d| !d.starts_with('q'));
             assert_eq!(dtypes, &names, "{} on {caps:?}", k.name);
         }
         assert_eq!(listed.len(), 31);

@@ -1,0 +1,73 @@
+//! The configuration a transformer's launches record with the result (OpenCL and HIP).
+
+use super::{LlmGroups, LlmLaunch, MATMUL_ROWS};
+use gpufleet_kernels::llm::LlmGraph;
+use gpufleet_kernels::{Dtype, Problem};
+use std::collections::BTreeMap;
+
+/// The configuration recorded with the result: launches, group sizes, how the projections ran
+/// and the weights' storage.
+pub fn config(
+    problem: &Problem,
+    g: &LlmGraph,
+    launches: &[LlmLaunch],
+    groups: LlmGroups,
+) -> BTreeMap<String, String> {
+    let count = |name: &str| launches.iter().filter(|l| l.kernel == name).count();
+    let team = count("llm_gemv_team");
+    let quantized = count("llm_qgemv");
+    let gemv = count("llm_gemv") + team + count("llm_gemv_rows") + quantized;
+    let tile = groups.matmul.unwrap_or(0);
+    let split = count("llm_attention_merge");
+    let weights = match problem.dtype {
+        Dtype::F32 => "f32",
+        Dtype::F16 => "f16",
+        // The packed layout: the matrices in blocks, the norms f32.
+        Dtype::Q8_0 => "q8_0 blocks, f32 norms",
+        Dtype::Q4_0 => "q4_0 blocks, f32 norms",
+    };
+    let mut config = BTreeMap::from([
+        ("launches".to_string(), launches.len().to_string()),
+        ("group".to_string(), groups.flat.to_string()),
+        ("attention_group".to_string(), groups.attention.to_string()),
+        (
+            "attention".to_string(),
+            format!(
+                "{} tiled ({} rows a group), {} by row",
+                count("llm_attention_tiled"),
+                groups.attention_tiled.unwrap_or(0),
+                count("llm_attention")
+            ),
+        ),
+        (
+            "projections".to_string(),
+            format!(
+                "{} tiled ({tile}x{tile}, {MATMUL_ROWS}+ rows; {} of them {}x{tile}), {gemv} gemv \
+                 ({team} by teams{})",
+                count("llm_matmul") + count("llm_matmul_64"),
+                count("llm_matmul_64"),
+                tile / 2,
+                if quantized > 0 {
+                    format!(", {quantized} of quantized blocks")
+                } else {
+                    String::new()
+                },
+            ),
+        ),
+        ("weights".to_string(), weights.to_string()),
+        (
+            "folded_steps".to_string(),
+            g.steps
+                .len()
+                .saturating_sub(launches.len() - split)
+                .to_string(),
+        ),
+    ]);
+    if split > 0 {
+        config.insert(
+            "attention_split".into(),
+            format!("{split} split along the sequence, merged by log-sum-exp"),
+        );
+    }
+    config
+}
