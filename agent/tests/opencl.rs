@@ -190,6 +190,12 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
                 "{name}: {projections}"
             );
             assert!(r.config["weights"].starts_with(dtype), "{name}");
+            // Planned as a GPU, the one-row projections run by teams.
+            assert_eq!(
+                gpu,
+                !projections.contains("(0 by teams"),
+                "{name}: {projections}"
+            );
         }
     }
 }

@@ -18,8 +18,8 @@
  *   ATT_TILED  build llm_attention_tiled (HEAD_DIM a multiple of 4), with
  *   BQ, BK     its rows a group (work-items) and keys a tile
  *   W_HALF     weights stored as IEEE half
- *   W_Q8, W_Q4 the matrices in Q8_0 / Q4_0 blocks (kernels/src/quant.rs), read by llm_qembed and
- *              llm_qgemv from the packed weights (a matrix's blocks' values at byte v_off, then
+ *   W_Q8, W_Q4 the matrices in Q8_0 / Q4_0 blocks (kernels/src/quant.rs), read by llm_qembed,
+ *              llm_qgemv and (with TEAM_WG) llm_qgemv_team from the packed weights (a matrix's blocks' values at byte v_off, then
  *              their f16 scales at byte s_off); the norms' gains stay f32 there (WTYPE float)
  */
 
@@ -422,6 +422,92 @@ __kernel void llm_qembed(__global const float *tokens, __global const uchar *w, 
         out[out_off + i] = q * q_scale(w, s_off, b);
     }
 }
+
+#ifdef TEAM_WG
+/* sum_i x[i] w[i] over block b from its values as 16-byte words (the blocks are 16-byte aligned in
+ * the packed weights) and the block's 32 inputs `xv`, unscaled. */
+float q_block_dot_words(__global const uchar *w, long v_off, long b, const float4 *xv)
+{
+#ifdef W_Q8
+    __global const uint4 *p = (__global const uint4 *)(w + v_off + b * 32);
+    uint4 u0 = p[0], u1 = p[1];
+    float4 s = convert_float4(as_char4(u0.x)) * xv[0] + convert_float4(as_char4(u0.y)) * xv[1] +
+               convert_float4(as_char4(u0.z)) * xv[2] + convert_float4(as_char4(u0.w)) * xv[3] +
+               convert_float4(as_char4(u1.x)) * xv[4] + convert_float4(as_char4(u1.y)) * xv[5] +
+               convert_float4(as_char4(u1.z)) * xv[6] + convert_float4(as_char4(u1.w)) * xv[7];
+#else
+    /* Byte i holds weight i (low nibble) and weight i + 16 (high nibble), offset by 8. */
+    uint4 u = ((__global const uint4 *)(w + v_off + b * 16))[0];
+    const uchar4 m = (uchar4)15;
+    float4 s = (convert_float4(as_uchar4(u.x) & m) - 8.0f) * xv[0] +
+               (convert_float4(as_uchar4(u.y) & m) - 8.0f) * xv[1] +
+               (convert_float4(as_uchar4(u.z) & m) - 8.0f) * xv[2] +
+               (convert_float4(as_uchar4(u.w) & m) - 8.0f) * xv[3] +
+               (convert_float4(as_uchar4(u.x) >> (uchar4)4) - 8.0f) * xv[4] +
+               (convert_float4(as_uchar4(u.y) >> (uchar4)4) - 8.0f) * xv[5] +
+               (convert_float4(as_uchar4(u.z) >> (uchar4)4) - 8.0f) * xv[6] +
+               (convert_float4(as_uchar4(u.w) >> (uchar4)4) - 8.0f) * xv[7];
+#endif
+    return (s.x + s.y) + (s.z + s.w);
+}
+
+/* As llm_qgemv on a GPU: a team of TEAM work-items takes FT output features at once (teams stride
+ * over them), work-item l the row's blocks l, l + TEAM, ...: a block's 32 inputs read once for the
+ * FT features, each feature's block values one 16-byte load (two for q8_0) and its f16 scale;
+ * the team's sums added in local memory. The inputs are read as float4 where the rows start
+ * 16-byte aligned (x_off a multiple of 4), else element by element. */
+__kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void
+llm_qgemv_team(__global const float *x, __global const uchar *w, __global float *out, int x_off,
+               long v_off, long s_off, int out_off, int rows, int k, int n)
+{
+    __local float part[FT * TEAM_WG];
+    const int lid = get_local_id(0);
+    const int lane = lid % TEAM, team = lid / TEAM;
+    const int teams = get_num_groups(0) * (TEAM_WG / TEAM);
+    const int nb = k / 32;
+    const bool aligned = x_off % 4 == 0;
+    /* Every team runs the same number of rounds (the barriers are group-wide). */
+    const int rounds = (n + teams * FT - 1) / (teams * FT);
+    for (int it = 0; it < rounds; it++) {
+        const int j0 = (it * teams + get_group_id(0) * (TEAM_WG / TEAM) + team) * FT;
+        for (int r = 0; r < rows; r++) {
+            float acc[FT];
+            for (int f = 0; f < FT; f++)
+                acc[f] = 0.0f;
+            __global const float *xr = x + x_off + r * k;
+            for (int b = lane; b < nb && j0 < n; b += TEAM) {
+                float4 xv[8];
+                if (aligned) {
+                    __global const float4 *x4 = (__global const float4 *)(xr + b * 32);
+                    for (int i = 0; i < 8; i++)
+                        xv[i] = x4[i];
+                } else {
+                    for (int i = 0; i < 8; i++)
+                        xv[i] = vload4(i, xr + b * 32);
+                }
+                for (int f = 0; f < FT; f++) {
+                    if (j0 + f < n) {
+                        long blk = (long)(j0 + f) * nb + b;
+                        acc[f] += q_block_dot_words(w, v_off, blk, xv) * q_scale(w, s_off, blk);
+                    }
+                }
+            }
+            for (int f = 0; f < FT; f++)
+                part[f * TEAM_WG + lid] = acc[f];
+            barrier(CLK_LOCAL_MEM_FENCE);
+            for (int s = TEAM / 2; s > 0; s >>= 1) {
+                if (lane < s)
+                    for (int f = 0; f < FT; f++)
+                        part[f * TEAM_WG + lid] += part[f * TEAM_WG + lid + s];
+                barrier(CLK_LOCAL_MEM_FENCE);
+            }
+            if (lane < FT && j0 + lane < n)
+                out[out_off + r * n + j0 + lane] = part[lane * TEAM_WG + lid - lane];
+            barrier(CLK_LOCAL_MEM_FENCE);
+        }
+    }
+}
+#endif
 
 /* out[r][j] = sum_i x[r][i] w[j][i] for the [n][k] matrix in blocks (k a multiple of 32): a
  * work-item per output feature, its rows one after another, a block's dot product scaled once. */

@@ -30,8 +30,8 @@ pub mod opencl {
     pub const MODEL: &str = include_str!("../opencl/model.cl");
     /// `llm.cl`: the transformer's steps (`llm_embed`, `llm_rmsnorm`, `llm_gemv`,
     /// `llm_gemv_team`, `llm_gemv_rows`, `llm_matmul`, `llm_matmul_64`, `llm_rope`,
-    /// `llm_attention`, `llm_attention_tiled`, `llm_swiglu`, `llm_add`, `llm_copy`; `llm_qembed`
-    /// and `llm_qgemv` for q8_0 / q4_0 weights), fp16 weights
+    /// `llm_attention`, `llm_attention_tiled`, `llm_swiglu`, `llm_add`, `llm_copy`; `llm_qembed`,
+    /// `llm_qgemv` and `llm_qgemv_team` for q8_0 / q4_0 weights), fp16 weights
     /// with `-DW_HALF`.
     pub const LLM: &str = include_str!("../opencl/llm.cl");
     /// `peak.cl`: `compute_peak_<variant>` (fp16 with `-DGPUFLEET_HAS_FP16`, fp64 with

@@ -26,8 +26,10 @@
 //! - The element-wise steps (embedding, RoPE, SwiGLU, add, copy) grid-stride over their elements.
 //! - Quantized weights (q8_0, q4_0: [`Elem::Packed`], laid out by [`PackedLayout`]): every
 //!   projection runs `llm_qgemv` (a work-item per output feature over all rows, a block's dot
-//!   product scaled once) and the embedding `llm_qembed`, from the matrices' byte offsets; the
-//!   norms read their f32 gains in the same buffer. Nothing is folded.
+//!   product scaled once), or where the device has teams and the rows are few
+//!   `llm_qgemv_team` (a team per feature, each work-item every team-th block); the embedding
+//!   `llm_qembed`, from the matrices' byte offsets; the norms read their f32 gains in the same
+//!   buffer. Nothing is folded.
 //!
 //! Each planner maps [`LlmLaunch`] onto its API: OpenCL passes the sizes as `-D` options and
 //! global/local sizes, HIP picks the compiled instantiation (dtype, head width) by name.
@@ -335,7 +337,19 @@ pub fn launches(
                     int("k", k)?,
                     int("n", n)?,
                 ];
-                one("llm_qgemv", strided(n), flat, args)
+                // On a GPU, few rows by teams (a team a feature, coalesced block loads); else,
+                // and over many rows, a work-item a feature.
+                match groups
+                    .gemv_team
+                    .filter(|_| !groups.rows_only && rows < MATMUL_ROWS)
+                {
+                    Some(t) => {
+                        let per_group = t.features * (t.group / t.lanes);
+                        let groups_n = n.div_ceil(per_group).min(GROUPS_MAX);
+                        one("llm_qgemv_team", vec![groups_n * t.group], t.group, args)
+                    }
+                    None => one("llm_qgemv", strided(n), flat, args),
+                }
             }
             (
                 Op::Embed {

@@ -21,7 +21,9 @@ use std::collections::HashMap;
 use std::marker::PhantomData;
 
 use gpufleet_kernels::NORM_EPS;
-use gpufleet_kernels::llm::{Buf, Cache, Heads, LlmGraph, Op, PackedLayout, Ref, Step};
+use gpufleet_kernels::llm::{
+    Buf, Cache, Heads, LlmGraph, Op, PackedLayout, PackedMatrix, Ref, Step,
+};
 use gpufleet_kernels::quant::{BlockFormat, QK};
 use rayon::prelude::*;
 
@@ -55,9 +57,8 @@ enum Weights<'a> {
 }
 
 impl<'a> Weights<'a> {
-    /// Row `j` of the `[n][k]` matrix at `w` (packed).
-    fn qrow(layout: &PackedLayout, buf: &'a [u8], w: usize, k: usize, j: usize) -> QRow<'a> {
-        let m = layout.matrix(w);
+    /// Row `j` of the `[n][k]` matrix whose blocks lie at `m` (packed in `layout`).
+    fn qrow(layout: &PackedLayout, buf: &'a [u8], m: PackedMatrix, k: usize, j: usize) -> QRow<'a> {
         let (f, blocks) = (layout.format(), k / QK);
         QRow {
             values: &buf[m.values + j * blocks * f.quant_bytes()..][..blocks * f.quant_bytes()],
@@ -298,7 +299,7 @@ impl LlmRunner {
                 match weights {
                     Weights::F32(w) => o.copy_from_slice(&w[table + tok * dim..][..dim]),
                     Weights::Packed(layout, buf) => {
-                        let row = Weights::qrow(layout, buf, table, dim, tok);
+                        let row = Weights::qrow(layout, buf, layout.matrix(table), dim, tok);
                         for (blk, ob) in o.chunks_exact_mut(QK).enumerate() {
                             dequantize_block(layout.format(), row, blk, ob);
                         }
@@ -325,12 +326,12 @@ impl LlmRunner {
                 if let Some(t) = self.transposed.get(&w).filter(|_| rows >= GEMM_ROWS) {
                     gemm_blocked(x, t, out, rows, n, k);
                 } else if let Weights::Packed(layout, buf) = weights {
-                    let f = layout.format();
+                    let (f, m) = (layout.format(), layout.matrix(w));
                     let out = Shared::new(out);
                     (0..n.div_ceil(GEMV_BLOCK)).into_par_iter().for_each(|blk| {
                         let j0 = blk * GEMV_BLOCK;
                         for j in j0..(j0 + GEMV_BLOCK).min(n) {
-                            let wr = Weights::qrow(layout, buf, w, k, j);
+                            let wr = Weights::qrow(layout, buf, m, k, j);
                             for r in 0..rows {
                                 let v = super::quant::dot(f, wr, &x[r * k..(r + 1) * k]);
                                 // SAFETY: as the f32 loop below: element (r, j) is this task's

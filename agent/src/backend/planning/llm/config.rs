@@ -14,9 +14,9 @@ pub fn config(
     groups: LlmGroups,
 ) -> BTreeMap<String, String> {
     let count = |name: &str| launches.iter().filter(|l| l.kernel == name).count();
-    let team = count("llm_gemv_team");
-    let quantized = count("llm_qgemv");
-    let gemv = count("llm_gemv") + team + count("llm_gemv_rows") + quantized;
+    let team = count("llm_gemv_team") + count("llm_qgemv_team");
+    let quantized = count("llm_qgemv") + count("llm_qgemv_team");
+    let gemv = count("llm_gemv") + count("llm_gemv_team") + count("llm_gemv_rows") + quantized;
     let tile = groups.matmul.unwrap_or(0);
     let split = count("llm_attention_merge");
     let weights = match problem.dtype {
