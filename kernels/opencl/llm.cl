@@ -424,29 +424,41 @@ __kernel void llm_qembed(__global const float *tokens, __global const uchar *w, 
 }
 
 #ifdef TEAM_WG
+/* Four unsigned bytes (or nibbles) of `u`, already masked to `m` after shifting by `sh`, as
+ * floats less `bias`: OR-ed into the mantissa of 2^23 (exact: the values are below 2^8), then 2^23 +
+ * bias subtracted. Integer-to-float conversions run at a quarter of the FMA rate on NVIDIA GPUs (and
+ * were what bound the first version); this is a logic op and an add. */
+float4 q_bytes(uint4 u4, float bias)
+{
+    return as_float4(u4 | (uint4)0x4B000000u) - (8388608.0f + bias);
+}
+
 /* sum_i x[i] w[i] over block b from its values as 16-byte words (the blocks are 16-byte aligned in
  * the packed weights) and the block's 32 inputs `xv`, unscaled. */
 float q_block_dot_words(__global const uchar *w, long v_off, long b, const float4 *xv)
 {
+    float4 s = (float4)(0.0f);
 #ifdef W_Q8
+    /* Signed bytes: flipping the sign bit makes them byte + 128. */
     __global const uint4 *p = (__global const uint4 *)(w + v_off + b * 32);
-    uint4 u0 = p[0], u1 = p[1];
-    float4 s = convert_float4(as_char4(u0.x)) * xv[0] + convert_float4(as_char4(u0.y)) * xv[1] +
-               convert_float4(as_char4(u0.z)) * xv[2] + convert_float4(as_char4(u0.w)) * xv[3] +
-               convert_float4(as_char4(u1.x)) * xv[4] + convert_float4(as_char4(u1.y)) * xv[5] +
-               convert_float4(as_char4(u1.z)) * xv[6] + convert_float4(as_char4(u1.w)) * xv[7];
+    for (int h = 0; h < 2; h++) {
+        uint4 u = p[h] ^ (uint4)0x80808080u;
+        uint t[4] = {u.x, u.y, u.z, u.w};
+        for (int i = 0; i < 4; i++) {
+            uint v = t[i];
+            s += q_bytes((uint4)(v, v >> 8, v >> 16, v >> 24) & (uint4)0xFFu, 128.0f) *
+                 xv[4 * h + i];
+        }
+    }
 #else
     /* Byte i holds weight i (low nibble) and weight i + 16 (high nibble), offset by 8. */
     uint4 u = ((__global const uint4 *)(w + v_off + b * 16))[0];
-    const uchar4 m = (uchar4)15;
-    float4 s = (convert_float4(as_uchar4(u.x) & m) - 8.0f) * xv[0] +
-               (convert_float4(as_uchar4(u.y) & m) - 8.0f) * xv[1] +
-               (convert_float4(as_uchar4(u.z) & m) - 8.0f) * xv[2] +
-               (convert_float4(as_uchar4(u.w) & m) - 8.0f) * xv[3] +
-               (convert_float4(as_uchar4(u.x) >> (uchar4)4) - 8.0f) * xv[4] +
-               (convert_float4(as_uchar4(u.y) >> (uchar4)4) - 8.0f) * xv[5] +
-               (convert_float4(as_uchar4(u.z) >> (uchar4)4) - 8.0f) * xv[6] +
-               (convert_float4(as_uchar4(u.w) >> (uchar4)4) - 8.0f) * xv[7];
+    uint t[4] = {u.x, u.y, u.z, u.w};
+    for (int i = 0; i < 4; i++) {
+        uint v = t[i];
+        s += q_bytes((uint4)(v, v >> 8, v >> 16, v >> 24) & (uint4)0xFu, 8.0f) * xv[i];
+        s += q_bytes((uint4)(v >> 4, v >> 12, v >> 20, v >> 28) & (uint4)0xFu, 8.0f) * xv[4 + i];
+    }
 #endif
     return (s.x + s.y) + (s.z + s.w);
 }
