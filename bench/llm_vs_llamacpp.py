@@ -3,8 +3,13 @@
 
 For each model and dtype, `gpufleet export-model llm` writes the seeded weights an agent generates.
 This script writes them as a GGUF file of llama.cpp's `llama` architecture holding exactly our
-shapes and values (F16 or F32; nothing quantized), then:
+shapes and values (F16 or F32; or Q8_0 / Q4_0: every matrix quantized by the gguf package's own
+quantizer, llama.cpp's reference one, from the f32 weights `export-model --dtype q4_0` writes, which
+its blocks hold exactly; norms F32), then:
 
+  - `--roundtrip`: proves a quantized file holds exactly our weights without llama.cpp: reads the GGUF
+    back with the gguf package, dequantizes every matrix (and undoes the Q/K row permutation) and
+    compares it with the exported f32 weights, element for element. Needs only `gguf` and numpy.
   - `--check`: proves the file holds our model. llama.cpp (through llama-cpp-python, on the CPU)
     computes the logits of every position of a short token prefix; the same network built in float64
     from the exported weights (bench/llm_vs_torch.py's TorchLlm) computes them too; the largest
@@ -41,6 +46,7 @@ minutes on 2 cores):
     CMAKE_BUILD_PARALLEL_LEVEL=2 nice -n 19 pip install .llamacpp/src/llama_cpp_python-0.3.36.tar.gz
 
 Usage:
+  python3 bench/llm_vs_llamacpp.py --bin-dir target/release --roundtrip          # q8_0/q4_0 files hold our weights
   python3 bench/llm_vs_llamacpp.py --bin-dir target/release --check              # here, on the CPU
   python3 bench/llm_vs_llamacpp.py --bin-dir .dev --backend vulkan --models tiny small 1b --out peers.md
 """
@@ -67,6 +73,8 @@ CARRY = os.path.join(LLAMACPP, "carry")
 # is off by 6e-3 (tiny), 4e-3 (small) and 1.3e-3 (1b): the seeded weights' attention is nearly
 # uniform, so RoPE moves the logits little, and the f16 bound must stay well below that.
 CHECK_TOL = {"f32": 1e-5, "f16": 3e-4}
+# llama.cpp's gguf quantization types and file types of our quantized dtypes.
+QUANTIZED = {"q8_0": ("Q8_0", "MOSTLY_Q8_0"), "q4_0": ("Q4_0", "MOSTLY_Q4_0")}
 
 
 def die(msg):
@@ -110,7 +118,10 @@ def write_gguf(m, out_dir, path, permute=True):
     import numpy as np
     gguf = import_gguf()
     f16 = m["dtype"] == "f16"
-    raw = np.memmap(os.path.join(out_dir, f"weights.{m['dtype']}"), dtype="<f2" if f16 else "<f4", mode="r")
+    quant = QUANTIZED.get(m["dtype"])
+    # A quantized export is f32 values its blocks hold exactly.
+    stored = "f32" if quant else m["dtype"]
+    raw = np.memmap(os.path.join(out_dir, f"weights.{stored}"), dtype="<f2" if f16 else "<f4", mode="r")
     d, hd, h, kvh, ffn, v = m["dim"], m["head_dim"], m["heads"], m["kv_heads"], m["ffn"], m["vocab"]
 
     def take(off, *shape):
@@ -136,7 +147,10 @@ def write_gguf(m, out_dir, path, permute=True):
     w.add_rope_freq_base(float(m["rope_theta"]))
     w.add_layer_norm_rms_eps(float(m["norm_eps"]))
     w.add_vocab_size(v)
-    w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
+    if quant:
+        w.add_file_type(getattr(gguf.LlamaFileType, quant[1]))
+    else:
+        w.add_file_type(gguf.LlamaFileType.MOSTLY_F16 if f16 else gguf.LlamaFileType.ALL_F32)
     tokens, scores, types = vocabulary(v)
     w.add_tokenizer_model("llama")
     w.add_token_list(tokens)
@@ -147,7 +161,15 @@ def write_gguf(m, out_dir, path, permute=True):
     w.add_eos_token_id(2)
     w.add_add_bos_token(False)
 
-    w.add_tensor("token_embd.weight", take(m["tok_embeddings"], v, d))
+    def matrix(name, a):
+        """A matrix as stored: quantized by the gguf package (llama.cpp's reference quantizer)."""
+        if quant:
+            qt = getattr(gguf.GGMLQuantizationType, quant[0])
+            w.add_tensor(name, gguf.quants.quantize(np.ascontiguousarray(a, dtype=np.float32), qt), raw_dtype=qt)
+        else:
+            w.add_tensor(name, np.ascontiguousarray(a))
+
+    matrix("token_embd.weight", take(m["tok_embeddings"], v, d))
     for i, l in enumerate(m["layers"]):
         qkv = take(l["wqkv"], (h + 2 * kvh) * hd, d)
         q, k, vv = qkv[:h * hd], qkv[h * hd:(h + kvh) * hd], qkv[(h + kvh) * hd:]
@@ -155,21 +177,79 @@ def write_gguf(m, out_dir, path, permute=True):
             q, k = permute_rope(q, h, hd), permute_rope(k, kvh, hd)
         gu = take(l["w_gate_up"], 2 * ffn, d)
         w.add_tensor(f"blk.{i}.attn_norm.weight", norm(l["attention_norm"]))
-        w.add_tensor(f"blk.{i}.attn_q.weight", np.ascontiguousarray(q))
-        w.add_tensor(f"blk.{i}.attn_k.weight", np.ascontiguousarray(k))
-        w.add_tensor(f"blk.{i}.attn_v.weight", vv)
-        w.add_tensor(f"blk.{i}.attn_output.weight", take(l["wo"], d, h * hd))
+        matrix(f"blk.{i}.attn_q.weight", q)
+        matrix(f"blk.{i}.attn_k.weight", k)
+        matrix(f"blk.{i}.attn_v.weight", vv)
+        matrix(f"blk.{i}.attn_output.weight", take(l["wo"], d, h * hd))
         w.add_tensor(f"blk.{i}.ffn_norm.weight", norm(l["ffn_norm"]))
-        w.add_tensor(f"blk.{i}.ffn_gate.weight", gu[:ffn])
-        w.add_tensor(f"blk.{i}.ffn_up.weight", gu[ffn:])
-        w.add_tensor(f"blk.{i}.ffn_down.weight", take(l["w2"], d, ffn))
+        matrix(f"blk.{i}.ffn_gate.weight", gu[:ffn])
+        matrix(f"blk.{i}.ffn_up.weight", gu[ffn:])
+        matrix(f"blk.{i}.ffn_down.weight", take(l["w2"], d, ffn))
     w.add_tensor("output_norm.weight", norm(m["norm"]))
     if not m["tied"]:
-        w.add_tensor("output.weight", take(m["output"], v, d))
+        matrix("output.weight", take(m["output"], v, d))
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def roundtrip(bin_dir, model, dtype):
+    """--roundtrip: the quantized GGUF of MODEL read back and dequantized by the gguf package equals
+    the exported f32 weights, every matrix element for element (q and k with their rows put back in
+    rotate-half order). Returns the names of the tensors that differ (empty: the file is our model)."""
+    import numpy as np
+    gguf = import_gguf()
+    with tempfile.TemporaryDirectory() as tmp:
+        out = os.path.join(tmp, "model")
+        m = export(bin_dir, model, dtype, 1, 8, out)
+        path = os.path.join(tmp, "model.gguf")
+        write_gguf(m, out, path)
+        raw = np.fromfile(os.path.join(out, "weights.f32"), dtype="<f4")
+        d, hd, h, kvh, ffn, v = m["dim"], m["head_dim"], m["heads"], m["kv_heads"], m["ffn"], m["vocab"]
+
+        def unpermute(a, heads):
+            return a.reshape(heads, hd // 2, 2, a.shape[1]).swapaxes(1, 2).reshape(heads * hd, a.shape[1])
+
+        want = {"token_embd.weight": raw[m["tok_embeddings"]:][:v * d].reshape(v, d)}
+        if not m["tied"]:
+            want["output.weight"] = raw[m["output"]:][:v * d].reshape(v, d)
+        for i, l in enumerate(m["layers"]):
+            qkv = raw[l["wqkv"]:][:(h + 2 * kvh) * hd * d].reshape(-1, d)
+            gu = raw[l["w_gate_up"]:][:2 * ffn * d].reshape(2 * ffn, d)
+            want.update({f"blk.{i}.attn_q.weight": ("q", qkv[:h * hd]), f"blk.{i}.attn_k.weight": ("k", qkv[h * hd:(h + kvh) * hd]),
+                         f"blk.{i}.attn_v.weight": qkv[(h + kvh) * hd:], f"blk.{i}.attn_output.weight": raw[l["wo"]:][:d * h * hd].reshape(d, -1),
+                         f"blk.{i}.ffn_gate.weight": gu[:ffn], f"blk.{i}.ffn_up.weight": gu[ffn:],
+                         f"blk.{i}.ffn_down.weight": raw[l["w2"]:][:d * ffn].reshape(d, ffn)})
+        qt = getattr(gguf.GGMLQuantizationType, QUANTIZED[dtype][0])
+        bad, seen = [], set()
+        for t in gguf.GGUFReader(path).tensors:
+            if t.name not in want:
+                continue
+            seen.add(t.name)
+            got = gguf.quants.dequantize(t.data, t.tensor_type)
+            exp = want[t.name]
+            if isinstance(exp, tuple):
+                got = unpermute(got, h if exp[0] == "q" else kvh)
+                exp = exp[1]
+            if t.tensor_type != qt or got.shape != exp.shape or not np.array_equal(got, exp):
+                bad.append(t.name)
+        bad += sorted(set(want) - seen)
+        print(f"GGUF {model} {dtype}: {len(seen)} matrices in {QUANTIZED[dtype][0]}, "
+              f"{'every one equal to our weights' if not bad else f'{len(bad)} differ: ' + ', '.join(bad[:4])}",
+              flush=True)
+    return bad
+
+
+def test_quantized_gguf_holds_our_weights_exactly():
+    """--roundtrip on tiny, q8_0 and q4_0 (pytest); skipped without the gguf package or our binaries."""
+    import pytest
+    pytest.importorskip("gguf")
+    bin_dir = os.environ.get("GPUFLEET_BIN_DIR", os.path.join(ROOT, "target", "release"))
+    if not os.path.exists(os.path.join(bin_dir, "gpufleet")):
+        pytest.skip(f"no gpufleet in {bin_dir} (set GPUFLEET_BIN_DIR)")
+    for dtype in QUANTIZED:
+        assert roundtrip(bin_dir, "tiny", dtype) == []
 
 
 def gguf_error(bin_dir, model, dtype, n=16, permute=True, threads=None):
@@ -265,6 +345,9 @@ def main():
                                  epilog="\n".join(__doc__.split("\n")[1:]))
     ap.add_argument("--check", action="store_true",
                     help="check the GGUF against float64 on the CPU (tiny and small unless --models is given) and exit")
+    ap.add_argument("--roundtrip", action="store_true",
+                    help="check that each quantized dtype's GGUF (q8_0 and q4_0 unless --dtypes) holds exactly our "
+                         "weights (tiny and small unless --models), with the gguf package alone, and exit")
     ap.add_argument("--backend", nargs="+", default=["vulkan"], help="our backends to time (default vulkan)")
     ap.add_argument("--bin-dir", default=".dev", help="our release binaries (gpufleet, gpufleet-agent)")
     ap.add_argument("--models", nargs="+", default=["tiny", "small", "1b"])
@@ -277,6 +360,11 @@ def main():
     ap.add_argument("--tmp", default=None, help="folder for the exported weights and GGUF files (default: $TMPDIR)")
     ap.add_argument("--out", default="llamacpp_report.md")
     args = ap.parse_args()
+
+    if args.roundtrip:
+        models = args.models if "--models" in sys.argv else ["tiny", "small"]
+        dtypes = [d for d in args.dtypes if d in QUANTIZED] if "--dtypes" in sys.argv else list(QUANTIZED)
+        sys.exit(1 if any(roundtrip(args.bin_dir, mo, d) for mo in models for d in dtypes) else 0)
 
     if args.check:
         models = args.models if "--models" in sys.argv else ["tiny", "small"]

@@ -48,7 +48,9 @@ class TorchLlm:
     def __init__(self, m, out_dir, device, dtype):
         import numpy as np
         import torch
-        raw = np.fromfile(os.path.join(out_dir, f"weights.{m['dtype']}"), dtype="<f2" if m["dtype"] == "f16" else "<f4")
+        # A quantized export (q8_0, q4_0) is weights.f32, values its blocks hold exactly.
+        f16 = m["dtype"] == "f16"
+        raw = np.fromfile(os.path.join(out_dir, "weights.f16" if f16 else "weights.f32"), dtype="<f2" if f16 else "<f4")
         w = torch.from_numpy(raw).to(device)
         d, hd, h, kvh, ffn, v = m["dim"], m["head_dim"], m["heads"], m["kv_heads"], m["ffn"], m["vocab"]
         take = lambda off, *shape: w[off:off + math.prod(shape)].reshape(*shape).to(dtype).contiguous()  # noqa: E731
