@@ -124,6 +124,55 @@ async fn half_weights_of_gemv_and_llm_decode_validate_where_the_device_lists_the
     }
 }
 
+/// q8_0 and q4_0 weights (packed, read as words by the `llm_q*` shaders): `tiny`'s prefill and
+/// decode, `small`'s decode and gemv validate.
+#[tokio::test]
+async fn quantized_weights_validate() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    for dtype in ["q8_0", "q4_0"] {
+        let runs = [
+            (
+                "prefill",
+                "llm",
+                &[("model", 0), ("prompt", 20), ("batch", 2)][..],
+            ),
+            (
+                "decode",
+                "llm",
+                &[("model", 0), ("gen", 3), ("context", 4), ("batch", 2)][..],
+            ),
+            ("decode", "llm", &[("model", 1), ("gen", 2)][..]),
+            ("default", "gemv", &[("batch", 3), ("k", 96), ("n", 77)][..]),
+        ];
+        for (variant, kernel, params) in runs {
+            let mut s = on(&t.device, spec(kernel, params));
+            s.variant = variant.into();
+            s.dtype = dtype.into();
+            s.settings_mut().timeout_s = Some(300.0);
+            let name = format!("{kernel}-{variant}-{dtype}");
+            let (_, r) = run(&mut t.client, &name, s).await;
+            assert_ok(&r);
+            assert!(
+                r.validation.as_ref().unwrap().passed,
+                "{name}: {}",
+                r.message
+            );
+            assert!(
+                r.config["weights"].starts_with(dtype),
+                "{name}: {:?}",
+                r.config
+            );
+            assert!(
+                r.config["shaders"].contains("llm_qgemv_q"),
+                "{name}: {:?}",
+                r.config
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn weights_made_as_several_buffers_are_bound_a_tensor_at_a_time_and_validate_profiled() {
     let Some(mut t) = on_backend("vulkan").await else {
@@ -131,7 +180,13 @@ async fn weights_made_as_several_buffers_are_bound_a_tensor_at_a_time_and_valida
     };
     // Allocations of at most 2 MiB: tiny's 4 MiB embedding gets a buffer of its own, each
     // block's projections a few, as an 8b model's 16 GB do under a 4 GiB allocation limit.
-    for (variant, dtype) in [("decode", "f32"), ("prefill", "f32"), ("decode", "f16")] {
+    // And q4_0's packed weights (2.2 MiB in all) in allocations of at most 512 KiB.
+    for (variant, dtype) in [
+        ("decode", "f32"),
+        ("prefill", "f32"),
+        ("decode", "f16"),
+        ("decode", "q4_0"),
+    ] {
         let mut s = on(
             &t.device,
             spec(
@@ -141,9 +196,10 @@ async fn weights_made_as_several_buffers_are_bound_a_tensor_at_a_time_and_valida
         );
         s.variant = variant.into();
         s.dtype = dtype.into();
+        let limit = if dtype == "q4_0" { 512 << 10 } else { 2 << 20 };
         s.env.insert(
             "GPUFLEET_DEBUG_VULKAN_MAX_ALLOCATION".into(),
-            (2 << 20).to_string(),
+            limit.to_string(),
         );
         // And every dispatch timed, by kind.
         s.env

@@ -201,7 +201,8 @@ impl VulkanKernel {
             profile: Vec::new(),
         };
         k.vk = Some(vk);
-        k.build(&found, &plan, &mem, inputs, mode)?;
+        let packed = segments::packed(problem, inputs, &plan.input_storage);
+        k.build(&found, &plan, &mem, inputs, &packed, mode)?;
         Ok(k)
     }
 
@@ -296,6 +297,7 @@ impl VulkanKernel {
         plan: &Plan,
         mem: &vk::PhysicalDeviceMemoryProperties,
         inputs: &[Buffer],
+        packed: &[Option<Vec<u8>>],
         mode: Mode,
     ) -> Result<(), BackendError> {
         let dev = self.dev().clone();
@@ -334,7 +336,11 @@ impl VulkanKernel {
         let mut placed = Vec::new();
         let mut staging_inputs = Vec::new();
         for (i, (b, s)) in inputs.iter().zip(&plan.input_storage).enumerate() {
-            let p = self.place(mem, plan, i, b, *s, limit, keep, &mut staging_inputs)?;
+            let src = match packed.get(i).and_then(Option::as_deref) {
+                Some(bytes) => segments::Source::Bytes(bytes),
+                None => segments::Source::Buffer(b, *s),
+            };
+            let p = self.place(mem, plan, i, src, limit, keep, &mut staging_inputs)?;
             if p.segments.len() > 1 {
                 self.config.insert(
                     format!("input{i}_buffers"),

@@ -8,7 +8,7 @@ use super::{DevBuffer, VulkanKernel};
 use crate::backend::vulkan::plan::{Binding, Plan};
 use crate::backend::{BackendError, storage};
 use ash::vk;
-use gpufleet_kernels::Buffer;
+use gpufleet_kernels::{Buffer, Problem};
 
 /// The element ranges `first..end` of the segments input `input` of `len` elements of `elem`
 /// bytes is made as: the whole input where a dispatch binds it whole or it fits `limit` bytes;
@@ -48,6 +48,32 @@ pub(super) fn split(
     out
 }
 
+/// What an input is made from: the host buffer in a storage format (converted a segment at a
+/// time), or bytes made beforehand (packed quantized weights, an element a byte).
+pub(super) enum Source<'a> {
+    Buffer(&'a Buffer, storage::Elem),
+    Bytes(&'a [u8]),
+}
+
+/// The bytes of each packed input (quantized weights, [`storage::Elem::Packed`]), made once before
+/// they are placed; `None` for the others.
+pub(super) fn packed(
+    problem: &Problem,
+    inputs: &[Buffer],
+    storage: &[storage::Elem],
+) -> Vec<Option<Vec<u8>>> {
+    inputs
+        .iter()
+        .zip(storage)
+        .map(|(b, s)| {
+            (*s == storage::Elem::Packed).then(|| {
+                let one = storage::input_bytes(problem, std::slice::from_ref(b), &[*s]);
+                one.into_iter().next().unwrap_or_default()
+            })
+        })
+        .collect()
+}
+
 /// An input on the device: its segments, `first..end` elements each, and their buffers.
 pub(super) struct Placed {
     pub segments: Vec<(usize, usize, DevBuffer)>,
@@ -73,7 +99,7 @@ impl Placed {
 }
 
 impl VulkanKernel {
-    /// Makes input `input` (`b`, stored as `s`) on the device in its segments (see [`split`]),
+    /// Makes input `input` (from `src`) on the device in its segments (see [`split`]),
     /// each filled through a host-visible staging buffer; the staging buffers are kept (pushed
     /// to `staging`, the segments in the same order) only when `keep` says (the timed command
     /// buffer copies from them), else freed once copied.
@@ -83,15 +109,21 @@ impl VulkanKernel {
         mem: &vk::PhysicalDeviceMemoryProperties,
         plan: &Plan,
         input: usize,
-        b: &Buffer,
-        s: storage::Elem,
+        src: Source<'_>,
         limit: u64,
         keep: bool,
         staging: &mut Vec<DevBuffer>,
     ) -> Result<Placed, BackendError> {
+        let (len, elem) = match src {
+            Source::Buffer(b, s) => (b.len(), s.size()),
+            Source::Bytes(bytes) => (bytes.len(), 1),
+        };
         let mut segments = Vec::new();
-        for (first, end) in split(plan, input, b.len(), s.size(), limit) {
-            let bytes = storage::range_bytes(b, s, first..end);
+        for (first, end) in split(plan, input, len, elem, limit) {
+            let bytes = match src {
+                Source::Buffer(b, s) => storage::range_bytes(b, s, first..end),
+                Source::Bytes(bytes) => bytes[first..end].to_vec(),
+            };
             let d = self.create_buffer(mem, bytes.len() as u64, false)?;
             let st = self.create_buffer(mem, bytes.len() as u64, true)?;
             self.write_host(st, &bytes)?;
@@ -103,10 +135,7 @@ impl VulkanKernel {
             }
             segments.push((first, end, d));
         }
-        Ok(Placed {
-            segments,
-            elem: s.size(),
-        })
+        Ok(Placed { segments, elem })
     }
 }
 

@@ -19,6 +19,12 @@
 //! | Rope | `llm_rope` | x, table, arena | grid over rows × pairs |
 //! | Attention | `llm_attention` | queries, keys, values, arena | one per (row, head) |
 //! | Add, Copy, SwiGlu | `llm_eltwise` | x, other, arena | grid over elements |
+//! | Embed, q8_0 / q4_0 | `llm_qembed_q8` / `_q4` | tokens, weights, arena | grid over rows × dim |
+//! | Linear, q8_0 / q4_0 | `llm_qgemv_q8` / `_q4` | x, weights, arena | grid over features |
+//!
+//! Quantized weights (q8_0, q4_0) are the packed buffer (`gpufleet_kernels::llm::PackedLayout`),
+//! bound in byte slices: the matrices read by the `llm_q*` shaders as words, the norms' f32 gains
+//! by `llm_rmsnorm`. Nothing is folded there yet, so no pass is replayed.
 
 mod attention;
 mod replay;
@@ -33,7 +39,7 @@ use super::types::{
     Binding, Dispatch, Passes, Plan, Planned, SLICE_ALIGN, SpecValue, Storage, Unsupported, VkCaps,
 };
 use crate::backend::planning::llm::folded;
-use gpufleet_kernels::llm::{Buf, LlmGraph, Op, Ref, Step};
+use gpufleet_kernels::llm::{Buf, LlmGraph, Op, PackedLayout, Ref, Step};
 use gpufleet_kernels::{Dtype, NORM_EPS, Problem};
 
 /// Invocations per group of the shaders that reduce (`llm_rmsnorm`, `llm_linear`,
@@ -90,16 +96,21 @@ pub(super) fn plan_llm(problem: &Problem, graph: &LlmGraph, caps: &VkCaps) -> Pl
         )));
     }
     let input_storage = crate::backend::planning::llm::input_storage(problem, graph);
+    let packed = problem
+        .dtype
+        .block_format()
+        .map(|f| PackedLayout::of(graph, f));
     let planner = StepPlanner {
         problem,
         caps,
         graph,
         half,
+        packed: packed.as_ref(),
         flat: flat_group(caps),
     };
     // A one-row projection runs `llm_gemv_team` with the steps it folds in (where a group holds
-    // a team); every other step its own dispatch.
-    let teams = planner.teams().1 as usize >= TEAM_FEATURES;
+    // a team, and the weights are not packed); every other step its own dispatch.
+    let teams = packed.is_none() && planner.teams().1 as usize >= TEAM_FEATURES;
     let mut dispatches = Vec::with_capacity(graph.steps.len());
     // The partials' bytes of the largest split attention, and how many were split.
     let (mut scratch, mut split) = (0, 0);
@@ -137,7 +148,7 @@ pub(super) fn plan_llm(problem: &Problem, graph: &LlmGraph, caps: &VkCaps) -> Pl
             at += 1;
         }
     }
-    let mut config = config(graph, &dispatches, half);
+    let mut config = config(graph, &dispatches, problem.dtype);
     if split > 0 {
         config.insert(
             "attention_split".into(),
@@ -169,6 +180,8 @@ struct StepPlanner<'a> {
     graph: &'a LlmGraph,
     /// Whether the weights are stored as half.
     half: bool,
+    /// The packed layout of quantized weights.
+    packed: Option<&'a PackedLayout>,
     /// Invocations per group of the grid-stride shaders.
     flat: u32,
 }
@@ -186,6 +199,11 @@ impl StepPlanner<'_> {
     fn step(&self, s: &Step) -> Result<Dispatch, Unsupported> {
         let rows = s.rows.rows;
         let (x, out) = (binding(s.x), Binding::Output);
+        if let Some(layout) = self.packed
+            && let Some(d) = self.quantized(s, layout)?
+        {
+            return Ok(d);
+        }
         match s.op {
             Op::Embed {
                 dim,
@@ -217,11 +235,16 @@ impl StepPlanner<'_> {
                 gamma,
                 in_stride,
             } => {
-                let (w, base) = self.weights(&[(gamma, dim)])?;
+                // Packed, the gains are f32 at a byte offset: bound in bytes, pushed in floats.
+                let (at, len, per) = match self.packed {
+                    Some(l) => (l.vector(gamma), 4 * dim, 4),
+                    None => (gamma, dim, 1),
+                };
+                let (w, base) = self.weights(&[(at, len)])?;
                 let mut push = self.words(&[
                     ("rows", rows),
                     ("dim", dim),
-                    ("gamma", gamma - base),
+                    ("gamma", (at - base) / per),
                     ("in_stride", in_stride),
                     ("x offset", s.x.off),
                     ("out offset", s.out.off),
@@ -351,6 +374,57 @@ impl StepPlanner<'_> {
         }
     }
 
+    /// The dispatch of an Embed or Linear step of packed weights (`None` for other steps).
+    fn quantized(&self, s: &Step, layout: &PackedLayout) -> Result<Option<Dispatch>, Unsupported> {
+        let f = if layout.format().bits() == 8 {
+            "q8"
+        } else {
+            "q4"
+        };
+        let block = layout.format().block_bytes();
+        let rows = s.rows.rows;
+        let (x, out) = (binding(s.x), Binding::Output);
+        let d = match s.op {
+            Op::Embed {
+                dim,
+                vocab,
+                table,
+                tok_stride,
+            } => {
+                let m = layout.matrix(table);
+                let (w, base) = self.weights(&[(m.values, vocab * dim / 32 * block)])?;
+                let push = self.words(&[
+                    ("rows·dim", rows * dim),
+                    ("dim", dim),
+                    ("vocab", vocab),
+                    ("values", m.values - base),
+                    ("scales", m.scales - base),
+                    ("tok_stride", tok_stride),
+                    ("x offset", s.x.off),
+                    ("out offset", s.out.off),
+                ])?;
+                let bindings = vec![x, w, out, Binding::Scratch(SHIFT)];
+                self.grid(&format!("llm_qembed_{f}"), rows * dim, push, bindings)?
+            }
+            Op::Linear { k, n, w } => {
+                let m = layout.matrix(w);
+                let (wb, base) = self.weights(&[(m.values, n * k / 32 * block)])?;
+                let push = self.words(&[
+                    ("rows", rows),
+                    ("k", k),
+                    ("n", n),
+                    ("x offset", s.x.off),
+                    ("values", m.values - base),
+                    ("scales", m.scales - base),
+                    ("out offset", s.out.off),
+                ])?;
+                self.grid(&format!("llm_qgemv_{f}"), n, push, vec![x, wb, out])?
+            }
+            _ => return Ok(None),
+        };
+        Ok(Some(d))
+    }
+
     /// An `llm_eltwise` dispatch of `op` over `n` elements.
     fn eltwise(
         &self,
@@ -438,18 +512,24 @@ impl StepPlanner<'_> {
                 self.problem.kernel.name
             ))
         })?;
-        let align = SLICE_ALIGN / if self.half { 2 } else { 4 };
+        // In the storage's elements: halves, packed bytes, or floats.
+        let align = SLICE_ALIGN
+            / match (self.half, self.packed) {
+                (true, _) => 2,
+                (false, Some(_)) => 1,
+                (false, None) => 4,
+            };
         let lo = ranges.iter().map(|r| r.0).min().unwrap_or(0);
         let hi = ranges.iter().map(|r| r.0 + r.1).max().unwrap_or(0);
         let first = lo - lo % align;
-        Ok((
-            Binding::Slice {
-                input,
-                first,
-                len: hi - first,
-            },
-            first,
-        ))
+        // Packed bytes are read as words: a slice ends on one (the layout pads every tensor to
+        // 64 bytes, so the word is in the buffer).
+        let len = if self.packed.is_some() {
+            (hi - first).next_multiple_of(4)
+        } else {
+            hi - first
+        };
+        Ok((Binding::Slice { input, first, len }, first))
     }
 
     /// Refuses a step writing `what` outside the arena (graphs write only the arena).
@@ -470,7 +550,7 @@ impl StepPlanner<'_> {
 }
 
 /// The recorded configuration: the shaders and how many dispatches each has.
-fn config(graph: &LlmGraph, dispatches: &[Dispatch], half: bool) -> BTreeMap<String, String> {
+fn config(graph: &LlmGraph, dispatches: &[Dispatch], dtype: Dtype) -> BTreeMap<String, String> {
     let mut count: BTreeMap<&str, usize> = BTreeMap::new();
     for d in dispatches {
         *count.entry(&d.shader).or_default() += 1;
@@ -491,10 +571,13 @@ fn config(graph: &LlmGraph, dispatches: &[Dispatch], half: bool) -> BTreeMap<Str
         "folded_steps".into(),
         (graph.steps.len() + merges - dispatches.len()).to_string(),
     );
-    c.insert(
-        "weights".into(),
-        if half { "f16 (16-bit storage)" } else { "f32" }.into(),
-    );
+    let weights = match dtype {
+        Dtype::F32 => "f32",
+        Dtype::F16 => "f16 (16-bit storage)",
+        Dtype::Q8_0 => "q8_0 blocks (read as words), f32 norms",
+        Dtype::Q4_0 => "q4_0 blocks (read as words), f32 norms",
+    };
+    c.insert("weights".into(), weights.into());
     c.insert(
         "linear".into(),
         format!("{LINEAR_FEATURES} features × {LINEAR_ROWS} rows per group"),

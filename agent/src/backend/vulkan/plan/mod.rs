@@ -96,7 +96,12 @@ pub fn supported(caps: &VkCaps) -> Vec<(&'static str, Vec<&'static str>, Vec<&'s
             gemm_variants.push(F16ACC32);
         }
     }
-    let mut list = planning::gpu_support(BackendKind::Vulkan, gemm_variants, gemm_dtypes, &[]);
+    let mut list = planning::gpu_support(
+        BackendKind::Vulkan,
+        gemm_variants,
+        gemm_dtypes,
+        &[Dtype::Q8_0, Dtype::Q4_0],
+    );
     // compute_peak's arithmetic types beyond fp32 and int32 need their shader features.
     for (name, variants, _) in &mut list {
         if find_kernel(name).is_some_and(|k| matches!(k.id, KernelId::Ceiling(_))) {
