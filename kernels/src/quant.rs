@@ -46,9 +46,12 @@ impl BlockFormat {
         2 + self.quant_bytes()
     }
 
-    /// Bits of one value.
-    pub fn bits(self) -> usize {
-        8 * self.quant_bytes() / QK
+    /// The suffix of the device kernels of this format (`q8`, `q4`: `llm_qgemv_q8`).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            BlockFormat::Q8_0 => "q8",
+            BlockFormat::Q4_0 => "q4",
+        }
     }
 }
 
@@ -100,6 +103,13 @@ fn pack_values(f: BlockFormat, q: &[i8; QK], out: &mut [u8]) {
     }
 }
 
+/// Appends the 32 weights of the block whose f16 scale is `scale` (little-endian) and whose stored
+/// values are `qs`.
+fn push_block(f: BlockFormat, scale: &[u8], qs: &[u8], out: &mut Vec<f32>) {
+    let d = half::f16::from_bits(u16::from_le_bytes([scale[0], scale[1]])).to_f32();
+    out.extend((0..QK).map(|i| d * value(f, qs, i) as f32));
+}
+
 /// Value `i` of a block whose stored values are `qs`.
 fn value(f: BlockFormat, qs: &[u8], i: usize) -> i32 {
     match f {
@@ -138,8 +148,7 @@ pub fn dequantize(f: BlockFormat, blocks: &[u8]) -> Vec<f32> {
     assert_eq!(blocks.len() % f.block_bytes(), 0, "not whole blocks");
     let mut out = Vec::with_capacity(blocks.len() / f.block_bytes() * QK);
     for b in blocks.chunks_exact(f.block_bytes()) {
-        let d = half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32();
-        out.extend((0..QK).map(|i| d * value(f, &b[2..], i) as f32));
+        push_block(f, &b[..2], &b[2..], &mut out);
     }
     out
 }
@@ -149,9 +158,12 @@ pub fn dequantize_split(f: BlockFormat, values: &[u8], scales: &[u8]) -> Vec<f32
     let n = scales.len() / 2;
     let mut out = Vec::with_capacity(n * QK);
     for (i, s) in scales.chunks_exact(2).enumerate() {
-        let d = half::f16::from_bits(u16::from_le_bytes([s[0], s[1]])).to_f32();
-        let qs = &values[i * f.quant_bytes()..][..f.quant_bytes()];
-        out.extend((0..QK).map(|j| d * value(f, qs, j) as f32));
+        push_block(
+            f,
+            s,
+            &values[i * f.quant_bytes()..][..f.quant_bytes()],
+            &mut out,
+        );
     }
     out
 }

@@ -27,23 +27,32 @@ impl Elem {
     }
 }
 
-/// The bytes of each of `problem`'s `inputs` stored as `storage` says: packed weights through the
-/// problem's [`PackedLayout`], the others through [`to_bytes`].
+/// The bytes of each of `problem`'s `inputs` stored as `storage` says: packed weights through
+/// [`packed_bytes`], the others through [`to_bytes`].
 pub fn input_bytes(problem: &Problem, inputs: &[Buffer], storage: &[Elem]) -> Vec<Vec<u8>> {
-    let layout = || {
-        let g = problem.llm_graph()?;
-        Some(PackedLayout::of(&g, problem.dtype.block_format()?))
-    };
     inputs
         .iter()
         .zip(storage)
-        .map(|(b, s)| match (s, b) {
-            (Elem::Packed, Buffer::F32(v)) => layout()
-                .expect("packed storage is planned for a quantized transformer alone")
-                .pack(v),
+        .map(|(b, s)| match s {
+            Elem::Packed => packed_bytes(problem, b),
             _ => to_bytes(b, *s),
         })
         .collect()
+}
+
+/// `weights` (the f32 weights input of a quantized transformer `problem`) packed by the problem's
+/// [`PackedLayout`].
+///
+/// # Panics
+/// For a problem that is not a quantized transformer, or weights that are not f32: the planners
+/// give [`Elem::Packed`] to nothing else.
+pub fn packed_bytes(problem: &Problem, weights: &Buffer) -> Vec<u8> {
+    let (Some(g), Some(f), Buffer::F32(v)) =
+        (problem.llm_graph(), problem.dtype.block_format(), weights)
+    else {
+        panic!("packed storage is planned for a quantized transformer's f32 weights alone");
+    };
+    PackedLayout::of(&g, f).pack(v)
 }
 
 /// `b` as the bytes of a buffer of `e` elements.

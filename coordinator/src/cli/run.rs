@@ -12,6 +12,7 @@ use crate::campaign::request::{CampaignRequest, RetryPolicy};
 use crate::campaign::run::run_campaign;
 use crate::campaign::selection::Selection;
 use crate::db::Db;
+use crate::table::{Format, Table};
 use anyhow::{Context, bail};
 use gpufleet_kernels::{PartialSettings, Suite, SuiteRun, find_kernel, human_bytes};
 use std::collections::BTreeMap;
@@ -83,12 +84,7 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
 /// `run --dry-run`: every spec the runs resolve to, with its weights and device memory, as a table
 /// or JSON; nothing contacted or stored.
 fn dry_run(args: &RunArgs, runs: &[SuiteRun], kernels: &[String]) -> anyhow::Result<i32> {
-    let selection = Selection {
-        devices: args.devices.clone(),
-        options: campaign_options(&args.overrides, &args.backends, kernels)?,
-        power_window_s: args.power_window_s,
-    };
-    let resolved = resolve_runs(runs, &selection)?;
+    let resolved = resolve_runs(runs, &selection(args, kernels)?)?;
     let mut rows = Vec::new();
     for r in &resolved {
         if !kernels.is_empty() && !kernels.contains(&r.run.kernel) {
@@ -112,18 +108,27 @@ fn dry_run(args: &RunArgs, runs: &[SuiteRun], kernels: &[String]) -> anyhow::Res
         println!("{}", serde_json::to_string_pretty(&doc)?);
         return Ok(0);
     }
-    let width = rows.iter().map(|r| r.0.len()).max().unwrap_or(4).max(4);
-    println!("{:width$}  {:>11}  {:>11}", "spec", "weights", "memory");
+    let mut table = Table::new(&["spec", "weights", "memory"]);
     for (spec, weights, memory) in &rows {
         let w = weights.map_or("-".to_string(), human_bytes);
-        println!("{spec:width$}  {w:>11}  {:>11}", human_bytes(*memory));
+        table.push(vec![spec.clone(), w, human_bytes(*memory)]);
     }
+    print!("{}", table.render(Format::Table));
     eprintln!(
         "{} spec(s); memory is every buffer a device holds for one (weights, inputs, outputs); \
          nothing was run",
         rows.len()
     );
     Ok(0)
+}
+
+/// The devices, options and power window `run`'s flags select.
+fn selection(args: &RunArgs, kernels: &[String]) -> anyhow::Result<Selection> {
+    Ok(Selection {
+        devices: args.devices.clone(),
+        options: campaign_options(&args.overrides, &args.backends, kernels)?,
+        power_window_s: args.power_window_s,
+    })
 }
 
 /// `run`.
@@ -137,11 +142,7 @@ pub async fn run(db: &Db, args: RunArgs, connect_timeout: Duration) -> anyhow::R
         .iter()
         .map(|n| lookup_agent(db, n))
         .collect::<anyhow::Result<Vec<_>>>()?;
-    let selection = Selection {
-        devices: args.devices.clone(),
-        options: campaign_options(&args.overrides, &args.backends, &kernels)?,
-        power_window_s: args.power_window_s,
-    };
+    let selection = selection(&args, &kernels)?;
     let reporter = Arc::new(CliReporter::new());
     let req = CampaignRequest {
         description: format!("gpufleet run on {}", args.agents.join(", ")),

@@ -6,8 +6,8 @@
 // offsets are bytes from the start of the bound weights slice (the values' a multiple of 4).
 //
 // llm_qembed: out[r] = the dequantized row token(r) of the table (as llm_embed). Bindings: 0 x (the
-// token ids), 1 the weights, 2 the arena, 3 the pass shift. Push constants (uint): total (rows·dim),
-// dim, vocab, v_off, s_off, tok_stride, x_off, out_off.
+// token ids), 1 the weights, 2 the arena, 3 the pass shift. Push constants (uint): llm_embed's
+// (total = rows·dim, dim, vocab, table = v_off, tok_stride, x_off, out_off), then s_off.
 // llm_qgemv: out[r][j] = Σ_i x[r][i] · W[j][i], an invocation per output feature over the rows, each
 // block's 32 products summed then scaled once. Bindings: 0 x, 1 the weights, 2 the arena. Push
 // constants (uint): rows, k (a multiple of 32), n, x_off, v_off, s_off, out_off.
@@ -76,10 +76,10 @@ layout(push_constant) uniform Push {
     uint dim;
     uint vocab;
     uint v_off;
-    uint s_off;
     uint tok_stride;
     uint x_off;
     uint out_off;
+    uint s_off;
 } pc;
 
 void main()

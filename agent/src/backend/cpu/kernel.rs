@@ -67,12 +67,10 @@ impl CpuKernel {
     /// `Unsupported` for a dtype other than f32 or inputs of the wrong kind,
     /// `OutOfMemory` when the output cannot be allocated.
     pub fn new(problem: &Problem, inputs: &[Buffer], mode: Mode) -> Result<Self, BackendError> {
-        // Quantized weights on the transformer kernels; f32 otherwise (no f16 on the CPU).
-        let quantized = problem
-            .dtype
-            .block_format()
-            .filter(|_| problem.llm_graph().is_some());
-        if problem.dtype != gpufleet_kernels::Dtype::F32 && quantized.is_none() {
+        // Quantized weights (the catalog gives them to the transformer kernels alone); f32
+        // otherwise (no f16 on the CPU).
+        let quantized = problem.dtype.block_format();
+        if problem.dtype == gpufleet_kernels::Dtype::F16 {
             return Err(unsupported(format!(
                 "dtype {} (f32, and q8_0 / q4_0 for the transformer kernels)",
                 problem.dtype.name()

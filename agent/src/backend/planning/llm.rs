@@ -291,99 +291,42 @@ pub fn launches(
         let (x, x_off) = tensor(s.x, "input offset")?;
         let (o, out_off) = tensor(s.out, "output offset")?;
         let w = Arg::Input(g.weights_input.unwrap_or(0));
-        let launch = match (s.op, &packed) {
-            (
-                Op::Embed {
-                    dim,
-                    vocab,
-                    table,
-                    tok_stride,
-                },
-                Some(layout),
-            ) => {
-                let m = layout.matrix(table);
-                one(
-                    "llm_qembed",
-                    strided(rows * dim),
-                    flat,
-                    vec![
-                        x,
-                        w,
-                        o,
-                        x_off,
-                        int("token stride", tok_stride)?,
-                        long(m.values),
-                        long(m.scales),
-                        out_off,
-                        int("rows", rows)?,
-                        int("dim", dim)?,
-                        int("vocab", vocab)?,
-                    ],
-                )
+        // Where a matrix's weights are: its element offset, or, packed, the byte offsets of its
+        // blocks' values and of their scales (the `llm_q*` kernels' two arguments).
+        let matrix = |at: usize| match &packed {
+            Some(l) => {
+                let m = l.matrix(at);
+                vec![long(m.values), long(m.scales)]
             }
-            (Op::Linear { k, n, w: w_off }, Some(layout)) => {
-                int("input", rows * k + s.x.off)?;
-                int("output", rows * n + s.out.off)?;
-                let m = layout.matrix(w_off);
-                let args = vec![
-                    x,
-                    w,
-                    o,
-                    x_off,
-                    long(m.values),
-                    long(m.scales),
-                    out_off,
-                    int("rows", rows)?,
-                    int("k", k)?,
-                    int("n", n)?,
-                ];
-                // On a GPU, few rows by teams (a team a feature, coalesced block loads); else,
-                // and over many rows, a work-item a feature.
-                match groups
-                    .gemv_team
-                    .filter(|_| !groups.rows_only && rows < MATMUL_ROWS)
-                {
-                    Some(t) => {
-                        let per_group = t.features * (t.group / t.lanes);
-                        let groups_n = n.div_ceil(per_group).min(GROUPS_MAX);
-                        one("llm_qgemv_team", vec![groups_n * t.group], t.group, args)
-                    }
-                    None => one("llm_qgemv", strided(n), flat, args),
-                }
-            }
-            (
-                Op::Embed {
-                    dim,
-                    vocab,
-                    table,
-                    tok_stride,
-                },
-                _,
-            ) => one(
-                "llm_embed",
-                strided(rows * dim),
-                flat,
-                vec![
-                    x,
-                    w,
-                    o,
-                    x_off,
-                    int("token stride", tok_stride)?,
-                    long(table),
+            None => vec![long(at)],
+        };
+        let launch = match s.op {
+            Op::Embed {
+                dim,
+                vocab,
+                table,
+                tok_stride,
+            } => {
+                let mut args = vec![x, w, o, x_off, int("token stride", tok_stride)?];
+                args.extend(matrix(table));
+                args.extend([
                     out_off,
                     int("rows", rows)?,
                     int("dim", dim)?,
                     int("vocab", vocab)?,
-                ],
-            ),
-            (
-                Op::RmsNorm {
-                    dim,
-                    gamma,
-                    in_stride,
-                },
-                _,
-            ) => one(
+                ]);
+                let kernel = if packed.is_some() {
+                    "llm_qembed"
+                } else {
+                    "llm_embed"
+                };
+                one(kernel, strided(rows * dim), flat, args)
+            }
+            Op::RmsNorm {
+                dim,
+                gamma,
+                in_stride,
+            } => one(
                 "llm_rmsnorm",
                 vec![rows.min(GROUPS_MAX) * flat],
                 flat,
@@ -401,21 +344,26 @@ pub fn launches(
                     Arg::Float(NORM_EPS as f32),
                 ],
             ),
-            (Op::Linear { k, n, w: w_off }, None) => {
+            Op::Linear { k, n, w: w_off } => {
                 int("input", rows * k + s.x.off)?;
                 int("output", rows * n + s.out.off)?;
-                let args = vec![
-                    x,
-                    w,
-                    o,
-                    x_off,
-                    long(w_off),
-                    out_off,
-                    int("rows", rows)?,
-                    int("k", k)?,
-                    int("n", n)?,
-                ];
-                if groups.rows_only {
+                let mut args = vec![x, w, o, x_off];
+                args.extend(matrix(w_off));
+                args.extend([out_off, int("rows", rows)?, int("k", k)?, int("n", n)?]);
+                // Packed: on a GPU, few rows by teams (a team a feature, coalesced block loads);
+                // else, and over many rows, a work-item a feature.
+                let team = groups
+                    .gemv_team
+                    .filter(|_| !groups.rows_only && rows < MATMUL_ROWS);
+                if packed.is_some()
+                    && let Some(t) = team
+                {
+                    let per_group = t.features * (t.group / t.lanes);
+                    let groups_n = n.div_ceil(per_group).min(GROUPS_MAX);
+                    one("llm_qgemv_team", vec![groups_n * t.group], t.group, args)
+                } else if packed.is_some() {
+                    one("llm_qgemv", strided(n), flat, args)
+                } else if groups.rows_only {
                     one("llm_gemv_rows", strided(n), flat, args)
                 } else if let Some(tile) = groups.matmul.filter(|_| rows >= MATMUL_ROWS) {
                     let short = groups.matmul_half_rows
@@ -436,15 +384,12 @@ pub fn launches(
                     one("llm_gemv", vec![count * groups.gemv], groups.gemv, args)
                 }
             }
-            (
-                Op::Rope {
-                    heads,
-                    table,
-                    positions,
-                    cache,
-                },
-                _,
-            ) => {
+            Op::Rope {
+                heads,
+                table,
+                positions,
+                cache,
+            } => {
                 let (t, t_off) = tensor(table, "table offset")?;
                 let width = heads.q_dim() + 2 * heads.kv_dim();
                 one(
@@ -471,7 +416,7 @@ pub fn launches(
                     ],
                 )
             }
-            (Op::Attention { heads, cache }, _) => {
+            Op::Attention { heads, cache } => {
                 let (kc, k_off) = tensor(cache.k, "key cache offset")?;
                 let (vc, v_off) = tensor(cache.v, "value cache offset")?;
                 int(
@@ -549,13 +494,13 @@ pub fn launches(
                     args,
                 )
             }
-            (Op::SwiGlu { ffn }, _) => one(
+            Op::SwiGlu { ffn } => one(
                 "llm_swiglu",
                 strided(rows * ffn),
                 flat,
                 vec![x, o, x_off, out_off, int("rows", rows)?, int("ffn", ffn)?],
             ),
-            (Op::Add { dim, other }, _) => {
+            Op::Add { dim, other } => {
                 let (b, b_off) = tensor(other, "addend offset")?;
                 one(
                     "llm_add",
@@ -564,7 +509,7 @@ pub fn launches(
                     vec![x, b, o, x_off, b_off, out_off, int("elements", rows * dim)?],
                 )
             }
-            (Op::Copy { len }, _) => one(
+            Op::Copy { len } => one(
                 "llm_copy",
                 strided(len),
                 flat,

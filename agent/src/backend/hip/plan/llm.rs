@@ -93,10 +93,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &HipCaps) -> Result<Plan,
     } else {
         "f32"
     };
-    let format = match problem.dtype {
-        Dtype::Q4_0 => "q4",
-        _ => "q8",
-    };
+    let format = problem.dtype.block_format().map_or("", |f| f.suffix());
     let mut launches = Vec::with_capacity(planned.launches.len());
     for l in planned.launches {
         let kernel = if BY_DTYPE.contains(&l.kernel) {

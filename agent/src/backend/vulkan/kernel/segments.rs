@@ -65,12 +65,7 @@ pub(super) fn packed(
     inputs
         .iter()
         .zip(storage)
-        .map(|(b, s)| {
-            (*s == storage::Elem::Packed).then(|| {
-                let one = storage::input_bytes(problem, std::slice::from_ref(b), &[*s]);
-                one.into_iter().next().unwrap_or_default()
-            })
-        })
+        .map(|(b, s)| (*s == storage::Elem::Packed).then(|| storage::packed_bytes(problem, b)))
         .collect()
 }
 

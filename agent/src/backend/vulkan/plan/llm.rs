@@ -212,23 +212,32 @@ impl StepPlanner<'_> {
                 tok_stride,
             } => {
                 let total = rows * dim;
-                let (w, base) = self.weights(&[(table, vocab * dim)])?;
-                let push = self.words(&[
+                // Packed, the table is its blocks' values (bytes) and the scales' offset follows
+                // llm_embed's push constants (`llm_qembed_*`).
+                let (at, len, scales, shader) = match self.packed {
+                    Some(l) => {
+                        let m = l.matrix(table);
+                        let len = vocab * dim / 32 * l.format().block_bytes();
+                        let shader = format!("llm_qembed_{}", l.format().suffix());
+                        (m.values, len, Some(m.scales), shader)
+                    }
+                    None => (table, vocab * dim, None, self.weighted("llm_embed")),
+                };
+                let (w, base) = self.weights(&[(at, len)])?;
+                let mut push = self.words(&[
                     ("rows·dim", total),
                     ("dim", dim),
                     ("vocab", vocab),
-                    ("table", table - base),
+                    ("table", at - base),
                     ("tok_stride", tok_stride),
                     ("x offset", s.x.off),
                     ("out offset", s.out.off),
                 ])?;
+                if let Some(scales) = scales {
+                    push.extend(self.words(&[("scales", scales - base)])?);
+                }
                 let shift = Binding::Scratch(SHIFT);
-                self.grid(
-                    &self.weighted("llm_embed"),
-                    total,
-                    push,
-                    vec![x, w, out, shift],
-                )
+                self.grid(&shader, total, push, vec![x, w, out, shift])
             }
             Op::RmsNorm {
                 dim,
@@ -374,55 +383,26 @@ impl StepPlanner<'_> {
         }
     }
 
-    /// The dispatch of an Embed or Linear step of packed weights (`None` for other steps).
+    /// The dispatch of a Linear step of packed weights (`None` for other steps).
     fn quantized(&self, s: &Step, layout: &PackedLayout) -> Result<Option<Dispatch>, Unsupported> {
-        let f = if layout.format().bits() == 8 {
-            "q8"
-        } else {
-            "q4"
+        let Op::Linear { k, n, w } = s.op else {
+            return Ok(None);
         };
-        let block = layout.format().block_bytes();
-        let rows = s.rows.rows;
-        let (x, out) = (binding(s.x), Binding::Output);
-        let d = match s.op {
-            Op::Embed {
-                dim,
-                vocab,
-                table,
-                tok_stride,
-            } => {
-                let m = layout.matrix(table);
-                let (w, base) = self.weights(&[(m.values, vocab * dim / 32 * block)])?;
-                let push = self.words(&[
-                    ("rows·dim", rows * dim),
-                    ("dim", dim),
-                    ("vocab", vocab),
-                    ("values", m.values - base),
-                    ("scales", m.scales - base),
-                    ("tok_stride", tok_stride),
-                    ("x offset", s.x.off),
-                    ("out offset", s.out.off),
-                ])?;
-                let bindings = vec![x, w, out, Binding::Scratch(SHIFT)];
-                self.grid(&format!("llm_qembed_{f}"), rows * dim, push, bindings)?
-            }
-            Op::Linear { k, n, w } => {
-                let m = layout.matrix(w);
-                let (wb, base) = self.weights(&[(m.values, n * k / 32 * block)])?;
-                let push = self.words(&[
-                    ("rows", rows),
-                    ("k", k),
-                    ("n", n),
-                    ("x offset", s.x.off),
-                    ("values", m.values - base),
-                    ("scales", m.scales - base),
-                    ("out offset", s.out.off),
-                ])?;
-                self.grid(&format!("llm_qgemv_{f}"), n, push, vec![x, wb, out])?
-            }
-            _ => return Ok(None),
-        };
-        Ok(Some(d))
+        let m = layout.matrix(w);
+        let len = n * k / 32 * layout.format().block_bytes();
+        let (wb, base) = self.weights(&[(m.values, len)])?;
+        let push = self.words(&[
+            ("rows", s.rows.rows),
+            ("k", k),
+            ("n", n),
+            ("x offset", s.x.off),
+            ("values", m.values - base),
+            ("scales", m.scales - base),
+            ("out offset", s.out.off),
+        ])?;
+        let shader = format!("llm_qgemv_{}", layout.format().suffix());
+        let bindings = vec![binding(s.x), wb, Binding::Output];
+        self.grid(&shader, n, push, bindings).map(Some)
     }
 
     /// An `llm_eltwise` dispatch of `op` over `n` elements.
