@@ -208,6 +208,54 @@ fn a_dry_run_shows_a_quantized_models_weights_and_stores_nothing() {
     );
     assert!(rows[0]["memory_bytes"].as_u64().unwrap() >= weights);
     assert!(!db.exists(), "a dry run opens no database");
+    // A Hugging Face config.json's shape (Llama-3.2-3B's): the numbers in the spec, a --param
+    // over the file.
+    let config = dir.path().join("config.json");
+    std::fs::write(
+        &config,
+        r#"{"hidden_size": 3072, "intermediate_size": 8192, "num_attention_heads": 24,
+            "num_hidden_layers": 28, "num_key_value_heads": 8, "rope_theta": 500000.0,
+            "tie_word_embeddings": true, "vocab_size": 128256, "head_dim": 128}"#,
+    )
+    .unwrap();
+    let config = config.to_str().unwrap();
+    let shape = |extra: &[&str]| {
+        let mut args = vec![
+            "run",
+            "--kernel",
+            "llm",
+            "--model-config",
+            config,
+            "--dry-run",
+        ];
+        args.extend_from_slice(extra);
+        gpufleet(&db, &args)
+    };
+    let rows: Vec<Value> = serde_json::from_str(&ok_stdout(&shape(&["--json"]))).unwrap();
+    let spec = rows[0]["spec"].as_str().unwrap();
+    assert!(
+        spec.contains(
+            "dim=3072,ffn=8192,gen=128,head_dim=128,heads=24,kv_heads=8,layers=28,model=custom"
+        ),
+        "{spec}"
+    );
+    // Llama-3.2-3B's 3,212,749,824 weights in f32.
+    assert_eq!(rows[0]["weight_bytes"].as_u64(), Some(4 * 3_212_749_824));
+    let rows: Vec<Value> =
+        serde_json::from_str(&ok_stdout(&shape(&["--param", "layers=2", "--json"]))).unwrap();
+    assert!(
+        rows[0]["spec"].as_str().unwrap().contains("layers=2,"),
+        "{rows:?}"
+    );
+    std::fs::write(config, r#"{"hidden_size": 3072}"#).unwrap();
+    let out = shape(&[]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("--model-config ")
+            && String::from_utf8_lossy(&out.stderr)
+                .contains("field `num_attention_heads` is missing"),
+        "{out:?}"
+    );
     // A spec that cannot run is refused, naming why.
     let out = gpufleet(
         &db,

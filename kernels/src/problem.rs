@@ -91,7 +91,9 @@ impl Problem {
                     max: pd.max,
                 });
             }
-            resolved.insert(pd.name.to_string(), value);
+            if !(pd.optional && value == pd.default) {
+                resolved.insert(pd.name.to_string(), value);
+            }
         }
         let dtype = if dtype.trim().is_empty() {
             Dtype::F32

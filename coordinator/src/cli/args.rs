@@ -401,6 +401,12 @@ pub struct RunArgs {
     /// Ad-hoc: a parameter, NAME=INTEGER. Repeatable. Not with --suite.
     #[arg(long = "param", value_name = "NAME=VALUE", conflicts_with = "suite")]
     pub params: Vec<String>,
+    /// Ad-hoc `llm`: the shape of the model a Hugging Face config.json describes (hidden_size,
+    /// num_hidden_layers, heads, kv heads, intermediate_size, vocab_size, rope_theta,
+    /// tie_word_embeddings), as `model=custom` and its parameters; a --param wins over the file.
+    /// The agent receives the numbers; weights stay seeded.
+    #[arg(long, value_name = "FILE", conflicts_with = "suite")]
+    pub model_config: Option<PathBuf>,
     /// Ad-hoc: data type: f32, f16 where a backend has it, or (llm, gemv) q8_0 / q4_0 weights.
     #[arg(long, default_value = "f32", value_parser = parse_dtype)]
     pub dtype: Dtype,
@@ -487,6 +493,9 @@ pub struct ExportModelArgs {
     /// docs/models.md).
     #[arg(long, default_value = "tiny")]
     pub model: String,
+    /// `llm` only: instead of --model, the shape a Hugging Face config.json describes.
+    #[arg(long, value_name = "FILE")]
+    pub model_config: Option<PathBuf>,
     /// `llm` only: the weights' dtype, f32 or f16 (weights.f32 or weights.f16), or q8_0 / q4_0
     /// (weights.f32 holding values the blocks keep exactly, for llama.cpp's quantizer).
     #[arg(long, default_value = "f32")]

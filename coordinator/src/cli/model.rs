@@ -119,19 +119,32 @@ pub fn export_model(args: &ExportModelArgs) -> anyhow::Result<()> {
 /// # Errors
 /// An unknown model or dtype, or a file that cannot be written.
 fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
-    use gpufleet_kernels::llm::{LlmModel, MODEL_NAMES, model_weights, tokens};
-    // The `model` parameter's own reading: a name, another name of one, or an index.
-    let Some(model) = gpufleet_kernels::find_kernel("llm")
-        .and_then(|k| k.param("model"))
-        .and_then(|p| p.parse_value(&args.model).ok())
-        .and_then(LlmModel::from_index)
-    else {
-        bail!(
-            "--model {}: one of {}",
-            gpufleet_kernels::quote(&args.model),
-            MODEL_NAMES.join(", ")
-        );
+    use gpufleet_kernels::llm::{Config, MODEL_NAMES, model_weights, read_shape_params, tokens};
+    // The `model` parameter's own reading (a name, another name of one, or an index), or the
+    // shape of a config.json, made as a run's is.
+    let params = match &args.model_config {
+        Some(path) => read_shape_params(path).map_err(|e| anyhow::anyhow!("--model-config {e}"))?,
+        None => {
+            let Some(model) = gpufleet_kernels::find_kernel("llm")
+                .and_then(|k| k.param("model"))
+                .and_then(|p| p.parse_value(&args.model).ok())
+                .filter(|&m| m != gpufleet_kernels::llm::CUSTOM_MODEL)
+            else {
+                bail!(
+                    "--model {}: one of {} (or --model-config FILE)",
+                    gpufleet_kernels::quote(&args.model),
+                    MODEL_NAMES[..MODEL_NAMES.len() - 1].join(", ")
+                );
+            };
+            std::collections::BTreeMap::from([("model".to_string(), model)])
+        }
     };
+    let name = MODEL_NAMES
+        .get(usize::try_from(params["model"]).unwrap_or(usize::MAX))
+        .copied()
+        .unwrap_or("custom");
+    let c = Config::from_params(|n| params.get(n).copied().unwrap_or(0))
+        .map_err(|e| anyhow::anyhow!("--model-config: {e}"))?;
     let Some(dtype) = gpufleet_kernels::Dtype::parse(&args.dtype) else {
         bail!(
             "--dtype {}: f32, f16, q8_0 or q4_0",
@@ -140,10 +153,9 @@ fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
     };
     let half = dtype == gpufleet_kernels::Dtype::F16;
     let batch = usize::try_from(args.batch).unwrap_or(0).max(1);
-    let c = model.config();
     eprintln!(
         "{}: {} weights ({}), {} × {} tokens, seed {}",
-        model.name(),
+        name,
         c.weights_len(),
         args.dtype,
         batch,
@@ -161,7 +173,7 @@ fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
         .collect();
     let file = if half { "weights.f16" } else { "weights.f32" };
     let doc = json!({
-        "model": model.name(), "seed": args.seed, "dtype": dtype.name(),
+        "model": name, "seed": args.seed, "dtype": dtype.name(),
         "dim": c.dim, "blocks": c.blocks, "heads": c.heads, "kv_heads": c.kv_heads,
         "head_dim": c.head_dim, "ffn": c.ffn, "vocab": c.vocab, "tied": c.tied,
         "rope_theta": c.rope_theta, "norm_eps": gpufleet_kernels::NORM_EPS,

@@ -40,7 +40,11 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
             "without --suite, give exactly one --kernel (and optionally --variant, --param NAME=VALUE)"
         );
     };
-    let mut params = BTreeMap::new();
+    let mut params = match &args.model_config {
+        Some(path) => gpufleet_kernels::llm::read_shape_params(path)
+            .map_err(|e| anyhow::anyhow!("--model-config {e}"))?,
+        None => BTreeMap::new(),
+    };
     for (k, v) in parse_kv(&args.params, "param")? {
         // A name (`model=1b`) for a parameter that has names; a number otherwise. An unknown
         // kernel or parameter is refused when the runs are resolved.

@@ -14,7 +14,7 @@
 use crate::store::ResultRow;
 use crate::table::Table;
 use gpufleet_kernels::Dtype;
-use gpufleet_kernels::llm::LlmModel;
+use gpufleet_kernels::llm::{Config, LlmModel, SHAPE_PARAMS};
 
 /// The table's headers, llama-bench's first.
 pub const HEADERS: [&str; 7] = [
@@ -38,9 +38,9 @@ pub fn llama_bench(rows: &[ResultRow]) -> (Table, usize) {
     (t, left_out)
 }
 
-/// The sort key of a line: model, dtype, backend, device, phase (prefill first), the test's
-/// numbers.
-type Key = (usize, String, String, String, u8, [i64; 3]);
+/// The sort key of a line: model, its weights, dtype, backend, device, phase (prefill first), the
+/// test's numbers.
+type Key = (i64, usize, String, String, String, u8, [i64; 3]);
 
 /// One result's line, or `None` where it is not an `ok` `llm` result with a rate.
 fn line(r: &ResultRow) -> Option<(Key, Vec<String>)> {
@@ -49,8 +49,11 @@ fn line(r: &ResultRow) -> Option<(Key, Vec<String>)> {
         return None;
     }
     let rate = rec.metric_value.filter(|v| v.is_finite() && *v > 0.0)?;
-    let model = LlmModel::from_index(*rec.params.get("model")?)?;
     let param = |name: &str| rec.params.get(name).copied().unwrap_or(0);
+    let config = Config::from_params(param).ok()?;
+    // A named model's label unless a dimension of it was given (custom, or a cut-down one).
+    let named =
+        LlmModel::from_index(param("model")).filter(|_| SHAPE_PARAMS.iter().all(|n| param(n) == 0));
     let prefill = rec.variant == "prefill";
     let (tokens, batch, context) = (
         param(if prefill { "prompt" } else { "gen" }),
@@ -64,9 +67,9 @@ fn line(r: &ResultRow) -> Option<(Key, Vec<String>)> {
     if batch > 1 {
         test.push_str(&format!(" ×{batch}"));
     }
-    let elements = model.config().weights_len();
+    let elements = config.weights_len();
     let size = Dtype::parse(&rec.dtype).map_or("-".to_string(), |d| {
-        let bytes = model.config().stored_bytes(d) as f64;
+        let bytes = config.stored_bytes(d) as f64;
         if bytes < GIB {
             format!("{:.2} MiB", bytes / MIB)
         } else {
@@ -78,7 +81,11 @@ fn line(r: &ResultRow) -> Option<(Key, Vec<String>)> {
         _ => String::new(),
     };
     let cells = vec![
-        format!("{} {}", model_label(model), rec.dtype.to_uppercase()),
+        format!(
+            "{} {}",
+            named.map_or_else(|| size_label(elements), |m| model_label(m).to_string()),
+            rec.dtype.to_uppercase()
+        ),
         size,
         if elements < 1_000_000_000 {
             format!("{:.2} M", elements as f64 / 1e6)
@@ -91,7 +98,8 @@ fn line(r: &ResultRow) -> Option<(Key, Vec<String>)> {
         format!("{}:{}", r.agent, rec.device_id),
     ];
     let key = (
-        model as usize,
+        param("model"),
+        elements,
         rec.dtype.clone(),
         rec.backend.clone(),
         cells[6].clone(),
@@ -112,6 +120,16 @@ fn model_label(model: LlmModel) -> &'static str {
         LlmModel::B8 => "llama 8B",
         LlmModel::Qwen7b => "qwen2 7B",
         LlmModel::Mistral7b => "llama 7B",
+    }
+}
+
+/// A shape given by its dimensions, labelled as llama.cpp labels a file by its parameter count
+/// (`llama 4B`, `llama 135M`).
+fn size_label(elements: usize) -> String {
+    if elements < 1_000_000_000 {
+        format!("llama {:.0}M", elements as f64 / 1e6)
+    } else {
+        format!("llama {:.0}B", elements as f64 / 1e9)
     }
 }
 

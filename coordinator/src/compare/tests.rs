@@ -398,6 +398,29 @@ fn llm_results_read_as_llama_bench_rows() {
             "opencl:0",
             150.0,
         ),
+        // A cut-down 8b (two blocks) and a shape given whole: labelled by their weights.
+        llm_row(
+            "decode",
+            &[("model", 3), ("layers", 2), ("gen", 128)],
+            "q4_0",
+            "opencl:0",
+            900.0,
+        ),
+        llm_row(
+            "decode",
+            &[
+                ("model", 7),
+                ("dim", 512),
+                ("layers", 3),
+                ("heads", 8),
+                ("ffn", 1024),
+                ("vocab", 1000),
+                ("gen", 128),
+            ],
+            "f32",
+            "cpu:0",
+            700.0,
+        ),
         row("gemm/x", "cpu:0", "ok", Some(5.0), true),
         row("llm/x", "cpu:0", "crashed", None, true),
     ];
@@ -413,10 +436,14 @@ fn llm_results_read_as_llama_bench_rows() {
             "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | pp512 | 2282.00 ± 45.64 | a:vulkan:0",
             "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | tg32 @ d1024 ×8 | 800.00 ± 16.00 | a:vulkan:0",
             "llama 1B F16 | 2.30 GiB | 1.24 B | Vulkan | tg128 | 917.90 ± 18.36 | a:vulkan:0",
+            // 8b cut to two blocks: 1,486,901,248 weights.
+            "llama 1B Q4_0 | 797.70 MiB | 1.49 B | OpenCL | tg128 | 900.00 ± 18.00 | a:opencl:0",
             // 8b in Q4_0: every matrix in blocks of 18 bytes, the norms f32.
             "llama 8B Q4_0 | 4.21 GiB | 8.03 B | OpenCL | tg128 | 150.00 ± 3.00 | a:opencl:0",
             // Qwen2.5-7B less its biases: 7,615,487,488 weights.
             "qwen2 7B F16 | 14.18 GiB | 7.62 B | Vulkan | tg32 | 218.60 ± 4.37 | a:vulkan:0",
+            // custom: kv_heads = heads, head_dim 64, an own LM head: 8,891,904 weights.
+            "llama 9M F32 | 33.92 MiB | 8.89 M | CPU | tg128 | 700.00 ± 14.00 | a:cpu:0",
         ]
     );
     let md = t.render(Format::LlamaBench);

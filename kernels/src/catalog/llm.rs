@@ -11,7 +11,7 @@ use crate::check::harness::Validation;
 use crate::check::llm::check_llm;
 use crate::inputs::{UNIT, ValueSet, WIDE, fill, rng_for};
 use crate::llm::{
-    Heads, LayerKind, LlmGraph, LlmModel, MODEL_ALIASES, MODEL_NAMES, ModelSizes, Phase,
+    Config, Heads, LayerKind, LlmGraph, LlmModel, MODEL_ALIASES, MODEL_NAMES, ModelSizes, Phase,
     layer_graph, model_graph, model_inputs, model_sizes, projection, rope_table,
 };
 use crate::quant::QK;
@@ -48,9 +48,52 @@ const LLM_PARAMS: &[ParamDef] = &[
         MODEL_NAMES,
         MODEL_ALIASES,
         "model shape: tiny, small, 1b (Llama-3.2-1B; also llama-3.2-1b), 8b (Llama-3-8B and \
-         3.1-8B; also llama-3.1-8b), llama-3.2-3b, qwen2.5-7b (no q/k/v biases), mistral-7b (v0.1); \
-         also given as shape=NAME",
+         3.1-8B; also llama-3.1-8b), llama-3.2-3b, qwen2.5-7b (no q/k/v biases), mistral-7b (v0.1), \
+         custom (every dimension from the parameters below; `--model-config` reads them from a \
+         Hugging Face config.json); also given as shape=NAME",
     ),
+    shape_param("dim", 65_536, "model width (hidden_size); 0: the model's"),
+    shape_param(
+        "layers",
+        512,
+        "decoder blocks (num_hidden_layers); 0: the model's",
+    ),
+    shape_param(
+        "heads",
+        1024,
+        "query heads (num_attention_heads); 0: the model's",
+    ),
+    shape_param(
+        "kv_heads",
+        1024,
+        "key/value heads (num_key_value_heads), dividing heads; 0: the model's (custom: heads)",
+    ),
+    shape_param(
+        "head_dim",
+        512,
+        "width of a head, even; 0: the model's, or dim/heads when dim or heads is given",
+    ),
+    shape_param(
+        "ffn",
+        262_144,
+        "MLP width (intermediate_size); 0: the model's",
+    ),
+    shape_param("vocab", 1 << 20, "vocabulary (vocab_size); 0: the model's"),
+    shape_param(
+        "rope_theta",
+        1_000_000_000,
+        "RoPE base (rope_theta); 0: the model's (custom: 10,000)",
+    ),
+    named(
+        "tied",
+        &[],
+        0,
+        &["model", "yes", "no"],
+        &[],
+        "LM head tied to the embedding (tie_word_embeddings): model (the model's; custom: no), \
+         yes or no",
+    )
+    .optional(),
     p("batch", 1, 1, 256, "sequences"),
     p("prompt", 512, 1, 8192, "prefill: tokens per sequence"),
     p(
@@ -62,6 +105,11 @@ const LLM_PARAMS: &[ParamDef] = &[
     ),
     p("gen", 128, 1, 4096, "decode: tokens generated per sequence"),
 ];
+
+/// A dimension of an `llm` shape: 0 (the named model's) by default and left out of spec keys there.
+const fn shape_param(name: &'static str, max: i64, doc: &'static str) -> ParamDef {
+    p(name, 0, 0, max, doc).optional()
+}
 
 const HEAD_PARAMS: [ParamDef; 6] = [
     p("batch", 1, 1, 256, "sequences"),
@@ -201,15 +249,16 @@ impl LlmKernel {
         }
     }
 
-    /// The model of an `llm` problem.
-    fn model(p: &Problem) -> LlmModel {
-        LlmModel::from_index(p.param("model")).unwrap_or(LlmModel::Tiny)
+    /// The shape of an `llm` problem ([`Config::from_params`]; `check_params` refused one it
+    /// rejects, so tiny's only stands in for what cannot happen).
+    fn config(p: &Problem) -> Config {
+        Config::from_params(|n| p.param(n)).unwrap_or_else(|_| LlmModel::Tiny.config())
     }
 
     /// An `llm` problem's sizes, without building its graph.
     fn sizes(self, p: &Problem) -> ModelSizes {
         model_sizes(
-            Self::model(p),
+            &Self::config(p),
             Self::phase(p),
             p.uparam("batch"),
             p.uparam("context"),
@@ -220,7 +269,9 @@ impl LlmKernel {
     pub(crate) fn graph(self, p: &Problem) -> LlmGraph {
         let u = |n: &str| p.uparam(n);
         match self {
-            LlmKernel::Llm => model_graph(Self::model(p), Self::phase(p), u("batch"), u("context")),
+            LlmKernel::Llm => {
+                model_graph(&Self::config(p), Self::phase(p), u("batch"), u("context"))
+            }
             LlmKernel::Rope => layer_graph(LayerKind::Rope {
                 batch: u("batch"),
                 tokens: u("tokens"),
@@ -291,7 +342,22 @@ impl Family for LlmKernel {
                 )),
                 _ => Ok(()),
             },
-            LlmKernel::Llm | LlmKernel::SwiGlu => Ok(()),
+            LlmKernel::Llm => {
+                let c = Config::from_params(|n| p.param(n))?;
+                if p.dtype.block_format().is_some() {
+                    for (name, width) in c.row_widths() {
+                        if !width.is_multiple_of(QK) {
+                            return Err(format!(
+                                "{name}={width} must be a multiple of {QK} in {} (a row is whole \
+                                 blocks of {QK} weights)",
+                                p.dtype
+                            ));
+                        }
+                    }
+                }
+                Ok(())
+            }
+            LlmKernel::SwiGlu => Ok(()),
         }
     }
 
@@ -351,7 +417,7 @@ impl Family for LlmKernel {
     /// `gemv`: its matrix.
     fn weight_bytes(&self, p: &Problem) -> Option<u128> {
         match self {
-            LlmKernel::Llm => Some(Self::model(p).config().stored_bytes(p.dtype)),
+            LlmKernel::Llm => Some(Self::config(p).stored_bytes(p.dtype)),
             LlmKernel::Gemv => Some(
                 p.dtype
                     .storage_bytes((p.uparam("k") * p.uparam("n")) as u128),
@@ -377,7 +443,7 @@ impl Family for LlmKernel {
         let lens = lens(&self.lens(p).0);
         let f = |set: ValueSet, i: usize| fill(set, lens[i], &mut rng_for(seed, i));
         let bufs = match self {
-            LlmKernel::Llm => model_inputs(&Self::model(p).config(), &lens, seed, p.dtype),
+            LlmKernel::Llm => model_inputs(&Self::config(p), &lens, seed, p.dtype),
             LlmKernel::Rope => {
                 let hd = p.uparam("head_dim");
                 let cap = p.uparam("context") + p.uparam("tokens");

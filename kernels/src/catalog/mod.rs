@@ -98,9 +98,21 @@ pub struct ParamDef {
     /// Other names of the parameter itself (`shape` for `model`): accepted in specs and suites,
     /// stored and shown under [`ParamDef::name`].
     pub also: &'static [&'static str],
+    /// Left out of a problem's parameters while at its default (so of its spec key and its stored
+    /// results too): a parameter added to a kernel without changing the keys of its earlier specs
+    /// (`llm`'s `dim`, `layers`: 0, the model's).
+    pub optional: bool,
 }
 
 impl ParamDef {
+    /// This parameter, [optional](ParamDef::optional).
+    pub(crate) const fn optional(self) -> ParamDef {
+        ParamDef {
+            optional: true,
+            ..self
+        }
+    }
+
     /// `text` as this parameter's value: an integer, or one of its [`ParamDef::names`].
     ///
     /// # Errors
@@ -205,6 +217,7 @@ pub(crate) const fn p(
         names: &[],
         aliases: &[],
         also: &[],
+        optional: false,
     }
 }
 
@@ -227,6 +240,7 @@ pub(crate) const fn named(
         names,
         aliases,
         also,
+        optional: false,
     }
 }
 
@@ -299,7 +313,8 @@ pub struct Problem {
     pub kernel: &'static KernelDef,
     /// Resolved variant (never empty).
     pub variant: String,
-    /// Every parameter of the kernel, defaults filled in.
+    /// Every parameter of the kernel, defaults filled in (an [optional](ParamDef::optional) one only
+    /// when it is not at its default).
     pub params: BTreeMap<String, i64>,
     /// Resolved dtype.
     pub dtype: Dtype,
@@ -311,14 +326,15 @@ impl Problem {
         self.kernel.id
     }
 
-    /// Value of parameter `name`.
+    /// Value of parameter `name` (an [optional](ParamDef::optional) one left out: its default).
     ///
     /// # Panics
     /// Only if `name` is not a parameter of the kernel, which is a programming error.
     pub fn param(&self, name: &str) -> i64 {
-        match self.params.get(name) {
-            Some(v) => *v,
-            None => panic!("kernel {} has no param `{name}`", self.kernel.name),
+        match (self.params.get(name), self.kernel.param(name)) {
+            (Some(v), _) => *v,
+            (None, Some(d)) if d.optional => d.default,
+            _ => panic!("kernel {} has no param `{name}`", self.kernel.name),
         }
     }
 

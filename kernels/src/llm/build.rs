@@ -1,9 +1,7 @@
 //! The graph of a whole model's prefill or decode ([`model_graph`]), with the arena laid out as the
 //! module doc says.
 
-use super::{
-    BlockCheck, Cache, Config, Heads, LOGITS_STEP, LlmGraph, LlmModel, Op, Ref, Rows, Step,
-};
+use super::{BlockCheck, Cache, Config, Heads, LOGITS_STEP, LlmGraph, Op, Ref, Rows, Step};
 
 /// Model inputs, in order.
 const TOKENS: usize = 0;
@@ -206,11 +204,11 @@ impl Builder<'_> {
     }
 }
 
-/// The graph of `model`'s `phase` at `batch` sequences after `context` cached positions.
-/// `kept_passes`: which decode passes keep their tensors for checking (every one for tiny and
-/// small; the first, middle and last otherwise).
-pub fn model_graph(model: LlmModel, phase: Phase, batch: usize, context: usize) -> LlmGraph {
-    let c = model.config();
+/// The graph of the model of shape `c`'s `phase` at `batch` sequences after `context` cached
+/// positions. `kept_passes`: which decode passes keep their tensors for checking (every one for
+/// tiny and small; the first, middle and last otherwise).
+pub fn model_graph(c: &Config, phase: Phase, batch: usize, context: usize) -> LlmGraph {
+    let c = *c;
     let (new, passes, per_seq) = match phase {
         Phase::Prefill { prompt } => (prompt, 1, prompt),
         Phase::Decode { steps } => (steps, steps, 1),
@@ -228,7 +226,7 @@ pub fn model_graph(model: LlmModel, phase: Phase, batch: usize, context: usize) 
         })
         .collect();
     let rows_per_pass = batch * per_seq;
-    let kept = kept_passes(model, passes);
+    let kept = kept_passes(&c, passes);
     let mut b = Builder {
         c: &c,
         steps: Vec::new(),
@@ -377,7 +375,7 @@ pub fn model_graph(model: LlmModel, phase: Phase, batch: usize, context: usize) 
             });
         }
     }
-    let sizes = model_sizes(model, phase, batch, context);
+    let sizes = model_sizes(&c, phase, batch, context);
     debug_assert_eq!(
         sizes.arena, arena.len as u128,
         "model_sizes and the layout disagree"
@@ -413,23 +411,22 @@ pub struct ModelSizes {
 }
 
 /// Decode passes whose tensors are kept for checking, of `passes`.
-fn kept_passes(model: LlmModel, passes: usize) -> Vec<usize> {
-    if model.checks_every_position() || passes <= 3 {
+fn kept_passes(c: &Config, passes: usize) -> Vec<usize> {
+    if c.checks_every_position() || passes <= 3 {
         (0..passes).collect()
     } else {
         vec![0, passes / 2, passes - 1]
     }
 }
 
-/// The sizes of [`model_graph`]`(model, phase, batch, context)`.
-pub fn model_sizes(model: LlmModel, phase: Phase, batch: usize, context: usize) -> ModelSizes {
-    let c = model.config();
+/// The sizes of [`model_graph`]`(c, phase, batch, context)`.
+pub fn model_sizes(c: &Config, phase: Phase, batch: usize, context: usize) -> ModelSizes {
     let w = |n: usize| n as u128;
     let (new, passes, per_seq) = match phase {
         Phase::Prefill { prompt } => (prompt, 1, prompt),
         Phase::Decode { steps } => (steps, steps, 1),
     };
-    let kept = if model.checks_every_position() || passes <= 3 {
+    let kept = if c.checks_every_position() || passes <= 3 {
         w(passes)
     } else {
         3
@@ -444,7 +441,7 @@ pub fn model_sizes(model: LlmModel, phase: Phase, batch: usize, context: usize) 
     let per_kept = rows * d * (1 + w(c.blocks)) + detailed * slot + logits;
     let work = slot + 3 * rows * d + logits;
     let arena = w(c.blocks) * 2 * cap * kv * b + work + kept * per_kept;
-    let (flops, bytes_f32, weight_bytes_f32) = model_costs(&c, phase, batch, context);
+    let (flops, bytes_f32, weight_bytes_f32) = model_costs(c, phase, batch, context);
     ModelSizes {
         inputs: vec![
             b * w(new),

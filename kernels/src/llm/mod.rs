@@ -26,6 +26,7 @@
 //! the same work on the same data.
 
 mod build;
+mod hf_config;
 mod layers;
 mod packed;
 mod reference;
@@ -33,10 +34,13 @@ mod shape;
 mod weights;
 
 pub use build::{ModelSizes, Pass, Phase, model_graph, model_sizes};
+pub use hf_config::{read_shape_params, shape_params};
 pub use layers::{LayerKind, layer_graph};
 pub use packed::{ALIGN, PackedLayout, PackedMatrix};
 pub use reference::{Tensors, block_row, check_width, output_index, step_element};
-pub use shape::{BlockWeights, Config, LlmModel, MODEL_ALIASES, MODEL_NAMES};
+pub use shape::{
+    BlockWeights, CUSTOM_MODEL, Config, LlmModel, MODEL_ALIASES, MODEL_NAMES, SHAPE_PARAMS,
+};
 pub use weights::{model_inputs, model_weights, projection, rope_table, tokens, weight_scale_bits};
 
 /// Which buffer a tensor lives in.

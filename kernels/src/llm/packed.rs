@@ -177,7 +177,7 @@ mod tests {
 
     #[test]
     fn every_tensor_is_found_where_the_layout_says() {
-        let g = model_graph(LlmModel::Tiny, Phase::Decode { steps: 2 }, 1, 0);
+        let g = model_graph(&LlmModel::Tiny.config(), Phase::Decode { steps: 2 }, 1, 0);
         let c = g.config;
         for f in [BlockFormat::Q8_0, BlockFormat::Q4_0] {
             let dtype = if f == BlockFormat::Q8_0 {

@@ -32,6 +32,24 @@ pub const MODEL_NAMES: &[&str] = &[
     "llama-3.2-3b",
     "qwen2.5-7b",
     "mistral-7b",
+    "custom",
+];
+
+/// The index of `custom` in [`MODEL_NAMES`]: a shape given whole by the [`SHAPE_PARAMS`].
+pub const CUSTOM_MODEL: i64 = 7;
+
+/// The `llm` parameters that give a shape's dimensions one by one, each 0 for the named model's
+/// (`tied`: 0 the model's, 1 tied, 2 an own LM head).
+pub const SHAPE_PARAMS: [&str; 9] = [
+    "dim",
+    "layers",
+    "heads",
+    "kv_heads",
+    "head_dim",
+    "ffn",
+    "vocab",
+    "rope_theta",
+    "tied",
 ];
 
 /// Other names of some [`LlmModel`]s (the published models' own), with their indices.
@@ -84,12 +102,6 @@ impl LlmModel {
             LlmModel::Mistral7b => c(4096, 32, 32, 8, 14_336, 32_000, false, 10_000.0),
         }
     }
-
-    /// Whether every pass and every timed position is validated (tiny, small) rather than a sample
-    /// of them (the published shapes).
-    pub fn checks_every_position(self) -> bool {
-        matches!(self, LlmModel::Tiny | LlmModel::Small)
-    }
 }
 
 /// A model's shape.
@@ -116,6 +128,111 @@ pub struct Config {
 }
 
 impl Config {
+    /// The shape of an `llm` problem whose parameter `name` has value `param(name)`: the named
+    /// `model`'s, each of [`SHAPE_PARAMS`] that is not 0 in its place. `model=custom` takes them all
+    /// from the parameters: `dim`, `layers`, `heads`, `ffn` and `vocab` must be given; `kv_heads`
+    /// defaults to `heads`, `head_dim` to `dim / heads`, `rope_theta` to 10,000, the LM head to an
+    /// own one (as Hugging Face's `LlamaConfig` does).
+    ///
+    /// # Errors
+    /// A parameter `custom` needs left out, or dimensions that do not fit together, naming them.
+    pub fn from_params(param: impl Fn(&str) -> i64) -> Result<Config, String> {
+        let model = param("model");
+        let base = match LlmModel::from_index(model) {
+            Some(m) => m.config(),
+            None if model == CUSTOM_MODEL => {
+                let missing: Vec<&str> = ["dim", "layers", "heads", "ffn", "vocab"]
+                    .into_iter()
+                    .filter(|n| param(n) == 0)
+                    .collect();
+                if !missing.is_empty() {
+                    return Err(format!(
+                        "model=custom needs {} (a Hugging Face config.json gives them)",
+                        missing.join(", ")
+                    ));
+                }
+                Config {
+                    dim: 0,
+                    blocks: 0,
+                    heads: 0,
+                    kv_heads: 0,
+                    head_dim: 0,
+                    ffn: 0,
+                    vocab: 0,
+                    tied: false,
+                    rope_theta: 10_000.0,
+                }
+            }
+            None => return Err(format!("model={model} names no model")),
+        };
+        let given = |name: &str, fallback: usize| match usize::try_from(param(name)) {
+            Ok(0) | Err(_) => fallback,
+            Ok(v) => v,
+        };
+        let dim = given("dim", base.dim);
+        let heads = given("heads", base.heads);
+        let changed = dim != base.dim || heads != base.heads;
+        let head_dim = match (param("head_dim"), changed) {
+            (0, true) if !dim.is_multiple_of(heads) => {
+                return Err(format!(
+                    "dim={dim} is not a multiple of heads={heads}: give head_dim"
+                ));
+            }
+            (0, true) => dim / heads,
+            _ => given("head_dim", base.head_dim),
+        };
+        let c = Config {
+            dim,
+            blocks: given("layers", base.blocks),
+            heads,
+            kv_heads: match param("kv_heads") {
+                0 if model == CUSTOM_MODEL => heads,
+                _ => given("kv_heads", base.kv_heads),
+            },
+            head_dim,
+            ffn: given("ffn", base.ffn),
+            vocab: given("vocab", base.vocab),
+            tied: match param("tied") {
+                1 => true,
+                2 => false,
+                _ => base.tied,
+            },
+            rope_theta: match param("rope_theta") {
+                0 => base.rope_theta,
+                t => t as f64,
+            },
+        };
+        if !c.heads.is_multiple_of(c.kv_heads) {
+            return Err(format!(
+                "kv_heads={} must divide heads={} (each key/value head serves heads/kv_heads queries)",
+                c.kv_heads, c.heads
+            ));
+        }
+        if !c.head_dim.is_multiple_of(2) {
+            return Err(format!(
+                "head_dim={} must be even (RoPE turns pairs)",
+                c.head_dim
+            ));
+        }
+        Ok(c)
+    }
+
+    /// Whether every pass and every timed position is validated (a shape of `small`'s weights or
+    /// fewer) rather than a sample of them (the published shapes).
+    pub fn checks_every_position(&self) -> bool {
+        self.weights_len() <= LlmModel::Small.config().weights_len()
+    }
+
+    /// The widths a quantized row runs along (`dim`, the attention's output, `ffn`), each a
+    /// multiple of [`QK`](crate::quant::QK) for q8_0 / q4_0.
+    pub fn row_widths(&self) -> [(&'static str, usize); 3] {
+        [
+            ("dim", self.dim),
+            ("heads·head_dim", self.q_dim()),
+            ("ffn", self.ffn),
+        ]
+    }
+
     /// Width of the fused Q/K/V projection's output.
     pub fn qkv_dim(&self) -> usize {
         (self.heads + 2 * self.kv_heads) * self.head_dim

@@ -27,8 +27,7 @@ fn shapes_match_the_published_models() {
         assert_eq!(m.config().head_dim, 128, "{}", m.name());
     }
     for m in LlmModel::ALL {
-        let c = m.config();
-        for (what, width) in [("dim", c.dim), ("q_dim", c.q_dim()), ("ffn", c.ffn)] {
+        for (what, width) in m.config().row_widths() {
             assert_eq!(
                 width % crate::quant::QK,
                 0,
@@ -63,8 +62,8 @@ fn sizes_agree_with_the_layout() {
             Phase::Decode { steps: 1 },
         ] {
             for (batch, context) in [(1, 0), (3, 2)] {
-                let g = model_graph(model, phase, batch, context);
-                let s = model_sizes(model, phase, batch, context);
+                let g = model_graph(&model.config(), phase, batch, context);
+                let s = model_sizes(&model.config(), phase, batch, context);
                 assert_eq!(
                     s.arena, g.arena_len as u128,
                     "{model:?} {phase:?} {batch} {context}"
@@ -77,7 +76,7 @@ fn sizes_agree_with_the_layout() {
 
 #[test]
 fn the_logits_are_the_lm_head_of_every_pass() {
-    let g = model_graph(LlmModel::Tiny, Phase::Decode { steps: 3 }, 1, 0);
+    let g = model_graph(&LlmModel::Tiny.config(), Phase::Decode { steps: 3 }, 1, 0);
     let vocab = g.config.vocab;
     let logits: Vec<&Step> = g.steps.iter().filter(|s| s.is_logits()).collect();
     assert_eq!(logits.len(), 3);
@@ -86,7 +85,7 @@ fn the_logits_are_the_lm_head_of_every_pass() {
             .iter()
             .all(|s| matches!(s.op, Op::Linear { n, .. } if n == vocab))
     );
-    let prefill = model_graph(LlmModel::Tiny, Phase::Prefill { prompt: 4 }, 1, 0);
+    let prefill = model_graph(&LlmModel::Tiny.config(), Phase::Prefill { prompt: 4 }, 1, 0);
     assert_eq!(prefill.steps.iter().filter(|s| s.is_logits()).count(), 1);
     // A step whose name merely ends in the word is not the LM head.
     let mut other = logits[0].clone();
@@ -96,7 +95,7 @@ fn the_logits_are_the_lm_head_of_every_pass() {
 
 #[test]
 fn a_perfect_arena_passes_and_a_perturbed_weight_is_named() {
-    let g = model_graph(LlmModel::Tiny, Phase::Decode { steps: 3 }, 2, 4);
+    let g = model_graph(&LlmModel::Tiny.config(), Phase::Decode { steps: 3 }, 2, 4);
     let inputs = graph_inputs(&g);
     let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
     let arena = reference_arena(&g, &refs);
@@ -120,7 +119,7 @@ fn a_perfect_arena_passes_and_a_perturbed_weight_is_named() {
 
 #[test]
 fn a_middle_block_is_caught_as_a_whole() {
-    let g = model_graph(LlmModel::Tiny, Phase::Prefill { prompt: 6 }, 1, 2);
+    let g = model_graph(&LlmModel::Tiny.config(), Phase::Prefill { prompt: 6 }, 1, 2);
     let inputs = graph_inputs(&g);
     let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
     let mut bad = inputs.clone();
@@ -134,7 +133,7 @@ fn a_middle_block_is_caught_as_a_whole() {
 
 #[test]
 fn an_unknown_layer_to_perturb_lists_some_that_exist() {
-    let g = model_graph(LlmModel::Tiny, Phase::Decode { steps: 1 }, 1, 0);
+    let g = model_graph(&LlmModel::Tiny.config(), Phase::Decode { steps: 1 }, 1, 0);
     let mut w = vec![0f32; g.input_lens[1]];
     let e = perturb(&g, &mut w, "layers.9.nope").unwrap_err();
     assert!(e.contains("layers.0.attention_norm"), "{e}");
@@ -160,7 +159,7 @@ fn a_decode_pass_is_the_last_one_moved() {
         (LlmModel::Small, 5, 2, 3),
         (LlmModel::B1, 8, 1, 2),
     ] {
-        let g = model_graph(model, Phase::Decode { steps }, batch, context);
+        let g = model_graph(&model.config(), Phase::Decode { steps }, batch, context);
         let what = format!("{model:?} gen {steps}");
         assert_eq!(g.passes.len(), steps, "{what}");
         let last = g.passes.last().unwrap();
@@ -168,7 +167,7 @@ fn a_decode_pass_is_the_last_one_moved() {
         let kept = g.passes.iter().filter(|p| p.region.is_some()).count();
         assert_eq!(
             kept,
-            if model.checks_every_position() {
+            if model.config().checks_every_position() {
                 steps
             } else {
                 3
@@ -216,7 +215,7 @@ fn a_decode_pass_is_the_last_one_moved() {
             }
         }
     }
-    let prefill = model_graph(LlmModel::Tiny, Phase::Prefill { prompt: 4 }, 1, 0);
+    let prefill = model_graph(&LlmModel::Tiny.config(), Phase::Prefill { prompt: 4 }, 1, 0);
     assert!(prefill.passes.is_empty());
 }
 
@@ -247,4 +246,61 @@ fn a_shape_is_given_by_name_alias_or_index_as_model_or_shape() {
         both.contains("model and shape name the same parameter"),
         "{both}"
     );
+}
+
+#[test]
+fn a_shape_is_given_dimension_by_dimension() {
+    let problem = |params: &[(&str, i64)], dtype: &str| {
+        let params = params.iter().map(|(k, v)| (k.to_string(), *v)).collect();
+        crate::Problem::new("llm", "decode", &params, dtype, false)
+    };
+    let key = |p: &crate::Problem| p.spec_key(crate::Mode::ComputeOnly);
+    // A named shape's key leaves the dimensions out, as before they existed.
+    let named = problem(&[("model", 3)], "q4_0").unwrap();
+    assert_eq!(
+        key(&named),
+        "llm/decode/batch=1,context=0,gen=128,model=8b,prompt=512/q4_0/compute_only"
+    );
+    assert_eq!(named.param("dim"), 0);
+    // One dimension overrides the named model's (a cut-down 8b); the rest stay.
+    let cut = problem(&[("model", 3), ("layers", 2)], "f16").unwrap();
+    assert!(key(&cut).contains("layers=2,model=8b"), "{}", key(&cut));
+    let g = cut.llm_graph().unwrap();
+    assert_eq!(g.config.blocks, 2);
+    assert_eq!(g.config.ffn, 14_336);
+    // custom: every dimension from the parameters; kv_heads defaults to heads, head_dim to
+    // dim/heads, the LM head to an own one.
+    let custom = [
+        ("model", CUSTOM_MODEL),
+        ("dim", 512),
+        ("layers", 3),
+        ("heads", 8),
+        ("ffn", 1024),
+        ("vocab", 1000),
+    ];
+    let c = problem(&custom, "q8_0")
+        .unwrap()
+        .llm_graph()
+        .unwrap()
+        .config;
+    assert_eq!((c.kv_heads, c.head_dim, c.tied), (8, 64, false));
+    assert_eq!(c.rope_theta, 10_000.0);
+    let e = problem(&custom[..4], "f32").unwrap_err().to_string();
+    assert!(e.contains("model=custom needs ffn, vocab"), "{e}");
+    // Quantized rows must be whole blocks, named by the width at fault.
+    let mut odd = custom.to_vec();
+    odd[4] = ("ffn", 1000);
+    assert!(problem(&odd, "f32").is_ok());
+    let e = problem(&odd, "q4_0").unwrap_err().to_string();
+    assert!(
+        e.contains("ffn=1000 must be a multiple of 32 in q4_0"),
+        "{e}"
+    );
+    let e = problem(&[("model", 1), ("heads", 5)], "f32")
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("dim=768 is not a multiple of heads=5"), "{e}");
+    // A small custom shape is validated at every position, like tiny and small.
+    assert!(c.checks_every_position());
+    assert!(!LlmModel::B1.config().checks_every_position());
 }

@@ -18,6 +18,9 @@
 //! kernel = "gemm"
 //! variants = ["naive", "tiled"]  # or variant = "blocked"; omitted = every variant the backend has
 //! params = { m = [128, 256], n = [128, 256], k = 128 }  # arrays zip, scalars broadcast
+//! [[run]]
+//! kernel = "llm"
+//! model_config = "qwen3-4b.json" # llm: a Hugging Face config.json's shape (relative to this file)
 //! ```
 //!
 //! Unknown fields are errors, so a misspelt `min_iteration` cannot silently fall back to a default.
@@ -25,6 +28,7 @@
 
 use std::collections::BTreeMap;
 use std::ops::Range;
+use std::path::Path;
 
 use serde::Deserialize;
 use toml::Spanned;
@@ -85,6 +89,9 @@ with_options! {
         variants: Option<Spanned<Vec<String>>>,
         #[serde(default)]
         params: BTreeMap<String, Spanned<ParamValue>>,
+        /// `llm`: a Hugging Face config.json (relative to the suite file) giving the shape's
+        /// parameters; `params` win over it.
+        model_config: Option<Spanned<String>>,
     }
 }
 
@@ -383,9 +390,20 @@ fn expand(
 
     let kernel = doc.kernel.get_ref();
     let points = points(ctx, kernel, &doc.params)?;
+    let shape = match &doc.model_config {
+        None => BTreeMap::new(),
+        Some(file) => {
+            let dir = Path::new(ctx.origin).parent().unwrap_or(Path::new(""));
+            crate::llm::read_shape_params(&dir.join(file.get_ref()))
+                .map_err(|m| ctx.invalid(&file.span(), "model_config", m))?
+        }
+    };
     let check_variants = variants.clone().unwrap_or_else(|| vec![String::new()]);
     let mut out = Vec::with_capacity(points.len());
-    for params in points {
+    for mut params in points {
+        for (name, value) in &shape {
+            params.entry(name.clone()).or_insert(*value);
+        }
         let mut resolved = None;
         for variant in &check_variants {
             let problem = Problem::new(kernel, variant, &params, &dtype, true).map_err(|e| {
@@ -675,6 +693,35 @@ kernel = "noop"
             "[[run]]\nkernel = \"copy\"\ntimeout_s = 0\n",
             "bad.toml:3: field `timeout_s`",
         );
+    }
+
+    #[test]
+    fn a_model_config_gives_the_shape_and_params_win() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = r#"{"hidden_size": 512, "num_hidden_layers": 3, "num_attention_heads": 8,
+            "num_key_value_heads": 2, "intermediate_size": 1024, "vocab_size": 1000}"#;
+        std::fs::write(dir.path().join("shape.json"), config).unwrap();
+        let suite = dir.path().join("mine.toml");
+        let origin = suite.to_str().unwrap();
+        let text = "[[run]]\nkernel = \"llm\"\ndtype = \"q8_0\"\nmodel_config = \"shape.json\"\n\
+                    params = { layers = [1, 2] }\n";
+        let s = parse(text, origin).unwrap();
+        assert_eq!(s.runs.len(), 2);
+        let p = &s.runs[1].params;
+        assert_eq!(
+            (p["model"], p["dim"], p["kv_heads"], p["layers"]),
+            (7, 512, 2, 2)
+        );
+        let e = parse(&text.replace("shape.json", "nope.json"), origin)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains(":4: field `model_config`: cannot read model config"),
+            "{e}"
+        );
+        std::fs::write(dir.path().join("shape.json"), "{\"hidden_size\": 512}").unwrap();
+        let e = parse(text, origin).unwrap_err().to_string();
+        assert!(e.contains("field `num_attention_heads` is missing"), "{e}");
     }
 
     #[test]
