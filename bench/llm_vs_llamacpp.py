@@ -428,7 +428,7 @@ def main():
                         if not rec:
                             status += f"; llama.cpp: {peer_err or 'no record'}"
                             bad += 1
-                        elif not rec.get("gpu_info"):
+                        elif not rec.get("gpu_info") and backend != "cpu":
                             # With no Vulkan device llama.cpp runs everything on the CPU, -ngl or not.
                             status += "; llama.cpp saw no GPU and ran on the CPU"
                             bad += 1

@@ -21,18 +21,29 @@
 // in shared memory (the first of them writes): more teams in flight where n is narrow (a 2,048-wide
 // projection is 512 teams of 4 features, a few a compute unit, too few to keep the memory busy).
 //
-// Bindings: 0 x, 1 the weights (f32, or half with HALF), 2 the arena (written), 3 the arena (the
+// With Q8 or Q4 (QUANT) the weights are packed in llama.cpp's blocks as llm_quant.glsl reads them
+// (bound as uint words): a row's element e lies in the matrix's values at byte q_values and its
+// block's f16 scale at byte q_scales (w_off is 0: elements count from the matrix's start); eight
+// weights a load are two words (Q8: eight bytes; Q4: eight nibbles of one half of a block) made
+// floats through the mantissa of 2^23 and scaled; the gains (NORM) are f32 words at word g_off.
+//
+// Bindings: 0 x, 1 the weights (f32, or half with HALF, or words with QUANT), 2 the arena (written), 3 the arena (the
 // residual read), 4 the pass shift, which one invocation adds 1 to with ADVANCE (the LM head of a
 // replayed decode pass: the next replay's positions; ROPE reads it), 5 the RoPE table (ROPE). Push
 // constants (uint but eps): rows, k, n, x_off, x_stride, w_off, g_off, out_off, res_off, eps, then
-// for ROPE t_off, k_off, v_off, per_seq, pos0, heads, kv_heads, positions, batch, hd.
+// for ROPE t_off, k_off, v_off, per_seq, pos0, heads, kv_heads, positions, batch, hd; with QUANT
+// then q_values, q_scales.
 // Specialization: 0 local size x = WG; 6 TEAM (shared-memory teams only); 7 SPLIT (teams a feature
 // block, dividing the group's teams); 2 ALIGNED: k, x_off, x_stride, w_off and (with NORM) g_off are
 // multiples of 8; 3 NORM; 4 GLU; 5 ADD; 8 ADVANCE; 9 ROPE. The flags are specialization constants, so each combination is its own pipeline with
 // no test in its loop.
 
+#if defined(Q8) || defined(Q4)
+#define QUANT 1
+#else
 #define WEIGHTS_BINDING 1
 #define WEIGHTS_VEC4 1
+#endif
 #define SPEC_WG 1
 #include "llm.glsl"
 
@@ -81,8 +92,75 @@ layout(push_constant) uniform Push {
     uint positions;
     uint batch;
     uint hd;
+#ifdef QUANT
+    uint q_values;
+    uint q_scales;
+#endif
 } pc;
 
+#ifdef QUANT
+layout(set = 0, binding = 1, std430) readonly buffer WQ { uint wq[]; };
+
+// The four bytes of w as floats 0..255 (the nibbles of w & 0x0F0F0F0F as 0..15): each byte is the
+// low mantissa of a float of 2^23, which then goes (no integer conversion, a quarter-rate one on
+// some GPUs).
+vec4 bytes4(uint w)
+{
+    return uintBitsToFloat(uvec4(0x4B000000u) | ((uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu)) -
+           8388608.0;
+}
+
+// The scale of the block of element e.
+float q_scale(uint e)
+{
+    const uint at = pc.q_scales + 2u * (e / 32u);
+    const uint word = wq[at >> 2];
+    return unpackHalf2x16((at & 2u) != 0u ? word >> 16 : word).x;
+}
+
+// Eight weights from element e (a multiple of 8), as two 4-vectors.
+void load_w8(uint e, out vec4 lo, out vec4 hi)
+{
+#ifdef Q8
+    // Bytes xor 0x80: q + 128, unsigned.
+    const uint at = (pc.q_values + e) >> 2;
+    lo = bytes4(wq[at] ^ 0x80808080u) - 128.0;
+    hi = bytes4(wq[at + 1u] ^ 0x80808080u) - 128.0;
+#else
+    // Weights 8p..8p+7 of a block: the low (p < 2) or high nibbles of its bytes 8(p % 2)...
+    const uint p = (e / 8u) % 4u;
+    const uint at = (pc.q_values + e / 32u * 16u + (p & 1u) * 8u) >> 2;
+    const uint shift = (p >> 1) * 4u;
+    lo = bytes4((wq[at] >> shift) & 0x0F0F0F0Fu) - 8.0;
+    hi = bytes4((wq[at + 1u] >> shift) & 0x0F0F0F0Fu) - 8.0;
+#endif
+    const float d = q_scale(e);
+    lo *= d;
+    hi *= d;
+}
+
+// Weight e alone.
+float load_w1(uint e)
+{
+#ifdef Q8
+    const uint at = pc.q_values + e;
+    const float q = float(int(wq[at >> 2] << (24u - 8u * (at & 3u))) >> 24);
+#else
+    const uint at = pc.q_values + e / 32u * 16u + (e & 15u);
+    const uint byte = (wq[at >> 2] >> (8u * (at & 3u))) & 0xFFu;
+    const float q = float(int((e & 16u) == 0u ? byte & 15u : byte >> 4) - 8);
+#endif
+    return q * q_scale(e);
+}
+
+// Eight f32 gains from word g.
+void load_g8(uint g, out vec4 lo, out vec4 hi)
+{
+    lo = uintBitsToFloat(uvec4(wq[g], wq[g + 1u], wq[g + 2u], wq[g + 3u]));
+    hi = uintBitsToFloat(uvec4(wq[g + 4u], wq[g + 5u], wq[g + 6u], wq[g + 7u]));
+}
+#define LOAD_G(i) uintBitsToFloat(wq[i])
+#else
 // Eight weights from element e (a multiple of 8), as two 4-vectors.
 void load_w8(uint e, out vec4 lo, out vec4 hi)
 {
@@ -95,6 +173,10 @@ void load_w8(uint e, out vec4 lo, out vec4 hi)
     hi = LOAD_W4(e / 4u + 1u);
 #endif
 }
+#define load_w1(e) LOAD_W(e)
+#define load_g8 load_w8
+#define LOAD_G LOAD_W
+#endif
 
 #ifdef SUBGROUP
 // A team's sums (FT dot products, FT up-projections, the squares) for its split partners.
@@ -155,7 +237,7 @@ void main()
                     if (NORM) {
                         ss += dot(xl, xl) + dot(xh, xh);
                         vec4 gl, gh;
-                        load_w8(pc.g_off + 8u * c, gl, gh);
+                        load_g8(pc.g_off + 8u * c, gl, gh);
                         xl *= gl;
                         xh *= gh;
                     }
@@ -175,12 +257,12 @@ void main()
                 float xv = x[xr + i];
                 if (NORM) {
                     ss += xv * xv;
-                    xv *= LOAD_W(pc.g_off + i);
+                    xv *= LOAD_G(pc.g_off + i);
                 }
                 for (uint f = 0u; f < FT; ++f) {
-                    acc[f] += LOAD_W(wr[f] + i) * xv;
+                    acc[f] += load_w1(wr[f] + i) * xv;
                     if (TWO)
-                        up[f] += LOAD_W(wr[f] + up_rows + i) * xv;
+                        up[f] += load_w1(wr[f] + up_rows + i) * xv;
                 }
             }
             // The team's sums: every lane gets them (subgroup) or lane f gathers feature f's.

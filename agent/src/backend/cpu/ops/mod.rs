@@ -107,7 +107,7 @@ pub fn elementwise(kernel: ElementwiseKernel, x: &[&[f32]], y: &mut [f32]) {
 pub enum Isa {
     /// The baseline target (SSE2 on x86-64), no FMA.
     Portable,
-    /// AVX2 with fused multiply-add (x86-64 v3).
+    /// AVX2 with fused multiply-add and F16C (x86-64 v3).
     Avx2Fma,
     /// AVX-512F (x86-64 v4): only [`gemm::gemm_blocked`] has kernels for it; the other hot loops
     /// stay on AVX2+FMA.
@@ -134,10 +134,11 @@ impl Isa {
         #[cfg(target_arch = "x86_64")]
         {
             use std::arch::is_x86_feature_detected as has;
-            if has!("avx512f") && has!("avx2") && has!("fma") {
+            let v3 = has!("avx2") && has!("fma") && has!("f16c");
+            if has!("avx512f") && v3 {
                 return Isa::Avx512;
             }
-            if has!("avx2") && has!("fma") {
+            if v3 {
                 return Isa::Avx2Fma;
             }
         }
@@ -184,8 +185,9 @@ impl Isa {
     }
 }
 
-/// Whether the `#[target_feature(enable = "avx2,fma")]` copies of the hot loops may run: the CPU
-/// has AVX2 and FMA and [`ISA_ENV`] does not cap below them.
+/// Whether the `#[target_feature(enable = "avx2,fma")]` copies of the hot loops (`avx2,fma,f16c`
+/// for the quantized ones) may run: the CPU has AVX2, FMA and F16C and [`ISA_ENV`] does not cap
+/// below them.
 #[inline]
 fn has_avx2_fma() -> bool {
     Isa::active() >= Isa::Avx2Fma

@@ -4,7 +4,8 @@
 //! The activations stay f32 (llama.cpp quantizes them to 8 bits for its integer dot products;
 //! validation here holds the result to f32 accumulation over the row): each block's values are
 //! widened to f32, multiplied with the row in 8-wide vectors, and the block's sum is scaled by its
-//! `d` into the running sum. The AVX2 copy loads a block's 32 (Q8_0) or 16 (Q4_0) bytes at once.
+//! `d` into the running sum. The AVX2 copy loads a block's 32 (Q8_0) or 16 (Q4_0) bytes at once and
+//! widens eight blocks' scales with one F16C instruction.
 
 use gpufleet_kernels::quant::{BlockFormat, QK};
 
@@ -84,7 +85,7 @@ pub fn dequantize_block(f: BlockFormat, w: QRow<'_>, b: usize, out: &mut [f32]) 
 }
 
 #[cfg(target_arch = "x86_64")]
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 fn dot_avx2(f: BlockFormat, w: QRow<'_>, x: &[f32]) -> f32 {
     use std::arch::x86_64::*;
     let blocks = w.scales.len() / 2;
@@ -94,30 +95,66 @@ fn dot_avx2(f: BlockFormat, w: QRow<'_>, x: &[f32]) -> f32 {
     let vp = w.values.as_ptr();
     let low = _mm_set1_epi8(15);
     let eight = _mm_set1_epi8(8);
-    for b in 0..blocks {
-        // SAFETY: block `b` < `blocks` lies inside both slices (asserted above): 32 values of
-        // Q8_0 or 16 bytes of Q4_0 at `b · quant_bytes`, 32 floats of `x` at `32·b`. The loads
-        // are unaligned ones.
+    // The scales of eight blocks at a time, widened by one F16C instruction (per block the bit
+    // arithmetic of `scale` was half the loop's instructions).
+    let mut d = [0f32; 8];
+    let mut group = [0u8; 16];
+    for b0 in (0..blocks).step_by(8) {
+        let n = (blocks - b0).min(8);
+        let halves = if n == 8 {
+            &w.scales[2 * b0..2 * b0 + 16]
+        } else {
+            group[..2 * n].copy_from_slice(&w.scales[2 * b0..2 * (b0 + n)]);
+            &group[..]
+        };
+        // SAFETY: `halves` holds 16 bytes, what the unaligned 128-bit load reads; `d` holds the
+        // 8 floats the unaligned store writes.
         unsafe {
-            let (lo, hi) = match f {
-                BlockFormat::Q8_0 => {
-                    let p = vp.add(b * QK).cast::<__m128i>();
-                    (_mm_loadu_si128(p), _mm_loadu_si128(p.add(1)))
-                }
-                BlockFormat::Q4_0 => {
-                    let raw = _mm_loadu_si128(vp.add(b * QK / 2).cast());
-                    let l = _mm_sub_epi8(_mm_and_si128(raw, low), eight);
-                    let h = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), low), eight);
-                    (l, h)
-                }
-            };
-            let widen = |v: __m128i| _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
-            let xb = xp.add(b * QK);
-            let mut s = _mm256_mul_ps(widen(lo), _mm256_loadu_ps(xb));
-            s = _mm256_fmadd_ps(widen(_mm_srli_si128(lo, 8)), _mm256_loadu_ps(xb.add(8)), s);
-            s = _mm256_fmadd_ps(widen(hi), _mm256_loadu_ps(xb.add(16)), s);
-            s = _mm256_fmadd_ps(widen(_mm_srli_si128(hi, 8)), _mm256_loadu_ps(xb.add(24)), s);
-            acc = _mm256_fmadd_ps(s, _mm256_set1_ps(scale(w.scales, b)), acc);
+            let h = _mm_loadu_si128(halves.as_ptr().cast());
+            _mm256_storeu_ps(d.as_mut_ptr(), _mm256_cvtph_ps(h));
+        }
+        for (i, &scale) in d.iter().enumerate().take(n) {
+            let b = b0 + i;
+            // SAFETY: block `b` < `blocks` lies inside both slices (asserted above): 32 values of
+            // Q8_0 or 16 bytes of Q4_0 at `b · quant_bytes`, 32 floats of `x` at `32·b`. The
+            // loads are unaligned ones.
+            unsafe {
+                let xb = xp.add(b * QK);
+                let s = match f {
+                    BlockFormat::Q8_0 => {
+                        // Eight values at a time, sign-extended straight from memory.
+                        let p = vp.add(b * QK);
+                        let q = |o: usize| {
+                            _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(
+                                p.add(o).cast(),
+                            )))
+                        };
+                        let mut s = _mm256_mul_ps(q(0), _mm256_loadu_ps(xb));
+                        s = _mm256_fmadd_ps(q(8), _mm256_loadu_ps(xb.add(8)), s);
+                        s = _mm256_fmadd_ps(q(16), _mm256_loadu_ps(xb.add(16)), s);
+                        _mm256_fmadd_ps(q(24), _mm256_loadu_ps(xb.add(24)), s)
+                    }
+                    BlockFormat::Q4_0 => {
+                        let raw = _mm_loadu_si128(vp.add(b * QK / 2).cast());
+                        let lo = _mm_sub_epi8(_mm_and_si128(raw, low), eight);
+                        let hi = _mm_sub_epi8(_mm_and_si128(_mm_srli_epi16(raw, 4), low), eight);
+                        let widen = |v: __m128i| _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(v));
+                        let mut s = _mm256_mul_ps(widen(lo), _mm256_loadu_ps(xb));
+                        s = _mm256_fmadd_ps(
+                            widen(_mm_srli_si128(lo, 8)),
+                            _mm256_loadu_ps(xb.add(8)),
+                            s,
+                        );
+                        s = _mm256_fmadd_ps(widen(hi), _mm256_loadu_ps(xb.add(16)), s);
+                        _mm256_fmadd_ps(
+                            widen(_mm_srli_si128(hi, 8)),
+                            _mm256_loadu_ps(xb.add(24)),
+                            s,
+                        )
+                    }
+                };
+                acc = _mm256_fmadd_ps(s, _mm256_set1_ps(scale), acc);
+            }
         }
     }
     let mut lanes = [0f32; 8];

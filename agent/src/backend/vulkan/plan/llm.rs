@@ -15,16 +15,17 @@
 //! | Embed | `llm_embed[_f16]` | tokens, weights, arena | grid over rows × dim |
 //! | RmsNorm | `llm_rmsnorm[_f16]` | x, weights, arena | one per row (strided) |
 //! | Linear | `llm_linear[_f16][_subgroup]` | x, weights, arena | 4 features × 4 rows each |
-//! | Linear, one row (+ norm, SwiGLU, add) | `llm_gemv_team[_f16][_subgroup]` | x, weights, arena, addend | teams (subgroups) of 4 features each |
+//! | Linear, one row (+ norm, SwiGLU, add) | `llm_gemv_team[_f16\|_q8\|_q4][_subgroup]` | x, weights, arena, addend | teams (subgroups) of 4 features each |
 //! | Rope | `llm_rope` | x, table, arena | grid over rows × pairs |
 //! | Attention | `llm_attention` | queries, keys, values, arena | one per (row, head) |
 //! | Add, Copy, SwiGlu | `llm_eltwise` | x, other, arena | grid over elements |
 //! | Embed, q8_0 / q4_0 | `llm_qembed_q8` / `_q4` | tokens, weights, arena | grid over rows × dim |
-//! | Linear, q8_0 / q4_0 | `llm_qgemv_q8` / `_q4` | x, weights, arena | grid over features |
+//! | Linear, q8_0 / q4_0, many rows | `llm_qgemv_q8` / `_q4` | x, weights, arena | grid over features |
 //!
 //! Quantized weights (q8_0, q4_0) are the packed buffer (`gpufleet_kernels::llm::PackedLayout`),
-//! bound in byte slices: the matrices read by the `llm_q*` shaders as words, the norms' f32 gains
-//! by `llm_rmsnorm`. Nothing is folded there yet, so no pass is replayed.
+//! bound in byte slices: the matrices read by the `llm_q*` and `llm_gemv_team_q*` shaders as words,
+//! the norms' f32 gains by `llm_rmsnorm` or the team that folds the norm in. A one-row projection
+//! runs by teams as unpacked weights do, so a quantized decode is replayed too.
 
 mod attention;
 mod replay;
@@ -108,9 +109,9 @@ pub(super) fn plan_llm(problem: &Problem, graph: &LlmGraph, caps: &VkCaps) -> Pl
         packed: packed.as_ref(),
         flat: flat_group(caps),
     };
-    // A one-row projection runs `llm_gemv_team` with the steps it folds in (where a group holds
-    // a team, and the weights are not packed); every other step its own dispatch.
-    let teams = packed.is_none() && planner.teams().1 as usize >= TEAM_FEATURES;
+    // A one-row projection runs `llm_gemv_team` (`_q8`, `_q4` for packed weights) with the steps
+    // it folds in (where a group holds a team); every other step its own dispatch.
+    let teams = planner.teams().1 as usize >= TEAM_FEATURES;
     let mut dispatches = Vec::with_capacity(graph.steps.len());
     // The partials' bytes of the largest split attention, and how many were split.
     let (mut scratch, mut split) = (0, 0);

@@ -10,6 +10,7 @@ use crate::backend::vulkan::plan::args::{SPEC_LOCAL_X, dispatch, pow2_floor};
 use crate::backend::vulkan::plan::types::{Binding, Dispatch, SpecValue, Unsupported};
 use gpufleet_kernels::NORM_EPS;
 use gpufleet_kernels::llm::Op;
+use gpufleet_kernels::quant::QK;
 
 impl StepPlanner<'_> {
     /// The `llm_gemv_team` dispatch of a one-row projection with the steps it folds in.
@@ -24,14 +25,40 @@ impl StepPlanner<'_> {
             f.n
         };
         let res = f.add.unwrap_or(f.out);
-        let mut read = vec![(f.w, f.n * f.k)];
-        read.extend(f.norm.map(|(g, _)| (g, f.k)));
-        let (weights, base) = self.weights(&read)?;
-        let (w, g_off) = (f.w - base, f.norm.map_or(0, |(g, _)| g - base));
+        // Where the weights and gains lie in the bound slice: elements of it, or (packed) the
+        // matrix's values' and scales' bytes with elements counted from the matrix's start and
+        // the gains in words.
+        let (weights, w, g_off, quant) = match self.packed {
+            None => {
+                let mut read = vec![(f.w, f.n * f.k)];
+                read.extend(f.norm.map(|(g, _)| (g, f.k)));
+                let (weights, base) = self.weights(&read)?;
+                self.words(&[("weights", f.w - base + f.n * f.k)])?;
+                let g_off = f.norm.map_or(0, |(g, _)| g - base);
+                (weights, f.w - base, g_off, None)
+            }
+            Some(layout) => {
+                let (m, blocks) = (layout.matrix(f.w), f.n * f.k / QK);
+                let format = layout.format();
+                let mut read = vec![
+                    (m.values, blocks * format.quant_bytes()),
+                    (m.scales, 2 * blocks),
+                ];
+                let gains = f.norm.map(|(g, _)| layout.vector(g));
+                read.extend(gains.map(|g| (g, 4 * f.k)));
+                let (weights, base) = self.weights(&read)?;
+                self.words(&[
+                    ("scales", m.scales - base + 2 * blocks),
+                    ("gains", gains.map_or(0, |g| (g - base) / 4 + f.k)),
+                ])?;
+                let at = self.words(&[("values", m.values - base), ("scales", m.scales - base)])?;
+                let g_off = gains.map_or(0, |g| (g - base) / 4);
+                (weights, 0, g_off, Some((format, [at[0], at[1]])))
+            }
+        };
         self.words(&[
             ("input", x_stride * rows + f.x.off),
             ("output", n * rows + f.out.off),
-            ("weights", w + f.n * f.k),
         ])?;
         let mut push = self.words(&[
             ("rows", rows),
@@ -47,6 +74,9 @@ impl StepPlanner<'_> {
         push.push((NORM_EPS as f32).to_bits());
         let (rope, table) = self.rope_words(f)?;
         push.extend(rope);
+        if let Some((_, at)) = quant {
+            push.extend(at);
+        }
         let aligned = [f.k, f.x.off, x_stride, w, g_off]
             .iter()
             .all(|v| v.is_multiple_of(8));
@@ -61,7 +91,10 @@ impl StepPlanner<'_> {
             flag(SPEC_ADD, f.add.is_some()),
             flag(SPEC_ROPE, f.rope.is_some()),
         ];
-        let mut shader = self.weighted("llm_gemv_team");
+        let mut shader = match quant {
+            Some((format, _)) => format!("llm_gemv_team_{}", format.suffix()),
+            None => self.weighted("llm_gemv_team"),
+        };
         // A team writes its features from its first lanes: a subgroup must have that many, and
         // the group whole subgroups.
         let sub = self.caps.subgroup_size;
