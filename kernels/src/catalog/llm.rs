@@ -12,7 +12,7 @@ use crate::check::llm::check_llm;
 use crate::inputs::{UNIT, ValueSet, WIDE, fill, rng_for};
 use crate::llm::{
     Config, Heads, LayerKind, LlmGraph, LlmModel, MODEL_ALIASES, MODEL_NAMES, ModelSizes, Phase,
-    layer_graph, model_graph, model_inputs, model_sizes, projection, rope_table,
+    check_heads, layer_graph, model_graph, model_inputs, model_sizes, projection, rope_table,
 };
 use crate::quant::QK;
 use crate::types::{Buffer, MetricKind};
@@ -322,18 +322,11 @@ impl Family for LlmKernel {
 
     fn check_params(&self, p: &Problem) -> Result<(), String> {
         match self {
-            LlmKernel::Rope | LlmKernel::Attention => {
-                let (h, kvh, hd) = (p.param("heads"), p.param("kv_heads"), p.param("head_dim"));
-                if h % kvh != 0 {
-                    return Err(format!(
-                        "kv_heads={kvh} must divide heads={h} (each key/value head serves heads/kv_heads queries)"
-                    ));
-                }
-                if hd % 2 != 0 {
-                    return Err(format!("head_dim={hd} must be even (RoPE turns pairs)"));
-                }
-                Ok(())
-            }
+            LlmKernel::Rope | LlmKernel::Attention => check_heads(
+                p.uparam("heads"),
+                p.uparam("kv_heads"),
+                p.uparam("head_dim"),
+            ),
             LlmKernel::Gemv => match p.dtype.block_format() {
                 Some(_) if p.param("k") % QK as i64 != 0 => Err(format!(
                     "k={} must be a multiple of {QK} in {} (a row is whole blocks of {QK} weights)",

@@ -40,6 +40,7 @@ pub use packed::{ALIGN, PackedLayout, PackedMatrix};
 pub use reference::{Tensors, block_row, check_width, output_index, step_element};
 pub use shape::{
     BlockWeights, CUSTOM_MODEL, Config, LlmModel, MODEL_ALIASES, MODEL_NAMES, SHAPE_PARAMS,
+    check_heads,
 };
 pub use weights::{model_inputs, model_weights, projection, rope_table, tokens, weight_scale_bits};
 

@@ -104,6 +104,25 @@ impl LlmModel {
     }
 }
 
+/// Heads that grouped-query attention and RoPE can take: `kv_heads` dividing `heads`, an even
+/// `head_dim` (a model's shape, and the `rope` and `attention` kernels' parameters).
+///
+/// # Errors
+/// Either rule broken, naming the parameters.
+pub fn check_heads(heads: usize, kv_heads: usize, head_dim: usize) -> Result<(), String> {
+    if !heads.is_multiple_of(kv_heads) {
+        return Err(format!(
+            "kv_heads={kv_heads} must divide heads={heads} (each key/value head serves heads/kv_heads queries)"
+        ));
+    }
+    if !head_dim.is_multiple_of(2) {
+        return Err(format!(
+            "head_dim={head_dim} must be even (RoPE turns pairs)"
+        ));
+    }
+    Ok(())
+}
+
 /// A model's shape.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Config {
@@ -202,18 +221,7 @@ impl Config {
                 t => t as f64,
             },
         };
-        if !c.heads.is_multiple_of(c.kv_heads) {
-            return Err(format!(
-                "kv_heads={} must divide heads={} (each key/value head serves heads/kv_heads queries)",
-                c.kv_heads, c.heads
-            ));
-        }
-        if !c.head_dim.is_multiple_of(2) {
-            return Err(format!(
-                "head_dim={} must be even (RoPE turns pairs)",
-                c.head_dim
-            ));
-        }
+        check_heads(c.heads, c.kv_heads, c.head_dim)?;
         Ok(c)
     }
 

@@ -110,13 +110,7 @@ vec4 bytes4(uint w)
            8388608.0;
 }
 
-// The scale of the block of element e.
-float q_scale(uint e)
-{
-    const uint at = pc.q_scales + 2u * (e / 32u);
-    const uint word = wq[at >> 2];
-    return unpackHalf2x16((at & 2u) != 0u ? word >> 16 : word).x;
-}
+#include "quant_blocks.glsl"
 
 // Eight weights from element e (a multiple of 8), as two 4-vectors.
 void load_w8(uint e, out vec4 lo, out vec4 hi)
@@ -134,7 +128,7 @@ void load_w8(uint e, out vec4 lo, out vec4 hi)
     lo = bytes4((wq[at] >> shift) & 0x0F0F0F0Fu) - 8.0;
     hi = bytes4((wq[at + 1u] >> shift) & 0x0F0F0F0Fu) - 8.0;
 #endif
-    const float d = q_scale(e);
+    const float d = q_scale(pc.q_scales, e / 32u);
     lo *= d;
     hi *= d;
 }
@@ -142,15 +136,7 @@ void load_w8(uint e, out vec4 lo, out vec4 hi)
 // Weight e alone.
 float load_w1(uint e)
 {
-#ifdef Q8
-    const uint at = pc.q_values + e;
-    const float q = float(int(wq[at >> 2] << (24u - 8u * (at & 3u))) >> 24);
-#else
-    const uint at = pc.q_values + e / 32u * 16u + (e & 15u);
-    const uint byte = (wq[at >> 2] >> (8u * (at & 3u))) & 0xFFu;
-    const float q = float(int((e & 16u) == 0u ? byte & 15u : byte >> 4) - 8);
-#endif
-    return q * q_scale(e);
+    return q_value(pc.q_values, e / 32u, e & 31u) * q_scale(pc.q_scales, e / 32u);
 }
 
 // Eight f32 gains from word g.
