@@ -13,8 +13,17 @@
 # Usage: packaging/build_deb.sh PATH/TO/BINARY OUT_DIR [VERSION]
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
-bin=$(realpath "${1:?usage: build_deb.sh PATH/TO/BINARY OUT_DIR [VERSION]}")
-out=$(realpath -m "${2:?usage: build_deb.sh PATH/TO/BINARY OUT_DIR [VERSION]}")
+usage="usage: packaging/build_deb.sh PATH/TO/BINARY OUT_DIR [VERSION]
+  BINARY   a built gpufleet-agent (-> gpufleet-agent_VERSION_ARCH.deb) or gpufleet
+           (-> gpufleet-coordinator_VERSION_ARCH.deb), e.g. target/release/gpufleet-agent
+  OUT_DIR  where the .deb is written (created if missing); its path is printed
+  VERSION  default: the workspace's version in Cargo.toml
+packaging/release_build.sh OUT_DIR builds both binaries on the glibc 2.31 baseline and both packages."
+case "${1:-}" in -h | --help) echo "$usage"; exit 0 ;; esac
+[ $# -ge 2 ] || { echo "$usage" >&2; exit 2; }
+[ -f "$1" ] || { echo "build_deb.sh: $1: no such file (give a built gpufleet or gpufleet-agent)" >&2; exit 2; }
+bin=$(realpath "$1")
+out=$(realpath -m "$2")
 version=${3:-$(sed -n 's/^version = "\(.*\)"/\1/p' "$here/../Cargo.toml" | head -1)}
 arch=$(dpkg --print-architecture)
 case "$(basename "$bin")" in
@@ -34,8 +43,14 @@ install -d -m 755 "$root/etc/gpufleet"
 if [ "$package" = gpufleet-agent ]; then
     install -D -m 644 "$here/agent.toml.example" "$root/usr/share/doc/$package/agent.toml.example"
     # The conffile: the example, its settings commented out.
-    sed -E 's/^([a-z_]+ = |\[loader\]|allow = )/# \1/' "$here/agent.toml.example" >"$root/etc/gpufleet/agent.toml"
+    sed -E 's/^([a-z][a-z0-9_]* = |\[[a-z_]+\])/# \1/' "$here/agent.toml.example" >"$root/etc/gpufleet/agent.toml"
     chmod 644 "$root/etc/gpufleet/agent.toml"
+    # Every setting commented out, whatever its key: a live line here would be a setting the
+    # owner never made (docs/install.md promises none).
+    if live=$(grep -nvE '^[[:space:]]*(#|$)' "$root/etc/gpufleet/agent.toml"); then
+        echo "build_deb.sh: the conffile agent.toml keeps a live setting: $live" >&2
+        exit 1
+    fi
     conffile=/etc/gpufleet/agent.toml
 else
     install -D -m 644 "$here/coordinator.env.example" "$root/usr/share/doc/$package/coordinator.env.example"
@@ -63,6 +78,7 @@ Package: $package
 Version: $version
 Architecture: $arch
 Maintainer: gpufleet developers <gpufleet@example.org>
+Installed-Size: $(du -sk --exclude=DEBIAN "$root" | cut -f1)
 Depends: libc6 (>= $glibc), libgcc-s1, adduser
 ${relations}Section: utils
 Priority: optional
@@ -73,9 +89,11 @@ echo "$conffile" >"$root/DEBIAN/conffiles"
 if [ "$package" = gpufleet-agent ]; then
     groups=video,render dirs="/var/lib/gpufleet /var/cache/gpufleet" start="# (started by its owner once configured)"
     started="configure /etc/gpufleet/agent.toml (and the token file it names), then: systemctl start gpufleet-agent"
+    no_systemd="configure /etc/gpufleet/agent.toml (and the token file it names); this system runs no systemd, so start it yourself as the unit does: runuser -u gpufleet -- /usr/bin/gpufleet-agent --config /etc/gpufleet/agent.toml"
 else
     groups= dirs=/var/lib/gpufleet-coordinator start="systemctl restart $unit.service >/dev/null || true"
-    started="started: gpufleet serve, its fleet listener on :7443 (see /etc/gpufleet/coordinator.env)"
+    started="started: gpufleet serve, its fleet listener on :7443 (see /etc/gpufleet/coordinator.env); the dashboard is on this host's loopback, http://127.0.0.1:8787 (from elsewhere: ssh -L 8787:127.0.0.1:8787 THIS_HOST); enrol an agent: sudo -u gpufleet gpufleet agents add NAME --dial-in"
+    no_systemd="installed, not started: this system runs no systemd. Start it as the unit does (its Environment= and /etc/gpufleet/coordinator.env, as the gpufleet user): runuser -u gpufleet -- env GPUFLEET_DB=/var/lib/gpufleet-coordinator/gpufleet.db GPUFLEET_TLS_SELF_SIGNED=/var/lib/gpufleet-coordinator/tls GPUFLEET_FLEET_LISTEN=0.0.0.0:7443 /usr/bin/gpufleet serve"
 fi
 cat >"$root/DEBIAN/postinst" <<POSTINST
 #!/bin/sh
@@ -99,8 +117,10 @@ if [ "\$1" = configure ]; then
         systemctl daemon-reload >/dev/null || true
         systemctl enable $unit.service >/dev/null || true
         $start
+        echo "$package: $started"
+    else
+        echo "$package: $no_systemd"
     fi
-    echo "$package: $started"
 fi
 exit 0
 POSTINST

@@ -43,6 +43,9 @@ pub struct Cli {
     /// containers).
     #[arg(long, env = "GPUFLEET_TOKEN_FILE", conflicts_with = "token")]
     pub token_file: Option<std::path::PathBuf>,
+    /// The configuration file `token_file` came from, when it did (for its errors).
+    #[arg(skip)]
+    pub token_file_from: Option<std::path::PathBuf>,
     /// Dial in to a coordinator's fleet listener (`gpufleet serve
     /// --fleet-listen`), e.g. https://coordinator.example:7443, and take runs
     /// from it over one long-lived stream. For hosts that accept no inbound
@@ -181,8 +184,9 @@ impl Cli {
         self.metrics_listen = self.metrics_listen.or(f.metrics_listen);
         self.state_dir = self.state_dir.or(f.state_dir);
         self.cache_dir = self.cache_dir.or(f.cache_dir);
-        if self.token.is_none() && self.token_file.is_none() {
+        if self.token.is_none() && self.token_file.is_none() && f.token_file.is_some() {
             self.token_file = f.token_file;
+            self.token_file_from = Some(path.clone());
         }
         if self.pin_sha256.is_none() && self.ca_cert.is_none() {
             self.pin_sha256 = f.pin_sha256;

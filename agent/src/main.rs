@@ -54,7 +54,7 @@ async fn run(cli: cli::Cli, file: Option<AgentFile>) -> anyhow::Result<()> {
     config.token = match &cli.token_file {
         Some(path) => Some(
             std::fs::read_to_string(path)
-                .with_context(|| format!("--token-file {}", path.display()))?
+                .with_context(|| token_file_error(path, cli.token_file_from.as_deref()))?
                 .lines()
                 .next()
                 .unwrap_or("")
@@ -186,6 +186,23 @@ async fn run(cli: cli::Cli, file: Option<AgentFile>) -> anyhow::Result<()> {
     }
     tracing::info!("gpufleet-agent stopped");
     Ok(())
+}
+
+/// Where an unreadable token file was named, and who must read it: `token_file` of a config
+/// file is read by the service's user, which is the one that has to be able to open it.
+fn token_file_error(path: &std::path::Path, config: Option<&std::path::Path>) -> String {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    let uid = unsafe { libc::geteuid() };
+    let user = gpufleet_agent::host::user_name(uid).unwrap_or_else(|| format!("uid {uid}"));
+    let named = match config {
+        Some(c) => format!("token_file {} (from {})", path.display(), c.display()),
+        None => format!("--token-file {}", path.display()),
+    };
+    format!(
+        "{named}: this agent runs as {user}, who must be able to read it (the package's service user \
+         is gpufleet: sudo chown gpufleet:gpufleet {p} && sudo chmod 600 {p})",
+        p = path.display()
+    )
 }
 
 /// The dial-in settings from the command line: name, token (from --token or --token-file), trust

@@ -17,8 +17,7 @@ use gpufleet_kernels::Suite;
 use std::path::Path;
 use std::sync::Arc;
 
-/// The name the demo's local agent is registered under.
-pub const LOCAL_AGENT: &str = "local";
+pub use crate::cli::agents::LOCAL_AGENT;
 
 /// Runs the demo; returns the exit code (0 when every result is ok).
 ///
@@ -75,6 +74,11 @@ pub async fn demo(db: &Db, db_path: &Path, args: DemoArgs) -> anyhow::Result<i32
         db_path.display(),
         outcome.campaign_id,
         outcome.campaign_id
+    );
+    eprintln!(
+        "the agent `{LOCAL_AGENT}` stopped with the demo (its results stay); for more runs start one: \
+         `gpufleet-agent --listen 127.0.0.1:50051 &`, `gpufleet agents add rig http://127.0.0.1:50051`, \
+         `gpufleet run --suite smoke --agent rig`"
     );
     Ok(code)
 }

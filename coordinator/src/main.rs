@@ -37,7 +37,49 @@ fn main() {
     }
 }
 
+/// The packaged coordinator's state directory (its unit's `StateDirectory=`).
+const PACKAGED_STATE_DIR: &str = "/var/lib/gpufleet-coordinator";
+
+/// The database a command uses: `--db` (or `GPUFLEET_DB`); else `./gpufleet.db` where it exists,
+/// or for the demo; else, on the packaged coordinator's host, its database; else
+/// `./gpufleet.db`. The second member says the packaged one was chosen by default.
+fn database_path(cli: &Cli) -> (std::path::PathBuf, bool) {
+    let local = std::path::PathBuf::from("gpufleet.db");
+    if let Some(p) = &cli.db {
+        return (p.clone(), false);
+    }
+    let packaged = std::path::Path::new(PACKAGED_STATE_DIR);
+    if matches!(cli.command, Command::Demo(_)) || local.exists() || !packaged.is_dir() {
+        return (local, false);
+    }
+    (packaged.join("gpufleet.db"), true)
+}
+
+/// Opens the database, saying how to reach the packaged coordinator's when that default cannot
+/// be opened by this user.
+fn open_db(path: &std::path::Path, packaged: bool, read_only: bool) -> anyhow::Result<Db> {
+    let opened = if read_only {
+        Db::open_read_only(path)
+    } else {
+        Db::open(path)
+    };
+    opened.map_err(|e| {
+        if packaged {
+            anyhow::anyhow!(
+                "{e}\nthis host runs the packaged coordinator, whose database is {} (the default \
+                 here, since ./gpufleet.db does not exist) and which only its gpufleet user opens: \
+                 run the command as that user, `sudo -u gpufleet gpufleet ...`, or give another \
+                 database with --db",
+                path.display()
+            )
+        } else {
+            e.into()
+        }
+    })
+}
+
 async fn run(cli: Cli) -> anyhow::Result<i32> {
+    let (db_path, packaged) = database_path(&cli);
     if let Command::ServeAgent {
         listen,
         enable_debug_kernels,
@@ -80,19 +122,19 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         return cli::db::copy(src, dst, *merge, *json);
     }
     if let Command::Db(cli::DbCommand::Restore { file, force }) = &cli.command {
-        if gpufleet_coordinator::store::postgres_url(&cli.db).is_some() {
+        if gpufleet_coordinator::store::postgres_url(&db_path).is_some() {
             return Err(gpufleet_coordinator::store::StoreError::SqliteOnly {
                 what: "`gpufleet db restore`",
                 remedy: "use pg_restore, or `gpufleet db copy` from an SQLite backup",
             }
             .into());
         }
-        return cli::db::restore(file, &cli.db, *force);
+        return cli::db::restore(file, &db_path, *force);
     }
     // `serve` owns its file from before the open until it exits, so a restore cannot swap the
     // file between the two.
     let serve_lock = match &cli.command {
-        Command::Serve(_) => ServeLock::acquire(&cli.db)?,
+        Command::Serve(_) => ServeLock::acquire(&db_path)?,
         _ => None,
     };
     // A command given an agent's URL needs no registered agents, so no database file; nor does
@@ -105,15 +147,13 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
     };
     let db = if by_url {
         Db::in_memory()?
-    } else if read_only {
-        Db::open_read_only(&cli.db)?
     } else {
-        Db::open(&cli.db)?
+        open_db(&db_path, packaged, read_only)?
     };
     // How long reaching an agent may take, handed to every command that dials one.
     let connect_timeout = std::time::Duration::from_secs_f64(cli.connect_timeout_s);
     match cli.command {
-        Command::Demo(args) => demo(&db, &cli.db, args).await,
+        Command::Demo(args) => demo(&db, &db_path, args).await,
         Command::Agents(cmd) => cli::agents::agents(&db, cmd, connect_timeout).await,
         Command::Describe { agent, json } => {
             cli::agents::describe(&db, &agent, json, connect_timeout)

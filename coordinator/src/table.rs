@@ -228,6 +228,19 @@ pub fn params_text(params: &BTreeMap<String, i64>, sep: &str) -> String {
         .join(sep)
 }
 
+/// A percentage for people: whole numbers from 10 %, two significant digits below, so a small
+/// fraction of a peak reads `0.06%`, not `0%`.
+pub fn fmt_pct(pct: f64) -> String {
+    if pct >= 10.0 || pct == 0.0 {
+        format!("{pct:.0}%")
+    } else if pct >= 1.0 {
+        format!("{pct:.1}%")
+    } else {
+        let digits = (1 - pct.log10().floor() as i32).clamp(2, 6) as usize;
+        format!("{pct:.digits$}%")
+    }
+}
+
 /// The unit of a metric per watt: throughput per watt (`GFLOP/s/W`), or, for `img/s`, images per
 /// joule (`tok/s`: tokens per joule), the same quantity under its usual name.
 pub fn per_watt_unit(unit: &str) -> String {
@@ -247,6 +260,15 @@ mod tests {
         t.push(vec!["gemm".into(), "1,5".into()]);
         t.push(vec!["a|b".into(), "say \"hi\"".into()]);
         t
+    }
+
+    #[test]
+    fn small_percentages_keep_two_digits() {
+        assert_eq!(fmt_pct(42.4), "42%");
+        assert_eq!(fmt_pct(2.34), "2.3%");
+        assert_eq!(fmt_pct(0.0563), "0.056%");
+        assert_eq!(fmt_pct(0.56), "0.56%");
+        assert_eq!(fmt_pct(0.0), "0%");
     }
 
     #[test]

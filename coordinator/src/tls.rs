@@ -27,6 +27,19 @@ impl std::fmt::Debug for ServeTls {
     }
 }
 
+/// The SHA-256 agents pin (`pin_sha256`) of the first certificate in a PEM file: what serve
+/// prints as `tls sha256` when it serves that certificate.
+///
+/// # Errors
+/// An unreadable file, or one without a PEM certificate.
+pub fn pin_of_cert_file(path: &Path) -> anyhow::Result<String> {
+    let tls = ServeTls {
+        cert_pem: std::fs::read(path).with_context(|| path.display().to_string())?,
+        key_pem: Vec::new(),
+    };
+    tls.fingerprint()
+}
+
 impl ServeTls {
     /// Reads a certificate chain and key from PEM files.
     ///

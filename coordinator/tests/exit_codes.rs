@@ -54,9 +54,40 @@ fn compare_of_nothing_exits_1_with_the_reason() {
     let out = gpufleet(&db, &["compare", "--campaign", "99"]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     assert!(String::from_utf8_lossy(&out.stderr).contains("no campaign 99"));
+    // A kernel the catalog lacks is a usage error that lists the kernels; an agent no result
+    // has lists the registered ones; a real filter that matches nothing says so.
     let out = gpufleet(&db, &["compare", "--kernel", "sofmax"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(
+        err.contains("unknown kernel `sofmax`") && err.contains("softmax"),
+        "{err}"
+    );
+    let out = gpufleet(&db, &["compare", "--agent", "nosuch"]);
+    let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
-    assert!(String::from_utf8_lossy(&out.stderr).contains("no results match"));
+    assert!(
+        err.contains("no results of an agent named `nosuch`"),
+        "{err}"
+    );
+    let out = gpufleet(&db, &["compare", "--kernel", "debug_hang"]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        err.contains("stored results match --kernel debug_hang"),
+        "{err}"
+    );
+    // `results` says the same instead of printing an empty table.
+    let out = gpufleet(&db, &["results", "--agent", "nosuch"]);
+    let (table, err) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(table.trim().is_empty(), "{table}");
+    assert!(
+        err.contains("no results of an agent named `nosuch`"),
+        "{err}"
+    );
     let out = gpufleet(&db, &["compare", "--campaign", "3"]);
     assert_eq!(out.status.code(), Some(0), "{out:?}");
 }
@@ -231,7 +262,7 @@ fn run_now_with_an_agent_down_exits_1_and_stores_why() {
         .split("  ")
         .map(str::trim)
         .collect();
-    for column in ["dtype", "mode", "env set", "backend", "±ci %", "cv %"] {
+    for column in ["dtype", "mode", "env set", "backend", "±ci %", "rcv %"] {
         assert!(header.contains(&column), "{column} missing: {header:?}");
     }
 }

@@ -61,7 +61,7 @@
       cell.textContent = figures[cell.dataset.fig];
     });
     seen += 1;
-    status.textContent = "live (" + seen + " samples)";
+    status.textContent = "live: " + seen + " sample" + (seen === 1 ? "" : "s") + " since this page opened (the charts below hold the serve's recent trace)";
   };
   events.addEventListener("end", function (e) {
     events.close();

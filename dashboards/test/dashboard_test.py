@@ -36,6 +36,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 from benchlib import rx580_fixture  # noqa: E402  (the RX 580 sysfs fixture the soak bench uses too)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import layout  # noqa: E402  (the pages' layout checks, measured in the browser)
+from layout import browser  # noqa: E402  (Debian's Chromium through Debian's chromedriver)
 BIN = Path(sys.argv[1] if len(sys.argv) > 1 else ROOT / "target/debug").resolve()
 OUT = Path(sys.argv[2] if len(sys.argv) > 2 else ROOT / "target/dashboard-test").resolve()
 PROCS = []
@@ -68,22 +71,6 @@ def check(cond, what):
     if not cond:
         raise SystemExit(f"FAIL: {what}")
     print(f"  ok: {what}")
-
-
-def browser(js=True):
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-    opts = webdriver.ChromeOptions()
-    opts.binary_location = shutil.which("chromium") or "/usr/bin/chromium"
-    for a in ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-              "--disable-component-update", "--no-first-run", "--window-size=1400,1000",
-              f"--user-data-dir={tempfile.mkdtemp(prefix='gpufleet-chromium-')}"]:
-        opts.add_argument(a)
-    if not js:
-        opts.add_experimental_option("prefs", {"profile.managed_default_content_settings.javascript": 2})
-    opts.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    # Debian's chromedriver, never one Selenium Manager would download.
-    return webdriver.Chrome(service=Service(shutil.which("chromedriver") or "/usr/bin/chromedriver"), options=opts)
 
 
 def console_errors(d):
@@ -131,7 +118,24 @@ def main():
                 check(t in body or t in d.page_source, f"{name}: shows {t!r}")
             errors = console_errors(d)
             check(not errors, f"{name}: no console errors {errors[:2]}")
+            # What a person sees: no cell's text over another's, no label over a label or cut,
+            # no legend over a line, distinct axis ticks (layout.py; at 1400 px wide).
+            faults = layout.check_page(d)
+            check(not faults, f"{name}: no layout faults {faults[:3]}")
             d.save_screenshot(str(OUT / f"{name}.png"))
+        # The same on a history of six results within a minute (the demo's, one per spec) and on
+        # the page of a result the CLI names by its short run id.
+        demo_spec = json.loads(subprocess.run([gpufleet, "results", "--db", str(db), "--agent", "local", "--kernel", "gemm",
+                                               "--limit", "1", "--format", "json"], check=True, capture_output=True, text=True).stdout)[0]
+        short_id = demo_spec["run_id"][:8]
+        for name, path in [
+            ("demo history", "/history?" + urllib.parse.urlencode({"spec": demo_spec["spec_key"], "agent": "local", "device": demo_spec["device_id"]})),
+            ("run by its short id", f"/runs/{short_id}"),
+        ]:
+            d.get(base + path)
+            check("Result #" in d.page_source or "result" in d.title.lower() or "History" in d.page_source, f"{name}: {path} answers")
+            faults = layout.check_page(d)
+            check(not faults, f"{name}: no layout faults {faults[:3]}")
         d.get(base + "/compare")
         heads = [h.text.split("\n")[0] for h in d.find_elements(By.CSS_SELECTOR, "table.matrix thead th")]
         check({"Seed cpu device 0", "Seed cpu device 1", "Seed opencl device 0"} <= set(heads), f"device names are the matrix columns: {heads[:8]}")

@@ -80,7 +80,7 @@ pub use catalog::{
     DeviceCeiling, ElementwiseKernel, HostKernel, INT8_DOT, KernelDef, KernelGroup, KernelId,
     LlmKernel, ModelKernel, NORM_EPS, PEAK_CONSTANTS, PEAK_VARIANTS, ParamDef, Problem, RoofPart,
     RowKernel, SplitStats, TRANSFER_VARIANTS, TRIAD_SCALAR, catalog, debug_noise_factor,
-    find_kernel, peak_item_value, show_param, variant_feature,
+    find_kernel, peak_item_value, show_param, variant_arithmetic, variant_feature, variant_unit,
 };
 pub use check::harness::Validation;
 pub use error::{QUOTE_MAX_BYTES, SpecError, error_chain, human_bytes, prefix, quote};
@@ -89,7 +89,7 @@ pub use noise::{
     MAD_TO_SIGMA, NOISY_SPREAD, NoiseFigures, Robust, TUKEY_K, ci_pct, median_ci, noisy_rule,
     percentile, quartile_cv, robust_cv,
 };
-pub use problem::MAX_FOOTPRINT_BYTES;
+pub use problem::{MAX_FOOTPRINT_BYTES, lookup_kernel};
 pub use process::{panic_message, quiet_broken_pipes};
 pub use run::{Mode, PartialSettings, RunSettings, SettingError};
 pub use secret::{MIN_SECRET_CHARS, secrets_equal, weak_secret};

@@ -10,7 +10,7 @@ use std::collections::BTreeMap;
 
 // `Problem` is defined with the families, which compute on it; it is validated here.
 pub(crate) use crate::catalog::Problem;
-use crate::catalog::{Family, catalog, find_kernel, lens};
+use crate::catalog::{Family, KernelDef, catalog, find_kernel, lens};
 use crate::check::harness::{Comparer, Validation, format_index};
 use crate::error::SpecError;
 use crate::model::{Graph, Net};
@@ -35,14 +35,7 @@ impl Problem {
         dtype: &str,
         allow_debug: bool,
     ) -> Result<Problem, SpecError> {
-        let def = find_kernel(kernel).ok_or_else(|| SpecError::UnknownKernel {
-            name: kernel.to_string(),
-            known: catalog()
-                .iter()
-                .filter(|k| allow_debug || !k.debug)
-                .map(|k| k.name.to_string())
-                .collect(),
-        })?;
+        let def = lookup_kernel(kernel, allow_debug)?;
         if def.debug && !allow_debug {
             return Err(SpecError::DebugKernelDisabled {
                 kernel: def.name.to_string(),
@@ -360,6 +353,22 @@ impl SpecError {
             e => e,
         }
     }
+}
+
+/// The kernel called `name`, or the error that lists the names accepted (the debug kernels'
+/// only when `allow_debug`).
+///
+/// # Errors
+/// [`SpecError::UnknownKernel`] for a name not in the catalog.
+pub fn lookup_kernel(name: &str, allow_debug: bool) -> Result<&'static KernelDef, SpecError> {
+    find_kernel(name).ok_or_else(|| SpecError::UnknownKernel {
+        name: name.to_string(),
+        known: catalog()
+            .iter()
+            .filter(|k| allow_debug || !k.debug)
+            .map(|k| k.name.to_string())
+            .collect(),
+    })
 }
 
 #[cfg(test)]

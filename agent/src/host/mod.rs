@@ -69,6 +69,15 @@ pub fn hostname() -> Option<String> {
     Some(read("/proc/sys/kernel/hostname").trim().to_string()).filter(|h| !h.is_empty())
 }
 
+/// The name /etc/passwd gives user `uid`, if it lists it.
+pub fn user_name(uid: u32) -> Option<String> {
+    read("/etc/passwd").lines().find_map(|line| {
+        let mut f = line.split(':');
+        let name = f.next()?;
+        (f.nth(1)?.parse::<u32>().ok()? == uid).then(|| name.to_string())
+    })
+}
+
 impl HostFacts {
     /// Reads the running host.
     pub fn read() -> HostFacts {

@@ -239,7 +239,12 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                     }
                     r.metric = Some(pb::Metric {
                         kind: m.kind.name().to_string(),
-                        unit: m.kind.unit().to_string(),
+                        unit: gpufleet_kernels::variant_unit(
+                            plan.problem.kernel.name,
+                            &plan.problem.variant,
+                            m.kind.unit(),
+                        )
+                        .to_string(),
                         value: m.value,
                         higher_is_better: m.kind.higher_is_better(),
                     });

@@ -3,17 +3,20 @@
 
 use crate::compare::By;
 use crate::link::grpc::DEFAULT_CONNECT_TIMEOUT;
-use crate::table::Format;
 use clap::{Args, Parser, Subcommand};
 use gpufleet_kernels::{BackendKind, Dtype, Mode, PartialSettings, RunSettings};
 use gpufleet_proto::addr::parse_host_port;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
+mod agents;
 mod db;
+mod output;
 mod power;
 mod serve;
+pub use self::agents::AgentsCommand;
 pub use self::db::{CompactArgs, DbCommand, parse_age};
+pub use self::output::Output;
 pub use self::power::{PowerArgs, PowerFormat};
 pub use self::serve::ServeArgs;
 
@@ -28,13 +31,12 @@ pub struct Cli {
     /// The results database: an SQLite file (created if missing), or a PostgreSQL database as
     /// `postgres://USER@HOST:PORT/DB` (several serves may share one; the password comes from
     /// PGPASSWORD or a passfile, ~/.pgpass or `?passfile=PATH`, never from the command line).
-    #[arg(
-        long,
-        global = true,
-        default_value = "gpufleet.db",
-        env = "GPUFLEET_DB"
-    )]
-    pub db: PathBuf,
+    /// Default: ./gpufleet.db; on the host of the packaged coordinator (where
+    /// /var/lib/gpufleet-coordinator exists and ./gpufleet.db does not), its database, which the
+    /// gpufleet user opens: `sudo -u gpufleet gpufleet ...`. `demo` always defaults to
+    /// ./gpufleet.db.
+    #[arg(long, global = true, env = "GPUFLEET_DB")]
+    pub db: Option<PathBuf>,
     /// Seconds to reach an agent (TCP connection, HTTP/2 handshake and its first answer) before it
     /// counts as unreachable.
     #[arg(
@@ -324,51 +326,6 @@ pub enum FailOn {
     Any,
 }
 
-#[derive(Debug, Subcommand)]
-pub enum AgentsCommand {
-    /// Register an agent under a name: a direct agent by its URL, or (with
-    /// --dial-in) an agent that dials in to `gpufleet serve --fleet-listen`,
-    /// for which a one-time enrolment token is printed (only its hash is
-    /// stored: copy it now).
-    Add {
-        /// Short name ([A-Za-z0-9_.-], up to 64 characters).
-        name: String,
-        /// The agent's gRPC address, e.g. http://127.0.0.1:50051 (direct
-        /// agents only).
-        #[arg(required_unless_present = "dial_in", conflicts_with = "dial_in")]
-        url: Option<String>,
-        /// Bearer token the agent was started with. With --dial-in: the
-        /// enrolment token to use instead of a fresh random one (16+ printable
-        /// characters; for provisioning, e.g. docker/compose.yaml).
-        #[arg(long)]
-        token: Option<String>,
-        /// An https agent's certificate SHA-256 (hex), as the agent's
-        /// certificate tool prints it.
-        #[arg(long, conflicts_with_all = ["dial_in", "ca_cert"])]
-        pin_sha256: Option<String>,
-        /// CA certificate (PEM file) an https agent's certificate chains to.
-        #[arg(long, conflicts_with = "dial_in")]
-        ca_cert: Option<std::path::PathBuf>,
-        /// The agent dials in: print its enrolment token for
-        /// `gpufleet-agent --connect URL --name NAME --token TOKEN`.
-        #[arg(long)]
-        dial_in: bool,
-        /// With --dial-in: print `{"name":…,"token":…}`.
-        #[arg(long, requires = "dial_in")]
-        json: bool,
-    },
-    /// List registered agents.
-    List {
-        /// Also ask each agent whether it is reachable.
-        #[arg(long)]
-        check: bool,
-        #[command(flatten)]
-        output: Output,
-    },
-    /// Forget an agent (its results are kept).
-    Rm { name: String },
-}
-
 /// The backends an agent can have (the one list, below both binaries).
 const BACKENDS: [&str; BackendKind::ALL.len()] = BackendKind::NAMES;
 
@@ -434,39 +391,6 @@ pub struct RunArgs {
     /// Print the results as JSON on stdout (progress stays on stderr).
     #[arg(long)]
     pub json: bool,
-}
-
-/// How a listing prints: every listing command takes both `--json` and `--format`.
-#[derive(Debug, Args, Clone, Copy)]
-pub struct Output {
-    /// Print JSON (the same as --format json).
-    #[arg(long)]
-    pub json: bool,
-    /// table (aligned columns), md (Markdown), csv, json, or (compare only) llama-bench: the
-    /// `llm` results as llama-bench's table (model, size, params, backend, pp512/tg128, t/s).
-    #[arg(long, value_enum, default_value = "table")]
-    pub format: Format,
-}
-
-impl Output {
-    /// The format asked for (`--json` wins), refusing `llama-bench` (only `compare` prints it:
-    /// [`Self::compare_format`]).
-    ///
-    /// # Errors
-    /// `--format llama-bench`.
-    pub fn format(&self) -> anyhow::Result<Format> {
-        match self.compare_format() {
-            Format::LlamaBench => anyhow::bail!(
-                "--format llama-bench: only `gpufleet compare` prints llama-bench's table"
-            ),
-            f => Ok(f),
-        }
-    }
-
-    /// The format asked for (`--json` wins), `llama-bench` included.
-    pub fn compare_format(&self) -> Format {
-        if self.json { Format::Json } else { self.format }
-    }
 }
 
 /// Which stored results a listing shows, and how (shared by `compare` and `results`).

@@ -226,6 +226,15 @@ pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyho
         out.write_all(csv_line(&CSV_HEADER.map(String::from)).as_bytes())?;
         out.flush()?;
     }
+    // A line per sample (into a file or a pipe): the columns named once, as above them.
+    if args.format == PowerFormat::Table && !live {
+        writeln!(
+            out,
+            "{:<12}  {:<13} {:<13} {:<8} {:>9} {:>9} {:>9} {:>9} {:>6}",
+            "time (UTC)", "source", "device", "scope", "power", "temp", "sclk", "mclk", "busy"
+        )?;
+        out.flush()?;
+    }
     let mut last_draw = Instant::now() - Duration::from_secs(1);
     let ended = loop {
         let next = async {

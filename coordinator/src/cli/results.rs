@@ -111,9 +111,10 @@ pub fn compare(db: &Db, a: CompareArgs) -> anyhow::Result<i32> {
         summary_only: true,
         ..Default::default()
     };
+    check_kernel(filter.kernel.as_deref())?;
     let rows = db.with(|s| s.results(&filter))?;
     if rows.is_empty() {
-        eprintln!("no results match; run a suite first (gpufleet run --suite smoke --agent NAME)");
+        eprintln!("{}", why_no_results(db, &filter)?);
         return Ok(1);
     }
     if a.scope.output.compare_format() == Format::LlamaBench {
@@ -191,6 +192,7 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
         with_samples: a.samples && format == Format::Json,
         ..Default::default()
     };
+    check_kernel(filter.kernel.as_deref())?;
     let mut out = ResultsOut::new(format, a.samples);
     if a.all {
         let mut after = None;
@@ -206,6 +208,15 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
         return out.finish();
     }
     let page = db.with(|s| s.results_page(&filter, a.limit, None, Direction::NewestFirst))?;
+    if page.rows.is_empty() {
+        // Scripts still get their empty document; a person gets the reason instead of a header.
+        eprintln!("{}", why_no_results(db, &filter)?);
+        if matches!(format, Format::Json | Format::Csv) {
+            out.print(&[], db)?;
+            return out.finish();
+        }
+        return Ok(());
+    }
     let mut rows = page.rows;
     rows.reverse();
     out.print(&rows, db)?;
@@ -217,6 +228,71 @@ pub fn results(db: &Db, a: ResultsArgs) -> anyhow::Result<()> {
         );
     }
     Ok(())
+}
+
+/// Refuses a `--kernel` the catalog does not have, listing the ones it has, before any query.
+fn check_kernel(kernel: Option<&str>) -> anyhow::Result<()> {
+    if let Some(k) = kernel {
+        gpufleet_kernels::lookup_kernel(k, false).map_err(|e| anyhow::anyhow!("--kernel: {e}"))?;
+    }
+    Ok(())
+}
+
+/// Why no stored result matched `f`: an empty database, an agent name no result has (the
+/// registered ones listed), or filters that select nothing together.
+fn why_no_results(db: &Db, f: &ResultFilter) -> anyhow::Result<String> {
+    let total: i64 = db
+        .with(|s| s.result_status_counts())?
+        .iter()
+        .map(|(_, n)| n)
+        .sum();
+    if total == 0 {
+        return Ok(
+            "no results yet; run a suite first (gpufleet run --suite smoke --agent NAME)".into(),
+        );
+    }
+    if let Some(agent) = &f.agent {
+        let of_agent = ResultFilter {
+            agent: Some(agent.clone()),
+            ..Default::default()
+        };
+        let page = db.with(|s| s.results_page(&of_agent, 1, None, Direction::NewestFirst))?;
+        if page.rows.is_empty() {
+            let known: Vec<String> = db
+                .with(|s| s.agents())?
+                .into_iter()
+                .map(|a| a.name)
+                .collect();
+            return Ok(format!(
+                "no results of an agent named {} (registered agents: {}; `gpufleet agents list`)",
+                gpufleet_kernels::quote(agent),
+                if known.is_empty() {
+                    "none".into()
+                } else {
+                    known.join(", ")
+                }
+            ));
+        }
+    }
+    let given: Vec<String> = [
+        ("--campaign", f.campaign_id.map(|c| c.to_string())),
+        ("--kernel", f.kernel.clone()),
+        ("--suite", f.suite.clone()),
+        ("--agent", f.agent.clone()),
+        ("--status", f.status.clone()),
+        ("--since", f.since.map(|_| "…".to_string())),
+    ]
+    .into_iter()
+    .filter_map(|(flag, v)| v.map(|v| format!("{flag} {v}")))
+    .collect();
+    Ok(format!(
+        "none of the {total} stored results match {}; `gpufleet results` lists the newest",
+        if given.is_empty() {
+            "these filters".into()
+        } else {
+            given.join(" ")
+        }
+    ))
 }
 
 /// Prints results page by page in one format: one JSON array, one CSV header, one noise legend.
@@ -310,9 +386,22 @@ fn campaign_of(r: &ResultRow) -> String {
 const RESULT_COLUMNS: &[Column<ResultRow>] = &[
     Column::new("run", |r| r.record.run_id.chars().take(8).collect()),
     Column::new("campaign", campaign_of),
-    Column::new("kernel", |r| r.record.kernel.clone()),
-    Column::new("variant", |r| r.record.variant.clone()),
-    Column::new("params", |r| params_text(&r.record.params, ",")),
+    Column::new("kernel", |r| {
+        let rec = &r.record;
+        if rec.variant.is_empty() || rec.variant == "default" {
+            rec.kernel.clone()
+        } else {
+            format!("{}/{}", rec.kernel, rec.variant)
+        }
+    }),
+    // Cut to keep the table inside a wide terminal; CSV and JSON carry every parameter.
+    Column::new("params", |r| {
+        let text = params_text(&r.record.params, ",");
+        match text.char_indices().nth(PARAMS_SHOWN) {
+            Some((i, _)) => format!("{}…", &text[..i]),
+            None => text,
+        }
+    }),
     Column::new("dtype", |r| r.record.dtype.clone()),
     Column::new("mode", |r| r.record.mode.clone()),
     Column::new("env set", |r| or_dash(r.record.env_set())),
@@ -325,9 +414,7 @@ const RESULT_COLUMNS: &[Column<ResultRow>] = &[
         Some(v) => fmt_metric(v),
         None => "-".into(),
     }),
-    Column::new("unit", |r| {
-        r.record.metric_unit.clone().unwrap_or_else(|| "-".into())
-    }),
+    Column::new("unit", |r| or_dash(r.record.unit())),
     Column::new("median ms", |r| {
         r.record
             .median_s
@@ -340,25 +427,18 @@ const RESULT_COLUMNS: &[Column<ResultRow>] = &[
             .map(|c| format!("{c:.2}"))
             .unwrap_or_else(|| "-".into())
     }),
-    Column::new("cv %", |r| {
-        r.record
-            .cv
-            .map(|c| format!("{:.1}", c * 100.0))
-            .unwrap_or_else(|| "-".into())
-    }),
+    // The robust spread only: a plain CV that one slow iteration inflates is in CSV and JSON.
     Column::new("rcv %", |r| {
         r.record
             .robust_cv
             .map(|c| format!("{:.1}", c * 100.0))
             .unwrap_or_else(|| "-".into())
     }),
-    Column::new("outl", |r| {
-        r.record
-            .outliers_high
-            .map_or_else(|| "-".into(), |n| n.to_string())
-    }),
-    Column::new("message", |r| r.record.message.chars().take(80).collect()),
+    Column::new("message", |r| r.record.message.chars().take(60).collect()),
 ];
+
+/// Characters of a result's parameters the table shows.
+const PARAMS_SHOWN: usize = 40;
 
 /// Milliseconds for CSV, from seconds.
 fn csv_ms(v: Option<f64>) -> String {

@@ -1,6 +1,6 @@
 //! `gpufleet run`: a suite, or one ad-hoc spec, on one or more agents.
 
-use super::agents::lookup_agent;
+use super::agents::{lookup_agent, refuse_ended_demo_agent};
 use super::args::RunArgs;
 use super::parse::{campaign_options, parse_kv};
 use super::results::print_outcome;
@@ -29,8 +29,20 @@ pub fn runs_of(args: &RunArgs) -> anyhow::Result<(String, Vec<SuiteRun>, Vec<Str
     if let Some(name) = &args.suite {
         let suite = Suite::resolve(name)?;
         for k in &args.kernels {
-            if find_kernel(k).is_none() {
-                bail!("--kernel: unknown kernel `{k}`");
+            gpufleet_kernels::lookup_kernel(k, false)
+                .map_err(|e| anyhow::anyhow!("--kernel: {e}"))?;
+            if !suite.runs.iter().any(|r| &r.kernel == k) {
+                let mut theirs: Vec<&str> = Vec::new();
+                for r in &suite.runs {
+                    if !theirs.contains(&r.kernel.as_str()) {
+                        theirs.push(&r.kernel);
+                    }
+                }
+                bail!(
+                    "--kernel: the suite `{}` has no run of `{k}` (its kernels: {}); without --suite, `--kernel {k}` runs it alone",
+                    suite.name,
+                    theirs.join(", ")
+                );
             }
         }
         return Ok((suite.name.clone(), suite.runs, args.kernels.clone()));
@@ -146,6 +158,9 @@ pub async fn run(db: &Db, args: RunArgs, connect_timeout: Duration) -> anyhow::R
         .iter()
         .map(|n| lookup_agent(db, n))
         .collect::<anyhow::Result<Vec<_>>>()?;
+    for a in &agents {
+        refuse_ended_demo_agent(a).await?;
+    }
     let selection = selection(&args, &kernels)?;
     let reporter = Arc::new(CliReporter::new());
     let req = CampaignRequest {

@@ -176,9 +176,14 @@ pub async fn schedule(
     }
 }
 
+/// What the regression check looks at, for an empty listing (a `run` or the demo is never
+/// checked).
+pub const CHECKED: &str = "only the results of scheduled campaigns (`gpufleet schedule add`, \
+     `schedule run-now`, fired by `gpufleet serve`) are checked against their history";
+
 fn print_alerts(alerts: &[AlertRow], format: Format) {
     if alerts.is_empty() && format == Format::Table {
-        println!("no confirmed regressions or improvements");
+        println!("no confirmed regressions or improvements; {CHECKED}");
         return;
     }
     let mut t = Table::new(&[
@@ -242,7 +247,11 @@ pub fn regressions(db: &Db, a: RegressionsArgs) -> anyhow::Result<i32> {
                     c.reason.clone(),
                 ]);
             }
-            print!("{}", t.render(format));
+            if checks.is_empty() && format == Format::Table {
+                println!("no verdicts; {CHECKED}");
+            } else {
+                print!("{}", t.render(format));
+            }
         }
     }
     let failing = alerts

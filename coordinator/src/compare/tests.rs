@@ -268,7 +268,8 @@ fn long_params_are_abbreviated_with_a_legend_and_json_params_are_objects() {
     .collect();
     let p = Pivot::new(vec![r], By::Device);
     let t = p.render(Format::Table);
-    assert!(t.contains("b1 c8 f8 h32 k3 p1 s1 w32"), "{t}");
+    // `f=8`, not `f8` (which reads as a dtype).
+    assert!(t.contains("b1 c8 f=8 h32 k3 p1 s1 w32"), "{t}");
     assert!(t.contains("conv2d params: b=batch c=channels"), "{t}");
     let j: serde_json::Value = serde_json::from_str(&p.render(Format::Json)).unwrap();
     assert_eq!(j[0]["params"]["channels"], 8);

@@ -29,7 +29,11 @@ impl Pivot {
         // Columns whose value is the same in every row say nothing per row: one line under the
         // table. The variant goes with the kernel (`gemm/tiled`; the default variant unnamed).
         let fields: [(&str, RowField); 4] = [
-            ("dtype", |r| &r.spec().dtype),
+            // compute_peak's variant, not its stored dtype, says what it computes in.
+            ("dtype", |r| {
+                let s = r.spec();
+                gpufleet_kernels::variant_arithmetic(&s.kernel, &s.variant).unwrap_or(&s.dtype)
+            }),
             ("mode", |r| &r.spec().mode),
             ("env set", |r| r.spec().env_set()),
             ("within", |r| &r.within),
@@ -42,12 +46,31 @@ impl Pivot {
         let mut constant = Vec::new();
         let mut varying = Vec::new();
         for (name, get) in fields {
-            let values: BTreeSet<&str> = self.rows.iter().map(get).collect();
+            // compute_peak's rows say their type in the variant (`compute_peak/fp64`): they
+            // neither make nor join an `all rows: dtype f32`.
+            let values: BTreeSet<&str> = self
+                .rows
+                .iter()
+                .filter(|r| {
+                    name != "dtype"
+                        || gpufleet_kernels::variant_arithmetic(&r.spec().kernel, &r.spec().variant)
+                            .is_none()
+                })
+                .map(get)
+                .collect();
             let name = if name == "within" { within_name } else { name };
             if values.len() > 1 {
                 varying.push((name, get));
             } else if let Some(v) = values.into_iter().next().filter(|v| !v.is_empty()) {
-                constant.push(format!("{name} {v}"));
+                let own_type = self.rows.iter().any(|r| {
+                    gpufleet_kernels::variant_arithmetic(&r.spec().kernel, &r.spec().variant)
+                        .is_some()
+                });
+                if name == "dtype" && own_type {
+                    constant.push(format!("{name} {v} (compute_peak: the variant's type)"));
+                } else {
+                    constant.push(format!("{name} {v}"));
+                }
             }
         }
         let abbreviations = param_abbreviations(&self.rows);
@@ -189,13 +212,28 @@ fn params_cell(params: &BTreeMap<String, i64>, abbr: Option<&BTreeMap<String, St
             .iter()
             .map(|(k, v)| {
                 let name = abbr.get(k).map_or(k.as_str(), String::as_str);
-                format!("{name}{}", gpufleet_kernels::show_param(k, *v))
+                let value = gpufleet_kernels::show_param(k, *v);
+                // `f=16`, never `f16`: a filter count written so reads as a dtype.
+                let sep = if reads_as_dtype(name, &value) {
+                    "="
+                } else {
+                    ""
+                };
+                format!("{name}{sep}{value}")
             })
             .collect::<Vec<_>>()
             .join(" "),
         None if params.is_empty() => "-".to_string(),
         None => params_text(params, ","),
     }
+}
+
+/// Whether an abbreviated parameter written without a separator would read as a dtype (`f16`,
+/// `i8`, `q4`, `bf16`, `u8`, `fp8`).
+fn reads_as_dtype(abbr: &str, value: &str) -> bool {
+    matches!(abbr, "f" | "i" | "q" | "u" | "bf" | "fp" | "int")
+        && !value.is_empty()
+        && value.chars().all(|c| c.is_ascii_digit())
 }
 
 /// `short` (a name's shortest unique prefix), or the name's initials when that prefix runs into a
@@ -213,7 +251,7 @@ fn initials(name: &str, short: &str, all: &BTreeSet<String>) -> String {
     }
 }
 
-/// Params written out longer than this are abbreviated (`b1 c8 h32`), with a legend line.
+/// Params written out longer than this are abbreviated (`b1 c8 h32`, `f=16` where `f16` would read as a dtype), with a legend line.
 const PARAMS_WIDTH: usize = 20;
 
 /// Per kernel whose params text is too wide: each param name's shortest prefix that is unique

@@ -253,6 +253,31 @@ impl Store {
             .map_err(sql(context))
     }
 
+    /// The ids of at most `limit` results whose run id starts with `prefix` (the short run ids
+    /// the CLI prints), oldest first. A run id is a UUID, so the prefix is a range of it.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] if the query fails.
+    pub fn results_with_run_prefix(
+        &self,
+        prefix: &str,
+        limit: usize,
+    ) -> Result<Vec<i64>, StoreError> {
+        let context = "finding results by a run id's prefix";
+        // Above every character of a UUID ('-', digits, a-f): the end of the prefix's range.
+        let end = format!("{prefix}~");
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT id FROM results WHERE run_id >= ?1 AND run_id < ?2 ORDER BY id LIMIT ?3",
+            )
+            .map_err(sql(context))?;
+        stmt.query_map(params![prefix, end, limit as i64], |r| r.get(0))
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))
+    }
+
     /// The power trace stored with the result `run_id` (empty if it has none).
     ///
     /// # Errors

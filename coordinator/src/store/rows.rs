@@ -520,9 +520,10 @@ impl ResultRecord {
         self.metric_value.filter(|_| self.is_ok())
     }
 
-    /// The metric's unit; empty when the run gave none.
+    /// The metric's unit (empty when none); GOP/s for compute_peak's integer variants.
     pub fn unit(&self) -> &str {
-        self.metric_unit.as_deref().unwrap_or("")
+        let unit = self.metric_unit.as_deref().unwrap_or("");
+        gpufleet_kernels::variant_unit(&self.kernel, &self.variant, unit)
     }
 
     /// Whether a larger metric is better; throughput (true) when the run gave no metric.

@@ -676,7 +676,12 @@ fn a_device_page_shows_its_ceilings_and_places_every_result_on_its_roofline() {
         svg.contains("compute_peak fp32 items=1048576,pairs=1024 f32: 800.0 GFLOP/s"),
         "{svg}"
     );
-    assert!(html.contains("3 results without arithmetic"), "{html}");
+    assert!(
+        html.contains("3 results without floating-point arithmetic"),
+        "{html}"
+    );
+    // The measured roof says the size of the copy that set its bandwidth.
+    assert!(svg.contains("measured (bandwidth from "), "{svg}");
     // Another device: no ceilings measured, the theoretical roof alone.
     let other = render(pages::device::device(&store, &l, "seed-a1", "opencl:0"));
     assert!(other.contains("No ceilings measured yet"), "{other}");

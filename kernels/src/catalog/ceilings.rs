@@ -331,6 +331,30 @@ pub fn variant_feature(kernel: &str, variant: &str) -> Option<&'static str> {
     }
 }
 
+/// The arithmetic type a run of `kernel`'s `variant` computes in, where the variant chooses it
+/// rather than the dtype (compute_peak: `fp64` is `f64` whatever dtype the spec stores), for
+/// tables that would otherwise label it by the dtype.
+pub fn variant_arithmetic(kernel: &str, variant: &str) -> Option<&'static str> {
+    match (kernel, variant) {
+        ("compute_peak", "fp32") => Some("f32"),
+        ("compute_peak", "fp16") => Some("f16"),
+        ("compute_peak", "fp64") => Some("f64"),
+        ("compute_peak", "int32") => Some("i32"),
+        ("compute_peak", "int8") => Some("i8"),
+        _ => None,
+    }
+}
+
+/// The unit of `kernel`'s `variant` measured in a metric of unit `unit`: operations on integers
+/// are not floating-point ones, so compute_peak's `int32` and `int8` count GOP/s where the others
+/// count GFLOP/s (as the device page's ceilings say).
+pub fn variant_unit<'a>(kernel: &str, variant: &str, unit: &'a str) -> &'a str {
+    match (kernel, variant, unit) {
+        ("compute_peak", "int32" | "int8", "GFLOP/s") => "GOP/s",
+        _ => unit,
+    }
+}
+
 /// The device feature of a dot product of four bytes into an int (compute_peak's `int8`).
 pub const INT8_DOT: &str = "int8_dot";
 

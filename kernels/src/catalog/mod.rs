@@ -32,7 +32,8 @@ mod rows;
 
 pub use ceilings::{
     CHAINS, CeilingKernel, CeilingSource, DEVICE_CEILINGS, DeviceCeiling, INT8_DOT, PEAK_CONSTANTS,
-    PEAK_VARIANTS, RoofPart, TRANSFER_VARIANTS, peak_item_value, variant_feature,
+    PEAK_VARIANTS, RoofPart, TRANSFER_VARIANTS, peak_item_value, variant_arithmetic,
+    variant_feature, variant_unit,
 };
 pub use debug::{DebugKernel, debug_noise_factor};
 pub use dense::ConvShape;

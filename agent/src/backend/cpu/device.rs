@@ -137,7 +137,16 @@ pub fn discover() -> DeviceInfo {
     let host = host::HostFacts::read();
     let cpu = CpuInfo::parse(&cpuinfo);
     let clock_mhz = host::cpu_max_mhz(&cpuinfo);
-    let peaks = cpu.peaks(host.physical_cores.max(1), clock_mhz);
+    let mut peaks = cpu.peaks(host.physical_cores.max(1), clock_mhz);
+    // In a virtual machine the table's DRAM bandwidth is the host socket's, shared with every
+    // other guest on it: said with the figure, so a small % of it reads as what it is.
+    if host::cpu_flags(&cpuinfo).iter().any(|f| f == "hypervisor") && peaks.memory_bytes_per_s > 0.0
+    {
+        peaks.memory_source += &format!(
+            "; the whole socket's, which this virtual machine ({} threads) shares: its own share is unknown and lower",
+            host.logical_cores
+        );
+    }
     let CpuInfo {
         vendor, features, ..
     } = cpu;

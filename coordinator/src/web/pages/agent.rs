@@ -6,10 +6,10 @@
 //! their power is the live trace of their device's channel (the stored trace of a run comes with
 //! its result).
 
-use super::fleet::{agent_state, host_text};
+use super::fleet::{agent_state, host_text, last_seen};
 use super::{base, page};
 use crate::store::Store;
-use crate::time::{fmt_time, fmt_timestamp};
+use crate::time::fmt_timestamp;
 use crate::web::links::Links;
 use crate::web::page::{Page, WebError};
 use crate::web::svg::{PowerReading, power_chart};
@@ -99,7 +99,12 @@ pub fn agent(store: &Store, links: &Links, name: &str, live: &LiveView) -> Resul
                 "device": device_of(&s.pci_bus_id),
                 "watts": watts, "temp": temp, "sclk": sclk, "mclk": mclk, "busy": busy,
                 "at": fmt_timestamp(p.wall_unix_s),
-                "chart": power_chart(&readings, None, None),
+                "chart": power_chart(
+                    &readings,
+                    None,
+                    None,
+                    "seconds from the oldest sample held; the newest, at the right, is the latest",
+                ),
                 "span": match (readings.first(), readings.last()) {
                     (Some(a), Some(b)) if readings.len() > 1 => format!(
                         "watts over the last {:.0} s",
@@ -141,7 +146,7 @@ pub fn agent(store: &Store, links: &Links, name: &str, live: &LiveView) -> Resul
         json!({
             "agent": {
                 "name": a.name, "kind": a.kind.name(), "state": state, "state_class": class,
-                "host": host_text, "last_seen": a.last_seen.map(fmt_time),
+                "host": host_text, "last_seen": last_seen(&a, &devices, now),
                 "version": a.agent_version,
                 "fleet_href": format!("{}#agent-{}", links.fleet(), a.name),
             },

@@ -4,7 +4,7 @@
 use super::{base, page};
 use crate::compare::{By, Cell, Pivot, csv, ratio};
 use crate::store::{ResultFilter, ResultRecord, ResultRow, Store};
-use crate::table::{fmt_metric, or_dash, params_text, per_watt_unit};
+use crate::table::{fmt_metric, fmt_pct, or_dash, params_text, per_watt_unit};
 use crate::web::links::{CompareQuery, HistoryQuery, Links, Scope};
 use crate::web::page::{Page, WebError};
 use crate::web::svg::{RatioCell, RatioRow, compare_chart, esc};
@@ -127,9 +127,9 @@ fn cell_html(p: &Pivot, col: usize, c: Option<&Cell>, links: &Links, out: &mut S
     let mut extra = Vec::new();
     if let Some(pct) = r.pct_of_peak {
         extra.push(if r.peak_suspect() {
-            format!("peak? {pct:.0}% of a peak from {}", r.peak_source)
+            format!("peak? {} of a peak from {}", fmt_pct(pct), r.peak_source)
         } else {
-            format!("{pct:.0}% of peak")
+            format!("{} of peak", fmt_pct(pct))
         });
     }
     if let Some(w) = r.metric_per_watt {
@@ -141,20 +141,31 @@ fn cell_html(p: &Pivot, col: usize, c: Option<&Cell>, links: &Links, out: &mut S
             unit.split('/').next().unwrap_or("")
         ));
     }
+    // A roofline point without arithmetic (pairs=0) does 0 FLOP/s by design: what it measures is
+    // the bandwidth, which it records.
+    if r.ok_metric() == Some(0.0)
+        && let Some(gbps) = r
+            .config
+            .get(gpufleet_kernels::ACHIEVED_GBPS)
+            .and_then(Value::as_str)
+    {
+        extra.push(format!("no arithmetic: {gbps} GB/s moved"));
+    }
     let title = if r.is_ok() {
         let ci = r
             .ci_pct()
             .map(|v| format!(", median ±{v:.1}%"))
             .unwrap_or_default();
-        let cv =
-            r.cv.map(|v| format!("{:.1}%", v * 100.0))
-                .unwrap_or("-".into());
+        // The robust spread first; the plain CV, which one slow iteration moves, after it.
         let robust = r
             .robust_cv
-            .map(|v| format!(", robust cv {:.1}%", v * 100.0))
-            .unwrap_or_default();
+            .map(|v| format!("robust cv {:.1}%", v * 100.0))
+            .unwrap_or_else(|| "robust cv -".into());
+        let cv =
+            r.cv.map(|v| format!(", plain cv {:.1}% (every iteration)", v * 100.0))
+                .unwrap_or_default();
         let noisy = r.noisy_note();
-        format!("cv {cv}{robust}{ci}{noisy}")
+        format!("{robust}{ci}{cv}{noisy}")
     } else {
         format!("{}: {}", r.status, r.message)
     };
@@ -212,7 +223,17 @@ fn ratio_cell(p: &Pivot, col: usize, c: &Cell, device: &str, links: &Links) -> R
         (Some(v), Some(f)) if !reference => {
             format!("{} {}, ×{f:.3}", fmt_metric(v), r.unit())
         }
-        (Some(v), _) => format!("{} {}", fmt_metric(v), r.unit()),
+        (Some(v), _) if reference => format!("{} {}", fmt_metric(v), r.unit()),
+        (Some(v), None) if p.baseline_column.is_some() => format!(
+            "{} {}; no ratio: the baseline column has no figure in this row",
+            fmt_metric(v),
+            r.unit()
+        ),
+        (Some(v), _) => format!(
+            "{} {}; no ratio: no cell of this row is quiet enough to be the best",
+            fmt_metric(v),
+            r.unit()
+        ),
         (None, _) => format!("{}: {}", r.status, crate::web::page::clip(&r.message)),
     };
     RatioCell {
@@ -336,7 +357,7 @@ pub fn compare_page(
                 cell_html(p, i, c.as_ref(), links, &mut cells);
             }
             let spec = row.spec();
-            json!({"kernel": spec.kernel, "variant": spec.variant, "params": params_text(&spec.params, ","),
+            json!({"kernel": spec.kernel, "variant": spec.variant, "params": params_text(&spec.params, ", "),
                    "dtype": spec.dtype, "mode": spec.mode, "env_set": spec.env_set(), "cells": cells})
         })
         .collect();

@@ -13,7 +13,7 @@ use crate::web::links::Links;
 use crate::web::page::{Page, WebError, clip};
 use crate::web::svg::{self, Roof, RoofPoint};
 use gpufleet_kernels::{
-    ACHIEVED_GBPS, DEVICE_CEILINGS, DeviceCeiling, KernelGroup, Problem, RoofPart,
+    ACHIEVED_GBPS, DEVICE_CEILINGS, DeviceCeiling, KernelGroup, Problem, RoofPart, human_bytes,
 };
 use serde_json::{Value, json};
 
@@ -23,12 +23,23 @@ use serde_json::{Value, json};
 fn placed(r: &ResultRow) -> Option<(f64, f64, KernelGroup)> {
     let rec = &r.record;
     let median = rec.median_s.filter(|m| *m > 0.0)?;
+    // Operations on integers (compute_peak int8, int32) are not FLOPs: no point on this roof.
+    if gpufleet_kernels::variant_unit(&rec.kernel, &rec.variant, "GFLOP/s") != "GFLOP/s" {
+        return None;
+    }
     let p = Problem::new(&rec.kernel, &rec.variant, &rec.params, &rec.dtype, true).ok()?;
     let (flops, bytes) = (p.flops(), p.bytes());
     if flops <= 0.0 || bytes <= 0.0 {
         return None;
     }
     Some((flops / bytes, flops / median / 1e9, p.id().group()))
+}
+
+/// The bytes one run of a result's problem moves (its size, for a label), when the catalog knows it.
+fn moved_bytes(r: &ResultRow) -> Option<f64> {
+    let rec = &r.record;
+    let p = Problem::new(&rec.kernel, &rec.variant, &rec.params, &rec.dtype, true).ok()?;
+    Some(p.bytes()).filter(|b| *b > 0.0)
 }
 
 /// The best value among the latest ok results that measure `ceiling` (see
@@ -116,12 +127,26 @@ pub fn device(
         }));
     }
     let mut roofs = Vec::new();
+    // The measured bandwidth is as good as the run that set it: a smoke-size copy sits in a
+    // cache (or pays a launch per few bytes), so the roof says how many bytes it moved.
+    let bandwidth_bytes = DEVICE_CEILINGS
+        .iter()
+        .find(|c| c.roof == Some(RoofPart::Bandwidth))
+        .and_then(|c| measured(&results, c))
+        .and_then(|(_, id)| results.iter().find(|r| r.id == id))
+        .and_then(moved_bytes);
     if let [Some(c), Some(b)] = measured_roof {
         roofs.push(Roof {
             gbps: b,
             gflops: c,
             measured: true,
-            label: "measured".into(),
+            label: match bandwidth_bytes {
+                Some(bytes) => format!(
+                    "measured (bandwidth from {} moved)",
+                    human_bytes(bytes as u64)
+                ),
+                None => "measured".into(),
+            },
         });
     }
     if let [Some(c), Some(b)] = theory_roof {
@@ -158,6 +183,15 @@ pub fn device(
             href: links.run(r.id),
         });
     }
+    // Points above the measured roof: it was measured too small (or the run that set it was
+    // slow), which the caption says rather than leaving them unexplained.
+    let above_measured = match measured_roof {
+        [Some(c), Some(b)] => points
+            .iter()
+            .filter(|p| p.gflops > 1.05 * c.min(b * p.intensity))
+            .count(),
+        _ => 0,
+    };
     let chart =
         (!points.is_empty() || !roofs.is_empty()).then(|| svg::roofline_chart(&points, &roofs));
     let facts: Vec<Value> = [
@@ -183,6 +217,8 @@ pub fn device(
             "chart": chart,
             "points": points.len(),
             "unplaced": unplaced,
+            "above_measured": above_measured,
+            "bandwidth_bytes": bandwidth_bytes.map(|b| human_bytes(b as u64)).unwrap_or_default(),
             "no_ceilings": measured_roof == [None, None],
         }),
     ))

@@ -3,7 +3,7 @@
 use super::alerts::alert_rows;
 use super::{base, page};
 use crate::fleet::attachment::attached;
-use crate::store::{AgentKind, AgentRow, AlertRow, Store};
+use crate::store::{AgentKind, AgentRow, AlertRow, DeviceRow, Store};
 use crate::table::fmt_metric;
 use crate::time::fmt_time;
 use crate::web::links::Links;
@@ -41,6 +41,23 @@ pub(super) fn agent_state(a: &AgentRow, now: f64) -> (&'static str, &'static str
         AgentKind::DialIn if attached(a, now) => ("online", "online"),
         AgentKind::DialIn => ("offline", "offline"),
         AgentKind::Direct => ("direct", "direct"),
+    }
+}
+
+/// When an agent was last heard from, for people: a dial-in agent's last message on its link;
+/// a direct agent's latest description of its devices (the coordinator hears from it only when it
+/// dials it). `None` when never.
+pub(super) fn last_seen(a: &AgentRow, devices: &[DeviceRow], now: f64) -> Option<String> {
+    match a.kind {
+        AgentKind::DialIn => a
+            .last_seen
+            .map(|t| format!("{} ({} ago)", fmt_time(t), crate::time::ago(now - t))),
+        AgentKind::Direct => devices
+            .iter()
+            .filter(|d| d.agent_id == a.id)
+            .map(|d| d.last_seen)
+            .reduce(f64::max)
+            .map(|t| format!("{} (last described)", fmt_time(t))),
     }
 }
 
@@ -86,11 +103,13 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
             power
                 .iter()
                 .filter(|p| p["available"].as_bool() == Some(true))
+                // A device's own sensor: on its PCI address; a device without one (the CPU, a
+                // software rasterizer) only gets sensors of no PCI address (RAPL), never a card's.
                 .filter(|p| {
-                    pci.is_empty()
-                        || p["pci_bus_id"]
-                            .as_str()
-                            .is_none_or(|b| b.is_empty() || b == pci)
+                    p["pci_bus_id"]
+                        .as_str()
+                        .unwrap_or("")
+                        .eq_ignore_ascii_case(pci)
                 })
                 .filter_map(|p| {
                     let name = p["name"].as_str()?;
@@ -129,17 +148,7 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
                     .collect()
             })
             .unwrap_or_default();
-        let last_seen = match a.kind {
-            AgentKind::DialIn => a
-                .last_seen
-                .map(|t| format!("{} ({} ago)", fmt_time(t), crate::time::ago(now - t))),
-            AgentKind::Direct => devices
-                .iter()
-                .filter(|d| d.agent_id == a.id)
-                .map(|d| d.last_seen)
-                .reduce(f64::max)
-                .map(|t| format!("{} (last described)", fmt_time(t))),
-        };
+        let last_seen = last_seen(a, &devices, now);
         let latest_campaign = latest.get(&a.id).and_then(|id| campaigns.get(id)).map(|c| {
             json!({"id": c.id, "suite": c.suite, "state": c.state.name(), "href": links.campaign(c.id)})
         });

@@ -177,7 +177,7 @@ pub fn history(store: &Store, links: &Links, q: &HistoryQuery) -> Result<Page, W
             "id": r.id, "run_href": links.run(r.id), "when": fmt_time(t), "status": rec.status,
             "metric": rec.metric_value.filter(|_| rec.status == "ok").map(|v| format!("{} {unit}", fmt_metric(v))).unwrap_or_default(),
             "lo": b.map(|b| fmt_metric(b.0)).unwrap_or_default(), "hi": b.map(|b| fmt_metric(b.1)).unwrap_or_default(),
-            "cv": rec.cv.map(|c| format!("{:.1}", c * 100.0)).unwrap_or_default(), "marks": mark,
+            "cv": rec.robust_cv.map(|c| format!("{:.1}", c * 100.0)).unwrap_or_default(), "marks": mark,
         }));
     }
     table.reverse();

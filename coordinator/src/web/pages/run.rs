@@ -162,13 +162,15 @@ fn fields(row: &ResultRow, links: &Links) -> Vec<(String, String, String)> {
                 us(rec.p90_s)
             ),
         ),
-        field(
-            "Min · max · mean",
-            format!("{} · {} · {}", us(rec.min_s), us(rec.max_s), us(rec.mean_s)),
-        ),
-        field("CV", cv),
+        // The robust figures first: one slow iteration (a page fault, a preempted thread) moves
+        // the plain ones, which follow, labelled as such.
         field("Robust CV · outliers", robust(rec)),
         field("Iterations · warm-up", iterations(rec)),
+        field(
+            "Min · max · mean (every iteration)",
+            format!("{} · {} · {}", us(rec.min_s), us(rec.max_s), us(rec.mean_s)),
+        ),
+        field("Plain CV (every iteration)", cv),
         field("Started", fmt_time(rec.started_at)),
         field("Wall time", format!("{:.2} s", rec.wall_s)),
         field("Stored", rec.created_at.map(fmt_time).unwrap_or_default()),
@@ -272,6 +274,7 @@ fn power_chart(rec: &ResultRecord) -> Option<String> {
             &readings,
             window,
             e["idle_watts"].as_f64().filter(|w| *w > 0.0),
+            "seconds from the first sample (the run's window shaded)",
         )
     })
 }

@@ -194,10 +194,23 @@ impl Svg {
 
     /// Grid lines and labels of a y axis, and the frame.
     pub(super) fn y_axis(&mut self, y: &Axis, unit: &str) {
+        self.y_axis_of(y, unit, false);
+    }
+
+    /// A y axis of counts: whole-number ticks only, written as integers (`10`, not `10.0`).
+    pub(super) fn y_axis_counts(&mut self, y: &Axis, unit: &str) {
+        self.y_axis_of(y, unit, true);
+    }
+
+    fn y_axis_of(&mut self, y: &Axis, unit: &str, counts: bool) {
         for t in y.ticks(5) {
+            if counts && t.fract() != 0.0 {
+                continue;
+            }
             let py = y.px(t);
             self.line((LEFT, py), (W - RIGHT, py), r##"stroke="#e6e9ee""##);
-            self.text(LEFT - 6.0, py + 4.0, "end", "tick", &short(t));
+            let text = if counts { format!("{t:.0}") } else { short(t) };
+            self.text(LEFT - 6.0, py + 4.0, "end", "tick tick-y", &text);
         }
         self.line((LEFT, TOP), (LEFT, H - BOTTOM), r##"stroke="#9aa1ab""##);
         self.line(
@@ -215,6 +228,7 @@ impl Svg {
     }
 
     pub(super) fn x_ticks(&mut self, x: &Axis, label: impl Fn(f64) -> String, caption: &str) {
+        let mut last = String::new();
         for t in x.ticks(6) {
             let px = x.px(t);
             self.line(
@@ -222,10 +236,13 @@ impl Svg {
                 (px, H - BOTTOM + 4.0),
                 r##"stroke="#9aa1ab""##,
             );
-            // A label that would run past the right edge is left out.
-            if px + 3.5 * label(t).len() as f64 <= W {
-                self.text(px, H - BOTTOM + 16.0, "middle", "tick", &label(t));
+            // A label that would run past the right edge is left out, and so is one that says
+            // what the one before it said (a coarser unit than the ticks' spacing).
+            let text = label(t);
+            if px + 3.5 * text.len() as f64 <= W && text != last {
+                self.text(px, H - BOTTOM + 16.0, "middle", "tick tick-x", &text);
             }
+            last = text;
         }
         self.text(
             (LEFT + W - RIGHT) / 2.0,

@@ -63,6 +63,28 @@ fn clip(label: &str, chars: usize) -> String {
     s
 }
 
+/// `label` in lines of at most `chars` characters, broken after a space or a dash (mid-word only
+/// where a word is longer than a line), at most `max_lines` of them, the last clipped.
+fn wrap(label: &str, chars: usize, max_lines: usize) -> Vec<String> {
+    let chars = chars.max(2);
+    let mut lines: Vec<String> = Vec::new();
+    let mut rest: Vec<char> = label.chars().collect();
+    while !rest.is_empty() && lines.len() + 1 < max_lines && rest.len() > chars {
+        // The last break point within the line, else a hard cut.
+        let cut = (1..=chars)
+            .rev()
+            .find(|&i| matches!(rest[i - 1], ' ' | '-' | ','))
+            .unwrap_or(chars);
+        let line: String = rest[..cut].iter().collect();
+        lines.push(line.trim_end().to_string());
+        rest.drain(..cut);
+    }
+    if !rest.is_empty() {
+        lines.push(clip(&rest.iter().collect::<String>(), chars));
+    }
+    lines
+}
+
 /// `×1.23`, `×0.042`, `×120`.
 fn ratio_text(r: f64) -> String {
     format!("×{}", short(r))
@@ -225,12 +247,22 @@ fn heat_color(r: f64) -> String {
 /// One row per spec and one column per device, each cell coloured by its ratio (green better, red
 /// worse, grey the reference) and linked to its result.
 fn heat_map(columns: &[String], rows: &[RatioRow], reference: &str) -> String {
-    const HEADER: f64 = 30.0;
     const ROW: f64 = 15.0;
-    const KEY_H: f64 = 44.0;
+    const KEY_H: f64 = 58.0;
+    /// Lines of a column's label, and their height.
+    const LABEL_LINES: usize = 3;
+    const LINE_H: f64 = 12.0;
     let cols = columns.len().max(1);
-    let cell_w = ((W - LABEL_W - 8.0) / cols as f64).min(110.0);
-    let top = HEADER;
+    let cell_w = ((W - LABEL_W - 8.0) / cols as f64).min(180.0);
+    // About 6 px a character at 11 px: each label wrapped to its column's width.
+    let chars = ((cell_w - 6.0) / 6.2).max(2.0) as usize;
+    let labels: Vec<Vec<String>> = columns
+        .iter()
+        .map(|c| wrap(c, chars, LABEL_LINES))
+        .collect();
+    let lines = labels.iter().map(Vec::len).max().unwrap_or(1);
+    let header = LINE_H * lines as f64 + 8.0;
+    let top = header;
     let height = top + rows.len() as f64 * ROW + KEY_H;
     let mut svg = Svg::tall(
         "compare-chart heat",
@@ -241,15 +273,25 @@ fn heat_map(columns: &[String], rows: &[RatioRow], reference: &str) -> String {
         ),
         height,
     );
-    let chars = ((cell_w - 4.0) / 6.0).max(2.0) as usize;
-    for (i, c) in columns.iter().enumerate() {
+    for (i, (c, label)) in columns.iter().zip(&labels).enumerate() {
         let cx = LABEL_W + (i as f64 + 0.5) * cell_w;
+        // Bottom-aligned: the last line just above the map.
+        let first = header - 8.0 - LINE_H * (label.len() - 1) as f64;
+        let spans: String = label
+            .iter()
+            .enumerate()
+            .map(|(k, l)| {
+                format!(
+                    r#"<tspan x="{cx:.1}" y="{:.1}">{}</tspan>"#,
+                    first + LINE_H * k as f64,
+                    esc(l)
+                )
+            })
+            .collect();
         let _ = write!(
             svg.out,
-            r##"<text x="{cx:.1}" y="{:.1}" text-anchor="middle" class="column" fill="#4a5260"><title>{}</title>{}</text>"##,
-            HEADER - 8.0,
+            r##"<text text-anchor="middle" class="column" fill="#4a5260"><title>{}</title>{spans}</text>"##,
             esc(c),
-            esc(&clip(c, chars))
         );
     }
     let write_ratio = cell_w >= 36.0;
@@ -292,17 +334,38 @@ fn heat_map(columns: &[String], rows: &[RatioRow], reference: &str) -> String {
             svg.raw(&linked(&cell.href, mark));
         }
     }
-    // The colour key: ×⅛ … ×8 under the map.
+    // The colour key: ×⅛ … ×8 under the map, each step wide enough for its label.
     let key_y = top + rows.len() as f64 * ROW + 10.0;
     let steps = [1.0 / 8.0, 0.25, 0.5, 1.0, 2.0, 4.0, 8.0];
+    const STEP: f64 = 54.0;
     for (i, r) in steps.iter().enumerate() {
-        let kx = LABEL_W + i as f64 * 44.0;
+        let kx = LABEL_W + i as f64 * STEP;
         let _ = write!(
             svg.out,
-            r##"<rect class="key" x="{kx:.1}" y="{key_y:.1}" width="42" height="12" fill="{}" stroke="#dfe3e8"/>"##,
+            r##"<rect class="key" x="{kx:.1}" y="{key_y:.1}" width="{}" height="12" fill="{}" stroke="#dfe3e8"/>"##,
+            STEP - 2.0,
             heat_color(*r)
         );
-        svg.text(kx + 21.0, key_y + 24.0, "middle", "tick", &ratio_text(*r));
+        svg.text(
+            kx + STEP / 2.0 - 1.0,
+            key_y + 24.0,
+            "middle",
+            "tick",
+            &ratio_text(*r),
+        );
+    }
+    if rows
+        .iter()
+        .flat_map(|r| r.cells.iter().flatten())
+        .any(|c| c.ratio.is_none() && !c.reference)
+    {
+        svg.text(
+            LABEL_W,
+            key_y + 40.0,
+            "start",
+            "caption",
+            "–: no ratio (a run that failed, or a row with no quiet figure to compare against); hover for why",
+        );
     }
     svg.text(
         LABEL_W - 8.0,

@@ -43,7 +43,7 @@ pub fn histogram(times_s: &[f64], median_s: Option<f64>, fence_s: Option<f64>) -
         .max()
         .unwrap_or(1) as f64;
     let y = Axis::fit([0.0, max].into_iter(), false, H - BOTTOM - 14.0, TOP);
-    svg.y_axis(&y, "iterations");
+    svg.y_axis_counts(&y, "iterations");
     svg.x_ticks(&x, short, "time per iteration (µs)");
     let base = H - BOTTOM - 14.0;
     for (i, c) in counts.iter().enumerate().filter(|(_, c)| **c > 0) {
@@ -74,10 +74,11 @@ pub fn histogram(times_s: &[f64], median_s: Option<f64>, fence_s: Option<f64>) -
             short(f),
             short(slowest)
         ));
+        // On the caption's line, right-aligned: clear of the x axis's tick labels.
         svg.text(
-            outlier_px + 12.0,
-            H - BOTTOM + 12.0,
-            "middle",
+            W - 4.0,
+            H - 6.0,
+            "end",
             "outliers-label",
             &format!("{} > fence", outliers.len()),
         );

@@ -11,11 +11,12 @@ pub struct PowerReading {
 }
 
 /// The power trace in seconds from its first sample, with the kernel window shaded and the idle
-/// baseline drawn where known.
+/// baseline drawn where known; `caption` says what the x axis's seconds count from.
 pub fn power_chart(
     readings: &[PowerReading],
     window_ns: Option<(u64, u64)>,
     idle_watts: Option<f64>,
+    caption: &str,
 ) -> String {
     let mut svg = Svg::new("power", &format!("{} power samples", readings.len()));
     let Some(t0) = readings
@@ -47,7 +48,7 @@ pub fn power_chart(
         TOP,
     );
     svg.y_axis(&y, "W");
-    svg.x_ticks(&x, short, "seconds");
+    svg.x_ticks(&x, short, caption);
     if let Some((a, b)) = window_ns {
         let (xa, xb) = (x.px(sec(a)), x.px(sec(b)));
         svg.raw(&format!(
@@ -100,7 +101,12 @@ mod tests {
                 watts: if (10..40).contains(&i) { 250.0 } else { 60.0 },
             })
             .collect();
-        let svg = power_chart(&r, Some((1_200_000_000, 1_800_000_000)), Some(58.0));
+        let svg = power_chart(
+            &r,
+            Some((1_200_000_000, 1_800_000_000)),
+            Some(58.0),
+            "seconds",
+        );
         assert!(svg.contains(r#"class="window""#) && svg.contains("kernel window 0.600 s"));
         assert!(svg.contains(r#"class="idle""#) && svg.contains("idle 58.0 W"));
         assert!(svg.contains(r#"class="trace""#));

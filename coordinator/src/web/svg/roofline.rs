@@ -51,6 +51,19 @@ pub fn roofline_chart(points: &[RoofPoint], roofs: &[Roof]) -> String {
         .iter()
         .filter(|r| r.gbps > 0.0 && r.gflops > 0.0)
         .collect();
+    // The families shown, for the legend at the right of the plot (outside it: no roof or
+    // point is ever under it).
+    let mut families: Vec<KernelGroup> = Vec::new();
+    for p in points {
+        if !families.contains(&p.family) {
+            families.push(p.family);
+        }
+    }
+    let plot_right = if families.is_empty() {
+        W - RIGHT
+    } else {
+        W - RIGHT - LEGEND_W
+    };
     let x = Axis::fit(
         points
             .iter()
@@ -59,7 +72,7 @@ pub fn roofline_chart(points: &[RoofPoint], roofs: &[Roof]) -> String {
             .chain(roofs.iter().map(|r| r.gflops / r.gbps)),
         true,
         LEFT,
-        W - RIGHT,
+        plot_right,
     );
     let (x_lo, x_hi) = (10f64.powf(x.lo), 10f64.powf(x.hi));
     let y = Axis::fit(
@@ -103,37 +116,30 @@ pub fn roofline_chart(points: &[RoofPoint], roofs: &[Roof]) -> String {
         // The label just past the ridge, above the flat part.
         let ridge_px = x.px(ridge.clamp(x_lo, x_hi));
         svg.text(
-            (ridge_px + 6.0).min(W - RIGHT - 70.0),
+            (ridge_px + 6.0).min(plot_right - 70.0),
             y.px(r.gflops.min(y_hi)) - 5.0,
             "start",
             "roof-label",
             &r.label,
         );
     }
-    // A legend of the families shown, top left inside the plot.
-    let mut families: Vec<KernelGroup> = Vec::new();
-    for p in points {
-        if !families.contains(&p.family) {
-            families.push(p.family);
-        }
-    }
+    let (lx, ly0) = (plot_right + 10.0, TOP + 1.0);
     if !families.is_empty() {
         svg.raw(&format!(
-            r##"<rect class="legend-box" x="{:.1}" y="{:.1}" width="88" height="{:.1}" fill="#fff" fill-opacity="0.85"/>"##,
-            LEFT + 4.0,
-            TOP + 1.0,
+            r##"<rect class="legend-box" x="{lx:.1}" y="{ly0:.1}" width="{:.1}" height="{:.1}" fill="#fff"/>"##,
+            LEGEND_W - 10.0,
             13.0 * families.len() as f64 + 4.0
         ));
     }
     for (i, f) in families.iter().enumerate() {
-        let ly = TOP + 10.0 + 13.0 * i as f64;
+        let ly = ly0 + 9.0 + 13.0 * i as f64;
         svg.raw(&format!(
             r##"<circle class="legend" cx="{:.1}" cy="{:.1}" r="3.5" fill="{}"/>"##,
-            LEFT + 12.0,
+            lx + 8.0,
             ly - 3.5,
             family_color(*f)
         ));
-        svg.text(LEFT + 20.0, ly, "start", "legend-label", f.name());
+        svg.text(lx + 16.0, ly, "start", "legend-label", f.name());
     }
     for p in points
         .iter()
@@ -155,6 +161,9 @@ pub fn roofline_chart(points: &[RoofPoint], roofs: &[Roof]) -> String {
     }
     svg.finish()
 }
+/// Width kept right of the plot for the legend of families.
+const LEGEND_W: f64 = 96.0;
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -214,5 +223,35 @@ mod tests {
         );
         // No roofs and no points still makes a chart.
         assert!(roofline_chart(&[], &[]).ends_with("</svg>"));
+    }
+
+    #[test]
+    fn the_legend_stands_right_of_every_roof() {
+        let roofs = [Roof {
+            gbps: 10.0,
+            gflops: 1e6,
+            measured: false,
+            label: "theoretical".into(),
+        }];
+        let p = RoofPoint {
+            intensity: 1.0,
+            gflops: 5.0,
+            family: KernelGroup::Gemm,
+            title: String::new(),
+            href: String::new(),
+        };
+        let svg = roofline_chart(&[p], &roofs);
+        let num = |after: &str, name: &str| -> f64 {
+            let at = svg.find(after).unwrap();
+            let at = svg[at..].find(name).unwrap() + at + name.len();
+            svg[at..].split('"').next().unwrap().parse().unwrap()
+        };
+        let legend_x = num("class=\"legend-box\"", " x=\"");
+        let at = svg.find("class=\"roof theoretical\" points=\"").unwrap() + 33;
+        let points = svg[at..].split('"').next().unwrap();
+        for pt in points.split(' ') {
+            let x: f64 = pt.split(',').next().unwrap().parse().unwrap();
+            assert!(x < legend_x, "roof at x {x}, legend at {legend_x}");
+        }
     }
 }

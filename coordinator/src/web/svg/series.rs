@@ -38,15 +38,24 @@ pub fn series_chart(
     log: bool,
 ) -> String {
     let mut svg = Svg::new("series", &format!("{} points", points.len()));
-    let x = Axis::fit(
+    // Times within a minute of each other (one point, or a burst of runs) get a ten-minute axis
+    // around them, not the ±10 % of the epoch a degenerate linear axis would take.
+    let times = || {
         points
             .iter()
             .map(|p| p.t)
-            .chain(boundaries.iter().map(|b| b.t)),
-        false,
-        LEFT,
-        W - RIGHT,
-    );
+            .chain(boundaries.iter().map(|b| b.t))
+    };
+    let (t_lo, t_hi) = times().fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), t| {
+        (lo.min(t), hi.max(t))
+    });
+    let widen = if t_lo.is_finite() && t_hi - t_lo < 60.0 {
+        let mid = (t_lo + t_hi) / 2.0;
+        vec![mid - 300.0, mid + 300.0]
+    } else {
+        Vec::new()
+    };
+    let x = Axis::fit(times().chain(widen), false, LEFT, W - RIGHT);
     let y = Axis::fit(
         points.iter().flat_map(|p| {
             let (lo, hi) = p.band.unwrap_or((p.value, p.value));
@@ -143,8 +152,11 @@ fn date_label(t: f64, span_s: f64) -> String {
     let (y, m, d) = crate::time::civil_from_days(days);
     if span_s > 3.0 * 86_400.0 {
         format!("{y:04}-{m:02}-{d:02}")
-    } else {
+    } else if span_s > 3.0 * 3600.0 {
         format!("{m:02}-{d:02} {:02}:{:02}", rem / 3600, rem % 3600 / 60)
+    } else {
+        // Within hours, ticks minutes apart: the seconds tell them apart.
+        format!("{:02}:{:02}:{:02}", rem / 3600, rem % 3600 / 60, rem % 60)
     }
 }
 #[cfg(test)]
@@ -241,6 +253,6 @@ mod tests {
         assert!(series_chart(&flat, &[], "us", true).contains("class=\"pt\""));
         assert!(series_chart(&[], &[], "us", false).ends_with("</svg>"));
         assert!(histogram(&[], None, None).ends_with("</svg>"));
-        assert!(power_chart(&[], None, None).ends_with("</svg>"));
+        assert!(power_chart(&[], None, None, "seconds").ends_with("</svg>"));
     }
 }
