@@ -29,3 +29,6 @@ pub use self::args::{
     AgentsCommand, Cli, Command, CompareArgs, DbCommand, DemoArgs, FailOn, Output, RegressionsArgs,
     ResultScope, ResultsArgs, RunArgs, RunOverrides, ScheduleAddArgs, ScheduleCommand, ServeArgs,
 };
+
+#[cfg(test)]
+mod advice_tests;
