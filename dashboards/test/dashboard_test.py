@@ -270,7 +270,7 @@ def main():
         check(cell() == "31.5 W", f"the page follows the sensor to 31.5 W ({cell()!r})")
         check(d.execute_script("return window.__not_reloaded;") == 42, "without a reload")
         status = d.find_element(By.ID, "live-status").text
-        check(status.startswith("live ("), f"the page says it is live ({status!r})")
+        check(status.startswith("live: "), f"the page says it is live ({status!r})")
         check(d.find_elements(By.CSS_SELECTOR, "#live-charts svg polyline.trace"), "it draws the channel's watts")
         check(not console_errors(d), "no console errors on the agent page")
         d.save_screenshot(str(OUT / "agent-live.png"))
