@@ -44,6 +44,13 @@ fn under(path: &Path, dirs: &[&str]) -> bool {
 }
 
 impl LoaderPolicy {
+    /// The configuration file a refusal points at.
+    fn config_path(&self) -> String {
+        self.config
+            .as_ref()
+            .map_or_else(|| DEFAULT_CONFIG.to_string(), |p| p.display().to_string())
+    }
+
     fn listed(&self, item: &str) -> bool {
         let resolved = canonical(item);
         self.allowed
@@ -57,7 +64,23 @@ impl LoaderPolicy {
     /// A message naming the variable and the value it refuses, and where to allow it.
     pub fn check(&self, key: &str, value: &str) -> Result<(), String> {
         let Some(kind) = loader_var(key) else {
-            return Ok(());
+            // A knob's value is a value: one that names a place (`/…`, `./…`, `~/…`) may be a
+            // directory some runtime reads code from under a name nobody listed yet.
+            let item = value
+                .split(':')
+                .find(|i| i.contains('/') || i.starts_with('~'));
+            return match item {
+                Some(item) if !self.listed(item) => Err(format!(
+                    "{key}={} is refused: its value is a path, and this agent lets a run give a \
+                     path only to the variables its owner allows a value of (a runtime may load \
+                     code from a directory it names); allow it with `[loader] allow = [{}]` in \
+                     the agent's configuration ({})",
+                    quote(item),
+                    serde_json::to_string(gpufleet_kernels::prefix(item, 200)).unwrap_or_default(),
+                    self.config_path()
+                )),
+                _ => Ok(()),
+            };
         };
         for item in value.split(':').filter(|i| !i.is_empty()) {
             if self.listed(item) {
@@ -84,10 +107,7 @@ impl LoaderPolicy {
                 ),
                 LoaderVar::Tool => "no value of it unless its owner lists that value".to_string(),
             };
-            let config = self
-                .config
-                .as_ref()
-                .map_or_else(|| DEFAULT_CONFIG.to_string(), |p| p.display().to_string());
+            let config = self.config_path();
             return Err(format!(
                 "{key}={} is refused: it makes a driver loader open that file, which is the host owner's decision, and this agent allows {rule}; allow it with `[loader] allow = [{}]` in the agent's configuration ({config})",
                 quote(item),
@@ -118,8 +138,18 @@ mod tests {
                 "{e}"
             );
         }
-        // Not a loader variable: no opinion here.
+        // Not a loader variable: a value is fine, a path is not (unless listed).
         assert_eq!(policy.check("RADV_PERFTEST", "gpl"), Ok(()));
+        assert_eq!(policy.check("HSA_OVERRIDE_GFX_VERSION", "10.3.0"), Ok(()));
+        let e = policy.check("RADV_SOMETHING", "/tmp/x").unwrap_err();
+        assert!(
+            e.contains("its value is a path") && e.contains("[loader] allow"),
+            "{e}"
+        );
+        // A cache directory a runtime loads kernels from: only where the owner allows it.
+        let e = policy.check("POCL_CACHE_DIR", "/tmp/x").unwrap_err();
+        assert!(e.starts_with("POCL_CACHE_DIR=`/tmp/x`"), "{e}");
+        assert!(policy.check("POCL_CACHE_DIR", "cache").is_err());
         // A manifest outside the standard directories, even through `..`.
         let dir = tempfile::tempdir().unwrap();
         let mine = dir.path().join("icd.json");

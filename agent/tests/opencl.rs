@@ -322,3 +322,91 @@ fn a_failed_build_is_a_compile_error_with_the_log() {
         Ok(_) => panic!("a broken source built"),
     }
 }
+
+/// A run cannot make PoCL load a library from a cache directory it names: a first run, by an
+/// agent whose owner allows the directory, fills `POCL_CACHE_DIR`; every compiled kernel there is
+/// replaced by a library whose constructor leaves a mark. A default agent refuses the variable
+/// (naming it and where to allow it) and the plant never runs; the owner-allowed agent, given the
+/// same request, loads it, which shows the plant is real.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_cannot_make_pocl_load_a_library_planted_in_its_cache() {
+    let work = tempfile::tempdir().unwrap();
+    let (cache, mark) = (work.path().join("cache"), work.path().join("planted-ran"));
+    std::fs::create_dir(&cache).unwrap();
+    let source = work.path().join("plant.c");
+    std::fs::write(
+        &source,
+        format!(
+            "#include <stdio.h>\n__attribute__((constructor)) static void plant(void) {{ FILE *f = fopen(\"{}\", \"w\"); if (f) fclose(f); }}\n",
+            mark.display()
+        ),
+    )
+    .unwrap();
+    let plant = work.path().join("plant.so");
+    let built = std::process::Command::new("cc")
+        .args(["-shared", "-fPIC", "-o"])
+        .arg(&plant)
+        .arg(&source)
+        .status();
+    if !built.is_ok_and(|s| s.success()) {
+        eprintln!("skipped: no C compiler (cc) to build the planted library");
+        return;
+    }
+    let dir = cache.display().to_string();
+    let allowed = dir.clone();
+    let owner = common::start(move |cfg| {
+        cfg.reuse_workers = false;
+        cfg.loader = gpufleet_agent::env::LoaderPolicy {
+            allowed: vec![allowed],
+            config: Some("/etc/gpufleet/agent.toml".into()),
+        };
+    })
+    .await;
+    let Some((device, _)) = common::backend_device(&owner, "opencl").await else {
+        return;
+    };
+    if !device.name.to_lowercase().contains("pthread") && !device.vendor.contains("PoCL") {
+        eprintln!("skipped: the OpenCL device is not PoCL ({})", device.name);
+        return;
+    }
+    let mut s = on(&device, spec("vec_add", &[("n", 4096)]));
+    s.env.insert("POCL_CACHE_DIR".into(), dir.clone());
+    let mut owner_client = common::client(&owner).await;
+    let (_, r) = run(&mut owner_client, "fill-cache", s.clone()).await;
+    assert_ok(&r);
+    let mut kernels = Vec::new();
+    let mut stack = vec![cache.clone()];
+    while let Some(d) = stack.pop() {
+        for e in std::fs::read_dir(&d).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+            } else if p.extension().is_some_and(|x| x == "so") {
+                kernels.push(p);
+            }
+        }
+    }
+    assert!(!kernels.is_empty(), "PoCL left no compiled kernel in {dir}");
+    for k in &kernels {
+        std::fs::copy(&plant, k).unwrap();
+    }
+
+    // A default agent: refused before any worker starts, and nothing planted runs.
+    let default = common::start(|_| {}).await;
+    let st = common::refused(&mut common::client(&default).await, s.clone()).await;
+    assert_eq!(st.code(), tonic::Code::InvalidArgument, "{st:?}");
+    assert!(
+        st.message().contains("POCL_CACHE_DIR=") && st.message().contains("[loader] allow"),
+        "{}",
+        st.message()
+    );
+    assert!(!mark.exists(), "the planted library ran");
+
+    // Where the owner allows the directory, PoCL does load what is in it.
+    let _ = run(&mut owner_client, "planted", s).await;
+    assert!(
+        mark.exists(),
+        "PoCL did not load the planted cache ({} kernels replaced), so this test proves nothing",
+        kernels.len()
+    );
+}

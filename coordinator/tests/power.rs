@@ -111,10 +111,16 @@ fn live_samples_at_the_asked_rate_in_every_format() {
 
     // Plain lines when stdout is not a terminal; a filter that matches nothing is the agent's
     // refusal, exit 1 with its reason.
+    // Its columns are named once, above the lines.
     let out = ok(&power(&db, &agent.url, "--seconds 1 --device 0000:03:00.0"));
+    let mut lines = out.lines();
+    let header = lines.next().unwrap();
     assert!(
-        out.lines()
-            .all(|l| l.contains("30.5 W") && l.contains("41.0 °C")),
+        header.starts_with("time (UTC)") && header.contains("power") && header.contains("busy"),
+        "{out}"
+    );
+    assert!(
+        lines.all(|l| l.contains("30.5 W") && l.contains("41.0 °C")),
         "{out}"
     );
     let out = power(&db, &agent.url, "--source nvml --seconds 1");

@@ -86,9 +86,34 @@ pub enum LoaderVar {
     Tool,
 }
 
+/// Words of a key (between underscores) that make its value a place a runtime loads, writes or
+/// redirects code or data to: a cache directory (PoCL loads the kernels it finds in
+/// `POCL_CACHE_DIR`), a library path, a log or a file. `MESA_SHADER_CACHE_DISABLE` or
+/// `AMD_LOG_LEVEL` have none of them and stay values.
+pub const PATH_WORDS: &[&str] = &[
+    "DIR",
+    "DIRS",
+    "PATH",
+    "PATHS",
+    "LIBPATH",
+    "LIB",
+    "LIBS",
+    "FILE",
+    "FILES",
+    "FILENAME",
+    "FILENAMES",
+    "LAYERS",
+    "LOGS",
+    "PLUGIN",
+    "PLUGINS",
+    "PRELOAD",
+    "ROOT",
+];
+
 /// Which kind of loader variable `key` is, if it is one. The explicit list, then any allowlisted
-/// key that ends like a path list (`_PATH`, `_LIB`, `_LIBS`, `_FILENAMES`, `_FILES`, `_LAYERS`):
-/// a driver knob added later is treated as loading code until someone says otherwise.
+/// key with a word of [`PATH_WORDS`] (`POCL_CACHE_DIR`, `ROCBLAS_TENSILE_LIBPATH`,
+/// `AMD_COMGR_REDIRECT_LOGS`): a driver knob added later is treated as loading code until
+/// someone says otherwise.
 pub fn loader_var(key: &str) -> Option<LoaderVar> {
     match key {
         "VK_ICD_FILENAMES" | "VK_DRIVER_FILES" | "VK_ADD_DRIVER_FILES" | "OCL_ICD_VENDORS" => {
@@ -108,13 +133,10 @@ pub fn loader_var(key: &str) -> Option<LoaderVar> {
         | "HIP_PATH"
         | "HIP_CLANG_PATH"
         | "HIP_DEVICE_LIB_PATH"
-        | "CUDA_PATH" => Some(LoaderVar::Tool),
-        _ if ["_PATH", "_LIB", "_LIBS", "_FILENAMES", "_FILES", "_LAYERS"]
-            .iter()
-            .any(|s| key.ends_with(s)) =>
-        {
-            Some(LoaderVar::Tool)
-        }
+        | "CUDA_PATH"
+        // A driver chosen by name, loaded from Mesa's directory: still the owner's choice.
+        | "MESA_LOADER_DRIVER_OVERRIDE" => Some(LoaderVar::Tool),
+        _ if key.split('_').any(|w| PATH_WORDS.contains(&w)) => Some(LoaderVar::Tool),
         _ => None,
     }
 }
@@ -148,11 +170,27 @@ mod tests {
             assert_eq!(loader_var(k), Some(LoaderVar::Tool), "{k}");
         }
         assert_eq!(loader_var("RADV_SOME_NEW_LIB"), Some(LoaderVar::Tool));
+        // Caches, library paths, logs and driver overrides the runtimes read or write code in.
+        for k in [
+            "POCL_CACHE_DIR",
+            "MESA_SHADER_CACHE_DIR",
+            "MESA_GLSL_CACHE_DIR",
+            "ROCBLAS_TENSILE_LIBPATH",
+            "HIP_LIBPATH",
+            "AMD_COMGR_REDIRECT_LOGS",
+            "MESA_LOADER_DRIVER_OVERRIDE",
+            "POCL_DEBUG_LLVM_PASSES_FILE",
+        ] {
+            assert_eq!(loader_var(k), Some(LoaderVar::Tool), "{k}");
+        }
         for k in [
             "HSA_OVERRIDE_GFX_VERSION",
             "RADV_PERFTEST",
             "AMD_VULKAN_ICD",
             "GPU_TEST_MARKER",
+            "MESA_SHADER_CACHE_DISABLE",
+            "AMD_LOG_LEVEL",
+            "POCL_KERNEL_CACHE",
         ] {
             assert_eq!(loader_var(k), None, "{k}");
         }
