@@ -309,3 +309,52 @@ fn a_dial_in_agents_power_through_the_serve_and_its_metrics() {
     assert!(String::from_utf8_lossy(&out.stdout).lines().count() > 2);
     assert_eq!(gauge(&serve.http, "rig"), None, "the gauge disappears");
 }
+
+/// A direct agent started with a token, read by URL: the token comes from `--token-file`, never
+/// the command line; without it the agent refuses, and the refusal says so.
+#[test]
+fn a_tokened_agent_is_read_by_url_with_a_token_file() {
+    let dir = tempfile::tempdir().unwrap();
+    rx580(dir.path(), "8123000\n");
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let token = "a-token-of-more-than-sixteen-characters";
+    let mut agent = Command::new(common::agent_bin())
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--sysfs-root"])
+        .arg(dir.path())
+        .env("GPUFLEET_TOKEN", token)
+        .env(
+            "GPUFLEET_CACHE_DIR",
+            std::env::temp_dir().join("gpufleet-test-cache"),
+        )
+        .env_remove("GPUFLEET_CONNECT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let url = format!("http://127.0.0.1:{port}");
+    let db = dir.path().join("fleet.db");
+    wait_for("the agent to listen", 30, || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    let file = dir.path().join("token");
+    fs::write(&file, format!("{token}\n")).unwrap();
+    let out = ok(&power(
+        &db,
+        &url,
+        &format!("--seconds 1 --format json --token-file {}", file.display()),
+    ));
+    assert!(
+        out.lines().count() > 0 && out.contains("\"watts\":8.123"),
+        "{out}"
+    );
+    let refused = power(&db, &url, "--seconds 1 --format json");
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert_eq!(refused.status.code(), Some(1), "{err}");
+    assert!(err.to_lowercase().contains("token"), "{err}");
+    let _ = agent.kill();
+    let _ = agent.wait();
+}

@@ -20,7 +20,7 @@ use crate::link::serve_api::{PowerEvents, power_events};
 use crate::live::{Key, key};
 use crate::store::{AgentKind, AgentRow};
 use crate::table::{csv_line, csv_number, or_dash};
-use anyhow::bail;
+use anyhow::{Context, bail};
 use futures::StreamExt;
 use gpufleet_proto::power::{LiveSample, Pace, PowerPoint, check_rate_hz};
 use gpufleet_proto::v1 as pb;
@@ -133,11 +133,30 @@ impl Channels {
 async fn open(
     db: &Db,
     agent: &str,
+    token_file: Option<&std::path::Path>,
     request: pb::PowerRequest,
     connect_timeout: Duration,
 ) -> anyhow::Result<Result<(String, PowerEvents), String>> {
     let addr = match AgentAddr::of_url(agent, connect_timeout) {
-        Some(a) => a,
+        Some(mut a) => {
+            if let Some(file) = token_file {
+                let text = std::fs::read_to_string(file)
+                    .with_context(|| format!("--token-file {}", file.display()))?;
+                let token = text.lines().next().unwrap_or("").trim();
+                if token.is_empty() {
+                    bail!(
+                        "--token-file {}: the file's first line is empty",
+                        file.display()
+                    );
+                }
+                a.token = Some(token.to_string());
+            }
+            a
+        }
+        None if token_file.is_some() => bail!(
+            "--token-file goes with an agent URL; the registered agent {} uses the token stored with it",
+            gpufleet_kernels::quote(agent)
+        ),
         None => {
             let row = lookup_agent(db, agent)?;
             if row.kind == AgentKind::DialIn {
@@ -208,7 +227,15 @@ pub async fn power(db: &Db, args: PowerArgs, connect_timeout: Duration) -> anyho
         source: args.source.clone().unwrap_or_default(),
         rate_hz: args.rate_hz,
     };
-    let (name, mut stream) = match open(db, &args.agent, request, connect_timeout).await? {
+    let (name, mut stream) = match open(
+        db,
+        &args.agent,
+        args.token_file.as_deref(),
+        request,
+        connect_timeout,
+    )
+    .await?
+    {
         Ok(opened) => opened,
         Err(e) => {
             eprintln!("error: {e}");

@@ -33,4 +33,8 @@ pub struct PowerArgs {
     /// table, csv or json (JSON Lines: one object per sample).
     #[arg(long, value_enum, default_value = "table")]
     pub format: PowerFormat,
+    /// With an agent URL: the agent's token (started with `--token`), from the first line of this
+    /// file, never from the command line. A registered agent's token is the one stored with it.
+    #[arg(long, value_name = "FILE")]
+    pub token_file: Option<std::path::PathBuf>,
 }
