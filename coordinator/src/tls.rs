@@ -158,40 +158,91 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// A TCP listener whose connections are TLS, for `axum::serve`. The handshake happens in
-/// `accept` with a deadline, so a client that never finishes it is dropped.
+/// A TCP listener whose connections are TLS, for `axum::serve`. Connections are accepted by a
+/// task of their own and each handshake runs in its own task with a deadline, so clients that
+/// connect and never send a ClientHello hold nobody else up; at most [`MAX_HANDSHAKES`] are in
+/// flight (a connection beyond them is closed at once).
 pub struct TlsListener {
-    pub tcp: tokio::net::TcpListener,
-    pub acceptor: tokio_rustls::TlsAcceptor,
+    ready: tokio::sync::mpsc::Receiver<(TlsStream, std::net::SocketAddr)>,
+    local: std::net::SocketAddr,
+    accepting: tokio::task::JoinHandle<()>,
 }
+
+type TlsStream = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
 
 /// How long a client has to finish the TLS handshake.
 const HANDSHAKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Handshakes in flight at once.
+pub const MAX_HANDSHAKES: usize = 4096;
+
+impl TlsListener {
+    /// Starts accepting on `tcp` (inside a Tokio runtime).
+    ///
+    /// # Errors
+    /// The listener's address cannot be read.
+    pub fn new(
+        tcp: tokio::net::TcpListener,
+        acceptor: tokio_rustls::TlsAcceptor,
+    ) -> std::io::Result<TlsListener> {
+        let local = tcp.local_addr()?;
+        let (tx, ready) = tokio::sync::mpsc::channel(64);
+        let slots = Arc::new(tokio::sync::Semaphore::new(MAX_HANDSHAKES));
+        let accepting = tokio::spawn(async move {
+            loop {
+                let (stream, addr) = match tcp.accept().await {
+                    Ok(x) => x,
+                    Err(e) => {
+                        tracing::warn!("accept failed: {e}");
+                        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                        continue;
+                    }
+                };
+                let Ok(slot) = slots.clone().try_acquire_owned() else {
+                    tracing::warn!(%addr, "{MAX_HANDSHAKES} TLS handshakes in flight: connection closed");
+                    continue;
+                };
+                let (acceptor, tx) = (acceptor.clone(), tx.clone());
+                tokio::spawn(async move {
+                    let _slot = slot;
+                    match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await {
+                        Ok(Ok(tls)) => {
+                            let _ = tx.send((tls, addr)).await;
+                        }
+                        Ok(Err(e)) => tracing::debug!(%addr, "TLS handshake failed: {e}"),
+                        Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
+                    }
+                });
+            }
+        });
+        Ok(TlsListener {
+            ready,
+            local,
+            accepting,
+        })
+    }
+}
+
+impl Drop for TlsListener {
+    fn drop(&mut self) {
+        self.accepting.abort();
+    }
+}
+
 impl axum::serve::Listener for TlsListener {
-    type Io = tokio_rustls::server::TlsStream<tokio::net::TcpStream>;
+    type Io = TlsStream;
     type Addr = std::net::SocketAddr;
 
     async fn accept(&mut self) -> (Self::Io, Self::Addr) {
-        loop {
-            let (tcp, addr) = match self.tcp.accept().await {
-                Ok(x) => x,
-                Err(e) => {
-                    tracing::warn!("accept failed: {e}");
-                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-                    continue;
-                }
-            };
-            match tokio::time::timeout(HANDSHAKE_TIMEOUT, self.acceptor.accept(tcp)).await {
-                Ok(Ok(tls)) => return (tls, addr),
-                Ok(Err(e)) => tracing::debug!(%addr, "TLS handshake failed: {e}"),
-                Err(_) => tracing::debug!(%addr, "TLS handshake timed out"),
-            }
+        match self.ready.recv().await {
+            Some(conn) => conn,
+            // The accepting task is gone (only when the listener is dropped): nothing more comes.
+            None => std::future::pending().await,
         }
     }
 
     fn local_addr(&self) -> std::io::Result<Self::Addr> {
-        self.tcp.local_addr()
+        Ok(self.local)
     }
 }
 

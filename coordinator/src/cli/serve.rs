@@ -207,10 +207,7 @@ pub async fn serve(
         let stop = stopped(stop_rx.clone());
         match &tls {
             Some(tls) => {
-                let listener = TlsListener {
-                    tcp: listener,
-                    acceptor: tls.acceptor()?,
-                };
+                let listener = TlsListener::new(listener, tls.acceptor()?)?;
                 tokio::spawn(async move {
                     axum::serve(listener, app)
                         .with_graceful_shutdown(stop)
