@@ -118,7 +118,7 @@ pub use self::copy::{CopyReport, TableCopy};
 pub use self::engine::{DbError, Engine, is_postgres_url};
 pub use self::error::StoreError;
 pub use self::fleet::{AttachRefusal, token_hash};
-pub use self::listing::{Cursor, Direction, MAX_PAGE, ResultPage, check_limit};
+pub use self::listing::{Cursor, Direction, MAX_PAGE, ResultFilter, ResultPage, check_limit};
 pub use self::maintenance::{
     BACKUP_STEP_PAGES, BackupSummary, DbStats, ObjectKind, RestoreSummary, ServeLock, TableStats,
 };
@@ -127,7 +127,7 @@ pub use self::open::{BUSY_TIMEOUT, Clock, Store, postgres_url};
 pub use self::results::{SEGMENT_FIELDS, segment_of};
 pub use self::rows::{
     AgentKind, AgentRow, CampaignRow, CampaignState, DeviceRecord, DeviceRow, JobCounts, JobRow,
-    JobState, NewJob, PowerPoint, ResultFilter, ResultRecord, ResultRow,
+    JobState, NewJob, PowerPoint, ResultRecord, ResultRow,
 };
 pub use self::schedules::{OwnedCampaign, ScheduleFiring, ScheduleRow};
 

@@ -566,38 +566,6 @@ pub struct ResultRow {
     pub suite: Option<String>,
 }
 
-/// Which results [`Store::results`](super::open::Store::results) returns; every `Some` must match.
-#[derive(Debug, Clone, Default, PartialEq)]
-pub struct ResultFilter {
-    /// Only the result with this row id.
-    pub id: Option<i64>,
-    /// Only this campaign's results.
-    pub campaign_id: Option<i64>,
-    /// Only this kernel.
-    pub kernel: Option<String>,
-    /// Only results of campaigns running this suite.
-    pub suite: Option<String>,
-    /// Only this agent's results (by name; removed agents included).
-    pub agent: Option<String>,
-    /// Only this status.
-    pub status: Option<String>,
-    /// Only this spec key (one series, with `agent` and `device_id`).
-    pub spec_key: Option<String>,
-    /// Only this device id (the agent's, e.g. `opencl:0.0`).
-    pub device_id: Option<String>,
-    /// Only results stored at or after this time (unix seconds).
-    pub since: Option<f64>,
-    /// Among the results matching the other fields, keep only the newest per (agent, device,
-    /// spec key).
-    pub latest_per_device_and_key: bool,
-    /// Fill [`ResultRecord::times`] and [`ResultRecord::power`].
-    pub with_samples: bool,
-    /// Leave the bulky fields empty: `validation`, `config`, `fingerprint` and `energy` JSON
-    /// null, `stderr_tail` empty. For views of many results that show none of them (a
-    /// comparison reads 2,700 rows at a million results, and these were most of its bytes).
-    pub summary_only: bool,
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
