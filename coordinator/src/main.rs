@@ -37,9 +37,6 @@ fn main() {
     }
 }
 
-/// The packaged coordinator's state directory (its unit's `StateDirectory=`).
-const PACKAGED_STATE_DIR: &str = "/var/lib/gpufleet-coordinator";
-
 /// The database a command uses: `--db` (or `GPUFLEET_DB`); else `./gpufleet.db` where it exists,
 /// or for the demo; else, on the packaged coordinator's host, its database; else
 /// `./gpufleet.db`. The second member says the packaged one was chosen by default.
@@ -48,7 +45,7 @@ fn database_path(cli: &Cli) -> (std::path::PathBuf, bool) {
     if let Some(p) = &cli.db {
         return (p.clone(), false);
     }
-    let packaged = std::path::Path::new(PACKAGED_STATE_DIR);
+    let packaged = std::path::Path::new(cli::PACKAGED_STATE_DIR);
     if matches!(cli.command, Command::Demo(_)) || local.exists() || !packaged.is_dir() {
         return (local, false);
     }

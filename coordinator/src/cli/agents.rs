@@ -206,7 +206,7 @@ fn serve_pin() -> Option<String> {
         .or_else(|| {
             var("GPUFLEET_TLS_SELF_SIGNED").map(|d| std::path::Path::new(&d).join("server.crt"))
         })
-        .unwrap_or_else(|| "/var/lib/gpufleet-coordinator/tls/server.crt".into());
+        .unwrap_or_else(|| std::path::Path::new(super::PACKAGED_STATE_DIR).join("tls/server.crt"));
     crate::tls::pin_of_cert_file(&cert).ok()
 }
 

@@ -25,6 +25,10 @@ pub mod run;
 pub mod schedule;
 pub mod serve;
 
+/// The packaged coordinator's state directory (its unit's `StateDirectory=`): its database, and
+/// its self-signed TLS in `tls/`.
+pub const PACKAGED_STATE_DIR: &str = "/var/lib/gpufleet-coordinator";
+
 pub use self::args::{
     AgentsCommand, Cli, Command, CompareArgs, DbCommand, DemoArgs, FailOn, Output, RegressionsArgs,
     ResultScope, ResultsArgs, RunArgs, RunOverrides, ScheduleAddArgs, ScheduleCommand, ServeArgs,
