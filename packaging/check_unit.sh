@@ -3,7 +3,7 @@
 # gpufleet-agent, packaging/gpufleet-coordinator.service for gpufleet. `systemd-analyze verify`
 # must pass on it without a warning about the unit (with ExecStart pointed at the binary given,
 # since the package's /usr/bin path is not installed here), ExecStart must be the packaged binary
-# as the package runs it, and no token may travel on its command line or in its Environment= lines.
+# as the package runs it, a stop is bounded (TimeoutStopSec), and no token may travel on its command line or in its Environment= lines.
 # Usage: packaging/check_unit.sh PATH/TO/gpufleet-agent|PATH/TO/gpufleet
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -20,6 +20,9 @@ if grep -Eiq '^ExecStart=.*(--token|--read-token|--admin-token|_TOKEN=)' "$unit"
 fi
 grep -qx "ExecStart=$exec_start" "$unit" ||
     { echo "FAIL: $unit: ExecStart is not '$exec_start'" >&2; exit 1; }
+# A stop must be bounded: systemd's default (90 s) would hold a restart that long.
+grep -Eqx 'TimeoutStopSec=[0-9]+' "$unit" ||
+    { echo "FAIL: $unit sets no TimeoutStopSec" >&2; exit 1; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 sed "s|^ExecStart=/usr/bin/$(basename "$bin")|ExecStart=$bin|" "$unit" >"$work/$name.service"

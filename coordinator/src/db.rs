@@ -1,7 +1,7 @@
 //! The store behind an async-friendly handle: one connection, one writer,
 //! every call on the blocking pool so the runtime never waits on SQLite.
 
-use crate::store::{Store, StoreError};
+use crate::store::{Store, StoreError, StoreHealth};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -9,18 +9,31 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone)]
 pub struct Db {
     inner: Arc<Mutex<Store>>,
+    /// The store's reachability, read without waiting for the store.
+    health: Arc<StoreHealth>,
 }
 
 impl Db {
+    fn new(store: Store) -> Db {
+        Db {
+            health: store.health(),
+            inner: Arc::new(Mutex::new(store)),
+        }
+    }
+
+    /// Whether the database can be reached now, read without waiting for the store (whose calls
+    /// wait out an outage of a PostgreSQL server).
+    pub fn health(&self) -> &StoreHealth {
+        &self.health
+    }
+
     /// Opens (or creates) the database `db` names: an SQLite path or a `postgres://` URL.
     ///
     /// # Errors
     /// As [`Store::open_any`]: not an SQLite file, newer schema, I/O, a PostgreSQL server that
     /// refuses.
     pub fn open(db: &Path) -> Result<Db, StoreError> {
-        Ok(Db {
-            inner: Arc::new(Mutex::new(Store::open_any(db)?)),
-        })
+        Ok(Db::new(Store::open_any(db)?))
     }
 
     /// A private in-memory database (commands that need no file, such as `describe URL`).
@@ -28,9 +41,7 @@ impl Db {
     /// # Errors
     /// As [`Store::open_in_memory`].
     pub fn in_memory() -> Result<Db, StoreError> {
-        Ok(Db {
-            inner: Arc::new(Mutex::new(Store::open_in_memory()?)),
-        })
+        Ok(Db::new(Store::open_in_memory()?))
     }
 
     /// Opens an existing database for reading only ([`Store::open_any_read_only`]).
@@ -38,9 +49,7 @@ impl Db {
     /// # Errors
     /// As [`Store::open_any_read_only`]: no file, not a gpufleet database, unreadable.
     pub fn open_read_only(db: &Path) -> Result<Db, StoreError> {
-        Ok(Db {
-            inner: Arc::new(Mutex::new(Store::open_any_read_only(db)?)),
-        })
+        Ok(Db::new(Store::open_any_read_only(db)?))
     }
 
     /// Runs `f` with the store on the blocking pool.
@@ -58,6 +67,29 @@ impl Db {
         .await
         .expect("store task panicked")
     }
+
+    /// Runs `f` with the store until it does not fail for a lost database connection, while
+    /// `wanted()` holds: for what must not be dropped when PostgreSQL stays away longer than a
+    /// store call waits for it (a finished run's result). Tries again every
+    /// [`STORE_AGAIN`](Self::STORE_AGAIN); any other outcome is returned.
+    pub async fn call_until_reached<R: Send + 'static>(
+        &self,
+        f: impl Fn(&mut Store) -> Result<R, StoreError> + Clone + Send + 'static,
+        wanted: impl Fn() -> bool,
+    ) -> Result<R, StoreError> {
+        loop {
+            match self.call(f.clone()).await {
+                Err(e) if e.is_connection_lost() && wanted() => {
+                    tracing::warn!("{e}; trying again in {} s", Self::STORE_AGAIN.as_secs());
+                    tokio::time::sleep(Self::STORE_AGAIN).await;
+                }
+                done => return done,
+            }
+        }
+    }
+
+    /// How often [`Db::call_until_reached`] tries again.
+    pub const STORE_AGAIN: std::time::Duration = std::time::Duration::from_secs(5);
 
     /// Runs `f` on the calling thread (for synchronous CLI commands).
     pub fn with<R>(&self, f: impl FnOnce(&mut Store) -> R) -> R {

@@ -7,6 +7,8 @@
 //! engines' migrations make the same schema.
 
 mod common;
+#[path = "postgres/outage.rs"]
+mod outage;
 #[path = "postgres/schema.rs"]
 mod schema;
 
@@ -15,7 +17,9 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::Duration;
 
-use common::{BIN, Proc, Quiet, Serve, dial_url, enrol, gpufleet, ok_stdout, wait_for};
+use common::{
+    BIN, FLEET_SERVE, Proc, Quiet, Serve, dial_url, enrol, gpufleet, ok_stdout, wait_for,
+};
 use gpufleet_coordinator::db::Db;
 use gpufleet_coordinator::schedule::{Daemon, DaemonConfig};
 use std::sync::Arc;
@@ -365,14 +369,7 @@ fn two_serves_on_one_database_lose_nothing_when_one_is_killed() {
     let dir = tempfile::tempdir().unwrap();
     let names = ["p1", "p2", "p3", "p4"];
     let tokens: Vec<String> = names.iter().map(|n| enrol(db, n)).collect();
-    let args = [
-        "--fleet-listen",
-        "127.0.0.1:0",
-        "--tick-s",
-        "0.5",
-        "--grace-s",
-        "60",
-    ];
+    let args = FLEET_SERVE;
     let mut serves = [Serve::with_args(db, &args), Serve::with_args(db, &args)];
     let mut agents = Vec::new();
     for (i, (name, token)) in names.iter().zip(&tokens).enumerate() {

@@ -9,7 +9,7 @@ use super::plan::PlannedJob;
 use super::progress::Reporter;
 use super::request::RetryPolicy;
 use crate::db::Db;
-use crate::fleet::attachment::{held_elsewhere, holder};
+use crate::fleet::attachment::{ATTACHED_FRESH_S, held_elsewhere, holder, named_elsewhere};
 use crate::fleet::link::direct_links;
 use crate::link::{AgentLink, Connect};
 use crate::store::{AgentKind, AgentRow, CampaignState, JobRow, JobState, Store, StoreError};
@@ -90,14 +90,29 @@ enum Role {
 }
 
 impl Role {
-    /// Whether this process may claim `agent`'s jobs now.
-    fn may_claim(self, agent: &AgentRow, me: &str, now: f64) -> bool {
+    /// Whether this process may claim `agent`'s jobs now. `settling`: the database came back
+    /// from an outage less than [`ATTACHED_FRESH_S`] ago, so a `last_seen` nobody could write
+    /// meanwhile does not make an agent that another live serve holds look detached.
+    fn may_claim(self, agent: &AgentRow, me: &str, now: f64, settling: bool) -> bool {
         match (agent.kind, self) {
             (AgentKind::Direct, role) => role == Role::Owner,
-            (AgentKind::DialIn, Role::Owner) => !held_elsewhere(agent, me, now),
-            (AgentKind::DialIn, Role::Assistant) => holder(agent, now) == Some(me),
+            (AgentKind::DialIn, Role::Owner) => {
+                let elsewhere = held_elsewhere(agent, me, now);
+                !(elsewhere || (settling && named_elsewhere(agent, me)))
+            }
+            (AgentKind::DialIn, Role::Assistant) => {
+                holder(agent, now) == Some(me)
+                    || (settling && agent.attached_to.as_deref() == Some(me))
+            }
         }
     }
+}
+
+/// Whether the store came back from an outage less than [`ATTACHED_FRESH_S`] ago.
+fn settling(s: &Store, now: f64) -> bool {
+    s.health()
+        .last_outage()
+        .is_some_and(|(_, ended)| now < ended + ATTACHED_FRESH_S)
 }
 
 /// One device's jobs in a campaign: (agent row id, device row id). One task claims them in turn.
@@ -239,6 +254,7 @@ fn survey(
         s.expire_leases(campaign_id, &dead)?;
     }
     let agents: BTreeMap<i64, AgentRow> = s.agents()?.into_iter().map(|a| (a.id, a)).collect();
+    let settling = settling(s, now);
     let devices = Arc::new(stored_devices(s)?);
     let mut queues = BTreeMap::new();
     let mut open = 0;
@@ -283,7 +299,7 @@ fn survey(
             continue;
         }
         if let Some(agent) = agents.get(&row.agent_id)
-            && role.may_claim(agent, me, now)
+            && role.may_claim(agent, me, now, settling)
         {
             queues
                 .entry((row.agent_id, row.device_row_id))
@@ -349,7 +365,8 @@ impl Worker {
                         // The agent may have moved to another serve since the survey.
                         let now = crate::time::now();
                         let agent = s.agents()?.into_iter().find(|a| a.id == agent_id);
-                        if !agent.is_some_and(|a| role.may_claim(&a, &me, now)) {
+                        let settling = settling(s, now);
+                        if !agent.is_some_and(|a| role.may_claim(&a, &me, now, settling)) {
                             return Ok(None);
                         }
                         let lease = LEASE.as_secs_f64();

@@ -260,15 +260,21 @@ pub(super) async fn run_job(
         job.origin(campaign_id),
     );
     let failed = failure == Some(JobFailure::AgentUnreachable);
+    let record = std::sync::Arc::new(record);
+    // Kept until the store takes it, however long PostgreSQL is away (the job's lease is renewed
+    // meanwhile: this process still has its result).
     let stored = db
-        .call(move |s| -> Result<(), StoreError> {
-            // Not new: the agent delivered this attempt's result through another serve, or the
-            // job was requeued meanwhile; the job's state is theirs.
-            if s.insert_result(&record)? && failed {
-                s.set_job_state(job_id, JobState::Failed, Some(&record.message))?;
-            }
-            Ok(())
-        })
+        .call_until_reached(
+            move |s| -> Result<(), StoreError> {
+                // Not new: the agent delivered this attempt's result through another serve, or
+                // the job was requeued meanwhile; the job's state is theirs.
+                if s.insert_result(&record)? && failed {
+                    s.set_job_state(job_id, JobState::Failed, Some(&record.message))?;
+                }
+                Ok(())
+            },
+            || true,
+        )
         .await;
     if let Err(e) = stored {
         reporter.note(&format!("storing result {} failed: {e}", job.run_id));

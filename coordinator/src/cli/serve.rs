@@ -136,6 +136,10 @@ pub async fn serve(
     if !(args.grace_s.is_finite() && args.grace_s >= 0.0) {
         bail!("--grace-s must be a non-negative number of seconds");
     }
+    if !(args.stop_timeout_s.is_finite() && args.stop_timeout_s > 0.0) {
+        bail!("--stop-timeout-s must be a positive number of seconds");
+    }
+    let stop_timeout = Duration::from_secs_f64(args.stop_timeout_s);
     let tls_wanted = args.tls_cert.is_some() || args.tls_self_signed.is_some();
     check_exposure(&args, tls_wanted)?;
     let tls = load_tls(&args)?;
@@ -221,15 +225,25 @@ pub async fn serve(
             }),
         }
     };
-    let signals = tokio::spawn(async move {
-        let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            .expect("installing the SIGTERM handler");
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => eprintln!("SIGINT: stopping"),
-            _ = term.recv() => eprintln!("SIGTERM: stopping"),
-        }
-        let _ = stop_tx.send(true);
-    });
+    let signals = {
+        let hub = hub.clone();
+        tokio::spawn(async move {
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+                    .expect("installing the SIGTERM handler");
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => eprintln!("SIGINT: stopping"),
+                _ = term.recv() => eprintln!("SIGTERM: stopping"),
+            }
+            stop_within(stop_timeout);
+            let _ = stop_tx.send(true);
+            let sent = hub
+                .send_all_away("this coordinator is stopping: attach to the next one of your list");
+            if sent > 0 {
+                eprintln!("sent {sent} dial-in agent(s) to their next coordinator");
+            }
+        })
+    };
     let direct = tokio::spawn(follow_direct_agents(live, db.clone(), connect_timeout));
     let retention = (args.retain_samples.is_some() || args.retain_power.is_some()).then(|| {
         let (samples, power, keep_last) = (args.retain_samples, args.retain_power, args.baseline);
@@ -245,6 +259,7 @@ pub async fn serve(
         eprintln!("campaigns {released:?} interrupted; the next `gpufleet serve` resumes them");
     }
     signals.abort();
+    // The listeners finish what they have in hand; `stop_within` bounds the wait.
     let _ = http.await;
     if let Some(fleet) = fleet
         && let Ok(Err(e)) = fleet.await
@@ -252,6 +267,20 @@ pub async fn serve(
         eprintln!("fleet listener: {e}");
     }
     Ok(0)
+}
+
+/// Bounds a stop: after `limit`, the process exits (status 1) whatever it still waits for — a
+/// half-sent request, a stream, a database that does not answer. A thread of its own, so a busy
+/// runtime cannot hold it up.
+fn stop_within(limit: Duration) {
+    std::thread::spawn(move || {
+        std::thread::sleep(limit);
+        eprintln!(
+            "the stop took longer than {:.0} s (--stop-timeout-s): exiting with what was left",
+            limit.as_secs_f64()
+        );
+        std::process::exit(1);
+    });
 }
 
 /// `serve --retain-samples/--retain-power`: compacts a minute after the start, then every 24 h, on
@@ -346,7 +375,9 @@ pub async fn healthz(addr: SocketAddr, tls_dir: Option<&std::path::Path>) -> any
         if status.is_empty() {
             eprintln!("{addr}: no HTTP answer (a TLS serve needs --tls-dir)");
         } else {
+            // A 503 says what is wrong in its body (`problems`).
             eprintln!("{addr}: {status}");
+            eprintln!("{}", answer.rsplit("\r\n\r\n").next().unwrap_or("").trim());
         }
         Ok(1)
     }

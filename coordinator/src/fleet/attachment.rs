@@ -34,3 +34,13 @@ pub fn holder(a: &AgentRow, now: f64) -> Option<&str> {
 pub fn held_elsewhere(a: &AgentRow, me: &str, now: f64) -> bool {
     holder(a, now).is_some_and(|h| h != me && !owner_is_dead(h))
 }
+
+/// Whether `a`'s row says another serve than `me`, alive as far as this host can tell, holds its
+/// stream, however old its `last_seen` (after an outage of the database nobody could refresh it).
+pub fn named_elsewhere(a: &AgentRow, me: &str) -> bool {
+    a.kind == AgentKind::DialIn
+        && a.connected_since.is_some()
+        && a.attached_to
+            .as_deref()
+            .is_some_and(|h| h != me && !owner_is_dead(h))
+}

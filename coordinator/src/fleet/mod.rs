@@ -367,6 +367,23 @@ impl Hub {
         }
     }
 
+    /// On a stop of the serve: ends every attached agent's stream with `UNAVAILABLE` saying
+    /// `why`, so each redials the next coordinator of its list (its outbox goes there), and
+    /// forgets them. Returns how many there were.
+    pub fn send_all_away(self: &Arc<Self>, why: &str) -> usize {
+        let sessions: Vec<(String, u64, ToAgent)> = self
+            .state()
+            .sessions
+            .iter()
+            .map(|(name, s)| (name.clone(), s.id, s.tx.clone()))
+            .collect();
+        for (name, id, tx) in &sessions {
+            let _ = tx.try_send(Err(tonic::Status::unavailable(why.to_string())));
+            self.detach(name, *id, why);
+        }
+        sessions.len()
+    }
+
     fn revoke(self: &Arc<Self>, agent: &str, session: u64) {
         let tx = self
             .state()

@@ -151,7 +151,7 @@ async fn read_agent(
         match msg.message {
             Some(FromAgent::Update(u)) => hub.progress(&row.name, u),
             Some(FromAgent::Done(done)) => {
-                if let Some(run_id) = store_done(&hub, &row, &done).await {
+                if let Some(run_id) = store_done(&hub, &row, &done, &tx).await {
                     let ack = pb::CoordinatorMessage {
                         message: Some(ToAgentMsg::Ack(pb::Ack { run_id })),
                     };
@@ -182,9 +182,10 @@ async fn read_agent(
 
 /// Stores a finished run against its job. Returns the run id to acknowledge: the result is
 /// stored now or was already, or it can never be stored (no such job, another agent's job, a
-/// malformed result) and keeping it in the agent's outbox would only resend it forever. `None`
-/// when the store failed: the agent resends it after its next attach.
-async fn store_done(hub: &Hub, row: &AgentRow, done: &pb::RunDone) -> Option<String> {
+/// malformed result) and keeping it in the agent's outbox would only resend it forever. A store
+/// that lost its database is tried again while the link (`tx`) is open. `None` when the store
+/// failed: the agent resends it after its next attach.
+async fn store_done(hub: &Hub, row: &AgentRow, done: &pb::RunDone, tx: &ToAgent) -> Option<String> {
     let run_id = done.run_id.clone();
     let Some(result) = done.result.clone() else {
         tracing::warn!(agent = %row.name, run_id = %quote(&run_id), "RunDone without a result dropped");
@@ -195,18 +196,24 @@ async fn store_done(hub: &Hub, row: &AgentRow, done: &pb::RunDone) -> Option<Str
         return Some(run_id);
     }
     let (agent_id, power, id) = (row.id, done.power.clone(), run_id.clone());
+    let (result, power) = (Arc::new(result), Arc::new(power));
+    // While the link is open the result is kept here until the store takes it, so the agent's
+    // outbox drains without the link dropping; when the link ends, the agent resends it.
     let stored = hub
         .db
-        .call(move |s| -> Result<Option<bool>, StoreError> {
-            let Some(job) = s.job_by_run_id(&id)? else {
-                return Ok(None);
-            };
-            if job.agent_id != agent_id {
-                return Ok(None);
-            }
-            let record = to_record(&result, &power, &job.spec_key, Origin::of_job(&job));
-            s.insert_result(&record).map(Some)
-        })
+        .call_until_reached(
+            move |s| -> Result<Option<bool>, StoreError> {
+                let Some(job) = s.job_by_run_id(&id)? else {
+                    return Ok(None);
+                };
+                if job.agent_id != agent_id {
+                    return Ok(None);
+                }
+                let record = to_record(&result, &power, &job.spec_key, Origin::of_job(&job));
+                s.insert_result(&record).map(Some)
+            },
+            || !tx.is_closed(),
+        )
         .await;
     match stored {
         Ok(Some(new)) => {

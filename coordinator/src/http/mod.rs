@@ -9,7 +9,7 @@
 //! | path | answer |
 //! | --- | --- |
 //! | `GET /metrics` | Prometheus text: agents, campaigns, results, open alerts, request latencies |
-//! | `GET /healthz` | `{"status":"ok","version","schema_version","owner"/"replica","database":{"engine","name"},"schedules":[{"name","last_slot","fired_by","fired_here"}],"busy"}` |
+//! | `GET /healthz` | 200 `{"status":"ok","version","schema_version","owner"/"replica","database":{"engine","name"},"schedules":[{"name","last_slot","fired_by","fired_here"}],"busy","problems":[]}`; 503 `"status":"unhealthy"` with `problems` `[{"what","since","message"}]` (store unreachable, a stalled campaign, schedules that cannot fire; see `health.rs`) |
 //! | `GET /api/agents` | agents with their devices |
 //! | `GET /api/agents/{name}/power?device=&source=&rate_hz=` | the agent's live power samples, as server-sent events ([`power`]) |
 //! | `GET /api/agents/{name}/power/latest` | `{"agent","connected","samples"}`: the latest sample of each channel |
@@ -27,6 +27,7 @@
 //! refused (`Sec-Fetch-Site`/`Origin`). A bad query string is a JSON
 //! error like any other.
 
+mod health;
 mod metrics;
 mod power;
 
@@ -202,7 +203,7 @@ pub fn router(daemon: Daemon) -> Router {
 pub fn router_with_auth(daemon: Daemon, auth: ApiAuth) -> Router {
     Router::new()
         .merge(crate::web::pages_router())
-        .route("/healthz", get(healthz))
+        .route("/healthz", get(health::healthz))
         .route("/metrics", get(metrics::metrics))
         .route("/api/agents", get(agents))
         .route("/api/agents/{name}/power", get(power::stream))
@@ -229,49 +230,6 @@ pub fn router_with_auth(daemon: Daemon, auth: ApiAuth) -> Router {
 
 fn db(s: &Daemon) -> Db {
     s.db().clone()
-}
-
-async fn healthz(State(s): State<Daemon>) -> ApiResult {
-    let (version, engine, database, firings) = db(&s)
-        .call(|st| -> Result<_, StoreError> {
-            Ok((
-                st.schema_version()?,
-                st.engine(),
-                st.path().display().to_string(),
-                st.schedule_firings()?,
-            ))
-        })
-        .await?;
-    let owner = s.owner();
-    // Several serves may share one PostgreSQL: `owner` names this one (its replica id), and each
-    // schedule says which serve fired its latest slot.
-    let schedules: Vec<_> = firings
-        .iter()
-        .map(|f| {
-            json!({
-                "name": f.name,
-                "last_slot": f.last_slot,
-                "fired_by": f.fired_by,
-                "fired_here": f.fired_by.as_deref() == Some(owner),
-            })
-        })
-        .collect();
-    Ok(Json(json!({
-        "status": "ok",
-        "version": env!("CARGO_PKG_VERSION"),
-        "schema_version": version,
-        "owner": owner,
-        "replica": owner,
-        "database": {
-            "engine": match engine {
-                crate::store::Engine::Sqlite => "sqlite",
-                crate::store::Engine::Postgres => "postgres",
-            },
-            "name": database,
-        },
-        "schedules": schedules,
-        "busy": s.busy(),
-    })))
 }
 
 async fn agents(State(s): State<Daemon>) -> ApiResult {
@@ -513,6 +471,69 @@ mod tests {
         assert_eq!(status, 400);
         let v: Value = serde_json::from_str(&body).unwrap();
         assert!(v["error"].as_str().unwrap().contains("limit"), "{body}");
+    }
+
+    /// `/healthz` answers 503 naming the problem while a campaign has a running job whose lease
+    /// ran out (nobody renews or takes it back) and while the daemon's ticks fail, 200 after.
+    #[tokio::test]
+    async fn healthz_is_503_with_the_problem_while_a_campaign_stalls_or_ticks_fail() {
+        use crate::store::NewJob;
+        let d = daemon();
+        let app = router_with_auth(d.clone(), ApiAuth::default());
+        let ok: Value = serde_json::from_str(&call(&app, "GET", "/healthz", None).await.1).unwrap();
+        assert_eq!(
+            (
+                ok["status"].as_str(),
+                ok["problems"].as_array().map(Vec::len)
+            ),
+            (Some("ok"), Some(0))
+        );
+        let job = d
+            .db()
+            .call(|s| {
+                let agent = s.add_agent("rig", "http://127.0.0.1:9", None).unwrap();
+                let c = s.create_campaign("smoke", "", "{}").unwrap();
+                s.add_jobs(&[NewJob {
+                    campaign_id: c,
+                    agent_id: agent.id,
+                    device_row_id: None,
+                    spec_key: "k".into(),
+                    spec_json: "{}".into(),
+                    run_id: "run-1".into(),
+                }])
+                .unwrap();
+                // Claimed with a lease that ran out a minute ago, by a serve that is gone.
+                s.claim_job(c, agent.id, None, "1@elsewhere", -60.0)
+                    .unwrap()
+                    .unwrap()
+            })
+            .await;
+        let (status, body) = call(&app, "GET", "/healthz", None).await;
+        assert_eq!(status, 503, "{body}");
+        let v: Value = serde_json::from_str(&body).unwrap();
+        assert_eq!(v["status"], "unhealthy");
+        assert_eq!(v["problems"][0]["what"], "campaign", "{body}");
+        let message = v["problems"][0]["message"].as_str().unwrap();
+        assert!(
+            message.contains("campaign 1 has stalled: 1 running job"),
+            "{message}"
+        );
+        d.db()
+            .call(move |s| s.set_job_state(job.id, crate::store::JobState::Done, None))
+            .await
+            .unwrap();
+        assert_eq!(call(&app, "GET", "/healthz", None).await.0, 200);
+
+        let failure = StoreError::InvalidInput {
+            field: "schedule",
+            message: "unreadable".into(),
+        };
+        d.note_tick(Some(&failure));
+        let (status, body) = call(&app, "GET", "/healthz", None).await;
+        assert_eq!(status, 503, "{body}");
+        assert!(body.contains("schedules cannot fire"), "{body}");
+        d.note_tick(None);
+        assert_eq!(call(&app, "GET", "/healthz", None).await.0, 200);
     }
 
     #[tokio::test]

@@ -75,8 +75,13 @@ pub struct Daemon {
     ex: Executor,
     cfg: DaemonConfig,
     running: Arc<Mutex<tokio::task::JoinSet<CampaignReport>>>,
+    /// The campaigns `running` executes: one of this process's campaigns that is `running` in
+    /// the store but not here (its execution ended on an error) is resumed.
+    executing: Arc<Mutex<BTreeSet<i64>>>,
     /// Other serves' campaigns this one runs jobs of (for the dial-in agents it holds).
     assisting: Arc<Mutex<Assisting>>,
+    /// The last tick's failure (when, why) while ticks fail: schedules cannot fire.
+    tick_failure: Arc<Mutex<Option<(f64, String)>>>,
     /// The connected agents' live power (empty unless the serve follows agents).
     live: Arc<crate::live::LivePower>,
 }
@@ -92,6 +97,8 @@ impl Daemon {
             ex,
             cfg,
             running: Arc::new(Mutex::new(tokio::task::JoinSet::new())),
+            executing: Arc::default(),
+            tick_failure: Arc::default(),
             assisting: Arc::default(),
             live: crate::live::LivePower::new(0.0),
         }
@@ -190,10 +197,47 @@ impl Daemon {
         check: bool,
     ) {
         let this = self.clone();
-        self.running
+        let mut running = self.running.lock().unwrap_or_else(|p| p.into_inner());
+        self.executing
             .lock()
             .unwrap_or_else(|p| p.into_inner())
-            .spawn(async move { this.execute(id, schedule, req, check).await });
+            .insert(id);
+        running.spawn(async move {
+            let report = this.execute(id, schedule, req, check).await;
+            this.executing
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .remove(&id);
+            report
+        });
+    }
+
+    /// Records how a tick went: a failure (`Some`) until a tick succeeds again.
+    pub fn note_tick(&self, failure: Option<&StoreError>) {
+        let mut last = self.tick_failure.lock().unwrap_or_else(|p| p.into_inner());
+        match failure {
+            Some(e) => {
+                let since = last.as_ref().map_or_else(crate::time::now, |f| f.0);
+                *last = Some((since, e.to_string()));
+            }
+            None => *last = None,
+        }
+    }
+
+    /// Since when ticks fail and why (schedules cannot fire), while they do.
+    pub fn tick_failure(&self) -> Option<(f64, String)> {
+        self.tick_failure
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Whether this process executes campaign `id` now.
+    fn executing(&self, id: i64) -> bool {
+        self.executing
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .contains(&id)
     }
 
     /// Runs `row` now in this task and waits for it (the `schedule run-now` command).
@@ -395,7 +439,7 @@ impl Daemon {
     }
 
     /// Claims and resumes (in the background) every orphaned or interrupted campaign younger
-    /// than `resume_max_age_s`, and runs the jobs of other serves' running campaigns that are for
+    /// than `resume_max_age_s` (and this process's own `running` campaigns it no longer executes), and runs the jobs of other serves' running campaigns that are for
     /// dial-in agents this serve holds ([`assist_campaign`]). Returns the campaigns resumed.
     ///
     /// # Errors
@@ -403,6 +447,15 @@ impl Daemon {
     pub async fn resume_orphans(&self, now: f64) -> Result<Vec<i64>, StoreError> {
         let unfinished = self.db.call(|s| s.unfinished_campaigns()).await?;
         let mut resumed = Vec::new();
+        // Heartbeats could not be written while the database was away: for a while after it
+        // came back, an old one is not taken for a dead owner.
+        let settling = self
+            .db
+            .health()
+            .last_outage()
+            .is_some_and(|(_, ended)| now < ended + self.cfg.stale_after_s);
+        let fresh =
+            |h: Option<f64>| settling || h.is_some_and(|h| now - h <= self.cfg.stale_after_s);
         for c in unfinished {
             if now - c.created_at > self.cfg.resume_max_age_s {
                 continue;
@@ -411,21 +464,20 @@ impl Daemon {
                 && let Some(o) = &c.owner
                 && o != &self.ex.owner
                 && !owner_is_dead(o)
-                && c.heartbeat_at
-                    .is_some_and(|h| now - h <= self.cfg.stale_after_s)
+                && fresh(c.heartbeat_at)
             {
                 self.assist(c.id);
                 continue;
             }
             let orphan = match (&c.owner, c.state.as_str()) {
-                (Some(o), _) if o == &self.ex.owner => false,
+                // Ours, and running in the store, but no longer here: its execution ended on an
+                // error (a store that stayed away too long) and left its jobs to expire.
+                (Some(o), state) if o == &self.ex.owner => {
+                    state == "running" && !self.executing(c.id)
+                }
                 (None, _) => true,
                 (_, "interrupted") => true,
-                (Some(o), _) => {
-                    owner_is_dead(o)
-                        || c.heartbeat_at
-                            .is_none_or(|h| now - h > self.cfg.stale_after_s)
-                }
+                (Some(o), _) => owner_is_dead(o) || !fresh(c.heartbeat_at),
             };
             if !orphan {
                 continue;

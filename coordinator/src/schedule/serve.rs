@@ -25,7 +25,9 @@ pub async fn run_until_stopped(
     loop {
         let result = if tokio::time::Instant::now() >= next_tick {
             next_tick += tick;
-            daemon.tick(now()).await
+            let result = daemon.tick(now()).await;
+            daemon.note_tick(result.as_ref().err());
+            result
         } else {
             // Between ticks: campaigns handed over by `gpufleet run` (ownerless) start promptly.
             daemon.resume_orphans(now()).await

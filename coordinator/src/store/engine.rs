@@ -16,12 +16,15 @@
 //!
 //! `conn` is the connection, its statements and transactions; `parameters` how each engine takes
 //! a statement's parameters; `row` a row read from either; `value` the storage classes both
-//! hold; `db_error` why a statement failed; `pg` and `pg_tls` PostgreSQL's client thread and TLS.
+//! hold; `db_error` why a statement failed; `pg` and `pg_tls` PostgreSQL's client thread and TLS; `pg_session`
+//! how that thread rides through a lost server, `health` whether it is reachable now.
 
 mod conn;
 mod db_error;
+mod health;
 mod parameters;
 mod pg;
+mod pg_session;
 mod pg_tls;
 mod row;
 mod value;
@@ -30,8 +33,10 @@ pub use self::conn::Engine;
 pub(super) use self::conn::{Conn, Tx};
 pub use self::db_error::DbError;
 pub(super) use self::db_error::{DbResult, OptionalExtension};
+pub use self::health::{DEFAULT_RETRY_S, Outage, StoreHealth};
 pub(super) use self::parameters::{named_params, params};
 pub use self::pg::is_postgres_url;
 pub(super) use self::pg::{PgConn, PgTarget, explain_connect_error};
+pub(in crate::store) use self::pg_session::is_connection_lost;
 pub(super) use self::row::Row;
 pub(super) use self::value::{FromValue, ToParam, Value, ValueRef};

@@ -236,6 +236,18 @@ pub enum StoreError {
 }
 
 impl StoreError {
+    /// Whether the statement failed because the database's connection was lost (past the retry
+    /// window of `engine::pg_session`, or in a transaction that could not be restored): the same
+    /// call may succeed later, unlike a refused or wrong one.
+    pub fn is_connection_lost(&self) -> bool {
+        match self {
+            StoreError::Db { source, .. } => {
+                matches!(source, DbError::Lost(_)) || super::engine::is_connection_lost(source)
+            }
+            _ => false,
+        }
+    }
+
     /// Builds an [`StoreError::InvalidInput`].
     pub(super) fn invalid(field: &'static str, message: impl Into<String>) -> StoreError {
         StoreError::InvalidInput {

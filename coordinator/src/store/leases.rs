@@ -21,7 +21,35 @@ use super::error::{StoreError, sql};
 use super::open::Store;
 use super::rows::JobRow;
 
+/// How long after an outage of the database leases that ran out during it are not taken for
+/// silence: their claimers renew them within a heartbeat (5 s) of the database's return; this is
+/// a whole lease (30 s, `campaign::owner::LEASE`).
+pub const LEASE_AFTER_OUTAGE_S: f64 = 30.0;
+
 impl Store {
+    /// Running campaigns with a `running` job whose lease ran out before `before` (nobody
+    /// renews it, and nobody has taken it back): each campaign's id and how many such jobs it has.
+    /// `/healthz` reports them as stalled.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`].
+    pub fn stalled_campaigns(&self, before: f64) -> Result<Vec<(i64, i64)>, StoreError> {
+        let context = "listing stalled campaigns";
+        let mut stmt = self
+            .conn
+            .prepare_cached(
+                "SELECT j.campaign_id, COUNT(*) FROM jobs j
+                   JOIN campaigns c ON c.id = j.campaign_id
+                  WHERE c.state = 'running' AND j.state = 'running' AND j.lease_until < ?1
+                  GROUP BY j.campaign_id ORDER BY j.campaign_id",
+            )
+            .map_err(sql(context))?;
+        stmt.query_map([before], |r| Ok((r.get(0)?, r.get(1)?)))
+            .map_err(sql(context))?
+            .collect::<Result<_, _>>()
+            .map_err(sql(context))
+    }
+
     /// Claims for `claimer` the oldest `queued` job of campaign `campaign_id` on agent `agent_id`'s
     /// device `device_row_id`, leased for `lease_s` seconds: it becomes `running` (one attempt
     /// more). `None` when the campaign is not `running`, no such job is queued, or the device
@@ -186,15 +214,21 @@ impl Store {
         campaign_id: i64,
         dead: &[String],
     ) -> Result<usize, StoreError> {
+        // A lease that ran out while the database could not be reached was not renewable: only
+        // those that ran out before the outage count until a lease's time has passed since.
         let now = self.now();
+        let cutoff = match self.health().last_outage() {
+            Some((began, ended)) if now < ended + LEASE_AFTER_OUTAGE_S => began,
+            _ => now,
+        };
         let context = "expiring job leases";
         let tx = self.write_tx().map_err(sql(context))?;
         let mut n = tx
             .execute(
                 "UPDATE jobs SET state = 'interrupted', updated_at = ?2,
                     error = 'its lease ran out: the coordinator running it stopped renewing it'
-                 WHERE campaign_id = ?1 AND state = 'running' AND lease_until < ?2",
-                params![campaign_id, now],
+                 WHERE campaign_id = ?1 AND state = 'running' AND lease_until < ?3",
+                params![campaign_id, now, cutoff],
             )
             .map_err(sql(context))?;
         for claimer in dead {

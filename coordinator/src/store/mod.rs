@@ -115,7 +115,7 @@ pub use self::agents::{MAX_AGENT_NAME, MAX_AGENT_URL};
 pub use self::checks::{AlertRow, CheckCandidate, CheckRow, NewAlert, PendingConfirmation};
 pub use self::compact::{CompactReport, Retention};
 pub use self::copy::{CopyReport, TableCopy};
-pub use self::engine::{DbError, Engine, is_postgres_url};
+pub use self::engine::{DEFAULT_RETRY_S, DbError, Engine, Outage, StoreHealth, is_postgres_url};
 pub use self::error::StoreError;
 pub use self::fleet::{AttachRefusal, token_hash};
 pub use self::listing::{Cursor, Direction, MAX_PAGE, ResultFilter, ResultPage, check_limit};

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use rusqlite::{Connection, OpenFlags};
 
-use super::engine::{Conn, DbError, Engine, PgConn, PgTarget, Tx};
+use super::engine::{Conn, DbError, Engine, PgConn, PgTarget, StoreHealth, Tx};
 use super::error::{StoreError, sql};
 use super::migrations::PgOpen;
 use super::{guard, migrations};
@@ -252,6 +252,12 @@ impl Store {
         self.conn
             .as_sqlite()
             .ok_or(StoreError::SqliteOnly { what, remedy })
+    }
+
+    /// Whether the database can be reached now (read without the store, by `/healthz`, while
+    /// store calls wait out an outage of PostgreSQL).
+    pub fn health(&self) -> Arc<StoreHealth> {
+        self.conn.health()
     }
 
     /// Which engine holds this store.

@@ -81,7 +81,7 @@ impl PgTestDb {
     }
 
     /// Its URL.
-    pub(super) fn url(&self) -> &str {
+    pub(crate) fn url(&self) -> &str {
         &self.url
     }
 }
@@ -309,4 +309,21 @@ pub(super) fn assert_invalid(err: &StoreError, field: &str) {
         matches!(err, StoreError::InvalidInput { field: f, .. } if *f == field),
         "expected invalid input in `{field}`, got: {err}"
     );
+}
+
+/// A fresh PostgreSQL database for a test that needs one whatever engine the suite runs on, or
+/// `None` (after saying why) when `GPUFLEET_TEST_POSTGRES` is not set; then a test fails instead
+/// when `GPUFLEET_REQUIRE` names postgres.
+pub(crate) fn pg_test_db() -> Option<PgTestDb> {
+    if std::env::var("GPUFLEET_TEST_POSTGRES").is_ok() {
+        return Some(PgTestDb::create());
+    }
+    let required = std::env::var("GPUFLEET_REQUIRE")
+        .is_ok_and(|v| v.split(',').any(|b| b.trim() == "postgres"));
+    assert!(
+        !required,
+        "GPUFLEET_REQUIRE names postgres but GPUFLEET_TEST_POSTGRES is not set"
+    );
+    eprintln!("skipping: GPUFLEET_TEST_POSTGRES is not set (ci/postgres.sh starts a cluster)");
+    None
 }

@@ -133,6 +133,17 @@ pub fn agent_bin() -> PathBuf {
     p
 }
 
+/// A serve's arguments in the fleet tests: a fleet listener on a free loopback port, a tick of
+/// 0.5 s, a 60 s grace period.
+pub const FLEET_SERVE: [&str; 6] = [
+    "--fleet-listen",
+    "127.0.0.1:0",
+    "--tick-s",
+    "0.5",
+    "--grace-s",
+    "60",
+];
+
 /// `gpufleet serve` and what it printed at start. Its stdout stays open (read to the end by a
 /// thread), so its later lines never meet a closed pipe.
 pub struct Serve {
@@ -190,16 +201,7 @@ impl Serve {
         let tls = dir.join("tls").display().to_string();
         let serve = Serve::with_args(
             db,
-            &[
-                "--fleet-listen",
-                "127.0.0.1:0",
-                "--tick-s",
-                "0.5",
-                "--grace-s",
-                "60",
-                "--tls-self-signed",
-                &tls,
-            ],
+            &[&FLEET_SERVE[..], &["--tls-self-signed", &tls]].concat(),
         );
         assert_eq!(serve.pin.len(), 64, "{}", serve.pin);
         serve

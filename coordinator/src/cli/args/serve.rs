@@ -62,6 +62,12 @@ pub struct ServeArgs {
     /// dropped before the campaign's retry rule applies.
     #[arg(long, default_value_t = 600.0, env = "GPUFLEET_GRACE_S")]
     pub grace_s: f64,
+    /// Seconds a stop (SIGTERM, SIGINT) may take: the serve stops accepting, sends its
+    /// dial-in agents to the next coordinator of their lists, hands its campaigns back
+    /// (`interrupted`, for the next serve to resume) and exits, at the latest after this,
+    /// whatever is left (a half-sent request, a database that does not answer).
+    #[arg(long, default_value_t = 10.0, env = "GPUFLEET_STOP_TIMEOUT_S")]
+    pub stop_timeout_s: f64,
     /// TLS certificate (PEM, chain) for both listeners. Required beyond
     /// loopback (or --tls-self-signed).
     #[arg(

@@ -60,6 +60,15 @@ impl Conn {
         }
     }
 
+    /// Whether the database can be reached now: PostgreSQL's connection keeps it as it loses and
+    /// regains the server; SQLite's is always up.
+    pub(in crate::store) fn health(&self) -> std::sync::Arc<super::StoreHealth> {
+        match self {
+            Conn::Sqlite { .. } => std::sync::Arc::default(),
+            Conn::Postgres { conn, .. } => conn.health().clone(),
+        }
+    }
+
     /// The SQLite connection, for what only SQLite has (pragmas, backups); `None` on PostgreSQL.
     pub(in crate::store) fn as_sqlite(&self) -> Option<&rusqlite::Connection> {
         match self {

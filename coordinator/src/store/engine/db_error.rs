@@ -28,6 +28,10 @@ pub enum DbError {
     /// The connection to PostgreSQL is gone (its thread ended).
     #[error("the connection to PostgreSQL is closed")]
     Closed,
+    /// The connection to PostgreSQL was lost in a transaction that could not be restored on a new
+    /// one (see `pg_session`): the transaction is gone.
+    #[error("{0}")]
+    Lost(String),
 }
 
 impl DbError {

@@ -5,23 +5,21 @@
 //! Passwords come from the URL, `PGPASSWORD` or a passfile (`passfile=` in the URL, `PGPASSFILE`,
 //! or `~/.pgpass`), as libpq reads them; [`PgTarget`]'s display never shows one.
 
-use std::collections::HashMap;
 use std::fmt;
-use std::sync::mpsc;
+use std::sync::{Arc, mpsc};
 use std::thread::JoinHandle;
 
+use postgres::Config;
 use postgres::config::Host;
-use postgres::{Client, Config, Statement};
 
 use super::db_error::describe;
+use super::health::{StoreHealth, retry_window};
+use super::pg_session::{Done, Op, Session};
 use super::pg_tls::{MakeTls, tls_for};
 use super::{DbError, Value};
 
 /// How long connecting may take before it fails (a host that drops packets).
 const CONNECT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
-
-/// Prepared statements kept per connection before the cache starts again.
-const STATEMENT_CACHE: usize = 512;
 
 /// Where a PostgreSQL database is and how to log in to it.
 #[derive(Clone)]
@@ -273,49 +271,12 @@ pub(in crate::store) fn explain_connect_error(e: &postgres::Error, target: &PgTa
 
 type Job = Box<dyn FnOnce(&mut Session) + Send>;
 
-/// The connection thread's state.
-struct Session {
-    client: Client,
-    config: Config,
-    tls: MakeTls,
-    statements: HashMap<String, Statement>,
-    in_transaction: bool,
-}
-
-impl Session {
-    /// The prepared statement for `sql`, prepared on first use.
-    fn statement(&mut self, sql: &str) -> Result<Statement, postgres::Error> {
-        if let Some(s) = self.statements.get(sql) {
-            return Ok(s.clone());
-        }
-        let s = self.client.prepare(sql)?;
-        if self.statements.len() >= STATEMENT_CACHE {
-            self.statements.clear();
-        }
-        self.statements.insert(sql.to_owned(), s.clone());
-        Ok(s)
-    }
-
-    /// Reconnects a closed connection between transactions (the server restarted, or a
-    /// proxy dropped it); inside one, the transaction is lost and the caller is told.
-    fn ready(&mut self) -> Result<(), DbError> {
-        if !self.client.is_closed() {
-            return Ok(());
-        }
-        if self.in_transaction {
-            return Err(DbError::Closed);
-        }
-        self.client = self.config.connect(self.tls.clone())?;
-        self.statements.clear();
-        Ok(())
-    }
-}
-
 /// A PostgreSQL client on its own thread.
 pub(in crate::store) struct PgConn {
     jobs: Option<mpsc::Sender<Job>>,
     thread: Option<JoinHandle<()>>,
     target: PgTarget,
+    health: Arc<StoreHealth>,
 }
 
 impl fmt::Debug for PgConn {
@@ -327,12 +288,16 @@ impl fmt::Debug for PgConn {
 }
 
 impl PgConn {
-    /// Connects to `target`.
+    /// Connects to `target`. A connection lost later is restored as `pg_session` says, within
+    /// [`retry_window`].
     ///
     /// # Errors
     /// The client's error (refused, timed out, wrong password, no such database).
     pub(in crate::store) fn connect(target: &PgTarget) -> Result<PgConn, postgres::Error> {
         let (config, tls) = (target.config.clone(), target.tls.clone());
+        let health = Arc::new(StoreHealth::default());
+        let (window, shown, session_health) =
+            (retry_window(), target.shown.clone(), health.clone());
         let (ready_tx, ready_rx) = mpsc::channel();
         let (jobs_tx, jobs_rx) = mpsc::channel::<Job>();
         let thread = std::thread::Builder::new()
@@ -346,13 +311,7 @@ impl PgConn {
                     }
                 };
                 let _ = ready_tx.send(Ok(()));
-                let mut session = Session {
-                    client,
-                    config,
-                    tls,
-                    statements: HashMap::new(),
-                    in_transaction: false,
-                };
+                let mut session = Session::new(client, config, tls, session_health, window, shown);
                 while let Ok(job) = jobs_rx.recv() {
                     job(&mut session);
                 }
@@ -363,6 +322,7 @@ impl PgConn {
                 jobs: Some(jobs_tx),
                 thread: Some(thread),
                 target: target.clone(),
+                health,
             }),
             Ok(Err(e)) => {
                 let _ = thread.join();
@@ -377,14 +337,15 @@ impl PgConn {
         &self.target
     }
 
-    fn call<R: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Session) -> Result<R, DbError> + Send + 'static,
-    ) -> Result<R, DbError> {
+    /// Whether the server can be reached now.
+    pub(in crate::store) fn health(&self) -> &Arc<StoreHealth> {
+        &self.health
+    }
+
+    fn call(&self, op: Op) -> Result<Done, DbError> {
         let (reply_tx, reply_rx) = mpsc::sync_channel(1);
         let job: Job = Box::new(move |s| {
-            let out = s.ready().and_then(|()| f(s));
-            let _ = reply_tx.send(out);
+            let _ = reply_tx.send(s.run(op));
         });
         self.jobs
             .as_ref()
@@ -396,31 +357,15 @@ impl PgConn {
 
     /// Runs statements without parameters.
     pub(in crate::store) fn batch(&self, sql: &str) -> Result<(), DbError> {
-        let sql = sql.to_owned();
-        self.call(move |s| {
-            let word = sql.trim().to_ascii_uppercase();
-            if word.starts_with("BEGIN") {
-                s.in_transaction = true;
-            }
-            let result = s.client.batch_execute(&sql);
-            if word == "COMMIT" || word == "ROLLBACK" {
-                s.in_transaction = false;
-            }
-            let control = ["BEGIN", "COMMIT", "ROLLBACK", "SAVEPOINT", "RELEASE"];
-            if !control.iter().any(|c| word.starts_with(c)) {
-                // Schema changes can invalidate prepared statements.
-                s.statements.clear();
-            }
-            Ok(result?)
-        })
+        self.call(Op::Batch(sql.to_owned())).map(|_| ())
     }
 
     /// Runs one statement; the rows it changed.
     pub(super) fn execute(&self, sql: String, values: Vec<Value>) -> Result<usize, DbError> {
-        self.call(move |s| {
-            let stmt = s.statement(&sql)?;
-            Ok(s.client.execute(&stmt, &as_params(&values))? as usize)
-        })
+        match self.call(Op::Execute(sql, values))? {
+            Done::Changed(n) => Ok(n),
+            _ => unreachable!("an execute answers with the rows it changed"),
+        }
     }
 
     /// Runs one statement; its rows.
@@ -429,19 +374,11 @@ impl PgConn {
         sql: String,
         values: Vec<Value>,
     ) -> Result<Vec<postgres::Row>, DbError> {
-        self.call(move |s| {
-            let stmt = s.statement(&sql)?;
-            Ok(s.client.query(&stmt, &as_params(&values))?)
-        })
+        match self.call(Op::Query(sql, values))? {
+            Done::Rows(rows) => Ok(rows),
+            _ => unreachable!("a query answers with its rows"),
+        }
     }
-}
-
-/// `values` as the client takes parameters.
-fn as_params(values: &[Value]) -> Vec<&(dyn postgres::types::ToSql + Sync)> {
-    values
-        .iter()
-        .map(|v| v as &(dyn postgres::types::ToSql + Sync))
-        .collect()
 }
 
 impl Drop for PgConn {
