@@ -259,12 +259,18 @@ pub async fn serve(
         eprintln!("campaigns {released:?} interrupted; the next `gpufleet serve` resumes them");
     }
     signals.abort();
-    // The listeners finish what they have in hand; `stop_within` bounds the wait.
-    let _ = http.await;
-    if let Some(fleet) = fleet
-        && let Ok(Err(e)) = fleet.await
-    {
-        eprintln!("fleet listener: {e}");
+    // The listeners finish what they have in hand, for half the stop's time at most: a client
+    // that sent half a request and waits does not hold the stop (`stop_within` bounds the rest).
+    let drain = tokio::time::Instant::now() + stop_timeout / 2;
+    if tokio::time::timeout_at(drain, http).await.is_err() {
+        eprintln!("HTTP connections still open at the stop: closed");
+    }
+    if let Some(fleet) = fleet {
+        match tokio::time::timeout_at(drain, fleet).await {
+            Ok(Ok(Err(e))) => eprintln!("fleet listener: {e}"),
+            Err(_) => eprintln!("fleet streams still open at the stop: closed"),
+            _ => {}
+        }
     }
     Ok(0)
 }

@@ -326,7 +326,7 @@ fn a_60_s_stop_of_the_database_mid_campaign_loses_nothing_under_two_serves() {
 }
 
 /// SIGTERM to the serve that owns the campaign, with its four dial-in agents attached (each
-/// given the second serve as well): it exits within 10 s, the agents attach to the second serve,
+/// given the second serve as well) and a half-sent HTTP request open: it exits within 10 s, the agents attach to the second serve,
 /// and the campaign finishes there.
 #[test]
 fn a_serve_stopped_with_sigterm_exits_within_10_s_and_its_campaign_finishes_on_the_other() {
@@ -340,6 +340,9 @@ fn a_serve_stopped_with_sigterm_exits_within_10_s_and_its_campaign_finishes_on_t
         h.len() == 4 && h.values().all(|r| is(&fleet.serves[0], r))
     });
     fleet.run_campaign();
+    // A client that sent half a request and waits: it must not hold the stop.
+    let mut half = std::net::TcpStream::connect(&fleet.serves[0].http).unwrap();
+    std::io::Write::write_all(&mut half, b"GET /healthz HTTP/1.1\r\nHost: x\r\n").unwrap();
     let stopping = Instant::now();
     let _ = Command::new("kill")
         .args(["-TERM", &fleet.serves[0].child.id().to_string()])
