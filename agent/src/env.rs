@@ -33,8 +33,13 @@ pub struct LoaderPolicy {
     pub config: Option<PathBuf>,
 }
 
+/// `p` with links and `..` resolved, when it is an absolute path that exists. A relative one is
+/// never resolved: the agent would resolve it from its own working directory, the worker from its
+/// own (see [`crate::isolation`]), so what was checked would not be what is opened.
 fn canonical(p: &str) -> Option<PathBuf> {
-    std::fs::canonicalize(p).ok()
+    p.starts_with('/')
+        .then(|| std::fs::canonicalize(p).ok())
+        .flatten()
 }
 
 fn under(path: &Path, dirs: &[&str]) -> bool {
@@ -64,13 +69,11 @@ impl LoaderPolicy {
     /// A message naming the variable and the value it refuses, and where to allow it.
     pub fn check(&self, key: &str, value: &str) -> Result<(), String> {
         let Some(kind) = loader_var(key) else {
-            // A knob's value is a value: one that names a place (`/…`, `./…`, `~/…`) may be a
-            // directory some runtime reads code from under a name nobody listed yet.
-            let item = value
-                .split(':')
-                .find(|i| i.contains('/') || i.starts_with('~'));
-            return match item {
-                Some(item) if !self.listed(item) => Err(format!(
+            // A knob's value is a value: one that names a place (`/…`, `../…`, `~/…`) may be a
+            // directory some runtime reads code from under a name nobody listed yet. A relative
+            // name is left to the worker's working directory, which is its own and empty.
+            return match places(value).find(|item| !self.listed(item)) {
+                Some(item) => Err(format!(
                     "{key}={} is refused: its value is a path, and this agent lets a run give a \
                      path only to the variables its owner allows a value of (a runtime may load \
                      code from a directory it names); allow it with `[loader] allow = [{}]` in \
@@ -79,7 +82,7 @@ impl LoaderPolicy {
                     serde_json::to_string(gpufleet_kernels::prefix(item, 200)).unwrap_or_default(),
                     self.config_path()
                 )),
-                _ => Ok(()),
+                None => Ok(()),
             };
         };
         for item in value.split(':').filter(|i| !i.is_empty()) {
@@ -88,8 +91,11 @@ impl LoaderPolicy {
             }
             let by_default = match kind {
                 LoaderVar::Manifest => canonical(item).is_some_and(|p| under(&p, MANIFEST_DIRS)),
+                // A bare name is looked up by the dynamic loader in the system's directories
+                // only (never in the working directory).
                 LoaderVar::IcdLibrary => {
-                    !item.contains('/') || canonical(item).is_some_and(|p| under(&p, LIBRARY_DIRS))
+                    place_in(item).is_none()
+                        || canonical(item).is_some_and(|p| under(&p, LIBRARY_DIRS))
                 }
                 LoaderVar::Tool => false,
             };
@@ -98,11 +104,11 @@ impl LoaderPolicy {
             }
             let rule = match kind {
                 LoaderVar::Manifest => format!(
-                    "manifests in the standard ICD directories ({})",
+                    "manifests by absolute path in the standard ICD directories ({})",
                     MANIFEST_DIRS.join(", ")
                 ),
                 LoaderVar::IcdLibrary => format!(
-                    "ICD libraries by name or in the system's library directories ({})",
+                    "ICD libraries by name or by absolute path in the system's library directories ({})",
                     LIBRARY_DIRS.join(", ")
                 ),
                 LoaderVar::Tool => "no value of it unless its owner lists that value".to_string(),
@@ -181,6 +187,168 @@ mod tests {
                 .check("VK_DRIVER_FILES", &format!("{mine}:/tmp/other.json"))
                 .is_err()
         );
+    }
+
+    #[test]
+    fn relative_places_and_ways_up_are_refused_and_every_place_must_be_listed() {
+        let policy = LoaderPolicy::default();
+        // The worker resolves a relative manifest from its own working directory, not the agent's.
+        assert!(policy.check("VK_DRIVER_FILES", "icd.d/lvp.json").is_err());
+        assert!(policy.check("OCL_ICD_FILENAMES", "../lib/libx.so").is_err());
+        assert!(policy.check("OCL_ICD_FILENAMES", "lib/libx.so").is_err());
+        for v in ["..", "-I.. -O2", "-I /opt/inc", "a,~/x"] {
+            let e = policy.check("AMD_OCL_BUILD_OPTIONS_APPEND", v).unwrap_err();
+            assert!(e.contains("its value is a path"), "{v}: {e}");
+        }
+        assert_eq!(
+            policy.check("AMD_OCL_BUILD_OPTIONS_APPEND", "-cl-mad-enable -DN=4"),
+            Ok(())
+        );
+        // A listed place does not let an unlisted one through after it.
+        let owner = LoaderPolicy {
+            allowed: vec!["/opt/inc".into()],
+            config: None,
+        };
+        assert_eq!(owner.check("AMD_OCL_BUILD_OPTIONS", "-I /opt/inc"), Ok(()));
+        let e = owner
+            .check("AMD_OCL_BUILD_OPTIONS", "-I /opt/inc -I /tmp/evil")
+            .unwrap_err();
+        assert!(e.contains("`/tmp/evil`"), "{e}");
+    }
+
+    /// The cells of `docs/install.md`'s table whose header row starts with `header`: per row, the
+    /// backticked words of each cell.
+    fn docs_table(header: &str) -> Vec<Vec<Vec<String>>> {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/install.md");
+        let text = std::fs::read_to_string(path).expect("docs/install.md");
+        let mut lines = text.lines().skip_while(|l| !l.starts_with(header));
+        assert!(lines.next().is_some(), "no table `{header}` in {path}");
+        lines
+            .take_while(|l| l.starts_with('|'))
+            .filter(|l| !l.starts_with("| ---"))
+            .map(|l| {
+                l.trim()
+                    .trim_matches('|')
+                    .split('|')
+                    .map(|cell| {
+                        cell.split('`')
+                            .skip(1)
+                            .step_by(2)
+                            .map(String::from)
+                            .collect()
+                    })
+                    .collect()
+            })
+            .collect()
+    }
+
+    /// A variable's name (`HSA_XNACK`), not a value or an option in backticks.
+    fn is_key(word: &str) -> bool {
+        word.contains('_')
+            && word
+                .bytes()
+                .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    }
+
+    #[test]
+    fn the_docs_table_lists_exactly_what_a_default_agent_accepts() {
+        use std::collections::BTreeSet;
+        let rows = docs_table("| accepted by default |");
+        let policy = LoaderPolicy::default();
+        let (mut families, mut named) = (BTreeSet::new(), BTreeSet::new());
+        for row in &rows {
+            let [first, what, why] = &row[..] else {
+                panic!("a row of the table has {} cells, not 3: {row:?}", row.len())
+            };
+            assert!(!first.is_empty(), "a row names nothing: {row:?}");
+            for name in first {
+                match name.strip_suffix('*') {
+                    Some(prefix) => families.insert(prefix.to_string()),
+                    None => named.insert(name.clone()),
+                };
+            }
+            // The examples of what a row accepts are accepted, with a plain value...
+            for k in what.iter().filter(|k| is_key(k)) {
+                assert_eq!(check_override(k, "1"), Ok(()), "{k} (docs: accepted)");
+                assert_eq!(loader_var(k), None, "{k} (docs: accepted)");
+                assert_eq!(policy.check(k, "1"), Ok(()), "{k} (docs: accepted)");
+            }
+            // ... and the loader variables it names take nothing by default.
+            for k in why.iter().filter(|k| is_key(k)) {
+                assert_eq!(
+                    check_override(k, "x"),
+                    Ok(()),
+                    "{k} (docs: a loader variable)"
+                );
+                assert_eq!(
+                    loader_var(k),
+                    Some(LoaderVar::Tool),
+                    "{k} (docs: loader variable)"
+                );
+                assert!(policy.check(k, "x").is_err(), "{k} (docs: loader variable)");
+            }
+        }
+        // Every family the code allows, and no other.
+        let allowed: BTreeSet<String> = ALLOWED_PREFIXES.iter().map(|p| p.to_string()).collect();
+        assert_eq!(
+            families, allowed,
+            "the families of docs/install.md's table (left) and ALLOWED_PREFIXES (right) differ"
+        );
+        for prefix in ALLOWED_PREFIXES {
+            let knob = format!("{prefix}SOME_KNOB");
+            assert_eq!(check_override(&knob, "1"), Ok(()), "{knob}");
+            assert_eq!(policy.check(&knob, "1"), Ok(()), "{knob}");
+        }
+        // Every loader variable that takes a value by default, and no other: the others take
+        // nothing unless the owner lists it.
+        let by_default: BTreeSet<String> = MANIFEST_VARS
+            .iter()
+            .chain(ICD_LIBRARY_VARS)
+            .map(|k| k.to_string())
+            .collect();
+        assert_eq!(
+            named, by_default,
+            "the variables of docs/install.md's table (left) and those the code lets take a \
+             value by default (right) differ"
+        );
+        for k in &named {
+            assert_eq!(check_override(k, "x"), Ok(()), "{k}");
+            assert!(
+                matches!(
+                    loader_var(k),
+                    Some(LoaderVar::Manifest | LoaderVar::IcdLibrary)
+                ),
+                "{k}"
+            );
+        }
+        assert_eq!(policy.check("OCL_ICD_FILENAMES", "libpocl.so.2"), Ok(()));
+        for k in TOOL_VARS {
+            assert!(policy.check(k, "x").is_err(), "{k}");
+        }
+    }
+
+    #[test]
+    fn the_docs_table_of_loader_variables_names_each_one_and_each_word() {
+        let named: Vec<String> = docs_table("| variables | allowed by default |")
+            .into_iter()
+            .flat_map(|row| row.into_iter().next().unwrap_or_default())
+            .collect();
+        for k in MANIFEST_VARS
+            .iter()
+            .chain(ICD_LIBRARY_VARS)
+            .chain(TOOL_VARS)
+        {
+            assert!(
+                named.iter().any(|n| n == k),
+                "docs/install.md does not name {k}"
+            );
+        }
+        for w in PATH_WORDS {
+            assert!(
+                named.iter().any(|n| n == w),
+                "docs/install.md does not name the word {w}"
+            );
+        }
     }
 
     #[test]

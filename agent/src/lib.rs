@@ -8,6 +8,8 @@
 //!
 //! # Layout
 //! From the bottom up: each module uses only the modules listed before it.
+//! - `init.rs`: as its container's PID 1, the binary forks a minimal init that reaps the orphans
+//!   PID 1 inherits and passes signals on to the agent.
 //! - `host/`: facts about the host (CPU, memory, OS, container hints) read from /proc and /sys
 //!   (`mod.rs`), the driver-stack facts of `host.platform` (`probe.rs`), what a new worker may take
 //!   of its memory now and the refusal of a run that does not fit (`memory.rs`), and the PCI
@@ -22,8 +24,10 @@
 //!   planning pieces (`planning.rs`, `planning/`), storage formats (`storage.rs`) and autotuner
 //!   (`tuning.rs`).
 //! - `isolation/`: worker processes: the JSON-lines protocol (`protocol.rs`), the child entry point
-//!   (`child.rs`), the parent's supervisor with its watchdog (`parent.rs`), the worker's memory
-//!   limit and how an out-of-memory end is recognised (`memory_limit.rs`), the clocks.
+//!   (`child.rs`), the parent's supervisor with its watchdog (`parent.rs`), how a worker is
+//!   started and its process group ended (`spawn.rs`: parent-death signal, own working directory),
+//!   the worker's memory limit and how an out-of-memory end is recognised (`memory_limit.rs`), the
+//!   clocks.
 //! - `inventory/`: the host's facts and per-backend discovery, run in workers with a deadline.
 //! - `power/`: the [`power::PowerSource`] trait (`mod.rs`) and the sources behind it, one each in
 //!   `power/sources/` (amdgpu hwmon, NVML, RAPL, rocm-smi/amd-smi, ipmitool, with the sysfs
@@ -77,6 +81,7 @@ pub mod dial;
 pub mod env;
 pub mod error;
 pub mod host;
+pub mod init;
 pub mod inventory;
 pub mod isolation;
 pub mod metrics;

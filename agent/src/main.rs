@@ -10,6 +10,8 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 fn main() {
+    // First, while this is the only thread: as a container's PID 1, an init that reaps orphans.
+    gpufleet_agent::init::reap_orphans_if_pid1();
     gpufleet_kernels::quiet_broken_pipes();
     if let Err(e) = real_main() {
         eprintln!("error: {}", gpufleet_kernels::error_chain(e.as_ref()));
@@ -42,6 +44,9 @@ fn real_main() -> anyhow::Result<()> {
 async fn run(cli: cli::Cli, file: Option<AgentFile>) -> anyhow::Result<()> {
     let mut worker = WorkerCommand::current_exe(&["worker"])?;
     if let Some(dir) = &cli.cache_dir {
+        // Absolute: a worker runs in a working directory of its own.
+        let dir =
+            std::path::absolute(dir).with_context(|| format!("--cache-dir {}", dir.display()))?;
         worker
             .env
             .push(("GPUFLEET_CACHE_DIR".into(), dir.display().to_string()));

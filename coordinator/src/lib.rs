@@ -81,6 +81,7 @@ pub mod fleet;
 pub mod http;
 pub mod link;
 pub mod live;
+pub mod outliers;
 pub mod regression;
 pub mod schedule;
 pub mod store;

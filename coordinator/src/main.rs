@@ -7,6 +7,10 @@ use gpufleet_coordinator::link::grpc::is_url;
 use gpufleet_coordinator::store::ServeLock;
 
 fn main() {
+    // As a container's PID 1 (the coordinator's image), an init that reaps the orphans the
+    // in-process agent's workers may leave (see gpufleet_agent::init).
+    #[cfg(feature = "local-agent")]
+    gpufleet_agent::init::reap_orphans_if_pid1();
     gpufleet_kernels::quiet_broken_pipes();
     let args: Vec<String> = std::env::args().collect();
     // Worker processes of the demo's in-process agent re-enter here.
@@ -94,6 +98,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             | Command::Results(_)
             | Command::Campaigns { .. }
             | Command::Regressions(_)
+            | Command::Outliers(_)
             | Command::Report(_)
             | Command::Describe { .. }
             | Command::Power(_)
@@ -174,6 +179,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
         Command::Serve(args) => cli::serve::serve(&db, args, connect_timeout, serve_lock).await,
         Command::Schedule(cmd) => cli::schedule::schedule(&db, cmd, connect_timeout).await,
         Command::Regressions(args) => cli::schedule::regressions(&db, args),
+        Command::Outliers(args) => cli::outliers::outliers(&db, args),
         Command::Report(args) => cli::results::report(&db, args).map(|_| 0),
         Command::SeedHistory {
             agents,

@@ -15,11 +15,18 @@
 //! the same mechanism (`worker discover <backend>`) with its own timeout.
 //! A run's worker also gets a memory limit ([`memory_limit`]); one that runs out
 //! of memory under it ends `out_of_memory`, never taking the host down.
+//!
+//! No worker outlives its agent or is left unreaped ([`spawn`]): each is forked on one thread
+//! kept for the life of the process, with a parent-death signal (SIGKILL when the agent dies);
+//! each one killed is waited for, and its process group killed again after it is reaped, so
+//! helpers a driver started go too. Each works in an empty directory of its own, removed after it.
+//! An agent that is its container's PID 1 reaps the orphans it inherits ([`crate::init`]).
 
 pub mod child;
 pub mod memory_limit;
 pub mod parent;
 pub mod protocol;
+mod spawn;
 
 use std::path::PathBuf;
 

@@ -3,15 +3,16 @@
 use super::WorkerCommand;
 use super::memory_limit::{self, OutOfMemory};
 use super::protocol::{DiscoveryReply, WorkerEvent, WorkerJob, WorkerOutcome, WorkerStatus};
+pub use super::spawn::SpawnError;
+use super::spawn::{Spawned, kill_group, spawn};
 use crate::backend::{BackendError, DeviceInfo};
 use std::collections::BTreeMap;
 use std::os::unix::process::ExitStatusExt;
-use std::process::Stdio;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::{Child, ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, watch};
 
 /// How much of a worker's stderr is kept for a crashed result.
@@ -54,67 +55,6 @@ pub struct ProgressEvent {
     pub phase: String,
     pub message: String,
     pub iterations: u32,
-}
-
-/// Failure to even start a worker.
-#[derive(Debug, thiserror::Error)]
-#[error("cannot start worker `{program}`: {source}")]
-pub struct SpawnError {
-    pub program: String,
-    #[source]
-    pub source: std::io::Error,
-}
-
-fn spawn(
-    cmd: &WorkerCommand,
-    extra: &[&str],
-    env: &BTreeMap<String, String>,
-    data_limit: Option<u64>,
-) -> Result<Child, SpawnError> {
-    let mut command = Command::new(&cmd.program);
-    command
-        .args(&cmd.args)
-        .args(extra)
-        .envs(cmd.env.iter().map(|(k, v)| (k, v)))
-        .envs(env)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        // Own process group, so the watchdog can kill everything the
-        // driver spawned along with the worker.
-        .process_group(0)
-        .kill_on_drop(true);
-    #[cfg(target_os = "linux")]
-    // SAFETY: the closure runs in the forked child before exec and only
-    // calls prctl and setrlimit, which are async-signal-safe. The first makes
-    // the kernel kill the worker if the agent dies, so a hung worker never
-    // outlives its agent; the second is the worker's memory limit.
-    unsafe {
-        command.pre_exec(move || {
-            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                return Err(std::io::Error::last_os_error());
-            }
-            if let Some(bytes) = data_limit {
-                memory_limit::limit_data(bytes)?;
-            }
-            Ok(())
-        });
-    }
-    command.spawn().map_err(|source| SpawnError {
-        program: cmd.program.display().to_string(),
-        source,
-    })
-}
-
-/// Kills the worker's whole process group.
-fn kill_group(child: &Child) {
-    if let Some(pid) = child.id() {
-        // SAFETY: kill() with a negative pid signals the process group the
-        // worker leads (we made it the leader with process_group(0)).
-        unsafe {
-            libc::kill(-(pid as i32), libc::SIGKILL);
-        }
-    }
 }
 
 /// What the parent keeps of a worker's stderr.
@@ -201,6 +141,8 @@ struct Worker {
     id: u64,
     key: PoolKey,
     child: Child,
+    /// Its process group, for what it started (see [`kill_group`]).
+    group: i32,
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
     stderr: SharedStderr,
@@ -208,18 +150,28 @@ struct Worker {
     /// Runs finished in this process.
     runs: u32,
     idle_since: Instant,
+    /// Its working directory: the last field, so removed once the process is killed or reaped.
+    _scratch: tempfile::TempDir,
 }
 
 impl Drop for Worker {
     fn drop(&mut self) {
-        // Whatever the worker started goes with it (a reaped worker has no id: nothing to kill).
-        kill_group(&self.child);
+        // Whatever the worker started goes with it. One not reaped yet is killed here and reaped
+        // by tokio (`kill_on_drop`, then its orphan queue); one reaped already had its group
+        // killed right after (run_worker, WorkerPool::take).
+        if self.child.id().is_some() {
+            kill_group(self.group);
+        }
     }
 }
 
 impl Worker {
     fn start(cmd: &WorkerCommand, key: PoolKey, id: u64) -> Result<Worker, SpawnError> {
-        let mut child = spawn(cmd, &["serve"], &key.env, key.data_limit)?;
+        let Spawned {
+            mut child,
+            group,
+            scratch,
+        } = spawn(cmd, &["serve"], &key.env, key.data_limit)?;
         let stderr: SharedStderr = Arc::default();
         let stderr_task = tokio::spawn(read_tail(
             child.stderr.take().expect("stderr is piped"),
@@ -232,10 +184,12 @@ impl Worker {
             stdin: child.stdin.take(),
             lines: BufReader::new(child.stdout.take().expect("stdout is piped")).lines(),
             child,
+            group,
             stderr,
             stderr_task,
             runs: 0,
             idle_since: Instant::now(),
+            _scratch: scratch,
         })
     }
 }
@@ -273,9 +227,11 @@ impl WorkerPool {
         let mut idle = self.idle();
         while let Some(i) = idle.iter().position(|w| &w.key == key) {
             let mut w = idle.swap_remove(i);
-            // One that died while idle (killed from outside) is dropped here.
-            if matches!(w.child.try_wait(), Ok(None)) {
-                return Some(w);
+            // One that died while idle (killed from outside) is dropped here, with what it left.
+            match w.child.try_wait() {
+                Ok(None) => return Some(w),
+                Ok(Some(_)) => kill_group(w.group),
+                Err(_) => {}
             }
         }
         None
@@ -385,13 +341,13 @@ pub async fn run_worker(
                 _ => break,
             },
             _ = &mut deadline => {
-                kill_group(&w.child);
+                kill_group(w.group);
                 forced = Some(Ending::TimedOut);
                 break;
             }
             changed = cancel.changed() => {
                 if changed.is_ok() && *cancel.borrow() {
-                    kill_group(&w.child);
+                    kill_group(w.group);
                     forced = Some(Ending::Cancelled);
                     break;
                 }
@@ -426,14 +382,15 @@ pub async fn run_worker(
         tokio::select! {
             s = w.child.wait() => s.ok(),
             _ = &mut deadline => {
-                kill_group(&w.child);
+                kill_group(w.group);
                 forced = Some(Ending::TimedOut);
                 w.child.wait().await.ok()
             }
         }
     };
-    // Anything else in the group (driver helpers) goes with the worker.
-    kill_group(&w.child);
+    // Anything else in the group (driver helpers) goes with the worker: by the group's number,
+    // since the reaped worker's `Child` no longer has a pid.
+    kill_group(w.group);
     let _ = (&mut w.stderr_task).await;
     let stderr = std::mem::take(&mut *lock(&w.stderr));
     let ending = match (forced, outcome, status) {
@@ -478,7 +435,11 @@ pub async fn discover(
         backend: backend.to_string(),
         reason,
     };
-    let mut child = spawn(cmd, &["discover", backend], &BTreeMap::new(), None)
+    let Spawned {
+        mut child,
+        group,
+        scratch: _scratch,
+    } = spawn(cmd, &["discover", backend], &BTreeMap::new(), None)
         .map_err(|e| unavailable(e.to_string()))?;
     drop(child.stdin.take());
     let stderr: SharedStderr = Arc::default();
@@ -495,9 +456,12 @@ pub async fn discover(
     })
     .await;
     let status = match read {
-        Ok(s) => s.ok(),
+        Ok(s) => {
+            kill_group(group);
+            s.ok()
+        }
         Err(_) => {
-            kill_group(&child);
+            kill_group(group);
             let _ = child.wait().await;
             return Err(unavailable(format!(
                 "device discovery hung for more than {} s; worker killed",

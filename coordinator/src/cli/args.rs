@@ -129,6 +129,11 @@ pub enum Command {
     /// Confirmed regressions and improvements (and, with --all, every
     /// verdict). With --fail-on, exits 1 when there is one: for CI.
     Regressions(RegressionsArgs),
+    /// Identical devices compared with each other: in a campaign (the latest by default), the
+    /// devices of one model, backend, driver and memory that do worse than their siblings on a
+    /// spec, each with its likely cause (PCIe link, power cap, clock, heat, a noisy run). Exits 1
+    /// when there is one: for scripts.
+    Outliers(OutliersArgs),
     /// Write the dashboard's pages as a static HTML report (relative links; opens from disk, no
     /// server): fleet, compare (with CSV and JSON), campaigns, alerts, and every result and history
     /// page they link to.
@@ -314,6 +319,28 @@ pub struct RegressionsArgs {
     /// List every verdict, not only alerts.
     #[arg(long)]
     pub all: bool,
+    #[command(flatten)]
+    pub output: Output,
+}
+
+#[derive(Debug, Args)]
+pub struct OutliersArgs {
+    /// The campaign to look at (default: the latest with results, of --suite when given).
+    #[arg(long)]
+    pub campaign: Option<i64>,
+    /// The latest campaign of this suite.
+    #[arg(long)]
+    pub suite: Option<String>,
+    /// Robust spreads (1.4826 × MAD across the group's devices) worse than the median a device
+    /// must be.
+    #[arg(long, default_value_t = crate::outliers::OutlierConfig::DEFAULT.k)]
+    pub k: f64,
+    /// The smallest gap from the group's median flagged, percent.
+    #[arg(long, default_value_t = crate::outliers::OutlierConfig::DEFAULT.min_gap_pct)]
+    pub min_gap_pct: f64,
+    /// Groups with fewer devices on a spec are not judged.
+    #[arg(long, default_value_t = crate::outliers::OutlierConfig::DEFAULT.min_group)]
+    pub min_group: usize,
     #[command(flatten)]
     pub output: Output,
 }

@@ -18,6 +18,7 @@ pub mod agents;
 pub mod args;
 pub mod db;
 pub mod model;
+pub mod outliers;
 pub mod parse;
 pub mod power;
 pub mod results;

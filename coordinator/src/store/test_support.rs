@@ -210,7 +210,7 @@ pub(super) fn names(dir: &Path) -> Vec<String> {
 }
 
 /// A complete `ok` result for `agent_id` with three samples.
-pub(super) fn sample_result(run_id: &str, agent_id: i64) -> ResultRecord {
+pub(crate) fn sample_result(run_id: &str, agent_id: i64) -> ResultRecord {
     ResultRecord {
         run_id: run_id.to_owned(),
         campaign_id: None,

@@ -1,0 +1,193 @@
+//! A campaign's observations for [`detect`](super::detect), read from the store: each `ok`
+//! result with a metric, its device's group (model and memory from the stored description,
+//! driver from the result's fingerprint) and its conditions (the fingerprint's PCIe link, power
+//! cap and clock; the power trace's temperature and shader clock, read only for the specs that
+//! have an outlier).
+
+use super::cause::Conditions;
+use super::{GroupReport, Observation, OutlierConfig, SiblingKey, detect};
+use crate::store::{DeviceRow, ResultFilter, ResultRow, Store, StoreError};
+use gpufleet_proto::v1 as pb;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// The campaign's sibling groups, judged: [`detect`] on its observations, the specs with an
+/// outlier judged again with their power traces read (for the temperature and clock causes).
+///
+/// # Errors
+/// [`StoreError`] when the results or devices cannot be read.
+pub fn campaign_outliers(
+    s: &Store,
+    campaign_id: i64,
+    cfg: &OutlierConfig,
+) -> Result<Vec<GroupReport>, StoreError> {
+    let filter = ResultFilter {
+        campaign_id: Some(campaign_id),
+        status: Some("ok".into()),
+        ..Default::default()
+    };
+    let rows = s.results(&filter)?;
+    let devices: BTreeMap<i64, DeviceRow> = s.devices()?.into_iter().map(|d| (d.id, d)).collect();
+    let mut observations: Vec<Observation> = rows
+        .iter()
+        .filter_map(|r| observation(r, &devices))
+        .collect();
+    let first = detect(&observations, cfg);
+    let flagged: BTreeSet<(SiblingKey, String)> = first
+        .iter()
+        .flat_map(|g| {
+            g.specs
+                .iter()
+                .filter(|s| !s.outliers.is_empty())
+                .map(|s| (g.key.clone(), s.spec_key.clone()))
+        })
+        .collect();
+    if flagged.is_empty() {
+        return Ok(first);
+    }
+    for o in &mut observations {
+        if flagged.contains(&(o.group.clone(), o.spec_key.clone())) {
+            let trace = s.power_samples(&o.run_id)?;
+            let temps: Vec<f64> = trace
+                .iter()
+                .filter_map(|p| p.reading.temperature_c)
+                .collect();
+            let sclk: Vec<f64> = trace
+                .iter()
+                .filter_map(|p| p.reading.sclk_mhz.map(f64::from))
+                .collect();
+            o.conditions.max_temp_c = temps.iter().copied().reduce(f64::max);
+            o.conditions.mean_sclk_mhz =
+                (!sclk.is_empty()).then(|| sclk.iter().sum::<f64>() / sclk.len() as f64);
+        }
+    }
+    Ok(detect(&observations, cfg))
+}
+
+/// One result as an observation; `None` without a metric.
+fn observation(r: &ResultRow, devices: &BTreeMap<i64, DeviceRow>) -> Option<Observation> {
+    let rec = &r.record;
+    let value = rec.metric_value.filter(|v| v.is_finite())?;
+    let device = rec.device_row_id.and_then(|id| devices.get(&id));
+    let described =
+        device.and_then(|d| gpufleet_kernels::from_json_value::<pb::Device>(&d.info).ok());
+    let fp = &rec.fingerprint;
+    let text = |v: &Value| v.as_str().filter(|s| !s.is_empty()).map(str::to_string);
+    let number = |v: &Value| v.as_f64().filter(|x| *x > 0.0);
+    let driver = text(&fp["driver_version"])
+        .or_else(|| described.as_ref().map(|d| d.driver_version.clone()))
+        .unwrap_or_default();
+    let model = device
+        .map(|d| d.name.clone())
+        .or_else(|| r.device_name.clone())
+        .unwrap_or_else(|| rec.device_id.clone());
+    let bus = device.map(|d| d.pci_bus_id.as_str()).unwrap_or_default();
+    let platform = &fp["platform"];
+    let pcie = (!bus.is_empty())
+        .then(|| {
+            let now = text(&platform[format!("pcie_link:{bus}")])?;
+            let max = text(&platform[format!("pcie_link_max:{bus}")])?;
+            Some((now, max))
+        })
+        .flatten();
+    Some(Observation {
+        result_id: r.id,
+        run_id: rec.run_id.clone(),
+        agent: r.agent.clone(),
+        device_id: rec.device_id.clone(),
+        group: SiblingKey {
+            model,
+            backend: rec.backend.clone(),
+            driver,
+            memory_bytes: described.as_ref().map_or(0, |d| d.memory_bytes),
+        },
+        spec_key: rec.spec_key.clone(),
+        unit: rec.metric_unit.clone().unwrap_or_default(),
+        value,
+        higher_is_better: rec.higher_is_better.unwrap_or(true),
+        conditions: Conditions {
+            pcie,
+            power_cap_w: number(&fp["power_cap_w"]),
+            clock_mhz: number(&fp["clock_mhz"]),
+            robust_cv: rec.robust_cv,
+            noisy: rec.noisy,
+            ..Conditions::default()
+        },
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::DeviceRecord;
+    use crate::store::test_support::{sample_result, temp_store};
+    use serde_json::json;
+
+    /// Eight RX 580s on one driver in a campaign of `copy`: node-3's card sits in an x4 slot and
+    /// reads 12 % slower; node-5's ran hot and clocked down, seen only in its power trace.
+    #[test]
+    fn a_campaign_s_outliers_come_with_the_link_or_the_heat_that_explains_them() {
+        let (_db, mut s) = temp_store();
+        let campaign = s.create_campaign("acceptance", "", "{}").unwrap();
+        for i in 0..8 {
+            let agent = s
+                .add_agent(&format!("node-{i}"), "http://127.0.0.1:9", None)
+                .unwrap();
+            let bus = "0000:03:00.0";
+            let info = json!({"id": "vulkan:0", "backend": "vulkan", "name": "AMD Radeon RX 580",
+                              "pci_bus_id": bus, "memory_bytes": 8u64 << 30,
+                              "driver_version": "Mesa 22.3.6"});
+            let device = s
+                .upsert_device(
+                    agent.id,
+                    &DeviceRecord {
+                        device_id: "vulkan:0".into(),
+                        backend: "vulkan".into(),
+                        vendor: "AMD".into(),
+                        name: "AMD Radeon RX 580".into(),
+                        arch: "gfx803".into(),
+                        pci_bus_id: bus.into(),
+                        info_json: info.to_string(),
+                    },
+                )
+                .unwrap();
+            let mut r = sample_result(&format!("run-{i}"), agent.id);
+            r.campaign_id = Some(campaign);
+            r.device_row_id = Some(device);
+            r.device_id = "vulkan:0".into();
+            r.backend = "vulkan".into();
+            r.spec_key = "copy/default/n=67108864/f32/bandwidth".into();
+            r.metric_unit = Some("GB/s".into());
+            let link = if i == 3 { "gen3 x4" } else { "gen3 x16" };
+            r.fingerprint = json!({"driver_version": "Mesa 22.3.6", "power_cap_w": 185.0,
+                "platform": {format!("pcie_link:{bus}"): link, format!("pcie_link_max:{bus}"): "gen3 x16"}});
+            r.metric_value = Some(match i {
+                3 => 198.0,
+                5 => 200.0,
+                _ => 225.0 + f64::from(i) * 0.5,
+            });
+            for p in &mut r.power {
+                p.reading.temperature_c = Some(if i == 5 { 94.0 } else { 71.0 });
+            }
+            s.insert_result(&r).unwrap();
+        }
+        let groups = campaign_outliers(&s, campaign, &OutlierConfig::DEFAULT).unwrap();
+        assert_eq!(groups.len(), 1, "one sibling group: {groups:?}");
+        assert_eq!(groups[0].devices, 8);
+        assert_eq!(
+            groups[0].key.to_string(),
+            "AMD Radeon RX 580 · vulkan · driver Mesa 22.3.6 · 8.0 GiB"
+        );
+        let named: Vec<(&str, &str)> = groups[0]
+            .outliers()
+            .map(|(_, o)| (o.agent.as_str(), o.cause.as_str()))
+            .collect();
+        assert_eq!(
+            named,
+            [
+                ("node-3", "PCIe x4 of x16"),
+                ("node-5", "94 °C during the run (siblings 71 °C)")
+            ]
+        );
+    }
+}
