@@ -105,6 +105,8 @@ def main():
         "campaigns": ("/campaigns", ["nightly", "smoke"]),
         "campaign": ("/campaigns/1", ["smoke", "done"]),
         "alerts": ("/alerts", ["regression", "Acknowledge"]),
+        # The seed's devices are each of a model of their own: no group to judge, said so.
+        "groups": ("/groups", ["Sibling groups", "No group has 5 or more devices"]),
         "device": ("/devices/local/cpu:0", ["Ceilings", "Roofline", "fp32 arithmetic (compute_peak)", "theoretical"]),
     }
     print("== pages in headless Chromium")

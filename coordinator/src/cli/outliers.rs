@@ -79,6 +79,7 @@ pub fn outliers(db: &Db, a: OutliersArgs) -> anyhow::Result<i32> {
         "worse",
         "spreads",
         "likely cause",
+        "rerun",
         "result",
     ]);
     for g in &groups {
@@ -97,6 +98,7 @@ pub fn outliers(db: &Db, a: OutliersArgs) -> anyhow::Result<i32> {
                     "∞".into()
                 },
                 o.cause.clone(),
+                o.rerun(),
                 o.result_id.to_string(),
             ]);
         }

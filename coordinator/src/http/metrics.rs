@@ -1,6 +1,7 @@
 //! `GET /metrics` of `gpufleet serve`: Prometheus text format. Agents (by kind, and dial-in agents
 //! attached now), campaigns by state, results by status and open alerts are read from the store at
-//! each scrape; request latencies per route are a histogram kept since the serve started. The
+//! each scrape, and so is each sibling group of the latest done campaign (`group_devices`,
+//! `group_outliers`, judged once per campaign); request latencies per route are a histogram kept since the serve started. The
 //! latest power, temperature and clocks of every connected agent's channels come from
 //! [`crate::live::LivePower`] (kept fresh by `--power-metrics-hz`), labelled by agent, device,
 //! source and channel; a channel not heard from for [`crate::live::STALE`] and every channel of a
@@ -34,6 +35,54 @@ struct ChannelLabels {
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct Label {
     value: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct GroupLabels {
+    group: String,
+}
+
+/// The most sibling groups `/metrics` reports (the largest first).
+const MAX_GROUPS: usize = 200;
+
+/// Each sibling group of the latest `done` campaign with results: (group, devices, outliers).
+/// Judged once per campaign and kept: a scrape every 15 s must not read a fleet's night each time.
+fn group_gauges(
+    st: &crate::store::Store,
+    campaigns: &[crate::store::CampaignRow],
+) -> Result<Vec<(String, i64, i64)>, crate::store::StoreError> {
+    type Cached = Option<(i64, Vec<(String, i64, i64)>)>;
+    static CACHE: OnceLock<std::sync::Mutex<Cached>> = OnceLock::new();
+    let Some(latest) = campaigns
+        .iter()
+        .filter(|c| c.state == crate::store::CampaignState::Done)
+        .filter(|c| c.results.values().sum::<i64>() > 0)
+        .max_by_key(|c| c.id)
+    else {
+        return Ok(Vec::new());
+    };
+    let cache = CACHE.get_or_init(Default::default);
+    if let Some((id, groups)) = &*cache.lock().unwrap_or_else(|p| p.into_inner())
+        && *id == latest.id
+    {
+        return Ok(groups.clone());
+    }
+    let cfg = crate::outliers::OutlierConfig::DEFAULT;
+    let mut reports = crate::outliers::collect::campaign_outliers(st, latest.id, &cfg)?;
+    reports.sort_by_key(|g| std::cmp::Reverse(g.devices));
+    let groups: Vec<(String, i64, i64)> = reports
+        .iter()
+        .take(MAX_GROUPS)
+        .map(|g| {
+            (
+                g.key.to_string(),
+                g.devices as i64,
+                g.outliers().count() as i64,
+            )
+        })
+        .collect();
+    *cache.lock().unwrap_or_else(|p| p.into_inner()) = Some((latest.id, groups.clone()));
+    Ok(groups)
 }
 
 type Latency = Family<RouteLabels, Histogram, fn() -> Histogram>;
@@ -79,15 +128,12 @@ pub async fn metrics(State(s): State<Daemon>) -> Response {
             let agents = st.agents()?;
             let campaigns = st.campaigns()?;
             let results = st.result_status_counts()?;
-            let open = st
-                .alerts(0.0)?
-                .iter()
-                .filter(|a| a.acknowledged_at.is_none())
-                .count();
-            Ok((agents, campaigns, results, open))
+            let open = st.alert_count(true)?;
+            let groups = group_gauges(st, &campaigns)?;
+            Ok((agents, campaigns, results, open, groups))
         })
         .await;
-    let (agents, campaigns, results, open) = match read {
+    let (agents, campaigns, results, open, groups) = match read {
         Ok(v) => v,
         Err(e) => {
             return (
@@ -134,11 +180,29 @@ pub async fn metrics(State(s): State<Daemon>) -> Response {
         gauge_family(results),
     );
     let alerts = Gauge::<i64>::default();
-    alerts.set(open as i64);
+    alerts.set(open);
     registry.register(
         "alerts_open",
         "Confirmed regressions and improvements not acknowledged",
         alerts,
+    );
+    let group = |i: usize| {
+        let f = Family::<GroupLabels, Gauge>::default();
+        for g in &groups {
+            let n = if i == 0 { g.1 } else { g.2 };
+            f.get_or_create(&GroupLabels { group: g.0.clone() }).set(n);
+        }
+        f
+    };
+    registry.register(
+        "group_devices",
+        "Devices of each sibling group (model, backend, driver, memory) in the latest done campaign",
+        group(0),
+    );
+    registry.register(
+        "group_outliers",
+        "Outliers of each sibling group in the latest done campaign (see gpufleet outliers)",
+        group(1),
     );
     registry.register(
         "http_request_duration_seconds",

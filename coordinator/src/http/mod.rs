@@ -17,7 +17,7 @@
 //! | `GET /api/campaigns/{id}` | one campaign with its jobs |
 //! | `GET /api/results?campaign=&kernel=&agent=&status=&since=&limit=&after=` | `{"results": [...], "next"}`: a page of results, newest first |
 //! | `GET /api/schedules` | schedules with their next slot |
-//! | `GET /api/alerts?since=` | confirmed regressions and improvements |
+//! | `GET /api/alerts?since=&limit=&before=` | confirmed regressions and improvements, newest first: at most `limit` (default 1,000); `before=ID` (the last id of a page) gives the next |
 //! | `GET /api/checks?since=&limit=&after=` | `{"checks": [...], "next"}`: a page of verdicts, newest first |
 //!
 //! Access: with a read or admin token configured ([`ApiAuth`]; `gpufleet serve` requires both
@@ -377,9 +377,30 @@ fn since(q: &SinceQuery) -> Result<f64, ApiError> {
     }
 }
 
-async fn alerts(State(s): State<Daemon>, JsonQuery(q): JsonQuery<SinceQuery>) -> ApiResult {
-    let since = since(&q)?;
-    let rows = db(&s).call(move |st| st.alerts(since)).await?;
+/// `/api/alerts`' page when the request names none: a fleet after a driver change on many hosts
+/// has thousands of alerts, and an answer must stay small.
+const ALERTS_PAGE: usize = 1_000;
+
+#[derive(Debug, Deserialize)]
+struct AlertsQuery {
+    since: Option<String>,
+    /// At most this many (1 to `MAX_PAGE`; default [`ALERTS_PAGE`]), newest first.
+    limit: Option<usize>,
+    /// Only alerts with a smaller id: the last id of the page before, for the next page.
+    before: Option<i64>,
+}
+
+async fn alerts(State(s): State<Daemon>, JsonQuery(q): JsonQuery<AlertsQuery>) -> ApiResult {
+    let since = since(&SinceQuery { since: q.since })?;
+    let limit = check_limit(q.limit.unwrap_or(ALERTS_PAGE))
+        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("limit: {e}")))?;
+    let filter = crate::store::AlertFilter {
+        since,
+        before_id: q.before,
+        limit,
+        ..Default::default()
+    };
+    let rows = db(&s).call(move |st| st.alerts_where(&filter)).await?;
     Ok(Json(serde_json::to_value(rows)?))
 }
 

@@ -16,7 +16,10 @@
 //! A device is an outlier on a spec when its value is *worse* than its siblings' median (lower
 //! throughput, higher latency) by more than [`OutlierConfig::k`] robust spreads **and** by at
 //! least [`OutlierConfig::min_gap_pct`] of the median: the spread keeps a noisy group from crying
-//! wolf, the gap keeps a very quiet group from flagging a 1 % difference nobody cares about. The
+//! wolf, the gap keeps a very quiet group from flagging a 1 % difference nobody cares about. A
+//! device with several results on a spec (its rerun) is an outlier only when every one of them is
+//! beyond both bounds, and then [`Outlier::confirmed`]: after a scheduled campaign the serve reruns
+//! each device named once ([`collect::queue_outlier_reruns`]), as it reruns a suspect regression. The
 //! defaults were chosen by the seeded simulation in `tests.rs` (table in docs/fleet.md). Each
 //! outlier gets its likely cause from what is stored ([`cause`]): a PCIe link below its maximum,
 //! a lower power cap or clock, a higher temperature during the run, another firmware, a noisy
@@ -122,6 +125,22 @@ pub struct Outlier {
     pub spreads: f64,
     /// The likely cause, in words ("PCIe x4 of x16", ..., "unknown").
     pub cause: String,
+    /// The device's results on the spec in the campaign (the first and its reruns); every one
+    /// of them is beyond the bounds.
+    pub results: usize,
+    /// A rerun confirmed it: two results or more, all beyond the bounds.
+    pub confirmed: bool,
+}
+
+impl Outlier {
+    /// Whether a rerun confirmed it, in words.
+    pub fn rerun(&self) -> String {
+        if self.confirmed {
+            format!("confirmed ({} results)", self.results)
+        } else {
+            "not rerun yet".to_string()
+        }
+    }
 }
 
 /// One spec of one group.
@@ -135,6 +154,18 @@ pub struct SpecReport {
     /// 1.4826 × MAD across the group's devices, in the metric's unit.
     pub spread: f64,
     pub outliers: Vec<Outlier>,
+    /// Every device's value, for the groups page's strip (not in the JSON: a fleet's worth).
+    #[serde(skip)]
+    pub points: Vec<Point>,
+}
+
+/// One device's value on a spec.
+#[derive(Debug, Clone)]
+pub struct Point {
+    pub agent: String,
+    pub device_id: String,
+    pub result_id: i64,
+    pub value: f64,
 }
 
 /// One sibling group.
@@ -202,8 +233,9 @@ fn judge(
     devices: &BTreeMap<(&str, &str), Vec<&Observation>>,
     cfg: &OutlierConfig,
 ) -> SpecReport {
-    // Each device's value (the median of its results) and the result that stands for it.
-    let per_device: Vec<(f64, &Observation)> = devices
+    // Each device's value (the median of its results), the result that stands for it, and its
+    // least bad result (an outlier must be one in every result: its rerun confirms it).
+    let per_device: Vec<(f64, &Observation, f64, usize)> = devices
         .values()
         .map(|obs| {
             let mut values: Vec<f64> = obs.iter().map(|o| o.value).collect();
@@ -212,44 +244,56 @@ fn judge(
                 .iter()
                 .min_by(|a, b| (a.value - v).abs().total_cmp(&(b.value - v).abs()))
                 .expect("a device has a result");
-            (v, *closest)
+            let least_bad = if obs[0].higher_is_better {
+                values.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            } else {
+                values.iter().copied().fold(f64::INFINITY, f64::min)
+            };
+            (v, *closest, least_bad, obs.len())
         })
         .collect();
-    let mut values: Vec<f64> = per_device.iter().map(|(v, _)| *v).collect();
+    let mut values: Vec<f64> = per_device.iter().map(|(v, ..)| *v).collect();
     let centre = median(&mut values).unwrap_or(f64::NAN);
     let mut deviations: Vec<f64> = values.iter().map(|v| (v - centre).abs()).collect();
     let spread = gpufleet_kernels::MAD_TO_SIGMA * median(&mut deviations).unwrap_or(0.0);
     let first = per_device[0].1;
     let higher_is_better = first.higher_is_better;
-    let siblings: Vec<&Conditions> = per_device.iter().map(|(_, o)| &o.conditions).collect();
-    let mut outliers = Vec::new();
-    for (v, o) in &per_device {
-        let worse = if higher_is_better {
+    let siblings: Vec<&Conditions> = per_device.iter().map(|(_, o, ..)| &o.conditions).collect();
+    // How much worse than the centre `v` is: percent of the centre, robust spreads, whether worse.
+    let worse = |v: f64| {
+        let w = if higher_is_better {
             centre - v
         } else {
             v - centre
         };
-        if worse <= 0.0 || centre.abs() <= 0.0 {
-            continue;
-        }
-        let gap_pct = 100.0 * worse / centre.abs();
         let spreads = if spread > 0.0 {
-            worse / spread
+            w / spread
         } else {
             f64::INFINITY
         };
-        if gap_pct >= cfg.min_gap_pct && spreads > cfg.k {
-            outliers.push(Outlier {
-                agent: o.agent.clone(),
-                device_id: o.device_id.clone(),
-                result_id: o.result_id,
-                run_id: o.run_id.clone(),
-                value: *v,
-                gap_pct,
-                spreads,
-                cause: cause::likely_cause(&o.conditions, &siblings),
-            });
+        (100.0 * w / centre.abs(), spreads, w > 0.0)
+    };
+    let beyond = |(gap, spreads, worse): (f64, f64, bool)| {
+        worse && gap >= cfg.min_gap_pct && spreads > cfg.k
+    };
+    let mut outliers = Vec::new();
+    for (v, o, least_bad, results) in &per_device {
+        if centre.abs() <= 0.0 || !beyond(worse(*least_bad)) {
+            continue;
         }
+        let (gap_pct, spreads, _) = worse(*v);
+        outliers.push(Outlier {
+            agent: o.agent.clone(),
+            device_id: o.device_id.clone(),
+            result_id: o.result_id,
+            run_id: o.run_id.clone(),
+            value: *v,
+            gap_pct,
+            spreads,
+            cause: cause::likely_cause(&o.conditions, &siblings),
+            results: *results,
+            confirmed: *results >= 2,
+        });
     }
     outliers.sort_by(|a, b| b.gap_pct.total_cmp(&a.gap_pct));
     SpecReport {
@@ -260,5 +304,14 @@ fn judge(
         median: centre,
         spread,
         outliers,
+        points: per_device
+            .iter()
+            .map(|(v, o, ..)| Point {
+                agent: o.agent.clone(),
+                device_id: o.device_id.clone(),
+                result_id: o.result_id,
+                value: *v,
+            })
+            .collect(),
     }
 }

@@ -222,3 +222,32 @@ fn causes_name_the_link_the_cap_the_clock_the_heat_and_the_noise() {
         "firmware 113-D1631700-111 (siblings 113-D1631700-100)"
     );
 }
+
+#[test]
+fn a_rerun_confirms_an_outlier_only_when_it_is_one_again() {
+    let mut f: Vec<Observation> = (0..8)
+        .map(|i| obs(i, 4000.0 + i as f64, Conditions::default()))
+        .collect();
+    f.push(obs(8, 3000.0, Conditions::default()));
+    let first = detect(&f, &OutlierConfig::DEFAULT);
+    let o = first[0].outliers().next().unwrap().1.clone();
+    assert_eq!((o.result_id, o.results, o.confirmed), (8, 1, false));
+    assert_eq!(o.rerun(), "not rerun yet");
+    // Slow again: confirmed, with both results.
+    let mut again = f.clone();
+    again.push(Observation {
+        result_id: 9,
+        ..obs(8, 3100.0, Conditions::default())
+    });
+    let r = detect(&again, &OutlierConfig::DEFAULT);
+    let o = r[0].outliers().next().unwrap().1.clone();
+    assert_eq!((o.results, o.confirmed), (2, true));
+    assert_eq!(o.rerun(), "confirmed (2 results)");
+    // Its rerun ran like its siblings: no outlier.
+    let mut cleared = f.clone();
+    cleared.push(Observation {
+        result_id: 9,
+        ..obs(8, 4001.0, Conditions::default())
+    });
+    assert_eq!(named(&cleared), Vec::<usize>::new());
+}

@@ -2,6 +2,8 @@
 //! result for regressions (with confirmation reruns) and resumes what a stopped or killed
 //! coordinator left. See the [module docs](super) for slots and resuming.
 
+mod confirm;
+
 use super::cron::Cron;
 use super::slots::{DaemonConfig, Due, due};
 use super::spec::{ScheduleSpec, request_of};
@@ -12,7 +14,7 @@ use crate::campaign::prepare::resolve_and_plan_into;
 use crate::campaign::progress::Reporter;
 use crate::campaign::request::{CampaignRequest, StoredRequest};
 use crate::db::Db;
-use crate::regression::check::{self, AssessSummary, ResolveSummary};
+use crate::regression::check::{AssessSummary, ResolveSummary};
 use crate::store::{CampaignState, ResultFilter, ScheduleRow, StoreError};
 use crate::time::fmt_time;
 use serde::Serialize;
@@ -387,35 +389,7 @@ impl Daemon {
             }
         };
         if check {
-            let cfg = self.cfg.detect;
-            match self
-                .db
-                .call(move |s| {
-                    check::assess_new(s, Some(id), &cfg, &mut || uuid::Uuid::new_v4().to_string())
-                })
-                .await
-            {
-                Ok(a) => {
-                    self.ex
-                        .reporter
-                        .more(a.suspects, "confirmation reruns of suspect results");
-                    report.assess = a;
-                }
-                Err(e) => report.error = Some(format!("regression check: {e}")),
-            }
-            // Confirmation reruns (and anything a crash left queued).
-            match execute_campaign(&self.db, id, &self.ex).await {
-                Ok(r) => results.extend(r),
-                Err(e) => report.error = Some(e.to_string()),
-            }
-            match self
-                .db
-                .call(move |s| check::resolve(s, Some(id), &cfg))
-                .await
-            {
-                Ok(r) => report.resolve = r,
-                Err(e) => report.error = Some(format!("regression check: {e}")),
-            }
+            self.check_and_confirm(id, &mut report, &mut results).await;
         }
         report.results = results.len();
         report.not_ok = self.not_ok(id).await;

@@ -14,7 +14,7 @@ mod alerts;
 mod series;
 mod verdicts;
 
-pub use self::alerts::{AlertRow, NewAlert};
+pub use self::alerts::{AlertFilter, AlertRow, NewAlert};
 pub use self::series::CheckCandidate;
 pub use self::verdicts::{CheckRow, PendingConfirmation};
 

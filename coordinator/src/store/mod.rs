@@ -112,7 +112,9 @@ pub(crate) mod test_support;
 mod values;
 
 pub use self::agents::{MAX_AGENT_NAME, MAX_AGENT_URL};
-pub use self::checks::{AlertRow, CheckCandidate, CheckRow, NewAlert, PendingConfirmation};
+pub use self::checks::{
+    AlertFilter, AlertRow, CheckCandidate, CheckRow, NewAlert, PendingConfirmation,
+};
 pub use self::compact::{CompactReport, Retention};
 pub use self::copy::{CopyReport, TableCopy};
 pub use self::engine::{DEFAULT_RETRY_S, DbError, Engine, Outage, StoreHealth, is_postgres_url};

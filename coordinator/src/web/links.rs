@@ -201,6 +201,9 @@ impl Links {
     pub fn alerts(&self) -> String {
         self.pick(|| "/alerts".into(), || "alerts.html".into())
     }
+    pub fn groups(&self) -> String {
+        self.pick(|| "/groups".into(), || "groups.html".into())
+    }
     /// A device's page (ceilings and roofline).
     /// An agent's live page; `None` in the static report (live figures need the serve).
     pub fn agent(&self, agent: &str) -> Option<String> {

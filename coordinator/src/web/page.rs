@@ -47,6 +47,10 @@ const TEMPLATES: &[(&str, &str)] = &[
         include_str!("../../../dashboards/templates/alerts.html"),
     ),
     (
+        "groups.html",
+        include_str!("../../../dashboards/templates/groups.html"),
+    ),
+    (
         "error.html",
         include_str!("../../../dashboards/templates/error.html"),
     ),

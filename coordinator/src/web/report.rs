@@ -76,11 +76,12 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
             pages::campaigns::campaigns(store, &root, scope)?,
         ),
         ("alerts.html", pages::alerts::alerts(store, &root, scope)?),
+        ("groups.html", pages::groups::groups(store, &root, scope)?),
     ] {
         write(dir, name, &page.render()?)?;
         summary.pages += 1;
     }
-    // Every page but the four above lives one folder down (runs/, history/, campaigns/, devices/); they share
+    // Every page but the five above lives one folder down (runs/, history/, campaigns/, devices/); they share
     // the root's list of links.
     let nested = root.at_depth(1);
     let mut done: BTreeSet<Ref> = BTreeSet::new();

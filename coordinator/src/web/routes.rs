@@ -217,6 +217,25 @@ async fn get_campaign(State(s): State<Daemon>, Path(id): Path<String>) -> PageRe
     render_page(db(&s), move |st, l| pages::campaigns::campaign(st, l, id)).await
 }
 
+/// `/groups?campaign=N` (default: the latest campaign with results).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct GroupsQuery {
+    campaign: Option<i64>,
+}
+
+async fn get_groups(
+    State(s): State<Daemon>,
+    q: Result<Query<GroupsQuery>, axum::extract::rejection::QueryRejection>,
+) -> PageResult {
+    let q = parse_query(q)?;
+    let scope = Scope {
+        campaign: q.campaign,
+        ..Scope::default()
+    };
+    render_page(db(&s), move |st, l| pages::groups::groups(st, l, &scope)).await
+}
+
 async fn get_alerts(State(s): State<Daemon>) -> PageResult {
     render_page(db(&s), |st, l| {
         pages::alerts::alerts(st, l, &Scope::default())
@@ -266,6 +285,7 @@ pub fn pages_router() -> Router<Daemon> {
         .route("/campaigns", get(get_campaigns))
         .route("/campaigns/{id}", get(get_campaign))
         .route("/alerts", get(get_alerts))
+        .route("/groups", get(get_groups))
         .route("/alerts/{id}/ack", post(post_acknowledge))
         .route("/static/{name}", get(get_static_file))
 }

@@ -241,7 +241,7 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
                     "1.0"
                 };
                 for s in 0..cfg.specs {
-                    let n = 256i64 << s;
+                    let (n, spec_key) = seed_spec(s);
                     let base =
                         100.0 * (*b + 1) as f64 * (1.0 + *a as f64 * 0.5) * (1.0 + s as f64 * 0.2);
                     let step = cfg.regression_at.is_some_and(|r| night >= r)
@@ -250,7 +250,6 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
                         && s == 0;
                     let value = base * (1.0 + 0.01 * jitter.next()) * if step { 0.8 } else { 1.0 };
                     let rid = next_id();
-                    let spec_key = format!("gemm/tiled/k={n},m={n},n={n}/f32/compute_only");
                     let job = store.add_job(&NewJob {
                         campaign_id: campaign,
                         agent_id: *agent_id,
@@ -336,4 +335,29 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
             .map(|r| r.id);
     }
     Ok(summary)
+}
+/// The size and spec key of the seed's spec `s`: a square GEMM of 256 · 2^s for the first eight
+/// (the keys the tests know), then 32,768 plus 256 · (s − 7): every `s` its own key (a shift past
+/// 63 bits wrapped round and gave two specs of a night one key).
+fn seed_spec(s: usize) -> (i64, String) {
+    let n = if s < 8 {
+        256i64 << s
+    } else {
+        (256i64 << 7) + 256 * (s as i64 - 7)
+    };
+    (n, format!("gemm/tiled/k={n},m={n},n={n}/f32/compute_only"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn every_seeded_spec_has_a_key_of_its_own() {
+        let keys: std::collections::BTreeSet<String> =
+            (0..10_000).map(|s| super::seed_spec(s).1).collect();
+        assert_eq!(keys.len(), 10_000);
+        assert_eq!(
+            super::seed_spec(2).1,
+            "gemm/tiled/k=1024,m=1024,n=1024/f32/compute_only"
+        );
+    }
 }

@@ -35,6 +35,10 @@ fn every_page_renders_on_an_empty_store() {
             .contains("No campaigns yet")
     );
     assert!(render(pages::alerts::alerts(&store, &l, &Scope::default())).contains("No confirmed"));
+    assert!(
+        render(pages::groups::groups(&store, &l, &Scope::default()))
+            .contains("No campaign has results yet")
+    );
     assert!(matches!(
         pages::run::run(&store, &l, 1),
         Err(WebError::NotFound(_))
@@ -787,5 +791,69 @@ fn an_agent_page_shows_each_channels_last_figures_and_its_chart() {
     assert!(
         render(pages::fleet::fleet(&store, &l))
             .contains(r#"<a href="&#x2f;agents&#x2f;rig">rig</a>"#)
+    );
+}
+
+/// `/groups` draws the sibling group's strip with a dot per device, the two outliers red and
+/// linked to their results, each named with its cause; `/alerts` lists them beside the
+/// regressions; the static report writes the page.
+#[test]
+fn the_groups_page_marks_the_outliers_and_the_alerts_page_lists_them() {
+    let (_db, mut store) = temp_store();
+    let campaign = crate::outliers::collect::rx580_campaign(&mut store);
+    let l = Links::default();
+    let html = render(pages::groups::groups(&store, &l, &Scope::default()));
+    assert!(
+        html.contains("AMD Radeon RX 580 · vulkan · driver Mesa 22.3.6 · 8.0 GiB"),
+        "{html}"
+    );
+    assert_eq!(
+        html.matches("<circle class=\"dot\"").count(),
+        6,
+        "six siblings"
+    );
+    assert_eq!(
+        html.matches("<circle class=\"dot outlier\"").count(),
+        2,
+        "two outliers"
+    );
+    assert!(html.contains("PCIe x4 of x16"), "{html}");
+    assert!(
+        html.contains("94 °C during the run (siblings 71 °C)"),
+        "{html}"
+    );
+    let outlier_run = store
+        .results(&crate::store::ResultFilter {
+            campaign_id: Some(campaign),
+            ..Default::default()
+        })
+        .unwrap()
+        .into_iter()
+        .find(|r| r.agent == "node-3")
+        .unwrap()
+        .id;
+    assert!(
+        html.contains(&format!("href=\"/runs/{outlier_run}\"")),
+        "{html}"
+    );
+    let alerts = render(pages::alerts::alerts(&store, &l, &Scope::default()));
+    assert!(
+        alerts.contains("Outliers in campaign <a href=")
+            && alerts.contains(&format!(">#{campaign}</a></h2>")),
+        "{alerts}"
+    );
+    assert!(alerts.contains("node-3:vulkan:0"), "{alerts}");
+    // A campaign without groups of five says so.
+    let empty = render(pages::groups::groups(
+        &store,
+        &l,
+        &Scope {
+            campaign: Some(campaign + 1),
+            ..Scope::default()
+        },
+    ));
+    assert!(
+        empty.contains("No campaign has results yet") || empty.contains("No group has"),
+        "{empty}"
     );
 }

@@ -1,7 +1,7 @@
 //! `/alerts`, and the alert table the fleet and history pages embed.
 
 use super::{base, page};
-use crate::store::{AlertRow, Store};
+use crate::store::{AlertFilter, AlertRow, Store};
 use crate::table::fmt_metric;
 use crate::time::fmt_time;
 use crate::web::links::{HistoryQuery, Links, Scope};
@@ -38,17 +38,66 @@ pub fn alert_rows(alerts: &[AlertRow], links: &Links) -> Vec<Value> {
         .collect()
 }
 
+/// The most alerts `/alerts` shows, newest first (`gpufleet regressions` lists them all).
+pub const ALERTS_SHOWN: usize = 500;
+
 /// `/alerts`.
 pub fn alerts(store: &Store, links: &Links, scope: &Scope) -> Result<Page, WebError> {
     let rows: Vec<AlertRow> = store
-        .alerts(scope.since.unwrap_or(0.0))?
+        .alerts_where(&AlertFilter {
+            since: scope.since.unwrap_or(0.0),
+            limit: ALERTS_SHOWN + 1,
+            ..AlertFilter::default()
+        })?
         .into_iter()
         .filter(|a| scope.campaign.is_none_or(|c| a.campaign_id == Some(c)))
         .collect();
+    let more = rows.len() > ALERTS_SHOWN;
+    let rows = &rows[..rows.len().min(ALERTS_SHOWN)];
     let m = base(links, store, "Alerts", "alerts")?;
     Ok(page(
         "alerts.html",
         m,
-        json!({ "alerts": alert_rows(&rows, links), "with_ack": !links.is_static(), "since": scope.since.map(fmt_time) }),
+        json!({ "alerts": alert_rows(rows, links), "alerts_more": more, "with_ack": !links.is_static(), "since": scope.since.map(fmt_time),
+                "outliers": outlier_rows(store, links)? }),
     ))
+}
+
+/// The most outliers the alerts page lists (`gpufleet outliers` lists them all).
+const MAX_OUTLIERS: usize = 100;
+
+/// The outliers of the latest campaign with results, beside the regressions: each device that did
+/// worse than its siblings, with its likely cause (see [`crate::outliers`]).
+fn outlier_rows(store: &Store, links: &Links) -> Result<Value, WebError> {
+    let Some(latest) = store
+        .campaigns()?
+        .into_iter()
+        .filter(|c| c.results.values().sum::<i64>() > 0)
+        .max_by_key(|c| c.id)
+    else {
+        return Ok(Value::Null);
+    };
+    let cfg = crate::outliers::OutlierConfig::DEFAULT;
+    let groups = crate::outliers::collect::campaign_outliers(store, latest.id, &cfg)?;
+    let all: Vec<Value> = groups
+        .iter()
+        .flat_map(|g| {
+            g.outliers().map(move |(s, o)| {
+                json!({
+                    "group": g.key.to_string(), "spec": s.spec_key,
+                    "device": format!("{}:{}", o.agent, o.device_id),
+                    "value": format!("{} {}", fmt_metric(o.value), s.unit),
+                    "median": format!("{} {}", fmt_metric(s.median), s.unit),
+                    "gap": format!("{:.1} %", o.gap_pct), "cause": o.cause,
+                    "rerun": o.rerun(),
+                    "run_href": links.run(o.result_id),
+                })
+            })
+        })
+        .collect();
+    Ok(json!({
+        "campaign": latest.id, "campaign_href": links.campaign(latest.id),
+        "groups_href": links.groups(), "total": all.len(),
+        "rows": all.into_iter().take(MAX_OUTLIERS).collect::<Vec<_>>(),
+    }))
 }

@@ -3,7 +3,7 @@
 use super::alerts::alert_rows;
 use super::{base, page};
 use crate::fleet::attachment::attached;
-use crate::store::{AgentKind, AgentRow, AlertRow, DeviceRow, Store};
+use crate::store::{AgentKind, AgentRow, AlertFilter, AlertRow, DeviceRow, Store};
 use crate::table::fmt_metric;
 use crate::time::fmt_time;
 use crate::web::links::Links;
@@ -11,6 +11,9 @@ use crate::web::page::{Page, WebError};
 use gpufleet_proto::display::pcie_link;
 use serde_json::{Value, json};
 use std::collections::HashMap;
+
+/// The most open alerts the fleet page lists (the newest); the alerts page has the rest.
+pub const FLEET_ALERTS: usize = 20;
 
 /// `12.5 TFLOP/s`: a large figure with its SI prefix.
 fn si(v: f64, unit: &str) -> String {
@@ -161,15 +164,17 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
             "backends": backends, "devices": devs, "latest_campaign": latest_campaign,
         }));
     }
-    let alerts: Vec<AlertRow> = store
-        .alerts(0.0)?
-        .into_iter()
-        .filter(|a| a.acknowledged_at.is_none())
-        .collect();
+    let alerts: Vec<AlertRow> = store.alerts_where(&AlertFilter {
+        open_only: true,
+        limit: FLEET_ALERTS,
+        ..AlertFilter::default()
+    })?;
+    let open = store.alert_count(true)?;
     let m = base(links, store, "Fleet", "fleet")?;
     Ok(page(
         "fleet.html",
         m,
-        json!({ "agents": out, "alerts": alert_rows(&alerts, links), "with_ack": false }),
+        json!({ "agents": out, "alerts": alert_rows(&alerts, links), "with_ack": false,
+                "alerts_more": (open as usize).saturating_sub(alerts.len()), "alerts_href": links.alerts() }),
     ))
 }

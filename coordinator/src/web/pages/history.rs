@@ -98,11 +98,8 @@ fn marks(
     rows: &[ResultRow],
 ) -> Result<(HashMap<i64, String>, Vec<AlertRow>), WebError> {
     let ids: BTreeSet<i64> = rows.iter().map(|r| r.id).collect();
-    let alerts: Vec<AlertRow> = store
-        .alerts(0.0)?
-        .into_iter()
-        .filter(|a| ids.contains(&a.result_id))
-        .collect();
+    let alerts: Vec<AlertRow> =
+        store.alerts_of_results(&ids.iter().copied().collect::<Vec<_>>())?;
     let reruns = store.confirmation_reruns(&ids.iter().copied().collect::<Vec<_>>())?;
     let mut m = HashMap::new();
     for r in rows {

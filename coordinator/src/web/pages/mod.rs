@@ -13,6 +13,7 @@
 //! | `agent.rs` | `/agents/{name}`: an agent's live power (serve only) |
 //! | `campaigns.rs` | `/campaigns`, `/campaigns/{id}` |
 //! | `alerts.rs` | `/alerts`, and the alert table other pages embed |
+//! | `groups.rs` | `/groups`: sibling devices compared, one strip per spec, outliers marked |
 
 pub mod agent;
 pub mod alerts;
@@ -20,6 +21,7 @@ pub mod campaigns;
 pub mod compare;
 pub mod device;
 pub mod fleet;
+pub mod groups;
 pub mod history;
 pub mod run;
 
@@ -36,11 +38,7 @@ fn base(
     title: &str,
     page: &str,
 ) -> Result<Map<String, Value>, WebError> {
-    let open_alerts = store
-        .alerts(0.0)?
-        .iter()
-        .filter(|a| a.acknowledged_at.is_none())
-        .count();
+    let open_alerts = store.alert_count(true)?;
     let mut m = Map::new();
     m.insert("title".into(), json!(title));
     m.insert("page".into(), json!(page));
@@ -51,7 +49,7 @@ fn base(
         "nav".into(),
         json!({
             "fleet": links.fleet(), "compare": links.compare(), "campaigns": links.campaigns(),
-            "alerts": links.alerts(), "css": links.static_file("gpufleet.css"),
+            "alerts": links.alerts(), "groups": links.groups(), "css": links.static_file("gpufleet.css"),
             "js": links.static_file("gpufleet.js"), "open_alerts": open_alerts,
         }),
     );
