@@ -257,6 +257,101 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// FOR TESTS AND BENCHMARKS ONLY: simulate N dial-in agents in this process.
+    ///
+    /// Opens N real Fleet streams to the coordinator(s) from one process, one per simulated
+    /// dial-in agent (TLS, enrolment tokens, the real protocol and outbox), and answers their
+    /// runs with results drawn from a seeded distribution. No kernel runs: the device each agent
+    /// describes is a simulated one and says so (name, vendor, driver, feature flag
+    /// `simulated`); never take its results for measurements.
+    ///
+    /// Enrol the agents first (`gpufleet agents add sim-0000 --dial-in --json`, ...) and write
+    /// one `NAME TOKEN` line per agent to the tokens file.
+    #[command(hide = true)]
+    Simulate(Box<SimulateArgs>),
+}
+
+/// The options of `gpufleet-agent simulate`.
+#[derive(Debug, clap::Args)]
+pub struct SimulateArgs {
+    /// How many agents: PREFIX-0000 .. PREFIX-(N-1).
+    #[arg(long)]
+    pub agents: usize,
+    /// The agents' name prefix.
+    #[arg(long, default_value = "sim")]
+    pub name_prefix: String,
+    /// The enrolment tokens: one `NAME TOKEN` pair per line (`#` comments allowed).
+    #[arg(long)]
+    pub tokens: std::path::PathBuf,
+    /// A coordinator's fleet address (`gpufleet serve --fleet-listen`), as the agent's
+    /// --connect; repeat it for several serves of one fleet, dialed in turn.
+    #[arg(long, required = true)]
+    pub connect: Vec<String>,
+    /// Verify an https coordinator by this CA certificate (PEM).
+    #[arg(long)]
+    pub ca_cert: Option<std::path::PathBuf>,
+    /// Verify an https coordinator by the SHA-256 of its certificate (hex).
+    #[arg(long, conflicts_with = "ca_cert")]
+    pub pin_sha256: Option<String>,
+    /// Each agent's state (its outbox of unacknowledged results) goes in DIR/NAME.
+    #[arg(long)]
+    pub state_dir: std::path::PathBuf,
+    /// Seeds the devices' factors and every run's noise.
+    #[arg(long, default_value_t = 1)]
+    pub seed: u64,
+    /// Device-to-device spread, a fraction: each device's factor is drawn once from the seed
+    /// (0.01: devices differ by about 1 %); each run adds a quarter of it as run-to-run noise.
+    #[arg(long, default_value_t = 0.01)]
+    pub spread: f64,
+    /// NAME=FRACTION: that agent's iteration times are 1 + FRACTION times its own draw (0.10:
+    /// 10 % longer), to plant an outlier. Repeatable.
+    #[arg(long, value_parser = gpufleet_agent::simulate::options::parse_slow)]
+    pub slow: Vec<(String, f64)>,
+    /// NAME=LINK: that agent's device reports PCIe LINK (e.g. `gen3 x4`) below its maximum,
+    /// gen3 x16, as an outlier cause. Repeatable.
+    #[arg(long, value_parser = gpufleet_agent::simulate::options::parse_pcie)]
+    pub pcie: Vec<(String, String)>,
+    /// Seconds each run takes once its device is free.
+    #[arg(long, default_value_t = 0.0)]
+    pub run_s: f64,
+    /// Longest wait between redials, seconds.
+    #[arg(long, default_value_t = 30.0)]
+    pub max_backoff_s: f64,
+}
+
+impl SimulateArgs {
+    /// The simulation's configuration.
+    ///
+    /// # Errors
+    /// A --run-s or --max-backoff-s out of range.
+    pub fn config(self) -> anyhow::Result<gpufleet_agent::simulate::SimConfig> {
+        use gpufleet_proto::tls::Trust;
+        if !(0.0..=3600.0).contains(&self.run_s) {
+            anyhow::bail!("--run-s {} is outside [0, 3600]", self.run_s);
+        }
+        if !(self.max_backoff_s.is_finite() && self.max_backoff_s >= 0.5) {
+            anyhow::bail!("--max-backoff-s must be at least 0.5");
+        }
+        let trust = match (self.ca_cert, self.pin_sha256) {
+            (Some(ca), _) => Some(Trust::Ca(ca)),
+            (None, Some(pin)) => Some(Trust::Pin(pin)),
+            (None, None) => None,
+        };
+        Ok(gpufleet_agent::simulate::SimConfig {
+            agents: self.agents,
+            name_prefix: self.name_prefix,
+            tokens: self.tokens,
+            urls: self.connect,
+            trust,
+            state_dir: self.state_dir,
+            seed: self.seed,
+            spread: self.spread,
+            slow: self.slow,
+            pcie: self.pcie,
+            run_s: std::time::Duration::from_secs_f64(self.run_s),
+            backoff_max: std::time::Duration::from_secs_f64(self.max_backoff_s),
+        })
+    }
 }
 
 #[cfg(test)]
@@ -313,6 +408,54 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("line 2") && e.contains("colour"), "{e}");
+    }
+
+    #[test]
+    fn simulate_is_hidden_and_says_it_is_for_tests_only() {
+        use clap::CommandFactory;
+        let help = Cli::command().render_help().to_string();
+        assert!(!help.contains("simulate"), "{help}");
+        let mut cmd = Cli::command();
+        let sub = cmd.find_subcommand_mut("simulate").unwrap();
+        let help = sub.render_long_help().to_string();
+        assert!(help.contains("FOR TESTS AND BENCHMARKS ONLY"), "{help}");
+        let cli = Cli::try_parse_from([
+            "gpufleet-agent",
+            "simulate",
+            "--agents",
+            "20",
+            "--tokens",
+            "/t",
+            "--connect",
+            "https://fleet:7443",
+            "--pin-sha256",
+            "ab",
+            "--state-dir",
+            "/s",
+            "--slow",
+            "sim-0003=0.10",
+            "--pcie",
+            "sim-0004=gen3 x4",
+        ])
+        .unwrap();
+        let Some(Command::Simulate(args)) = cli.command else {
+            panic!("not simulate")
+        };
+        let cfg = args.config().unwrap();
+        assert_eq!(
+            (cfg.agents, cfg.name_prefix.as_str(), cfg.spread),
+            (20, "sim", 0.01)
+        );
+        assert_eq!(cfg.slow, [("sim-0003".to_string(), 0.10)]);
+        assert_eq!(cfg.pcie, [("sim-0004".to_string(), "gen3 x4".to_string())]);
+        assert!(matches!(
+            cfg.trust,
+            Some(gpufleet_proto::tls::Trust::Pin(_))
+        ));
+        let e = Cli::try_parse_from(["gpufleet-agent", "simulate", "--agents", "2", "--slow", "x"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("NAME=VALUE"), "{e}");
     }
 
     #[test]

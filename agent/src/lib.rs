@@ -43,11 +43,16 @@
 //!   reflection): [`serve`], who may listen where (`auth.rs`), conversions to the wire, Describe,
 //!   StreamPower's filter, the one mapping of [`error::AgentError`] to status codes.
 //! - `dial/`: dialing in to a coordinator (`--connect`): the reconnect loop, the on-disk outbox of
-//!   finished runs kept until acknowledged, TLS verification by CA or pinned SHA-256.
+//!   finished runs kept until acknowledged, TLS verification by CA or pinned SHA-256, and
+//!   [`dial::RunCore`], what a link needs from the agent behind it.
+//! - `simulate/`: `gpufleet-agent simulate`, the load generator of the fleet's scale tests: N
+//!   simulated agents in one process, each a [`dial::RunCore`] behind the real [`dial`] code,
+//!   answering runs with seeded draws and describing a device that says it is simulated.
 //! - `metrics.rs`: the Prometheus exporter (`--metrics-listen`): the sampler's latest figures, the
 //!   run core's counts and the queue depths.
 //! - `main.rs` (the binary, with its clap types in `cli.rs`): parses the command line and the
-//!   configuration and calls [`serve`], [`dial`], [`power::report`] or the worker's entry point.
+//!   configuration and calls [`serve`], [`dial`], [`power::report`], [`simulate`] or the worker's
+//!   entry point.
 //!
 //! # Lifecycle of a run
 //! 1. At start [`AgentCore::start`] discovers the inventory (one discovery worker per backend) and
@@ -88,6 +93,7 @@ pub mod metrics;
 pub mod power;
 pub mod run;
 pub mod service;
+pub mod simulate;
 pub mod stats;
 
 pub use run::{AgentConfig, AgentCore};

@@ -28,17 +28,37 @@ fn real_main() -> anyhow::Result<()> {
     let matches = <cli::Cli as clap::CommandFactory>::command().get_matches();
     let cli =
         <cli::Cli as clap::FromArgMatches>::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let cli = match cli.command {
+        Some(cli::Command::Simulate(args)) => return simulate(*args),
+        command => cli::Cli { command, ..cli },
+    };
     let (cli, file) = cli.with_file(&matches)?;
+    init_logging("info");
+    let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
+    runtime.block_on(run(cli, file))
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` or else by `default`.
+fn init_logging(default: &str) {
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| default.into()),
         )
         .with_writer(std::io::stderr)
         // Colours only on a terminal: a log written to a file or a pipe stays plain text.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
+}
+
+/// `gpufleet-agent simulate` (tests and benchmarks only): takes everything from its own flags,
+/// not from the agent's configuration file, and logs its own lines and warnings only, since the
+/// per-link lines of thousands of agents would drown them.
+fn simulate(args: cli::SimulateArgs) -> anyhow::Result<()> {
+    init_logging("warn,gpufleet_agent::simulate=info");
+    let cfg = args.config()?;
     let runtime = tokio::runtime::Runtime::new().context("starting the async runtime")?;
-    runtime.block_on(run(cli, file))
+    runtime.block_on(gpufleet_agent::simulate::simulate(cfg, shutdown_signal()))
 }
 
 async fn run(cli: cli::Cli, file: Option<AgentFile>) -> anyhow::Result<()> {

@@ -3,9 +3,10 @@
 //! connection (Runpod pods, home rigs behind NAT).
 //!
 //! # Guarantees
-//! - A run goes through the same core ([`AgentCore::submit`]) as a direct request. Its events are
-//!   followed by a task of its own, not by the stream, so a run in flight when the link drops keeps
-//!   running.
+//! - A run goes through the same core as a direct request ([`RunCore::submit`]: the agent's
+//!   [`AgentCore`](crate::run::AgentCore), or a simulated agent of `gpufleet-agent simulate`).
+//!   Its events are followed by a task of its own, not by the stream, so a run in flight when the
+//!   link drops keeps running.
 //! - A finished run is written to the [`outbox::Outbox`] in the state directory before it is
 //!   sent, and deleted only when the coordinator acknowledges it (after storing it). After every
 //!   (re)connect, and after a restart of the agent, everything in the outbox is sent again; the
@@ -18,13 +19,17 @@
 //!
 //! # Layout
 //! - this file: [`DialConfig`], the reconnect loop and one session's message handling.
+//! - [`run_core`]: [`RunCore`], what a link needs from the agent behind it.
 //! - [`outbox`]: the on-disk outbox.
 //! - `gpufleet_proto::tls`: verifying the coordinator by CA or pinned SHA-256.
 
 pub mod outbox;
+pub mod run_core;
+
+pub use run_core::RunCore;
 
 use crate::error::AgentError;
-use crate::run::AgentCore;
+use futures::StreamExt;
 use gpufleet_proto::tls::{self, Target};
 use gpufleet_proto::v1 as pb;
 use outbox::Outbox;
@@ -127,7 +132,7 @@ enum Ended {
 }
 
 struct Dialer {
-    core: Arc<AgentCore>,
+    core: Arc<dyn RunCore>,
     cfg: DialConfig,
     /// Each URL's target and TLS configuration, in `cfg.urls`' order.
     targets: Vec<(Target, Option<Arc<rustls::ClientConfig>>)>,
@@ -146,7 +151,7 @@ struct Dialer {
 /// A bad URL or trust option, an unusable state directory, or the coordinator refusing this
 /// agent (not enrolled, removed, wrong token).
 pub async fn dial_in(
-    core: Arc<AgentCore>,
+    core: Arc<dyn RunCore>,
     cfg: DialConfig,
     shutdown: impl Future<Output = ()>,
 ) -> anyhow::Result<()> {
@@ -376,7 +381,7 @@ impl Dialer {
         if lock(&self.running).contains(&id) {
             return;
         }
-        match self.core.submit(req) {
+        match self.core.clone().submit(req) {
             Ok(events) => {
                 lock(&self.running).insert(id.clone());
                 tokio::spawn(self.clone().follow(id, events));
@@ -429,8 +434,8 @@ impl Dialer {
 
     /// Streams the power samples the coordinator asked for while attached.
     async fn subscribe_power(self: &Arc<Self>, req: pb::PowerRequest) {
-        let mut wanted = match crate::service::power::Subscription::new(&self.core, &req) {
-            Ok(c) => c,
+        let mut feed = match self.core.clone().power_feed(&req) {
+            Ok(feed) => feed,
             // The serve asks every agent for its power (for /metrics): a host without sensors (a
             // Runpod VF, a VM) has nothing to send, which is worth a line but not a warning.
             Err(e @ AgentError::NoPowerSources) => {
@@ -444,17 +449,9 @@ impl Dialer {
         };
         let d = self.clone();
         let task = tokio::spawn(async move {
-            let mut feed = d.core.power.sampler.subscribe();
-            loop {
-                match feed.recv().await {
-                    Ok(s) if wanted.pass(&s) => {
-                        let wire = crate::power::wire::sample_pb(&d.core.power.sampler, &s);
-                        let Some(tx) = d.link() else { return };
-                        let _ = tx.try_send(up(Up::Power(wire)));
-                    }
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                }
+            while let Some(wire) = feed.next().await {
+                let Some(tx) = d.link() else { return };
+                let _ = tx.try_send(up(Up::Power(wire)));
             }
         });
         if let Some(old) = lock(&self.power).replace(task) {

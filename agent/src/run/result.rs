@@ -1,6 +1,8 @@
 //! From a plan and a worker's end to the run's one RunResult: status and
 //! message, statistics, the metric and % of peak, validation, fingerprint.
 //! Pure apart from reading the clock and the OS kernel version.
+//! [`stats`] and [`add_metric`] are also how `gpufleet-agent simulate` shapes its drawn
+//! results, so they read like real ones.
 
 use super::plan::Plan;
 use crate::backend::DeviceInfo;
@@ -152,6 +154,74 @@ fn token_latency(
     }
 }
 
+/// The statistics of a run's timed iterations, measured to `target_ci_pct` (`None`: no target);
+/// `None` without iterations.
+pub fn stats(times_s: &[f64], target_ci_pct: Option<f64>) -> Option<pb::Stats> {
+    let s = Summary::of(times_s)?;
+    let mut sorted = times_s.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    let (ci_low, ci_high) = gpufleet_kernels::median_ci(&sorted).unwrap_or((s.median, s.median));
+    let ci_pct = gpufleet_kernels::ci_pct(ci_low, ci_high, s.median);
+    Some(pb::Stats {
+        count: s.count as u32,
+        median_s: s.median,
+        p10_s: s.p10,
+        p90_s: s.p90,
+        min_s: s.min,
+        max_s: s.max,
+        mean_s: s.mean,
+        stddev_s: s.stddev,
+        cv: s.cv,
+        median_ci_low_s: ci_low,
+        median_ci_high_s: ci_high,
+        ci_pct: ci_pct.unwrap_or(0.0),
+        // 0 on the result: none.
+        target_ci_pct: target_ci_pct.unwrap_or(0.0),
+        noisy: s.noise(ci_pct, target_ci_pct).is_noisy(),
+        robust_cv: s.robust.robust_cv,
+        p25_s: s.robust.p25,
+        p75_s: s.robust.p75,
+        upper_fence_s: s.robust.upper_fence,
+        outliers_high: s.robust.outliers_high,
+    })
+}
+
+/// Writes the headline figure of an `ok` run of `problem` on `device` whose median iteration
+/// took `median_s` into `r`: the metric in the catalog's kind and unit, the % of peak and its
+/// source, and the figures a roofline point or a transformer adds to `config`.
+pub fn add_metric(
+    r: &mut pb::RunResult,
+    problem: &gpufleet_kernels::Problem,
+    device: &DeviceInfo,
+    times_s: &[f64],
+    median_s: f64,
+) {
+    let m = problem.metric(median_s);
+    // A transfer's ceiling is the PCIe link (or the copy engine), which the peak tables do not
+    // hold: no % of peak rather than a % of memory bandwidth.
+    if problem.id().has_device_peak() {
+        (r.pct_of_peak, r.peak_source) = pct_of_peak(m.kind, m.value, problem.arithmetic(), device);
+    }
+    // A roofline point is both a rate of arithmetic and of memory traffic.
+    if problem.id().records_bandwidth() && median_s > 0.0 {
+        let gbps = problem.bytes() / median_s / 1e9;
+        r.config.insert(ACHIEVED_GBPS.into(), format!("{gbps:.1}"));
+    }
+    if m.kind == MetricKind::TokensPerS {
+        let mut sorted = times_s.to_vec();
+        sorted.sort_by(f64::total_cmp);
+        (r.pct_of_peak, r.peak_source) = token_roofline(problem, median_s, device, &mut r.config);
+        token_latency(problem, &sorted, &mut r.config);
+    }
+    r.metric = Some(pb::Metric {
+        kind: m.kind.name().to_string(),
+        unit: gpufleet_kernels::variant_unit(problem.kernel.name, &problem.variant, m.kind.unit())
+            .to_string(),
+        value: m.value,
+        higher_is_better: m.kind.higher_is_better(),
+    });
+}
+
 /// Turns a worker's end into the run's result.
 pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult {
     let mut r = bare_result(plan, pb::RunStatus::Error, String::new());
@@ -189,66 +259,18 @@ pub fn finish(plan: &Plan, run: WorkerRun, started_unix_s: f64) -> pb::RunResult
                     message: v.message.clone(),
                 });
             }
-            if let Some(s) = Summary::of(&o.times_s) {
-                let mut sorted = o.times_s.clone();
-                sorted.sort_by(f64::total_cmp);
-                let (ci_low, ci_high) =
-                    gpufleet_kernels::median_ci(&sorted).unwrap_or((s.median, s.median));
-                let ci_pct = gpufleet_kernels::ci_pct(ci_low, ci_high, s.median);
-                let target = plan.job.settings.target_ci_pct;
-                r.stats = Some(pb::Stats {
-                    count: s.count as u32,
-                    median_s: s.median,
-                    p10_s: s.p10,
-                    p90_s: s.p90,
-                    min_s: s.min,
-                    max_s: s.max,
-                    mean_s: s.mean,
-                    stddev_s: s.stddev,
-                    cv: s.cv,
-                    median_ci_low_s: ci_low,
-                    median_ci_high_s: ci_high,
-                    ci_pct: ci_pct.unwrap_or(0.0),
-                    // 0 on the result: none.
-                    target_ci_pct: target.unwrap_or(0.0),
-                    noisy: s.noise(ci_pct, target).is_noisy(),
-                    robust_cv: s.robust.robust_cv,
-                    p25_s: s.robust.p25,
-                    p75_s: s.robust.p75,
-                    upper_fence_s: s.robust.upper_fence,
-                    outliers_high: s.robust.outliers_high,
-                });
+            if let Some(stats) = stats(&o.times_s, plan.job.settings.target_ci_pct) {
                 // The metric exists only for results that count.
                 if o.status == WorkerStatus::Ok {
-                    let m = plan.problem.metric(s.median);
-                    // A transfer's ceiling is the PCIe link (or the copy engine), which the peak
-                    // tables do not hold: no % of peak rather than a % of memory bandwidth.
-                    if plan.problem.id().has_device_peak() {
-                        (r.pct_of_peak, r.peak_source) =
-                            pct_of_peak(m.kind, m.value, plan.problem.arithmetic(), &plan.device);
-                    }
-                    // A roofline point is both a rate of arithmetic and of memory traffic.
-                    if plan.problem.id().records_bandwidth() && s.median > 0.0 {
-                        let gbps = plan.problem.bytes() / s.median / 1e9;
-                        r.config.insert(ACHIEVED_GBPS.into(), format!("{gbps:.1}"));
-                    }
-                    if m.kind == MetricKind::TokensPerS {
-                        (r.pct_of_peak, r.peak_source) =
-                            token_roofline(&plan.problem, s.median, &plan.device, &mut r.config);
-                        token_latency(&plan.problem, &sorted, &mut r.config);
-                    }
-                    r.metric = Some(pb::Metric {
-                        kind: m.kind.name().to_string(),
-                        unit: gpufleet_kernels::variant_unit(
-                            plan.problem.kernel.name,
-                            &plan.problem.variant,
-                            m.kind.unit(),
-                        )
-                        .to_string(),
-                        value: m.value,
-                        higher_is_better: m.kind.higher_is_better(),
-                    });
+                    add_metric(
+                        &mut r,
+                        &plan.problem,
+                        &plan.device,
+                        &o.times_s,
+                        stats.median_s,
+                    );
                 }
+                r.stats = Some(stats);
             }
             r.times_s = o.times_s;
         }
