@@ -26,11 +26,7 @@ struct Cluster {
 impl Cluster {
     fn start() -> Cluster {
         let dir = tempfile::tempdir().unwrap();
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port_below_ephemeral();
         let mut c = Cluster {
             dir,
             port,
@@ -64,6 +60,20 @@ impl Cluster {
             .output()
             .unwrap();
         assert!(out.status.success(), "ci/postgres.sh stop");
+    }
+}
+
+/// A free loopback port below Linux's ephemeral range (32768 and up): the kernel never hands one
+/// of these to a socket bound to port 0, so while the cluster is stopped for a minute no serve or
+/// agent of another test can take its port (one bound to :0 did, and the restart failed).
+fn free_port_below_ephemeral() -> u16 {
+    static NEXT: std::sync::atomic::AtomicU16 = std::sync::atomic::AtomicU16::new(0);
+    let base = 20_000 + (std::process::id() % 1_000) as u16 * 10;
+    loop {
+        let port = base + NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed) % 2_000;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
     }
 }
 
