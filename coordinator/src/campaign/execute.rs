@@ -110,9 +110,7 @@ impl Role {
 
 /// Whether the store came back from an outage less than [`ATTACHED_FRESH_S`] ago.
 fn settling(s: &Store, now: f64) -> bool {
-    s.health()
-        .last_outage()
-        .is_some_and(|(_, ended)| now < ended + ATTACHED_FRESH_S)
+    s.health().recent_outage(now, ATTACHED_FRESH_S).is_some()
 }
 
 /// One device's jobs in a campaign: (agent row id, device row id). One task claims them in turn.

@@ -426,8 +426,8 @@ impl Daemon {
         let settling = self
             .db
             .health()
-            .last_outage()
-            .is_some_and(|(_, ended)| now < ended + self.cfg.stale_after_s);
+            .recent_outage(now, self.cfg.stale_after_s)
+            .is_some();
         let fresh =
             |h: Option<f64>| settling || h.is_some_and(|h| now - h <= self.cfg.stale_after_s);
         for c in unfinished {

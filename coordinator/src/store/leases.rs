@@ -217,10 +217,10 @@ impl Store {
         // A lease that ran out while the database could not be reached was not renewable: only
         // those that ran out before the outage count until a lease's time has passed since.
         let now = self.now();
-        let cutoff = match self.health().last_outage() {
-            Some((began, ended)) if now < ended + LEASE_AFTER_OUTAGE_S => began,
-            _ => now,
-        };
+        let cutoff = self
+            .health()
+            .recent_outage(now, LEASE_AFTER_OUTAGE_S)
+            .map_or(now, |(began, _)| began);
         let context = "expiring job leases";
         let tx = self.write_tx().map_err(sql(context))?;
         let mut n = tx

@@ -62,6 +62,14 @@ impl StoreHealth {
         *self.last.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The last outage, (began, ended), when it ended less than `within_s` before `now`: while a
+    /// reader's freshness window (a lease, a `last_seen` period, a heartbeat's staleness) has not
+    /// passed since the database came back, ages it reads are not silence.
+    pub fn recent_outage(&self, now: f64, within_s: f64) -> Option<(f64, f64)> {
+        self.last_outage()
+            .filter(|(_, ended)| now < ended + within_s)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Option<Outage>> {
         self.down.lock().unwrap_or_else(|p| p.into_inner())
     }
