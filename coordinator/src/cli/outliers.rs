@@ -5,7 +5,7 @@
 use super::args::OutliersArgs;
 use crate::db::Db;
 use crate::outliers::OutlierConfig;
-use crate::outliers::collect::campaign_outliers;
+use crate::outliers::collect::{campaign_outliers, latest_with_results};
 use crate::table::{Format, Table, fmt_metric};
 use anyhow::{anyhow, bail};
 
@@ -38,12 +38,12 @@ pub fn outliers(db: &Db, a: OutliersArgs) -> anyhow::Result<i32> {
             .iter()
             .find(|c| c.id == id)
             .ok_or_else(|| anyhow!("--campaign {id}: no such campaign (`gpufleet campaigns` lists them)"))?,
-        None => campaigns
-            .iter()
-            .filter(|c| a.suite.as_ref().is_none_or(|s| &c.suite == s))
-            .filter(|c| c.results.values().sum::<i64>() > 0)
-            .max_by_key(|c| c.id)
-            .ok_or_else(|| match &a.suite {
+        None => latest_with_results(
+            campaigns
+                .iter()
+                .filter(|c| a.suite.as_ref().is_none_or(|s| &c.suite == s)),
+        )
+        .ok_or_else(|| match &a.suite {
                 Some(s) => anyhow!("--suite {s}: no campaign of that suite has results"),
                 None => anyhow!("no campaign has results yet: run a suite first (`gpufleet run --suite smoke --agent NAME`)"),
             })?,

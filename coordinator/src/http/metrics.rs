@@ -53,12 +53,10 @@ fn group_gauges(
 ) -> Result<Vec<(String, i64, i64)>, crate::store::StoreError> {
     type Cached = Option<(i64, Vec<(String, i64, i64)>)>;
     static CACHE: OnceLock<std::sync::Mutex<Cached>> = OnceLock::new();
-    let Some(latest) = campaigns
+    let done = campaigns
         .iter()
-        .filter(|c| c.state == crate::store::CampaignState::Done)
-        .filter(|c| c.results.values().sum::<i64>() > 0)
-        .max_by_key(|c| c.id)
-    else {
+        .filter(|c| c.state == crate::store::CampaignState::Done);
+    let Some(latest) = crate::outliers::collect::latest_with_results(done) else {
         return Ok(Vec::new());
     };
     let cache = CACHE.get_or_init(Default::default);

@@ -6,10 +6,21 @@
 
 use super::cause::Conditions;
 use super::{GroupReport, Observation, OutlierConfig, SiblingKey, detect};
-use crate::store::{DeviceRow, NewJob, ResultFilter, ResultRow, Store, StoreError};
+use crate::store::{CampaignRow, DeviceRow, NewJob, ResultFilter, ResultRow, Store, StoreError};
 use gpufleet_proto::v1 as pb;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
+
+/// The newest of `campaigns` that has results: the campaign the outlier views judge when none is
+/// named (callers narrow the candidates first: a suite, `done` ones).
+pub fn latest_with_results<'a>(
+    campaigns: impl IntoIterator<Item = &'a CampaignRow>,
+) -> Option<&'a CampaignRow> {
+    campaigns
+        .into_iter()
+        .filter(|c| c.results.values().sum::<i64>() > 0)
+        .max_by_key(|c| c.id)
+}
 
 /// The campaign's sibling groups, judged: [`detect`] on its observations, the specs with an
 /// outlier judged again with their power traces read (for the temperature and clock causes).

@@ -69,12 +69,8 @@ const MAX_OUTLIERS: usize = 100;
 /// The outliers of the latest campaign with results, beside the regressions: each device that did
 /// worse than its siblings, with its likely cause (see [`crate::outliers`]).
 fn outlier_rows(store: &Store, links: &Links) -> Result<Value, WebError> {
-    let Some(latest) = store
-        .campaigns()?
-        .into_iter()
-        .filter(|c| c.results.values().sum::<i64>() > 0)
-        .max_by_key(|c| c.id)
-    else {
+    let campaigns = store.campaigns()?;
+    let Some(latest) = crate::outliers::collect::latest_with_results(&campaigns) else {
         return Ok(Value::Null);
     };
     let cfg = crate::outliers::OutlierConfig::DEFAULT;

@@ -5,7 +5,7 @@
 
 use super::{base, page};
 use crate::outliers::OutlierConfig;
-use crate::outliers::collect::campaign_outliers;
+use crate::outliers::collect::{campaign_outliers, latest_with_results};
 use crate::store::Store;
 use crate::table::fmt_metric;
 use crate::web::links::{Links, Scope};
@@ -22,10 +22,7 @@ pub fn groups(store: &Store, links: &Links, scope: &Scope) -> Result<Page, WebEr
     let campaigns = store.campaigns()?;
     let campaign = match scope.campaign {
         Some(id) => campaigns.iter().find(|c| c.id == id),
-        None => campaigns
-            .iter()
-            .filter(|c| c.results.values().sum::<i64>() > 0)
-            .max_by_key(|c| c.id),
+        None => latest_with_results(&campaigns),
     };
     let m = base(links, store, "Sibling groups", "groups")?;
     let Some(campaign) = campaign else {
