@@ -86,6 +86,8 @@ pub mod regression;
 pub mod schedule;
 pub mod store;
 pub mod table;
+#[cfg(test)]
+pub(crate) mod test_rng;
 pub mod time;
 pub mod tls;
 pub mod web;

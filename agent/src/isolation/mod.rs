@@ -54,6 +54,16 @@ impl WorkerCommand {
             env: Vec::new(),
         })
     }
+
+    /// A stand-in worker for tests: `sh -c SCRIPT`, whatever arguments the parent adds.
+    #[cfg(test)]
+    pub(crate) fn shell(script: &str) -> Self {
+        WorkerCommand {
+            program: "/bin/sh".into(),
+            args: vec!["-c".into(), script.into(), "worker".into()],
+            env: Vec::new(),
+        }
+    }
 }
 
 /// Wall-clock unix seconds (stamped next to [`monotonic_ns`] on results and power samples); 0 if

@@ -519,19 +519,10 @@ mod tests {
     use super::*;
     use gpufleet_kernels::{Mode, RunSettings};
 
-    /// A stand-in worker: `sh -c SCRIPT`, whatever arguments the parent adds.
-    fn shell(script: &str) -> WorkerCommand {
-        WorkerCommand {
-            program: "/bin/sh".into(),
-            args: vec!["-c".into(), script.into(), "worker".into()],
-            env: Vec::new(),
-        }
-    }
-
     #[tokio::test]
     async fn an_outcome_line_with_a_wrong_field_type_ends_the_run_as_an_error_naming_it() {
         let line = r#"{"event":"outcome","status":"ok","message":"","times_s":"fast","warmup_done":0,"validation":null,"config":{}}"#;
-        let cmd = shell(&format!("read job; echo '{line}'; read next; exit 0"));
+        let cmd = WorkerCommand::shell(&format!("read job; echo '{line}'; read next; exit 0"));
         let job = WorkerJob {
             backend: "cpu".into(),
             device: DeviceInfo::default(),
@@ -579,7 +570,7 @@ mod tests {
 
     #[tokio::test]
     async fn a_discovery_answer_that_does_not_parse_names_the_field() {
-        let cmd = shell(r#"echo '{"devices": 5}'"#);
+        let cmd = WorkerCommand::shell(r#"echo '{"devices": 5}'"#);
         let e = discover(&cmd, "cpu", Duration::from_secs(20))
             .await
             .unwrap_err();

@@ -180,14 +180,6 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
-    fn shell(script: &str) -> WorkerCommand {
-        WorkerCommand {
-            program: "/bin/sh".into(),
-            args: vec!["-c".into(), script.into(), "worker".into()],
-            env: Vec::new(),
-        }
-    }
-
     /// A worker forked while a short-lived thread was running the agent's code outlives that
     /// thread: its parent-death signal is tied to the forking thread, which lives as long as the
     /// process. (Forked on the caller's thread, the worker was SIGKILLed when that thread ended.)
@@ -196,7 +188,13 @@ mod tests {
         let handle = tokio::runtime::Handle::current();
         let mut spawned = std::thread::spawn(move || {
             let _runtime = handle.enter();
-            spawn(&shell("sleep 30"), &[], &BTreeMap::new(), None).expect("spawned")
+            spawn(
+                &WorkerCommand::shell("sleep 30"),
+                &[],
+                &BTreeMap::new(),
+                None,
+            )
+            .expect("spawned")
         })
         .join()
         .unwrap();
@@ -212,7 +210,13 @@ mod tests {
 
     #[tokio::test]
     async fn a_worker_works_in_its_own_empty_directory_removed_after_it() {
-        let mut spawned = spawn(&shell("pwd; ls -A"), &[], &BTreeMap::new(), None).unwrap();
+        let mut spawned = spawn(
+            &WorkerCommand::shell("pwd; ls -A"),
+            &[],
+            &BTreeMap::new(),
+            None,
+        )
+        .unwrap();
         let dir = spawned.scratch.path().to_path_buf();
         let mut out = String::new();
         use tokio::io::AsyncReadExt;

@@ -3,20 +3,16 @@
 use super::cause::{Conditions, likely_cause};
 use super::*;
 
-/// splitmix64, so every run draws the same fleets.
+/// splitmix64 (`crate::test_rng`), so every run draws the same fleets.
 struct Rng(u64);
 
 impl Rng {
     fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        crate::test_rng::splitmix64(&mut self.0)
     }
 
     fn uniform(&mut self) -> f64 {
-        (self.next() >> 11) as f64 / (1u64 << 53) as f64
+        crate::test_rng::uniform(&mut self.0)
     }
 
     /// A standard normal draw (Box–Muller).

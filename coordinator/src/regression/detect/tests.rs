@@ -4,17 +4,9 @@ use super::*;
 struct Rng(u64);
 
 impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
     /// Uniform in [-1, 1).
     fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 * 2.0 - 1.0
+        crate::test_rng::uniform(&mut self.0) * 2.0 - 1.0
     }
 
     /// `level` with uniform relative jitter of ± `pct` percent.
@@ -401,7 +393,7 @@ fn simulate_steps(
     for seed in seeds {
         let mut rng = Rng(0x5EED_0000 + seed);
         // A random phase: the step comes after 10 to 40 quiet nights.
-        let nights_before = 10 + (rng.next_u64() % 31) as usize;
+        let nights_before = 10 + (crate::test_rng::splitmix64(&mut rng.0) % 31) as usize;
         let mut history = series(&mut rng, nights_before, 1000.0, jitter_pct);
         let level = 1000.0 * (1.0 - step_pct / 100.0);
         run.steps += 1;

@@ -1,4 +1,6 @@
+// splitmix64, so the cross-check draws the same expressions every run.
 use super::*;
+use crate::test_rng::splitmix64 as splitmix;
 
 /// Unix seconds of a UTC date and time.
 fn at(y: i64, mo: u32, d: u32, h: i64, mi: i64) -> i64 {
@@ -289,15 +291,6 @@ fn works_before_1970_and_at_the_extremes() {
     assert_eq!(c.latest_at_or_before(i64::MIN), None);
     assert!(c.next_after(i64::MIN).is_some());
     assert!(c.latest_at_or_before(i64::MAX).is_some());
-}
-
-/// splitmix64, so the cross-check draws the same expressions every run.
-fn splitmix(state: &mut u64) -> u64 {
-    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
-    let mut z = *state;
-    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-    z ^ (z >> 31)
 }
 
 /// A random field: `*`, a value, a range, a step, or a list of those.
