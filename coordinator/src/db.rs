@@ -1,5 +1,11 @@
 //! The store behind an async-friendly handle: one connection, one writer,
 //! every call on the blocking pool so the runtime never waits on SQLite.
+//!
+//! Calls queue for the store on the runtime, not on the blocking pool: with thousands of agents
+//! attached, thousands of tasks may want the store at once, and a blocking thread per waiter would
+//! fill the pool (512 threads, each parked on the one connection's lock) and cost a context switch
+//! per hand-over. [`Db::call`] takes its turn first ([`tokio::sync::Semaphore`], first come first
+//! served), then runs on one blocking thread.
 
 use crate::store::{Store, StoreError, StoreHealth};
 use std::path::Path;
@@ -9,6 +15,8 @@ use std::sync::{Arc, Mutex};
 #[derive(Clone)]
 pub struct Db {
     inner: Arc<Mutex<Store>>,
+    /// Turns of async callers ([`Db::call`]): one at a time, in arrival order.
+    turn: Arc<tokio::sync::Semaphore>,
     /// The store's reachability, read without waiting for the store.
     health: Arc<StoreHealth>,
 }
@@ -18,6 +26,7 @@ impl Db {
         Db {
             health: store.health(),
             inner: Arc::new(Mutex::new(store)),
+            turn: Arc::new(tokio::sync::Semaphore::new(1)),
         }
     }
 
@@ -52,13 +61,20 @@ impl Db {
         Ok(Db::new(Store::open_any_read_only(db)?))
     }
 
-    /// Runs `f` with the store on the blocking pool.
+    /// Runs `f` with the store on the blocking pool, after the calls that asked before it.
     pub async fn call<R: Send + 'static>(
         &self,
         f: impl FnOnce(&mut Store) -> R + Send + 'static,
     ) -> R {
         let inner = self.inner.clone();
+        let turn = self
+            .turn
+            .clone()
+            .acquire_owned()
+            .await
+            .expect("the store's semaphore is never closed");
         tokio::task::spawn_blocking(move || {
+            let _turn = turn;
             let mut store = inner
                 .lock()
                 .unwrap_or_else(|poisoned| poisoned.into_inner());

@@ -189,6 +189,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
             iterations,
             power_every,
             no_bulk,
+            steps_every,
         } => {
             let cfg = gpufleet_coordinator::web::seed::SeedConfig {
                 agents,
@@ -198,6 +199,7 @@ async fn run(cli: Cli) -> anyhow::Result<i32> {
                 iterations,
                 power_every,
                 bulk: !no_bulk,
+                steps_every,
                 start: gpufleet_coordinator::web::seed::SeedConfig::start_for(nights),
                 ..Default::default()
             };

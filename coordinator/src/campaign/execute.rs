@@ -188,18 +188,27 @@ async fn run_jobs(
         if workers.is_empty() && (role == Role::Assistant || survey.open == 0) {
             break Ok(());
         }
-        // Until a queue drains, or a moment passes: jobs other serves run finish meanwhile.
-        tokio::select! {
-            Some(done) = workers.join_next(), if !workers.is_empty() => {
-                if let Ok((queue, done)) = done {
-                    active.remove(&queue);
-                    match done {
-                        Ok(done) => outcomes.extend(done),
-                        Err(panic) => worker_failed(db, campaign_id, ex, queue, panic).await,
+        // Until every worker is done, or a poll interval passes since this survey (jobs other
+        // serves run finish meanwhile), collecting the workers that end. A survey reads every job
+        // of the campaign, so one per ended worker would make a campaign of thousands of agents
+        // quadratic.
+        let next_survey = tokio::time::Instant::now() + CLAIM_POLL;
+        loop {
+            tokio::select! {
+                Some(done) = workers.join_next(), if !workers.is_empty() => {
+                    if let Ok((queue, done)) = done {
+                        active.remove(&queue);
+                        match done {
+                            Ok(done) => outcomes.extend(done),
+                            Err(panic) => worker_failed(db, campaign_id, ex, queue, panic).await,
+                        }
+                    }
+                    if workers.is_empty() {
+                        break;
                     }
                 }
+                () = tokio::time::sleep_until(next_survey) => break,
             }
-            () = tokio::time::sleep(CLAIM_POLL) => {}
         }
     };
     heartbeat.abort();

@@ -159,6 +159,10 @@ pub enum Command {
         /// Commit each result on its own, as campaigns do, instead of a night per transaction.
         #[arg(long)]
         no_bulk: bool,
+        /// Every this many nights every series moves by 20 % (down, then back up): a confirmed
+        /// regression or improvement per series per step (0: never).
+        #[arg(long, default_value_t = 0)]
+        steps_every: usize,
     },
     /// Back up, restore and measure the database file (see docs/operations.md).
     #[command(subcommand)]

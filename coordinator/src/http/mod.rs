@@ -10,7 +10,7 @@
 //! | --- | --- |
 //! | `GET /metrics` | Prometheus text: agents, campaigns, results, open alerts, request latencies |
 //! | `GET /healthz` | 200 `{"status":"ok","version","schema_version","owner"/"replica","database":{"engine","name"},"schedules":[{"name","last_slot","fired_by","fired_here"}],"busy","problems":[]}`; 503 `"status":"unhealthy"` with `problems` `[{"what","since","message"}]` (store unreachable, a stalled campaign, schedules that cannot fire; see `health.rs`) |
-//! | `GET /api/agents` | agents with their devices |
+//! | `GET /api/agents?limit=&after=` | agents with their devices, by name: at most `limit` (default 1,000); `after=NAME` (the last name of a page) gives the next |
 //! | `GET /api/agents/{name}/power?device=&source=&rate_hz=` | the agent's live power samples, as server-sent events ([`power`]) |
 //! | `GET /api/agents/{name}/power/latest` | `{"agent","connected","samples"}`: the latest sample of each channel |
 //! | `GET /api/campaigns` | campaigns with job and result counts |
@@ -232,17 +232,42 @@ fn db(s: &Daemon) -> Db {
     s.db().clone()
 }
 
-async fn agents(State(s): State<Daemon>) -> ApiResult {
+/// `/api/agents?limit=&after=`: agents by name, at most `limit` (default [`AGENTS_PAGE`]),
+/// those after the name `after` (the last name of the page before).
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct AgentsQuery {
+    limit: Option<usize>,
+    after: Option<String>,
+}
+
+/// Agents per `/api/agents` answer when `limit` is not given.
+const AGENTS_PAGE: usize = 1_000;
+
+async fn agents(State(s): State<Daemon>, JsonQuery(q): JsonQuery<AgentsQuery>) -> ApiResult {
+    let limit = check_limit(q.limit.unwrap_or(AGENTS_PAGE)).map_err(|e| bad_request("limit", e))?;
     let (agents, devices) = db(&s)
         .call(|st| -> Result<_, StoreError> { Ok((st.agents()?, st.devices()?)) })
         .await?;
+    let mut by_agent: std::collections::HashMap<i64, Vec<&crate::store::DeviceRow>> =
+        std::collections::HashMap::new();
+    for d in &devices {
+        by_agent.entry(d.agent_id).or_default().push(d);
+    }
     let out = agents
         .iter()
+        .filter(|a| {
+            q.after
+                .as_deref()
+                .is_none_or(|after| a.name.as_str() > after)
+        })
+        .take(limit)
         .map(|a| {
             let mut v = serde_json::to_value(a)?;
-            v["devices"] = devices
-                .iter()
-                .filter(|d| d.agent_id == a.id)
+            v["devices"] = by_agent
+                .get(&a.id)
+                .into_iter()
+                .flatten()
                 .map(|d| {
                     json!({"id": d.device_id, "backend": d.backend, "name": d.name,
                            "arch": d.arch, "pci_bus_id": d.pci_bus_id, "last_seen": d.last_seen})
@@ -711,6 +736,63 @@ mod tests {
         assert_eq!(status, 200, "{checks}");
         assert_eq!(checks["checks"], json!([]));
         assert_eq!(get("/api/checks?after=x").await.0, 400);
+    }
+
+    #[tokio::test]
+    async fn agents_come_in_pages_by_name() {
+        let d = daemon();
+        d.db().with(|st| {
+            for name in ["c", "a", "d", "b", "e"] {
+                let a = st.add_agent(name, "http://h:1", None).unwrap().id;
+                let dev = crate::store::DeviceRecord {
+                    device_id: "cpu:0".into(),
+                    backend: "cpu".into(),
+                    name: format!("cpu of {name}"),
+                    info_json: "{}".into(),
+                    ..Default::default()
+                };
+                st.upsert_device(a, &dev).unwrap();
+            }
+        });
+        let app = router(d);
+        let get = |path: &'static str| {
+            let app = app.clone();
+            async move {
+                let (status, body) = call(&app, "GET", path, None).await;
+                (status, serde_json::from_str::<Value>(&body).unwrap())
+            }
+        };
+        let names = |v: &Value| -> Vec<String> {
+            v.as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a["name"].as_str().unwrap().to_string())
+                .collect()
+        };
+        let (status, all) = get("/api/agents").await;
+        assert_eq!(status, 200, "{all}");
+        assert_eq!(names(&all), ["a", "b", "c", "d", "e"]);
+        assert_eq!(
+            all[2]["devices"][0]["name"], "cpu of c",
+            "each with its own devices"
+        );
+        assert_eq!(names(&get("/api/agents?limit=2").await.1), ["a", "b"]);
+        assert_eq!(
+            names(&get("/api/agents?limit=2&after=b").await.1),
+            ["c", "d"]
+        );
+        assert_eq!(
+            names(&get("/api/agents?after=e").await.1),
+            Vec::<String>::new()
+        );
+        for (path, field) in [
+            ("/api/agents?limit=0", "limit"),
+            ("/api/agents?page=2", "page"),
+        ] {
+            let (status, v) = get(path).await;
+            assert_eq!(status, 400, "{path}: {v}");
+            assert!(v["error"].as_str().unwrap().contains(field), "{path}: {v}");
+        }
     }
 
     #[tokio::test]

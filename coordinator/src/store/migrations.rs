@@ -115,6 +115,12 @@ pub(super) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("migrations/0013_checks_order.sql"),
         rewrite: None,
     },
+    Migration {
+        version: 14,
+        name: "0014_check_indexes",
+        sql: include_str!("migrations/0014_check_indexes.sql"),
+        rewrite: None,
+    },
 ];
 
 /// The schema version this binary writes; a database with a larger `user_version` is refused.
@@ -147,6 +153,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         13,
         "postgres/0013_checks_order",
         include_str!("migrations/postgres/0013_checks_order.sql"),
+    ),
+    (
+        14,
+        "postgres/0014_check_indexes",
+        include_str!("migrations/postgres/0014_check_indexes.sql"),
     ),
 ];
 

@@ -15,6 +15,8 @@ use super::{guard, migrations};
 
 /// How long a call waits for another process's write lock before failing with `SQLITE_BUSY`.
 pub const BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+/// SQLite's page cache per connection, KiB (the default is 2,000): see [`Store::configure`].
+pub const CACHE_KIB: u32 = 128 * 1024;
 
 /// The guard's refusals for an existing file (not SQLite, another application's, newer schema).
 fn guard_existing(path: &Path) -> Result<(), StoreError> {
@@ -291,6 +293,15 @@ impl Store {
             .map_err(open_err("setting synchronous=NORMAL"))?;
         conn.pragma_update(None, "foreign_keys", true)
             .map_err(open_err("enabling foreign keys"))?;
+        // A result's insert touches a page of each of the results' indexes, most of them at a
+        // random place (a run id is a UUID); with SQLite's default 2 MiB page cache, once a
+        // history passes a few hundred thousand results nearly every one is read back from the
+        // OS, and inserts slow down as the file grows. The cache grows to this on use.
+        conn.pragma_update(None, "cache_size", -(CACHE_KIB as i64))
+            .map_err(open_err("setting cache_size"))?;
+        // Savepoints (a bulk write's per-result rollback) journal in memory, not a temporary file.
+        conn.pragma_update(None, "temp_store", "MEMORY")
+            .map_err(open_err("setting temp_store=MEMORY"))?;
         migrations::migrate(&mut conn, &path)?;
         Ok(Store {
             conn: Conn::sqlite(conn),

@@ -85,7 +85,7 @@ impl AgentKind {
 }
 
 /// A device as an agent describes it; the input of [`Store::upsert_device`](super::open::Store::upsert_device).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct DeviceRecord {
     /// The agent's stable id for it (`backend:pci-bus-id` or a UUID); unique per agent.
     pub device_id: String,

@@ -44,6 +44,9 @@ pub struct CompareQuery {
     /// Which page of spec rows the page shows (from 1); the downloads give every row.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub page: Option<usize>,
+    /// Which page of device columns the page shows (from 1); the downloads give every column.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cols: Option<usize>,
 }
 
 /// One series: a spec on one device of one agent.
@@ -167,6 +170,19 @@ impl Links {
 
     pub fn fleet(&self) -> String {
         self.pick(|| "/".into(), || "index.html".into())
+    }
+    /// Page `n` (from 1) of the fleet's agents; a report's one page lists them all.
+    pub fn fleet_page(&self, n: usize) -> String {
+        self.pick(
+            || {
+                if n > 1 {
+                    format!("/?page={n}")
+                } else {
+                    "/".into()
+                }
+            },
+            || "index.html".into(),
+        )
     }
     pub fn compare(&self) -> String {
         self.pick(|| "/compare".into(), || "compare.html".into())

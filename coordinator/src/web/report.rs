@@ -66,7 +66,7 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
         &serde_json::to_string_pretty(&matrix.cells()).expect("comparison cells serialise to JSON"),
     )?;
     for (name, page) in [
-        ("index.html", pages::fleet::fleet(store, &root)?),
+        ("index.html", pages::fleet::fleet(store, &root, None)?),
         (
             "compare.html",
             pages::compare::compare_page(store, &root, &q, scope)?,

@@ -66,8 +66,19 @@ fn db(s: &Daemon) -> Db {
     s.db().clone()
 }
 
-async fn get_fleet(State(s): State<Daemon>) -> PageResult {
-    render_page(db(&s), pages::fleet::fleet).await
+/// `/?page=N`: which page of agents (from 1).
+#[derive(Debug, Default, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct FleetQuery {
+    page: Option<usize>,
+}
+
+async fn get_fleet(
+    State(s): State<Daemon>,
+    q: Result<Query<FleetQuery>, axum::extract::rejection::QueryRejection>,
+) -> PageResult {
+    let q = parse_query(q)?;
+    render_page(db(&s), move |st, l| pages::fleet::fleet(st, l, q.page)).await
 }
 
 async fn get_compare(

@@ -36,6 +36,10 @@ pub struct SeedConfig {
     /// A night in one transaction (fast); `false` commits each result on its own, as a campaign
     /// does (the insert-throughput benchmark).
     pub bulk: bool,
+    /// Every this many nights (0: never) every series moves by 20 % (down, then back up at the
+    /// next step): one confirmed regression or improvement per series per step, for histories
+    /// heavy with alerts.
+    pub steps_every: usize,
 }
 
 impl SeedConfig {
@@ -57,6 +61,7 @@ impl Default for SeedConfig {
             iterations: 20,
             power_every: 0,
             bulk: true,
+            steps_every: 0,
         }
     }
 }
@@ -226,6 +231,7 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
         format!("seed-{}-{run}", uuid::Uuid::new_v4().simple())
     };
     let began = std::time::Instant::now();
+    let mut stretch = (began, 0usize);
     for night in 0..cfg.nights {
         // A night in one transaction: the same insert path and checks, one commit.
         let mut night_of = |store: &mut Store| -> Result<(), StoreError> {
@@ -248,7 +254,10 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
                         && *a == 0
                         && *b == 1
                         && s == 0;
-                    let value = base * (1.0 + 0.01 * jitter.next()) * if step { 0.8 } else { 1.0 };
+                    let stepped = cfg.steps_every > 0 && (night / cfg.steps_every) % 2 == 1;
+                    let value = base
+                        * (1.0 + 0.01 * jitter.next())
+                        * if step || stepped { 0.8 } else { 1.0 };
                     let rid = next_id();
                     let job = store.add_job(&NewJob {
                         campaign_id: campaign,
@@ -315,13 +324,18 @@ fn seed(store: &mut Store, cfg: &SeedConfig, clock: &AtomicU64) -> Result<SeedSu
             night_of(store)?;
         }
         if cfg.nights >= 50 && (night + 1) % (cfg.nights / 10) == 0 {
+            // The rate of this stretch of nights, so a slowdown as the file grows shows.
+            let (since, results) = stretch;
             eprintln!(
-                "seed-history: night {}/{}, {} results, {:.0} s",
+                "seed-history: night {}/{}, {} results, {:.0} s; {:.0} results/s over the last {} nights",
                 night + 1,
                 cfg.nights,
                 summary.results,
-                began.elapsed().as_secs_f64()
+                began.elapsed().as_secs_f64(),
+                (summary.results - results) as f64 / since.elapsed().as_secs_f64(),
+                cfg.nights / 10
             );
+            stretch = (std::time::Instant::now(), summary.results);
         }
     }
     if let (Some(run), Some(campaign)) = (power_run, last_campaign) {

@@ -20,7 +20,7 @@ fn render(p: Result<super::Page, WebError>) -> String {
 fn every_page_renders_on_an_empty_store() {
     let (_db, store) = temp_store();
     let l = Links::default();
-    assert!(render(pages::fleet::fleet(&store, &l)).contains("No agents yet"));
+    assert!(render(pages::fleet::fleet(&store, &l, None)).contains("No agents yet"));
     assert!(
         render(pages::compare::compare_page(
             &store,
@@ -514,6 +514,70 @@ fn a_large_matrix_comes_in_pages_and_its_downloads_hold_every_row() {
 }
 
 #[test]
+fn a_fleet_of_many_devices_is_pages_of_columns() {
+    use crate::store::ResultRecord;
+    let (_db, mut store) = temp_store();
+    let devices = pages::compare::COLUMNS_PER_PAGE + 3;
+    for i in 0..devices {
+        let agent = store
+            .add_agent(&format!("n{i:04}"), "http://h:1", None)
+            .unwrap()
+            .id;
+        let r = ResultRecord {
+            run_id: format!("r{i}"),
+            agent_id: agent,
+            device_id: "cpu:0".into(),
+            backend: "cpu".into(),
+            spec_key: "copy/default/n=16/f32/compute".into(),
+            kernel: "copy".into(),
+            variant: "default".into(),
+            params: [("n".to_string(), 16)].into(),
+            dtype: "f32".into(),
+            mode: "compute".into(),
+            status: "ok".into(),
+            metric_value: Some(100.0 + i as f64),
+            metric_unit: Some("GB/s".into()),
+            ..ResultRecord::default()
+        };
+        store.insert_result(&r).unwrap();
+    }
+    let l = Links::default();
+    let at = |cols: Option<usize>| {
+        pages::compare::compare_page(
+            &store,
+            &l,
+            &CompareQuery {
+                cols,
+                ..CompareQuery::default()
+            },
+            &Scope::default(),
+        )
+        .map(|p| p.render().unwrap().replace("&#x2f;", "/"))
+    };
+    let cells = |html: &str| html.matches("<td class=\"num").count();
+    let first = at(None).unwrap();
+    assert!(first.contains("(n0000:cpu:0)") && !first.contains("(n0100:cpu:0)"));
+    assert!(
+        first.contains(&format!("Devices 1–100 of {devices}")),
+        "{first}"
+    );
+    assert!(
+        first.contains("/compare?cols=2"),
+        "a link to the next columns"
+    );
+    let second = at(Some(2)).unwrap();
+    assert!(second.contains("(n0100:cpu:0)") && !second.contains("(n0099:cpu:0)"));
+    assert!(cells(&second) < cells(&first), "3 columns, not 100");
+    assert!(matches!(at(Some(3)), Err(WebError::BadRequest(_))));
+    let all = pages::compare::matrix(&store, &CompareQuery::default(), &Scope::default()).unwrap();
+    assert_eq!(
+        all.cells().len(),
+        devices,
+        "the download holds every column"
+    );
+}
+
+#[test]
 fn the_fleet_page_shows_each_gpus_pcie_link_and_warns_below_its_maximum() {
     use crate::store::DeviceRecord;
     let (_db, mut store) = temp_store();
@@ -539,7 +603,7 @@ fn the_fleet_page_shows_each_gpus_pcie_link_and_warns_below_its_maximum() {
         };
         store.upsert_device(a.id, &d).unwrap();
     }
-    let html = render(pages::fleet::fleet(&store, &Links::default()));
+    let html = render(pages::fleet::fleet(&store, &Links::default(), None));
     assert!(html.contains("gen3 x4 (max gen3 x16)"), "{html}");
     assert!(
         html.contains("below its maximum: runs at gen3 x4, below its gen3 x16"),
@@ -692,7 +756,7 @@ fn a_device_page_shows_its_ceilings_and_places_every_result_on_its_roofline() {
     assert_eq!(other.matches("class=\"roof theoretical\"").count(), 1);
     assert_eq!(other.matches("class=\"roof measured\"").count(), 0);
     // The fleet page links it; an unknown device is a 404 naming it.
-    let fleet = render(pages::fleet::fleet(&store, &l)).replace("&#x2f;", "/");
+    let fleet = render(pages::fleet::fleet(&store, &l, None)).replace("&#x2f;", "/");
     assert!(fleet.contains("href=\"/devices/seed-a0/cpu:0\""), "{fleet}");
     match pages::device::device(&store, &l, "seed-a0", "rocm:<9>") {
         Err(WebError::NotFound(m)) => assert!(m.contains("seed-a0") && m.contains("rocm"), "{m}"),
@@ -789,7 +853,7 @@ fn an_agent_page_shows_each_channels_last_figures_and_its_chart() {
     ));
     // The fleet page links the agent's page on a serve, not in the static report.
     assert!(
-        render(pages::fleet::fleet(&store, &l))
+        render(pages::fleet::fleet(&store, &l, None))
             .contains(r#"<a href="&#x2f;agents&#x2f;rig">rig</a>"#)
     );
 }
@@ -855,5 +919,61 @@ fn the_groups_page_marks_the_outliers_and_the_alerts_page_lists_them() {
     assert!(
         empty.contains("No campaign has results yet") || empty.contains("No group has"),
         "{empty}"
+    );
+}
+
+#[test]
+fn a_fleet_of_many_agents_is_pages_with_a_summary_on_each() {
+    let (_db, mut store) = temp_store();
+    let total = pages::fleet::FLEET_AGENTS * 2 + 3;
+    for i in 0..total {
+        store
+            .add_agent(
+                &format!("node-{i:04}"),
+                &format!("http://10.1.0.1:{}", 1000 + i),
+                None,
+            )
+            .unwrap();
+    }
+    for i in 0..3 {
+        store
+            .enrol_agent(&format!("pod-{i}"), &crate::store::token_hash("a-token"))
+            .unwrap();
+    }
+    let l = Links::default();
+    let page = |n| render(pages::fleet::fleet(&store, &l, n)).replace("&#x2f;", "/");
+    let first = page(None);
+    let sections = |html: &str| html.matches("<section class=\"agent\"").count();
+    assert_eq!(sections(&first), pages::fleet::FLEET_AGENTS);
+    assert!(first.contains("id=\"agent-node-0000\""), "{first}");
+    assert!(
+        first.contains(&format!("{} agents:", total + 3)),
+        "the summary counts every agent"
+    );
+    // The never-attached dial-in agents are named in the summary on every page.
+    assert!(
+        first.contains("offline: <a href=\"/agents/pod-0\">pod-0</a>"),
+        "{first}"
+    );
+    assert!(first.contains("href=\"/?page=2\" rel=\"next\""), "{first}");
+    let last = page(Some(3));
+    assert_eq!(sections(&last), total + 3 - 2 * pages::fleet::FLEET_AGENTS);
+    assert!(last.contains("id=\"agent-pod-2\""));
+    assert!(last.contains("offline: <a href=\"/agents/pod-0\">pod-0</a>"));
+    assert!(!last.contains("rel=\"next\""));
+    assert_eq!(
+        pages::fleet::page_of(&store, "pod-1").unwrap(),
+        3,
+        "pod-1 sorts after the 103 node-* agents"
+    );
+    let Err(WebError::BadRequest(e)) = pages::fleet::fleet(&store, &l, Some(4)) else {
+        panic!("page 4 of 3 rendered");
+    };
+    assert!(e.contains("pages 1 to 3"), "{e}");
+    // A static report lists every agent on its one page.
+    let report_links = Links::report(Default::default());
+    assert_eq!(
+        sections(&render(pages::fleet::fleet(&store, &report_links, None))),
+        total + 3
     );
 }

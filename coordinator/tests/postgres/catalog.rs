@@ -97,10 +97,12 @@ fn normalise_default(expr: &str) -> String {
     }
 }
 
-/// An index's predicate in one spelling: no parentheses, lower case, single spaces.
+/// An index's predicate in one spelling: no parentheses, lower case, single spaces, and without
+/// the `::text` PostgreSQL writes after a string literal compared with a text column.
 fn normalise_predicate(expr: &str) -> String {
     let bare: String = expr.chars().filter(|c| *c != '(' && *c != ')').collect();
-    bare.to_lowercase()
+    bare.replace("'::text", "'")
+        .to_lowercase()
         .split_whitespace()
         .collect::<Vec<_>>()
         .join(" ")

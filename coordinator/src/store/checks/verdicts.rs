@@ -9,7 +9,7 @@ use super::super::listing::{Cursor, check_limit, split_page};
 use super::super::open::Store;
 use super::super::values::json_column;
 use super::alerts::NewAlert;
-use super::series::{CANDIDATE_COLUMNS, CheckCandidate, candidate_from_row};
+use super::series::{CANDIDATE_COLUMNS, CheckCandidate, campaign_is, candidate_from_row};
 
 /// A `suspect` check and the state of its confirmation rerun.
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -129,14 +129,17 @@ impl Store {
         campaign_id: Option<i64>,
     ) -> Result<Vec<PendingConfirmation>, StoreError> {
         let context = "listing pending confirmations";
+        let campaign = campaign_is("r.campaign_id", "?1", campaign_id);
+        // Along `checks_suspect`, `jobs_by_confirms` and the run id's index (a job's result
+        // carries its run id): a few rows a night, never a pass over checks, jobs or results.
         let mut stmt = self
             .conn
             .prepare_cached(&format!(
                 "SELECT {CANDIDATE_COLUMNS}, j.id, j.state, cr.id, cr.status, cr.metric_value
                  FROM checks c JOIN results r ON r.id = c.result_id
                  LEFT JOIN jobs j ON j.confirms_result_id = r.id
-                 LEFT JOIN results cr ON cr.job_id = j.id
-                 WHERE c.verdict = 'suspect' AND (CAST(?1 AS bigint) IS NULL OR r.campaign_id = ?1)
+                 LEFT JOIN results cr ON cr.run_id = j.run_id AND cr.job_id = j.id
+                 WHERE c.verdict = 'suspect' AND {campaign}
                  ORDER BY r.id"
             ))
             .map_err(sql(context))?;

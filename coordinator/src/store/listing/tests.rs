@@ -436,6 +436,7 @@ fn migration_8_fills_its_tables_from_the_results_already_stored() {
              DROP TABLE latest_results; DROP TABLE result_counts; DROP TABLE campaign_counts;
              DROP INDEX results_by_time; DROP INDEX results_by_series; DROP INDEX jobs_by_agent;
              DROP INDEX checks_by_time;
+             DROP INDEX checks_suspect; DROP INDEX jobs_by_confirms; DROP INDEX alerts_by_series;
              ALTER TABLE results DROP COLUMN samples_compacted_at;
              ALTER TABLE results DROP COLUMN power_compacted_at;
              ALTER TABLE results DROP COLUMN robust_cv; ALTER TABLE results DROP COLUMN p25_s;

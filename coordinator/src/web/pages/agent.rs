@@ -148,7 +148,7 @@ pub fn agent(store: &Store, links: &Links, name: &str, live: &LiveView) -> Resul
                 "name": a.name, "kind": a.kind.name(), "state": state, "state_class": class,
                 "host": host_text, "last_seen": last_seen(&a, &devices, now),
                 "version": a.agent_version,
-                "fleet_href": format!("{}#agent-{}", links.fleet(), a.name),
+                "fleet_href": format!("{}#agent-{}", links.fleet_page(super::fleet::page_of(store, &a.name)?), a.name),
             },
             "live": {
                 "connected": live.connected,

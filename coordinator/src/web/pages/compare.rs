@@ -1,7 +1,7 @@
 //! `/compare`: the matrix of the latest result of each spec on each device, its filters, and the
 //! CSV/JSON of exactly what it shows.
 
-use super::{base, page};
+use super::{base, page, page_rows};
 use crate::compare::{By, Cell, Pivot, csv, ratio};
 use crate::store::{ResultFilter, ResultRecord, ResultRow, Store};
 use crate::table::{fmt_metric, fmt_pct, or_dash, params_text, per_watt_unit};
@@ -264,38 +264,9 @@ fn spec_label(r: &ResultRecord) -> String {
 /// Spec rows per page of `/compare`: a matrix of thousands of specs is pages, not one page of
 /// megabytes. The CSV/JSON downloads and the static report give every row.
 pub const ROWS_PER_PAGE: usize = 200;
-
-/// The rows of the matrix this page shows, and its pager (`None` when one page holds them all).
-fn page_rows(
-    total: usize,
-    q: &CompareQuery,
-    links: &Links,
-) -> Result<(std::ops::Range<usize>, Option<Value>), WebError> {
-    if links.is_static() || total <= ROWS_PER_PAGE {
-        return Ok((0..total, None));
-    }
-    let page = q.page.unwrap_or(1);
-    let pages = total.div_ceil(ROWS_PER_PAGE);
-    if page == 0 || page > pages {
-        return Err(WebError::BadRequest(format!(
-            "page {page} does not exist: this view has pages 1 to {pages}"
-        )));
-    }
-    let from = (page - 1) * ROWS_PER_PAGE;
-    let to = (from + ROWS_PER_PAGE).min(total);
-    let at = |p: usize| {
-        links.compare_with(&CompareQuery {
-            page: Some(p),
-            ..q.clone()
-        })
-    };
-    let pager = json!({
-        "from": from + 1, "to": to, "total": total, "page": page, "pages": pages,
-        "prev_href": (page > 1).then(|| at(page - 1)),
-        "next_href": (page < pages).then(|| at(page + 1)),
-    });
-    Ok((from..to, Some(pager)))
-}
+/// Device columns per page of `/compare` (`cols=N`): a fleet of thousands of devices is pages of
+/// columns too (`/groups` summarises identical ones); the downloads give every column.
+pub const COLUMNS_PER_PAGE: usize = 100;
 
 /// `/compare`.
 pub fn compare_page(
@@ -306,6 +277,12 @@ pub fn compare_page(
 ) -> Result<Page, WebError> {
     let m = matrix(store, q, scope)?;
     let p = &m.pivot;
+    let (cols, column_pager) = page_rows(p.columns.len(), COLUMNS_PER_PAGE, q.cols, links, |n| {
+        links.compare_with(&CompareQuery {
+            cols: Some(n),
+            ..q.clone()
+        })
+    })?;
     // Each column's device name and its label, `name (agent:device)`.
     let devices: Vec<String> = p
         .columns
@@ -318,10 +295,9 @@ pub fn compare_page(
         .zip(&devices)
         .map(|(c, device)| format!("{device} ({})", c.key))
         .collect();
-    let columns: Vec<Value> = p
-        .columns
+    let columns: Vec<Value> = p.columns[cols.clone()]
         .iter()
-        .zip(devices.iter().zip(&labels))
+        .zip(devices[cols.clone()].iter().zip(&labels[cols.clone()]))
         .map(|(c, (device, label))| {
             let (agent, device_id) = c.key.split_once(':').unwrap_or((&c.key, ""));
             let backend = device_id.split(':').next().unwrap_or("");
@@ -329,7 +305,12 @@ pub fn compare_page(
         })
         .collect();
     let baseline_label = p.baseline_column.map(|i| labels[i].clone());
-    let (shown, pager) = page_rows(p.rows.len(), q, links)?;
+    let (shown, pager) = page_rows(p.rows.len(), ROWS_PER_PAGE, q.page, links, |n| {
+        links.compare_with(&CompareQuery {
+            page: Some(n),
+            ..q.clone()
+        })
+    })?;
     let chart_reference = if p.baseline_column.is_some() {
         "the baseline"
     } else {
@@ -343,17 +324,19 @@ pub fn compare_page(
                 .cells
                 .iter()
                 .enumerate()
+                .skip(cols.start)
+                .take(cols.len())
                 .map(|(i, c)| c.as_ref().map(|c| ratio_cell(p, i, c, &devices[i], links)))
                 .collect(),
         })
         .collect();
-    let chart =
-        (!chart_rows.is_empty()).then(|| compare_chart(&labels, &chart_rows, chart_reference));
+    let chart = (!chart_rows.is_empty())
+        .then(|| compare_chart(&labels[cols.clone()], &chart_rows, chart_reference));
     let rows: Vec<Value> = p.rows[shown]
         .iter()
         .map(|row| {
             let mut cells = String::new();
-            for (i, c) in row.cells.iter().enumerate() {
+            for (i, c) in row.cells.iter().enumerate().skip(cols.start).take(cols.len()) {
                 cell_html(p, i, c.as_ref(), links, &mut cells);
             }
             let spec = row.spec();
@@ -375,6 +358,7 @@ pub fn compare_page(
     let base = base(links, store, "Compare", "compare")?;
     let every_row = CompareQuery {
         page: None,
+        cols: None,
         ..q.clone()
     };
     Ok(page(
@@ -383,7 +367,7 @@ pub fn compare_page(
         json!({
             "columns": columns, "rows": rows, "filters": filters, "baseline": q.baseline,
             "baseline_label": baseline_label, "noisy_rule": gpufleet_kernels::noisy_rule(),
-            "pager": pager, "chart": chart, "chart_reference": chart_reference,
+            "pager": pager, "column_pager": column_pager, "chart": chart, "chart_reference": chart_reference,
             "csv_href": links.compare_download(&every_row, "csv"), "json_href": links.compare_download(&every_row, "json"),
             "self_href": links.compare_with(q),
         }),

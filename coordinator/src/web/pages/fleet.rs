@@ -1,7 +1,7 @@
 //! `/`: the fleet.
 
 use super::alerts::alert_rows;
-use super::{base, page};
+use super::{base, page, page_rows};
 use crate::fleet::attachment::attached;
 use crate::store::{AgentKind, AgentRow, AlertFilter, AlertRow, DeviceRow, Store};
 use crate::table::fmt_metric;
@@ -14,6 +14,43 @@ use std::collections::HashMap;
 
 /// The most open alerts the fleet page lists (the newest); the alerts page has the rest.
 pub const FLEET_ALERTS: usize = 20;
+/// Agents per page of `/` (by name); a fleet of thousands is pages, with a summary on each.
+pub const FLEET_AGENTS: usize = 50;
+/// The most offline agents the summary names (the rest are counted).
+const OFFLINE_NAMED: usize = 20;
+
+/// The fleet page (from 1) that shows `name`, for links to its section there.
+pub fn page_of(store: &Store, name: &str) -> Result<usize, WebError> {
+    // Its place in the listing the page shows (the database's order of names).
+    let at = store
+        .agents()?
+        .iter()
+        .position(|a| a.name == name)
+        .unwrap_or(0);
+    Ok(at / FLEET_AGENTS + 1)
+}
+
+/// The fleet at a glance: agents by state, and the offline ones by name (the first
+/// [`OFFLINE_NAMED`]) with their links.
+fn summary(agents: &[AgentRow], links: &Links, now: f64) -> Value {
+    let mut by_state = std::collections::BTreeMap::<&str, usize>::new();
+    let mut offline = Vec::new();
+    for a in agents {
+        let (state, _) = agent_state(a, now);
+        *by_state.entry(state).or_default() += 1;
+        if state == "offline" {
+            offline.push(a);
+        }
+    }
+    json!({
+        "total": agents.len(),
+        "states": by_state.iter().map(|(s, n)| json!({"state": s, "count": n})).collect::<Vec<_>>(),
+        "offline": offline.iter().take(OFFLINE_NAMED)
+            .map(|a| json!({"name": a.name, "href": links.agent(&a.name)}))
+            .collect::<Vec<_>>(),
+        "offline_more": offline.len().saturating_sub(OFFLINE_NAMED),
+    })
+}
 
 /// `12.5 TFLOP/s`: a large figure with its SI prefix.
 fn si(v: f64, unit: &str) -> String {
@@ -75,15 +112,19 @@ pub(super) fn host_text(info: &Value) -> String {
         .join(" · ")
 }
 
-/// `/`: agents, their state, backends, devices, latest campaign; open alerts.
-pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
+/// `/`: the fleet's summary; a page (from 1, [`FLEET_AGENTS`] by name) of agents with their
+/// state, backends, devices and latest campaign; the newest open alerts.
+pub fn fleet(store: &Store, links: &Links, page_no: Option<usize>) -> Result<Page, WebError> {
     let now = crate::time::now();
     let agents = store.agents()?;
+    let (shown, pager) = page_rows(agents.len(), FLEET_AGENTS, page_no, links, |n| {
+        links.fleet_page(n)
+    })?;
     let devices = store.devices()?;
     let latest = store.latest_campaign_per_agent()?;
     let campaigns: HashMap<i64, _> = store.campaigns()?.into_iter().map(|c| (c.id, c)).collect();
     let mut out = Vec::new();
-    for a in &agents {
+    for a in &agents[shown] {
         // A description that no longer parses is said on the page, not shown as an empty one.
         let (info, unreadable) = match store.agent_info(a.id)? {
             None => (Value::Null, None),
@@ -174,7 +215,8 @@ pub fn fleet(store: &Store, links: &Links) -> Result<Page, WebError> {
     Ok(page(
         "fleet.html",
         m,
-        json!({ "agents": out, "alerts": alert_rows(&alerts, links), "with_ack": false,
+        json!({ "agents": out, "summary": summary(&agents, links, now), "pager": pager,
+                "alerts": alert_rows(&alerts, links), "with_ack": false,
                 "alerts_more": (open as usize).saturating_sub(alerts.len()), "alerts_href": links.alerts() }),
     ))
 }

@@ -71,3 +71,32 @@ pub fn error_page(links: &Links, store: &Store, message: &str) -> Result<Page, W
     let m = base(links, store, "Not available", "")?;
     Ok(page("error.html", m, json!({ "message": message })))
 }
+
+/// The rows of a paged listing this page shows, and its pager (`None` when one page holds them
+/// all, and in a static report, which lists every row). `at(p)` is page `p`'s link.
+fn page_rows(
+    total: usize,
+    per_page: usize,
+    page: Option<usize>,
+    links: &Links,
+    at: impl Fn(usize) -> String,
+) -> Result<(std::ops::Range<usize>, Option<Value>), WebError> {
+    if links.is_static() || total <= per_page {
+        return Ok((0..total, None));
+    }
+    let page = page.unwrap_or(1);
+    let pages = total.div_ceil(per_page);
+    if page == 0 || page > pages {
+        return Err(WebError::BadRequest(format!(
+            "page {page} does not exist: this view has pages 1 to {pages}"
+        )));
+    }
+    let from = (page - 1) * per_page;
+    let to = (from + per_page).min(total);
+    let pager = json!({
+        "from": from + 1, "to": to, "total": total, "page": page, "pages": pages,
+        "prev_href": (page > 1).then(|| at(page - 1)),
+        "next_href": (page < pages).then(|| at(page + 1)),
+    });
+    Ok((from..to, Some(pager)))
+}
