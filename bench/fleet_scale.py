@@ -136,7 +136,7 @@ def simulated(args):
         lists = []
         for _ in range(3):
             t0 = time.perf_counter()
-            g("agents", "list")
+            listed = g("agents", "list").stdout.count("\n")
             lists.append(time.perf_counter() - t0)
         cpu0 = [proc_stat(s[0].pid)[0] for s in (a, b)]
         names = [x for prefix, count in halves for i in range(count) for x in ("--agent", f"{prefix}-{i:04d}")]
@@ -157,7 +157,7 @@ def simulated(args):
               f"{stored.replace('|', ', ')}\n")
         print(f"| measure | value |\n| --- | --- |")
         print(f"| all {n} attached (from the simulators' start) | {attach_s:.1f} s |")
-        print(f"| `agents list` wall (max of 3) | {max(lists):.2f} s |")
+        print(f"| `agents list` wall (max of 3; {listed} lines) | {max(lists):.2f} s |")
         print(f"| one noop per agent, `run` start to every result stored | {campaign_s:.1f} s |")
         for label, s, c0, c1 in [("A", a, cpu0[0], cpu1[0]), ("B", b, cpu0[1], cpu1[1])]:
             cpu, rss, hwm = proc_stat(s[0].pid)

@@ -132,6 +132,7 @@ def main():
             ("page /campaigns", "/campaigns"),
             ("page /campaigns/{id}", f"/campaigns/{campaign}"),
             ("page /alerts", "/alerts"),
+            ("page /groups", "/groups"),
         ]
         out += ["| request | p50 ms | p95 ms | KB |", "| --- | ---: | ---: | ---: |"]
         worst = 0.0

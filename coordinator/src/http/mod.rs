@@ -14,7 +14,7 @@
 //! | `GET /api/agents/{name}/power?device=&source=&rate_hz=` | the agent's live power samples, as server-sent events ([`power`]) |
 //! | `GET /api/agents/{name}/power/latest` | `{"agent","connected","samples"}`: the latest sample of each channel |
 //! | `GET /api/campaigns` | campaigns with job and result counts |
-//! | `GET /api/campaigns/{id}` | one campaign with its jobs |
+//! | `GET /api/campaigns/{id}?limit=&after=` | one campaign with its jobs by id: at most `limit` (default 1,000); `job_list_next` is the `after` of the next page |
 //! | `GET /api/results?campaign=&kernel=&agent=&status=&since=&limit=&after=` | `{"results": [...], "next"}`: a page of results, newest first |
 //! | `GET /api/schedules` | schedules with their next slot |
 //! | `GET /api/alerts?since=&limit=&before=` | confirmed regressions and improvements, newest first: at most `limit` (default 1,000); `before=ID` (the last id of a page) gives the next |
@@ -284,21 +284,50 @@ async fn campaigns(State(s): State<Daemon>) -> ApiResult {
     Ok(Json(serde_json::to_value(rows)?))
 }
 
-async fn campaign(State(s): State<Daemon>, Path(id): Path<String>) -> ApiResult {
+/// `/api/campaigns/{id}?limit=&after=`: the campaign with at most `limit` of its jobs (default
+/// [`JOBS_PAGE`]) after job id `after`; `job_list_next` is the `after` of the next page.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CampaignQuery {
+    limit: Option<usize>,
+    after: Option<i64>,
+}
+
+/// Jobs per `/api/campaigns/{id}` answer when `limit` is not given.
+const JOBS_PAGE: usize = 1_000;
+
+async fn campaign(
+    State(s): State<Daemon>,
+    Path(id): Path<String>,
+    JsonQuery(q): JsonQuery<CampaignQuery>,
+) -> ApiResult {
     let id: i64 = id.parse().map_err(|_| {
         ApiError(
             StatusCode::BAD_REQUEST,
             format!("campaign id {id:?} is not an integer"),
         )
     })?;
+    let limit = check_limit(q.limit.unwrap_or(JOBS_PAGE)).map_err(|e| bad_request("limit", e))?;
     let (row, jobs) = db(&s)
         .call(move |st| -> Result<_, StoreError> { Ok((st.campaign(id)?, st.jobs(id)?)) })
         .await?;
     let Some(row) = row else {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no campaign {id}")));
     };
+    let mut page: Vec<_> = jobs
+        .into_iter()
+        .filter(|j| q.after.is_none_or(|after| j.id > after))
+        .take(limit + 1)
+        .collect();
+    let more = page.len() > limit;
+    page.truncate(limit);
     let mut v = serde_json::to_value(row)?;
-    v["job_list"] = serde_json::to_value(jobs)?;
+    v["job_list_next"] = json!(if more {
+        page.last().map(|j| j.id)
+    } else {
+        None
+    });
+    v["job_list"] = serde_json::to_value(page)?;
     Ok(Json(v))
 }
 
@@ -739,9 +768,10 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn agents_come_in_pages_by_name() {
+    async fn agents_and_a_campaigns_jobs_come_in_pages() {
         let d = daemon();
-        d.db().with(|st| {
+        let campaign = d.db().with(|st| {
+            let campaign = st.create_campaign("s", "", "{}").unwrap();
             for name in ["c", "a", "d", "b", "e"] {
                 let a = st.add_agent(name, "http://h:1", None).unwrap().id;
                 let dev = crate::store::DeviceRecord {
@@ -752,16 +782,29 @@ mod tests {
                     ..Default::default()
                 };
                 st.upsert_device(a, &dev).unwrap();
+                if name < "d" {
+                    st.add_job(&crate::store::NewJob {
+                        campaign_id: campaign,
+                        agent_id: a,
+                        device_row_id: None,
+                        spec_key: "k".into(),
+                        spec_json: "{}".into(),
+                        run_id: format!("run-{name}"),
+                    })
+                    .unwrap();
+                }
             }
+            campaign
         });
         let app = router(d);
-        let get = |path: &'static str| {
+        let get_owned = |path: String| {
             let app = app.clone();
             async move {
-                let (status, body) = call(&app, "GET", path, None).await;
+                let (status, body) = call(&app, "GET", &path, None).await;
                 (status, serde_json::from_str::<Value>(&body).unwrap())
             }
         };
+        let get = |path: &'static str| get_owned(path.to_string());
         let names = |v: &Value| -> Vec<String> {
             v.as_array()
                 .unwrap()

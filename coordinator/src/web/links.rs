@@ -214,6 +214,15 @@ impl Links {
             || format!("campaigns/{id}.html"),
         )
     }
+    /// Page `n` (from 1) of a campaign's jobs; a report's one page lists them all.
+    pub fn campaign_page(&self, id: i64, n: usize) -> String {
+        let first = self.campaign(id);
+        if n > 1 && !self.is_static() {
+            format!("{first}?page={n}")
+        } else {
+            first
+        }
+    }
     pub fn alerts(&self) -> String {
         self.pick(|| "/alerts".into(), || "alerts.html".into())
     }

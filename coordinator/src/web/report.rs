@@ -109,7 +109,7 @@ pub fn write_report(store: &Store, dir: &Path, scope: &Scope) -> Result<ReportSu
                     write(
                         dir,
                         &format!("campaigns/{id}.html"),
-                        &pages::campaigns::campaign(store, &nested, *id)?.render()?,
+                        &pages::campaigns::campaign(store, &nested, *id, None)?.render()?,
                     )?;
                     summary.campaigns += 1;
                 }

@@ -66,16 +66,16 @@ fn db(s: &Daemon) -> Db {
     s.db().clone()
 }
 
-/// `/?page=N`: which page of agents (from 1).
+/// `?page=N` of a paged page (`/`, `/campaigns/{id}`): which page (from 1).
 #[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct FleetQuery {
+struct PageQuery {
     page: Option<usize>,
 }
 
 async fn get_fleet(
     State(s): State<Daemon>,
-    q: Result<Query<FleetQuery>, axum::extract::rejection::QueryRejection>,
+    q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
 ) -> PageResult {
     let q = parse_query(q)?;
     render_page(db(&s), move |st, l| pages::fleet::fleet(st, l, q.page)).await
@@ -223,9 +223,17 @@ async fn get_campaigns(State(s): State<Daemon>) -> PageResult {
     .await
 }
 
-async fn get_campaign(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
+async fn get_campaign(
+    State(s): State<Daemon>,
+    Path(id): Path<String>,
+    q: Result<Query<PageQuery>, axum::extract::rejection::QueryRejection>,
+) -> PageResult {
     let id = parse_id("campaign", &id)?;
-    render_page(db(&s), move |st, l| pages::campaigns::campaign(st, l, id)).await
+    let q = parse_query(q)?;
+    render_page(db(&s), move |st, l| {
+        pages::campaigns::campaign(st, l, id, q.page)
+    })
+    .await
 }
 
 /// `/groups?campaign=N` (default: the latest campaign with results).

@@ -44,7 +44,7 @@ fn every_page_renders_on_an_empty_store() {
         Err(WebError::NotFound(_))
     ));
     assert!(matches!(
-        pages::campaigns::campaign(&store, &l, 1),
+        pages::campaigns::campaign(&store, &l, 1, None),
         Err(WebError::NotFound(_))
     ));
 }
@@ -976,4 +976,34 @@ fn a_fleet_of_many_agents_is_pages_with_a_summary_on_each() {
         sections(&render(pages::fleet::fleet(&store, &report_links, None))),
         total + 3
     );
+}
+
+#[test]
+fn a_campaign_of_many_jobs_is_pages() {
+    let (_db, mut store) = temp_store();
+    let agent = store.add_agent("a", "http://h:1", None).unwrap().id;
+    let campaign = store.create_campaign("s", "", "{}").unwrap();
+    let jobs = pages::campaigns::JOBS_PER_PAGE + 2;
+    let new: Vec<crate::store::NewJob> = (0..jobs)
+        .map(|i| crate::store::NewJob {
+            campaign_id: campaign,
+            agent_id: agent,
+            device_row_id: None,
+            spec_key: format!("k{i}"),
+            spec_json: "{}".into(),
+            run_id: format!("run-{i}"),
+        })
+        .collect();
+    store.add_jobs(&new).unwrap();
+    let l = Links::default();
+    let at = |n| render(pages::campaigns::campaign(&store, &l, campaign, n)).replace("&#x2f;", "/");
+    let rows = |html: &str| html.matches("<span class=\"pill queued\">").count();
+    let first = at(None);
+    assert_eq!(rows(&first), pages::campaigns::JOBS_PER_PAGE);
+    assert!(
+        first.contains(&format!("/campaigns/{campaign}?page=2")),
+        "{first}"
+    );
+    assert_eq!(rows(&at(Some(2))), 2);
+    assert!(pages::campaigns::campaign(&store, &l, campaign, Some(3)).is_err());
 }

@@ -1,6 +1,6 @@
 //! `/campaigns` and `/campaigns/{id}`: campaigns' progress and their jobs.
 
-use super::{base, page};
+use super::{base, page, page_rows};
 use crate::store::{JobState, ResultFilter, Store};
 use crate::time::fmt_time;
 use crate::web::links::{Links, Scope};
@@ -28,12 +28,24 @@ pub fn campaigns(store: &Store, links: &Links, scope: &Scope) -> Result<Page, We
     Ok(page("campaigns.html", m, json!({ "campaigns": rows })))
 }
 
-/// `/campaigns/{id}`; refreshes every 5 s on the serve while the campaign runs.
-pub fn campaign(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
+/// Jobs per page of `/campaigns/{id}`: a campaign on thousands of devices is pages.
+pub const JOBS_PER_PAGE: usize = 500;
+
+/// `/campaigns/{id}?page=N` (from 1); refreshes every 5 s on the serve while the campaign runs.
+pub fn campaign(
+    store: &Store,
+    links: &Links,
+    id: i64,
+    page_no: Option<usize>,
+) -> Result<Page, WebError> {
     let c = store
         .campaign(id)?
         .ok_or_else(|| WebError::NotFound(format!("no campaign {id}")))?;
     let jobs = store.jobs(id)?;
+    let (shown, pager) = page_rows(jobs.len(), JOBS_PER_PAGE, page_no, links, |n| {
+        links.campaign_page(id, n)
+    })?;
+    let jobs = &jobs[shown];
     let results: HashMap<String, (i64, String)> = store
         .results(&ResultFilter {
             campaign_id: Some(id),
@@ -68,6 +80,6 @@ pub fn campaign(store: &Store, links: &Links, id: i64) -> Result<Page, WebError>
     Ok(page(
         "campaign.html",
         m,
-        json!({"state": c.state.name(), "suite": c.suite, "created": fmt_time(c.created_at), "total": c.jobs.total(), "finished": c.jobs.finished(), "jobs": jobs}),
+        json!({"state": c.state.name(), "suite": c.suite, "created": fmt_time(c.created_at), "total": c.jobs.total(), "finished": c.jobs.finished(), "jobs": jobs, "pager": pager}),
     ))
 }

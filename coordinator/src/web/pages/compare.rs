@@ -261,9 +261,19 @@ fn spec_label(r: &ResultRecord) -> String {
     label
 }
 
-/// Spec rows per page of `/compare`: a matrix of thousands of specs is pages, not one page of
-/// megabytes. The CSV/JSON downloads and the static report give every row.
+/// Spec rows per page of `/compare` at most: a matrix of thousands of specs is pages, not one page
+/// of megabytes. The CSV/JSON downloads and the static report give every row.
 pub const ROWS_PER_PAGE: usize = 200;
+/// Cells per page of `/compare` at most (about 650 bytes each with the chart): a page of many
+/// devices has fewer rows, so no page passes 2 MB; never fewer than [`MIN_ROWS_PER_PAGE`] rows.
+pub const CELLS_PER_PAGE: usize = 2_400;
+/// Spec rows per page of `/compare` at least, however many columns it shows.
+pub const MIN_ROWS_PER_PAGE: usize = 20;
+
+/// Spec rows per page for `columns` device columns on it.
+pub fn rows_per_page(columns: usize) -> usize {
+    (CELLS_PER_PAGE / columns.max(1)).clamp(MIN_ROWS_PER_PAGE, ROWS_PER_PAGE)
+}
 /// Device columns per page of `/compare` (`cols=N`): a fleet of thousands of devices is pages of
 /// columns too (`/groups` summarises identical ones); the downloads give every column.
 pub const COLUMNS_PER_PAGE: usize = 100;
@@ -305,7 +315,8 @@ pub fn compare_page(
         })
         .collect();
     let baseline_label = p.baseline_column.map(|i| labels[i].clone());
-    let (shown, pager) = page_rows(p.rows.len(), ROWS_PER_PAGE, q.page, links, |n| {
+    let per_page = rows_per_page(cols.len());
+    let (shown, pager) = page_rows(p.rows.len(), per_page, q.page, links, |n| {
         links.compare_with(&CompareQuery {
             page: Some(n),
             ..q.clone()
