@@ -828,6 +828,15 @@ mod tests {
             names(&get("/api/agents?after=e").await.1),
             Vec::<String>::new()
         );
+        let (status, c) = get_owned(format!("/api/campaigns/{campaign}?limit=2")).await;
+        assert_eq!(status, 200, "{c}");
+        assert_eq!(c["job_list"].as_array().unwrap().len(), 2);
+        let next = c["job_list_next"].as_i64().expect("a next page");
+        let (_, rest) = get_owned(format!("/api/campaigns/{campaign}?after={next}")).await;
+        assert_eq!(rest["job_list"].as_array().unwrap().len(), 1);
+        assert_eq!(rest["job_list_next"], Value::Null);
+        let (status, _) = get_owned(format!("/api/campaigns/{campaign}?limit=0")).await;
+        assert_eq!(status, 400);
         for (path, field) in [
             ("/api/agents?limit=0", "limit"),
             ("/api/agents?page=2", "page"),

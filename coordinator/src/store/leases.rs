@@ -38,9 +38,11 @@ impl Store {
         let mut stmt = self
             .conn
             .prepare_cached(
+                // From the running campaigns along `jobs_by_campaign`: a join let SQLite read
+                // every job ever stored (36 ms a /healthz at 900k jobs).
                 "SELECT j.campaign_id, COUNT(*) FROM jobs j
-                   JOIN campaigns c ON c.id = j.campaign_id
-                  WHERE c.state = 'running' AND j.state = 'running' AND j.lease_until < ?1
+                  WHERE j.campaign_id IN (SELECT id FROM campaigns WHERE state = 'running')
+                    AND j.state = 'running' AND j.lease_until < ?1
                   GROUP BY j.campaign_id ORDER BY j.campaign_id",
             )
             .map_err(sql(context))?;
