@@ -52,6 +52,19 @@ def proc_stat(pid):
     return cpu, rss, hwm
 
 
+def run_noop(gpufleet, db, agents):
+    """Wall seconds of one cpu `noop` campaign on AGENTS, from `gpufleet run`'s start to its exit
+    (every result stored); exits the bench when the run fails."""
+    names = [x for a in agents for x in ("--agent", a)]
+    t0 = time.perf_counter()
+    r = subprocess.run([gpufleet, "--db", db, "run", *names, "--kernel", "noop", "--backend", "cpu"],
+                       capture_output=True, text=True)
+    dt = time.perf_counter() - t0
+    if r.returncode != 0:
+        sys.exit(f"run: exit {r.returncode}\n{r.stderr[-2000:]}")
+    return dt
+
+
 def threads(pid):
     with open(f"/proc/{pid}/status") as f:
         return next(int(l.split()[1]) for l in f if l.startswith("Threads:"))
@@ -139,13 +152,7 @@ def simulated(args):
             listed = g("agents", "list").stdout.count("\n")
             lists.append(time.perf_counter() - t0)
         cpu0 = [proc_stat(s[0].pid)[0] for s in (a, b)]
-        names = [x for prefix, count in halves for i in range(count) for x in ("--agent", f"{prefix}-{i:04d}")]
-        t0 = time.perf_counter()
-        r = subprocess.run([gpufleet, "--db", db, "run", *names, "--kernel", "noop", "--backend", "cpu"],
-                           capture_output=True, text=True)
-        campaign_s = time.perf_counter() - t0
-        if r.returncode != 0:
-            sys.exit(f"run: exit {r.returncode}\n{r.stderr[-2000:]}")
+        campaign_s = run_noop(gpufleet, db, [f"{prefix}-{i:04d}" for prefix, count in halves for i in range(count)])
         cpu1 = [proc_stat(s[0].pid)[0] for s in (a, b)]
         stored = subprocess.run(["psql", db, "-tAc", "SELECT count(*), count(*) FILTER (WHERE status = 'ok') "
                                  "FROM results"], check=True, capture_output=True, text=True).stdout.strip()
@@ -239,21 +246,11 @@ def main():
         print(f"{n} agents attached in {time.time() - t:.1f} s")
         cpu0, _, _ = proc_stat(serve.pid)
 
-        def campaign(prefix):
-            names = [a for i in range(n) for a in ("--agent", f"{prefix}{i}")]
-            t0 = time.perf_counter()
-            r = subprocess.run([gpufleet, "--db", db, "run", *names, "--kernel", "noop", "--backend", "cpu"],
-                               capture_output=True, text=True)
-            dt = time.perf_counter() - t0
-            if r.returncode != 0:
-                sys.exit(f"run {prefix}: exit {r.returncode}\n{r.stderr[-2000:]}")
-            return dt
-
         rows = []
         for label, prefix in [("dial-in (cold)", "pod"), ("direct, CLI dials (reference)", "d"),
                               ("dial-in (warm)", "pod")]:
             c0, _, _ = proc_stat(serve.pid)
-            dt = campaign(prefix)
+            dt = run_noop(gpufleet, db, [f"{prefix}{i}" for i in range(n)])
             c1, rss, hwm = proc_stat(serve.pid)
             rows.append((label, dt, c1 - c0, rss, hwm))
         con = sqlite3.connect(db)

@@ -1,7 +1,7 @@
 //! From a plan and a worker's end to the run's one RunResult: status and
 //! message, statistics, the metric and % of peak, validation, fingerprint.
 //! Pure apart from reading the clock and the OS kernel version.
-//! [`stats`] and [`add_metric`] are also how `gpufleet-agent simulate` shapes its drawn
+//! [`stats`], [`add_metric`] and [`unmeasured`] are also how `gpufleet-agent simulate` shapes its drawn
 //! results, so they read like real ones.
 
 use super::plan::Plan;
@@ -10,26 +10,47 @@ use crate::isolation::memory_limit::OutOfMemory;
 use crate::isolation::parent::{Ending, WorkerRun, signal_name};
 use crate::isolation::protocol::WorkerStatus;
 use crate::stats::Summary;
-use gpufleet_kernels::{ACHIEVED_GBPS, Dtype, KERNELS_VERSION, MetricKind};
+use gpufleet_kernels::{ACHIEVED_GBPS, Dtype, KERNELS_VERSION, MetricKind, Problem};
 use gpufleet_proto::v1 as pb;
 
 /// A result with no measurement (unsupported, cancelled while queued, ...).
 pub fn bare_result(plan: &Plan, status: pb::RunStatus, message: String) -> pb::RunResult {
-    let p = &plan.problem;
+    unmeasured(
+        (&plan.run_id, &plan.spec, &plan.problem),
+        &plan.device,
+        fingerprint(plan),
+        status,
+        message,
+    )
+}
+
+/// A result of run `(run_id, spec, problem)` on `device` with no measurement: what it ran and on
+/// what, its FLOPs and bytes, `status` and why. `gpufleet-agent simulate` ends its runs this way.
+pub fn unmeasured(
+    (run_id, spec, problem): (&str, &pb::RunSpec, &Problem),
+    device: &DeviceInfo,
+    fingerprint: pb::Fingerprint,
+    status: pb::RunStatus,
+    message: String,
+) -> pb::RunResult {
     pb::RunResult {
-        run_id: plan.run_id.clone(),
-        spec: Some(plan.spec.clone()),
+        run_id: run_id.to_string(),
+        spec: Some(spec.clone()),
         status: status as i32,
         message,
-        device_id: plan.device.id.clone(),
-        backend: plan.device.backend.clone(),
-        variant: p.variant.clone(),
-        params: p.params.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-        dtype: p.dtype.name().to_string(),
-        fingerprint: Some(fingerprint(plan)),
+        device_id: device.id.clone(),
+        backend: device.backend.clone(),
+        variant: problem.variant.clone(),
+        params: problem
+            .params
+            .iter()
+            .map(|(k, v)| (k.clone(), *v))
+            .collect(),
+        dtype: problem.dtype.name().to_string(),
+        fingerprint: Some(fingerprint),
         started_unix_s: crate::isolation::unix_now_s(),
-        flops: p.flops(),
-        bytes: p.bytes(),
+        flops: problem.flops(),
+        bytes: problem.bytes(),
         ..Default::default()
     }
 }

@@ -5,7 +5,7 @@
 
 use super::device;
 use crate::backend::DeviceInfo;
-use crate::run::result::{add_metric, stats};
+use crate::run::result::{add_metric, stats, unmeasured};
 use gpufleet_kernels::{KERNELS_VERSION, Problem, RunSettings};
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
@@ -71,23 +71,13 @@ pub fn ended(
     message: String,
 ) -> pb::RunResult {
     let dev = device::device();
-    let p = &run.problem;
-    pb::RunResult {
-        run_id: run.run_id.clone(),
-        spec: Some(run.spec.clone()),
-        status: status as i32,
+    unmeasured(
+        (&run.run_id, &run.spec, &run.problem),
+        &dev,
+        fingerprint(run, &dev, platform),
+        status,
         message,
-        device_id: dev.id.clone(),
-        backend: dev.backend.clone(),
-        variant: p.variant.clone(),
-        params: p.params.iter().map(|(k, v)| (k.clone(), *v)).collect(),
-        dtype: p.dtype.name().to_string(),
-        fingerprint: Some(fingerprint(run, &dev, platform)),
-        started_unix_s: crate::isolation::unix_now_s(),
-        flops: p.flops(),
-        bytes: p.bytes(),
-        ..Default::default()
-    }
+    )
 }
 
 /// An `ok` result with the drawn iteration times, started at `started_unix_s` and run in the

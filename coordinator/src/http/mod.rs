@@ -446,8 +446,7 @@ struct AlertsQuery {
 
 async fn alerts(State(s): State<Daemon>, JsonQuery(q): JsonQuery<AlertsQuery>) -> ApiResult {
     let since = since(&SinceQuery { since: q.since })?;
-    let limit = check_limit(q.limit.unwrap_or(ALERTS_PAGE))
-        .map_err(|e| ApiError(StatusCode::BAD_REQUEST, format!("limit: {e}")))?;
+    let limit = check_limit(q.limit.unwrap_or(ALERTS_PAGE)).map_err(|e| bad_request("limit", e))?;
     let filter = crate::store::AlertFilter {
         since,
         before_id: q.before,

@@ -173,16 +173,7 @@ impl Links {
     }
     /// Page `n` (from 1) of the fleet's agents; a report's one page lists them all.
     pub fn fleet_page(&self, n: usize) -> String {
-        self.pick(
-            || {
-                if n > 1 {
-                    format!("/?page={n}")
-                } else {
-                    "/".into()
-                }
-            },
-            || "index.html".into(),
-        )
+        self.paged(self.fleet(), n)
     }
     pub fn compare(&self) -> String {
         self.pick(|| "/compare".into(), || "compare.html".into())
@@ -216,7 +207,10 @@ impl Links {
     }
     /// Page `n` (from 1) of a campaign's jobs; a report's one page lists them all.
     pub fn campaign_page(&self, id: i64, n: usize) -> String {
-        let first = self.campaign(id);
+        self.paged(self.campaign(id), n)
+    }
+    /// `first`, the link to a paged page's first page, for page `n` (a report has one page).
+    fn paged(&self, first: String, n: usize) -> String {
         if n > 1 && !self.is_static() {
             format!("{first}?page={n}")
         } else {

@@ -3,7 +3,7 @@
 
 use serde::Serialize;
 
-use super::super::engine::{DbError, Row, Value, params};
+use super::super::engine::{DbError, Row, params};
 use super::super::error::{StoreError, sql};
 use super::super::open::Store;
 
@@ -164,21 +164,12 @@ impl Store {
     /// # Errors
     /// [`StoreError::Db`] if the query fails.
     pub fn alerts_of_results(&self, result_ids: &[i64]) -> Result<Vec<AlertRow>, StoreError> {
-        let context = "listing a series' alerts";
-        let mut out = Vec::new();
-        for ids in result_ids.chunks(500) {
-            let marks = vec!["?"; ids.len()].join(", ");
-            let mut stmt = self
-                .conn
-                .prepare(&format!(
-                    "{ALERT_SELECT} WHERE a.result_id IN ({marks}) ORDER BY a.created_at DESC, a.id DESC"
-                ))
-                .map_err(sql(context))?;
-            let args: Vec<Value> = ids.iter().map(|id| Value::Int(*id)).collect();
-            for a in stmt.query_map(args, alert_from_row).map_err(sql(context))? {
-                out.push(a.map_err(sql(context))?);
-            }
-        }
+        let mut out = self.rows_for_ids(
+            "listing a series' alerts",
+            result_ids,
+            |marks| format!("{ALERT_SELECT} WHERE a.result_id IN ({marks})"),
+            alert_from_row,
+        )?;
         out.sort_by(|a, b| b.created_at.total_cmp(&a.created_at).then(b.id.cmp(&a.id)));
         Ok(out)
     }

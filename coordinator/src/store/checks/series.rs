@@ -212,22 +212,39 @@ impl Store {
     /// # Errors
     /// [`StoreError::Db`] if a query fails.
     pub fn confirmation_reruns(&self, result_ids: &[i64]) -> Result<HashSet<i64>, StoreError> {
-        let context = "reading confirmations";
-        let mut reruns = HashSet::new();
-        for ids in result_ids.chunks(500) {
-            let marks = vec!["?"; ids.len()].join(", ");
-            let mut stmt = self
-                .conn
-                .prepare(&format!(
-                    "SELECT r.id FROM results r WHERE {IS_CONFIRMATION} AND r.id IN ({marks})"
-                ))
-                .map_err(sql(context))?;
-            let args: Vec<Value> = ids.iter().map(|id| Value::Int(*id)).collect();
-            for id in stmt.query_map(args, |r| r.get(0)).map_err(sql(context))? {
-                reruns.insert(id.map_err(sql(context))?);
+        let ids = self.rows_for_ids(
+            "reading confirmations",
+            result_ids,
+            |marks| {
+                format!("SELECT r.id FROM results r WHERE {IS_CONFIRMATION} AND r.id IN ({marks})")
+            },
+            |r| r.get(0),
+        )?;
+        Ok(ids.into_iter().collect())
+    }
+
+    /// What `select(marks)` reads for `ids`, one statement per 500 of them: `marks` is the
+    /// `?, ?, …` where the ids go (a statement's parameters are bounded on both engines).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] if a query fails.
+    pub(in crate::store) fn rows_for_ids<T>(
+        &self,
+        context: &'static str,
+        ids: &[i64],
+        select: impl Fn(&str) -> String,
+        mut row: impl FnMut(&Row<'_>) -> DbResult<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        let mut out = Vec::new();
+        for chunk in ids.chunks(500) {
+            let marks = vec!["?"; chunk.len()].join(", ");
+            let mut stmt = self.conn.prepare(&select(&marks)).map_err(sql(context))?;
+            let args: Vec<Value> = chunk.iter().map(|id| Value::Int(*id)).collect();
+            for r in stmt.query_map(args, &mut row).map_err(sql(context))? {
+                out.push(r.map_err(sql(context))?);
             }
         }
-        Ok(reruns)
+        Ok(out)
     }
 
     /// The job a result fulfils, if it is a confirmation rerun: the result it confirms.
