@@ -18,7 +18,8 @@ use std::net::SocketAddr;
 #[command(name = "gpufleet-agent", version)]
 pub struct Cli {
     /// Configuration file (TOML: connect, name, token_file, pin_sha256 or ca_cert, listen,
-    /// metrics_listen, state_dir, cache_dir, sysfs_root, power_rate_hz, [loader] allow; see
+    /// metrics_listen, state_dir, cache_dir, sysfs_root, power_rate_hz, [loader] allow,
+    /// [device_pci]; see
     /// docs/install.md). Flags and GPUFLEET_* variables override it. Default:
     /// /etc/gpufleet/agent.toml when it exists.
     #[arg(long, env = "GPUFLEET_CONFIG")]
@@ -108,6 +109,18 @@ pub struct Cli {
     /// $XDG_CACHE_HOME/gpufleet or ~/.cache/gpufleet).
     #[arg(long, env = "GPUFLEET_CACHE_DIR")]
     pub cache_dir: Option<std::path::PathBuf>,
+    /// DEVICE=BDF: the PCI address of a device whose driver reports none (Clover's or rusticl's
+    /// OpenCL on an RX 580, say), e.g. `opencl:0=0000:0a:00.0` with the id `describe` prints. It
+    /// joins the device to its PCIe link (an outlier's likely cause) and its power sensors. A
+    /// driver's own address is never replaced. Repeatable; comma-separated in the variable;
+    /// `[device_pci]` in the config file.
+    #[arg(
+        long,
+        env = "GPUFLEET_DEVICE_PCI",
+        value_delimiter = ',',
+        value_parser = gpufleet_agent::host::pci::parse_device_pci
+    )]
+    pub device_pci: Vec<(String, String)>,
     #[command(flatten)]
     pub power: PowerArgs,
     #[command(subcommand)]
@@ -192,6 +205,10 @@ impl Cli {
             self.pin_sha256 = f.pin_sha256;
             self.ca_cert = f.ca_cert;
         }
+        // Key by key: a flag's device wins over the file's entry for it.
+        let mut pci: Vec<(String, String)> = f.device_pci.into_iter().collect();
+        pci.append(&mut self.device_pci);
+        self.device_pci = pci;
         if !given("sysfs_root")
             && let Some(root) = f.sysfs_root
         {
@@ -311,6 +328,19 @@ pub struct SimulateArgs {
     /// gen3 x16, as an outlier cause. Repeatable.
     #[arg(long, value_parser = gpufleet_agent::simulate::options::parse_pcie)]
     pub pcie: Vec<(String, String)>,
+    /// Describe the simulated devices as this real device: FILE is what `gpufleet-agent describe
+    /// --json` printed on its host; its model name, backend, driver and memory become the
+    /// simulated devices' (vendor, feature flag and host still say simulated), so the real device
+    /// and the simulated ones form one sibling group for `gpufleet outliers`.
+    #[arg(long)]
+    pub like: Option<std::path::PathBuf>,
+    /// The device of --like's file when it describes several (its id, e.g. `opencl:0`).
+    #[arg(long, requires = "like")]
+    pub like_device: Option<String>,
+    /// What `copy` measures on an average simulated device, GB/s (other kernels move their bytes
+    /// at that rate too). Default: 400.
+    #[arg(long)]
+    pub copy_gbps: Option<f64>,
     /// Seconds each run takes once its device is free.
     #[arg(long, default_value_t = 0.0)]
     pub run_s: f64,
@@ -323,8 +353,10 @@ impl SimulateArgs {
     /// The simulation's configuration.
     ///
     /// # Errors
-    /// A --run-s or --max-backoff-s out of range.
+    /// A --run-s, --max-backoff-s or --copy-gbps out of range, or a --like file that cannot be
+    /// read or does not describe the device.
     pub fn config(self) -> anyhow::Result<gpufleet_agent::simulate::SimConfig> {
+        use gpufleet_agent::simulate::device::Model;
         use gpufleet_proto::tls::Trust;
         if !(0.0..=3600.0).contains(&self.run_s) {
             anyhow::bail!("--run-s {} is outside [0, 3600]", self.run_s);
@@ -337,7 +369,23 @@ impl SimulateArgs {
             (None, Some(pin)) => Some(Trust::Pin(pin)),
             (None, None) => None,
         };
+        let model = match &self.like {
+            None => Model::default(),
+            Some(path) => {
+                let text = std::fs::read_to_string(path)
+                    .map_err(|e| anyhow::anyhow!("--like {}: {e}", path.display()))?;
+                Model::like(&text, self.like_device.as_deref())
+                    .map_err(|e| anyhow::anyhow!("--like {}: {e}", path.display()))?
+            }
+        };
+        let copy_bytes_per_s = match self.copy_gbps {
+            None => gpufleet_agent::simulate::draw::COPY_BYTES_PER_S,
+            Some(g) if g.is_finite() && g > 0.0 && g <= 1e6 => g * 1e9,
+            Some(g) => anyhow::bail!("--copy-gbps {g} is outside (0, 1000000] GB/s"),
+        };
         Ok(gpufleet_agent::simulate::SimConfig {
+            model,
+            copy_bytes_per_s,
             agents: self.agents,
             name_prefix: self.name_prefix,
             tokens: self.tokens,
@@ -371,7 +419,8 @@ mod tests {
         std::fs::write(
             &path,
             "connect = \"https://fleet:7443\"\nname = \"rig\"\ntoken_file = \"/etc/gpufleet/token\"\n\
-             pin_sha256 = \"ab\"\npower_rate_hz = 10\nsysfs_root = \"/host\"\n",
+             pin_sha256 = \"ab\"\npower_rate_hz = 10\nsysfs_root = \"/host\"\n\
+             [device_pci]\n\"opencl:0\" = \"0000:0a:00.0\"\n\"vulkan:1\" = \"0000:0b:00.0\"\n",
         )
         .unwrap();
         let p = path.to_str().unwrap();
@@ -400,6 +449,20 @@ mod tests {
             (cli.pin_sha256, cli.ca_cert),
             (None, Some("/ca.pem".into()))
         );
+        // A flag's device wins over the file's entry for it; the file's others stay.
+        let (cli, _) = with_file(&[
+            "gpufleet-agent",
+            "--config",
+            p,
+            "--device-pci",
+            "opencl:0=0c:00.0",
+        ])
+        .unwrap();
+        let pci: std::collections::BTreeMap<_, _> = cli.device_pci.into_iter().collect();
+        assert_eq!(pci["opencl:0"], "0000:0c:00.0");
+        assert_eq!(pci["vulkan:1"], "0000:0b:00.0");
+        let e = Cli::try_parse_from(["gpufleet-agent", "--device-pci", "opencl:0"]).unwrap_err();
+        assert!(e.to_string().contains("DEVICE=BDF"), "{e}");
         // A file given by name must exist; a bad one is refused naming the key and line.
         let e = with_file(&["gpufleet-agent", "--config", "/nonexistent.toml"]).unwrap_err();
         assert!(e.to_string().contains("/nonexistent.toml"), "{e}");

@@ -10,6 +10,10 @@
 //! power_rate_hz = 20
 //! metrics_listen = "127.0.0.1:9464"
 //!
+//! [device_pci]
+//! # Devices whose driver reports no PCI address (Clover's OpenCL): id as `describe` prints it.
+//! "opencl:0" = "0000:0a:00.0"
+//!
 //! [loader]
 //! # Values runs may give the loader variables beyond the standard ICD directories.
 //! allow = ["/opt/amdvlk/amd_icd64.json", "/opt/rocm/lib/librocprofiler64.so"]
@@ -44,6 +48,7 @@ struct Raw {
     power_rate_hz: Option<Spanned<f64>>,
     #[serde(default)]
     loader: Loader,
+    device_pci: Option<Spanned<std::collections::BTreeMap<String, String>>>,
 }
 
 /// `connect = "URL"` or `connect = ["URL1", "URL2"]` (coordinators of one fleet, tried in turn).
@@ -89,6 +94,8 @@ pub struct AgentFile {
     pub power_rate_hz: Option<f64>,
     /// `[loader] allow`.
     pub loader_allow: Vec<String>,
+    /// `[device_pci]`: device id → normalised PCI address.
+    pub device_pci: std::collections::BTreeMap<String, String>,
 }
 
 /// The 1-based line of byte `offset` in `text`.
@@ -160,6 +167,20 @@ impl AgentFile {
                 return Err(format!("{}: connect: empty", at(v.span().start)));
             }
         }
+        let mut device_pci = std::collections::BTreeMap::new();
+        if let Some(table) = &raw.device_pci {
+            for (device, bdf) in table.get_ref() {
+                let (device, pci) = crate::host::pci::parse_device_pci(&format!("{device}={bdf}"))
+                    .map_err(|e| {
+                        format!(
+                            "{}: [device_pci] {}",
+                            at(table.span().start),
+                            e.trim_start_matches("--device-pci ")
+                        )
+                    })?;
+                device_pci.insert(device, pci);
+            }
+        }
         Ok(AgentFile {
             path: path.to_path_buf(),
             connect: raw
@@ -177,6 +198,7 @@ impl AgentFile {
             sysfs_root: raw.sysfs_root,
             power_rate_hz: raw.power_rate_hz.map(Spanned::into_inner),
             loader_allow: raw.loader.allow,
+            device_pci,
         })
     }
 }
@@ -195,9 +217,14 @@ mod tests {
             "connect = \"https://fleet:7443\"\nname = \"rig\"\ntoken_file = \"/etc/gpufleet/token\"\n\
              pin_sha256 = \"ab\"\nlisten = \"127.0.0.1:50051\"\nmetrics_listen = \"localhost:9464\"\n\
              state_dir = \"/var/lib/gpufleet\"\ncache_dir = \"/var/cache/gpufleet\"\n\
-             power_rate_hz = 10\n[loader]\nallow = [\"/opt/x.json\"]\n",
+             power_rate_hz = 10\n[loader]\nallow = [\"/opt/x.json\"]\n\
+             [device_pci]\n\"opencl:0\" = \"0A:00.0\"\n",
         )
         .unwrap();
+        assert_eq!(
+            f.device_pci,
+            std::collections::BTreeMap::from([("opencl:0".into(), "0000:0a:00.0".into())])
+        );
         assert_eq!(f.connect, ["https://fleet:7443"]);
         assert_eq!(f.name.as_deref(), Some("rig"));
         assert_eq!(f.listen.unwrap().port(), 50051);
@@ -216,6 +243,11 @@ mod tests {
         let e = parse("name = \"rig\"\n\nconect = \"https://x\"\n").unwrap_err();
         assert!(
             e.starts_with("config file /etc/gpufleet/agent.toml line 3:") && e.contains("conect"),
+            "{e}"
+        );
+        let e = parse("name = \"rig\"\n[device_pci]\n\"opencl:0\" = \"card0\"\n").unwrap_err();
+        assert!(
+            e.contains("line 2") && e.contains("[device_pci]") && e.contains("not a PCI address"),
             "{e}"
         );
         let e = parse("name = \"rig\"\npower_rate_hz = 5000\n").unwrap_err();

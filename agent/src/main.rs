@@ -91,6 +91,7 @@ async fn run(cli: cli::Cli, file: Option<AgentFile>) -> anyhow::Result<()> {
     .filter(|t| !t.is_empty());
     config.discovery_timeout = Duration::from_secs_f64(cli.discovery_timeout_s.max(0.1));
     config.power = cli.power.config();
+    config.device_pci = cli.device_pci.iter().cloned().collect();
     if let Some(file) = file {
         config.loader = gpufleet_agent::env::LoaderPolicy {
             allowed: file.loader_allow,

@@ -28,9 +28,56 @@ pub fn normalize_pci(id: &str) -> Option<String> {
     Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"))
 }
 
+/// A `DEVICE=BDF` value of `--device-pci` (or a `[device_pci]` entry): the PCI address of a
+/// device whose driver reports none (Clover's and rusticl's OpenCL, a CPU device standing in for a
+/// card), normalised.
+///
+/// # Errors
+/// No `=`, an empty device id, or an address that is not a PCI address, each quoting the value.
+pub fn parse_device_pci(text: &str) -> Result<(String, String), String> {
+    let Some((device, bdf)) = text.split_once('=') else {
+        return Err(format!(
+            "--device-pci {:?}: expected DEVICE=BDF (e.g. opencl:0=0000:0a:00.0)",
+            gpufleet_kernels::prefix(text, 64)
+        ));
+    };
+    let device = device.trim();
+    if device.is_empty() {
+        return Err(format!(
+            "--device-pci {:?}: the device id before `=` is empty",
+            gpufleet_kernels::prefix(text, 64)
+        ));
+    }
+    let pci = normalize_pci(bdf).ok_or_else(|| {
+        format!(
+            "--device-pci {:?}: {:?} is not a PCI address (domain:bus:device.function, e.g. 0000:0a:00.0)",
+            gpufleet_kernels::prefix(text, 64),
+            gpufleet_kernels::prefix(bdf.trim(), 32)
+        )
+    })?;
+    Ok((device.to_string(), pci))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_device_pci_value_is_checked_and_normalised() {
+        assert_eq!(
+            parse_device_pci("opencl:0=0A:00.0").unwrap(),
+            ("opencl:0".into(), "0000:0a:00.0".into())
+        );
+        for (bad, says) in [
+            ("opencl:0", "DEVICE=BDF"),
+            ("=0000:0a:00.0", "empty"),
+            ("opencl:0=card0", "not a PCI address"),
+            ("opencl:0=0000:0a:20.0", "not a PCI address"),
+        ] {
+            let e = parse_device_pci(bad).unwrap_err();
+            assert!(e.contains(says), "{bad}: {e}");
+        }
+    }
 
     #[test]
     fn pci_ids_normalise_from_every_tool() {

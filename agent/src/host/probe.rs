@@ -239,6 +239,50 @@ pub fn atomics(config: &[u8]) -> String {
     "unknown: no PCI Express capability".into()
 }
 
+/// Writes sysfs trees of made-up PCI devices: for tests of the probe here and of what it feeds
+/// (the coordinator's outlier causes), where no such card is plugged in.
+pub mod fixture {
+    use std::path::Path;
+
+    /// Writes a PCI function under `root` as real sysfs nests it: `sys/devices/pci0000:00/<path…>`
+    /// (the bridges above it first, the function last), linked from `sys/bus/pci/devices/<bdf>`,
+    /// with its class and link attributes (`(speed, width)`; `None`: absent).
+    ///
+    /// # Errors
+    /// An empty `path`, or a file that cannot be written.
+    pub fn pci_function(
+        root: &Path,
+        path: &[&str],
+        class: &str,
+        current: Option<(&str, &str)>,
+        max: Option<(&str, &str)>,
+    ) -> std::io::Result<()> {
+        let Some(bdf) = path.last() else {
+            return Err(std::io::Error::other("a PCI function needs its address"));
+        };
+        let dir = path
+            .iter()
+            .fold(root.join("sys/devices/pci0000:00"), |d, p| d.join(p));
+        std::fs::create_dir_all(&dir)?;
+        std::fs::write(dir.join("class"), format!("{class}\n"))?;
+        for (which, link) in [("current", current), ("max", max)] {
+            if let Some((speed, width)) = link {
+                std::fs::write(
+                    dir.join(format!("{which}_link_speed")),
+                    format!("{speed}\n"),
+                )?;
+                std::fs::write(
+                    dir.join(format!("{which}_link_width")),
+                    format!("{width}\n"),
+                )?;
+            }
+        }
+        let bus = root.join("sys/bus/pci/devices");
+        std::fs::create_dir_all(&bus)?;
+        std::os::unix::fs::symlink(&dir, bus.join(bdf))
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -266,8 +310,6 @@ mod tests {
         assert!(atomics(&[0u8; 64]).contains("no capability list"));
     }
 
-    /// A function under `root` as real sysfs nests it: `sys/devices/pci0000:00/<path…>`, linked
-    /// from `sys/bus/pci/devices/<bdf>`, with its class and link attributes (`None`: absent).
     fn function(
         root: &Path,
         path: &[&str],
@@ -275,30 +317,7 @@ mod tests {
         current: Option<(&str, &str)>,
         max: Option<(&str, &str)>,
     ) {
-        let mut dir = root.join("sys/devices/pci0000:00");
-        for p in path {
-            dir = dir.join(p);
-        }
-        std::fs::create_dir_all(&dir).unwrap();
-        std::fs::write(dir.join("class"), format!("{class}\n")).unwrap();
-        for (which, link) in [("current", current), ("max", max)] {
-            if let Some((speed, width)) = link {
-                std::fs::write(
-                    dir.join(format!("{which}_link_speed")),
-                    format!("{speed}\n"),
-                )
-                .unwrap();
-                std::fs::write(
-                    dir.join(format!("{which}_link_width")),
-                    format!("{width}\n"),
-                )
-                .unwrap();
-            }
-        }
-        let bus = root.join("sys/bus/pci/devices");
-        std::fs::create_dir_all(&bus).unwrap();
-        let bdf = path.last().unwrap();
-        std::os::unix::fs::symlink(&dir, bus.join(bdf)).unwrap();
+        fixture::pci_function(root, path, class, current, max).unwrap();
     }
 
     const GEN3: &str = "8.0 GT/s PCIe";

@@ -68,6 +68,9 @@ pub struct AgentConfig {
     pub reuse_workers: bool,
     /// Which values a run may give the loader variables (`[loader] allow` of the config file).
     pub loader: crate::env::LoaderPolicy,
+    /// PCI addresses for devices whose driver reports none (`--device-pci`, `[device_pci]`):
+    /// device id → normalised address.
+    pub device_pci: std::collections::BTreeMap<String, String>,
 }
 
 impl AgentConfig {
@@ -84,6 +87,7 @@ impl AgentConfig {
             limit_worker_memory: true,
             reuse_workers: true,
             loader: crate::env::LoaderPolicy::default(),
+            device_pci: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -111,6 +115,9 @@ impl AgentCore {
             .host
             .platform
             .extend(crate::host::probe::probe(&config.power.sysfs_root));
+        for skipped in inventory.assign_pci(&config.device_pci) {
+            tracing::warn!("{skipped}");
+        }
         Self::with_parts(config, inventory, power)
     }
 

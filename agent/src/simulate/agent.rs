@@ -5,6 +5,7 @@
 use super::answer::{self, SimRun};
 use super::device;
 use super::draw::Profile;
+use crate::backend::DeviceInfo;
 use crate::dial::run_core::{PowerFeed, RunCore};
 use crate::error::AgentError;
 use crate::isolation::{monotonic_ns, unix_now_s};
@@ -23,6 +24,8 @@ const EVENT_BUFFER: usize = 4;
 /// A simulated agent.
 pub struct SimAgent {
     name: String,
+    /// Its device (shared by every agent of the simulation).
+    device: Arc<DeviceInfo>,
     profile: Profile,
     /// The PCIe link its device reports (`gen3 x16` unless `--pcie` narrowed it).
     link: String,
@@ -31,7 +34,7 @@ pub struct SimAgent {
     /// Runs drawn so far: the number of the next run's stream.
     runs: AtomicU64,
     /// Held by the run on the device.
-    device: tokio::sync::Mutex<()>,
+    busy: tokio::sync::Mutex<()>,
     /// Runs queued or running, with what cancels each.
     active: Mutex<HashMap<String, Arc<Notify>>>,
 }
@@ -55,14 +58,21 @@ fn progress(phase: &str, message: &str) -> pb::RunEvent {
 }
 
 impl SimAgent {
-    pub fn new(name: String, profile: Profile, link: String, run_s: Duration) -> SimAgent {
+    pub fn new(
+        name: String,
+        device: Arc<DeviceInfo>,
+        profile: Profile,
+        link: String,
+        run_s: Duration,
+    ) -> SimAgent {
         SimAgent {
             name,
+            device,
             profile,
             link,
             run_s,
             runs: AtomicU64::new(0),
-            device: tokio::sync::Mutex::new(()),
+            busy: tokio::sync::Mutex::new(()),
             active: Mutex::new(HashMap::new()),
         }
     }
@@ -70,6 +80,11 @@ impl SimAgent {
     /// The platform facts in its description and its results' fingerprints.
     fn platform(&self) -> BTreeMap<String, String> {
         device::platform(&self.link)
+    }
+
+    /// A result of `run` with no measurement: `status` and why.
+    fn ended(&self, run: &SimRun, status: pb::RunStatus, message: String) -> pb::RunResult {
+        answer::ended(run, (&self.device, &self.platform()), status, message)
     }
 
     /// Checks a request as the agent's planner does (run id, device, kernel and parameters,
@@ -88,13 +103,13 @@ impl SimAgent {
                 format!("{} is not a usable run id", quote(&req.run_id)),
             ));
         };
-        if spec.device_id != device::DEVICE_ID {
+        if spec.device_id != self.device.id {
             return Err(invalid(
                 "device_id",
                 format!(
                     "unknown device {} (devices: {})",
                     quote(&spec.device_id),
-                    device::DEVICE_ID
+                    self.device.id
                 ),
             ));
         }
@@ -107,15 +122,15 @@ impl SimAgent {
             .given_settings()
             .resolve()
             .map_err(|e| invalid(e.field, e.message))?;
-        if problem.footprint_bytes() > device::MEMORY_BYTES {
+        if problem.footprint_bytes() > self.device.memory_bytes {
             return Err(invalid(
                 "params",
                 format!(
                     "{} with {} needs more than the memory of {} ({} bytes)",
                     problem.kernel.name,
                     problem.params_string(),
-                    device::DEVICE_ID,
-                    device::MEMORY_BYTES
+                    self.device.id,
+                    self.device.memory_bytes
                 ),
             ));
         }
@@ -145,9 +160,8 @@ impl SimAgent {
         let result = if run.supported {
             self.measure(&run, &cancel, &tx).await
         } else {
-            answer::ended(
+            self.ended(
                 &run,
-                &self.platform(),
                 pb::RunStatus::Unsupported,
                 format!(
                     "a simulated agent answers {} (default variants, f32) only",
@@ -170,16 +184,15 @@ impl SimAgent {
         tx: &mpsc::Sender<pb::RunEvent>,
     ) -> pb::RunResult {
         let cancelled = |when: &str| {
-            answer::ended(
+            self.ended(
                 run,
-                &self.platform(),
                 pb::RunStatus::Cancelled,
                 format!("cancelled while {when}"),
             )
         };
-        let _ = tx.send(progress("queued", device::DEVICE_ID)).await;
+        let _ = tx.send(progress("queued", &self.device.id)).await;
         let _device = tokio::select! {
-            held = self.device.lock() => held,
+            held = self.busy.lock() => held,
             _ = cancel.notified() => return cancelled("queued"),
             _ = tx.closed() => return cancelled("queued"),
         };
@@ -194,7 +207,7 @@ impl SimAgent {
         let times = self.profile.times(&run.problem, number, run.iterations());
         answer::ok(
             run,
-            &self.platform(),
+            (&self.device, &self.platform()),
             times,
             started,
             (begin, monotonic_ns()),
@@ -204,7 +217,7 @@ impl SimAgent {
 
 impl RunCore for SimAgent {
     fn describe(&self) -> pb::AgentInfo {
-        device::agent_info(&self.name, &self.link)
+        device::agent_info(&self.name, &self.link, &self.device)
     }
 
     fn submit(
@@ -220,7 +233,7 @@ impl RunCore for SimAgent {
             }
             if active.len() > device::QUEUE_CAPACITY {
                 return Err(AgentError::QueueFull {
-                    device: device::DEVICE_ID.into(),
+                    device: self.device.id.clone(),
                     capacity: device::QUEUE_CAPACITY,
                 });
             }
@@ -254,6 +267,7 @@ mod tests {
     fn agent(run_s: f64) -> Arc<SimAgent> {
         Arc::new(SimAgent::new(
             "sim-0000".into(),
+            Arc::new(device::device(&device::Model::default())),
             Profile::new(1, 0, 0.01, 0.0),
             device::MAX_LINK.into(),
             Duration::from_secs_f64(run_s),
@@ -265,7 +279,7 @@ mod tests {
             run_id: id.into(),
             spec: Some(pb::RunSpec {
                 kernel: kernel.into(),
-                device_id: device::DEVICE_ID.into(),
+                device_id: "cpu:simulated".into(),
                 ..Default::default()
             }),
         }

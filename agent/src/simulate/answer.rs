@@ -3,7 +3,6 @@
 //! functions), a fingerprint, and a validation that says nothing was validated because nothing
 //! ran.
 
-use super::device;
 use crate::backend::DeviceInfo;
 use crate::run::result::{add_metric, stats, unmeasured};
 use gpufleet_kernels::{KERNELS_VERSION, Problem, RunSettings};
@@ -63,33 +62,32 @@ fn fingerprint(
     }
 }
 
-/// A result with no measurement: `status` and why.
+/// A result on `dev` with no measurement: `status` and why.
 pub fn ended(
     run: &SimRun,
-    platform: &BTreeMap<String, String>,
+    (dev, platform): (&DeviceInfo, &BTreeMap<String, String>),
     status: pb::RunStatus,
     message: String,
 ) -> pb::RunResult {
-    let dev = device::device();
     unmeasured(
         (&run.run_id, &run.spec, &run.problem),
-        &dev,
-        fingerprint(run, &dev, platform),
+        dev,
+        fingerprint(run, dev, platform),
         status,
         message,
     )
 }
 
-/// An `ok` result with the drawn iteration times, started at `started_unix_s` and run in the
+/// An `ok` result on `dev` with the drawn iteration times, started at `started_unix_s` and run in the
 /// monotonic window `window_ns`.
 pub fn ok(
     run: &SimRun,
-    platform: &BTreeMap<String, String>,
+    (dev, platform): (&DeviceInfo, &BTreeMap<String, String>),
     times_s: Vec<f64>,
     started_unix_s: f64,
     window_ns: (u64, u64),
 ) -> pb::RunResult {
-    let mut r = ended(run, platform, pb::RunStatus::Ok, String::new());
+    let mut r = ended(run, (dev, platform), pb::RunStatus::Ok, String::new());
     r.started_unix_s = started_unix_s;
     r.wall_s = window_ns.1.saturating_sub(window_ns.0) as f64 / 1e9;
     (r.window_begin_ns, r.window_end_ns) = window_ns;
@@ -103,13 +101,7 @@ pub fn ok(
         ..Default::default()
     });
     if let Some(s) = stats(&times_s, run.settings.target_ci_pct) {
-        add_metric(
-            &mut r,
-            &run.problem,
-            &device::device(),
-            &times_s,
-            s.median_s,
-        );
+        add_metric(&mut r, &run.problem, dev, &times_s, s.median_s);
         r.stats = Some(s);
     }
     r.times_s = times_s;
@@ -118,6 +110,7 @@ pub fn ok(
 
 #[cfg(test)]
 mod tests {
+    use super::super::device;
     use super::*;
 
     fn run(kernel: &str) -> SimRun {
@@ -126,7 +119,7 @@ mod tests {
             run_id: "run-1".into(),
             spec: pb::RunSpec {
                 kernel: kernel.into(),
-                device_id: device::DEVICE_ID.into(),
+                device_id: "cpu:simulated".into(),
                 ..Default::default()
             },
             problem,
@@ -139,13 +132,14 @@ mod tests {
     fn an_ok_result_reads_like_a_real_one_and_says_it_is_simulated() {
         let copy = run("copy");
         let platform = device::platform("gen3 x4");
+        let dev = device::device(&device::Model::default());
         let times = vec![1e-3; copy.iterations()];
-        let r = ok(&copy, &platform, times, 1.7e9, (10, 2_000_010));
+        let r = ok(&copy, (&dev, &platform), times, 1.7e9, (10, 2_000_010));
         assert_eq!(r.status(), pb::RunStatus::Ok);
         assert_eq!(r.variant, "default");
         assert_eq!(
             (r.device_id.as_str(), r.backend.as_str()),
-            (device::DEVICE_ID, "cpu")
+            ("cpu:simulated", "cpu")
         );
         let m = r.metric.unwrap();
         assert_eq!((m.kind.as_str(), m.unit.as_str()), ("gbps", "GB/s"));
@@ -170,19 +164,16 @@ mod tests {
     #[test]
     fn noop_is_a_latency_and_gemm_a_rate_of_arithmetic() {
         let platform = device::platform(device::MAX_LINK);
-        let noop = ok(&run("noop"), &platform, vec![8e-6; 10], 0.0, (0, 0));
+        let dev = device::device(&device::Model::default());
+        let platform = (&dev, &platform);
+        let noop = ok(&run("noop"), platform, vec![8e-6; 10], 0.0, (0, 0));
         let m = noop.metric.unwrap();
         assert_eq!(m.unit, "µs");
         assert!(!m.higher_is_better && (m.value - 8.0).abs() < 1e-9);
-        let gemm = ok(&run("gemm"), &platform, vec![1e-3; 10], 0.0, (0, 0));
+        let gemm = ok(&run("gemm"), platform, vec![1e-3; 10], 0.0, (0, 0));
         assert_eq!(gemm.metric.unwrap().kind, "gflops");
         assert!(gemm.flops > 0.0);
-        let cancelled = ended(
-            &run("gemm"),
-            &platform,
-            pb::RunStatus::Cancelled,
-            "x".into(),
-        );
+        let cancelled = ended(&run("gemm"), platform, pb::RunStatus::Cancelled, "x".into());
         assert!(cancelled.metric.is_none() && cancelled.times_s.is_empty());
     }
 }

@@ -15,8 +15,8 @@ use crate::service::convert;
 use gpufleet_proto::v1 as pb;
 use std::collections::BTreeMap;
 
-/// The one device's id (`<backend>:<index>`; the index says what it is).
-pub const DEVICE_ID: &str = "cpu:simulated";
+/// The one device's index in its id (`<backend>:simulated`): it says what it is.
+pub const DEVICE_INDEX: &str = "simulated";
 /// Its backend (see the module's notes for why a real one).
 pub const BACKEND: &str = "cpu";
 /// Its model name: a sibling group of simulated devices is named by it.
@@ -40,20 +40,92 @@ pub const MEMORY_BYTES_PER_S: f64 = 500e9;
 /// Runs allowed to wait on the device before new ones are refused (as the agent's default).
 pub const QUEUE_CAPACITY: usize = 16;
 
-/// The simulated device.
-pub fn device() -> DeviceInfo {
+/// What the simulated device is as a sibling group sees it (model, backend, driver, memory): the
+/// simulated model by default; with `--like`, a real device's, so that the simulated agents are
+/// that device's siblings. Vendor, architecture, feature flag and host still say simulated.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Model {
+    pub name: String,
+    pub backend: String,
+    pub driver: String,
+    pub memory_bytes: u64,
+}
+
+impl Default for Model {
+    fn default() -> Model {
+        Model {
+            name: NAME.into(),
+            backend: BACKEND.into(),
+            driver: DRIVER.into(),
+            memory_bytes: MEMORY_BYTES,
+        }
+    }
+}
+
+impl Model {
+    /// The model of device `id` in `describe_json` (what `gpufleet-agent describe --json`
+    /// prints), or of its only device when `id` is `None`.
+    ///
+    /// # Errors
+    /// Not that JSON, no such device (naming the ones there are), several devices and no `id`,
+    /// or a device of a backend a simulated agent cannot describe.
+    pub fn like(describe_json: &str, id: Option<&str>) -> Result<Model, String> {
+        let info: pb::AgentInfo = serde_json::from_str(describe_json)
+            .map_err(|e| format!("not the output of `gpufleet-agent describe --json`: {e}"))?;
+        let ids = || {
+            info.devices
+                .iter()
+                .map(|d| d.id.as_str())
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let d = match (id, &info.devices[..]) {
+            (None, [only]) => only,
+            (None, []) => return Err("it describes no device".into()),
+            (None, _) => {
+                return Err(format!(
+                    "it describes several devices ({}): choose one with --like-device",
+                    ids()
+                ));
+            }
+            (Some(id), devices) => devices.iter().find(|d| d.id == id).ok_or_else(|| {
+                format!(
+                    "no device {} in it (devices: {})",
+                    gpufleet_kernels::quote(id),
+                    ids()
+                )
+            })?,
+        };
+        if gpufleet_kernels::BackendKind::parse(&d.backend).is_none() {
+            return Err(format!(
+                "device {} has backend {}, which a simulated agent cannot describe",
+                d.id,
+                gpufleet_kernels::quote(&d.backend)
+            ));
+        }
+        Ok(Model {
+            name: d.name.clone(),
+            backend: d.backend.clone(),
+            driver: d.driver_version.clone(),
+            memory_bytes: d.memory_bytes,
+        })
+    }
+}
+
+/// The simulated device of `model`.
+pub fn device(model: &Model) -> DeviceInfo {
     let source = "simulated (gpufleet-agent simulate)".to_string();
     DeviceInfo {
-        id: DEVICE_ID.into(),
-        backend: BACKEND.into(),
+        id: format!("{}:{DEVICE_INDEX}", model.backend),
+        backend: model.backend.clone(),
         vendor: VENDOR.into(),
-        name: NAME.into(),
+        name: model.name.clone(),
         arch: "simulated".into(),
         pci_bus_id: PCI_BUS_ID.into(),
         compute_units: 64,
         clock_mhz: 1500,
-        memory_bytes: MEMORY_BYTES,
-        driver_version: DRIVER.into(),
+        memory_bytes: model.memory_bytes,
+        driver_version: model.driver.clone(),
         api_version: String::new(),
         features: vec![FEATURE.into()],
         peaks: Peaks {
@@ -106,15 +178,15 @@ fn host(name: &str, link: &str) -> HostFacts {
     }
 }
 
-/// The description of the simulated agent `name` whose device runs on PCIe `link`, in the
+/// The description of the simulated agent `name` whose `device` runs on PCIe `link`, in the
 /// agent's own wire conversions. Built when asked (at each attach), so an agent holds none.
-pub fn agent_info(name: &str, link: &str) -> pb::AgentInfo {
+pub fn agent_info(name: &str, link: &str, device: &DeviceInfo) -> pb::AgentInfo {
     let backend = BackendState {
-        name: BACKEND.into(),
+        name: device.backend.clone(),
         available: true,
         reason: String::new(),
         kernels: support(),
-        devices: vec![device()],
+        devices: vec![device.clone()],
     };
     pb::AgentInfo {
         agent_version: env!("CARGO_PKG_VERSION").to_string(),
@@ -138,11 +210,14 @@ mod tests {
 
     #[test]
     fn the_description_plans_like_a_cpu_device_but_says_it_is_simulated() {
-        let info = agent_info("sim-0007", "gen3 x4");
+        let info = agent_info("sim-0007", "gen3 x4", &device(&Model::default()));
         let [d] = &info.devices[..] else {
             panic!("one device: {:?}", info.devices)
         };
-        assert_eq!((d.backend.as_str(), d.id.as_str()), ("cpu", DEVICE_ID));
+        assert_eq!(
+            (d.backend.as_str(), d.id.as_str()),
+            ("cpu", "cpu:simulated")
+        );
         assert!(d.name.contains("Simulated") && d.vendor == VENDOR && d.driver_version == DRIVER);
         assert!(d.features.iter().any(|f| f == FEATURE));
         let [b] = &info.backends[..] else {
@@ -169,5 +244,65 @@ mod tests {
             MAX_LINK
         );
         assert!(info.power_sources.is_empty());
+    }
+
+    #[test]
+    fn a_model_like_a_described_device_keeps_the_simulated_marks() {
+        let real = |id: &str, name: &str| pb::Device {
+            id: id.into(),
+            backend: id.split(':').next().unwrap().into(),
+            name: name.into(),
+            driver_version: "Mesa 24.2.8".into(),
+            memory_bytes: 8 << 30,
+            ..Default::default()
+        };
+        let mut described = pb::AgentInfo {
+            devices: vec![real("opencl:0", "AMD Radeon RX 580")],
+            ..Default::default()
+        };
+        let json = serde_json::to_string(&described).unwrap();
+        let m = Model::like(&json, None).unwrap();
+        assert_eq!(
+            m,
+            Model {
+                name: "AMD Radeon RX 580".into(),
+                backend: "opencl".into(),
+                driver: "Mesa 24.2.8".into(),
+                memory_bytes: 8 << 30,
+            }
+        );
+        let d = device(&m);
+        assert_eq!(
+            (d.id.as_str(), d.vendor.as_str()),
+            ("opencl:simulated", VENDOR)
+        );
+        assert!(d.features.iter().any(|f| f == FEATURE));
+        let info = agent_info("sim-0000", MAX_LINK, &d);
+        assert_eq!(info.backends[0].name, "opencl");
+        assert_eq!(
+            info.host.unwrap().platform["simulated"],
+            "gpufleet-agent simulate"
+        );
+
+        described
+            .devices
+            .push(real("vulkan:0", "AMD Radeon RX 580 (RADV POLARIS10)"));
+        let json = serde_json::to_string(&described).unwrap();
+        let e = Model::like(&json, None).unwrap_err();
+        assert!(
+            e.contains("--like-device") && e.contains("opencl:0, vulkan:0"),
+            "{e}"
+        );
+        assert_eq!(
+            Model::like(&json, Some("vulkan:0")).unwrap().backend,
+            "vulkan"
+        );
+        let e = Model::like(&json, Some("hip:0")).unwrap_err();
+        assert!(e.contains("no device `hip:0`"), "{e}");
+        assert!(
+            Model::like("{\"devices\": 3}", None)
+                .unwrap_err()
+                .contains("describe --json")
+        );
     }
 }

@@ -2,7 +2,8 @@
 //! a run's number in, iteration times out; the same inputs give the same times.
 //!
 //! One iteration of a problem takes [`ideal_s`] on the simulated device (a launch overhead plus
-//! its FLOPs and bytes at a fixed fraction of the device's peaks), times three factors:
+//! its FLOPs at a fixed fraction of the device's peak and its bytes at the copy rate, by default
+//! a fixed fraction of the device's, or `--copy-gbps`), times three factors:
 //! - the **device's factor**, drawn once per agent from the seed: `exp(spread · z)`, so devices
 //!   differ by about `spread` (1 % by default), and an agent planted slow by `--slow` multiplies
 //!   it by `1 + FRACTION`;
@@ -26,11 +27,13 @@ const ITERATION_JITTER: f64 = 0.003;
 /// The stream of the device's factor (the runs' streams are numbered from 0).
 const DEVICE_STREAM: u64 = u64::MAX;
 
-/// One iteration of `problem` on the simulated device with no noise, seconds.
-pub fn ideal_s(problem: &Problem) -> f64 {
-    LAUNCH_S
-        + problem.flops() / (FLOPS_EFFICIENCY * FP32_FLOPS)
-        + problem.bytes() / (BYTES_EFFICIENCY * MEMORY_BYTES_PER_S)
+/// The bytes a second an average simulated device moves unless `--copy-gbps` says otherwise.
+pub const COPY_BYTES_PER_S: f64 = BYTES_EFFICIENCY * MEMORY_BYTES_PER_S;
+
+/// One iteration of `problem` on the simulated device with no noise, its bytes moved at
+/// `bytes_per_s`, seconds.
+pub fn ideal_s(problem: &Problem, bytes_per_s: f64) -> f64 {
+    LAUNCH_S + problem.flops() / (FLOPS_EFFICIENCY * FP32_FLOPS) + problem.bytes() / bytes_per_s
 }
 
 /// SplitMix64's finaliser: spreads nearby inputs over the whole range.
@@ -62,6 +65,8 @@ pub struct Profile {
     spread: f64,
     /// The device's factor, with the planted slowdown.
     factor: f64,
+    /// An average device's memory rate, bytes/s.
+    bytes_per_s: f64,
 }
 
 impl Profile {
@@ -73,6 +78,15 @@ impl Profile {
             index,
             spread,
             factor: (spread * z).exp() * (1.0 + slow),
+            bytes_per_s: COPY_BYTES_PER_S,
+        }
+    }
+
+    /// The same profile with an average device moving `bytes_per_s` (what its `copy` measures).
+    pub fn at_copy_rate(self, bytes_per_s: f64) -> Profile {
+        Profile {
+            bytes_per_s,
+            ..self
         }
     }
 
@@ -84,7 +98,7 @@ impl Profile {
     /// The `count` iteration times of this agent's run number `run` of `problem`.
     pub fn times(&self, problem: &Problem, run: u64, count: usize) -> Vec<f64> {
         let mut rng = rng(self.seed, self.index, run);
-        let base = ideal_s(problem)
+        let base = ideal_s(problem, self.bytes_per_s)
             * self.factor
             * (RUN_NOISE_PER_SPREAD * self.spread * normal(&mut rng)).exp();
         (0..count)
@@ -148,8 +162,14 @@ mod tests {
         let gemm = median(p.times(&problem("gemm"), 0, 21));
         assert!((noop / LAUNCH_S - 1.0).abs() < 0.01, "noop {noop}");
         assert!(gemm > 1.5 * noop, "gemm {gemm} vs noop {noop}");
-        let times = p.times(&problem("copy"), 0, 64);
+        let copy = problem("copy");
+        let times = p.times(&copy, 0, 64);
         let m = median(times.clone());
         assert!(times.iter().all(|t| (t / m - 1.0).abs() < 0.02));
+        // At a copy rate of 5 GB/s a large copy takes its bytes / 5 GB/s, within the jitter.
+        let slow = p.at_copy_rate(5e9);
+        let m = median(slow.times(&copy, 0, 21));
+        let want = LAUNCH_S + copy.bytes() / 5e9;
+        assert!((m / want - 1.0).abs() < 0.01, "{m} vs {want}");
     }
 }

@@ -12,7 +12,10 @@
 //!
 //! # Never a real device
 //! A simulated agent describes one device of the `cpu` backend (so campaigns plan on it as on a
-//! real one) whose name, vendor, driver and feature flag say it is simulated ([`device`]). Its
+//! real one) whose name, vendor, driver and feature flag say it is simulated ([`device`]). With
+//! `--like` it takes a real device's model name, backend, driver and memory instead, so that a real
+//! agent's device and the simulated ones form one sibling group; vendor, architecture, feature
+//! flag and host still say simulated. Its
 //! results carry the catalog's metric, FLOPs and bytes, several iteration times with their
 //! statistics, and a validation that says nothing was compared.
 //!
@@ -69,6 +72,10 @@ pub struct SimConfig {
     pub slow: Vec<(String, f64)>,
     /// Agents whose device reports a PCIe link below its maximum (`gen3 x4`).
     pub pcie: Vec<(String, String)>,
+    /// The device's model, backend, driver and memory (`--like`; default: the simulated model).
+    pub model: device::Model,
+    /// An average device's `copy` rate, bytes/s (`--copy-gbps`; default: [`draw::COPY_BYTES_PER_S`]).
+    pub copy_bytes_per_s: f64,
     /// How long each run takes once its device is free.
     pub run_s: Duration,
     /// Longest wait between redials.
@@ -100,6 +107,10 @@ pub async fn simulate(cfg: SimConfig, shutdown: impl Future<Output = ()>) -> any
     let slow = options::per_agent("--slow", &cfg.slow, &names).map_err(anyhow::Error::msg)?;
     let pcie = options::per_agent("--pcie", &cfg.pcie, &names).map_err(anyhow::Error::msg)?;
 
+    if !(cfg.copy_bytes_per_s.is_finite() && cfg.copy_bytes_per_s > 0.0) {
+        anyhow::bail!("--copy-gbps must be a positive number of GB/s");
+    }
+    let dev = Arc::new(device::device(&cfg.model));
     let (stop, stopped) = tokio::sync::watch::channel(false);
     let mut tasks = tokio::task::JoinSet::new();
     for (i, (name, token)) in names.iter().zip(tokens).enumerate() {
@@ -108,12 +119,19 @@ pub async fn simulate(cfg: SimConfig, shutdown: impl Future<Output = ()>) -> any
             i as u64,
             cfg.spread,
             slow.get(name).copied().unwrap_or(0.0),
-        );
+        )
+        .at_copy_rate(cfg.copy_bytes_per_s);
         let link = pcie
             .get(name)
             .cloned()
             .unwrap_or_else(|| device::MAX_LINK.to_string());
-        let agent = Arc::new(SimAgent::new(name.clone(), profile, link, cfg.run_s));
+        let agent = Arc::new(SimAgent::new(
+            name.clone(),
+            dev.clone(),
+            profile,
+            link,
+            cfg.run_s,
+        ));
         let dial = DialConfig {
             urls: cfg.urls.clone(),
             name: name.clone(),
