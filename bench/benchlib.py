@@ -95,11 +95,13 @@ def free_port():
         return s.getsockname()[1]
 
 
-def load(url):
-    """(seconds, bytes) of one GET; an https URL is not verified (a bench's self-signed serve)."""
+def load(url, gzip=False):
+    """(seconds, bytes) of one GET, the bytes as sent (compressed when GZIP asks for it); an https URL
+    is not verified (a bench's self-signed serve)."""
     t = time.perf_counter()
     ctx = ssl._create_unverified_context() if url.startswith("https://") else None
-    with urllib.request.urlopen(url, timeout=60, context=ctx) as r:
+    req = urllib.request.Request(url, headers={"Accept-Encoding": "gzip"} if gzip else {})
+    with urllib.request.urlopen(req, timeout=60, context=ctx) as r:
         body = r.read()
     return time.perf_counter() - t, len(body)
 

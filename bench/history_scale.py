@@ -134,13 +134,15 @@ def main():
             ("page /alerts", "/alerts"),
             ("page /groups", "/groups"),
         ]
-        out += ["| request | p50 ms | p95 ms | KB |", "| --- | ---: | ---: | ---: |"]
+        out += ["| request | p50 ms | p95 ms | KB | KB gzip |", "| --- | ---: | ---: | ---: | ---: |"]
         worst = 0.0
         for name, path in routes:
             times, size = timed_loads(base, path, a.loads)
             p95 = percentile(times, 95) * 1e3
             worst = max(worst, p95)
-            out.append(f"| {name} | {percentile(times, 50) * 1e3:.1f} | {p95:.1f} | {size / 1024:.1f} |")
+            _, gz = load(base + path, gzip=True)
+            out.append(f"| {name} | {percentile(times, 50) * 1e3:.1f} | {p95:.1f} | {size / 1024:.1f} "
+                       f"| {gz / 1024:.1f} |")
             print(out[-1], flush=True)
         rss, hwm = rss_mb(serve.pid)
         out += ["", f"Slowest p95: {worst:.1f} ms. `serve` RSS after the loads: {rss:.0f} MB (peak {hwm:.0f} MB).", ""]

@@ -199,6 +199,28 @@ fn gauge(http: &str, agent: &str) -> Option<f64> {
         .map(|v| v.trim().parse().unwrap())
 }
 
+/// `GET path` of `addr` accepting gzip: what arrived until `enough` holds of it or the server
+/// closed (10 s at most).
+fn get_gzip(addr: &str, path: &str, enough: impl Fn(&[u8]) -> bool) -> Vec<u8> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+    while !enough(&out) {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
+    out
+}
+
 /// A JSON body of an HTTP answer.
 fn body(answer: &str) -> serde_json::Value {
     let (_, body) = answer.split_once("\r\n\r\n").unwrap();
@@ -247,6 +269,35 @@ fn a_dial_in_agents_power_through_the_serve_and_its_metrics() {
     let latest = body(&http_get(&serve.http, "/api/agents/rig/power/latest"));
     assert_eq!(latest["connected"], true);
     assert_eq!(latest["samples"][0]["watts"], 8.123);
+
+    // gzip when the client accepts it: a page and /metrics come compressed; the power feed, an
+    // event stream, never does, so each sample reaches a watcher as it is read.
+    for path in ["/", "/metrics"] {
+        let answer = get_gzip(&serve.http, path, |_| false);
+        let at = answer.windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = String::from_utf8_lossy(&answer[..at]).to_ascii_lowercase();
+        assert!(head.contains("content-encoding: gzip"), "{path}: {head}");
+        // The body is chunked: its first chunk's size line, then the gzip magic.
+        let body = &answer[at + 4..];
+        let magic = body.windows(2).position(|w| w == [0x1f, 0x8b]);
+        assert!(
+            magic.is_some_and(|m| m < 12),
+            "{path}: {:?}",
+            &body[..16.min(body.len())]
+        );
+    }
+    let feed = get_gzip(&serve.http, "/api/agents/rig/power?rate_hz=5", |b| {
+        b.windows(5).any(|w| w == b"data:")
+    });
+    let feed = String::from_utf8_lossy(&feed).to_ascii_lowercase();
+    assert!(
+        feed.contains("text/event-stream") && !feed.contains("content-encoding"),
+        "{feed:.600}"
+    );
+    assert!(
+        feed.contains("8.123"),
+        "a sample as it was read: {feed:.600}"
+    );
 
     // A changed reading reaches the gauge and a watcher.
     std::fs::write(hwmon.join("power1_input"), "31500000\n").unwrap();

@@ -226,6 +226,10 @@ pub fn router_with_auth(daemon: Daemon, auth: ApiAuth) -> Router {
             std::sync::Arc::new(auth),
             check_token,
         ))
+        // gzip when the client accepts it (browsers, Prometheus, curl --compressed): a page of
+        // HTML or a listing shrinks 5-15×. Event streams (the power feed), images and tiny
+        // answers are left alone (the layer's default predicate).
+        .layer(tower_http::compression::CompressionLayer::new())
 }
 
 fn db(s: &Daemon) -> Db {
