@@ -312,17 +312,14 @@ async fn campaign(
         )
     })?;
     let limit = check_limit(q.limit.unwrap_or(JOBS_PAGE)).map_err(|e| bad_request("limit", e))?;
-    let (row, jobs) = db(&s)
-        .call(move |st| -> Result<_, StoreError> { Ok((st.campaign(id)?, st.jobs(id)?)) })
+    let (row, mut page) = db(&s)
+        .call(move |st| -> Result<_, StoreError> {
+            Ok((st.campaign(id)?, st.jobs_page(id, q.after, 0, limit + 1)?))
+        })
         .await?;
     let Some(row) = row else {
         return Err(ApiError(StatusCode::NOT_FOUND, format!("no campaign {id}")));
     };
-    let mut page: Vec<_> = jobs
-        .into_iter()
-        .filter(|j| q.after.is_none_or(|after| j.id > after))
-        .take(limit + 1)
-        .collect();
     let more = page.len() > limit;
     page.truncate(limit);
     let mut v = serde_json::to_value(row)?;

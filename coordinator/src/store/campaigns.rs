@@ -265,6 +265,57 @@ impl Store {
             .map_err(sql(context))
     }
 
+    /// At most `limit` jobs of a campaign by id, those after job id `after` (a cursor) and then
+    /// `skip` more (a page number): a page of a campaign of thousands of jobs reads that page only.
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] if the query fails.
+    pub fn jobs_page(
+        &self,
+        campaign_id: i64,
+        after: Option<i64>,
+        skip: usize,
+        limit: usize,
+    ) -> Result<Vec<JobRow>, StoreError> {
+        let context = "listing a page of jobs";
+        let mut stmt = self
+            .conn
+            .prepare_cached(&format!(
+                "{JOB_SELECT} WHERE j.campaign_id = ?1 AND j.id > ?2 ORDER BY j.id LIMIT ?3 OFFSET ?4"
+            ))
+            .map_err(sql(context))?;
+        let count = |n: usize| i64::try_from(n).unwrap_or(i64::MAX);
+        stmt.query_map(
+            params![
+                campaign_id,
+                after.unwrap_or(i64::MIN),
+                count(limit),
+                count(skip)
+            ],
+            job_from_row,
+        )
+        .map_err(sql(context))?
+        .collect::<Result<_, _>>()
+        .map_err(sql(context))
+    }
+
+    /// The stored result of each of `run_ids` that has one: run id → (result id, status).
+    ///
+    /// # Errors
+    /// [`StoreError::Db`] if a query fails.
+    pub fn results_of_runs(
+        &self,
+        run_ids: &[String],
+    ) -> Result<HashMap<String, (i64, String)>, StoreError> {
+        let rows = self.rows_for_ids(
+            "reading the results of runs",
+            run_ids,
+            |marks| format!("SELECT run_id, id, status FROM results WHERE run_id IN ({marks})"),
+            |r| Ok((r.get::<_, String>(0)?, (r.get(1)?, r.get(2)?))),
+        )?;
+        Ok(rows.into_iter().collect())
+    }
+
     /// The jobs `agent_id` is running now (of running campaigns), oldest first.
     ///
     /// # Errors

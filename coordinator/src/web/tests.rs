@@ -995,6 +995,12 @@ fn a_campaign_of_many_jobs_is_pages() {
         })
         .collect();
     store.add_jobs(&new).unwrap();
+    // The last job's result, read for the page that shows it.
+    let last = format!("run-{}", jobs - 1);
+    store
+        .insert_result(&crate::store::test_support::sample_result(&last, agent))
+        .unwrap();
+    let result = store.results(&Default::default()).unwrap()[0].id;
     let l = Links::default();
     let at = |n| render(pages::campaigns::campaign(&store, &l, campaign, n)).replace("&#x2f;", "/");
     let rows = |html: &str| html.matches("<span class=\"pill queued\">").count();
@@ -1004,6 +1010,12 @@ fn a_campaign_of_many_jobs_is_pages() {
         first.contains(&format!("/campaigns/{campaign}?page=2")),
         "{first}"
     );
-    assert_eq!(rows(&at(Some(2))), 2);
+    assert!(!first.contains(&format!("#{result} ok")));
+    let second = at(Some(2));
+    assert_eq!(rows(&second), 2);
+    assert!(
+        second.contains(&format!("#{result} ok")) && second.contains(&format!("/runs/{result}")),
+        "{second}"
+    );
     assert!(pages::campaigns::campaign(&store, &l, campaign, Some(3)).is_err());
 }

@@ -223,15 +223,16 @@ impl Store {
         Ok(ids.into_iter().collect())
     }
 
-    /// What `select(marks)` reads for `ids`, one statement per 500 of them: `marks` is the
-    /// `?, ?, …` where the ids go (a statement's parameters are bounded on both engines).
+    /// What `select(marks)` reads for `ids` (row ids, run ids), one statement per 500 of them:
+    /// `marks` is the `?, ?, …` where the ids go (a statement's parameters are bounded on both
+    /// engines).
     ///
     /// # Errors
     /// [`StoreError::Db`] if a query fails.
-    pub(in crate::store) fn rows_for_ids<T>(
+    pub(in crate::store) fn rows_for_ids<K: Clone + Into<Value>, T>(
         &self,
         context: &'static str,
-        ids: &[i64],
+        ids: &[K],
         select: impl Fn(&str) -> String,
         mut row: impl FnMut(&Row<'_>) -> DbResult<T>,
     ) -> Result<Vec<T>, StoreError> {
@@ -239,7 +240,7 @@ impl Store {
         for chunk in ids.chunks(500) {
             let marks = vec!["?"; chunk.len()].join(", ");
             let mut stmt = self.conn.prepare(&select(&marks)).map_err(sql(context))?;
-            let args: Vec<Value> = chunk.iter().map(|id| Value::Int(*id)).collect();
+            let args: Vec<Value> = chunk.iter().cloned().map(Into::into).collect();
             for r in stmt.query_map(args, &mut row).map_err(sql(context))? {
                 out.push(r.map_err(sql(context))?);
             }

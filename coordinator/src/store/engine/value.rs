@@ -24,6 +24,18 @@ pub(in crate::store) enum Value {
     Blob(Vec<u8>),
 }
 
+impl From<i64> for Value {
+    fn from(v: i64) -> Value {
+        Value::Int(v)
+    }
+}
+
+impl From<String> for Value {
+    fn from(v: String) -> Value {
+        Value::Text(v)
+    }
+}
+
 impl ValueRef<'_> {
     /// The owned copy.
     pub(in crate::store) fn to_owned(self) -> Value {

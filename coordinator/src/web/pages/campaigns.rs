@@ -1,7 +1,7 @@
 //! `/campaigns` and `/campaigns/{id}`: campaigns' progress and their jobs.
 
 use super::{base, page, page_rows};
-use crate::store::{JobState, ResultFilter, Store};
+use crate::store::{JobState, Store};
 use crate::time::fmt_time;
 use crate::web::links::{Links, Scope};
 use crate::web::page::{Page, WebError};
@@ -41,19 +41,13 @@ pub fn campaign(
     let c = store
         .campaign(id)?
         .ok_or_else(|| WebError::NotFound(format!("no campaign {id}")))?;
-    let jobs = store.jobs(id)?;
-    let (shown, pager) = page_rows(jobs.len(), JOBS_PER_PAGE, page_no, links, |n| {
+    let total = usize::try_from(c.jobs.total()).unwrap_or(0);
+    let (shown, pager) = page_rows(total, JOBS_PER_PAGE, page_no, links, |n| {
         links.campaign_page(id, n)
     })?;
-    let jobs = &jobs[shown];
-    let results: HashMap<String, (i64, String)> = store
-        .results(&ResultFilter {
-            campaign_id: Some(id),
-            ..Default::default()
-        })?
-        .into_iter()
-        .map(|r| (r.record.run_id.clone(), (r.id, r.record.status.clone())))
-        .collect();
+    let jobs = store.jobs_page(id, None, shown.start, shown.len())?;
+    let run_ids: Vec<String> = jobs.iter().map(|j| j.run_id.clone()).collect();
+    let results = store.results_of_runs(&run_ids)?;
     let devices: HashMap<i64, String> = store
         .devices()?
         .into_iter()
