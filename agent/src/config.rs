@@ -170,14 +170,13 @@ impl AgentFile {
         let mut device_pci = std::collections::BTreeMap::new();
         if let Some(table) = &raw.device_pci {
             for (device, bdf) in table.get_ref() {
-                let (device, pci) = crate::host::pci::parse_device_pci(&format!("{device}={bdf}"))
-                    .map_err(|e| {
-                        format!(
-                            "{}: [device_pci] {}",
-                            at(table.span().start),
-                            e.trim_start_matches("--device-pci ")
-                        )
-                    })?;
+                let (device, pci) = crate::host::pci::device_pci(device, bdf).map_err(|e| {
+                    format!(
+                        "{}: [device_pci] {:?}: {e}",
+                        at(table.span().start),
+                        gpufleet_kernels::prefix(device, 64)
+                    )
+                })?;
                 device_pci.insert(device, pci);
             }
         }

@@ -8,7 +8,10 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 
 mod common;
-use common::{BIN, Proc, Serve, dial_url, enrol, gpufleet, http_get, ok_stdout as ok, wait_for};
+use common::{
+    BIN, Proc, Serve, dial_url, enrol, gpufleet, http_get, http_get_until, ok_stdout as ok,
+    wait_for,
+};
 
 /// An RX 580 at 0000:03:00.0 as `card0`/`hwmon2` under `root`, reading `watts_uw` µW and 41 °C;
 /// returns its hwmon directory.
@@ -199,26 +202,9 @@ fn gauge(http: &str, agent: &str) -> Option<f64> {
         .map(|v| v.trim().parse().unwrap())
 }
 
-/// `GET path` of `addr` accepting gzip: what arrived until `enough` holds of it or the server
-/// closed (10 s at most).
+/// `GET path` of `addr` accepting gzip, until `enough` holds of what arrived.
 fn get_gzip(addr: &str, path: &str, enough: impl Fn(&[u8]) -> bool) -> Vec<u8> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))
-        .unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nAccept-Encoding: gzip\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
-    while !enough(&out) {
-        match s.read(&mut buf) {
-            Ok(0) | Err(_) => break,
-            Ok(n) => out.extend_from_slice(&buf[..n]),
-        }
-    }
-    out
+    http_get_until(addr, path, "Accept-Encoding: gzip\r\n", enough)
 }
 
 /// A JSON body of an HTTP answer.

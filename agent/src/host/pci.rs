@@ -28,30 +28,35 @@ pub fn normalize_pci(id: &str) -> Option<String> {
     Some(format!("{domain:04x}:{bus:02x}:{dev:02x}.{func:x}"))
 }
 
-/// A `DEVICE=BDF` value of `--device-pci` (or a `[device_pci]` entry): the PCI address of a
-/// device whose driver reports none (Clover's and rusticl's OpenCL, a CPU device standing in for a
-/// card), normalised.
+/// A `DEVICE=BDF` value of `--device-pci`: [`device_pci`] of its two sides.
 ///
 /// # Errors
-/// No `=`, an empty device id, or an address that is not a PCI address, each quoting the value.
+/// No `=`, or what [`device_pci`] refuses, each quoting the value.
 pub fn parse_device_pci(text: &str) -> Result<(String, String), String> {
+    let quoted = || format!("--device-pci {:?}", gpufleet_kernels::prefix(text, 64));
     let Some((device, bdf)) = text.split_once('=') else {
         return Err(format!(
-            "--device-pci {:?}: expected DEVICE=BDF (e.g. opencl:0=0000:0a:00.0)",
-            gpufleet_kernels::prefix(text, 64)
+            "{}: expected DEVICE=BDF (e.g. opencl:0=0000:0a:00.0)",
+            quoted()
         ));
     };
+    device_pci(device, bdf).map_err(|e| format!("{}: {e}", quoted()))
+}
+
+/// The PCI address `bdf` given to `device` (`--device-pci`, a `[device_pci]` entry) for a device
+/// whose driver reports none (Clover's and rusticl's OpenCL, a CPU device standing in for a card):
+/// the device id trimmed and the address normalised.
+///
+/// # Errors
+/// An empty device id, or an address that is not a PCI address (quoted).
+pub fn device_pci(device: &str, bdf: &str) -> Result<(String, String), String> {
     let device = device.trim();
     if device.is_empty() {
-        return Err(format!(
-            "--device-pci {:?}: the device id before `=` is empty",
-            gpufleet_kernels::prefix(text, 64)
-        ));
+        return Err("the device id before `=` is empty".into());
     }
     let pci = normalize_pci(bdf).ok_or_else(|| {
         format!(
-            "--device-pci {:?}: {:?} is not a PCI address (domain:bus:device.function, e.g. 0000:0a:00.0)",
-            gpufleet_kernels::prefix(text, 64),
+            "{:?} is not a PCI address (domain:bus:device.function, e.g. 0000:0a:00.0)",
             gpufleet_kernels::prefix(bdf.trim(), 32)
         )
     })?;

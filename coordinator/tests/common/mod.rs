@@ -258,13 +258,31 @@ pub fn wait_for(what: &str, secs: u64, mut f: impl FnMut() -> bool) {
 /// `GET path` of the HTTP server at `addr` (plain HTTP/1.1, connection closed): the whole
 /// response, headers included.
 pub fn http_get(addr: &str, path: &str) -> String {
+    String::from_utf8(http_get_until(addr, path, "", |_| false)).unwrap()
+}
+
+/// `GET path` of `addr` with more `headers` (each `Name: value\r\n`): the bytes that arrived
+/// until `enough` holds of them, the server closed, or 30 s passed without a byte (an event
+/// stream never closes).
+pub fn http_get_until(
+    addr: &str,
+    path: &str,
+    headers: &str,
+    enough: impl Fn(&[u8]) -> bool,
+) -> Vec<u8> {
     let mut s = std::net::TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(30))).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\n{headers}Connection: close\r\n\r\n"
     )
     .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
+    let (mut out, mut buf) = (Vec::new(), [0u8; 4096]);
+    while !enough(&out) {
+        match s.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => out.extend_from_slice(&buf[..n]),
+        }
+    }
     out
 }
