@@ -68,6 +68,29 @@ fn invalid(field: &'static str, message: String) -> AgentError {
     AgentError::InvalidArgument { field, message }
 }
 
+/// Refuses `problem` on `device` when its buffers need more than the device's memory (a device
+/// that reports no memory size takes anything).
+///
+/// # Errors
+/// [`AgentError::InvalidArgument`] naming `params`, with both sizes.
+pub fn fits_device(problem: &Problem, device: &DeviceInfo) -> Result<(), AgentError> {
+    let footprint = problem.footprint_bytes();
+    if device.memory_bytes > 0 && footprint > device.memory_bytes {
+        return Err(invalid(
+            "params",
+            format!(
+                "{} with {} needs {} of buffers, more than the memory of {} ({})",
+                problem.kernel.name,
+                problem.params_string(),
+                gib(footprint),
+                device.id,
+                gib(device.memory_bytes)
+            ),
+        ));
+    }
+    Ok(())
+}
+
 /// Checks a request against the inventory, the catalog, the allowlist and `host`'s memory.
 ///
 /// # Errors
@@ -112,20 +135,7 @@ pub fn plan(
             .map_err(|m| invalid("env", m))?;
         env.insert(k.clone(), v.clone());
     }
-    let footprint = problem.footprint_bytes();
-    if device.memory_bytes > 0 && footprint > device.memory_bytes {
-        return Err(invalid(
-            "params",
-            format!(
-                "{} with {} needs {} of buffers, more than the memory of {} ({})",
-                problem.kernel.name,
-                problem.params_string(),
-                gib(footprint),
-                device.id,
-                gib(device.memory_bytes)
-            ),
-        ));
-    }
+    fits_device(&problem, device)?;
     let settings = spec
         .given_settings()
         .resolve()
@@ -207,5 +217,26 @@ fn device_list(core: &AgentCore) -> String {
         "none".into()
     } else {
         ids.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backend::planning::testing;
+
+    #[test]
+    fn a_device_of_unknown_memory_takes_anything_and_a_small_one_is_named() {
+        let p = testing::problem("vec_add", "", &[("n", 1 << 20)], "f32");
+        let mut d = DeviceInfo {
+            id: "vulkan:0".into(),
+            ..Default::default()
+        };
+        assert!(fits_device(&p, &d).is_ok(), "memory 0 is unknown, not none");
+        d.memory_bytes = 1 << 20;
+        let e = fits_device(&p, &d).unwrap_err().to_string();
+        assert!(e.contains("params") && e.contains("vulkan:0") && e.contains("vec_add"), "{e}");
+        d.memory_bytes = 1 << 30;
+        assert!(fits_device(&p, &d).is_ok());
     }
 }

@@ -122,18 +122,7 @@ impl SimAgent {
             .given_settings()
             .resolve()
             .map_err(|e| invalid(e.field, e.message))?;
-        if problem.footprint_bytes() > self.device.memory_bytes {
-            return Err(invalid(
-                "params",
-                format!(
-                    "{} with {} needs more than the memory of {} ({} bytes)",
-                    problem.kernel.name,
-                    problem.params_string(),
-                    self.device.id,
-                    self.device.memory_bytes
-                ),
-            ));
-        }
+        crate::run::plan::fits_device(&problem, &self.device)?;
         let supported = crate::backend::supports(
             &device::support(),
             problem.kernel.name,

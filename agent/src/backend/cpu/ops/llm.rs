@@ -330,15 +330,17 @@ impl LlmRunner {
                     let out = Shared::new(out);
                     (0..n.div_ceil(GEMV_BLOCK)).into_par_iter().for_each(|blk| {
                         let j0 = blk * GEMV_BLOCK;
-                        for j in j0..(j0 + GEMV_BLOCK).min(n) {
-                            let wr = Weights::qrow(layout, buf, m, k, j);
-                            for r in 0..rows {
-                                let v = super::quant::dot(f, wr, &x[r * k..(r + 1) * k]);
-                                // SAFETY: as the f32 loop below: element (r, j) is this task's
-                                // alone, written once, in the step's own output.
-                                let o = unsafe { out.write(r * n + j, 1) };
-                                o[0] = v;
-                            }
+                        let j1 = (j0 + GEMV_BLOCK).min(n);
+                        let mut w = [QRow::EMPTY; GEMV_BLOCK];
+                        for (wj, j) in w.iter_mut().zip(j0..j1) {
+                            *wj = Weights::qrow(layout, buf, m, k, j);
+                        }
+                        let w = &w[..j1 - j0];
+                        for r in 0..rows {
+                            // SAFETY: as the f32 loop below: elements (r, j0..j1) are this task's
+                            // alone, written once, in the step's own output.
+                            let o = unsafe { out.write(r * n + j0, j1 - j0) };
+                            super::quant::dots(f, w, &x[r * k..(r + 1) * k], o);
                         }
                     });
                 } else {

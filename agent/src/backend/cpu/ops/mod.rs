@@ -33,8 +33,9 @@
 //! `has_avx2_fma`, because a portable build (x86-64 v1, SSE2 only) would otherwise leave half the
 //! vector width and the fused multiply-add unused on every machine we run on. The plain memory-bound
 //! loops do not need it.
-//! `gemm_blocked` runs the `gemm` crate's AVX-512, AVX2+FMA or portable microkernels, picked the same
-//! way ([`Isa::active`]); `GPUFLEET_CPU_ISA` caps all of them.
+//! `gemm_blocked` runs the `gemm` crate's AVX-512, AVX2+FMA or portable microkernels, and the
+//! quantized dot products ([`quant::dots`]) an AVX-512 copy, picked the same way ([`Isa::active`]);
+//! `GPUFLEET_CPU_ISA` caps all of them.
 //!
 //! Preconditions are the caller's job (the backend validates run parameters before it allocates): a
 //! slice whose length does not match the dimensions is a programming error here and panics with a
@@ -109,8 +110,8 @@ pub enum Isa {
     Portable,
     /// AVX2 with fused multiply-add and F16C (x86-64 v3).
     Avx2Fma,
-    /// AVX-512F (x86-64 v4): only [`gemm::gemm_blocked`] has kernels for it; the other hot loops
-    /// stay on AVX2+FMA.
+    /// AVX-512F (x86-64 v4): [`gemm::gemm_blocked`] and the quantized block dot products
+    /// ([`quant::dots`]) have kernels for it; the other hot loops stay on AVX2+FMA.
     Avx512,
 }
 

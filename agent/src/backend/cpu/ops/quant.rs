@@ -3,9 +3,14 @@
 //!
 //! The activations stay f32 (llama.cpp quantizes them to 8 bits for its integer dot products;
 //! validation here holds the result to f32 accumulation over the row): each block's values are
-//! widened to f32, multiplied with the row in 8-wide vectors, and the block's sum is scaled by its
-//! `d` into the running sum. The AVX2 copy loads a block's 32 (Q8_0) or 16 (Q4_0) bytes at once and
-//! widens eight blocks' scales with one F16C instruction.
+//! made f32, multiplied with the row, and the block's sum is scaled by its `d` into the running
+//! sum. The AVX2 copy loads a block's 32 (Q8_0) or 16 (Q4_0) bytes at once, widens and converts
+//! eight values an instruction pair and widens eight blocks' scales with one F16C instruction.
+//! The AVX-512 copy ([`dots`], four matrix rows at a time, each block of the input read once for
+//! the four) makes a Q4_0 nibble a float without converting it: the sixteen values `-8..=7` are a
+//! table in one register and `vpermps` looks sixteen nibbles up at once (it reads the low four bits
+//! of each index, so a byte's low nibble needs no mask and its high nibble one shift); Q8_0's bytes
+//! are widened and converted sixteen at a time.
 
 use gpufleet_kernels::quant::{BlockFormat, QK};
 
@@ -20,6 +25,14 @@ pub struct QRow<'a> {
     pub scales: &'a [u8],
 }
 
+impl QRow<'_> {
+    /// A row of no blocks (to fill an array before its rows are known).
+    pub const EMPTY: QRow<'static> = QRow {
+        values: &[],
+        scales: &[],
+    };
+}
+
 /// Block `b`'s scale: its f16 bits widened by bit arithmetic (exact for every finite half, and
 /// inlined where the `half` crate would call out per block).
 #[inline(always)]
@@ -27,6 +40,25 @@ fn scale(scales: &[u8], b: usize) -> f32 {
     let h = u32::from(u16::from_le_bytes([scales[2 * b], scales[2 * b + 1]]));
     let magnitude = f32::from_bits((h & 0x7fff) << 13) * f32::from_bits(0x7780_0000); // 2^112
     f32::from_bits(magnitude.to_bits() | ((h & 0x8000) << 16))
+}
+
+/// `out[j] = Σ_i x[i] · w[j][i]` for the rows `w` in format `f` (`x` is `32 · blocks` long, `out`
+/// as long as `w`).
+pub fn dots(f: BlockFormat, w: &[QRow<'_>], x: &[f32], out: &mut [f32]) {
+    assert_eq!(w.len(), out.len(), "one output per matrix row");
+    let mut done = 0;
+    #[cfg(target_arch = "x86_64")]
+    if super::Isa::active() >= super::Isa::Avx512 {
+        for (rows, o) in w.chunks_exact(4).zip(out.chunks_exact_mut(4)) {
+            // SAFETY: `Isa::active()` is at least Avx512 only where the CPU has AVX-512F, AVX2, FMA
+            // and F16C; the lengths are the ones `dots4_avx512` reads (asserted there).
+            o.copy_from_slice(&unsafe { dots4_avx512(f, [rows[0], rows[1], rows[2], rows[3]], x) });
+        }
+        done = w.len() / 4 * 4;
+    }
+    for (row, o) in w[done..].iter().zip(&mut out[done..]) {
+        *o = dot(f, *row, x);
+    }
 }
 
 /// `Σ_i x[i] · w[i]` for the row `w` in format `f` (`x` is `32 · blocks` long).
@@ -163,6 +195,77 @@ fn dot_avx2(f: BlockFormat, w: QRow<'_>, x: &[f32]) -> f32 {
     lanes.iter().sum()
 }
 
+/// [`dots`] of four rows at once with AVX-512F: per block the input's 32 floats are two loads for
+/// the four rows, whose sums are four independent chains.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512f,avx2,fma,f16c")]
+fn dots4_avx512(f: BlockFormat, w: [QRow<'_>; 4], x: &[f32]) -> [f32; 4] {
+    use std::arch::x86_64::*;
+    let blocks = w[0].scales.len() / 2;
+    assert!(x.len() >= blocks * QK);
+    for row in &w {
+        assert!(row.scales.len() >= 2 * blocks && row.values.len() >= blocks * f.quant_bytes());
+    }
+    // Q4_0's values, q - 8 for each nibble q.
+    let table = _mm512_setr_ps(
+        -8.0, -7.0, -6.0, -5.0, -4.0, -3.0, -2.0, -1.0, 0.0, 1.0, 2.0, 3.0, 4.0, 5.0, 6.0, 7.0,
+    );
+    let mut acc = [_mm512_setzero_ps(); 4];
+    // Sixteen blocks' scales of each row, widened by one instruction.
+    let mut d = [[0f32; 16]; 4];
+    let mut group = [0u8; 32];
+    let xp = x.as_ptr();
+    for b0 in (0..blocks).step_by(16) {
+        let n = (blocks - b0).min(16);
+        for (row, dr) in w.iter().zip(d.iter_mut()) {
+            let halves = if n == 16 {
+                &row.scales[2 * b0..2 * b0 + 32]
+            } else {
+                group[..2 * n].copy_from_slice(&row.scales[2 * b0..2 * (b0 + n)]);
+                &group[..]
+            };
+            // SAFETY: `halves` holds 32 bytes, what the unaligned 256-bit load reads; `dr` holds
+            // the 16 floats the unaligned store writes.
+            unsafe {
+                let h = _mm256_loadu_si256(halves.as_ptr().cast());
+                _mm512_storeu_ps(dr.as_mut_ptr(), _mm512_cvtph_ps(h));
+            }
+        }
+        for i in 0..n {
+            let b = b0 + i;
+            // SAFETY: block `b` < `blocks` lies inside every slice (asserted above): 32 floats of
+            // `x` at `32·b`, 32 values of Q8_0 or 16 bytes of Q4_0 at `b · quant_bytes` of each
+            // row. The loads are unaligned ones.
+            unsafe {
+                let xl = _mm512_loadu_ps(xp.add(b * QK));
+                let xh = _mm512_loadu_ps(xp.add(b * QK + 16));
+                for r in 0..4 {
+                    let s = match f {
+                        BlockFormat::Q4_0 => {
+                            let p = w[r].values.as_ptr().add(b * QK / 2);
+                            let v = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast()));
+                            let lo = _mm512_permutexvar_ps(v, table);
+                            let hi = _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(v), table);
+                            _mm512_fmadd_ps(hi, xh, _mm512_mul_ps(lo, xl))
+                        }
+                        BlockFormat::Q8_0 => {
+                            let p = w[r].values.as_ptr().add(b * QK);
+                            let q = |o: usize| {
+                                _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
+                                    p.add(o).cast(),
+                                )))
+                            };
+                            _mm512_fmadd_ps(q(16), xh, _mm512_mul_ps(q(0), xl))
+                        }
+                    };
+                    acc[r] = _mm512_fmadd_ps(s, _mm512_set1_ps(d[r][i]), acc[r]);
+                }
+            }
+        }
+    }
+    acc.map(|a| _mm512_reduce_add_ps(a))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -187,6 +290,44 @@ mod tests {
                 "{f:?}"
             );
             assert!((f64::from(dot(f, row, &x)) - want).abs() <= tol, "{f:?}");
+            // Six rows of 20 blocks (four at a time and two alone; a group of sixteen scales
+            // and a part one) against each row's own dequantized dot.
+            let k = 20 * QK;
+            let x: Vec<f32> = (0..k)
+                .map(|i| ((i * 29 % 31) as f32 - 15.0) / 8.0)
+                .collect();
+            let rows: Vec<Vec<u8>> = (0..6)
+                .map(|r| {
+                    let w: Vec<f32> = (0..k)
+                        .map(|i| (((i + 7 * r) * 37 % 23) as f32 - 11.0) / (4 << r) as f32)
+                        .collect();
+                    split(f, &w)
+                })
+                .collect();
+            let qrows: Vec<QRow<'_>> = rows
+                .iter()
+                .map(|s| {
+                    let (values, scales) = s.split_at(k / QK * f.quant_bytes());
+                    QRow { values, scales }
+                })
+                .collect();
+            let mut got = [0f32; 6];
+            dots(f, &qrows, &x, &mut got);
+            for (r, q) in qrows.iter().enumerate() {
+                let deq = dequantize_split(f, q.values, q.scales);
+                let want: f64 = deq.iter().zip(&x).map(|(a, b)| f64::from(a * b)).sum();
+                let tol = 1e-5
+                    * deq
+                        .iter()
+                        .zip(&x)
+                        .map(|(a, b)| f64::from((a * b).abs()))
+                        .sum::<f64>();
+                assert!(
+                    (f64::from(got[r]) - want).abs() <= tol,
+                    "{f:?} row {r}: {} vs {want}",
+                    got[r]
+                );
+            }
             let mut out = [0f32; QK];
             dequantize_block(f, row, 2, &mut out);
             assert_eq!(&out[..], &deq[2 * QK..3 * QK]);
