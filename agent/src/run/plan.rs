@@ -235,7 +235,10 @@ mod tests {
         assert!(fits_device(&p, &d).is_ok(), "memory 0 is unknown, not none");
         d.memory_bytes = 1 << 20;
         let e = fits_device(&p, &d).unwrap_err().to_string();
-        assert!(e.contains("params") && e.contains("vulkan:0") && e.contains("vec_add"), "{e}");
+        assert!(
+            e.contains("params") && e.contains("vulkan:0") && e.contains("vec_add"),
+            "{e}"
+        );
         d.memory_bytes = 1 << 30;
         assert!(fits_device(&p, &d).is_ok());
     }

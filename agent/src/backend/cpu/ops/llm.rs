@@ -33,8 +33,9 @@ use super::has_avx2_fma;
 use super::quant::{QRow, dequantize_block};
 use super::rows::{blocked_sum, row_max};
 
-/// Projections with at least this many rows go through the blocked GEMM.
-const GEMM_ROWS: usize = 16;
+/// Projections with at least this many rows go through the blocked GEMM (on the matrix transposed
+/// once, an f32 copy the host-memory model counts).
+pub const GEMM_ROWS: usize = 16;
 /// Output features per decode task.
 const GEMV_BLOCK: usize = 32;
 /// Query rows of one sequence a prefill attention task takes at once (as two products).

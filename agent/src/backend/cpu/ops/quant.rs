@@ -231,8 +231,7 @@ fn dots4_avx512(f: BlockFormat, w: [QRow<'_>; 4], x: &[f32]) -> [f32; 4] {
                 _mm512_storeu_ps(dr.as_mut_ptr(), _mm512_cvtph_ps(h));
             }
         }
-        for i in 0..n {
-            let b = b0 + i;
+        for (i, b) in (b0..b0 + n).enumerate() {
             // SAFETY: block `b` < `blocks` lies inside every slice (asserted above): 32 floats of
             // `x` at `32·b`, 32 values of Q8_0 or 16 bytes of Q4_0 at `b · quant_bytes` of each
             // row. The loads are unaligned ones.
