@@ -116,6 +116,23 @@ pub fn dequantize_block(f: BlockFormat, w: QRow<'_>, b: usize, out: &mut [f32]) 
     }
 }
 
+/// The f16 scales of the `G / 2` blocks from block `b0` (`G` bytes): the row's own where it has
+/// them all, else those it has copied into `spare` (whose bytes past them are not read as scales
+/// of blocks that exist).
+fn scale_group<'a, const G: usize>(
+    scales: &'a [u8],
+    b0: usize,
+    spare: &'a mut [u8; G],
+) -> &'a [u8] {
+    let n = (scales.len() / 2 - b0).min(G / 2);
+    if n == G / 2 {
+        &scales[2 * b0..2 * b0 + G]
+    } else {
+        spare[..2 * n].copy_from_slice(&scales[2 * b0..2 * (b0 + n)]);
+        &spare[..]
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 #[target_feature(enable = "avx2,fma,f16c")]
 fn dot_avx2(f: BlockFormat, w: QRow<'_>, x: &[f32]) -> f32 {
@@ -133,12 +150,7 @@ fn dot_avx2(f: BlockFormat, w: QRow<'_>, x: &[f32]) -> f32 {
     let mut group = [0u8; 16];
     for b0 in (0..blocks).step_by(8) {
         let n = (blocks - b0).min(8);
-        let halves = if n == 8 {
-            &w.scales[2 * b0..2 * b0 + 16]
-        } else {
-            group[..2 * n].copy_from_slice(&w.scales[2 * b0..2 * (b0 + n)]);
-            &group[..]
-        };
+        let halves = scale_group(w.scales, b0, &mut group);
         // SAFETY: `halves` holds 16 bytes, what the unaligned 128-bit load reads; `d` holds the
         // 8 floats the unaligned store writes.
         unsafe {
@@ -218,12 +230,7 @@ fn dots4_avx512(f: BlockFormat, w: [QRow<'_>; 4], x: &[f32]) -> [f32; 4] {
     for b0 in (0..blocks).step_by(16) {
         let n = (blocks - b0).min(16);
         for (row, dr) in w.iter().zip(d.iter_mut()) {
-            let halves = if n == 16 {
-                &row.scales[2 * b0..2 * b0 + 32]
-            } else {
-                group[..2 * n].copy_from_slice(&row.scales[2 * b0..2 * (b0 + n)]);
-                &group[..]
-            };
+            let halves = scale_group(row.scales, b0, &mut group);
             // SAFETY: `halves` holds 32 bytes, what the unaligned 256-bit load reads; `dr` holds
             // the 16 floats the unaligned store writes.
             unsafe {
