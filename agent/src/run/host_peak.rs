@@ -135,22 +135,26 @@ pub fn host_peak_bytes(problem: &Problem, device: &DeviceInfo, mode: Mode) -> u6
     GPU_BASE_BYTES + copies + on_host
 }
 
+/// The host bytes of a model's f32 weights input (`llm`, `gemv`: the second input, after the
+/// tokens or the input rows), `None` for kernels whose inputs are not a model's weights.
+fn f32_weight_bytes(problem: &Problem) -> Option<u64> {
+    problem.weight_bytes()?;
+    Some(4 * *problem.input_lens().get(1)? as u64)
+}
+
 /// A problem whose weights a device holds packed in blocks (`llm`, `gemv` in q8_0 / q4_0): the
-/// host bytes of its f32 weights input (the second, after the tokens or the input rows) and
-/// the packed bytes.
+/// host bytes of its f32 weights input and the packed bytes.
 fn packed_weights(problem: &Problem) -> Option<(u64, u64)> {
     problem.dtype.block_format()?;
-    let packed = problem.weight_bytes()?;
-    let f32_bytes = 4 * *problem.input_lens().get(1)? as u64;
-    Some((f32_bytes, packed))
+    Some((f32_weight_bytes(problem)?, problem.weight_bytes()?))
 }
 
 /// The cpu backend's f32 copies of a model's matrices, transposed (dequantized first when packed)
 /// for projections over [`GEMM_ROWS`] rows or more: at most every weight once.
 fn transposed_bytes(problem: &Problem) -> u64 {
-    if problem.weight_bytes().is_none() {
+    let Some(weights) = f32_weight_bytes(problem) else {
         return 0;
-    }
+    };
     let batch = problem.param("batch").max(1);
     let rows = if problem.variant == "prefill" {
         batch * problem.param("prompt").max(1)
@@ -160,7 +164,7 @@ fn transposed_bytes(problem: &Problem) -> u64 {
     if usize::try_from(rows).unwrap_or(usize::MAX) < GEMM_ROWS {
         return 0;
     }
-    problem.input_lens().get(1).map_or(0, |&n| 4 * n as u64)
+    weights
 }
 
 /// The limit a worker with `estimate` gets under `allowance` (when the host's memory is known):

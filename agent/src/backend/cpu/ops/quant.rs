@@ -62,7 +62,7 @@ pub fn dots(f: BlockFormat, w: &[QRow<'_>], x: &[f32], out: &mut [f32]) {
 }
 
 /// `Σ_i x[i] · w[i]` for the row `w` in format `f` (`x` is `32 · blocks` long).
-pub fn dot(f: BlockFormat, w: QRow<'_>, x: &[f32]) -> f32 {
+fn dot(f: BlockFormat, w: QRow<'_>, x: &[f32]) -> f32 {
     debug_assert_eq!(x.len(), w.scales.len() / 2 * QK);
     debug_assert_eq!(w.values.len(), w.scales.len() / 2 * f.quant_bytes());
     #[cfg(target_arch = "x86_64")]
