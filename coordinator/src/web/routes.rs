@@ -174,28 +174,7 @@ fn parse_id(what: &str, id: &str) -> Result<i64, WebError> {
 /// `/runs/ID`: a result by its row id, or by its run id or the first characters of it (the CLI
 /// prints `42d28599`), when they name one result.
 async fn get_run(State(s): State<Daemon>, Path(id): Path<String>) -> PageResult {
-    if let Ok(id) = id.parse::<i64>() {
-        return render_page(db(&s), move |st, l| pages::run::run(st, l, id)).await;
-    }
-    let prefix = id.to_ascii_lowercase();
-    if prefix.len() < 4 || !prefix.chars().all(|c| c.is_ascii_hexdigit() || c == '-') {
-        return Err(WebError::BadRequest(format!(
-            "result {:?} is neither a result number nor a run id (4 or more of its hex digits, as `gpufleet results` prints)",
-            clip(&id)
-        )));
-    }
-    render_page(db(&s), move |st, l| {
-        match st.results_with_run_prefix(&prefix, 2)?.as_slice() {
-            [one] => pages::run::run(st, l, *one),
-            [] => Err(WebError::NotFound(format!(
-                "no result whose run id starts with {prefix}"
-            ))),
-            _ => Err(WebError::BadRequest(format!(
-                "run id {prefix} starts more than one result's run id; give more of it"
-            ))),
-        }
-    })
-    .await
+    render_page(db(&s), move |st, l| pages::run::run_by_ref(st, l, &id)).await
 }
 
 async fn get_device(

@@ -1019,3 +1019,48 @@ fn a_campaign_of_many_jobs_is_pages() {
     );
     assert!(pages::campaigns::campaign(&store, &l, campaign, Some(3)).is_err());
 }
+
+#[test]
+fn a_result_is_found_by_its_number_or_its_short_run_id_even_one_of_digits() {
+    let (_db, mut store, _) = seeded();
+    let l = Links::default();
+    let first = store.results(&Default::default()).unwrap().remove(0);
+    // The heading names the result the page shows.
+    let shown = |store: &Store, reference: &str| {
+        let html = render(pages::run::run_by_ref(store, &l, reference));
+        let at = html.find("Result #").expect("a result page");
+        html[at + 8..]
+            .split(|c: char| !c.is_ascii_digit())
+            .next()
+            .unwrap()
+            .parse::<i64>()
+            .unwrap()
+    };
+    assert_eq!(shown(&store, &first.id.to_string()), first.id);
+    // One short id in forty is all digits; no result has that number, so it is a run id's start.
+    let mut ids = Vec::new();
+    for run_id in [
+        "69796374-0000-4000-8000-000000000001",
+        "69796374-0000-4000-8000-000000000002",
+        "abcdef12-0000-4000-8000-000000000003",
+    ] {
+        let r = crate::store::ResultRecord {
+            run_id: run_id.into(),
+            job_id: None,
+            ..first.record.clone()
+        };
+        assert!(store.insert_result(&r).unwrap(), "{run_id}");
+        ids.push(store.results_with_run_prefix(run_id, 1).unwrap()[0]);
+    }
+    assert_eq!(
+        shown(&store, "69796374-0000-4000-8000-000000000002"),
+        ids[1]
+    );
+    assert_eq!(shown(&store, "ABCDEF12"), ids[2]);
+    let err = |reference: &str| pages::run::run_by_ref(&store, &l, reference).unwrap_err();
+    assert!(matches!(err("69796374"), WebError::BadRequest(m) if m.contains("more than one")));
+    assert!(matches!(err("6979637499"), WebError::NotFound(_)));
+    assert!(matches!(err("abc"), WebError::BadRequest(_)));
+    let long = format!("<script>{}", "x".repeat(500));
+    assert!(matches!(err(&long), WebError::BadRequest(m) if m.len() < 300));
+}

@@ -5,9 +5,42 @@ use crate::store::{ResultFilter, ResultRecord, ResultRow, Store};
 use crate::table::{fmt_metric, params_text, per_watt_unit};
 use crate::time::fmt_time;
 use crate::web::links::{HistoryQuery, Links};
-use crate::web::page::{Page, WebError};
+use crate::web::page::{Page, WebError, clip};
 use crate::web::svg::{self, PowerReading};
 use serde_json::{Value, json};
+
+/// `/runs/{reference}`: a result number, or 4 or more leading hex digits of its run id (the
+/// short run ids `gpufleet results` prints). A short id made only of digits reads as a number
+/// first; when no result has that number, as a run id's start (one run id in forty begins with
+/// eight digits).
+///
+/// # Errors
+/// [`WebError::BadRequest`] for a reference that is neither, or a prefix that several run ids
+/// share; [`WebError::NotFound`] when nothing matches.
+pub fn run_by_ref(store: &Store, links: &Links, reference: &str) -> Result<Page, WebError> {
+    let prefix = reference.to_ascii_lowercase();
+    let is_prefix = prefix.len() >= 4 && prefix.chars().all(|c| c.is_ascii_hexdigit() || c == '-');
+    if let Ok(number) = reference.parse::<i64>() {
+        match run(store, links, number) {
+            Err(WebError::NotFound(_)) if is_prefix => {}
+            page => return page,
+        }
+    } else if !is_prefix {
+        return Err(WebError::BadRequest(format!(
+            "result {:?} is neither a result number nor a run id (4 or more of its hex digits, as `gpufleet results` prints)",
+            clip(reference)
+        )));
+    }
+    match store.results_with_run_prefix(&prefix, 2)?.as_slice() {
+        [one] => run(store, links, *one),
+        [] => Err(WebError::NotFound(format!(
+            "no result numbered or whose run id starts with {prefix}"
+        ))),
+        _ => Err(WebError::BadRequest(format!(
+            "run id {prefix} starts more than one result's run id; give more of it"
+        ))),
+    }
+}
 
 /// `/runs/{id}`.
 pub fn run(store: &Store, links: &Links, id: i64) -> Result<Page, WebError> {
