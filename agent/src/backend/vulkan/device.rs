@@ -92,6 +92,40 @@ fn arch(vendor_id: u32, name: &str) -> String {
     }
 }
 
+/// Whether `VK_NV_cooperative_matrix` offers `pd` the shape `llm_linear_f16_coopmat` uses:
+/// 16×16×16, half inputs, f32 sums, a subgroup's matrices (false where the query fails).
+fn coopmat_16x16x16_f16(vk: &Vk, pd: vk::PhysicalDevice) -> bool {
+    let name = c"vkGetPhysicalDeviceCooperativeMatrixPropertiesNV";
+    // SAFETY: a NUL-terminated name and a live instance.
+    let Some(f) = (unsafe {
+        vk.entry
+            .get_instance_proc_addr(vk.instance.handle(), name.as_ptr())
+    }) else {
+        return false;
+    };
+    // SAFETY: the loader returned this entry point under its name, whose type this is.
+    let f: vk::PFN_vkGetPhysicalDeviceCooperativeMatrixPropertiesNV =
+        unsafe { std::mem::transmute(f) };
+    let mut n = 0u32;
+    // SAFETY: a count query on a device of this instance.
+    if unsafe { f(pd, &mut n, std::ptr::null_mut()) } != vk::Result::SUCCESS {
+        return false;
+    }
+    let mut shapes = vec![vk::CooperativeMatrixPropertiesNV::default(); n as usize];
+    // SAFETY: `shapes` holds `n` initialized structs (their sType set).
+    let r = unsafe { f(pd, &mut n, shapes.as_mut_ptr()) };
+    if r != vk::Result::SUCCESS && r != vk::Result::INCOMPLETE {
+        return false;
+    }
+    shapes.truncate(n as usize);
+    let (half, single) = (vk::ComponentTypeNV::FLOAT16, vk::ComponentTypeNV::FLOAT32);
+    shapes.iter().any(|s| {
+        (s.m_size, s.n_size, s.k_size) == (16, 16, 16)
+            && (s.a_type, s.b_type, s.c_type, s.d_type) == (half, half, single, single)
+            && s.scope == vk::ScopeNV::SUBGROUP
+    })
+}
+
 /// Enumerates every physical device.
 ///
 /// # Errors
@@ -148,12 +182,17 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         // 1.3 driver still lists (the instance asks for 1.2).
         let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
         let has_dot = has_ext(vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME);
+        let mut coopmat = vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default();
+        let has_coopmat = has_ext(vk::NV_COOPERATIVE_MATRIX_NAME);
         if v12 {
             let mut f2 = vk::PhysicalDeviceFeatures2::default()
                 .push_next(&mut f11)
                 .push_next(&mut f12);
             if has_dot {
                 f2 = f2.push_next(&mut dot);
+            }
+            if has_coopmat {
+                f2 = f2.push_next(&mut coopmat);
             }
             // SAFETY: Vulkan 1.2 device: both structs are core; the dot product one is chained
             // only where the device lists its extension.
@@ -227,6 +266,12 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             max_compute_workgroup_count: l.max_compute_work_group_count,
             vendor_id: props.vendor_id,
             scalar_attention: false,
+            coopmat_f16: v12
+                && coopmat.cooperative_matrix == vk::TRUE
+                && subgroup.subgroup_size == 32
+                && f12.shader_float16 == vk::TRUE
+                && f11.storage_buffer16_bit_access == vk::TRUE
+                && coopmat_16x16x16_f16(vk, pd),
             compute_units: if has_sm {
                 sm.shader_sm_count
             } else if has_amd {
@@ -255,6 +300,9 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         }
         if caps.storage_buffer_16bit {
             features.push("storage_16bit".into());
+        }
+        if caps.coopmat_f16 {
+            features.push("coopmat_nv_f16".into());
         }
         if has_ext(c"VK_EXT_subgroup_size_control") {
             features.push("subgroup_size_control".into());

@@ -37,6 +37,9 @@ pub const MAX_ALLOCATION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_MAX_ALLOCATION";
 /// width or cache offset that is not a multiple of 4, to measure the 4-vector reads and so that CI
 /// runs both.
 pub const SCALAR_ATTENTION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_SCALAR_ATTENTION";
+/// A debug switch (`1`): the cooperative matrices go unused (a prefill's projections run
+/// `llm_linear` where they would run `llm_linear_f16_coopmat`), to measure them in the same call.
+pub const NO_COOPMAT_ENV: &str = "GPUFLEET_DEBUG_VULKAN_NO_COOPMAT";
 
 /// Everything made on the device, destroyed in reverse order on drop.
 pub struct VulkanKernel {
@@ -117,6 +120,9 @@ impl VulkanKernel {
                 let mut caps = found.caps.clone();
                 caps.scalar_attention =
                     std::env::var_os(SCALAR_ATTENTION_ENV).is_some_and(|v| v == "1");
+                if std::env::var_os(NO_COOPMAT_ENV).is_some_and(|v| v == "1") {
+                    caps.coopmat_f16 = false;
+                }
                 plan::plan(problem, &caps, tuning).map_err(|e| e.for_backend("vulkan"))?
             }
         };
@@ -145,7 +151,9 @@ impl VulkanKernel {
         let core = vk::PhysicalDeviceFeatures::default().shader_float64(found.caps.shader_float64);
         let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default()
             .shader_integer_dot_product(true);
-        let dot_ext = [vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME.as_ptr()];
+        let mut coopmat =
+            vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default().cooperative_matrix(true);
+        let mut exts = Vec::new();
         let mut info = vk::DeviceCreateInfo::default()
             .queue_create_infos(&queues)
             .enabled_features(&core);
@@ -154,8 +162,15 @@ impl VulkanKernel {
         }
         // `integer_dot_product` holds only where the device lists the extension.
         if found.caps.integer_dot_product {
-            info = info.enabled_extension_names(&dot_ext).push_next(&mut dot);
+            exts.push(vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME.as_ptr());
+            info = info.push_next(&mut dot);
         }
+        // `coopmat_f16` holds only where the device lists the extension and the feature.
+        if found.caps.coopmat_f16 {
+            exts.push(vk::NV_COOPERATIVE_MATRIX_NAME.as_ptr());
+            info = info.push_next(&mut coopmat);
+        }
+        info = info.enabled_extension_names(&exts);
         // SAFETY: the physical device and queue family came from this instance.
         let device = unsafe { inst.create_device(found.physical, &info, None) }
             .map_err(|e| fail("vkCreateDevice", e))?;

@@ -64,6 +64,7 @@ impl Backend for VulkanBackend {
             vendor_id: 0,
             compute_units: 0,
             scalar_attention: false,
+            coopmat_f16: false,
         };
         KernelSupport::from_list(plan::supported(&caps))
     }

@@ -15,6 +15,7 @@
 //! | Embed | `llm_embed[_f16]` | tokens, weights, arena | grid over rows × dim |
 //! | RmsNorm | `llm_rmsnorm[_f16]` | x, weights, arena | one per row (strided) |
 //! | Linear | `llm_linear[_f16][_subgroup]` | x, weights, arena | 4 features × 4 rows each |
+//! | Linear, half weights, 16 rows or more, NVIDIA cooperative matrices | `llm_linear_f16_coopmat` | x, weights, arena | 64 features × 64 rows each |
 //! | Linear, one row (+ norm, SwiGLU, add) | `llm_gemv_team[_f16\|_q8\|_q4][_subgroup]` | x, weights, arena, addend | teams (subgroups) of 4 features each |
 //! | Rope | `llm_rope` | x, table, arena | grid over rows × pairs |
 //! | Attention | `llm_attention` | queries, keys, values, arena | one per (row, head) |
@@ -49,6 +50,13 @@ pub(super) const REDUCE_GROUP: u32 = 128;
 /// Output features and rows of one `llm_linear` group (NF and RB in its source).
 pub(super) const LINEAR_FEATURES: usize = 4;
 pub(super) const LINEAR_ROWS: usize = 4;
+/// Rows of a projection from which half weights run on cooperative matrices where the device has
+/// them (`llm_linear_f16_coopmat`, tiles of 64 rows × 64 features): a prefill's, not a batch's
+/// decode.
+pub(super) const COOPMAT_ROWS: usize = 16;
+const COOPMAT_TILE: usize = 64;
+/// Its group: four subgroups of 32, a 32 × 32 quarter of the tile each.
+const COOPMAT_GROUP: u32 = 128;
 /// The widest head `llm_attention` keeps in shared memory (MAX_HD in its source), and the
 /// dimensions one invocation may take (ND), so heads up to `ND × group` wide.
 pub(super) const MAX_HEAD_DIM: usize = 512;
@@ -280,6 +288,19 @@ impl StepPlanner<'_> {
                     ("w", w),
                     ("out offset", s.out.off),
                 ])?;
+                // Every row of x and W starts at a multiple of 4 elements.
+                let vec4 = [k, s.x.off, w].iter().all(|v| v.is_multiple_of(4));
+                let vec4 = (SPEC_VEC4, SpecValue::U32(u32::from(vec4)));
+                if self.half && self.caps.coopmat_f16 && rows >= COOPMAT_ROWS {
+                    let groups = [
+                        self.groups(n.div_ceil(COOPMAT_TILE), 0),
+                        self.groups(rows.div_ceil(COOPMAT_TILE), 1),
+                        1,
+                    ];
+                    let shader = "llm_linear_f16_coopmat";
+                    let spec = vec![(SPEC_LOCAL_X, SpecValue::U32(COOPMAT_GROUP)), vec4];
+                    return dispatch(shader, spec, push, vec![x, weights, out], groups);
+                }
                 let groups = [
                     self.groups(n.div_ceil(LINEAR_FEATURES), 0),
                     self.groups(rows.div_ceil(LINEAR_ROWS), 1),
@@ -288,9 +309,7 @@ impl StepPlanner<'_> {
                 // The partials: NF·RB floats per invocation.
                 let per_invocation = 4 * LINEAR_FEATURES * LINEAR_ROWS;
                 let mut spec = self.reducing(0, per_invocation);
-                // Every row of x and W starts at a multiple of 4 elements.
-                let vec4 = [k, s.x.off, w].iter().all(|v| v.is_multiple_of(4));
-                spec.push((SPEC_VEC4, SpecValue::U32(u32::from(vec4))));
+                spec.push(vec4);
                 let mut shader = self.weighted("llm_linear");
                 if self.caps.subgroup_arithmetic {
                     shader.push_str("_subgroup");
@@ -559,9 +578,14 @@ fn config(graph: &LlmGraph, dispatches: &[Dispatch], dtype: Dtype) -> BTreeMap<S
         Dtype::Q4_0 => "q4_0 blocks (read as words), f32 norms",
     };
     c.insert("weights".into(), weights.into());
-    c.insert(
-        "linear".into(),
-        format!("{LINEAR_FEATURES} features × {LINEAR_ROWS} rows per group"),
-    );
+    let linear = if count.contains_key("llm_linear_f16_coopmat") {
+        format!(
+            "cooperative matrices (VK_NV_cooperative_matrix 16×16×16, x split into two halves), \
+             {COOPMAT_TILE} features × {COOPMAT_TILE} rows per group"
+        )
+    } else {
+        format!("{LINEAR_FEATURES} features × {LINEAR_ROWS} rows per group")
+    };
+    c.insert("linear".into(), linear);
     c
 }

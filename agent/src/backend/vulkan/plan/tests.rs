@@ -28,6 +28,7 @@ fn nvidia() -> VkCaps {
         vendor_id: 0x10de,
         compute_units: 132,
         scalar_attention: false,
+        coopmat_f16: false,
     }
 }
 
@@ -46,6 +47,7 @@ fn lavapipe() -> VkCaps {
         vendor_id: 0x10005,
         compute_units: 0,
         scalar_attention: false,
+        coopmat_f16: false,
     }
 }
 
@@ -64,6 +66,7 @@ fn polaris() -> VkCaps {
         vendor_id: 0x1002,
         compute_units: 36,
         scalar_attention: false,
+        coopmat_f16: false,
     }
 }
 
@@ -82,6 +85,7 @@ fn tiny() -> VkCaps {
         vendor_id: 0,
         compute_units: 0,
         scalar_attention: false,
+        coopmat_f16: false,
     }
 }
 

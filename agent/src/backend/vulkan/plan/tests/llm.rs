@@ -4,6 +4,7 @@
 
 use super::*;
 use crate::backend::planning::llm::folded;
+use crate::backend::vulkan::plan::llm::COOPMAT_ROWS;
 use gpufleet_kernels::llm::{Buf, LlmGraph, Op};
 
 /// `llm` tiny at the smoke suite's sizes.
@@ -486,4 +487,56 @@ fn a_decode_replays_its_last_pass_after_the_cache_prefix() {
     // The body folds every block: fewer dispatches than a kept pass.
     assert!(r.body.len() < last.len(), "{:?} {last:?}", r.body);
     assert_eq!(spec(&planned.dispatches[r.body.end - 1], 8), Some(1));
+}
+
+/// Half weights over 16 rows or more (a prefill's projections) run on NVIDIA's cooperative
+/// matrices where the device has them; one row (decode's team gemv), a few rows, f32 weights and
+/// a device without them keep their shaders.
+#[test]
+fn a_prefills_half_projections_run_on_cooperative_matrices_where_the_device_has_them() {
+    let coopmat = VkCaps {
+        coopmat_f16: true,
+        ..nvidia()
+    };
+    let linear = |variant: &str, dtype: &str, caps: &VkCaps| {
+        let p = tiny_llm(variant, dtype);
+        let plan = plan(&p, caps, None).unwrap();
+        check_plan(&p, &plan, caps);
+        let shaders: Vec<String> = plan
+            .dispatches
+            .iter()
+            .filter(|d| d.shader.starts_with("llm_linear") || d.shader.starts_with("llm_gemv"))
+            .map(|d| d.shader.clone())
+            .collect();
+        assert!(!shaders.is_empty(), "{variant} {dtype}");
+        (plan, shaders)
+    };
+    let (prefill, shaders) = linear("prefill", "f16", &coopmat);
+    assert!(
+        shaders.contains(&"llm_linear_f16_coopmat".to_string()),
+        "{shaders:?}"
+    );
+    for d in prefill
+        .dispatches
+        .iter()
+        .filter(|d| d.shader == "llm_linear_f16_coopmat")
+    {
+        // rows, k, n, x_off, w_off, out_off: 64 × 64 tiles over features and rows.
+        let (rows, n) = (d.push[0], d.push[2]);
+        assert!(rows as usize >= COOPMAT_ROWS, "{d:?}");
+        assert_eq!(d.groups, [n.div_ceil(64), rows.div_ceil(64), 1], "{d:?}");
+        assert_eq!(spec(d, 2), Some(1), "{d:?}");
+    }
+    let (_, shaders) = linear("decode", "f16", &coopmat);
+    assert!(
+        !shaders.iter().any(|s| s.contains("coopmat")),
+        "{shaders:?}"
+    );
+    for (dtype, caps) in [("f32", &coopmat), ("f16", &nvidia())] {
+        let (_, shaders) = linear("prefill", dtype, caps);
+        assert!(
+            !shaders.iter().any(|s| s.contains("coopmat")),
+            "{dtype} {shaders:?}"
+        );
+    }
 }
