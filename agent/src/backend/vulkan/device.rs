@@ -92,6 +92,49 @@ fn arch(vendor_id: u32, name: &str) -> String {
     }
 }
 
+/// The logical device of `found` with one queue of its compute family and the features and
+/// extensions its [`VkCaps`] say it has (16-bit storage, half and double arithmetic, integer dot
+/// products, cooperative matrices): what was found is what is enabled.
+///
+/// # Errors
+/// `Driver` when vkCreateDevice fails.
+pub fn create_device(vk: &Vk, found: &Found) -> Result<ash::Device, BackendError> {
+    let priorities = [1.0f32];
+    let queues = [vk::DeviceQueueCreateInfo::default()
+        .queue_family_index(found.queue_family)
+        .queue_priorities(&priorities)];
+    let mut f11 = vk::PhysicalDeviceVulkan11Features::default()
+        .storage_buffer16_bit_access(found.caps.storage_buffer_16bit);
+    let mut f12 =
+        vk::PhysicalDeviceVulkan12Features::default().shader_float16(found.caps.shader_float16);
+    let core = vk::PhysicalDeviceFeatures::default().shader_float64(found.caps.shader_float64);
+    let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default()
+        .shader_integer_dot_product(true);
+    let mut coopmat =
+        vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default().cooperative_matrix(true);
+    let mut exts = Vec::new();
+    let mut info = vk::DeviceCreateInfo::default()
+        .queue_create_infos(&queues)
+        .enabled_features(&core);
+    if found.api_version >= vk::API_VERSION_1_2 && vk.api >= vk::API_VERSION_1_2 {
+        info = info.push_next(&mut f11).push_next(&mut f12);
+    }
+    // `integer_dot_product` holds only where the device lists the extension.
+    if found.caps.integer_dot_product {
+        exts.push(vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME.as_ptr());
+        info = info.push_next(&mut dot);
+    }
+    // `coopmat_f16` holds only where the device lists the extension and the feature.
+    if found.caps.coopmat_f16 {
+        exts.push(vk::NV_COOPERATIVE_MATRIX_NAME.as_ptr());
+        info = info.push_next(&mut coopmat);
+    }
+    info = info.enabled_extension_names(&exts);
+    // SAFETY: the physical device and queue family came from this instance.
+    unsafe { vk.instance.create_device(found.physical, &info, None) }
+        .map_err(|e| fail("vkCreateDevice", e))
+}
+
 /// Whether `VK_NV_cooperative_matrix` offers `pd` the shape `llm_linear_f16_coopmat` uses:
 /// 16×16×16, half inputs, f32 sums, a subgroup's matrices (false where the query fails).
 fn coopmat_16x16x16_f16(vk: &Vk, pd: vk::PhysicalDevice) -> bool {

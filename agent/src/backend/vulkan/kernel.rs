@@ -7,7 +7,7 @@ mod buffers;
 mod record;
 mod segments;
 
-use super::device::{Found, enumerate};
+use super::device::{Found, create_device, enumerate};
 use super::ffi::{Vk, fail};
 use super::plan::{self, Binding, Dispatch, Passes, Plan, SpecValue, Storage};
 use crate::backend::planning::{Direction, Transfer};
@@ -140,40 +140,7 @@ impl VulkanKernel {
             });
         }
         let inst = &vk.instance;
-        let priorities = [1.0f32];
-        let queues = [vk::DeviceQueueCreateInfo::default()
-            .queue_family_index(found.queue_family)
-            .queue_priorities(&priorities)];
-        let mut f11 = vk::PhysicalDeviceVulkan11Features::default()
-            .storage_buffer16_bit_access(found.caps.storage_buffer_16bit);
-        let mut f12 =
-            vk::PhysicalDeviceVulkan12Features::default().shader_float16(found.caps.shader_float16);
-        let core = vk::PhysicalDeviceFeatures::default().shader_float64(found.caps.shader_float64);
-        let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default()
-            .shader_integer_dot_product(true);
-        let mut coopmat =
-            vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default().cooperative_matrix(true);
-        let mut exts = Vec::new();
-        let mut info = vk::DeviceCreateInfo::default()
-            .queue_create_infos(&queues)
-            .enabled_features(&core);
-        if found.api_version >= vk::API_VERSION_1_2 && vk.api >= vk::API_VERSION_1_2 {
-            info = info.push_next(&mut f11).push_next(&mut f12);
-        }
-        // `integer_dot_product` holds only where the device lists the extension.
-        if found.caps.integer_dot_product {
-            exts.push(vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME.as_ptr());
-            info = info.push_next(&mut dot);
-        }
-        // `coopmat_f16` holds only where the device lists the extension and the feature.
-        if found.caps.coopmat_f16 {
-            exts.push(vk::NV_COOPERATIVE_MATRIX_NAME.as_ptr());
-            info = info.push_next(&mut coopmat);
-        }
-        info = info.enabled_extension_names(&exts);
-        // SAFETY: the physical device and queue family came from this instance.
-        let device = unsafe { inst.create_device(found.physical, &info, None) }
-            .map_err(|e| fail("vkCreateDevice", e))?;
+        let device = create_device(&vk, &found)?;
         // SAFETY: queue 0 of a family we created.
         let queue = unsafe { device.get_device_queue(found.queue_family, 0) };
         // SAFETY: `found.physical` was enumerated from `inst`, which is alive here; the call only
