@@ -281,6 +281,11 @@ pub fn check_listed(
     })
 }
 
+/// Whether the debug switch `name` (a `GPUFLEET_DEBUG_*` variable of the worker) is on: set to `1`.
+pub(crate) fn debug_switch(name: &str) -> bool {
+    std::env::var_os(name).is_some_and(|v| v == "1")
+}
+
 /// A problem's integer parameter as `usize` for the planners (0 when absent or negative).
 pub(crate) fn param(problem: &Problem, name: &str) -> usize {
     usize::try_from(problem.params.get(name).copied().unwrap_or(0)).unwrap_or(0)

@@ -8,7 +8,7 @@ use super::ffi::{
 };
 use super::plan::{self, Arg, Launch, Plan};
 use crate::backend::storage::{self, Elem};
-use crate::backend::{BackendError, Mode, PreparedKernel};
+use crate::backend::{BackendError, Mode, PreparedKernel, debug_switch};
 use gpufleet_kernels::{Buffer, KernelId, Problem};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -223,7 +223,7 @@ fn capture(
     if !graphed || mode == Mode::WithTransfers || launches.len() < 2 {
         return None;
     }
-    if std::env::var_os(NO_GRAPH_ENV).is_some_and(|v| v == "1") {
+    if debug_switch(NO_GRAPH_ENV) {
         config.insert("hip_graph".into(), format!("off ({NO_GRAPH_ENV}=1)"));
         return None;
     }

@@ -6,7 +6,7 @@ use super::ffi::{self, ArgValue, driver};
 use super::plan::{self, Arg, GemmTuning, Plan, Storage};
 use crate::backend::storage;
 use crate::backend::tuning;
-use crate::backend::{BackendError, Mode, Prepare, PreparedKernel};
+use crate::backend::{BackendError, Mode, Prepare, PreparedKernel, debug_switch};
 use crate::cache;
 use gpufleet_kernels::{Buffer, Problem};
 use opencl3::command_queue::{CL_QUEUE_PROFILING_ENABLE, CommandQueue};
@@ -270,11 +270,10 @@ pub const UNFUSED_ROPE_ENV: &str = "GPUFLEET_DEBUG_OPENCL_UNFUSED_ROPE";
 /// the RoPE unfused under [`UNFUSED_ROPE_ENV`].
 fn planned_caps(caps: &plan::DeviceCaps) -> plan::DeviceCaps {
     let mut caps = caps.clone();
-    let on = |name: &str| std::env::var_os(name).is_some_and(|v| v == "1");
-    if on(GPU_PLANS_ENV) {
+    if debug_switch(GPU_PLANS_ENV) {
         caps.cpu = false;
     }
-    caps.unfused_rope = on(UNFUSED_ROPE_ENV);
+    caps.unfused_rope = debug_switch(UNFUSED_ROPE_ENV);
     caps
 }
 

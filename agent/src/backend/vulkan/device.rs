@@ -237,8 +237,8 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             if has_coopmat {
                 f2 = f2.push_next(&mut coopmat);
             }
-            // SAFETY: Vulkan 1.2 device: both structs are core; the dot product one is chained
-            // only where the device lists its extension.
+            // SAFETY: Vulkan 1.2 device: both structs are core; the dot product and cooperative
+            // matrix ones are chained only where the device lists their extensions.
             unsafe { inst.get_physical_device_features2(pd, &mut f2) };
         }
         // SAFETY: a physical device of this instance.

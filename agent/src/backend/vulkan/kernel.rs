@@ -12,7 +12,7 @@ use super::ffi::{Vk, fail};
 use super::plan::{self, Binding, Dispatch, Passes, Plan, SpecValue, Storage};
 use crate::backend::planning::{Direction, Transfer};
 use crate::backend::storage;
-use crate::backend::{BackendError, Mode, PreparedKernel, lookup};
+use crate::backend::{BackendError, Mode, PreparedKernel, debug_switch, lookup};
 use crate::cache;
 use ash::vk;
 use gpufleet_kernels::{Buffer, Problem};
@@ -118,11 +118,8 @@ impl VulkanKernel {
             },
             None => {
                 let mut caps = found.caps.clone();
-                caps.scalar_attention =
-                    std::env::var_os(SCALAR_ATTENTION_ENV).is_some_and(|v| v == "1");
-                if std::env::var_os(NO_COOPMAT_ENV).is_some_and(|v| v == "1") {
-                    caps.coopmat_f16 = false;
-                }
+                caps.scalar_attention = debug_switch(SCALAR_ATTENTION_ENV);
+                caps.coopmat_f16 &= !debug_switch(NO_COOPMAT_ENV);
                 plan::plan(problem, &caps, tuning).map_err(|e| e.for_backend("vulkan"))?
             }
         };

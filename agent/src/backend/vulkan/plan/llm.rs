@@ -55,6 +55,7 @@ pub(super) const LINEAR_ROWS: usize = 4;
 /// decode.
 pub(super) const COOPMAT_ROWS: usize = 16;
 const COOPMAT_TILE: usize = 64;
+const COOPMAT_SHADER: &str = "llm_linear_f16_coopmat";
 /// Its group: four subgroups of 32, a 32 × 32 quarter of the tile each.
 const COOPMAT_GROUP: u32 = 128;
 /// The widest head `llm_attention` keeps in shared memory (MAX_HD in its source), and the
@@ -297,9 +298,8 @@ impl StepPlanner<'_> {
                         self.groups(rows.div_ceil(COOPMAT_TILE), 1),
                         1,
                     ];
-                    let shader = "llm_linear_f16_coopmat";
                     let spec = vec![(SPEC_LOCAL_X, SpecValue::U32(COOPMAT_GROUP)), vec4];
-                    return dispatch(shader, spec, push, vec![x, weights, out], groups);
+                    return dispatch(COOPMAT_SHADER, spec, push, vec![x, weights, out], groups);
                 }
                 let groups = [
                     self.groups(n.div_ceil(LINEAR_FEATURES), 0),
@@ -578,7 +578,7 @@ fn config(graph: &LlmGraph, dispatches: &[Dispatch], dtype: Dtype) -> BTreeMap<S
         Dtype::Q4_0 => "q4_0 blocks (read as words), f32 norms",
     };
     c.insert("weights".into(), weights.into());
-    let linear = if count.contains_key("llm_linear_f16_coopmat") {
+    let linear = if count.contains_key(COOPMAT_SHADER) {
         format!(
             "cooperative matrices (VK_NV_cooperative_matrix 16×16×16, x split into two halves), \
              {COOPMAT_TILE} features × {COOPMAT_TILE} rows per group"
