@@ -424,42 +424,64 @@ __kernel void llm_qembed(__global const float *tokens, __global const uchar *w, 
 }
 
 #ifdef TEAM_WG
-/* Four unsigned bytes (or nibbles) of `u`, already masked to `m` after shifting by `sh`, as
- * floats less `bias`: OR-ed into the mantissa of 2^23 (exact: the values are below 2^8), then 2^23 +
- * bias subtracted. Integer-to-float conversions run at a quarter of the FMA rate on NVIDIA GPUs (and
- * were what bound the first version); this is a logic op and an add. */
-float4 q_bytes(uint4 u4, float bias)
+/* A block's values as 16-byte words (the blocks are 16-byte aligned in the packed weights). */
+#ifdef W_Q8
+#define Q_WORDS 2
+#else
+#define Q_WORDS 1
+#endif
+
+/* The inputs of a block scaled for q_block_dot_words: by 2^-p for the weights found at bit p of
+ * their word (exact: powers of two). */
+void q_scale_inputs(float4 *xv)
 {
-    return as_float4(u4 | (uint4)0x4B000000u) - (8388608.0f + bias);
+    for (int i = 0; i < 8; i++)
+#ifdef W_Q8
+        xv[i] *= (float4)(1.0f, 1.0f / 256.0f, 1.0f, 1.0f / 256.0f);
+#else
+        xv[i] *= i < 4 ? (float4)(1.0f, 1.0f / 256.0f, 1.0f, 1.0f / 256.0f)
+                       : (float4)(1.0f / 16.0f, 1.0f / 4096.0f, 1.0f / 16.0f, 1.0f / 4096.0f);
+#endif
 }
 
-/* sum_i x[i] w[i] over block b from its values as 16-byte words (the blocks are 16-byte aligned in
- * the packed weights) and the block's 32 inputs `xv`, unscaled. */
-float q_block_dot_words(__global const uchar *w, long v_off, long b, const float4 *xv)
+/* sum_i x[i] w[i] over a block from its value words `u` and its 32 inputs `xv` (scaled by
+ * q_scale_inputs), unscaled. No shift or conversion per weight: a value masked in place at bit p
+ * (0 or 8 of a word or of its upper half; Q4_0 also 4 and 12) and ORed into the mantissa of 2^23
+ * is the float 2^23 + v 2^p exactly, and subtracting 2^23 + o 2^p (o the offset: 128 for Q8_0's
+ * bytes with their sign bit flipped, 8 for Q4_0's nibbles) leaves (v - o) 2^p exactly; with the
+ * inputs scaled by 2^-p a weight costs a mask-and-or, a subtraction and a multiply-add. (Integer
+ * to float conversions run at a quarter of the FMA rate on NVIDIA GPUs.) */
+float q_block_dot_words(const uint4 *u, const float4 *xv)
 {
-    float4 s = (float4)(0.0f);
+    const uint4 e = (uint4)0x4B000000u;
+    const float p0 = 8388608.0f;
+    float4 s = (float4)(0.0f), t = (float4)(0.0f);
 #ifdef W_Q8
-    /* Signed bytes: flipping the sign bit makes them byte + 128. */
-    __global const uint4 *p = (__global const uint4 *)(w + v_off + b * 32);
+    const uint4 m = (uint4)(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
+    const float4 o = (float4)(p0 + 128.0f, p0 + 32768.0f, p0 + 128.0f, p0 + 32768.0f);
     for (int h = 0; h < 2; h++) {
-        uint4 u = p[h] ^ (uint4)0x80808080u;
-        uint t[4] = {u.x, u.y, u.z, u.w};
-        for (int i = 0; i < 4; i++) {
-            uint v = t[i];
-            s += q_bytes((uint4)(v, v >> 8, v >> 16, v >> 24) & (uint4)0xFFu, 128.0f) *
-                 xv[4 * h + i];
+        uint4 v4 = u[h] ^ (uint4)0x80808080u;
+        uint wd[4] = {v4.x, v4.y, v4.z, v4.w};
+        for (int i = 0; i < 4; i += 2) {
+            uint a = wd[i], b = wd[i + 1];
+            s = fma(as_float4(((uint4)(a, a, a >> 16, a >> 16) & m) | e) - o, xv[4 * h + i], s);
+            t = fma(as_float4(((uint4)(b, b, b >> 16, b >> 16) & m) | e) - o, xv[4 * h + i + 1], t);
         }
     }
 #else
-    /* Byte i holds weight i (low nibble) and weight i + 16 (high nibble), offset by 8. */
-    uint4 u = ((__global const uint4 *)(w + v_off + b * 16))[0];
-    uint t[4] = {u.x, u.y, u.z, u.w};
+    /* Byte i holds weight i (low nibble) and weight i + 16 (high nibble). */
+    const uint4 ml = (uint4)(0xFu, 0xF00u, 0xFu, 0xF00u), mh = ml << 4;
+    const float4 ol = (float4)(p0 + 8.0f, p0 + 2048.0f, p0 + 8.0f, p0 + 2048.0f);
+    const float4 oh = (float4)(p0 + 128.0f, p0 + 32768.0f, p0 + 128.0f, p0 + 32768.0f);
+    uint wd[4] = {u[0].x, u[0].y, u[0].z, u[0].w};
     for (int i = 0; i < 4; i++) {
-        uint v = t[i];
-        s += q_bytes((uint4)(v, v >> 8, v >> 16, v >> 24) & (uint4)0xFu, 8.0f) * xv[i];
-        s += q_bytes((uint4)(v >> 4, v >> 12, v >> 20, v >> 28) & (uint4)0xFu, 8.0f) * xv[4 + i];
+        uint v = wd[i];
+        uint4 vv = (uint4)(v, v, v >> 16, v >> 16);
+        s = fma(as_float4((vv & ml) | e) - ol, xv[i], s);
+        t = fma(as_float4((vv & mh) | e) - oh, xv[4 + i], t);
     }
 #endif
+    s += t;
     return (s.x + s.y) + (s.z + s.w);
 }
 
@@ -497,12 +519,20 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
                     for (int i = 0; i < 8; i++)
                         xv[i] = vload4(i, xr + b * 32);
                 }
+                q_scale_inputs(xv);
+                /* Every feature's block and scale loaded before any sum (a team past n rereads
+                 * the last feature, written by no one). */
+                uint4 u[FT * Q_WORDS];
+                float d[FT];
                 for (int f = 0; f < FT; f++) {
-                    if (j0 + f < n) {
-                        long blk = (long)(j0 + f) * nb + b;
-                        acc[f] += q_block_dot_words(w, v_off, blk, xv) * q_scale(w, s_off, blk);
-                    }
+                    long blk = (long)min(j0 + f, n - 1) * nb + b;
+                    __global const uint4 *p = (__global const uint4 *)(w + v_off + blk * 16 * Q_WORDS);
+                    for (int h = 0; h < Q_WORDS; h++)
+                        u[f * Q_WORDS + h] = p[h];
+                    d[f] = q_scale(w, s_off, blk);
                 }
+                for (int f = 0; f < FT; f++)
+                    acc[f] += q_block_dot_words(u + f * Q_WORDS, xv) * d[f];
             }
             for (int f = 0; f < FT; f++)
                 part[f * TEAM_WG + lid] = acc[f];

@@ -23,9 +23,10 @@
 //
 // With Q8 or Q4 (QUANT) the weights are packed in llama.cpp's blocks as llm_quant.glsl reads them
 // (bound as uint words): a row's element e lies in the matrix's values at byte q_values and its
-// block's f16 scale at byte q_scales (w_off is 0: elements count from the matrix's start); eight
-// weights a load are two words (Q8: eight bytes; Q4: eight nibbles of one half of a block) made
-// floats through the mantissa of 2^23 and scaled; the gains (NORM) are f32 words at word g_off.
+// block's f16 scale at byte q_scales (w_off is 0: elements count from the matrix's start). Where
+// ALIGNED (and q_values a multiple of 16) a lane takes whole blocks, 16 bytes a load, and sums a
+// block before scaling it (block_dot); otherwise weight by weight; the gains (NORM) are f32 words
+// at word g_off.
 //
 // Bindings: 0 x, 1 the weights (f32, or half with HALF, or words with QUANT), 2 the arena (written), 3 the arena (the
 // residual read), 4 the pass shift, which one invocation adds 1 to with ADVANCE (the LM head of a
@@ -35,7 +36,7 @@
 // then q_values, q_scales.
 // Specialization: 0 local size x = WG; 6 TEAM (shared-memory teams only); 7 SPLIT (teams a feature
 // block, dividing the group's teams); 2 ALIGNED: k, x_off, x_stride, w_off and (with NORM) g_off are
-// multiples of 8; 3 NORM; 4 GLU; 5 ADD; 8 ADVANCE; 9 ROPE. The flags are specialization constants, so each combination is its own pipeline with
+// multiples of 8 (with QUANT also q_values of 16); 3 NORM; 4 GLU; 5 ADD; 8 ADVANCE; 9 ROPE. The flags are specialization constants, so each combination is its own pipeline with
 // no test in its loop.
 
 #if defined(Q8) || defined(Q4)
@@ -101,37 +102,74 @@ layout(push_constant) uniform Push {
 #ifdef QUANT
 layout(set = 0, binding = 1, std430) readonly buffer WQ { uint wq[]; };
 
-// The four bytes of w as floats 0..255 (the nibbles of w & 0x0F0F0F0F as 0..15): each byte is the
-// low mantissa of a float of 2^23, which then goes (no integer conversion, a quarter-rate one on
-// some GPUs).
-vec4 bytes4(uint w)
-{
-    return uintBitsToFloat(uvec4(0x4B000000u) | ((uvec4(w) >> uvec4(0u, 8u, 16u, 24u)) & 0xFFu)) -
-           8388608.0;
-}
-
 #include "quant_blocks.glsl"
 
-// Eight weights from element e (a multiple of 8), as two 4-vectors.
-void load_w8(uint e, out vec4 lo, out vec4 hi)
-{
+// Whole blocks (the ALIGNED path): 16-byte views of the values and the gains.
+layout(set = 0, binding = 1, std430) readonly buffer WQ4 { uvec4 wq4[]; };
+#define QK 32u
+
+// A block's dot product with no conversion and no shift per weight: a value masked in place, at
+// bit p (0, 4, 8 or 12) of a word, ORed into the mantissa of 2^23 is 2^23 + v·2^p exactly, and
+// subtracting 2^23 + o·2^p (o the format's offset: 128 for Q8_0's bytes xor 0x80, 8 for Q4_0's
+// nibbles) leaves (v - o)·2^p exactly; the inputs come scaled by 2^-p (X_SCALE, exact: powers of
+// two), so a weight costs a mask-and-or, a subtraction and a multiply-add. Word t of a block and
+// its upper half (t >> 16) hold four weights each at bits 0 and 8 (Q8_0: weights 4t..4t+3, in
+// xs[t]) or at bits 0, 4, 8 and 12 (Q4_0: weights 4t..4t+3 in the low nibbles, xs[t], and 16+4t..
+// in the high ones, xs[4 + t]). Two running sums, for two chains of multiply-adds.
+#define MANT 0x4B000000u
+#define P0 8388608.0
 #ifdef Q8
-    // Bytes xor 0x80: q + 128, unsigned.
-    const uint at = (pc.q_values + e) >> 2;
-    lo = bytes4(wq[at] ^ 0x80808080u) - 128.0;
-    hi = bytes4(wq[at + 1u] ^ 0x80808080u) - 128.0;
-#else
-    // Weights 8p..8p+7 of a block: the low (p < 2) or high nibbles of its bytes 8(p % 2)...
-    const uint p = (e / 8u) % 4u;
-    const uint at = (pc.q_values + e / 32u * 16u + (p & 1u) * 8u) >> 2;
-    const uint shift = (p >> 1) * 4u;
-    lo = bytes4((wq[at] >> shift) & 0x0F0F0F0Fu) - 8.0;
-    hi = bytes4((wq[at + 1u] >> shift) & 0x0F0F0F0Fu) - 8.0;
-#endif
-    const float d = q_scale(pc.q_scales, e / 32u);
-    lo *= d;
-    hi *= d;
+#define BLOCK_VEC4 2u
+#define X_SCALE(v) vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0)
+float block_dot(uvec4 wb[2u * FT * BLOCK_VEC4], uint at, vec4 xs[8])
+{
+    const vec4 off = vec4(P0 + 128.0, P0 + 32768.0, P0 + 128.0, P0 + 32768.0);
+    const uvec4 mask = uvec4(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
+    float s0 = 0.0, s1 = 0.0;
+    for (uint t = 0u; t < 8u; t += 2u) {
+        const uint w0 = wb[at * 2u + t / 4u][t % 4u] ^ 0x80808080u;
+        const uint w1 = wb[at * 2u + t / 4u][t % 4u + 1u] ^ 0x80808080u;
+        const vec4 a = uintBitsToFloat((uvec4(w0, w0, w0 >> 16, w0 >> 16) & mask) | MANT) - off;
+        const vec4 b = uintBitsToFloat((uvec4(w1, w1, w1 >> 16, w1 >> 16) & mask) | MANT) - off;
+        s0 = fma(a.x, xs[t].x, s0);
+        s1 = fma(b.x, xs[t + 1u].x, s1);
+        s0 = fma(a.y, xs[t].y, s0);
+        s1 = fma(b.y, xs[t + 1u].y, s1);
+        s0 = fma(a.z, xs[t].z, s0);
+        s1 = fma(b.z, xs[t + 1u].z, s1);
+        s0 = fma(a.w, xs[t].w, s0);
+        s1 = fma(b.w, xs[t + 1u].w, s1);
+    }
+    return s0 + s1;
 }
+#else
+#define BLOCK_VEC4 1u
+#define X_SCALE(v) ((v) < 4u ? vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0) \
+                             : vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0))
+float block_dot(uvec4 wb[2u * FT * BLOCK_VEC4], uint at, vec4 xs[8])
+{
+    const vec4 off_lo = vec4(P0 + 8.0, P0 + 2048.0, P0 + 8.0, P0 + 2048.0);
+    const vec4 off_hi = vec4(P0 + 128.0, P0 + 32768.0, P0 + 128.0, P0 + 32768.0);
+    const uvec4 mask_lo = uvec4(0xFu, 0xF00u, 0xFu, 0xF00u);
+    const uvec4 mask_hi = uvec4(0xF0u, 0xF000u, 0xF0u, 0xF000u);
+    float s0 = 0.0, s1 = 0.0;
+    for (uint t = 0u; t < 4u; ++t) {
+        const uint w = wb[at][t];
+        const uvec4 ww = uvec4(w, w, w >> 16, w >> 16);
+        const vec4 a = uintBitsToFloat((ww & mask_lo) | MANT) - off_lo;
+        const vec4 b = uintBitsToFloat((ww & mask_hi) | MANT) - off_hi;
+        s0 = fma(a.x, xs[t].x, s0);
+        s1 = fma(b.x, xs[4u + t].x, s1);
+        s0 = fma(a.y, xs[t].y, s0);
+        s1 = fma(b.y, xs[4u + t].y, s1);
+        s0 = fma(a.z, xs[t].z, s0);
+        s1 = fma(b.z, xs[4u + t].z, s1);
+        s0 = fma(a.w, xs[t].w, s0);
+        s1 = fma(b.w, xs[4u + t].w, s1);
+    }
+    return s0 + s1;
+}
+#endif
 
 // Weight e alone.
 float load_w1(uint e)
@@ -139,12 +177,6 @@ float load_w1(uint e)
     return q_value(pc.q_values, e / 32u, e & 31u) * q_scale(pc.q_scales, e / 32u);
 }
 
-// Eight f32 gains from word g.
-void load_g8(uint g, out vec4 lo, out vec4 hi)
-{
-    lo = uintBitsToFloat(uvec4(wq[g], wq[g + 1u], wq[g + 2u], wq[g + 3u]));
-    hi = uintBitsToFloat(uvec4(wq[g + 4u], wq[g + 5u], wq[g + 6u], wq[g + 7u]));
-}
 #define LOAD_G(i) uintBitsToFloat(wq[i])
 #else
 // Eight weights from element e (a multiple of 8), as two 4-vectors.
@@ -215,6 +247,42 @@ void main()
             const bool TWO = GLU || ROPE;
             const uint up_rows = ROPE ? half_d * pc.k : pc.n * pc.k;
             uint i0 = 0u;
+#ifdef QUANT
+            if (ALIGNED) {
+                // A lane takes whole blocks: its 32 inputs, scaled for block_dot, and each
+                // feature's block (one or two 16-byte loads), all loads issued before the sums.
+                const uint kb = pc.k / QK;
+                for (uint c = slice * lanes + lane; c < kb; c += stride) {
+                    vec4 xs[8];
+                    for (uint v = 0u; v < 8u; ++v)
+                        xs[v] = x4[xr / 4u + 8u * c + v];
+                    if (NORM) {
+                        for (uint v = 0u; v < 8u; ++v) {
+                            ss += dot(xs[v], xs[v]);
+                            xs[v] *= uintBitsToFloat(wq4[(pc.g_off + QK * c) / 4u + v]);
+                        }
+                    }
+                    for (uint v = 0u; v < 8u; ++v)
+                        xs[v] *= X_SCALE(v);
+                    uvec4 wb[2u * FT * BLOCK_VEC4];
+                    float d[2u * FT];
+                    for (uint f = 0u; f < FT; ++f) {
+                        for (uint h = 0u; h < (TWO ? 2u : 1u); ++h) {
+                            const uint b = (wr[f] + h * up_rows) / QK + c;
+                            for (uint u = 0u; u < BLOCK_VEC4; ++u)
+                                wb[(2u * f + h) * BLOCK_VEC4 + u] = wq4[pc.q_values / 16u + b * BLOCK_VEC4 + u];
+                            d[2u * f + h] = q_scale(pc.q_scales, b);
+                        }
+                    }
+                    for (uint f = 0u; f < FT; ++f) {
+                        acc[f] += d[2u * f] * block_dot(wb, 2u * f, xs);
+                        if (TWO)
+                            up[f] += d[2u * f + 1u] * block_dot(wb, 2u * f + 1u, xs);
+                    }
+                }
+                i0 = QK * kb;
+            }
+#else
             if (ALIGNED) {
                 const uint k8 = pc.k / 8u;
                 for (uint c = slice * lanes + lane; c < k8; c += stride) {
@@ -239,6 +307,7 @@ void main()
                 }
                 i0 = 8u * k8;
             }
+#endif
             for (uint i = i0 + slice * lanes + lane; i < pc.k; i += stride) {
                 float xv = x[xr + i];
                 if (NORM) {

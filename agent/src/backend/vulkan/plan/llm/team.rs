@@ -77,9 +77,12 @@ impl StepPlanner<'_> {
         if let Some((_, at)) = quant {
             push.extend(at);
         }
+        // Packed weights load a block a lane where aligned: their values in 16-byte pieces.
         let aligned = [f.k, f.x.off, x_stride, w, g_off]
             .iter()
-            .all(|v| v.is_multiple_of(8));
+            .all(|v| v.is_multiple_of(8))
+            && quant.is_none_or(|(_, at)| at[0].is_multiple_of(16));
+        let per_lane = if quant.is_some() && aligned { QK } else { 8 };
         let flag = |id, on: bool| (id, SpecValue::U32(u32::from(on)));
         let (group, team) = self.teams();
         let mut spec = vec![
@@ -106,7 +109,7 @@ impl StepPlanner<'_> {
             spec.retain(|(id, _)| *id != SPEC_TEAM);
         }
         let teams = group / team;
-        let split = self.team_split(f.k, n, team, teams);
+        let split = self.team_split(f.k, n, team, teams, per_lane);
         spec.push((SPEC_TEAM_SPLIT, SpecValue::U32(split)));
         spec.push(flag(SPEC_ADVANCE, false));
         let per_group = TEAM_FEATURES * (teams / split) as usize;
@@ -131,12 +134,12 @@ impl StepPlanner<'_> {
     /// Teams a feature block of an `llm_gemv_team` over `k` inputs and `n` outputs, with teams of
     /// `lanes` and `teams` a group: enough that [`TEAMS_PER_UNIT`] teams a compute unit are in
     /// flight, a power of two dividing the group's teams, and no more than leave each lane a whole
-    /// 8-weight load of k.
-    fn team_split(&self, k: usize, n: usize, lanes: u32, teams: u32) -> u32 {
+    /// load of k (`per_lane` weights: 8, or a packed block of 32).
+    fn team_split(&self, k: usize, n: usize, lanes: u32, teams: u32, per_lane: usize) -> u32 {
         let units = self.units();
         let blocks = n.div_ceil(TEAM_FEATURES).max(1);
         let want = (TEAMS_PER_UNIT * units).div_ceil(blocks);
-        let most = (k / 8 / lanes as usize).clamp(1, teams as usize);
+        let most = (k / per_lane / lanes as usize).clamp(1, teams as usize);
         pow2_floor(want.next_power_of_two().min(most) as u32)
     }
 
