@@ -372,7 +372,12 @@ fn h200() -> VkCaps {
 #[test]
 fn quantized_decode_projections_take_whole_blocks_a_lane() {
     for dtype in ["q4_0", "q8_0"] {
-        let p = problem("llm", "decode", &[("model", 2), ("prompt", 4), ("gen", 2)], dtype);
+        let p = problem(
+            "llm",
+            "decode",
+            &[("model", 2), ("prompt", 4), ("gen", 2)],
+            dtype,
+        );
         let planned = plan(&p, &h200(), None).unwrap();
         check_plan(&p, &planned, &h200());
         let teams: Vec<_> = planned
@@ -388,7 +393,11 @@ fn quantized_decode_projections_take_whole_blocks_a_lane() {
             assert_eq!(values % 16, 0, "{dtype} {}", d.label);
             // A split leaves every lane of a subgroup of 32 at least one block of k.
             let split = spec(d, 7).unwrap();
-            assert!(split >= 1 && k / 32 / 32 >= split, "{dtype} {}: split {split}", d.label);
+            assert!(
+                split >= 1 && k / 32 / 32 >= split,
+                "{dtype} {}: split {split}",
+                d.label
+            );
         }
     }
 }
