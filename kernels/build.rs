@@ -41,9 +41,15 @@ fn main() {
         println!("cargo:rerun-if-changed={}", src.display());
         let target = out.join(format!("{name}.spv"));
         let committed = dir.join("spv").join(format!("{name}.spv"));
+        // A shader marked `// build_spv: no -O` is compiled unoptimized, as build_spv.sh does.
+        let optimize = !std::fs::read_to_string(&src)
+            .unwrap_or_default()
+            .contains("\n// build_spv: no -O\n");
         let compiled = glslc
             && Command::new("glslc")
-                .args(["--target-env=vulkan1.1", "-O", "-o"])
+                .arg("--target-env=vulkan1.1")
+                .args(optimize.then_some("-O"))
+                .arg("-o")
                 .arg(&target)
                 .arg(&src)
                 .status()

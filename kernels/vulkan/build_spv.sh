@@ -2,7 +2,7 @@
 # Compiles every kernels/vulkan/*.comp to spv/NAME.spv (or to the directory given as $1), so that
 # builds need no shader compiler: kernels/build.rs embeds them (sources::vulkan) where glslc is missing.
 #
-#   glslc --target-env=vulkan1.1 -O -o spv/NAME.spv NAME.comp
+#   glslc --target-env=vulkan1.1 -O -o spv/NAME.spv NAME.comp   (without -O where the source says so)
 #
 # Deterministic: no debug information, sources compiled from this directory (their #includes are
 # relative to it), in name order. Each module is checked with spirv-val when it is installed. The
@@ -25,7 +25,11 @@ command -v spirv-val >/dev/null || validate=0
 
 for src in *.comp; do
     name=${src%.comp}
-    glslc --target-env=vulkan1.1 -O -o "$out/$name.spv" "$src"
+    # A shader marked "// build_spv: no -O" (on a line of its own) is compiled unoptimized: glslang's
+    # optimizer crashes on some (the driver optimizes every module anyway).
+    opt=-O
+    if grep -qx '// build_spv: no -O' "$src"; then opt=; fi
+    glslc --target-env=vulkan1.1 $opt -o "$out/$name.spv" "$src"
     if [ "$validate" = 1 ]; then
         spirv-val --target-env vulkan1.1 "$out/$name.spv"
     fi

@@ -3,38 +3,51 @@
 // weights on NVIDIA's cooperative matrices (VK_NV_cooperative_matrix, 16×16×16, f16 × f16 → f32,
 // subgroups of 32): out[r][j] = Σ_i x[r][i] · W[j][i], W `[n][k]`, as llm_linear.
 //
-// A group of 4 subgroups computes a tile of BM rows × BN features, each subgroup a 32 × 32 quarter
-// (2 × 2 accumulators), stepping k by BK: the group stages the tile's x rows and weight rows in
-// shared memory as halves, and each subgroup multiplies its fragments. The activations are f32:
-// each is split into two halves, hi (x with its 13 lowest mantissa bits cleared: a half exactly,
-// by bit masking, which no compiler may fold away as it may fold a round trip through half) and lo
-// = half((x − hi) · 2^11) (scaled so that it stays a normal half), multiplied into two sets of f32
-// accumulators added at the end, lo's scaled back: x keeps 22 bits of its 24 (the weights are
-// halves already; a product of halves is exact in f32), so the sums stay within the fp32
-// tolerance the reference sets for a dot product. The fragments and accumulators are plain
-// variables, not arrays a loop indexes (which would put them in local memory). Rows, features and k need not be multiples of the tile: what lies past them is staged as
-// zero, and the tile is written through shared memory with its edges cut.
+// A group of 8 subgroups computes a tile of BM = 64 rows × BN = 128 features, each subgroup a
+// 32 × 32 part (2 × 2 accumulators), stepping k by BK = 32: the group stages the step's x rows and
+// weight rows in shared memory as halves, and each subgroup multiplies its fragments. With VEC4 the
+// next step's x and weights are loaded into registers while this step's are multiplied.
+//
+// The activations are f32: each is split into two halves, hi (x with its 13 lowest mantissa bits
+// cleared: a half exactly, by bit masking, which no compiler may fold away as it may fold a round
+// trip through half) and lo = half((x − hi) · 2^11) (scaled so that it stays a normal half),
+// multiplied into two sets of f32 accumulators added at the end, lo's scaled back: x keeps 22 bits
+// of its 24 (the weights are halves already; a product of halves is exact in f32), so the sums stay
+// within the fp32 tolerance the reference sets for a dot product. The fragments and accumulators
+// are plain variables, not arrays a loop indexes (which would put them in local memory).
+//
+// A whole tile whose output rows start on 16 bytes is stored straight from the accumulators; at the
+// edges each 16 × 16 block goes through its subgroup's slice of shared memory, cut to the rows and
+// features that exist. Rows, features and k need not be multiples of the tile (what lies past them
+// is staged as zero).
 //
 // Bindings: 0 x (f32), 1 the weights (half), 2 the arena. Push constants (uint): rows, k, n, x_off,
-// w_off, out_off (llm_linear's). Specialization: 2 VEC4: k, x_off and w_off are multiples of 4, so
-// rows are read as 4-vectors; 0 the local size (128). Groups stride over feature tiles along x and row tiles along y.
+// w_off, out_off (llm_linear's). Specialization: 0 the local size (256, which the planner sets);
+// 2 VEC4: k, x_off and w_off are multiples of 4, so rows are read as 4-vectors. Groups stride over
+// feature tiles along x and row tiles along y.
+//
+// Compiled without glslc's -O (build_spv.sh reads the marker below): its optimizer crashes on the
+// sum of two cooperative matrices.
+// build_spv: no -O
 #extension GL_NV_cooperative_matrix : require
 #extension GL_KHR_memory_scope_semantics : require
+#extension GL_KHR_shader_subgroup_basic : require
 #extension GL_EXT_shader_explicit_arithmetic_types_float16 : require
 #extension GL_EXT_shader_16bit_storage : require
+#extension GL_EXT_control_flow_attributes : require
 
 #define BM 64u
-#define BN 64u
+#define BN 128u
 #define BK 32u
-// Row strides of the staged tiles, padded (a multiple of 8 halves: 16 bytes, as the loads need).
+// Row stride of the staged tiles, padded (a multiple of 8 halves: 16 bytes, as the loads need).
 #define AS (BK + 8u)
-#define CS (BN + 4u)
+// The group the planner sets (array sizes cannot depend on a specialization constant).
+#define WG_SIZE 256u
+// 4-vectors of x and of the weights an invocation loads a step.
+#define XV (BM * BK / 4u / WG_SIZE)
+#define WV (BN * BK / 4u / WG_SIZE)
 
-// Specialization constant 0, the local size, is 128: four subgroups of 32 (the planner sets it).
 layout(local_size_x_id = 0) in;
-const uint WG = gl_WorkGroupSize.x;
-// The array size a specialization constant may not set: the group is 128 (4 subgroups of 32).
-#define WG_MIN 128u
 layout(constant_id = 2) const bool VEC4 = false;
 
 layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
@@ -55,7 +68,8 @@ layout(push_constant) uniform Push {
 shared float16_t a_hi[BM * AS];
 shared float16_t a_lo[BM * AS];
 shared float16_t b_s[BN * AS];
-shared float c_s[BM * CS];
+// Each subgroup's 16 × 16 block on its way to an edge of the output.
+shared float edge[WG_SIZE / 32u * 256u];
 
 #define FRAG fcoopmatNV<16, gl_ScopeSubgroup, 16, 16>
 #define ACC fcoopmatNV<32, gl_ScopeSubgroup, 16, 16>
@@ -70,21 +84,29 @@ void stage_x(uint r, uint i, float v)
     a_lo[r * AS + i] = float16_t((v - hi) * LO_SCALE);
 }
 
-void stage_w(uint r, uint i, f16vec4 w)
+// Writes a 16 × 16 block of sums whose first element is row r, feature j of the output, cut to
+// what exists, through the subgroup's slice of `edge`.
+void store_edge(ACC m, uint sg, uint r, uint j)
 {
-    b_s[r * AS + i] = w.x;
-    b_s[r * AS + i + 1u] = w.y;
-    b_s[r * AS + i + 2u] = w.z;
-    b_s[r * AS + i + 3u] = w.w;
+    coopMatStoreNV(m, edge, sg * 256u, 16u, false);
+    subgroupMemoryBarrierShared();
+    subgroupBarrier();
+    for (uint e = gl_SubgroupInvocationID; e < 256u; e += 32u) {
+        const uint rr = r + e / 16u;
+        const uint jj = j + e % 16u;
+        if (rr < pc.rows && jj < pc.n)
+            dst[pc.out_off + rr * pc.n + jj] = edge[sg * 256u + e];
+    }
+    subgroupBarrier();
 }
 
 void main()
 {
     const uint lid = gl_LocalInvocationID.x;
     const uint sg = lid / 32u;
-    // The subgroup's quarter of the tile: rows qm, qm + 16; features qn, qn + 16.
-    const uint qm = (sg / 2u) * 32u;
-    const uint qn = (sg % 2u) * 32u;
+    // The subgroup's part of the tile: rows qm, qm + 16; features qn, qn + 16.
+    const uint qm = (sg / 4u) * 32u;
+    const uint qn = (sg % 4u) * 32u;
     const uint tiles_n = (pc.n + BN - 1u) / BN;
     const uint tiles_m = (pc.rows + BM - 1u) / BM;
     for (uint tm = gl_WorkGroupID.y; tm < tiles_m; tm += gl_NumWorkGroups.y) {
@@ -93,34 +115,80 @@ void main()
             const uint j0 = tn * BN;
             ACC h00 = ACC(0.0), h01 = ACC(0.0), h10 = ACC(0.0), h11 = ACC(0.0);
             ACC l00 = ACC(0.0), l01 = ACC(0.0), l10 = ACC(0.0), l11 = ACC(0.0);
+            // The step's 4-vectors, loaded a step ahead (VEC4).
+            vec4 xr[XV];
+            f16vec4 wr[WV];
+            if (VEC4) {
+                [[unroll]] for (uint t = 0u; t < XV; ++t) {
+                    const uint e = lid + t * WG_SIZE;
+                    const uint r = e / (BK / 4u);
+                    const uint i = (e % (BK / 4u)) * 4u;
+                    xr[t] = r0 + r < pc.rows && i < pc.k
+                        ? x4[(pc.x_off + (r0 + r) * pc.k + i) / 4u] : vec4(0.0);
+                }
+                [[unroll]] for (uint t = 0u; t < WV; ++t) {
+                    const uint e = lid + t * WG_SIZE;
+                    const uint r = e / (BK / 4u);
+                    const uint i = (e % (BK / 4u)) * 4u;
+                    wr[t] = j0 + r < pc.n && i < pc.k
+                        ? wt4[(pc.w_off + (j0 + r) * pc.k + i) / 4u] : f16vec4(0.0);
+                }
+            }
             for (uint k0 = 0u; k0 < pc.k; k0 += BK) {
-                if (VEC4 && k0 + BK <= pc.k) {
-                    // BM × BK/4 4-vectors of x and BN × BK/4 of the weights (BM = BN).
-                    for (uint e = lid; e < BM * BK / 4u; e += WG) {
+                if (VEC4) {
+                    [[unroll]] for (uint t = 0u; t < XV; ++t) {
+                        const uint e = lid + t * WG_SIZE;
                         const uint r = e / (BK / 4u);
                         const uint i = (e % (BK / 4u)) * 4u;
-                        const vec4 v = r0 + r < pc.rows
-                            ? x4[(pc.x_off + (r0 + r) * pc.k + k0 + i) / 4u] : vec4(0.0);
-                        stage_x(r, i, v.x);
-                        stage_x(r, i + 1u, v.y);
-                        stage_x(r, i + 2u, v.z);
-                        stage_x(r, i + 3u, v.w);
-                        stage_w(r, i, j0 + r < pc.n
-                            ? wt4[(pc.w_off + (j0 + r) * pc.k + k0 + i) / 4u] : f16vec4(0.0));
+                        stage_x(r, i, xr[t].x);
+                        stage_x(r, i + 1u, xr[t].y);
+                        stage_x(r, i + 2u, xr[t].z);
+                        stage_x(r, i + 3u, xr[t].w);
+                    }
+                    [[unroll]] for (uint t = 0u; t < WV; ++t) {
+                        const uint e = lid + t * WG_SIZE;
+                        const uint r = e / (BK / 4u);
+                        const uint i = (e % (BK / 4u)) * 4u;
+                        b_s[r * AS + i] = wr[t].x;
+                        b_s[r * AS + i + 1u] = wr[t].y;
+                        b_s[r * AS + i + 2u] = wr[t].z;
+                        b_s[r * AS + i + 3u] = wr[t].w;
                     }
                 } else {
-                    for (uint e = lid; e < BM * BK; e += WG) {
+                    for (uint e = lid; e < BM * BK; e += WG_SIZE) {
                         const uint r = e / BK;
                         const uint i = e % BK;
-                        const bool in_k = k0 + i < pc.k;
-                        stage_x(r, i, r0 + r < pc.rows && in_k
+                        stage_x(r, i, r0 + r < pc.rows && k0 + i < pc.k
                             ? x[pc.x_off + (r0 + r) * pc.k + k0 + i] : 0.0);
-                        b_s[r * AS + i] = j0 + r < pc.n && in_k
+                    }
+                    for (uint e = lid; e < BN * BK; e += WG_SIZE) {
+                        const uint r = e / BK;
+                        const uint i = e % BK;
+                        b_s[r * AS + i] = j0 + r < pc.n && k0 + i < pc.k
                             ? wt[pc.w_off + (j0 + r) * pc.k + k0 + i] : float16_t(0.0);
                     }
                 }
                 barrier();
-                for (uint kk = 0u; kk < BK; kk += 16u) {
+                if (VEC4) {
+                    // The next step's, while this one is multiplied (k is a multiple of 4, so
+                    // a 4-vector is all in k or all past it).
+                    const uint k1 = k0 + BK;
+                    [[unroll]] for (uint t = 0u; t < XV; ++t) {
+                        const uint e = lid + t * WG_SIZE;
+                        const uint r = e / (BK / 4u);
+                        const uint i = k1 + (e % (BK / 4u)) * 4u;
+                        xr[t] = r0 + r < pc.rows && i < pc.k
+                            ? x4[(pc.x_off + (r0 + r) * pc.k + i) / 4u] : vec4(0.0);
+                    }
+                    [[unroll]] for (uint t = 0u; t < WV; ++t) {
+                        const uint e = lid + t * WG_SIZE;
+                        const uint r = e / (BK / 4u);
+                        const uint i = k1 + (e % (BK / 4u)) * 4u;
+                        wr[t] = j0 + r < pc.n && i < pc.k
+                            ? wt4[(pc.w_off + (j0 + r) * pc.k + i) / 4u] : f16vec4(0.0);
+                    }
+                }
+                [[unroll]] for (uint kk = 0u; kk < BK; kk += 16u) {
                     FRAG a0, a1, w0, w1;
                     // The weights' rows are the columns of the right-hand matrix (k × features).
                     coopMatLoadNV(w0, b_s, qn * AS + kk, AS, true);
@@ -141,34 +209,24 @@ void main()
                 // The staged tiles are overwritten by the next step.
                 barrier();
             }
-            // lo's sums, scaled back, through shared memory into registers, then hi's: the sum of
-            // two accumulators is left to the invocations (glslang's optimizer fails on a
-            // cooperative matrix + a cooperative matrix).
-            coopMatStoreNV(l00 * LO_UNSCALE, c_s, qm * CS + qn, CS, false);
-            coopMatStoreNV(l01 * LO_UNSCALE, c_s, qm * CS + qn + 16u, CS, false);
-            coopMatStoreNV(l10 * LO_UNSCALE, c_s, (qm + 16u) * CS + qn, CS, false);
-            coopMatStoreNV(l11 * LO_UNSCALE, c_s, (qm + 16u) * CS + qn + 16u, CS, false);
-            barrier();
-            float lo_sum[BM * BN / WG_MIN];
-            for (uint t = 0u; t < BM * BN / WG; ++t) {
-                const uint e = lid + t * WG;
-                lo_sum[t] = c_s[(e / BN) * CS + e % BN];
+            h00 = h00 + l00 * LO_UNSCALE;
+            h01 = h01 + l01 * LO_UNSCALE;
+            h10 = h10 + l10 * LO_UNSCALE;
+            h11 = h11 + l11 * LO_UNSCALE;
+            const uint r = r0 + qm;
+            const uint j = j0 + qn;
+            if (r0 + BM <= pc.rows && j0 + BN <= pc.n && pc.out_off % 4u == 0u && pc.n % 4u == 0u) {
+                const uint at = pc.out_off + r * pc.n + j;
+                coopMatStoreNV(h00, dst, at, pc.n, false);
+                coopMatStoreNV(h01, dst, at + 16u, pc.n, false);
+                coopMatStoreNV(h10, dst, at + 16u * pc.n, pc.n, false);
+                coopMatStoreNV(h11, dst, at + 16u * pc.n + 16u, pc.n, false);
+            } else {
+                store_edge(h00, sg, r, j);
+                store_edge(h01, sg, r, j + 16u);
+                store_edge(h10, sg, r + 16u, j);
+                store_edge(h11, sg, r + 16u, j + 16u);
             }
-            barrier();
-            coopMatStoreNV(h00, c_s, qm * CS + qn, CS, false);
-            coopMatStoreNV(h01, c_s, qm * CS + qn + 16u, CS, false);
-            coopMatStoreNV(h10, c_s, (qm + 16u) * CS + qn, CS, false);
-            coopMatStoreNV(h11, c_s, (qm + 16u) * CS + qn + 16u, CS, false);
-            barrier();
-            for (uint t = 0u; t < BM * BN / WG; ++t) {
-                const uint e = lid + t * WG;
-                const uint r = e / BN;
-                const uint j = e % BN;
-                if (r0 + r < pc.rows && j0 + j < pc.n)
-                    dst[pc.out_off + (r0 + r) * pc.n + j0 + j] = c_s[r * CS + j] + lo_sum[t];
-            }
-            // The staged result is overwritten by the next tile.
-            barrier();
         }
     }
 }

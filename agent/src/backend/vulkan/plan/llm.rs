@@ -15,7 +15,7 @@
 //! | Embed | `llm_embed[_f16]` | tokens, weights, arena | grid over rows × dim |
 //! | RmsNorm | `llm_rmsnorm[_f16]` | x, weights, arena | one per row (strided) |
 //! | Linear | `llm_linear[_f16][_subgroup]` | x, weights, arena | 4 features × 4 rows each |
-//! | Linear, half weights, 16 rows or more, NVIDIA cooperative matrices | `llm_linear_f16_coopmat` | x, weights, arena | 64 features × 64 rows each |
+//! | Linear, half weights, 16 rows or more, NVIDIA cooperative matrices | `llm_linear_f16_coopmat` | x, weights, arena | 128 features × 64 rows each |
 //! | Linear, one row (+ norm, SwiGLU, add) | `llm_gemv_team[_f16\|_q8\|_q4][_subgroup]` | x, weights, arena, addend | teams (subgroups) of 4 features each |
 //! | Rope | `llm_rope` | x, table, arena | grid over rows × pairs |
 //! | Attention | `llm_attention` | queries, keys, values, arena | one per (row, head) |
@@ -51,13 +51,14 @@ pub(super) const REDUCE_GROUP: u32 = 128;
 pub(super) const LINEAR_FEATURES: usize = 4;
 pub(super) const LINEAR_ROWS: usize = 4;
 /// Rows of a projection from which half weights run on cooperative matrices where the device has
-/// them (`llm_linear_f16_coopmat`, tiles of 64 rows × 64 features): a prefill's, not a batch's
-/// decode.
+/// them (`llm_linear_f16_coopmat`): a prefill's, not a batch's decode.
 pub(super) const COOPMAT_ROWS: usize = 16;
-const COOPMAT_TILE: usize = 64;
+/// Its tiles (BM and BN in its source) and its group: eight subgroups of 32, a 32 × 32 part of
+/// the tile each.
+pub(super) const COOPMAT_TILE_ROWS: usize = 64;
+pub(super) const COOPMAT_TILE_FEATURES: usize = 128;
 const COOPMAT_SHADER: &str = "llm_linear_f16_coopmat";
-/// Its group: four subgroups of 32, a 32 × 32 quarter of the tile each.
-const COOPMAT_GROUP: u32 = 128;
+const COOPMAT_GROUP: u32 = 256;
 /// The widest head `llm_attention` keeps in shared memory (MAX_HD in its source), and the
 /// dimensions one invocation may take (ND), so heads up to `ND × group` wide.
 pub(super) const MAX_HEAD_DIM: usize = 512;
@@ -294,8 +295,8 @@ impl StepPlanner<'_> {
                 let vec4 = (SPEC_VEC4, SpecValue::U32(u32::from(vec4)));
                 if self.half && self.caps.coopmat_f16 && rows >= COOPMAT_ROWS {
                     let groups = [
-                        self.groups(n.div_ceil(COOPMAT_TILE), 0),
-                        self.groups(rows.div_ceil(COOPMAT_TILE), 1),
+                        self.groups(n.div_ceil(COOPMAT_TILE_FEATURES), 0),
+                        self.groups(rows.div_ceil(COOPMAT_TILE_ROWS), 1),
                         1,
                     ];
                     let spec = vec![(SPEC_LOCAL_X, SpecValue::U32(COOPMAT_GROUP)), vec4];
@@ -581,7 +582,7 @@ fn config(graph: &LlmGraph, dispatches: &[Dispatch], dtype: Dtype) -> BTreeMap<S
     let linear = if count.contains_key(COOPMAT_SHADER) {
         format!(
             "cooperative matrices (VK_NV_cooperative_matrix 16×16×16, x split into two halves), \
-             {COOPMAT_TILE} features × {COOPMAT_TILE} rows per group"
+             {COOPMAT_TILE_FEATURES} features × {COOPMAT_TILE_ROWS} rows per group"
         )
     } else {
         format!("{LINEAR_FEATURES} features × {LINEAR_ROWS} rows per group")

@@ -4,7 +4,7 @@
 
 use super::*;
 use crate::backend::planning::llm::folded;
-use crate::backend::vulkan::plan::llm::COOPMAT_ROWS;
+use crate::backend::vulkan::plan::llm::{COOPMAT_ROWS, COOPMAT_TILE_FEATURES, COOPMAT_TILE_ROWS};
 use gpufleet_kernels::llm::{Buf, LlmGraph, Op};
 
 /// `llm` tiny at the smoke suite's sizes.
@@ -554,10 +554,11 @@ fn a_prefills_half_projections_run_on_cooperative_matrices_where_the_device_has_
         .iter()
         .filter(|d| d.shader == "llm_linear_f16_coopmat")
     {
-        // rows, k, n, x_off, w_off, out_off: 64 × 64 tiles over features and rows.
+        // rows, k, n, x_off, w_off, out_off: tiles over features and rows.
         let (rows, n) = (d.push[0], d.push[2]);
         assert!(rows as usize >= COOPMAT_ROWS, "{d:?}");
-        assert_eq!(d.groups, [n.div_ceil(64), rows.div_ceil(64), 1], "{d:?}");
+        let (tm, tn) = (COOPMAT_TILE_ROWS as u32, COOPMAT_TILE_FEATURES as u32);
+        assert_eq!(d.groups, [n.div_ceil(tn), rows.div_ceil(tm), 1], "{d:?}");
         assert_eq!(spec(d, 2), Some(1), "{d:?}");
     }
     let (_, shaders) = linear("decode", "f16", &coopmat);
