@@ -171,21 +171,6 @@ float block_dot(uvec4 wb[2u * FT * BLOCK_VEC4], uint at, vec4 xs[8])
 }
 #endif
 
-// Block c of each feature's row (wr[f], elements) and, with two, of its second row (up_rows on),
-// with their scales.
-void load_blocks(uint wr[FT], uint up_rows, bool two, uint c, out uvec4 wb[2u * FT * BLOCK_VEC4],
-                 out float d[2u * FT])
-{
-    for (uint f = 0u; f < FT; ++f) {
-        for (uint h = 0u; h < (two ? 2u : 1u); ++h) {
-            const uint b = (wr[f] + h * up_rows) / QK + c;
-            for (uint u = 0u; u < BLOCK_VEC4; ++u)
-                wb[(2u * f + h) * BLOCK_VEC4 + u] = wq4[pc.q_values / 16u + b * BLOCK_VEC4 + u];
-            d[2u * f + h] = q_scale(pc.q_scales, b);
-        }
-    }
-}
-
 // Weight e alone.
 float load_w1(uint e)
 {
@@ -265,18 +250,9 @@ void main()
 #ifdef QUANT
             if (ALIGNED) {
                 // A lane takes whole blocks: its 32 inputs, scaled for block_dot, and each
-                // feature's block (one or two 16-byte loads); the next trip's blocks are loaded
-                // before this trip's sums (the last trip reloads the row's last block).
+                // feature's block (one or two 16-byte loads), all loads issued before the sums.
                 const uint kb = pc.k / QK;
-                uint c = slice * lanes + lane;
-                uvec4 wb[2u * FT * BLOCK_VEC4];
-                float d[2u * FT];
-                if (c < kb)
-                    load_blocks(wr, up_rows, TWO, c, wb, d);
-                for (; c < kb; c += stride) {
-                    uvec4 nb[2u * FT * BLOCK_VEC4];
-                    float nd[2u * FT];
-                    load_blocks(wr, up_rows, TWO, min(c + stride, kb - 1u), nb, nd);
+                for (uint c = slice * lanes + lane; c < kb; c += stride) {
                     vec4 xs[8];
                     for (uint v = 0u; v < 8u; ++v)
                         xs[v] = x4[xr / 4u + 8u * c + v];
@@ -288,13 +264,21 @@ void main()
                     }
                     for (uint v = 0u; v < 8u; ++v)
                         xs[v] *= X_SCALE(v);
+                    uvec4 wb[2u * FT * BLOCK_VEC4];
+                    float d[2u * FT];
+                    for (uint f = 0u; f < FT; ++f) {
+                        for (uint h = 0u; h < (TWO ? 2u : 1u); ++h) {
+                            const uint b = (wr[f] + h * up_rows) / QK + c;
+                            for (uint u = 0u; u < BLOCK_VEC4; ++u)
+                                wb[(2u * f + h) * BLOCK_VEC4 + u] = wq4[pc.q_values / 16u + b * BLOCK_VEC4 + u];
+                            d[2u * f + h] = q_scale(pc.q_scales, b);
+                        }
+                    }
                     for (uint f = 0u; f < FT; ++f) {
                         acc[f] += d[2u * f] * block_dot(wb, 2u * f, xs);
                         if (TWO)
                             up[f] += d[2u * f + 1u] * block_dot(wb, 2u * f + 1u, xs);
                     }
-                    wb = nb;
-                    d = nd;
                 }
                 i0 = QK * kb;
             }
