@@ -27,7 +27,8 @@
 //! - Quantized weights (q8_0, q4_0: [`Elem::Packed`], laid out by [`PackedLayout`]): every
 //!   projection runs `llm_qgemv` (a work-item per output feature over all rows, a block's dot
 //!   product scaled once), or where the device has teams and the rows are few
-//!   `llm_qgemv_team` (a team per feature, each work-item every team-th block); the embedding
+//!   `llm_qgemv_team` (a team per FT features, each work-item every team-th block of each, their
+//!   blocks loaded before any sum); the embedding
 //!   `llm_qembed`, from the matrices' byte offsets; the norms read their f32 gains in the same
 //!   buffer. Nothing is folded.
 //!
