@@ -24,8 +24,8 @@
 // With Q8 or Q4 (QUANT) the weights are packed in llama.cpp's blocks as llm_quant.glsl reads them
 // (bound as uint words): a row's element e lies in the matrix's values at byte q_values and its
 // block's f16 scale at byte q_scales (w_off is 0: elements count from the matrix's start). Where
-// ALIGNED (and q_values a multiple of 16) a lane takes whole blocks, 16 bytes a load, and sums a
-// block before scaling it (block_dot); otherwise weight by weight; the gains (NORM) are f32 words
+// ALIGNED (and q_values a multiple of 16) a lane takes a quarter of four blocks a trip and sums a
+// quarter before scaling it (quarter_dot); otherwise weight by weight; the gains (NORM) are f32 words
 // at word g_off.
 //
 // Bindings: 0 x, 1 the weights (f32, or half with HALF, or words with QUANT), 2 the arena (written), 3 the arena (the
@@ -104,71 +104,60 @@ layout(set = 0, binding = 1, std430) readonly buffer WQ { uint wq[]; };
 
 #include "quant_blocks.glsl"
 
-// Whole blocks (the ALIGNED path): 16-byte views of the values and the gains.
-layout(set = 0, binding = 1, std430) readonly buffer WQ4 { uvec4 wq4[]; };
+// Quarter blocks (the ALIGNED path): a lane's quarter of a block is eight weights, one word of
+// Q4_0's values or two of Q8_0's.
 #define QK 32u
+// The gains (NORM), four words a load.
+layout(set = 0, binding = 1, std430) readonly buffer WQ4 { uvec4 wq4[]; };
+#ifdef Q8
+layout(set = 0, binding = 1, std430) readonly buffer WQ2 { uvec2 wq2[]; };
+#define QWORD uvec2
+#define LOAD_QUARTER(b, q) wq2[pc.q_values / 8u + (b) * 4u + (q)]
+#else
+#define QWORD uint
+#define LOAD_QUARTER(b, q) wq[pc.q_values / 4u + (b) * 4u + (q)]
+#endif
 
-// A block's dot product with no conversion and no shift per weight: a value masked in place, at
-// bit p (0, 4, 8 or 12) of a word, ORed into the mantissa of 2^23 is 2^23 + v·2^p exactly, and
+// Quarter q's dot product with no conversion and no shift per weight: a value masked in place,
+// at bit p (0, 4, 8 or 12) of a word, ORed into the mantissa of 2^23 is 2^23 + v·2^p exactly, and
 // subtracting 2^23 + o·2^p (o the format's offset: 128 for Q8_0's bytes xor 0x80, 8 for Q4_0's
-// nibbles) leaves (v - o)·2^p exactly; the inputs come scaled by 2^-p (X_SCALE, exact: powers of
-// two), so a weight costs a mask-and-or, a subtraction and a multiply-add. Word t of a block and
-// its upper half (t >> 16) hold four weights each at bits 0 and 8 (Q8_0: weights 4t..4t+3, in
-// xs[t]) or at bits 0, 4, 8 and 12 (Q4_0: weights 4t..4t+3 in the low nibbles, xs[t], and 16+4t..
-// in the high ones, xs[4 + t]). Two running sums, for two chains of multiply-adds.
+// nibbles) leaves (v - o)·2^p exactly; the inputs come scaled by 2^-p (quarter_inputs, exact:
+// powers of two), so a weight costs a mask-and-or, a subtraction and a multiply-add. Q8_0's
+// quarter q is weights 8q..8q+7 (its two words, four bytes each at bits 0 and 8 of a word and of
+// its upper half), inputs xa and xb; Q4_0's is its word q: weights 4q..4q+3 in the low nibbles
+// (inputs xa), 16+4q.. in the high ones (xb).
 #define MANT 0x4B000000u
 #define P0 8388608.0
+#define SCALE_BYTES vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0)
+#define SCALE_HIGH vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0)
 #ifdef Q8
-#define BLOCK_VEC4 2u
-#define X_SCALE(v) vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0)
-float block_dot(uvec4 wb[2u * FT * BLOCK_VEC4], uint at, vec4 xs[8])
+float quarter_dot(uvec2 w, vec4 xa, vec4 xb)
 {
     const vec4 off = vec4(P0 + 128.0, P0 + 32768.0, P0 + 128.0, P0 + 32768.0);
     const uvec4 mask = uvec4(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
-    float s0 = 0.0, s1 = 0.0;
-    for (uint t = 0u; t < 8u; t += 2u) {
-        const uint w0 = wb[at * 2u + t / 4u][t % 4u] ^ 0x80808080u;
-        const uint w1 = wb[at * 2u + t / 4u][t % 4u + 1u] ^ 0x80808080u;
-        const vec4 a = uintBitsToFloat((uvec4(w0, w0, w0 >> 16, w0 >> 16) & mask) | MANT) - off;
-        const vec4 b = uintBitsToFloat((uvec4(w1, w1, w1 >> 16, w1 >> 16) & mask) | MANT) - off;
-        s0 = fma(a.x, xs[t].x, s0);
-        s1 = fma(b.x, xs[t + 1u].x, s1);
-        s0 = fma(a.y, xs[t].y, s0);
-        s1 = fma(b.y, xs[t + 1u].y, s1);
-        s0 = fma(a.z, xs[t].z, s0);
-        s1 = fma(b.z, xs[t + 1u].z, s1);
-        s0 = fma(a.w, xs[t].w, s0);
-        s1 = fma(b.w, xs[t + 1u].w, s1);
-    }
-    return s0 + s1;
+    const uvec2 v = w ^ 0x80808080u;
+    const vec4 a = uintBitsToFloat((uvec4(v.x, v.x, v.x >> 16, v.x >> 16) & mask) | MANT) - off;
+    const vec4 b = uintBitsToFloat((uvec4(v.y, v.y, v.y >> 16, v.y >> 16) & mask) | MANT) - off;
+    return dot(a, xa) + dot(b, xb);
 }
+// The input offsets (in 4-vectors from the block's first) of quarter q, and their scaling.
+#define QUARTER_XA(q) (2u * (q))
+#define QUARTER_XB(q) (2u * (q) + 1u)
+#define SCALE_XB SCALE_BYTES
 #else
-#define BLOCK_VEC4 1u
-#define X_SCALE(v) ((v) < 4u ? vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0) \
-                             : vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0))
-float block_dot(uvec4 wb[2u * FT * BLOCK_VEC4], uint at, vec4 xs[8])
+float quarter_dot(uint w, vec4 xa, vec4 xb)
 {
     const vec4 off_lo = vec4(P0 + 8.0, P0 + 2048.0, P0 + 8.0, P0 + 2048.0);
     const vec4 off_hi = vec4(P0 + 128.0, P0 + 32768.0, P0 + 128.0, P0 + 32768.0);
     const uvec4 mask_lo = uvec4(0xFu, 0xF00u, 0xFu, 0xF00u);
-    const uvec4 mask_hi = uvec4(0xF0u, 0xF000u, 0xF0u, 0xF000u);
-    float s0 = 0.0, s1 = 0.0;
-    for (uint t = 0u; t < 4u; ++t) {
-        const uint w = wb[at][t];
-        const uvec4 ww = uvec4(w, w, w >> 16, w >> 16);
-        const vec4 a = uintBitsToFloat((ww & mask_lo) | MANT) - off_lo;
-        const vec4 b = uintBitsToFloat((ww & mask_hi) | MANT) - off_hi;
-        s0 = fma(a.x, xs[t].x, s0);
-        s1 = fma(b.x, xs[4u + t].x, s1);
-        s0 = fma(a.y, xs[t].y, s0);
-        s1 = fma(b.y, xs[4u + t].y, s1);
-        s0 = fma(a.z, xs[t].z, s0);
-        s1 = fma(b.z, xs[4u + t].z, s1);
-        s0 = fma(a.w, xs[t].w, s0);
-        s1 = fma(b.w, xs[4u + t].w, s1);
-    }
-    return s0 + s1;
+    const uvec4 ww = uvec4(w, w, w >> 16, w >> 16);
+    const vec4 a = uintBitsToFloat((ww & mask_lo) | MANT) - off_lo;
+    const vec4 b = uintBitsToFloat((ww & (mask_lo << 4)) | MANT) - off_hi;
+    return dot(a, xa) + dot(b, xb);
 }
+#define QUARTER_XA(q) (q)
+#define QUARTER_XB(q) (4u + (q))
+#define SCALE_XB SCALE_HIGH
 #endif
 
 // Weight e alone.
@@ -249,35 +238,50 @@ void main()
             uint i0 = 0u;
 #ifdef QUANT
             if (ALIGNED) {
-                // A lane takes whole blocks: its 32 inputs, scaled for block_dot, and each
-                // feature's block (one or two 16-byte loads), all loads issued before the sums.
+                // A trip takes `lanes` blocks, lane l quarter l % 4 of blocks l / 4 + u·lanes/4
+                // (u < 4): the team's input loads are consecutive 16-byte pieces (whole blocks'
+                // inputs were 128 bytes a lane, 32 cache lines a load), its weight loads
+                // consecutive words. Every feature's quarters and scales load before the sums;
+                // a block past k reads the last one again with inputs of zero.
                 const uint kb = pc.k / QK;
-                for (uint c = slice * lanes + lane; c < kb; c += stride) {
+                const uint q = lane % 4u;
+                for (uint c0 = slice * lanes; c0 < kb; c0 += stride) {
                     vec4 xs[8];
-                    for (uint v = 0u; v < 8u; ++v)
-                        xs[v] = x4[xr / 4u + 8u * c + v];
-                    if (NORM) {
-                        for (uint v = 0u; v < 8u; ++v) {
-                            ss += dot(xs[v], xs[v]);
-                            xs[v] *= uintBitsToFloat(wq4[(pc.g_off + QK * c) / 4u + v]);
+                    uint cb[4];
+                    for (uint u = 0u; u < 4u; ++u) {
+                        const uint c = c0 + lane / 4u + lanes / 4u * u;
+                        cb[u] = min(c, kb - 1u);
+                        const uint xb = xr / 4u + 8u * cb[u];
+                        xs[2u * u] = x4[xb + QUARTER_XA(q)];
+                        xs[2u * u + 1u] = x4[xb + QUARTER_XB(q)];
+                        const float live = c < kb ? 1.0 : 0.0;
+                        if (NORM) {
+                            ss += live * (dot(xs[2u * u], xs[2u * u]) + dot(xs[2u * u + 1u], xs[2u * u + 1u]));
+                            const uint gb = (pc.g_off + QK * cb[u]) / 4u;
+                            xs[2u * u] *= uintBitsToFloat(wq4[gb + QUARTER_XA(q)]);
+                            xs[2u * u + 1u] *= uintBitsToFloat(wq4[gb + QUARTER_XB(q)]);
                         }
+                        xs[2u * u] *= SCALE_BYTES * live;
+                        xs[2u * u + 1u] *= SCALE_XB * live;
                     }
-                    for (uint v = 0u; v < 8u; ++v)
-                        xs[v] *= X_SCALE(v);
-                    uvec4 wb[2u * FT * BLOCK_VEC4];
-                    float d[2u * FT];
+                    QWORD wv[2u * FT * 4u];
+                    float d[2u * FT * 4u];
                     for (uint f = 0u; f < FT; ++f) {
                         for (uint h = 0u; h < (TWO ? 2u : 1u); ++h) {
-                            const uint b = (wr[f] + h * up_rows) / QK + c;
-                            for (uint u = 0u; u < BLOCK_VEC4; ++u)
-                                wb[(2u * f + h) * BLOCK_VEC4 + u] = wq4[pc.q_values / 16u + b * BLOCK_VEC4 + u];
-                            d[2u * f + h] = q_scale(pc.q_scales, b);
+                            const uint rb = (wr[f] + h * up_rows) / QK;
+                            for (uint u = 0u; u < 4u; ++u) {
+                                wv[(2u * f + h) * 4u + u] = LOAD_QUARTER(rb + cb[u], q);
+                                d[(2u * f + h) * 4u + u] = q_scale(pc.q_scales, rb + cb[u]);
+                            }
                         }
                     }
                     for (uint f = 0u; f < FT; ++f) {
-                        acc[f] += d[2u * f] * block_dot(wb, 2u * f, xs);
-                        if (TWO)
-                            up[f] += d[2u * f + 1u] * block_dot(wb, 2u * f + 1u, xs);
+                        for (uint u = 0u; u < 4u; ++u) {
+                            const uint at = 2u * f * 4u + u;
+                            acc[f] += d[at] * quarter_dot(wv[at], xs[2u * u], xs[2u * u + 1u]);
+                            if (TWO)
+                                up[f] += d[at + 4u] * quarter_dot(wv[at + 4u], xs[2u * u], xs[2u * u + 1u]);
+                        }
                     }
                 }
                 i0 = QK * kb;
