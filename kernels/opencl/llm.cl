@@ -424,59 +424,76 @@ __kernel void llm_qembed(__global const float *tokens, __global const uchar *w, 
 }
 
 #ifdef TEAM_WG
-/* A quarter of a block is eight weights: Q8_0's values words 2q and 2q + 1 (weights 8q..8q+7),
- * Q4_0's word q (weights 4q..4q+3 in the low nibbles, 16+4q.. in the high ones). QX_A and QX_B are
- * the offsets, in float4 from the block's first input, of the inputs of those two halves, and
- * QX_SCALE_B the scaling of the second for q_quarter_dot (by 2^-p for the weights found at bit p of
- * their word; exact: powers of two). */
-#define QX_SCALE (float4)(1.0f, 1.0f / 256.0f, 1.0f, 1.0f / 256.0f)
 #ifdef W_Q8
-typedef uint2 qword;
-#define QX_A(q) (2 * (q))
-#define QX_B(q) (2 * (q) + 1)
-#define QX_SCALE_B QX_SCALE
+/* Q8_0: a work-item takes whole blocks, two 16-byte loads of values and 32 inputs (on an H100 a
+ * lane's quarter of a block, eight-byte loads, was 12% slower). Q4_0: a quarter of a block is its
+ * word q (weights 4q..4q+3 in the low nibbles, 16+4q.. in the high ones), and QX_A and QX_B are
+ * the offsets, in float4 from the block's first input, of the inputs of those two halves. The
+ * inputs are scaled for the dot products by 2^-p for the weights found at bit p of their word
+ * (exact: powers of two). */
+void q_scale_inputs(float4 *xv)
+{
+    for (int i = 0; i < 8; i++)
+        xv[i] *= (float4)(1.0f, 1.0f / 256.0f, 1.0f, 1.0f / 256.0f);
+}
 #else
-typedef uint qword;
 #define QX_A(q) (q)
 #define QX_B(q) (4 + (q))
+#define QX_SCALE_A (float4)(1.0f, 1.0f / 256.0f, 1.0f, 1.0f / 256.0f)
 #define QX_SCALE_B (float4)(1.0f / 16.0f, 1.0f / 4096.0f, 1.0f / 16.0f, 1.0f / 4096.0f)
 #endif
 
-/* sum_i x[i] w[i] over a quarter from its value word(s) `u` and its inputs xa, xb (scaled as
- * above), unscaled. No shift or conversion per weight: a value masked in place at bit p (0 or 8 of
- * a word or of its upper half; Q4_0 also 4 and 12) and ORed into the mantissa of 2^23 is the float
- * 2^23 + v 2^p exactly, and subtracting 2^23 + o 2^p (o the offset: 128 for Q8_0's bytes with
- * their sign bit flipped, 8 for Q4_0's nibbles) leaves (v - o) 2^p exactly; with the inputs scaled
- * by 2^-p a weight costs a mask-and-or, a subtraction and a multiply-add. (Integer to float
- * conversions run at a quarter of the FMA rate on NVIDIA GPUs.) */
-float q_quarter_dot(qword u, float4 xa, float4 xb)
+/* The dot products of the values with their (scaled) inputs, unscaled. No shift or conversion per
+ * weight: a value masked in place at bit p (0 or 8 of a word or of its upper half; Q4_0 also 4
+ * and 12) and ORed into the mantissa of 2^23 is the float 2^23 + v 2^p exactly, and subtracting
+ * 2^23 + o 2^p (o the offset: 128 for Q8_0's bytes with their sign bit flipped, 8 for Q4_0's
+ * nibbles) leaves (v - o) 2^p exactly; with the inputs scaled by 2^-p a weight costs a
+ * mask-and-or, a subtraction and a multiply-add. (Integer to float conversions run at a quarter
+ * of the FMA rate on NVIDIA GPUs.) */
+#ifdef W_Q8
+/* A whole block: its values `u` (two 16-byte words), its 32 inputs `xv`. */
+float q_block_dot_words(const uint4 *u, const float4 *xv)
 {
     const uint4 e = (uint4)0x4B000000u;
     const float p0 = 8388608.0f;
-#ifdef W_Q8
+    float4 s = (float4)(0.0f), t = (float4)(0.0f);
     const uint4 m = (uint4)(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
     const float4 o = (float4)(p0 + 128.0f, p0 + 32768.0f, p0 + 128.0f, p0 + 32768.0f);
-    const uint2 v = u ^ (uint2)0x80808080u;
-    const float4 a = as_float4(((uint4)(v.x, v.x, v.x >> 16, v.x >> 16) & m) | e) - o;
-    const float4 b = as_float4(((uint4)(v.y, v.y, v.y >> 16, v.y >> 16) & m) | e) - o;
+    for (int h = 0; h < 2; h++) {
+        uint4 v4 = u[h] ^ (uint4)0x80808080u;
+        uint wd[4] = {v4.x, v4.y, v4.z, v4.w};
+        for (int i = 0; i < 4; i += 2) {
+            uint a = wd[i], b = wd[i + 1];
+            s = fma(as_float4(((uint4)(a, a, a >> 16, a >> 16) & m) | e) - o, xv[4 * h + i], s);
+            t = fma(as_float4(((uint4)(b, b, b >> 16, b >> 16) & m) | e) - o, xv[4 * h + i + 1], t);
+        }
+    }
+    s += t;
+    return (s.x + s.y) + (s.z + s.w);
+}
 #else
+/* A quarter: its value word `u`, the inputs of its low nibbles xa and of its high ones xb. */
+float q_quarter_dot(uint u, float4 xa, float4 xb)
+{
+    const uint4 e = (uint4)0x4B000000u;
+    const float p0 = 8388608.0f;
     const uint4 ml = (uint4)(0xFu, 0xF00u, 0xFu, 0xF00u), mh = ml << 4;
     const float4 ol = (float4)(p0 + 8.0f, p0 + 2048.0f, p0 + 8.0f, p0 + 2048.0f);
     const float4 oh = (float4)(p0 + 128.0f, p0 + 32768.0f, p0 + 128.0f, p0 + 32768.0f);
     const uint4 vv = (uint4)(u, u, u >> 16, u >> 16);
     const float4 a = as_float4((vv & ml) | e) - ol;
     const float4 b = as_float4((vv & mh) | e) - oh;
-#endif
     return dot(a, xa) + dot(b, xb);
 }
+#endif
 
 /* As llm_qgemv on a GPU: a team of TEAM work-items takes FT output features at once (teams stride
- * over them) and TEAM blocks of the row a trip, work-item l quarter l % 4 of blocks l / 4 + u TEAM/4
- * (u < 4): the team's input loads are consecutive 16-byte pieces (a whole block's inputs a
- * work-item would be 128 bytes apart, a cache line each), its value loads consecutive words; a
- * trip's inputs serve the FT features, every feature's quarters and scales loaded before the sums
- * (a block past k reads the last one again with inputs of zero); the team's sums added in local
- * memory. The inputs are read as float4 where the rows start 16-byte aligned (x_off a multiple of
+ * over them) and TEAM blocks of the row a trip: with Q8_0 work-item l block l; with Q4_0 quarter
+ * l % 4 of blocks l / 4 + u TEAM/4 (u < 4), so that the team's input loads are consecutive 16-byte
+ * pieces (a whole block's inputs a work-item are 128 bytes apart, a cache line each: on an H100
+ * the quarters read q4_0 at 1.27x) and its value loads consecutive words. A trip's inputs serve the
+ * FT features, every feature's values and scales loaded before the sums (a Q4_0 block past k
+ * reads the last one again with inputs of zero); the team's sums added in local memory. The inputs are read as float4 where the rows start 16-byte aligned (x_off a multiple of
  * 4), else element by element. */
 __kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void
 llm_qgemv_team(__global const float *x, __global const uchar *w, __global float *out, int x_off,
@@ -487,9 +504,11 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
     const int lane = lid % TEAM, team = lid / TEAM;
     const int teams = get_num_groups(0) * (TEAM_WG / TEAM);
     const int nb = k / 32;
-    const int q = lane % 4;
     const bool aligned = x_off % 4 == 0;
-    __global const qword *wv = (__global const qword *)(w + v_off);
+#ifndef W_Q8
+    const int q = lane % 4;
+    __global const uint *wv = (__global const uint *)(w + v_off);
+#endif
     /* Every team runs the same number of rounds (the barriers are group-wide). */
     const int rounds = (n + teams * FT - 1) / (teams * FT);
     for (int it = 0; it < rounds; it++) {
@@ -499,6 +518,33 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
             for (int f = 0; f < FT; f++)
                 acc[f] = 0.0f;
             __global const float *xr = x + x_off + r * k;
+#ifdef W_Q8
+            for (int b = lane; b < nb && j0 < n; b += TEAM) {
+                float4 xv[8];
+                if (aligned) {
+                    __global const float4 *x4 = (__global const float4 *)(xr + b * 32);
+                    for (int i = 0; i < 8; i++)
+                        xv[i] = x4[i];
+                } else {
+                    for (int i = 0; i < 8; i++)
+                        xv[i] = vload4(i, xr + b * 32);
+                }
+                q_scale_inputs(xv);
+                /* Every feature's block and scale loaded before any sum (a team past n rereads
+                 * the last feature, written by no one). */
+                uint4 u[FT * 2];
+                float d[FT];
+                for (int f = 0; f < FT; f++) {
+                    long blk = (long)min(j0 + f, n - 1) * nb + b;
+                    __global const uint4 *p = (__global const uint4 *)(w + v_off + blk * 32);
+                    u[f * 2] = p[0];
+                    u[f * 2 + 1] = p[1];
+                    d[f] = q_scale(w, s_off, blk);
+                }
+                for (int f = 0; f < FT; f++)
+                    acc[f] += q_block_dot_words(u + f * 2, xv) * d[f];
+            }
+#else
             for (int b0 = 0; b0 < nb && j0 < n; b0 += TEAM) {
                 float4 xv[8];
                 int cb[4];
@@ -514,12 +560,12 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
                         xv[2 * u + 1] = vload4(QX_B(q), xr + cb[u] * 32);
                     }
                     const float live = c < nb ? 1.0f : 0.0f;
-                    xv[2 * u] *= QX_SCALE * live;
+                    xv[2 * u] *= QX_SCALE_A * live;
                     xv[2 * u + 1] *= QX_SCALE_B * live;
                 }
                 /* Every feature's quarters and scales loaded before any sum (a team past n
                  * rereads the last feature, written by no one). */
-                qword u4[FT * 4];
+                uint u4[FT * 4];
                 float d[FT * 4];
                 for (int f = 0; f < FT; f++) {
                     const long row = (long)min(j0 + f, n - 1) * nb;
@@ -532,6 +578,7 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
                     for (int u = 0; u < 4; u++)
                         acc[f] += q_quarter_dot(u4[f * 4 + u], xv[2 * u], xv[2 * u + 1]) * d[f * 4 + u];
             }
+#endif
             for (int f = 0; f < FT; f++)
                 part[f * TEAM_WG + lid] = acc[f];
             barrier(CLK_LOCAL_MEM_FENCE);

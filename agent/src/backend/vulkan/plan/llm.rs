@@ -81,6 +81,10 @@ const SPEC_ROPE: u32 = 9;
 /// and the compute units assumed where the device does not say. 16, not 32: aiming at 32 split
 /// `8b`'s gate/up projection (3,584 teams) in two, which made it slower (docs/PERFORMANCE.md).
 const TEAMS_PER_UNIT: usize = 16;
+/// The same for packed weights (q8_0, q4_0), which take about three instructions a weight: 64, so
+/// that 8b's gate/up projection splits four ways (on an H100 `8b` q4_0 decode 244.5 → 263.6 tok/s,
+/// docs/PERFORMANCE.md "Quantized decode: quarters of blocks").
+const QUANT_TEAMS_PER_UNIT: usize = 64;
 const UNITS_UNKNOWN: usize = 32;
 /// Output features an `llm_gemv_team` team takes at once (FT in its source).
 const TEAM_FEATURES: usize = 4;

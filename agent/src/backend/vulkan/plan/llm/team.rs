@@ -2,8 +2,9 @@
 //! gives them: the RMSNorm before, the SwiGLU, residual add or RoPE after.
 
 use super::{
-    SHIFT, SPEC_ADD, SPEC_ADVANCE, SPEC_ALIGNED, SPEC_GLU, SPEC_NORM, SPEC_ROPE, SPEC_TEAM,
-    SPEC_TEAM_SPLIT, StepPlanner, TEAM_FEATURES, TEAMS_PER_UNIT, UNITS_UNKNOWN, binding,
+    QUANT_TEAMS_PER_UNIT, SHIFT, SPEC_ADD, SPEC_ADVANCE, SPEC_ALIGNED, SPEC_GLU, SPEC_NORM,
+    SPEC_ROPE, SPEC_TEAM, SPEC_TEAM_SPLIT, StepPlanner, TEAM_FEATURES, TEAMS_PER_UNIT,
+    UNITS_UNKNOWN, binding,
 };
 use crate::backend::planning::llm::Folded;
 use crate::backend::vulkan::plan::args::{SPEC_LOCAL_X, dispatch, pow2_floor};
@@ -77,7 +78,8 @@ impl StepPlanner<'_> {
         if let Some((_, at)) = quant {
             push.extend(at);
         }
-        // Packed weights load a block a lane where aligned: their values in 16-byte pieces.
+        // Packed weights take a block's worth of k a lane a trip where aligned (a quarter of each
+        // of four blocks: the values in whole words, the inputs in 16-byte pieces).
         let aligned = [f.k, f.x.off, x_stride, w, g_off]
             .iter()
             .all(|v| v.is_multiple_of(8))
@@ -109,7 +111,14 @@ impl StepPlanner<'_> {
             spec.retain(|(id, _)| *id != SPEC_TEAM);
         }
         let teams = group / team;
-        let split = self.team_split(f.k, n, team, teams, per_lane);
+        // Packed weights take more arithmetic a byte: more, shorter teams keep the memory busy
+        // while others compute.
+        let per_unit = if quant.is_some() {
+            QUANT_TEAMS_PER_UNIT
+        } else {
+            TEAMS_PER_UNIT
+        };
+        let split = self.team_split(f.k, n, team, teams, per_lane, per_unit);
         spec.push((SPEC_TEAM_SPLIT, SpecValue::U32(split)));
         spec.push(flag(SPEC_ADVANCE, false));
         let per_group = TEAM_FEATURES * (teams / split) as usize;
@@ -132,13 +141,21 @@ impl StepPlanner<'_> {
     }
 
     /// Teams a feature block of an `llm_gemv_team` over `k` inputs and `n` outputs, with teams of
-    /// `lanes` and `teams` a group: enough that [`TEAMS_PER_UNIT`] teams a compute unit are in
-    /// flight, a power of two dividing the group's teams, and no more than leave each lane a whole
-    /// load of k (`per_lane` weights: 8, or a packed block of 32).
-    fn team_split(&self, k: usize, n: usize, lanes: u32, teams: u32, per_lane: usize) -> u32 {
+    /// `lanes` and `teams` a group: enough that `per_unit` teams a compute unit are in flight, a
+    /// power of two dividing the group's teams, and no more than leave each lane a whole load of k
+    /// (`per_lane` weights: 8, or a packed block of 32).
+    fn team_split(
+        &self,
+        k: usize,
+        n: usize,
+        lanes: u32,
+        teams: u32,
+        per_lane: usize,
+        per_unit: usize,
+    ) -> u32 {
         let units = self.units();
         let blocks = n.div_ceil(TEAM_FEATURES).max(1);
-        let want = (TEAMS_PER_UNIT * units).div_ceil(blocks);
+        let want = (per_unit * units).div_ceil(blocks);
         let most = (k / per_lane / lanes as usize).clamp(1, teams as usize);
         pow2_floor(want.next_power_of_two().min(most) as u32)
     }

@@ -403,6 +403,40 @@ fn quantized_decode_projections_take_whole_blocks_a_lane() {
 }
 
 #[test]
+fn packed_projections_aim_at_more_teams_in_flight_than_half_ones() {
+    // 8b's folded gate/up projection (4,096 × 28,672 +norm +SwiGLU: 3,584 teams of 4 features) on
+    // 132 SMs: f16 aims at 16 teams a unit and leaves it whole; q8_0 and q4_0 aim at 64 and split
+    // it four ways (the group's teams; each lane still a block's worth of k a trip). w2 (14,336 ×
+    // 4,096) is split four ways either way.
+    let splits = |dtype: &str, label: &str| -> Vec<u32> {
+        let p = problem(
+            "llm",
+            "decode",
+            &[("model", 3), ("prompt", 4), ("gen", 2)],
+            dtype,
+        );
+        let planned = plan(&p, &h200(), None).unwrap();
+        let found: Vec<u32> = planned
+            .dispatches
+            .iter()
+            .filter(|d| d.label.starts_with(label))
+            .map(|d| spec(d, 7).unwrap())
+            .collect();
+        assert!(!found.is_empty(), "{dtype}: no {label}");
+        found
+    };
+    let glu = "gemv 4096×28672 +norm +swiglu";
+    assert!(splits("f16", glu).iter().all(|&s| s == 1));
+    assert!(splits("f16", "gemv 14336×4096").iter().all(|&s| s == 4));
+    for dtype in ["q8_0", "q4_0"] {
+        let packed = splits(dtype, glu);
+        assert!(packed.iter().all(|&s| s == 4), "{dtype}: {packed:?}");
+        let w2 = splits(dtype, "gemv 14336×4096");
+        assert!(w2.iter().all(|&s| s == 4), "{dtype}: {w2:?}");
+    }
+}
+
+#[test]
 fn narrow_projections_split_k_over_teams_so_enough_are_in_flight() {
     let split_of = |d: &Dispatch| spec(d, 7).unwrap();
     // Teams of 32, four a group.
