@@ -4,6 +4,8 @@ host's CPU name, writing a finished table, and timing HTTP requests (`free_port`
 import contextlib
 import json
 import os
+import re
+import shutil
 import socket
 import ssl
 import subprocess
@@ -138,3 +140,40 @@ def rx580_fixture(root):
         (dev / rel).write_text(text)
     os.symlink(dev, card / "device")
     return dev / "hwmon/hwmon2/power1_input"
+
+
+def sass_report(ptx_path, function):
+    """ptxas -v and the SASS instruction mix of FUNCTION in the PTX at PTX_PATH (an NVIDIA OpenCL
+    program's binary), as one line of text; the SASS is kept beside it (PTX_PATH.sass). Needs the CUDA
+    toolkit's ptxas and cuobjdump (on PATH or in /usr/local/cuda/bin); says so when they are missing."""
+    text = open(ptx_path, "rb").read().rstrip(b"\0").decode(errors="replace")
+    cut = text.find(".metadata_section")
+    if cut >= 0:
+        text = text[:text.rfind("\n", 0, cut)] + "\n"
+    clean, cubin = ptx_path + ".clean.ptx", ptx_path + ".cubin"
+    open(clean, "w").write(text)
+    tools = {t: shutil.which(t) or f"/usr/local/cuda/bin/{t}" for t in ("ptxas", "cuobjdump")}
+    missing = [t for t, path in tools.items() if not os.path.exists(path)]
+    if missing:
+        return f"{function}: no {' or '.join(missing)} here (the PTX is kept: {clean})"
+    p = subprocess.run([tools["ptxas"], "-arch=sm_90", "-v", "-O3", clean, "-o", cubin], capture_output=True,
+                       text=True)
+    info, fn_name = [], ""
+    for line in (p.stdout + p.stderr).splitlines():
+        m = re.search(r"(?:entry function|Function properties for) '?(\w+)", line)
+        if m:
+            fn_name = m.group(1)
+        elif fn_name == function and ("spill" in line or "Used" in line):
+            info.append(line.split(":", 1)[-1].strip())
+    sass = subprocess.run([tools["cuobjdump"], "-sass", cubin], capture_output=True, text=True).stdout
+    open(ptx_path + ".sass", "w").write(sass)
+    fn = sass[sass.find(f"Function : {function}"):]
+    nxt = fn.find("Function :", 10)
+    fn = fn[:nxt] if nxt > 0 else fn
+    ops = {}
+    for line in fn.splitlines():
+        m = re.search(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
+        if m:
+            ops[m.group(1)] = ops.get(m.group(1), 0) + 1
+    top = ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda x: -x[1])[:10])
+    return "; ".join(info[-2:]) + f"; {function}: {sum(ops.values())} instructions ({top})"

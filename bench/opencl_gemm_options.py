@@ -17,9 +17,9 @@ the other compiler) twice at the end. With --sass, each program's PTX (the NVIDI
 kept in OUT and assembled with the CUDA toolkit's ptxas for sm_90: registers, spills and the SASS
 instruction mix of `gemm_blocked`.
 """
-import argparse, glob, json, os, re, shutil, statistics, subprocess
+import argparse, glob, json, os, shutil, statistics, subprocess
 
-from benchlib import device_of, free_port, local_agent
+from benchlib import device_of, free_port, local_agent, sass_report
 
 
 def torch_gemm(n):
@@ -56,37 +56,6 @@ def value(r):
     return r["metric"]["value"] if r.get("metric") else float("nan")
 
 
-def sass_report(ptx_path):
-    """ptxas -v and the SASS instruction mix of gemm_blocked, as text."""
-    text = open(ptx_path, "rb").read().rstrip(b"\0").decode(errors="replace")
-    cut = text.find(".metadata_section")
-    if cut >= 0:
-        text = text[:text.rfind("\n", 0, cut)] + "\n"
-    clean, cubin = ptx_path + ".clean.ptx", ptx_path + ".cubin"
-    open(clean, "w").write(text)
-    ptxas = shutil.which("ptxas") or "/usr/local/cuda/bin/ptxas"
-    p = subprocess.run([ptxas, "-arch=sm_90", "-v", "-O3", clean, "-o", cubin], capture_output=True, text=True)
-    info, fn_name = [], ""
-    for line in (p.stdout + p.stderr).splitlines():
-        m = re.search(r"(?:entry function|Function properties for) '?(\w+)", line)
-        if m:
-            fn_name = m.group(1)
-        elif fn_name == "gemm_blocked" and ("spill" in line or "Used" in line):
-            info.append(line.split(":", 1)[-1].strip())
-    sass = subprocess.run(["cuobjdump", "-sass", cubin], capture_output=True, text=True).stdout
-    open(ptx_path + ".sass", "w").write(sass)
-    fn = sass[sass.find("Function : gemm_blocked"):]
-    nxt = fn.find("Function :", 10)
-    fn = fn[:nxt] if nxt > 0 else fn
-    ops = {}
-    for line in fn.splitlines():
-        m = re.search(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
-        if m:
-            ops[m.group(1)] = ops.get(m.group(1), 0) + 1
-    top = ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda x: -x[1])[:10])
-    return "; ".join(info[-2:]) + f"; gemm_blocked: {sum(ops.values())} instructions ({top})"
-
-
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--n", type=int, default=4096)
@@ -114,7 +83,7 @@ def main():
                 if f not in seen and args.sass and b"gemm_blocked" in open(f, "rb").read():
                     kept = os.path.join(args.out, f"run{i}.ptx")
                     shutil.copy(f, kept)
-                    note = sass_report(kept)
+                    note = sass_report(kept, "gemm_blocked")
                 seen.add(f)
             rows.append((extra or "(as planned)", r["status"], value(r), note))
             print(f"{rows[-1][0]!r}: {r['status']} {value(r):.0f} GFLOP/s {note}", flush=True)
