@@ -174,7 +174,7 @@ async fn quantized_weights_validate() {
                     "{name}"
                 );
             } else {
-                assert!(shaders.contains("llm_qgemv_q"), "{name}: {shaders}");
+                assert!(shaders.contains("llm_linear_q"), "{name}: {shaders}");
             }
         }
     }

@@ -46,7 +46,7 @@ impl BlockFormat {
         2 + self.quant_bytes()
     }
 
-    /// The suffix of the device kernels of this format (`q8`, `q4`: `llm_qgemv_q8`).
+    /// The suffix of the device kernels of this format (`q8`, `q4`: `llm_qgemv_q8`, `llm_linear_q8`).
     pub fn suffix(self) -> &'static str {
         match self {
             BlockFormat::Q8_0 => "q8",

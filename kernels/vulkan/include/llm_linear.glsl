@@ -8,13 +8,25 @@
 // memory, otherwise by a tree in shared memory. Groups stride over the feature blocks along x and
 // over the row blocks along y, so a decode pass (a few rows) reads each weight once.
 //
-// Bindings: 0 x, 1 the weights (f32, or half with HALF), 2 the arena.
-// Push constants (uint): rows, k, n, x_off, w_off, out_off. Specialization: 0 local size x = WG
-// (see llm.glsl; the partials take NF·RB·WG floats of shared memory); 2 VEC4: k, x_off and w_off
-// are multiples of 4, so rows are read as 4-vectors (16 bytes of f32, 8 of half).
+// With Q8 or Q4 (QUANT, the llm_linear_q8 / _q4 shaders: q8_0 / q4_0 weights, prefill's
+// projections and a batch's) the weights are packed in llama.cpp's blocks as quant_blocks.glsl reads
+// them (bound as uint words): a row's element e lies in the matrix's values at byte q_values and its
+// block's f16 scale at byte q_scales (w_off is 0: elements count from the matrix's start); four
+// weights a load where VEC4 (one word of the block's values: Q8_0's bytes p..p+3, Q4_0's low or high
+// nibbles of bytes p % 16..), made floats exactly (see load_quant4), else weight by weight.
+//
+// Bindings: 0 x, 1 the weights (f32, or half with HALF, or words with QUANT), 2 the arena.
+// Push constants (uint): rows, k, n, x_off, w_off, out_off, with QUANT then q_values, q_scales.
+// Specialization: 0 local size x = WG (see llm.glsl; the partials take NF·RB·WG floats of shared
+// memory); 2 VEC4: k, x_off and w_off are multiples of 4, so rows are read as 4-vectors (16 bytes
+// of f32, 8 of half, 4 of q8_0, 2 of q4_0).
 
+#if defined(Q8) || defined(Q4)
+#define QUANT 1
+#else
 #define WEIGHTS_BINDING 1
 #define WEIGHTS_VEC4 1
+#endif
 #define SPEC_WG 1
 #include "llm.glsl"
 
@@ -34,7 +46,49 @@ layout(push_constant) uniform Push {
     uint x_off;
     uint w_off;
     uint out_off;
+#ifdef QUANT
+    uint q_values;
+    uint q_scales;
+#endif
 } pc;
+
+#ifdef QUANT
+layout(set = 0, binding = 1, std430) readonly buffer WQ { uint wq[]; };
+
+#include "quant_blocks.glsl"
+
+// Weights e..e+3 (e a multiple of 4) with their block's scale, exactly: a value masked in place at
+// bit p of its word (0 or 8 of the word or of its upper half; Q4_0's high nibbles 4 and 12) ORed
+// into the mantissa of 2^23 is 2^23 + v·2^p exactly; less 2^23 + o·2^p (o the offset: 128 for Q8_0's
+// bytes xor 0x80, 8 for Q4_0's nibbles) it is (v - o)·2^p, and times the scale by 2^-p (a power of
+// two) the weight: at most 19 significant bits, exact in f32.
+#define MANT 0x4B000000u
+#define P0 8388608.0
+vec4 load_quant4(uint e)
+{
+    const uint b = e >> 5, p = e & 31u;
+    const float d = q_scale(pc.q_scales, b);
+#ifdef Q8
+    const uint w = wq[(pc.q_values + b * 32u + p) >> 2] ^ 0x80808080u;
+    const uvec4 ww = uvec4(w, w, w >> 16, w >> 16) & uvec4(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
+    const vec4 v = uintBitsToFloat(ww | MANT) - vec4(P0 + 128.0, P0 + 32768.0, P0 + 128.0, P0 + 32768.0);
+    return v * (d * vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0));
+#else
+    const uint w = wq[(pc.q_values + b * 16u + (p & 15u)) >> 2];
+    const uvec4 ww = uvec4(w, w, w >> 16, w >> 16);
+    if (p < 16u) {
+        const vec4 v = uintBitsToFloat((ww & uvec4(0xFu, 0xF00u, 0xFu, 0xF00u)) | MANT)
+                     - vec4(P0 + 8.0, P0 + 2048.0, P0 + 8.0, P0 + 2048.0);
+        return v * (d * vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0));
+    }
+    const vec4 v = uintBitsToFloat((ww & uvec4(0xF0u, 0xF000u, 0xF0u, 0xF000u)) | MANT)
+                 - vec4(P0 + 128.0, P0 + 32768.0, P0 + 128.0, P0 + 32768.0);
+    return v * (d * vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0));
+#endif
+}
+#define LOAD_W4(i) load_quant4(4u * (i))
+#define LOAD_W(e) (q_value(pc.q_values, (e) >> 5, (e) & 31u) * q_scale(pc.q_scales, (e) >> 5))
+#endif
 
 shared float part[NF * RB][WG];
 

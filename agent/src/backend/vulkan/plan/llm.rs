@@ -21,14 +21,15 @@
 //! | Attention | `llm_attention` | queries, keys, values, arena | one per (row, head) |
 //! | Add, Copy, SwiGlu | `llm_eltwise` | x, other, arena | grid over elements |
 //! | Embed, q8_0 / q4_0 | `llm_qembed_q8` / `_q4` | tokens, weights, arena | grid over rows × dim |
-//! | Linear, q8_0 / q4_0, many rows | `llm_qgemv_q8` / `_q4` | x, weights, arena | grid over features |
+//! | Linear, q8_0 / q4_0, many rows | `llm_linear_q8` / `_q4` [`_subgroup`] | x, weights, arena | (n/4, rows/4) groups |
 //!
 //! Quantized weights (q8_0, q4_0) are the packed buffer (`gpufleet_kernels::llm::PackedLayout`),
-//! bound in byte slices: the matrices read by the `llm_q*` and `llm_gemv_team_q*` shaders as words,
+//! bound in byte slices: the matrices read by the `llm_qembed_q*`, `llm_linear_q*` and `llm_gemv_team_q*` shaders as words,
 //! the norms' f32 gains by `llm_rmsnorm` or the team that folds the norm in. A one-row projection
 //! runs by teams as unpacked weights do, so a quantized decode is replayed too.
 
 mod attention;
+mod packed;
 mod replay;
 mod team;
 
@@ -406,28 +407,6 @@ impl StepPlanner<'_> {
             Op::Copy { len } => self.eltwise(s, COPY, len, 0, 0, x),
             Op::SwiGlu { ffn } => self.eltwise(s, SWIGLU, rows * ffn, ffn, 0, x),
         }
-    }
-
-    /// The dispatch of a Linear step of packed weights (`None` for other steps).
-    fn quantized(&self, s: &Step, layout: &PackedLayout) -> Result<Option<Dispatch>, Unsupported> {
-        let Op::Linear { k, n, w } = s.op else {
-            return Ok(None);
-        };
-        let m = layout.matrix(w);
-        let len = n * k / 32 * layout.format().block_bytes();
-        let (wb, base) = self.weights(&[(m.values, len)])?;
-        let push = self.words(&[
-            ("rows", s.rows.rows),
-            ("k", k),
-            ("n", n),
-            ("x offset", s.x.off),
-            ("values", m.values - base),
-            ("scales", m.scales - base),
-            ("out offset", s.out.off),
-        ])?;
-        let shader = format!("llm_qgemv_{}", layout.format().suffix());
-        let bindings = vec![binding(s.x), wb, Binding::Output];
-        self.grid(&shader, n, push, bindings).map(Some)
     }
 
     /// An `llm_eltwise` dispatch of `op` over `n` elements.

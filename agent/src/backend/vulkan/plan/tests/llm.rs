@@ -403,6 +403,69 @@ fn quantized_decode_projections_take_whole_blocks_a_lane() {
 }
 
 #[test]
+fn packed_prefill_projections_run_the_linear_groups_four_weights_a_load() {
+    // 1b prefill of 64 rows: every projection llm_linear_q*'s groups (four features × four rows),
+    // reading four weights a load; no shader an invocation per feature.
+    for (dtype, shader) in [
+        ("q8_0", "llm_linear_q8_subgroup"),
+        ("q4_0", "llm_linear_q4_subgroup"),
+    ] {
+        let p = problem("llm", "prefill", &[("model", 2), ("prompt", 64)], dtype);
+        let planned = plan(&p, &h200(), None).unwrap();
+        check_plan(&p, &planned, &h200());
+        let linear: Vec<_> = planned
+            .dispatches
+            .iter()
+            .filter(|d| d.shader == shader)
+            .collect();
+        // Q/K/V, output, gate/up and down of 16 blocks, and the head.
+        assert!(linear.len() >= 16 * 4, "{dtype}: {:?}", planned.config);
+        for d in linear {
+            let (rows, n) = (d.push[0], d.push[2]);
+            assert_eq!(
+                spec(d, 2),
+                Some(1),
+                "{dtype} {}: four weights a load",
+                d.label
+            );
+            assert_eq!(
+                d.push[4], 0,
+                "{dtype} {}: elements count from the matrix",
+                d.label
+            );
+            assert_eq!(
+                d.push.len(),
+                8,
+                "{dtype} {}: values and scales last",
+                d.label
+            );
+            assert!(
+                d.push[6] % 4 == 0 && d.push[7] > d.push[6],
+                "{dtype} {}",
+                d.label
+            );
+            assert!(
+                d.groups[0] >= 1 && d.groups[0] <= n.div_ceil(4),
+                "{dtype} {}",
+                d.label
+            );
+            assert!(
+                d.groups[1] >= 1 && d.groups[1] <= rows.div_ceil(4),
+                "{dtype} {}",
+                d.label
+            );
+        }
+        assert!(
+            planned
+                .dispatches
+                .iter()
+                .all(|d| !d.shader.starts_with("llm_qgemv")),
+            "{dtype}"
+        );
+    }
+}
+
+#[test]
 fn packed_projections_aim_at_more_teams_in_flight_than_half_ones() {
     // 8b's folded gate/up projection (4,096 × 28,672 +norm +SwiGLU: 3,584 teams of 4 features) on
     // 132 SMs: f16 aims at 16 teams a unit and leaves it whole; q8_0 and q4_0 aim at 64 and split

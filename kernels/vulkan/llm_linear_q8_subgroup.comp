@@ -1,0 +1,9 @@
+#version 450
+// llm_linear_q8_subgroup: llm_linear with Q8_0 weights reducing with subgroupAdd, for devices with
+// subgroup arithmetic in compute shaders. Interface in include/llm_linear.glsl.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#define Q8 1
+#define SUBGROUP 1
+#include "include/llm_linear.glsl"
