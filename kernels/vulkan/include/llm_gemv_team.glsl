@@ -118,53 +118,31 @@ layout(set = 0, binding = 1, std430) readonly buffer WQ2 { uvec2 wq2[]; };
 #define LOAD_QUARTER(b, q) wq[pc.q_values / 4u + (b) * 4u + (q)]
 #endif
 
-// Quarter q's dot product with no conversion and no shift per weight: a value masked in place,
-// at bit p (0, 4, 8 or 12) of a word, ORed into the mantissa of 2^23 is 2^23 + v·2^p exactly, and
-// subtracting 2^23 + o·2^p (o the format's offset: 128 for Q8_0's bytes xor 0x80, 8 for Q4_0's
-// nibbles) leaves (v - o)·2^p exactly; the inputs come scaled by 2^-p (quarter_inputs, exact:
-// powers of two), so a weight costs a mask-and-or, a subtraction and a multiply-add. Q8_0's
-// quarter q is weights 8q..8q+7 (its two words, four bytes each at bits 0 and 8 of a word and of
-// its upper half), inputs xa and xb; Q4_0's is its word q: weights 4q..4q+3 in the low nibbles
-// (inputs xa), 16+4q.. in the high ones (xb).
-#define MANT 0x4B000000u
-#define P0 8388608.0
-#define SCALE_BYTES vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0)
-#define SCALE_HIGH vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0)
+// Quarter q's dot product, a weight a mask-and-or, a subtraction and a multiply-add (q8_word,
+// q4_low, q4_high in quant_blocks.glsl), the inputs scaled by 2^-p (Q_SCALE_BYTES, SCALE_XB).
+// Q8_0's quarter q is weights 8q..8q+7 (its two words), inputs xa and xb; Q4_0's is its word q:
+// weights 4q..4q+3 in the low nibbles (inputs xa), 16+4q.. in the high ones (xb).
 #ifdef Q8
 float quarter_dot(uvec2 w, vec4 xa, vec4 xb)
 {
-    const vec4 off = vec4(P0 + 128.0, P0 + 32768.0, P0 + 128.0, P0 + 32768.0);
-    const uvec4 mask = uvec4(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
-    const uvec2 v = w ^ 0x80808080u;
-    const vec4 a = uintBitsToFloat((uvec4(v.x, v.x, v.x >> 16, v.x >> 16) & mask) | MANT) - off;
-    const vec4 b = uintBitsToFloat((uvec4(v.y, v.y, v.y >> 16, v.y >> 16) & mask) | MANT) - off;
-    return dot(a, xa) + dot(b, xb);
+    return dot(q8_word(w.x), xa) + dot(q8_word(w.y), xb);
 }
 // The input offsets (in 4-vectors from the block's first) of quarter q, and their scaling.
 #define QUARTER_XA(q) (2u * (q))
 #define QUARTER_XB(q) (2u * (q) + 1u)
-#define SCALE_XB SCALE_BYTES
+#define SCALE_XB Q_SCALE_BYTES
 #else
 float quarter_dot(uint w, vec4 xa, vec4 xb)
 {
-    const vec4 off_lo = vec4(P0 + 8.0, P0 + 2048.0, P0 + 8.0, P0 + 2048.0);
-    const vec4 off_hi = vec4(P0 + 128.0, P0 + 32768.0, P0 + 128.0, P0 + 32768.0);
-    const uvec4 mask_lo = uvec4(0xFu, 0xF00u, 0xFu, 0xF00u);
-    const uvec4 ww = uvec4(w, w, w >> 16, w >> 16);
-    const vec4 a = uintBitsToFloat((ww & mask_lo) | MANT) - off_lo;
-    const vec4 b = uintBitsToFloat((ww & (mask_lo << 4)) | MANT) - off_hi;
-    return dot(a, xa) + dot(b, xb);
+    return dot(q4_low(w), xa) + dot(q4_high(w), xb);
 }
 #define QUARTER_XA(q) (q)
 #define QUARTER_XB(q) (4u + (q))
-#define SCALE_XB SCALE_HIGH
+#define SCALE_XB Q_SCALE_HIGH
 #endif
 
 // Weight e alone.
-float load_w1(uint e)
-{
-    return q_value(pc.q_values, e / 32u, e & 31u) * q_scale(pc.q_scales, e / 32u);
-}
+#define load_w1(e) q_weight(pc.q_values, pc.q_scales, e)
 
 #define LOAD_G(i) uintBitsToFloat(wq[i])
 #else
@@ -261,7 +239,7 @@ void main()
                             xs[2u * u] *= uintBitsToFloat(wq4[gb + QUARTER_XA(q)]);
                             xs[2u * u + 1u] *= uintBitsToFloat(wq4[gb + QUARTER_XB(q)]);
                         }
-                        xs[2u * u] *= SCALE_BYTES * live;
+                        xs[2u * u] *= Q_SCALE_BYTES * live;
                         xs[2u * u + 1u] *= SCALE_XB * live;
                     }
                     QWORD wv[2u * FT * 4u];

@@ -57,37 +57,22 @@ layout(set = 0, binding = 1, std430) readonly buffer WQ { uint wq[]; };
 
 #include "quant_blocks.glsl"
 
-// Weights e..e+3 (e a multiple of 4) with their block's scale, exactly: a value masked in place at
-// bit p of its word (0 or 8 of the word or of its upper half; Q4_0's high nibbles 4 and 12) ORed
-// into the mantissa of 2^23 is 2^23 + v·2^p exactly; less 2^23 + o·2^p (o the offset: 128 for Q8_0's
-// bytes xor 0x80, 8 for Q4_0's nibbles) it is (v - o)·2^p, and times the scale by 2^-p (a power of
-// two) the weight: at most 19 significant bits, exact in f32.
-#define MANT 0x4B000000u
-#define P0 8388608.0
+// Weights e..e+3 (e a multiple of 4) with their block's scale, exactly: one word of the values
+// made floats (quant_blocks.glsl), times the scale by 2^-p (at most 19 significant bits: exact in
+// f32).
 vec4 load_quant4(uint e)
 {
     const uint b = e >> 5, p = e & 31u;
     const float d = q_scale(pc.q_scales, b);
 #ifdef Q8
-    const uint w = wq[(pc.q_values + b * 32u + p) >> 2] ^ 0x80808080u;
-    const uvec4 ww = uvec4(w, w, w >> 16, w >> 16) & uvec4(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
-    const vec4 v = uintBitsToFloat(ww | MANT) - vec4(P0 + 128.0, P0 + 32768.0, P0 + 128.0, P0 + 32768.0);
-    return v * (d * vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0));
+    return q8_word(wq[(pc.q_values + b * 32u + p) >> 2]) * (d * Q_SCALE_BYTES);
 #else
     const uint w = wq[(pc.q_values + b * 16u + (p & 15u)) >> 2];
-    const uvec4 ww = uvec4(w, w, w >> 16, w >> 16);
-    if (p < 16u) {
-        const vec4 v = uintBitsToFloat((ww & uvec4(0xFu, 0xF00u, 0xFu, 0xF00u)) | MANT)
-                     - vec4(P0 + 8.0, P0 + 2048.0, P0 + 8.0, P0 + 2048.0);
-        return v * (d * vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0));
-    }
-    const vec4 v = uintBitsToFloat((ww & uvec4(0xF0u, 0xF000u, 0xF0u, 0xF000u)) | MANT)
-                 - vec4(P0 + 128.0, P0 + 32768.0, P0 + 128.0, P0 + 32768.0);
-    return v * (d * vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0));
+    return p < 16u ? q4_low(w) * (d * Q_SCALE_BYTES) : q4_high(w) * (d * Q_SCALE_HIGH);
 #endif
 }
 #define LOAD_W4(i) load_quant4(4u * (i))
-#define LOAD_W(e) (q_value(pc.q_values, (e) >> 5, (e) & 31u) * q_scale(pc.q_scales, (e) >> 5))
+#define LOAD_W(e) q_weight(pc.q_values, pc.q_scales, e)
 #endif
 
 shared float part[NF * RB][WG];

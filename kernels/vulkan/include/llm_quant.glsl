@@ -43,7 +43,7 @@ void main()
         const float t = x[pc.x_off + pass_shift + r * pc.tok_stride];
         const uint tok = uint(min(max(t, 0.0), float(pc.vocab - 1u)));
         const uint e = tok * pc.dim + c;
-        dst[pc.out_off + i] = q_value(pc.v_off, e >> 5, e & 31u) * q_scale(pc.s_off, e >> 5);
+        dst[pc.out_off + i] = q_weight(pc.v_off, pc.s_off, e);
     }
 }
 #endif

@@ -297,30 +297,20 @@ impl StepPlanner<'_> {
                 ])?;
                 // Every row of x and W starts at a multiple of 4 elements.
                 let vec4 = [k, s.x.off, w].iter().all(|v| v.is_multiple_of(4));
-                let vec4 = (SPEC_VEC4, SpecValue::U32(u32::from(vec4)));
                 if self.half && self.caps.coopmat_f16 && rows >= COOPMAT_ROWS {
                     let groups = [
                         self.groups(n.div_ceil(COOPMAT_TILE_FEATURES), 0),
                         self.groups(rows.div_ceil(COOPMAT_TILE_ROWS), 1),
                         1,
                     ];
-                    let spec = vec![(SPEC_LOCAL_X, SpecValue::U32(COOPMAT_GROUP)), vec4];
+                    let spec = vec![
+                        (SPEC_LOCAL_X, SpecValue::U32(COOPMAT_GROUP)),
+                        (SPEC_VEC4, SpecValue::U32(u32::from(vec4))),
+                    ];
                     return dispatch(COOPMAT_SHADER, spec, push, vec![x, weights, out], groups);
                 }
-                let groups = [
-                    self.groups(n.div_ceil(LINEAR_FEATURES), 0),
-                    self.groups(rows.div_ceil(LINEAR_ROWS), 1),
-                    1,
-                ];
-                // The partials: NF·RB floats per invocation.
-                let per_invocation = 4 * LINEAR_FEATURES * LINEAR_ROWS;
-                let mut spec = self.reducing(0, per_invocation);
-                spec.push(vec4);
-                let mut shader = self.weighted("llm_linear");
-                if self.caps.subgroup_arithmetic {
-                    shader.push_str("_subgroup");
-                }
-                dispatch(&shader, spec, push, vec![x, weights, out], groups)
+                let shader = self.weighted("llm_linear");
+                self.linear(shader, vec4, rows, n, push, vec![x, weights, out])
             }
             Op::Rope {
                 heads,
@@ -407,6 +397,32 @@ impl StepPlanner<'_> {
             Op::Copy { len } => self.eltwise(s, COPY, len, 0, 0, x),
             Op::SwiGlu { ffn } => self.eltwise(s, SWIGLU, rows * ffn, ffn, 0, x),
         }
+    }
+
+    /// An `llm_linear` dispatch (`shader`: `llm_linear`, `_f16` or `_q8`/`_q4`, the `_subgroup`
+    /// variant added where the device has subgroup arithmetic): groups of four features × four
+    /// rows over `n` features and `rows` rows, 4-vector loads with `vec4`.
+    fn linear(
+        &self,
+        mut shader: String,
+        vec4: bool,
+        rows: usize,
+        n: usize,
+        push: Vec<u32>,
+        bindings: Vec<Binding>,
+    ) -> Result<Dispatch, Unsupported> {
+        let groups = [
+            self.groups(n.div_ceil(LINEAR_FEATURES), 0),
+            self.groups(rows.div_ceil(LINEAR_ROWS), 1),
+            1,
+        ];
+        // The partials: NF·RB floats per invocation.
+        let mut spec = self.reducing(0, 4 * LINEAR_FEATURES * LINEAR_ROWS);
+        spec.push((SPEC_VEC4, SpecValue::U32(u32::from(vec4))));
+        if self.caps.subgroup_arithmetic {
+            shader.push_str("_subgroup");
+        }
+        dispatch(&shader, spec, push, bindings, groups)
     }
 
     /// An `llm_eltwise` dispatch of `op` over `n` elements.

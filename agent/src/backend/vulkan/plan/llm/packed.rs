@@ -1,8 +1,7 @@
 //! Linear steps of packed weights (q8_0, q4_0) with many rows: `llm_linear_q8` / `_q4`.
 
-use super::{LINEAR_FEATURES, LINEAR_ROWS, SPEC_VEC4, StepPlanner, binding};
-use crate::backend::vulkan::plan::args::dispatch;
-use crate::backend::vulkan::plan::types::{Binding, Dispatch, SpecValue, Unsupported};
+use super::{StepPlanner, binding};
+use crate::backend::vulkan::plan::types::{Binding, Dispatch, Unsupported};
 use gpufleet_kernels::llm::{Op, PackedLayout, Step};
 use gpufleet_kernels::quant::QK;
 
@@ -34,18 +33,9 @@ impl StepPlanner<'_> {
         push.extend(self.words(&[("values", m.values - base), ("scales", m.scales - base)])?);
         // k is whole blocks; the values' words are 4-byte aligned.
         let vec4 = s.x.off.is_multiple_of(4);
-        let groups = [
-            self.groups(n.div_ceil(LINEAR_FEATURES), 0),
-            self.groups(s.rows.rows.div_ceil(LINEAR_ROWS), 1),
-            1,
-        ];
-        let mut spec = self.reducing(0, 4 * LINEAR_FEATURES * LINEAR_ROWS);
-        spec.push((SPEC_VEC4, SpecValue::U32(u32::from(vec4))));
-        let mut shader = format!("llm_linear_{}", format.suffix());
-        if self.caps.subgroup_arithmetic {
-            shader.push_str("_subgroup");
-        }
+        let shader = format!("llm_linear_{}", format.suffix());
         let bindings = vec![binding(s.x), wb, Binding::Output];
-        dispatch(&shader, spec, push, bindings, groups).map(Some)
+        self.linear(shader, vec4, s.rows.rows, n, push, bindings)
+            .map(Some)
     }
 }
