@@ -170,10 +170,25 @@ def sass_report(ptx_path, function):
     fn = sass[sass.find(f"Function : {function}"):]
     nxt = fn.find("Function :", 10)
     fn = fn[:nxt] if nxt > 0 else fn
-    ops = {}
+    code = []  # (address, opcode, the instruction's text)
     for line in fn.splitlines():
-        m = re.search(r"/\*[0-9a-f]{4}\*/\s+(?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)", line)
+        m = re.search(r"/\*([0-9a-f]{4,})\*/\s+((?:@!?U?P\w+\s+)?([A-Z][A-Z0-9_]*)[^;]*)", line)
         if m:
-            ops[m.group(1)] = ops.get(m.group(1), 0) + 1
-    top = ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda x: -x[1])[:10])
-    return "; ".join(info[-2:]) + f"; {function}: {sum(ops.values())} instructions ({top})"
+            code.append((int(m.group(1), 16), m.group(3), m.group(2)))
+
+    def mix(part):
+        ops = {}
+        for _, op, _ in part:
+            ops[op] = ops.get(op, 0) + 1
+        return ", ".join(f"{k} {v}" for k, v in sorted(ops.items(), key=lambda x: -x[1])[:12])
+
+    line = "; ".join(info[-2:]) + f"; {function}: {len(code)} instructions ({mix(code)})"
+    # Loops: a branch back to an earlier address; the body is what runs per trip.
+    for at, op, text in code:
+        m = re.search(r"BRA\s+(?:`\(\.L_x_\d+\)\s*)?(0x[0-9a-f]+)", text) if op == "BRA" else None
+        target = int(m.group(1), 16) if m else None
+        if target is not None and target < at:
+            body = [c for c in code if target <= c[0] <= at]
+            if len(body) >= 16:
+                line += f"\n  loop {target:#x}..{at:#x}: {len(body)} instructions ({mix(body)})"
+    return line

@@ -196,23 +196,26 @@ pub(crate) fn fill_exact(f: BlockFormat, bits: i32, len: usize, rng: &mut Pcg64)
     assert_eq!(len % QK, 0, "{len} weights are not whole blocks");
     let d = 2f32.powi(-bits);
     let mut out = vec![0f32; len];
-    for block in out.chunks_exact_mut(QK) {
-        for v in block.iter_mut() {
+    // QK + 1 draws a block.
+    crate::inputs::draw_units(&mut out, QK, QK as u128 + 1, rng, |part, rng| {
+        for block in part.chunks_exact_mut(QK) {
+            for v in block.iter_mut() {
+                let r = rng.next_u32();
+                let q = match f {
+                    BlockFormat::Q8_0 => (r % 255) as i32 - 127,
+                    BlockFormat::Q4_0 => (r % 16) as i32 - 8,
+                };
+                *v = q as f32 * d;
+            }
             let r = rng.next_u32();
-            let q = match f {
-                BlockFormat::Q8_0 => (r % 255) as i32 - 127,
-                BlockFormat::Q4_0 => (r % 16) as i32 - 8,
+            let at = (r as usize >> 1) % QK;
+            block[at] = match f {
+                BlockFormat::Q8_0 if r & 1 == 0 => -127.0 * d,
+                BlockFormat::Q8_0 => 127.0 * d,
+                BlockFormat::Q4_0 => -8.0 * d,
             };
-            *v = q as f32 * d;
         }
-        let r = rng.next_u32();
-        let at = (r as usize >> 1) % QK;
-        block[at] = match f {
-            BlockFormat::Q8_0 if r & 1 == 0 => -127.0 * d,
-            BlockFormat::Q8_0 => 127.0 * d,
-            BlockFormat::Q4_0 => -8.0 * d,
-        };
-    }
+    });
     out
 }
 
