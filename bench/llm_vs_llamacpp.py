@@ -354,6 +354,9 @@ def main():
     ap.add_argument("--dtypes", nargs="+", default=["f16", "f32"])
     ap.add_argument("--prompt", type=int, default=512)
     ap.add_argument("--gen", type=int, default=128)
+    ap.add_argument("--tests", nargs="+", choices=["pp", "tg"], default=["pp", "tg"],
+                    help="which of pp (prefill) and tg (decode) to time, in this order (default both: an 8b row "
+                         "pair takes minutes)")
     ap.add_argument("--reps", type=int, default=5, help="llama-bench repetitions (-r)")
     ap.add_argument("--llama-bench", help="the llama-bench to run (default: the one build_llamacpp.sh made)")
     ap.add_argument("--llama-bench-args", default="", help="more llama-bench arguments, e.g. '-fa 1'")
@@ -393,7 +396,9 @@ def main():
                 write_gguf(m, out, path)
                 print(f"{model} {dtype}: GGUF {os.path.getsize(path) / 1e9:.2f} GB", file=sys.stderr, flush=True)
                 try:
-                    peer, said = llama_bench(exe, path, args.prompt, args.gen, args.reps, args.llama_bench_args.split())
+                    peer, said = llama_bench(exe, path, args.prompt if "pp" in args.tests else 0,
+                                             args.gen if "tg" in args.tests else 0, args.reps,
+                                             args.llama_bench_args.split())
                     # Its device line says which matmul path it took (matrix cores: NV_coopmat2, KHR_coopmat, none).
                     for line in said.splitlines():
                         if line.startswith("ggml_vulkan: ") and " = " in line:
@@ -412,7 +417,8 @@ def main():
                 os.remove(path)
                 for backend in args.backend:
                     dev = device_of(info, backend)
-                    for phase, key, test in (("prefill", "pp", f"pp{args.prompt}"), ("decode", "tg", f"tg{args.gen}")):
+                    phases = {"pp": ("prefill", "pp", f"pp{args.prompt}"), "tg": ("decode", "tg", f"tg{args.gen}")}
+                    for phase, key, test in (phases[t] for t in args.tests):
                         rec = peer.get(key)
                         theirs = f"{rec['avg_ts']:.1f} ± {rec['stddev_ts']:.1f}" if rec else "-"
                         if dev is None:
@@ -437,12 +443,13 @@ def main():
                         print(rows[-1], file=sys.stderr, flush=True)
                 # The exported weights of 8b are 16 GB: gone before the next model's.
                 subprocess.run(["rm", "-rf", out], check=False)
-    bench_args = " ".join([f"-p {args.prompt} -n {args.gen} -ngl 99 -r {args.reps}"] + args.llama_bench_args.split())
+    bench_args = " ".join([f"-p {args.prompt if 'pp' in args.tests else 0} -n {args.gen if 'tg' in args.tests else 0} "
+                           f"-ngl 99 -r {args.reps}"] + args.llama_bench_args.split())
     lines = [f"\n### Transformer inference vs llama.cpp, same weights, same run ({datetime.date.today()})\n",
              f"llama.cpp: {version}, llama-bench built by bench/build_llamacpp.sh (Vulkan, static), on {gpu_info}; "
              f"`{bench_args}`, "
-             "mean ± stddev of its repetitions; the GGUF holds our weights unquantized (checked against float64 by "
-             f"`--check`). Ours: median through the agent, checked steps validated against f64. CPU {cpu_model()} "
+             "mean ± stddev of its repetitions; the GGUF holds our weights (f16/f32 as they are, checked against "
+             f"float64 by `--check`; q8_0/q4_0 as the same blocks, checked by `--roundtrip`). Ours: median through the agent, checked steps validated against f64. CPU {cpu_model()} "
              f"({threads} threads). Batch 1, from an empty cache: pp{args.prompt} is {args.prompt} prompt tokens in one pass, "
              f"tg{args.gen} {args.gen} tokens decoded one a pass. vs llama.cpp: gpufleet ÷ llama.cpp.\n",
              "| model | dtype | backend | test | gpufleet tok/s | llama.cpp tok/s | vs llama.cpp | status |",
