@@ -58,6 +58,7 @@
 mod backend;
 mod catalog;
 mod check;
+mod draw;
 pub mod env;
 mod error;
 mod inputs;

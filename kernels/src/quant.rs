@@ -197,7 +197,7 @@ pub(crate) fn fill_exact(f: BlockFormat, bits: i32, len: usize, rng: &mut Pcg64)
     let d = 2f32.powi(-bits);
     let mut out = vec![0f32; len];
     // QK + 1 draws a block.
-    crate::inputs::draw_units(&mut out, QK, QK as u128 + 1, rng, |part, rng| {
+    crate::draw::draw_units(&mut out, QK, QK as u128 + 1, rng, |part, rng| {
         for block in part.chunks_exact_mut(QK) {
             for v in block.iter_mut() {
                 let r = rng.next_u32();
