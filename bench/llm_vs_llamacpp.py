@@ -375,6 +375,9 @@ def main():
         sys.exit(1 if check(args.bin_dir, models, dtypes) else 0)
 
     import_gguf()
+    # llama-bench's -p and -n: 0 skips a test.
+    bench_prompt = args.prompt if "pp" in args.tests else 0
+    bench_gen = args.gen if "tg" in args.tests else 0
     threads = len(os.sched_getaffinity(0))
     bad = 0
     rows = []
@@ -396,8 +399,7 @@ def main():
                 write_gguf(m, out, path)
                 print(f"{model} {dtype}: GGUF {os.path.getsize(path) / 1e9:.2f} GB", file=sys.stderr, flush=True)
                 try:
-                    peer, said = llama_bench(exe, path, args.prompt if "pp" in args.tests else 0,
-                                             args.gen if "tg" in args.tests else 0, args.reps,
+                    peer, said = llama_bench(exe, path, bench_prompt, bench_gen, args.reps,
                                              args.llama_bench_args.split())
                     # Its device line says which matmul path it took (matrix cores: NV_coopmat2, KHR_coopmat, none).
                     for line in said.splitlines():
@@ -443,8 +445,7 @@ def main():
                         print(rows[-1], file=sys.stderr, flush=True)
                 # The exported weights of 8b are 16 GB: gone before the next model's.
                 subprocess.run(["rm", "-rf", out], check=False)
-    bench_args = " ".join([f"-p {args.prompt if 'pp' in args.tests else 0} -n {args.gen if 'tg' in args.tests else 0} "
-                           f"-ngl 99 -r {args.reps}"] + args.llama_bench_args.split())
+    bench_args = " ".join([f"-p {bench_prompt} -n {bench_gen} -ngl 99 -r {args.reps}"] + args.llama_bench_args.split())
     lines = [f"\n### Transformer inference vs llama.cpp, same weights, same run ({datetime.date.today()})\n",
              f"llama.cpp: {version}, llama-bench built by bench/build_llamacpp.sh (Vulkan, static), on {gpu_info}; "
              f"`{bench_args}`, "

@@ -234,8 +234,6 @@ fn dots4_avx512(f: BlockFormat, w: [QRow<'_>; 4], x: &[f32]) -> [f32; 4] {
     let mut d = [[0f32; 16]; 4];
     let mut group = [0u8; 32];
     let xp = x.as_ptr();
-    // Blocks ahead to prefetch: about a kilobyte of each row.
-    let ahead = PREFETCH_BYTES / f.quant_bytes();
     for b0 in (0..blocks).step_by(16) {
         let n = (blocks - b0).min(16);
         for (row, dr) in w.iter().zip(d.iter_mut()) {
@@ -255,21 +253,17 @@ fn dots4_avx512(f: BlockFormat, w: [QRow<'_>; 4], x: &[f32]) -> [f32; 4] {
                 let xl = _mm512_loadu_ps(xp.add(b * QK));
                 let xh = _mm512_loadu_ps(xp.add(b * QK + 16));
                 for r in 0..4 {
-                    let next = w[r]
-                        .values
-                        .as_ptr()
-                        .wrapping_add((b + ahead) * f.quant_bytes());
-                    _mm_prefetch::<_MM_HINT_T0>(next.cast());
+                    // Block b's values in row r (`quant_bytes` a block in either format).
+                    let p = w[r].values.as_ptr().add(b * f.quant_bytes());
+                    _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_BYTES).cast());
                     let s = match f {
                         BlockFormat::Q4_0 => {
-                            let p = w[r].values.as_ptr().add(b * QK / 2);
                             let v = _mm512_cvtepu8_epi32(_mm_loadu_si128(p.cast()));
                             let lo = _mm512_permutexvar_ps(v, table);
                             let hi = _mm512_permutexvar_ps(_mm512_srli_epi32::<4>(v), table);
                             _mm512_fmadd_ps(hi, xh, _mm512_mul_ps(lo, xl))
                         }
                         BlockFormat::Q8_0 => {
-                            let p = w[r].values.as_ptr().add(b * QK);
                             let q = |o: usize| {
                                 _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(
                                     p.add(o).cast(),
