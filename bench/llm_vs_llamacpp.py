@@ -445,9 +445,12 @@ def main():
                         print(rows[-1], file=sys.stderr, flush=True)
                 # The exported weights of 8b are 16 GB: gone before the next model's.
                 subprocess.run(["rm", "-rf", out], check=False)
+    # The Vulkan build that build_llamacpp.sh packed, unless --llama-bench named another (its CPU build).
+    built = (f"llama-bench {args.llama_bench}" if args.llama_bench
+             else "llama-bench built by bench/build_llamacpp.sh (Vulkan, static)")
     bench_args = " ".join([f"-p {bench_prompt} -n {bench_gen} -ngl 99 -r {args.reps}"] + args.llama_bench_args.split())
     lines = [f"\n### Transformer inference vs llama.cpp, same weights, same run ({datetime.date.today()})\n",
-             f"llama.cpp: {version}, llama-bench built by bench/build_llamacpp.sh (Vulkan, static), on {gpu_info}; "
+             f"llama.cpp: {version}, {built}, on {gpu_info}; "
              f"`{bench_args}`, "
              "mean ± stddev of its repetitions; the GGUF holds our weights (f16/f32 as they are, checked against "
              f"float64 by `--check`; q8_0/q4_0 as the same blocks, checked by `--roundtrip`). Ours: median through the agent, checked steps validated against f64. CPU {cpu_model()} "

@@ -118,27 +118,31 @@ layout(set = 0, binding = 1, std430) readonly buffer WQ2 { uvec2 wq2[]; };
 #define LOAD_QUARTER(b, q) wq[pc.q_values / 4u + (b) * 4u + (q)]
 #endif
 
+// x·v over four values, one product and three multiply-adds in a chain from s.
+float q_dot4(vec4 v, vec4 x, float s)
+{
+    return fma(v.w, x.w, fma(v.z, x.z, fma(v.y, x.y, fma(v.x, x.x, s))));
+}
+
 // Quarter q's dot product, a weight a mask-and-or, a subtraction and a multiply-add (q8_word,
-// q4_low, q4_high in quant_blocks.glsl), the inputs scaled by 2^-p (Q_SCALE_BYTES, SCALE_XB).
+// q4_low, q4_high in quant_blocks.glsl; el and eh their exponents, from q_magic).
 // Q8_0's quarter q is weights 8q..8q+7 (its two words), inputs xa and xb; Q4_0's is its word q:
 // weights 4q..4q+3 in the low nibbles (inputs xa), 16+4q.. in the high ones (xb).
 #ifdef Q8
-float quarter_dot(uvec2 w, vec4 xa, vec4 xb)
+float quarter_dot(uvec2 w, vec4 xa, vec4 xb, uvec4 el, uvec4 eh)
 {
-    return dot(q8_word(w.x), xa) + dot(q8_word(w.y), xb);
+    return q_dot4(q8_word(w.y, el), xb, q_dot4(q8_word(w.x, el), xa, 0.0));
 }
-// The input offsets (in 4-vectors from the block's first) of quarter q, and their scaling.
+// The input offsets (in 4-vectors from the block's first) of quarter q.
 #define QUARTER_XA(q) (2u * (q))
 #define QUARTER_XB(q) (2u * (q) + 1u)
-#define SCALE_XB Q_SCALE_BYTES
 #else
-float quarter_dot(uint w, vec4 xa, vec4 xb)
+float quarter_dot(uint w, vec4 xa, vec4 xb, uvec4 el, uvec4 eh)
 {
-    return dot(q4_low(w), xa) + dot(q4_high(w), xb);
+    return q_dot4(q4_high(w, eh), xb, q_dot4(q4_low(w, el), xa, 0.0));
 }
 #define QUARTER_XA(q) (q)
 #define QUARTER_XB(q) (4u + (q))
-#define SCALE_XB Q_SCALE_HIGH
 #endif
 
 // Weight e alone.
@@ -223,24 +227,39 @@ void main()
                 // a block past k reads the last one again with inputs of zero.
                 const uint kb = pc.k / QK;
                 const uint q = lane % 4u;
+                const uvec4 el = q_magic(Q_MAGIC_BYTES);
+#ifdef Q8
+                const uvec4 eh = el;
+#else
+                const uvec4 eh = q_magic(Q_MAGIC_HIGH);
+#endif
                 for (uint c0 = slice * lanes; c0 < kb; c0 += stride) {
                     vec4 xs[8];
                     uint cb[4];
                     for (uint u = 0u; u < 4u; ++u) {
-                        const uint c = c0 + lane / 4u + lanes / 4u * u;
-                        cb[u] = min(c, kb - 1u);
+                        cb[u] = min(c0 + lane / 4u + lanes / 4u * u, kb - 1u);
                         const uint xb = xr / 4u + 8u * cb[u];
                         xs[2u * u] = x4[xb + QUARTER_XA(q)];
                         xs[2u * u + 1u] = x4[xb + QUARTER_XB(q)];
-                        const float live = c < kb ? 1.0 : 0.0;
-                        if (NORM) {
-                            ss += live * (dot(xs[2u * u], xs[2u * u]) + dot(xs[2u * u + 1u], xs[2u * u + 1u]));
+                    }
+                    // The last trip of a row whose blocks are not a multiple of the team's: the
+                    // blocks past it reread the last one, with inputs of zero (a branch the whole
+                    // subgroup takes or skips).
+                    if (c0 + lanes > kb) {
+                        for (uint u = 0u; u < 4u; ++u) {
+                            if (c0 + lane / 4u + lanes / 4u * u >= kb) {
+                                xs[2u * u] = vec4(0.0);
+                                xs[2u * u + 1u] = vec4(0.0);
+                            }
+                        }
+                    }
+                    if (NORM) {
+                        for (uint u = 0u; u < 4u; ++u) {
+                            ss += dot(xs[2u * u], xs[2u * u]) + dot(xs[2u * u + 1u], xs[2u * u + 1u]);
                             const uint gb = (pc.g_off + QK * cb[u]) / 4u;
                             xs[2u * u] *= uintBitsToFloat(wq4[gb + QUARTER_XA(q)]);
                             xs[2u * u + 1u] *= uintBitsToFloat(wq4[gb + QUARTER_XB(q)]);
                         }
-                        xs[2u * u] *= Q_SCALE_BYTES * live;
-                        xs[2u * u + 1u] *= SCALE_XB * live;
                     }
                     QWORD wv[2u * FT * 4u];
                     float d[2u * FT * 4u];
@@ -256,9 +275,10 @@ void main()
                     for (uint f = 0u; f < FT; ++f) {
                         for (uint u = 0u; u < 4u; ++u) {
                             const uint at = 2u * f * 4u + u;
-                            acc[f] += d[at] * quarter_dot(wv[at], xs[2u * u], xs[2u * u + 1u]);
+                            acc[f] = fma(quarter_dot(wv[at], xs[2u * u], xs[2u * u + 1u], el, eh), d[at], acc[f]);
                             if (TWO)
-                                up[f] += d[at + 4u] * quarter_dot(wv[at + 4u], xs[2u * u], xs[2u * u + 1u]);
+                                up[f] = fma(quarter_dot(wv[at + 4u], xs[2u * u], xs[2u * u + 1u], el, eh),
+                                            d[at + 4u], up[f]);
                         }
                     }
                 }

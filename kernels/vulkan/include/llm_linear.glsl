@@ -58,17 +58,16 @@ layout(set = 0, binding = 1, std430) readonly buffer WQ { uint wq[]; };
 #include "quant_blocks.glsl"
 
 // Weights e..e+3 (e a multiple of 4) with their block's scale, exactly: one word of the values
-// made floats (quant_blocks.glsl), times the scale by 2^-p (at most 19 significant bits: exact in
-// f32).
+// made floats (quant_blocks.glsl), times the scale.
 vec4 load_quant4(uint e)
 {
     const uint b = e >> 5, p = e & 31u;
     const float d = q_scale(pc.q_scales, b);
 #ifdef Q8
-    return q8_word(wq[(pc.q_values + b * 32u + p) >> 2]) * (d * Q_SCALE_BYTES);
+    return q8_word(wq[(pc.q_values + b * 32u + p) >> 2], q_magic(Q_MAGIC_BYTES)) * d;
 #else
     const uint w = wq[(pc.q_values + b * 16u + (p & 15u)) >> 2];
-    return p < 16u ? q4_low(w) * (d * Q_SCALE_BYTES) : q4_high(w) * (d * Q_SCALE_HIGH);
+    return (p < 16u ? q4_low(w, q_magic(Q_MAGIC_BYTES)) : q4_high(w, q_magic(Q_MAGIC_HIGH))) * d;
 #endif
 }
 #define LOAD_W4(i) load_quant4(4u * (i))

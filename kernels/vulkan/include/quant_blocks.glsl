@@ -31,34 +31,42 @@ float q_weight(uint v_off, uint s_off, uint e)
     return q_value(v_off, e >> 5, e & 31u) * q_scale(s_off, e >> 5);
 }
 
-// Four values of a word with no conversion and no shift per value: a value masked in place, at bit p
-// (0, 4, 8 or 12) of the word or of its upper half, ORed into the mantissa of 2^23 is 2^23 + v·2^p
-// exactly, and subtracting 2^23 + o·2^p (o the format's offset: 128 for Q8_0's bytes xor 0x80, 8 for
-// Q4_0's nibbles) leaves (v - o)·2^p exactly: values times Q_SCALE_BYTES (p = 0, 8, 0, 8) or
-// Q_SCALE_HIGH (p = 4, 12, 4, 12), powers of two, are the values (exact).
-#define Q_MANT 0x4B000000u
-#define Q_P0 8388608.0
-#define Q_SCALE_BYTES vec4(1.0, 1.0 / 256.0, 1.0, 1.0 / 256.0)
-#define Q_SCALE_HIGH vec4(1.0 / 16.0, 1.0 / 4096.0, 1.0 / 16.0, 1.0 / 4096.0)
+// Four values of a word with no conversion and no shift per value: a value v masked in place at bit p
+// of the word or of its upper half (0 or 8; Q4_0's high nibbles 4 and 12) and ORed into the float
+// 2^(23-p) (biased exponent 150 - p, an empty mantissa) is the float 2^(23-p) + v exactly, and
+// subtracting 2^(23-p) + o (o the format's offset: 128 for Q8_0's bytes xor 0x80, 8 for Q4_0's
+// nibbles) leaves v - o exactly. The exponents come in `e`, from q_magic(Q_MAGIC_BYTES) or
+// q_magic(Q_MAGIC_HIGH): with the mask and the exponent both constants NVIDIA's compiler spends two
+// LOP3 on `(v & m) | e` (bench/opencl_sass.py on its OpenCL twin), so q_magic makes the exponents
+// values the compiler cannot know (ORed with the group count's top bit, zero), kept in registers.
+#define Q_MAGIC_BYTES uvec4(0x4B000000u, 0x47000000u, 0x4B000000u, 0x47000000u)
+#define Q_MAGIC_HIGH uvec4(0x49000000u, 0x45000000u, 0x49000000u, 0x45000000u)
+#define Q_BASE_BYTES(o) vec4(8388608.0 + (o), 32768.0 + (o), 8388608.0 + (o), 32768.0 + (o))
+#define Q_BASE_HIGH(o) vec4(524288.0 + (o), 2048.0 + (o), 524288.0 + (o), 2048.0 + (o))
+uvec4 q_magic(uvec4 e)
+{
+    return e | uvec4(gl_NumWorkGroups.x >> 31);
+}
 #ifdef Q8
-// Q8_0: the word's four bytes (weights 4t..4t+3 of its block), times 2^p.
-vec4 q8_word(uint w)
+// Q8_0: the word's four bytes (weights 4t..4t+3 of its block); e = q_magic(Q_MAGIC_BYTES).
+vec4 q8_word(uint w, uvec4 e)
 {
     const uint v = w ^ 0x80808080u;
     const uvec4 m = uvec4(v, v, v >> 16, v >> 16) & uvec4(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
-    return uintBitsToFloat(m | Q_MANT) - vec4(Q_P0 + 128.0, Q_P0 + 32768.0, Q_P0 + 128.0, Q_P0 + 32768.0);
+    return uintBitsToFloat(m | e) - Q_BASE_BYTES(128.0);
 }
 #else
-// Q4_0: the low nibbles of the word's four bytes (weights 4t..4t+3 of its block), times 2^p.
-vec4 q4_low(uint w)
+// Q4_0: the low nibbles of the word's four bytes (weights 4t..4t+3 of its block); e =
+// q_magic(Q_MAGIC_BYTES).
+vec4 q4_low(uint w, uvec4 e)
 {
     const uvec4 m = uvec4(w, w, w >> 16, w >> 16) & uvec4(0xFu, 0xF00u, 0xFu, 0xF00u);
-    return uintBitsToFloat(m | Q_MANT) - vec4(Q_P0 + 8.0, Q_P0 + 2048.0, Q_P0 + 8.0, Q_P0 + 2048.0);
+    return uintBitsToFloat(m | e) - Q_BASE_BYTES(8.0);
 }
-// The high nibbles (weights 16+4t..16+4t+3), times 2^p.
-vec4 q4_high(uint w)
+// The high nibbles (weights 16+4t..16+4t+3); e = q_magic(Q_MAGIC_HIGH).
+vec4 q4_high(uint w, uvec4 e)
 {
     const uvec4 m = uvec4(w, w, w >> 16, w >> 16) & uvec4(0xF0u, 0xF000u, 0xF0u, 0xF000u);
-    return uintBitsToFloat(m | Q_MANT) - vec4(Q_P0 + 128.0, Q_P0 + 32768.0, Q_P0 + 128.0, Q_P0 + 32768.0);
+    return uintBitsToFloat(m | e) - Q_BASE_HIGH(8.0);
 }
 #endif
