@@ -201,25 +201,25 @@ fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
     // A stretch at a time: `8b`'s weights are 32 GB in f32, and a second copy as bytes would double
     // the peak.
     let path = out.join(file);
-    let mut sink = std::io::BufWriter::new(
-        std::fs::File::create(&path).with_context(|| format!("creating {}", path.display()))?,
-    );
-    let mut bytes = Vec::with_capacity(4 << 20);
-    for stretch in weights.chunks(1 << 20) {
-        bytes.clear();
-        if half {
-            bytes.extend(
-                stretch
-                    .iter()
-                    .flat_map(|v| half::f16::from_f32(*v).to_le_bytes()),
-            );
-        } else {
-            bytes.extend(stretch.iter().flat_map(|v| v.to_le_bytes()));
+    let stream = || -> std::io::Result<()> {
+        let mut sink = std::io::BufWriter::new(std::fs::File::create(&path)?);
+        let mut bytes = Vec::with_capacity(4 << 20);
+        for stretch in weights.chunks(1 << 20) {
+            bytes.clear();
+            if half {
+                bytes.extend(
+                    stretch
+                        .iter()
+                        .flat_map(|v| half::f16::from_f32(*v).to_le_bytes()),
+                );
+            } else {
+                bytes.extend(stretch.iter().flat_map(|v| v.to_le_bytes()));
+            }
+            std::io::Write::write_all(&mut sink, &bytes)?;
         }
-        std::io::Write::write_all(&mut sink, &bytes)
-            .with_context(|| format!("writing {}", path.display()))?;
-    }
-    std::io::Write::flush(&mut sink).with_context(|| format!("writing {}", path.display()))?;
+        std::io::Write::flush(&mut sink)
+    };
+    stream().with_context(|| format!("writing {}", path.display()))?;
     write(
         "tokens.i32",
         ids.iter().flat_map(|v| (*v as i32).to_le_bytes()).collect(),
