@@ -62,9 +62,10 @@ def device_of(info, backend):
 
 
 def ours(bin_dir, db, agent, backend, device, kernel, params, variant=None, iters=20, min_seconds=0.5,
-         dtype=None, timeout_s=300):
-    """One `gpufleet run` of KERNEL with PARAMS on DEVICE of AGENT: the result as JSON (status, metric,
-    config, validation...), or a result of status `error` with the tail of what the command said."""
+         dtype=None, timeout_s=300, env=None):
+    """One `gpufleet run` of KERNEL with PARAMS on DEVICE of AGENT (ENV: the worker's `--env` overrides, a
+    dict): the result as JSON (status, metric, config, validation...), or a result of status `error` with
+    the tail of what the command said."""
     args = [os.path.join(bin_dir, "gpufleet"), "--db", db, "run", "--agent", agent, "--backend", backend,
             "--device", device, "--kernel", kernel, "--min-iterations", str(iters), "--min-seconds",
             str(min_seconds), "--json", "--timeout-s", str(timeout_s)]
@@ -74,6 +75,8 @@ def ours(bin_dir, db, agent, backend, device, kernel, params, variant=None, iter
         args += ["--dtype", dtype]
     for k, v in params.items():
         args += ["--param", f"{k}={v}"]
+    for k, v in (env or {}).items():
+        args += ["--env", f"{k}={v}"]
     out = subprocess.run(args, capture_output=True, text=True)
     try:
         return json.loads(out.stdout)[0]

@@ -1,0 +1,111 @@
+#!/usr/bin/env python3
+"""Agent builds side by side on one host: the same specs through each build's real agent, alternating.
+
+A kernel change is measured against the build before it in the same call, on the same GPU, never against
+a figure from another day. Each --build names a folder holding `gpufleet` and `gpufleet-agent` (release
+binaries), and optionally worker environment overrides (a debug switch, compiler options):
+
+  python3 bench/agents_ab.py --build base=/tmp/sb/base --build new=/tmp/sb/new \\
+      --build ft8=/tmp/sb/new:GPUFLEET_DEBUG_OPENCL_OPTIONS=-DFT=8 --jobs jobs.json --out ab.md
+
+JOBS is a JSON list, one object a spec: {"backend": "vulkan", "kernel": "gemv", "dtype": "q4_0",
+"params": {"k": 4096, "n": 14336}, "variant": null, "iters": 20, "builds": ["base", "new"]} (variant,
+dtype, iters and builds optional; builds default to every --build). The builds take turns, their order
+reversed from one spec to the next. A spec's rows are printed (and appended to --out) as soon as they
+are measured, so a run cut short keeps what it measured: build, spec, status and validation, the metric,
+its ratio to the spec's first build, the achieved GB/s and joules a unit where the agent reports them.
+Exit 1 when a row is not `ok` and validated.
+"""
+import argparse
+import contextlib
+import json
+import sys
+import time
+
+from benchlib import device_of, free_port, local_agent, ours
+
+
+def parse_build(text):
+    """NAME=DIR[:KEY=VAL[,KEY=VAL...]] -> (name, dir, env)."""
+    name, sep, rest = text.partition("=")
+    if not sep or not name or not rest:
+        raise argparse.ArgumentTypeError(f"--build wants NAME=DIR[:KEY=VAL,...], got {text[:60]!r}")
+    folder, _, envs = rest.partition(":")
+    env = {}
+    for pair in filter(None, envs.split(",")):
+        k, sep, v = pair.partition("=")
+        if not sep or not k:
+            raise argparse.ArgumentTypeError(f"--build {name}: an override wants KEY=VAL, got {pair[:60]!r}")
+        env[k] = v
+    return name, folder, env
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
+                                 formatter_class=argparse.RawDescriptionHelpFormatter,
+                                 epilog="\n".join(__doc__.split("\n")[1:]))
+    ap.add_argument("--build", action="append", type=parse_build, required=True, metavar="NAME=DIR[:KEY=VAL,...]")
+    ap.add_argument("--jobs", required=True, help="the JSON list of specs")
+    ap.add_argument("--out", help="a Markdown file the rows are appended to")
+    ap.add_argument("--timeout-s", type=int, default=400, help="a run's limit (default 400)")
+    args = ap.parse_args()
+    builds = {name: (folder, env) for name, folder, env in args.build}
+    if len(builds) != len(args.build):
+        ap.error("two --build share a name")
+    with open(args.jobs) as f:
+        jobs = json.load(f)
+    for i, job in enumerate(jobs):
+        missing = [b for b in job.get("builds", []) if b not in builds]
+        if "backend" not in job or "kernel" not in job or missing:
+            ap.error(f"job {i}: needs backend and kernel, and builds among --build (unknown: {missing})")
+
+    def say(line):
+        print(line, flush=True)
+        if args.out:
+            with open(args.out, "a") as f:
+                f.write(line + "\n")
+
+    bad = 0
+    say("| build | backend | spec | status | metric | vs first | GB/s | J/unit | wall s |")
+    say("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    with contextlib.ExitStack() as stack:
+        # One agent a folder: builds differing only in their overrides share it.
+        agents = {}
+        for folder in dict.fromkeys(folder for folder, _ in builds.values()):
+            agents[folder] = (f"a{len(agents)}",) + stack.enter_context(
+                local_agent(folder, free_port(), f"a{len(agents)}"))
+        for i, job in enumerate(jobs):
+            names = job.get("builds") or list(builds)
+            spec = "/".join(str(job.get(k) or "-") for k in ("kernel", "variant", "dtype"))
+            spec += " " + ",".join(f"{k}={v}" for k, v in job.get("params", {}).items())
+            measured = {}
+            for name in (names if i % 2 == 0 else names[::-1]):
+                folder, env = builds[name]
+                agent, db, info = agents[folder]
+                dev = device_of(info, job["backend"])
+                t = time.time()
+                if dev is None:
+                    r = {"status": "no device", "message": f"no {job['backend']} device"}
+                else:
+                    r = ours(folder, db, agent, job["backend"], dev["id"], job["kernel"], job.get("params", {}),
+                             variant=job.get("variant"), iters=job.get("iters", 10), dtype=job.get("dtype"),
+                             timeout_s=args.timeout_s, env=env)
+                measured[name] = (r, time.time() - t)
+            # A spec's rows together, in --build order, each beside the spec's first build.
+            first = measured[names[0]][0].get("metric_value")
+            for name in names:
+                r, wall = measured[name]
+                ok = r.get("status") == "ok" and (r.get("validation") or {}).get("passed", False)
+                bad += not ok
+                value = r.get("metric_value")
+                status = "ok" if ok else f"{r.get('status')}: {(r.get('message') or '')[:100]}"
+                ratio = f"{value / first:.3f}" if value and first else "-"
+                shown = f"{value:.1f} {r.get('metric_unit', '')}" if value else "-"
+                say(f"| {name} | {job['backend']} | {spec} | {status} | {shown} | {ratio} | "
+                    f"{(r.get('config') or {}).get('achieved_gbps', '-')} | {r.get('joules_per_unit') or '-'} | "
+                    f"{wall:.0f} |")
+    sys.exit(1 if bad else 0)
+
+
+if __name__ == "__main__":
+    main()
