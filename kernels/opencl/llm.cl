@@ -466,9 +466,10 @@ float q_block_dot_words(const uint4 *u, const float4 *xv, uint4 e)
         uint4 v4 = u[h] ^ (uint4)0x80808080u;
         uint wd[4] = {v4.x, v4.y, v4.z, v4.w};
         for (int i = 0; i < 4; i += 2) {
-            uint a = wd[i], b = wd[i + 1];
-            s = q_dot4(as_float4(((uint4)(a, a, a >> 16, a >> 16) & m) | e) - Q_BASE_LO(128.0f), xv[4 * h + i], s);
-            t = q_dot4(as_float4(((uint4)(b, b, b >> 16, b >> 16) & m) | e) - Q_BASE_LO(128.0f), xv[4 * h + i + 1], t);
+            const uint4 a = (uint4)(wd[i], wd[i], wd[i] >> 16, wd[i] >> 16);
+            const uint4 b = (uint4)(wd[i + 1], wd[i + 1], wd[i + 1] >> 16, wd[i + 1] >> 16);
+            s = q_dot4(as_float4((a & m) | e) - Q_BASE_LO(128.0f), xv[4 * h + i], s);
+            t = q_dot4(as_float4((b & m) | e) - Q_BASE_LO(128.0f), xv[4 * h + i + 1], t);
         }
     }
     return s + t;

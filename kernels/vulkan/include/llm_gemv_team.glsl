@@ -275,7 +275,8 @@ void main()
                     for (uint f = 0u; f < FT; ++f) {
                         for (uint u = 0u; u < 4u; ++u) {
                             const uint at = 2u * f * 4u + u;
-                            acc[f] = fma(quarter_dot(wv[at], xs[2u * u], xs[2u * u + 1u], el, eh), d[at], acc[f]);
+                            acc[f] = fma(quarter_dot(wv[at], xs[2u * u], xs[2u * u + 1u], el, eh), d[at],
+                                         acc[f]);
                             if (TWO)
                                 up[f] = fma(quarter_dot(wv[at + 4u], xs[2u * u], xs[2u * u + 1u], el, eh),
                                             d[at + 4u], up[f]);
