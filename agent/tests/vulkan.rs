@@ -242,6 +242,35 @@ async fn weights_made_as_several_buffers_are_bound_a_tensor_at_a_time_and_valida
 }
 
 #[tokio::test]
+async fn a_decode_recorded_without_barriers_is_timed_and_says_so() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    // The debug switch that bounds what overlapping dependent dispatches could win: the run is
+    // timed (valid where the device ran the dispatches one after the other, as lavapipe does,
+    // invalid where they overlapped) and its configuration names the missing barriers.
+    let mut s = on(&t.device, spec("llm", &[("model", 0), ("gen", 4)]));
+    s.variant = "decode".into();
+    s.env
+        .insert("GPUFLEET_DEBUG_VULKAN_NO_BARRIERS".into(), "1".into());
+    s.settings_mut().timeout_s = Some(120.0);
+    let (_, r) = run(&mut t.client, "no-barriers", s).await;
+    assert!(
+        matches!(r.status(), pb::RunStatus::Ok | pb::RunStatus::Invalid),
+        "{:?}: {}",
+        r.status(),
+        r.message
+    );
+    assert_eq!(
+        r.config.get("barriers").map(String::as_str),
+        Some("none (debug)"),
+        "{:?}",
+        r.config
+    );
+    assert!(r.stats.as_ref().is_some_and(|s| s.median_s > 0.0), "{r:?}");
+}
+
+#[tokio::test]
 async fn decode_attention_split_along_a_long_cache_validates() {
     let Some(mut t) = on_backend("vulkan").await else {
         return;

@@ -78,6 +78,8 @@ pub struct VulkanKernel {
     staging_input: Option<DevBuffer>,
     /// The dispatches' labels when each is timed ([`record::PROFILE_ENV`]), else empty.
     profile: Vec<String>,
+    /// No barrier between a plan's consecutive dispatches ([`record::NO_BARRIERS_ENV`]).
+    overlap: bool,
 }
 
 impl VulkanKernel {
@@ -178,6 +180,7 @@ impl VulkanKernel {
             transfer: transfer.map(|t| (t, Vec::new())),
             staging_input: None,
             profile: Vec::new(),
+            overlap: false,
         };
         k.vk = Some(vk);
         let packed = segments::packed(problem, inputs, &plan.input_storage);

@@ -6,7 +6,7 @@ use super::{DevBuffer, VulkanKernel};
 use crate::backend::planning::Direction;
 use crate::backend::vulkan::ffi::fail;
 use crate::backend::vulkan::plan::{Plan, Replay, Replayed};
-use crate::backend::{BackendError, Mode};
+use crate::backend::{BackendError, Mode, debug_switch};
 use ash::vk;
 use std::ops::Range;
 
@@ -19,6 +19,13 @@ pub const PROFILE_ENV: &str = "GPUFLEET_DEBUG_VULKAN_PROFILE";
 /// A debug switch: `1` records a decode's passes one after the other instead of replaying its last
 /// (`Replay`), to measure what the replay changes.
 pub const INLINE_ENV: &str = "GPUFLEET_DEBUG_VULKAN_INLINE";
+
+/// A debug switch: `1` records no barrier between a plan's consecutive dispatches, so a GPU may
+/// start each before the one it reads from has finished. The results are then wrong wherever
+/// dispatches overlapped (validation says so) and the time is a bound on what overlapping
+/// dependent dispatches could win (a dependent launch, or one persistent kernel): the drain and
+/// ramp a barrier costs. The result's configuration says `barriers: none (debug)`.
+pub const NO_BARRIERS_ENV: &str = "GPUFLEET_DEBUG_VULKAN_NO_BARRIERS";
 
 impl VulkanKernel {
     /// Nanoseconds between timestamps `from` and `to` (ticks masked by the valid bits, scaled by
@@ -63,6 +70,10 @@ impl VulkanKernel {
         mode: Mode,
     ) -> Result<(), BackendError> {
         let dev = self.dev().clone();
+        self.overlap = debug_switch(NO_BARRIERS_ENV);
+        if self.overlap {
+            self.config.insert("barriers".into(), "none (debug)".into());
+        }
         // A replayed decode records one pass once, in a secondary command buffer (not when every
         // dispatch is timed: the profile needs a timestamp after each).
         let inline = std::env::var(INLINE_ENV).is_ok_and(|v| v == "1");
@@ -296,7 +307,7 @@ impl VulkanKernel {
             // Between dispatches the next one reads what this one wrote. After the last one the
             // caller decides: a compute-to-compute barrier drains the pipe, which an empty
             // kernel's timestamps would otherwise include.
-            if i + 1 < end {
+            if i + 1 < end && !self.overlap {
                 barrier(dev, cb, COMPUTE, COMPUTE);
             }
         }
