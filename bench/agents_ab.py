@@ -22,7 +22,7 @@ import json
 import sys
 import time
 
-from benchlib import device_of, free_port, local_agent, ours
+from benchlib import device_of, free_port, local_agent, ours, val
 
 
 def parse_build(text):
@@ -92,15 +92,15 @@ def main():
                              timeout_s=args.timeout_s, env=env)
                 measured[name] = (r, time.time() - t)
             # A spec's rows together, in --build order, each beside the spec's first build.
-            first = measured[names[0]][0].get("metric_value")
+            first = val(measured[names[0]][0])
             for name in names:
                 r, wall = measured[name]
                 ok = r.get("status") == "ok" and (r.get("validation") or {}).get("passed", False)
                 bad += not ok
-                value = r.get("metric_value")
+                value = val(r)
                 status = "ok" if ok else f"{r.get('status')}: {(r.get('message') or '')[:100]}"
-                ratio = f"{value / first:.3f}" if value and first else "-"
-                shown = f"{value:.1f} {r.get('metric_unit', '')}" if value else "-"
+                ratio = f"{value / first:.3f}" if value == value and first else "-"
+                shown = f"{value:.1f} {r['metric']['unit']}" if value == value else "-"
                 say(f"| {name} | {job['backend']} | {spec} | {status} | {shown} | {ratio} | "
                     f"{(r.get('config') or {}).get('achieved_gbps', '-')} | {r.get('joules_per_unit') or '-'} | "
                     f"{wall:.0f} |")
