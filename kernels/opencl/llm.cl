@@ -441,10 +441,10 @@ __kernel void llm_qembed(__global const float *tokens, __global const uchar *w, 
  * LOP3 on `(v & m) | e` when both are immediates (bench/opencl_sass.py): q_magic() hands the
  * exponents over in registers, made from a value the compiler cannot know (the group count's
  * bits above 40, zero). */
-#define Q_MAGIC_LO (uint4)(0x4B000000u, 0x47000000u, 0x4B000000u, 0x47000000u)
-#define Q_MAGIC_HI (uint4)(0x49000000u, 0x45000000u, 0x49000000u, 0x45000000u)
-#define Q_BASE_LO(o) (float4)(8388608.0f + (o), 32768.0f + (o), 8388608.0f + (o), 32768.0f + (o))
-#define Q_BASE_HI(o) (float4)(524288.0f + (o), 2048.0f + (o), 524288.0f + (o), 2048.0f + (o))
+#define Q_MAGIC_BYTES (uint4)(0x4B000000u, 0x47000000u, 0x4B000000u, 0x47000000u)
+#define Q_MAGIC_HIGH (uint4)(0x49000000u, 0x45000000u, 0x49000000u, 0x45000000u)
+#define Q_BASE_BYTES(o) (float4)(8388608.0f + (o), 32768.0f + (o), 8388608.0f + (o), 32768.0f + (o))
+#define Q_BASE_HIGH(o) (float4)(524288.0f + (o), 2048.0f + (o), 524288.0f + (o), 2048.0f + (o))
 uint4 q_magic(uint4 e)
 {
     return e | (uint4)((uint)(get_num_groups(0) >> 40));
@@ -468,21 +468,21 @@ float q_block_dot_words(const uint4 *u, const float4 *xv, uint4 e)
         for (int i = 0; i < 4; i += 2) {
             const uint4 a = (uint4)(wd[i], wd[i], wd[i] >> 16, wd[i] >> 16);
             const uint4 b = (uint4)(wd[i + 1], wd[i + 1], wd[i + 1] >> 16, wd[i + 1] >> 16);
-            s = q_dot4(as_float4((a & m) | e) - Q_BASE_LO(128.0f), xv[4 * h + i], s);
-            t = q_dot4(as_float4((b & m) | e) - Q_BASE_LO(128.0f), xv[4 * h + i + 1], t);
+            s = q_dot4(as_float4((a & m) | e) - Q_BASE_BYTES(128.0f), xv[4 * h + i], s);
+            t = q_dot4(as_float4((b & m) | e) - Q_BASE_BYTES(128.0f), xv[4 * h + i + 1], t);
         }
     }
     return s + t;
 }
 #else
 /* A quarter: its value word `u`, the inputs of its low nibbles xa and of its high ones xb; el and
- * eh the exponents of q_magic(Q_MAGIC_LO) and q_magic(Q_MAGIC_HI). */
+ * eh the exponents of q_magic(Q_MAGIC_BYTES) and q_magic(Q_MAGIC_HIGH). */
 float q_quarter_dot(uint u, float4 xa, float4 xb, uint4 el, uint4 eh)
 {
     const uint4 ml = (uint4)(0xFu, 0xF00u, 0xFu, 0xF00u), mh = ml << 4;
     const uint4 vv = (uint4)(u, u, u >> 16, u >> 16);
-    const float4 a = as_float4((vv & ml) | el) - Q_BASE_LO(8.0f);
-    const float4 b = as_float4((vv & mh) | eh) - Q_BASE_HI(8.0f);
+    const float4 a = as_float4((vv & ml) | el) - Q_BASE_BYTES(8.0f);
+    const float4 b = as_float4((vv & mh) | eh) - Q_BASE_HIGH(8.0f);
     return q_dot4(b, xb, q_dot4(a, xa, 0.0f));
 }
 #endif
@@ -507,10 +507,10 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
     const int nb = k / 32;
     const bool aligned = x_off % 4 == 0;
 #ifdef W_Q8
-    const uint4 e = q_magic(Q_MAGIC_LO);
+    const uint4 e = q_magic(Q_MAGIC_BYTES);
 #else
     const int q = lane % 4;
-    const uint4 el = q_magic(Q_MAGIC_LO), eh = q_magic(Q_MAGIC_HI);
+    const uint4 el = q_magic(Q_MAGIC_BYTES), eh = q_magic(Q_MAGIC_HIGH);
 #endif
     /* Every team runs the same number of rounds (the barriers are group-wide). */
     const int rounds = (n + teams * FT - 1) / (teams * FT);
