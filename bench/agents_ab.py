@@ -18,7 +18,9 @@ Exit 1 when a row is not `ok` and validated.
 """
 import argparse
 import contextlib
+import hashlib
 import json
+import os
 import sys
 import time
 
@@ -40,6 +42,12 @@ def parse_build(text):
     return name, folder, env
 
 
+def joules(r):
+    """A result's joules a unit, three significant digits, or '-'."""
+    j = r.get("joules_per_unit")
+    return f"{j:.3g}" if isinstance(j, (int, float)) else "-"
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -58,6 +66,22 @@ def main():
         missing = [b for b in job.get("builds", []) if b not in builds]
         if "backend" not in job or "kernel" not in job or missing:
             ap.error(f"job {i}: needs backend and kernel, and builds among --build (unknown: {missing})")
+
+    # Two builds that would run the same agent with the same overrides measure nothing: say so before
+    # any device time is spent (a shared cargo target folder can leave the "new" binary the old one).
+    seen = {}
+    for name, (folder, env) in builds.items():
+        path = os.path.join(folder, "gpufleet-agent")
+        try:
+            with open(path, "rb") as f:
+                digest = hashlib.sha256(f.read()).hexdigest()
+        except OSError as e:
+            ap.error(f"--build {name}: cannot read {path}: {e.strerror}")
+        key = (digest, tuple(sorted(env.items())))
+        if key in seen:
+            ap.error(f"--build {name} and --build {seen[key]} run the same agent binary ({digest[:12]}) with the "
+                     "same overrides: the comparison would measure nothing")
+        seen[key] = name
 
     def say(line):
         print(line, flush=True)
@@ -102,7 +126,7 @@ def main():
                 ratio = f"{value / first:.3f}" if value == value and first else "-"
                 shown = f"{value:.1f} {r['metric']['unit']}" if value == value else "-"
                 say(f"| {name} | {job['backend']} | {spec} | {status} | {shown} | {ratio} | "
-                    f"{(r.get('config') or {}).get('achieved_gbps', '-')} | {r.get('joules_per_unit') or '-'} | "
+                    f"{(r.get('config') or {}).get('achieved_gbps', '-')} | {joules(r)} | "
                     f"{wall:.0f} |")
     sys.exit(1 if bad else 0)
 

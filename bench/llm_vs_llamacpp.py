@@ -306,11 +306,17 @@ def test_gguf_holds_our_model():
     assert check(bin_dir, ["tiny"], ["f32", "f16"]) == 0
 
 
-def find_llama_bench(path, tmp):
+def find_llama_bench(path, tmp, cpu_only=False):
     """PATH, or .llamacpp/vulkan/llama-bench, or the one in .llamacpp/carry/llama-bench-vulkan.tar.xz
-    unpacked into TMP."""
+    unpacked into TMP. CPU_ONLY (our rows are all on the CPU): .llamacpp/cpu/llama-bench, never the
+    Vulkan build, which on a host without a GPU would time llama.cpp on lavapipe."""
     if path:
         return path
+    if cpu_only:
+        cpu = os.path.join(LLAMACPP, "cpu", "llama-bench")
+        if os.access(cpu, os.X_OK):
+            return cpu
+        die(f"no CPU llama-bench at {cpu}: run bench/build_llamacpp.sh --cpu or pass --llama-bench")
     built = os.path.join(LLAMACPP, "vulkan", "llama-bench")
     if os.access(built, os.X_OK):
         return built
@@ -388,7 +394,7 @@ def main():
     gpu_info = "?"
     raw_records = []
     with local_agent(args.bin_dir, 50981, "gpu") as (db, info), tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
-        exe = find_llama_bench(args.llama_bench, tmp)
+        exe = find_llama_bench(args.llama_bench, tmp, cpu_only=set(args.backend) == {"cpu"})
         for b in info["backends"]:
             print(f"backend {b['name']}: available={b['available']} {b['reason']}", file=sys.stderr)
         for model in args.models:
