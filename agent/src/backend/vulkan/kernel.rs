@@ -297,7 +297,7 @@ impl VulkanKernel {
                 .create_fence(&vk::FenceCreateInfo::default(), None)
                 .map_err(|e| fail("vkCreateFence", e))?;
             if found.timestamp_bits > 0 {
-                if std::env::var(record::PROFILE_ENV).is_ok_and(|v| v == "1") {
+                if debug_switch(record::PROFILE_ENV) {
                     self.profile = plan.dispatches.iter().map(|d| d.label.clone()).collect();
                 }
                 let q = vk::QueryPoolCreateInfo::default()

@@ -76,7 +76,7 @@ impl VulkanKernel {
         }
         // A replayed decode records one pass once, in a secondary command buffer (not when every
         // dispatch is timed: the profile needs a timestamp after each).
-        let inline = std::env::var(INLINE_ENV).is_ok_and(|v| v == "1");
+        let inline = debug_switch(INLINE_ENV);
         let replay = (plan.passes.replay.as_ref()).filter(|_| self.profile.is_empty() && !inline);
         let body = match replay {
             Some(r) => Some(self.record_body(plan, sets, r.body.clone())?),
