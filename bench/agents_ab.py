@@ -13,7 +13,9 @@ JOBS is a JSON list, one object a spec: {"backend": "vulkan", "kernel": "gemv", 
 dtype, iters and builds optional; builds default to every --build). The builds take turns, their order
 reversed from one spec to the next. A spec's rows are printed (and appended to --out) as soon as they
 are measured, so a run cut short keeps what it measured: build, spec, status and validation, the metric,
-its ratio to the spec's first build, the achieved GB/s and joules a unit where the agent reports them.
+its median time, its ratio to the spec's first build (for a row without a metric, such as an invalid one
+under a debug switch, the inverse ratio of the median times), the achieved GB/s and joules a unit where
+the agent reports them.
 Exit 1 when a row is not `ok` and validated.
 """
 import argparse
@@ -90,8 +92,8 @@ def main():
                 f.write(line + "\n")
 
     bad = 0
-    say("| build | backend | spec | status | metric | vs first | GB/s | J/unit | wall s |")
-    say("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: |")
+    say("| build | backend | spec | status | metric | median ms | vs first | GB/s | J/unit | wall s |")
+    say("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
     with contextlib.ExitStack() as stack:
         # One agent a folder: builds differing only in their overrides share it.
         agents = {}
@@ -117,15 +119,25 @@ def main():
                 measured[name] = (r, time.time() - t)
             # A spec's rows together, in --build order, each beside the spec's first build.
             first = val(measured[names[0]][0])
+            first_s = measured[names[0]][0].get("median_s")
             for name in names:
                 r, wall = measured[name]
                 ok = r.get("status") == "ok" and (r.get("validation") or {}).get("passed", False)
                 bad += not ok
                 value = val(r)
                 status = "ok" if ok else f"{r.get('status')}: {(r.get('message') or '')[:100]}"
-                ratio = f"{value / first:.3f}" if value == value and first else "-"
+                # An invalid row keeps its time (a debug switch's bound): its speed beside the first
+                # build's is then the inverse ratio of their median times.
+                median_s = r.get("median_s")
+                if value == value and first:
+                    ratio = f"{value / first:.3f}"
+                elif median_s and first_s:
+                    ratio = f"{first_s / median_s:.3f} (time)"
+                else:
+                    ratio = "-"
                 shown = f"{value:.1f} {r['metric']['unit']}" if value == value else "-"
-                say(f"| {name} | {job['backend']} | {spec} | {status} | {shown} | {ratio} | "
+                ms = f"{median_s * 1e3:.3f}" if median_s else "-"
+                say(f"| {name} | {job['backend']} | {spec} | {status} | {shown} | {ms} | {ratio} | "
                     f"{(r.get('config') or {}).get('achieved_gbps', '-')} | {joules(r)} | "
                     f"{wall:.0f} |")
     sys.exit(1 if bad else 0)

@@ -391,10 +391,11 @@ def main():
     vfile = os.path.join(CARRY, "VERSION")
     if os.path.exists(vfile):
         version = open(vfile).read().strip()
-    gpu_info = "?"
+    cpu_only = set(args.backend) == {"cpu"}
+    gpu_info = "the CPU" if cpu_only else "?"
     raw_records = []
     with local_agent(args.bin_dir, 50981, "gpu") as (db, info), tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
-        exe = find_llama_bench(args.llama_bench, tmp, cpu_only=set(args.backend) == {"cpu"})
+        exe = find_llama_bench(args.llama_bench, tmp, cpu_only=cpu_only)
         for b in info["backends"]:
             print(f"backend {b['name']}: available={b['available']} {b['reason']}", file=sys.stderr)
         for model in args.models:
@@ -451,8 +452,10 @@ def main():
                         print(rows[-1], file=sys.stderr, flush=True)
                 # The exported weights of 8b are 16 GB: gone before the next model's.
                 subprocess.run(["rm", "-rf", out], check=False)
-    # The Vulkan build that build_llamacpp.sh packed, unless --llama-bench named another (its CPU build).
+    # The build find_llama_bench chose: the one --llama-bench named, or build_llamacpp.sh's CPU build
+    # for CPU-only rows, else its Vulkan build.
     built = (f"llama-bench {args.llama_bench}" if args.llama_bench
+             else "llama-bench built by bench/build_llamacpp.sh --cpu (CPU only)" if cpu_only
              else "llama-bench built by bench/build_llamacpp.sh (Vulkan, static)")
     bench_args = " ".join([f"-p {bench_prompt} -n {bench_gen} -ngl 99 -r {args.reps}"] + args.llama_bench_args.split())
     lines = [f"\n### Transformer inference vs llama.cpp, same weights, same run ({datetime.date.today()})\n",

@@ -424,66 +424,66 @@ __kernel void llm_qembed(__global const float *tokens, __global const uchar *w, 
 }
 
 #ifdef TEAM_WG
+#ifdef W_Q8
 /* Q8_0: a work-item takes whole blocks, two 16-byte loads of values and 32 inputs (on an H100 a
  * lane's quarter of a block, eight-byte loads, was 12% slower). Q4_0: a quarter of a block is its
  * word q (weights 4q..4q+3 in the low nibbles, 16+4q.. in the high ones), and QX_A and QX_B are
- * the offsets, in float4 from the block's first input, of the inputs of those two halves. */
+ * the offsets, in float4 from the block's first input, of the inputs of those two halves. The
+ * inputs are scaled for the dot products by 2^-p for the weights found at bit p of their word
+ * (exact: powers of two). */
+void q_scale_inputs(float4 *xv)
+{
+    for (int i = 0; i < 8; i++)
+        xv[i] *= (float4)(1.0f, 1.0f / 256.0f, 1.0f, 1.0f / 256.0f);
+}
+#else
 #define QX_A(q) (q)
 #define QX_B(q) (4 + (q))
+#define QX_SCALE_A (float4)(1.0f, 1.0f / 256.0f, 1.0f, 1.0f / 256.0f)
+#define QX_SCALE_B (float4)(1.0f / 16.0f, 1.0f / 4096.0f, 1.0f / 16.0f, 1.0f / 4096.0f)
+#endif
 
-/* The values without a shift or a conversion per weight: a value v masked in place at bit p of
- * its word (p = 0 or 8 of the word or of its upper half; Q4_0's high nibbles 4 and 12) and ORed
- * into the float 2^(23-p) (biased exponent 150 - p, an empty mantissa) is the float 2^(23-p) + v
- * exactly; subtracting 2^(23-p) + o (o the offset: 128 for Q8_0's bytes with their sign bit
- * flipped, 8 for Q4_0's nibbles) leaves v - o exactly. A weight costs a mask-and-or, a
- * subtraction and a multiply-add (integer to float conversions run at a quarter of the FMA rate
- * on NVIDIA GPUs). The mask and the exponent are both constants, and NVIDIA's compiler spends two
- * LOP3 on `(v & m) | e` when both are immediates (bench/opencl_sass.py): q_magic() hands the
- * exponents over in registers, made from a value the compiler cannot know (the group count's
- * bits above 40, zero). */
-#define Q_MAGIC_BYTES (uint4)(0x4B000000u, 0x47000000u, 0x4B000000u, 0x47000000u)
-#define Q_MAGIC_HIGH (uint4)(0x49000000u, 0x45000000u, 0x49000000u, 0x45000000u)
-#define Q_BASE_BYTES(o) (float4)(8388608.0f + (o), 32768.0f + (o), 8388608.0f + (o), 32768.0f + (o))
-#define Q_BASE_HIGH(o) (float4)(524288.0f + (o), 2048.0f + (o), 524288.0f + (o), 2048.0f + (o))
-uint4 q_magic(uint4 e)
-{
-    return e | (uint4)((uint)(get_num_groups(0) >> 40));
-}
-
-/* x·v over four values, one product and three multiply-adds in a chain. */
-float q_dot4(float4 v, float4 x, float s)
-{
-    return fma(v.w, x.w, fma(v.z, x.z, fma(v.y, x.y, fma(v.x, x.x, s))));
-}
-
+/* The dot products of the values with their (scaled) inputs, unscaled. No shift or conversion per
+ * weight: a value masked in place at bit p (0 or 8 of a word or of its upper half; Q4_0 also 4
+ * and 12) and ORed into the mantissa of 2^23 is the float 2^23 + v 2^p exactly, and subtracting
+ * 2^23 + o 2^p (o the offset: 128 for Q8_0's bytes with their sign bit flipped, 8 for Q4_0's
+ * nibbles) leaves (v - o) 2^p exactly; with the inputs scaled by 2^-p a weight costs a
+ * mask-and-or, a subtraction and a multiply-add. (Integer to float conversions run at a quarter
+ * of the FMA rate on NVIDIA GPUs.) */
 #ifdef W_Q8
 /* A whole block: its values `u` (two 16-byte words), its 32 inputs `xv`. */
-float q_block_dot_words(const uint4 *u, const float4 *xv, uint4 e)
+float q_block_dot_words(const uint4 *u, const float4 *xv)
 {
+    const uint4 e = (uint4)0x4B000000u;
+    const float p0 = 8388608.0f;
+    float4 s = (float4)(0.0f), t = (float4)(0.0f);
     const uint4 m = (uint4)(0xFFu, 0xFF00u, 0xFFu, 0xFF00u);
-    float s = 0.0f, t = 0.0f;
+    const float4 o = (float4)(p0 + 128.0f, p0 + 32768.0f, p0 + 128.0f, p0 + 32768.0f);
     for (int h = 0; h < 2; h++) {
         uint4 v4 = u[h] ^ (uint4)0x80808080u;
         uint wd[4] = {v4.x, v4.y, v4.z, v4.w};
         for (int i = 0; i < 4; i += 2) {
-            const uint4 a = (uint4)(wd[i], wd[i], wd[i] >> 16, wd[i] >> 16);
-            const uint4 b = (uint4)(wd[i + 1], wd[i + 1], wd[i + 1] >> 16, wd[i + 1] >> 16);
-            s = q_dot4(as_float4((a & m) | e) - Q_BASE_BYTES(128.0f), xv[4 * h + i], s);
-            t = q_dot4(as_float4((b & m) | e) - Q_BASE_BYTES(128.0f), xv[4 * h + i + 1], t);
+            uint a = wd[i], b = wd[i + 1];
+            s = fma(as_float4(((uint4)(a, a, a >> 16, a >> 16) & m) | e) - o, xv[4 * h + i], s);
+            t = fma(as_float4(((uint4)(b, b, b >> 16, b >> 16) & m) | e) - o, xv[4 * h + i + 1], t);
         }
     }
-    return s + t;
+    s += t;
+    return (s.x + s.y) + (s.z + s.w);
 }
 #else
-/* A quarter: its value word `u`, the inputs of its low nibbles xa and of its high ones xb; el and
- * eh the exponents of q_magic(Q_MAGIC_BYTES) and q_magic(Q_MAGIC_HIGH). */
-float q_quarter_dot(uint u, float4 xa, float4 xb, uint4 el, uint4 eh)
+/* A quarter: its value word `u`, the inputs of its low nibbles xa and of its high ones xb. */
+float q_quarter_dot(uint u, float4 xa, float4 xb)
 {
+    const uint4 e = (uint4)0x4B000000u;
+    const float p0 = 8388608.0f;
     const uint4 ml = (uint4)(0xFu, 0xF00u, 0xFu, 0xF00u), mh = ml << 4;
+    const float4 ol = (float4)(p0 + 8.0f, p0 + 2048.0f, p0 + 8.0f, p0 + 2048.0f);
+    const float4 oh = (float4)(p0 + 128.0f, p0 + 32768.0f, p0 + 128.0f, p0 + 32768.0f);
     const uint4 vv = (uint4)(u, u, u >> 16, u >> 16);
-    const float4 a = as_float4((vv & ml) | el) - Q_BASE_BYTES(8.0f);
-    const float4 b = as_float4((vv & mh) | eh) - Q_BASE_HIGH(8.0f);
-    return q_dot4(b, xb, q_dot4(a, xa, 0.0f));
+    const float4 a = as_float4((vv & ml) | e) - ol;
+    const float4 b = as_float4((vv & mh) | e) - oh;
+    return dot(a, xa) + dot(b, xb);
 }
 #endif
 
@@ -493,9 +493,8 @@ float q_quarter_dot(uint u, float4 xa, float4 xb, uint4 el, uint4 eh)
  * pieces (a whole block's inputs a work-item are 128 bytes apart, a cache line each: on an H100
  * the quarters read q4_0 at 1.27x) and its value loads consecutive words. A trip's inputs serve the
  * FT features, every feature's values and scales loaded before the sums (a Q4_0 block past k
- * reads the last one again with inputs of zero); the team's sums added in local memory. The
- * inputs are read as float4 where the rows start 16-byte aligned (x_off a multiple of 4), else
- * element by element. */
+ * reads the last one again with inputs of zero); the team's sums added in local memory. The inputs are read as float4 where the rows start 16-byte aligned (x_off a multiple of
+ * 4), else element by element. */
 __kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void
 llm_qgemv_team(__global const float *x, __global const uchar *w, __global float *out, int x_off,
                long v_off, long s_off, int out_off, int rows, int k, int n)
@@ -506,34 +505,14 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
     const int teams = get_num_groups(0) * (TEAM_WG / TEAM);
     const int nb = k / 32;
     const bool aligned = x_off % 4 == 0;
-#ifdef W_Q8
-    const uint4 e = q_magic(Q_MAGIC_BYTES);
-#else
+#ifndef W_Q8
     const int q = lane % 4;
-    const uint4 el = q_magic(Q_MAGIC_BYTES), eh = q_magic(Q_MAGIC_HIGH);
+    __global const uint *wv = (__global const uint *)(w + v_off);
 #endif
     /* Every team runs the same number of rounds (the barriers are group-wide). */
     const int rounds = (n + teams * FT - 1) / (teams * FT);
     for (int it = 0; it < rounds; it++) {
         const int j0 = (it * teams + get_group_id(0) * (TEAM_WG / TEAM) + team) * FT;
-        /* Each feature's values and scales from its row's first block on (a team past n rereads
-         * the last feature, written by no one): the loads below index them with 32-bit block
-         * numbers. */
-#ifdef W_Q8
-        __global const uint4 *wf[FT];
-#else
-        __global const uint *wf[FT];
-#endif
-        __global const half *sf[FT];
-        for (int f = 0; f < FT; f++) {
-            const long row = (long)min(j0 + f, n - 1) * nb;
-#ifdef W_Q8
-            wf[f] = (__global const uint4 *)(w + v_off) + row * 2;
-#else
-            wf[f] = (__global const uint *)(w + v_off) + row * 4 + q;
-#endif
-            sf[f] = (__global const half *)(w + s_off) + row;
-        }
         for (int r = 0; r < rows; r++) {
             float acc[FT];
             for (int f = 0; f < FT; f++)
@@ -550,23 +529,28 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
                     for (int i = 0; i < 8; i++)
                         xv[i] = vload4(i, xr + b * 32);
                 }
-                /* Every feature's block and scale loaded before any sum. */
+                q_scale_inputs(xv);
+                /* Every feature's block and scale loaded before any sum (a team past n rereads
+                 * the last feature, written by no one). */
                 uint4 u[FT * 2];
                 float d[FT];
                 for (int f = 0; f < FT; f++) {
-                    u[f * 2] = wf[f][b * 2];
-                    u[f * 2 + 1] = wf[f][b * 2 + 1];
-                    d[f] = vload_half(b, sf[f]);
+                    long blk = (long)min(j0 + f, n - 1) * nb + b;
+                    __global const uint4 *p = (__global const uint4 *)(w + v_off + blk * 32);
+                    u[f * 2] = p[0];
+                    u[f * 2 + 1] = p[1];
+                    d[f] = q_scale(w, s_off, blk);
                 }
                 for (int f = 0; f < FT; f++)
-                    acc[f] = fma(q_block_dot_words(u + f * 2, xv, e), d[f], acc[f]);
+                    acc[f] += q_block_dot_words(u + f * 2, xv) * d[f];
             }
 #else
             for (int b0 = 0; b0 < nb && j0 < n; b0 += TEAM) {
                 float4 xv[8];
                 int cb[4];
                 for (int u = 0; u < 4; u++) {
-                    cb[u] = min(b0 + lane / 4 + TEAM / 4 * u, nb - 1);
+                    const int c = b0 + lane / 4 + TEAM / 4 * u;
+                    cb[u] = min(c, nb - 1);
                     if (aligned) {
                         __global const float4 *x4 = (__global const float4 *)(xr + cb[u] * 32);
                         xv[2 * u] = x4[QX_A(q)];
@@ -575,27 +559,24 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
                         xv[2 * u] = vload4(QX_A(q), xr + cb[u] * 32);
                         xv[2 * u + 1] = vload4(QX_B(q), xr + cb[u] * 32);
                     }
+                    const float live = c < nb ? 1.0f : 0.0f;
+                    xv[2 * u] *= QX_SCALE_A * live;
+                    xv[2 * u + 1] *= QX_SCALE_B * live;
                 }
-                /* The last trip of a row whose blocks are not a multiple of TEAM: the blocks
-                 * past it reread the last one, with inputs of zero (a branch the whole team
-                 * takes or skips). */
-                if (b0 + TEAM > nb)
-                    for (int u = 0; u < 4; u++)
-                        if (b0 + lane / 4 + TEAM / 4 * u >= nb)
-                            xv[2 * u] = xv[2 * u + 1] = (float4)(0.0f);
-                /* Every feature's quarters and scales loaded before any sum. */
+                /* Every feature's quarters and scales loaded before any sum (a team past n
+                 * rereads the last feature, written by no one). */
                 uint u4[FT * 4];
                 float d[FT * 4];
                 for (int f = 0; f < FT; f++) {
+                    const long row = (long)min(j0 + f, n - 1) * nb;
                     for (int u = 0; u < 4; u++) {
-                        u4[f * 4 + u] = wf[f][cb[u] * 4];
-                        d[f * 4 + u] = vload_half(cb[u], sf[f]);
+                        u4[f * 4 + u] = wv[(row + cb[u]) * 4 + q];
+                        d[f * 4 + u] = q_scale(w, s_off, row + cb[u]);
                     }
                 }
                 for (int f = 0; f < FT; f++)
                     for (int u = 0; u < 4; u++)
-                        acc[f] = fma(q_quarter_dot(u4[f * 4 + u], xv[2 * u], xv[2 * u + 1], el, eh),
-                                     d[f * 4 + u], acc[f]);
+                        acc[f] += q_quarter_dot(u4[f * 4 + u], xv[2 * u], xv[2 * u + 1]) * d[f * 4 + u];
             }
 #endif
             for (int f = 0; f < FT; f++)
