@@ -271,6 +271,49 @@ async fn a_decode_recorded_without_barriers_is_timed_and_says_so() {
 }
 
 #[tokio::test]
+async fn a_chained_decode_validates_and_says_how_many_barriers_counters_replaced() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    // The dependent launch made of counters (GPUFLEET_DEBUG_VULKAN_CHAIN): the team gemvs and the
+    // attention wait on the dispatch before them instead of a barrier (one-row projections: batch
+    // 1). Folded layers (`small`), quantized and half weights, and attention split along a long
+    // cache (its merge keeps a barrier) all validate, recorded inline (one counter a dispatch).
+    let cases: [(&str, &[(&str, i64)]); 3] = [
+        ("f16", &[("model", 1), ("gen", 3)]),
+        ("q4_0", &[("model", 1), ("gen", 3)]),
+        ("f32", &[("model", 0), ("context", 300), ("gen", 3)]),
+    ];
+    for (dtype, params) in cases {
+        let mut s = on(&t.device, spec("llm", params));
+        s.variant = "decode".into();
+        s.dtype = dtype.into();
+        s.env
+            .insert("GPUFLEET_DEBUG_VULKAN_CHAIN".into(), "1".into());
+        s.settings_mut().timeout_s = Some(300.0);
+        let (_, r) = run(&mut t.client, &format!("chain-{dtype}"), s).await;
+        assert_ok(&r);
+        assert!(
+            r.validation.as_ref().unwrap().passed,
+            "{dtype}: {}",
+            r.message
+        );
+        let chain = r.config.get("chain").map(String::as_str).unwrap_or("");
+        let replaced: usize = chain.split(' ').next().unwrap_or("").parse().unwrap_or(0);
+        assert!(
+            replaced > 0 && chain.contains("replaced by counters"),
+            "{dtype}: {:?}",
+            r.config
+        );
+        assert!(
+            !r.config.contains_key("replay"),
+            "{dtype}: recorded inline: {:?}",
+            r.config
+        );
+    }
+}
+
+#[tokio::test]
 async fn decode_attention_split_along_a_long_cache_validates() {
     let Some(mut t) = on_backend("vulkan").await else {
         return;

@@ -30,7 +30,8 @@
 //
 // Bindings: 0 x, 1 the weights (f32, or half with HALF, or words with QUANT), 2 the arena (written), 3 the arena (the
 // residual read), 4 the pass shift, which one invocation adds 1 to with ADVANCE (the LM head of a
-// replayed decode pass: the next replay's positions; ROPE reads it), 5 the RoPE table (ROPE). Push
+// replayed decode pass: the next replay's positions; ROPE reads it), 5 the RoPE table (ROPE), 6 with CHAIN the
+// counters (include/chain.glsl, which also adds three push constants at bytes 116..127). Push
 // constants (uint but eps): rows, k, n, x_off, x_stride, w_off, g_off, out_off, res_off, eps, then
 // for ROPE t_off, k_off, v_off, per_seq, pos0, heads, kv_heads, positions, batch, hd; with QUANT
 // then q_values, q_scales.
@@ -61,15 +62,18 @@ layout(constant_id = 7) const uint SPLIT = 1u;
 layout(constant_id = 8) const bool ADVANCE = false;
 layout(constant_id = 9) const bool ROPE = false;
 
-layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
-layout(set = 0, binding = 0, std430) readonly buffer X4 { vec4 x4[]; };
+#define CHAIN_BINDING 6
+#include "chain.glsl"
+
+layout(set = 0, binding = 0, std430) CHAIN_COHERENT readonly buffer X { float x[]; };
+layout(set = 0, binding = 0, std430) CHAIN_COHERENT readonly buffer X4 { vec4 x4[]; };
 #ifdef HALF
 // Eight halves a 16-byte load, beside llm.glsl's views of the weights.
 layout(set = 0, binding = WEIGHTS_BINDING, std430) readonly buffer W8 { uvec4 wt8[]; };
 #endif
-layout(set = 0, binding = 2, std430) writeonly buffer Out { float dst[]; };
-layout(set = 0, binding = 3, std430) readonly buffer Res { float res[]; };
-layout(set = 0, binding = 4, std430) buffer Shift { uint pass_shift; };
+layout(set = 0, binding = 2, std430) CHAIN_COHERENT writeonly buffer Out { float dst[]; };
+layout(set = 0, binding = 3, std430) CHAIN_COHERENT readonly buffer Res { float res[]; };
+layout(set = 0, binding = 4, std430) CHAIN_COHERENT buffer Shift { uint pass_shift; };
 layout(set = 0, binding = 5, std430) readonly buffer Table { float table[]; };
 
 layout(push_constant) uniform Push {
@@ -97,6 +101,7 @@ layout(push_constant) uniform Push {
     uint q_values;
     uint q_scales;
 #endif
+    CHAIN_PUSH
 } pc;
 
 #ifdef QUANT
@@ -176,6 +181,7 @@ shared float part[WG][2u * FT + 1u];
 
 void main()
 {
+    CHAIN_WAIT();
     if (ADVANCE && gl_WorkGroupID.x == 0u && gl_LocalInvocationIndex == 0u)
         pass_shift += 1u;
 #ifdef SUBGROUP
@@ -409,4 +415,5 @@ void main()
 #endif
         }
     }
+    CHAIN_DONE();
 }

@@ -4,6 +4,7 @@
 //! pre-recorded command buffer with timestamps around the work.
 
 mod buffers;
+mod chain;
 mod record;
 mod segments;
 
@@ -80,6 +81,10 @@ pub struct VulkanKernel {
     profile: Vec<String>,
     /// No barrier between a plan's consecutive dispatches ([`record::NO_BARRIERS_ENV`]).
     overlap: bool,
+    /// Counters instead of barriers between some dispatches ([`chain::CHAIN_ENV`]), and the
+    /// host-visible copy of their error word.
+    chain: Option<chain::Chain>,
+    chain_error: Option<DevBuffer>,
 }
 
 impl VulkanKernel {
@@ -101,7 +106,7 @@ impl VulkanKernel {
         let vk = Vk::shared()?;
         let found: Found = lookup::find("vulkan", enumerate(&vk)?, id)?;
         let transfer = Transfer::of(problem);
-        let plan = match transfer {
+        let mut plan = match transfer {
             // A copy in the timed command buffer instead of dispatches: nothing is bound.
             Some(t) => Plan {
                 input_storage: vec![Storage::F32],
@@ -138,6 +143,9 @@ impl VulkanKernel {
                 ),
             });
         }
+        let chain = debug_switch(chain::CHAIN_ENV)
+            .then(|| chain::chain(&mut plan))
+            .flatten();
         let inst = &vk.instance;
         let device = create_device(&vk, &found)?;
         // SAFETY: queue 0 of a family we created.
@@ -181,6 +189,8 @@ impl VulkanKernel {
             staging_input: None,
             profile: Vec::new(),
             overlap: false,
+            chain,
+            chain_error: None,
         };
         k.vk = Some(vk);
         let packed = segments::packed(problem, inputs, &plan.input_storage);
@@ -358,6 +368,9 @@ impl VulkanKernel {
         for &n in &plan.scratch_bytes {
             scratch.push(self.create_buffer(mem, n as u64, false)?);
         }
+        if self.chain.is_some() {
+            self.chain_error = Some(self.create_buffer(mem, 4, true)?);
+        }
         let output = self.output;
         let resolve = |b: &Binding| match b {
             Binding::Input(i) | Binding::Slice { input: i, .. } => placed[*i].bound(b),
@@ -496,6 +509,7 @@ impl PreparedKernel for VulkanKernel {
         }
         // Waits for completion before the queries are read.
         self.submit_and_wait(self.cmd)?;
+        self.check_chain()?;
         let dev = self.dev();
         if self.query == vk::QueryPool::null() {
             return Ok(host_start.elapsed());

@@ -76,7 +76,8 @@ impl VulkanKernel {
         }
         // A replayed decode records one pass once, in a secondary command buffer (not when every
         // dispatch is timed: the profile needs a timestamp after each).
-        let inline = debug_switch(INLINE_ENV);
+        // A chained plan's counters are one a dispatch: recorded inline (kernel/chain.rs).
+        let inline = debug_switch(INLINE_ENV) || self.chain.is_some();
         let replay = (plan.passes.replay.as_ref()).filter(|_| self.profile.is_empty() && !inline);
         let body = match replay {
             Some(r) => Some(self.record_body(plan, sets, r.body.clone())?),
@@ -149,7 +150,10 @@ impl VulkanKernel {
             if let Some(b) = shift {
                 dev.cmd_fill_buffer(cb, b, 0, 4, first);
             }
-            if uploads || shift.is_some() {
+            if let Some(c) = &self.chain {
+                dev.cmd_fill_buffer(cb, scratch[c.counters].buffer, 0, vk::WHOLE_SIZE, 0);
+            }
+            if uploads || shift.is_some() || self.chain.is_some() {
                 barrier(&dev, cb, TRANSFER, COMPUTE);
             }
             match (replay, body, shift, plan.passes.replay.as_ref()) {
@@ -173,6 +177,10 @@ impl VulkanKernel {
             }
             if timed {
                 dev.cmd_write_timestamp(cb, vk::PipelineStageFlags::BOTTOM_OF_PIPE, self.query, 1);
+            }
+            if let (Some(c), Some(word)) = (&self.chain, self.chain_error) {
+                barrier(&dev, cb, COMPUTE, TRANSFER);
+                Self::record_copy(&dev, cb, scratch[c.counters], word);
             }
             dev.end_command_buffer(cb)
                 .map_err(|e| fail("vkEndCommandBuffer", e))?;
@@ -264,7 +272,8 @@ impl VulkanKernel {
     }
 
     /// Dispatches `range` of `plan` into `cb`, a compute barrier between each and the next (after
-    /// the last, the caller's), a timestamp after each when profiling.
+    /// the last, the caller's) unless the next waits on it by counters (`chain.rs`), a timestamp
+    /// after each when profiling.
     fn record_dispatches(
         &self,
         dev: &ash::Device,
@@ -307,7 +316,8 @@ impl VulkanKernel {
             // Between dispatches the next one reads what this one wrote. After the last one the
             // caller decides: a compute-to-compute barrier drains the pipe, which an empty
             // kernel's timestamps would otherwise include.
-            if i + 1 < end && !self.overlap {
+            let chained = (self.chain.as_ref()).is_some_and(|c| c.linked[i]);
+            if i + 1 < end && !self.overlap && !chained {
                 barrier(dev, cb, COMPUTE, COMPUTE);
             }
         }

@@ -1,0 +1,9 @@
+#version 450
+// llm_gemv_team_subgroup_chain: one-row projections by teams, teams are subgroups reducing with subgroupAdd, each group waiting on the dispatch before it (include/chain.glsl). Interface in
+// include/llm_gemv_team.glsl.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#define SUBGROUP 1
+#define CHAIN 1
+#include "include/llm_gemv_team.glsl"
