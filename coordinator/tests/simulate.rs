@@ -240,7 +240,9 @@ fn a_real_agent_in_an_x4_slot_among_simulated_siblings_is_named_with_its_link() 
     std::fs::write(&like, &out.stdout).unwrap();
     wait_for("the real agent to attach", 60, || attached(&db) == 1);
 
-    // Its copy rate first; its siblings then copy 1.5 × as fast, as cards on all 16 lanes would.
+    // Its copy rate first; its siblings then copy 3 × as fast, as cards on all 16 lanes would. (1.5 ×
+    // was within this host's own spread: a CPU copy of 8 MB that sits in a 32 MiB L3, measured
+    // twice on a loaded 2-core VM, came out 1.5 × faster the second time and was no outlier.)
     let suite = dir.path().join("copy.toml");
     std::fs::write(&suite, "name = \"copy\"\n[[run]]\nkernel = \"copy\"\n").unwrap();
     let first = campaign(&db, &suite, &[REAL]);
@@ -251,7 +253,7 @@ fn a_real_agent_in_an_x4_slot_among_simulated_siblings_is_named_with_its_link() 
     };
     assert_eq!(measured.record.status, "ok", "{:?}", measured.record);
     let gbps = measured.record.metric_value.unwrap();
-    let copy_gbps = format!("{}", 1.5 * gbps);
+    let copy_gbps = format!("{}", 3.0 * gbps);
     let like_args = [
         "--name-prefix",
         "sib",
