@@ -36,8 +36,8 @@ void chain_wait_for(uint slot, uint count)
         return;
     if (gl_LocalInvocationIndex == 0u) {
         // Rounds of spins, each loop short: a compiler may cap a loop's trips (llvmpipe leaves a
-        // loop after 65,535), so the outcome is asked again, not counted.
-        // Plain (coherent) loads, not atomics: thousands of groups asking for one word by
+        // loop after 65,535), so the outcome is asked again, not counted. Plain (coherent) loads,
+        // not atomics: thousands of groups asking for one word by
         // read-modify-writes would queue at its L2 slice, the producer's bumps among them. Between
         // loads a short back-off of dependent arithmetic (its result is never true) keeps the
         // asking rate down.

@@ -30,8 +30,8 @@
 //
 // Bindings: 0 x, 1 the weights (f32, or half with HALF, or words with QUANT), 2 the arena (written), 3 the arena (the
 // residual read), 4 the pass shift, which one invocation adds 1 to with ADVANCE (the LM head of a
-// replayed decode pass: the next replay's positions; ROPE reads it), 5 the RoPE table (ROPE), 6 with CHAIN the
-// counters (include/chain.glsl, which also adds three push constants at bytes 116..127). Push
+// replayed decode pass: the next replay's positions; ROPE reads it), 5 the RoPE table (ROPE), 6 with
+// CHAIN the counters (include/chain.glsl, which also adds three push constants at bytes 116..127). Push
 // constants (uint but eps): rows, k, n, x_off, x_stride, w_off, g_off, out_off, res_off, eps, then
 // for ROPE t_off, k_off, v_off, per_seq, pos0, heads, kv_heads, positions, batch, hd; with QUANT
 // then q_values, q_scales.

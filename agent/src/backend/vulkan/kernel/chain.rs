@@ -33,12 +33,9 @@ pub(crate) struct Chain {
     pub(crate) linked: Vec<bool>,
 }
 
-/// The `_chain` twin of a dispatch's shader, where there is one.
+/// The `_chain` twin of a dispatch's shader, where `kernels/vulkan` has one.
 fn twin(shader: &str) -> Option<&'static [u8]> {
-    let chains = shader.starts_with("llm_gemv_team") || shader == "llm_attention";
-    chains
-        .then(|| gpufleet_kernels::sources::vulkan::spirv(&format!("{shader}_chain")))
-        .flatten()
+    gpufleet_kernels::sources::vulkan::spirv(&format!("{shader}_chain"))
 }
 
 /// Rewrites the dispatches of `plan` that have a twin to run it, with the counters bound and the
