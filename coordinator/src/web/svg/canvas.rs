@@ -135,20 +135,40 @@ impl Axis {
 
 /// Short number for a tick label.
 pub fn short(v: f64) -> String {
+    short_plus(v, 0)
+}
+
+/// `short` with `extra` more digits after the point.
+fn short_plus(v: f64, extra: usize) -> String {
     let a = v.abs();
-    if a == 0.0 {
-        "0".into()
+    let digits = if a == 0.0 {
+        return "0".into();
     } else if !(1e-3..1e6).contains(&a) {
-        format!("{v:.1e}")
+        return format!("{v:.*e}", 1 + extra);
     } else if a >= 100.0 {
-        format!("{v:.0}")
+        0
     } else if a >= 10.0 {
-        format!("{v:.1}")
+        1
     } else if a >= 1.0 {
-        format!("{v:.2}")
+        2
     } else {
-        format!("{v:.3}")
+        3
+    };
+    format!("{v:.*}", digits + extra)
+}
+
+/// Labels for one axis's ticks: `short`, with more digits where that would write two ticks alike
+/// (an axis around one value, say 10.08 to 10.12, whose ticks `short` all writes "10.1").
+pub(super) fn tick_labels(ticks: &[f64]) -> Vec<String> {
+    let mut labels = Vec::new();
+    for extra in 0..=6 {
+        labels = ticks.iter().map(|&t| short_plus(t, extra)).collect();
+        let distinct: std::collections::HashSet<&String> = labels.iter().collect();
+        if distinct.len() == labels.len() {
+            break;
+        }
     }
+    labels
 }
 
 /// An SVG document under construction.
@@ -203,13 +223,19 @@ impl Svg {
     }
 
     fn y_axis_of(&mut self, y: &Axis, unit: &str, counts: bool) {
-        for t in y.ticks(5) {
-            if counts && t.fract() != 0.0 {
-                continue;
-            }
-            let py = y.px(t);
+        let ticks: Vec<f64> = y
+            .ticks(5)
+            .into_iter()
+            .filter(|t| !counts || t.fract() == 0.0)
+            .collect();
+        let labels = if counts {
+            ticks.iter().map(|t| format!("{t:.0}")).collect()
+        } else {
+            tick_labels(&ticks)
+        };
+        for (t, text) in ticks.iter().zip(labels) {
+            let py = y.px(*t);
             self.line((LEFT, py), (W - RIGHT, py), r##"stroke="#e6e9ee""##);
-            let text = if counts { format!("{t:.0}") } else { short(t) };
             self.text(LEFT - 6.0, py + 4.0, "end", "tick tick-y", &text);
         }
         self.line((LEFT, TOP), (LEFT, H - BOTTOM), r##"stroke="#9aa1ab""##);
@@ -271,5 +297,21 @@ mod tests {
         let lin = Axis::fit([0.0, 7.3].into_iter(), false, 0.0, 100.0);
         let t = lin.ticks(5);
         assert!(t.len() >= 3 && t[0] == 0.0, "{t:?}");
+    }
+
+    #[test]
+    fn ticks_around_one_value_get_the_digits_that_tell_them_apart() {
+        // One point at 10.1 with a small spread, as a history of one run draws it.
+        let a = Axis::fit([10.08, 10.12].into_iter(), false, 0.0, 100.0);
+        let ticks = a.ticks(5);
+        assert!(ticks.len() >= 3, "{ticks:?}");
+        assert!(ticks.iter().all(|t| short(*t) == "10.1"), "{ticks:?}");
+        let labels = tick_labels(&ticks);
+        let distinct: std::collections::HashSet<&String> = labels.iter().collect();
+        assert_eq!(distinct.len(), labels.len(), "{labels:?}");
+        assert!(labels.iter().all(|l| l.starts_with("10.")), "{labels:?}");
+        // Ticks `short` already tells apart keep its form.
+        assert_eq!(tick_labels(&[0.0, 20.0, 40.0]), ["0", "20.0", "40.0"]);
+        assert_eq!(tick_labels(&[2e6, 4e6]), ["2.0e6", "4.0e6"]);
     }
 }

@@ -1,7 +1,7 @@
 //! The groups page's strip plot: one spec of one sibling group, a dot per device along the value
 //! axis, the group's median as a line, each outlier a larger red dot linked to its result.
 
-use super::canvas::{Axis, LEFT, RIGHT, Svg, W, esc, short};
+use super::canvas::{Axis, LEFT, RIGHT, Svg, W, esc, short, tick_labels};
 
 /// A strip's height, pixels.
 const STRIP_H: f64 = 70.0;
@@ -30,10 +30,11 @@ pub fn strip_chart(dots: &[StripDot], median: f64, unit: &str, label: &str) -> S
         W - RIGHT,
     );
     svg.line((LEFT, AXIS_Y), (W - RIGHT, AXIS_Y), r##"stroke="#9aa1ab""##);
-    for t in x.ticks(6) {
-        let px = x.px(t);
+    let ticks = x.ticks(6);
+    for (t, text) in ticks.iter().zip(tick_labels(&ticks)) {
+        let px = x.px(*t);
         svg.line((px, AXIS_Y), (px, AXIS_Y + 4.0), r##"stroke="#9aa1ab""##);
-        svg.text(px, AXIS_Y + 16.0, "middle", "tick tick-x", &short(t));
+        svg.text(px, AXIS_Y + 16.0, "middle", "tick tick-x", &text);
     }
     svg.text(LEFT - 6.0, AXIS_Y + 16.0, "end", "caption", unit);
     let m = x.px(median);

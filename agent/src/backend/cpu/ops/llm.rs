@@ -30,7 +30,7 @@ use rayon::prelude::*;
 use super::elementwise::exp_approx;
 use super::gemm::{gemm_blocked, gemm_strided_serial};
 use super::has_avx2_fma;
-use super::quant::{QRow, dequantize_block};
+use super::quant::{Input, QRow, dequantize_block};
 use super::rows::{blocked_sum, row_max};
 
 /// Projections with at least this many rows go through the blocked GEMM (on the matrix transposed
@@ -328,6 +328,9 @@ impl LlmRunner {
                     gemm_blocked(x, t, out, rows, n, k);
                 } else if let Weights::Packed(layout, buf) = weights {
                     let (f, m) = (layout.format(), layout.matrix(w));
+                    // The input rows as the dot products read them, made once for the matrix.
+                    let inputs: Vec<Input<'_>> =
+                        x.chunks_exact(k).map(|xr| Input::new(f, xr)).collect();
                     let out = Shared::new(out);
                     (0..n.div_ceil(GEMV_BLOCK)).into_par_iter().for_each(|blk| {
                         let j0 = blk * GEMV_BLOCK;
@@ -337,11 +340,11 @@ impl LlmRunner {
                             *wj = Weights::qrow(layout, buf, m, k, j);
                         }
                         let w = &w[..j1 - j0];
-                        for r in 0..rows {
+                        for (r, input) in inputs.iter().enumerate() {
                             // SAFETY: as the f32 loop below: elements (r, j0..j1) are this task's
                             // alone, written once, in the step's own output.
                             let o = unsafe { out.write(r * n + j0, j1 - j0) };
-                            super::quant::dots(f, w, &x[r * k..(r + 1) * k], o);
+                            super::quant::dots(f, w, input, o);
                         }
                     });
                 } else {

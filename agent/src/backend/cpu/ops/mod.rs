@@ -34,8 +34,9 @@
 //! vector width and the fused multiply-add unused on every machine we run on. The plain memory-bound
 //! loops do not need it.
 //! `gemm_blocked` runs the `gemm` crate's AVX-512, AVX2+FMA or portable microkernels, and the
-//! quantized dot products ([`quant::dots`]) an AVX-512 copy, picked the same way ([`Isa::active`]);
-//! `GPUFLEET_CPU_ISA` caps all of them.
+//! quantized dot products ([`quant::dots`]) an AVX-512 copy, or for Q4_0 where AVX2 is the widest
+//! set an integer copy on the input's 8-bit digits (`digits`), picked the same way
+//! ([`Isa::active`]); `GPUFLEET_CPU_ISA` caps all of them.
 //!
 //! Preconditions are the caller's job (the backend validates run parameters before it allocates): a
 //! slice whose length does not match the dimensions is a programming error here and panics with a
@@ -76,12 +77,15 @@ macro_rules! fma_dispatch {
 }
 
 pub mod conv;
+#[cfg(target_arch = "x86_64")]
+mod digits;
 pub mod elementwise;
 pub mod gemm;
 pub mod llm;
 pub mod memory;
 pub mod model;
 pub mod peak;
+mod qrow;
 pub mod quant;
 pub mod rows;
 

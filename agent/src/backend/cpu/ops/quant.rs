@@ -11,41 +11,61 @@
 //! table in one register and `vpermps` looks sixteen nibbles up at once (it reads the low four bits
 //! of each index, so a byte's low nibble needs no mask and its high nibble one shift); Q8_0's bytes
 //! are widened and converted sixteen at a time.
+//!
+//! On a CPU whose widest set is AVX2 (Zen 3) a Q4_0 row's dot product is an integer one on the
+//! input's 8-bit digits ([`super::digits`]), made once per matrix ([`Input`]).
 
 use gpufleet_kernels::quant::{BlockFormat, QK};
 
-use super::has_avx2_fma;
+#[cfg(target_arch = "x86_64")]
+use super::digits::{Digits, dot_q4_avx2};
+use super::qrow::{scale, scale_group};
+use super::{Isa, has_avx2_fma};
 
-/// One matrix row: `k / 32` blocks' values and their scales.
-#[derive(Debug, Clone, Copy)]
-pub struct QRow<'a> {
-    /// The blocks' values, `quant_bytes` each.
-    pub values: &'a [u8],
-    /// The blocks' f16 scales, little-endian.
-    pub scales: &'a [u8],
+pub use super::qrow::QRow;
+
+/// An input row as [`dots`] reads it: its f32 values, and its digits where the dot products
+/// take them (Q4_0 rows on a CPU whose widest set [`Isa::active`] allows is AVX2).
+pub struct Input<'a> {
+    x: &'a [f32],
+    #[cfg(target_arch = "x86_64")]
+    digits: Option<Digits>,
 }
 
-impl QRow<'_> {
-    /// A row of no blocks (to fill an array before its rows are known).
-    pub const EMPTY: QRow<'static> = QRow {
-        values: &[],
-        scales: &[],
-    };
+impl<'a> Input<'a> {
+    /// `x` prepared for the dot products of rows in format `f` (`x` is `32 · blocks` long): made
+    /// once for all the rows of a matrix.
+    pub fn new(f: BlockFormat, x: &'a [f32]) -> Input<'a> {
+        #[cfg(target_arch = "x86_64")]
+        {
+            let digits = (f == BlockFormat::Q4_0 && Isa::active() == Isa::Avx2Fma)
+                // SAFETY: `Isa::active()` is Avx2Fma only where the CPU has AVX2, FMA and F16C.
+                .then(|| unsafe { Digits::of(x) });
+            Input { x, digits }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = f; // only x86-64 has the integer copy
+            Input { x }
+        }
+    }
 }
 
-/// Block `b`'s scale: its f16 bits widened by bit arithmetic (exact for every finite half, and
-/// inlined where the `half` crate would call out per block).
-#[inline(always)]
-fn scale(scales: &[u8], b: usize) -> f32 {
-    let h = u32::from(u16::from_le_bytes([scales[2 * b], scales[2 * b + 1]]));
-    let magnitude = f32::from_bits((h & 0x7fff) << 13) * f32::from_bits(0x7780_0000); // 2^112
-    f32::from_bits(magnitude.to_bits() | ((h & 0x8000) << 16))
-}
-
-/// `out[j] = Σ_i x[i] · w[j][i]` for the rows `w` in format `f` (`x` is `32 · blocks` long, `out`
-/// as long as `w`).
-pub fn dots(f: BlockFormat, w: &[QRow<'_>], x: &[f32], out: &mut [f32]) {
+/// `out[j] = Σ_i x[i] · w[j][i]` for the rows `w` in format `f` (`x` as [`Input::new`] made it for
+/// `f`, `out` as long as `w`).
+pub fn dots(f: BlockFormat, w: &[QRow<'_>], input: &Input<'_>, out: &mut [f32]) {
     assert_eq!(w.len(), out.len(), "one output per matrix row");
+    let x = input.x;
+    #[cfg(target_arch = "x86_64")]
+    if let Some(g) = &input.digits {
+        assert_eq!(f, BlockFormat::Q4_0, "digits are made for Q4_0 rows");
+        for (row, o) in w.iter().zip(out.iter_mut()) {
+            // SAFETY: digits are made only where `Isa::active()` is AVX2 (with FMA and F16C); the
+            // lengths are the ones `dot_q4_avx2` reads (asserted there).
+            *o = unsafe { dot_q4_avx2(*row, g) };
+        }
+        return;
+    }
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
     if super::Isa::active() >= super::Isa::Avx512 {
@@ -113,23 +133,6 @@ pub fn dequantize_block(f: BlockFormat, w: QRow<'_>, b: usize, out: &mut [f32]) 
     let d = scale(w.scales, b);
     for (o, v) in out.iter_mut().zip(q) {
         *o = v * d;
-    }
-}
-
-/// The f16 scales of the `G / 2` blocks from block `b0` (`G` bytes): the row's own where it has
-/// them all, else those it has copied into `spare` (whose bytes past them are not read as scales
-/// of blocks that exist).
-fn scale_group<'a, const G: usize>(
-    scales: &'a [u8],
-    b0: usize,
-    spare: &'a mut [u8; G],
-) -> &'a [u8] {
-    let n = (scales.len() / 2 - b0).min(G / 2);
-    if n == G / 2 {
-        &scales[2 * b0..2 * b0 + G]
-    } else {
-        spare[..2 * n].copy_from_slice(&scales[2 * b0..2 * (b0 + n)]);
-        &spare[..]
     }
 }
 
@@ -326,7 +329,7 @@ mod tests {
                 })
                 .collect();
             let mut got = [0f32; 6];
-            dots(f, &qrows, &x, &mut got);
+            dots(f, &qrows, &Input::new(f, &x), &mut got);
             for (r, q) in qrows.iter().enumerate() {
                 let deq = dequantize_split(f, q.values, q.scales);
                 let want: f64 = deq.iter().zip(&x).map(|(a, b)| f64::from(a * b)).sum();

@@ -1,0 +1,45 @@
+//! A matrix row of Q8_0 or Q4_0 blocks as the packed weights keep it (its blocks' values, then their
+//! f16 scales) and the scale reads the dot products of [`super::quant`] and [`super::digits`] share.
+
+/// One matrix row: `k / 32` blocks' values and their scales.
+#[derive(Debug, Clone, Copy)]
+pub struct QRow<'a> {
+    /// The blocks' values, `quant_bytes` each.
+    pub values: &'a [u8],
+    /// The blocks' f16 scales, little-endian.
+    pub scales: &'a [u8],
+}
+
+impl QRow<'_> {
+    /// A row of no blocks (to fill an array before its rows are known).
+    pub const EMPTY: QRow<'static> = QRow {
+        values: &[],
+        scales: &[],
+    };
+}
+
+/// Block `b`'s scale: its f16 bits widened by bit arithmetic (exact for every finite half, and
+/// inlined where the `half` crate would call out per block).
+#[inline(always)]
+pub(super) fn scale(scales: &[u8], b: usize) -> f32 {
+    let h = u32::from(u16::from_le_bytes([scales[2 * b], scales[2 * b + 1]]));
+    let magnitude = f32::from_bits((h & 0x7fff) << 13) * f32::from_bits(0x7780_0000); // 2^112
+    f32::from_bits(magnitude.to_bits() | ((h & 0x8000) << 16))
+}
+
+/// The f16 scales of the `G / 2` blocks from block `b0` (`G` bytes): the row's own where it has
+/// them all, else those it has copied into `spare` (whose bytes past them are not read as scales
+/// of blocks that exist).
+pub(super) fn scale_group<'a, const G: usize>(
+    scales: &'a [u8],
+    b0: usize,
+    spare: &'a mut [u8; G],
+) -> &'a [u8] {
+    let n = (scales.len() / 2 - b0).min(G / 2);
+    if n == G / 2 {
+        &scales[2 * b0..2 * b0 + G]
+    } else {
+        spare[..2 * n].copy_from_slice(&scales[2 * b0..2 * (b0 + n)]);
+        &spare[..]
+    }
+}
