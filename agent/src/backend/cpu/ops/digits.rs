@@ -44,9 +44,11 @@ impl Digits {
     /// then per level each value's digit is the nearest multiple of the level's unit `u` (the
     /// quotient may round; the digit is then one off at a tie at most) and what it leaves,
     /// `t - digit · u`, is exact (a fused multiply-add of nearby values). So the digits are short of
-    /// `x` by half a unit of `q3` at most, and `|q1| <= 127`, `|q2|, |q3| <= 64`.
+    /// `x` by half a unit of `q3` at most, and `|q1| <= 127`, `|q2|, |q3| <= 64`. `None` where a
+    /// block's unit would not be a normal f32 (its values all below about 3e-39): the f32 dot
+    /// products take such a row.
     #[target_feature(enable = "avx2,fma")]
-    pub(super) fn of(x: &[f32]) -> Digits {
+    pub(super) fn of(x: &[f32]) -> Option<Digits> {
         use std::arch::x86_64::*;
         let blocks = x.len() / QK;
         // Units and biases padded with zeros to whole groups of eight, the dot product's loads.
@@ -62,8 +64,9 @@ impl Digits {
             // SAFETY: `xb` holds the 32 floats the four unaligned 256-bit loads read; block `b`'s
             // 96 digits lie inside `g.q` (made that long above), where the three stores write.
             unsafe {
-                // Plain loops, no closures: a closure's body is compiled without this function's
-                // target features, so each intrinsic in it would be a call.
+                // Plain loops, no `map` or `fold` over vectors: a generic function's body is
+                // compiled without this function's target features, so each intrinsic in it would
+                // be a call.
                 let mut rest = [_mm256_setzero_ps(); 4];
                 let mut most = _mm256_setzero_ps();
                 for (i, r) in rest.iter_mut().enumerate() {
@@ -81,6 +84,9 @@ impl Digits {
                     continue;
                 }
                 let unit = m / 127.0 / LEVEL[0] as f32;
+                if !unit.is_normal() {
+                    return None;
+                }
                 let mut sum = _mm256_setzero_si256();
                 for (level, weight) in LEVEL.iter().enumerate() {
                     let u = _mm256_set1_ps(unit * *weight as f32);
@@ -113,7 +119,7 @@ impl Digits {
                 g.bias[b] = (8.0 * f64::from(unit) * f64::from(sums.iter().sum::<i32>())) as f32;
             }
         }
-        g
+        Some(g)
     }
 }
 
@@ -251,12 +257,12 @@ mod tests {
     }
 
     /// The digits of `x` where this CPU can make them (AVX2, FMA and F16C), else `None` and a
-    /// line saying the test skipped.
+    /// line saying the test skipped (a test that expects `None` asks the CPU first).
     fn digits_here(x: &[f32]) -> Option<Digits> {
         use std::is_x86_feature_detected as has;
         if has!("avx2") && has!("fma") && has!("f16c") {
             // SAFETY: this CPU has AVX2 and FMA (checked on the line above).
-            Some(unsafe { Digits::of(x) })
+            unsafe { Digits::of(x) }
         } else {
             eprintln!("skipped: this CPU has no AVX2, FMA and F16C");
             None
@@ -294,6 +300,10 @@ mod tests {
         bad[40] = f32::INFINITY;
         let g = digits_here(&bad).expect("made above");
         assert!(g.unit[0].is_finite() && g.unit[1].is_nan() && g.bias[1].is_nan());
+        // A block of subnormal values has no normal unit: no digits, the row goes the f32 way.
+        let mut tiny = awkward_input(2);
+        tiny[32..].fill(1e-40);
+        assert!(digits_here(&tiny).is_none());
     }
 
     #[test]

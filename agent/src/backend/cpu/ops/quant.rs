@@ -40,7 +40,8 @@ impl<'a> Input<'a> {
         {
             let digits = (f == BlockFormat::Q4_0 && Isa::active() == Isa::Avx2Fma)
                 // SAFETY: `Isa::active()` is Avx2Fma only where the CPU has AVX2, FMA and F16C.
-                .then(|| unsafe { Digits::of(x) });
+                .then(|| unsafe { Digits::of(x) })
+                .flatten();
             Input { x, digits }
         }
         #[cfg(not(target_arch = "x86_64"))]
