@@ -69,7 +69,7 @@ pub fn dots(f: BlockFormat, w: &[QRow<'_>], input: &Input<'_>, out: &mut [f32]) 
     }
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if super::Isa::active() >= super::Isa::Avx512 {
+    if Isa::active() >= Isa::Avx512 {
         for (rows, o) in w.chunks_exact(4).zip(out.chunks_exact_mut(4)) {
             // SAFETY: `Isa::active()` is at least Avx512 only where the CPU has AVX-512F, AVX2, FMA
             // and F16C; the lengths are the ones `dots4_avx512` reads (asserted there).
