@@ -34,9 +34,9 @@
 //! vector width and the fused multiply-add unused on every machine we run on. The plain memory-bound
 //! loops do not need it.
 //! `gemm_blocked` runs the `gemm` crate's AVX-512, AVX2+FMA or portable microkernels, and the
-//! quantized dot products ([`quant::dots`]) an AVX-512 copy, or for Q4_0 where AVX2 is the widest
-//! set an integer copy on the input's 8-bit digits (`digits`), picked the same way
-//! ([`Isa::active`]); `GPUFLEET_CPU_ISA` caps all of them.
+//! quantized dot products ([`quant::dots`]) integer copies on the input's 8-bit digits (`digits`,
+//! `digit_dots`: Q4_0 with AVX2, Q4_0 and Q8_0 with AVX-512 VNNI) or f32 ones (AVX-512 without
+//! VNNI, Q8_0 on AVX2), picked the same way ([`Isa::active`]); `GPUFLEET_CPU_ISA` caps all of them.
 //!
 //! Preconditions are the caller's job (the backend validates run parameters before it allocates): a
 //! slice whose length does not match the dimensions is a programming error here and panics with a
@@ -77,6 +77,8 @@ macro_rules! fma_dispatch {
 }
 
 pub mod conv;
+#[cfg(target_arch = "x86_64")]
+mod digit_dots;
 #[cfg(target_arch = "x86_64")]
 mod digits;
 pub mod elementwise;

@@ -1,5 +1,14 @@
 //! A matrix row of Q8_0 or Q4_0 blocks as the packed weights keep it (its blocks' values, then their
-//! f16 scales) and the scale reads the dot products of [`super::quant`] and [`super::digits`] share.
+//! f16 scales) and what the dot products of [`super::quant`] and [`super::digit_dots`] share: the
+//! scale reads and the prefetch distance.
+
+/// How far ahead of the block it reads a dot product of several rows asks for each row's values
+/// (`quant`'s `vpermps` copy, `digit_dots`' VNNI copies): four rows are four streams, which the
+/// hardware prefetchers of the Xeon this was measured on did not keep ahead of (`small` q8_0 decode
+/// 89.7 -> 120.9 tok/s with a kilobyte; docs/PERFORMANCE.md). A prefetch past the row's end is a
+/// hint, never a fault.
+#[cfg(target_arch = "x86_64")]
+pub(super) const PREFETCH_BYTES: usize = 1024;
 
 /// One matrix row: `k / 32` blocks' values and their scales.
 #[derive(Debug, Clone, Copy)]

@@ -12,20 +12,26 @@
 //! of each index, so a byte's low nibble needs no mask and its high nibble one shift); Q8_0's bytes
 //! are widened and converted sixteen at a time.
 //!
-//! On a CPU whose widest set is AVX2 (Zen 3) a Q4_0 row's dot product is an integer one on the
-//! input's 8-bit digits ([`super::digits`]), made once per matrix ([`Input`]).
+//! Where an integer copy exists a row's dot product is one on the input's 8-bit digits
+//! ([`super::digits`], [`super::digit_dots`]), made once per matrix ([`Input`]): Q4_0 on a CPU whose
+//! widest set is AVX2 (Zen 3), Q4_0 and Q8_0 on one with AVX-512 VNNI (Ice Lake and later Xeons, Zen
+//! 4 and 5). AVX-512 without VNNI (Skylake-SP) keeps the `vpermps` copy, AVX2 the f32 Q8_0 one.
 
 use gpufleet_kernels::quant::{BlockFormat, QK};
 
 #[cfg(target_arch = "x86_64")]
-use super::digits::{Digits, dot_q4_avx2};
+use super::digit_dots::{dot_q4_avx2, dots_q4_vnni, dots_q8_vnni};
+#[cfg(target_arch = "x86_64")]
+use super::digits::{Digits, Layout};
+#[cfg(target_arch = "x86_64")]
+use super::qrow::PREFETCH_BYTES;
 use super::qrow::{scale, scale_group};
 use super::{Isa, has_avx2_fma};
 
 pub use super::qrow::QRow;
 
 /// An input row as [`dots`] reads it: its f32 values, and its digits where the dot products
-/// take them (Q4_0 rows on a CPU whose widest set [`Isa::active`] allows is AVX2).
+/// take them (where [`digit_layout`] names a layout for the rows' format).
 pub struct Input<'a> {
     x: &'a [f32],
     #[cfg(target_arch = "x86_64")]
@@ -38,10 +44,9 @@ impl<'a> Input<'a> {
     pub fn new(f: BlockFormat, x: &'a [f32]) -> Input<'a> {
         #[cfg(target_arch = "x86_64")]
         {
-            let digits = (f == BlockFormat::Q4_0 && Isa::active() == Isa::Avx2Fma)
-                // SAFETY: `Isa::active()` is Avx2Fma only where the CPU has AVX2, FMA and F16C.
-                .then(|| unsafe { Digits::of(x) })
-                .flatten();
+            let digits = digit_layout(f)
+                // SAFETY: `digit_layout` names a layout only where the CPU has AVX2, FMA and F16C.
+                .and_then(|layout| unsafe { Digits::of(x, layout) });
             Input { x, digits }
         }
         #[cfg(not(target_arch = "x86_64"))]
@@ -52,6 +57,21 @@ impl<'a> Input<'a> {
     }
 }
 
+/// The layout of the digits an input of rows in format `f` is made into, where their dot products
+/// are integer ones: Q4_0 by pairs where AVX2 is the widest set [`Isa::active`] allows; Q4_0 by
+/// fours and Q8_0 by pairs where it allows AVX-512 and the CPU has VNNI (and BW); none elsewhere.
+#[cfg(target_arch = "x86_64")]
+fn digit_layout(f: BlockFormat) -> Option<Layout> {
+    use std::arch::is_x86_feature_detected as has;
+    let vnni = || has!("avx512bw") && has!("avx512vnni");
+    match (f, Isa::active()) {
+        (BlockFormat::Q4_0, Isa::Avx2Fma) => Some(Layout::Pairs),
+        (BlockFormat::Q4_0, Isa::Avx512) if vnni() => Some(Layout::Fours),
+        (BlockFormat::Q8_0, Isa::Avx512) if vnni() => Some(Layout::Q8Pairs),
+        _ => None,
+    }
+}
+
 /// `out[j] = Σ_i x[i] · w[j][i]` for the rows `w` in format `f` (`x` as [`Input::new`] made it for
 /// `f`, `out` as long as `w`).
 pub fn dots(f: BlockFormat, w: &[QRow<'_>], input: &Input<'_>, out: &mut [f32]) {
@@ -59,11 +79,38 @@ pub fn dots(f: BlockFormat, w: &[QRow<'_>], input: &Input<'_>, out: &mut [f32]) 
     let x = input.x;
     #[cfg(target_arch = "x86_64")]
     if let Some(g) = &input.digits {
-        assert_eq!(f, BlockFormat::Q4_0, "digits are made for Q4_0 rows");
-        for (row, o) in w.iter().zip(out.iter_mut()) {
-            // SAFETY: digits are made only where `Isa::active()` is AVX2 (with FMA and F16C); the
-            // lengths are the ones `dot_q4_avx2` reads (asserted there).
-            *o = unsafe { dot_q4_avx2(*row, g) };
+        assert_eq!(
+            g.layout == Layout::Q8Pairs,
+            f == BlockFormat::Q8_0,
+            "the input's digits were made for rows of another format"
+        );
+        // Digits are made only where `digit_layout` names their layout: for Q4_0 pairs where the
+        // CPU has AVX2, FMA and F16C, fours (and Q8_0's pairs) where it also has AVX-512F, BW and
+        // VNNI.
+        let four = |r: [QRow<'_>; 4]| match g.layout {
+            // SAFETY: as `one` below.
+            Layout::Q8Pairs => unsafe { dots_q8_vnni(r, g) },
+            // SAFETY: as `one` below.
+            _ => unsafe { dots_q4_vnni(r, g) },
+        };
+        let one = |r: QRow<'_>| match g.layout {
+            // SAFETY: pairs, so this CPU has AVX2, FMA and F16C (above); the lengths are the ones
+            // the dot product reads (asserted there), here and below.
+            Layout::Pairs => unsafe { dot_q4_avx2(r, g) },
+            // SAFETY: fours, so this CPU has AVX-512F, BW and VNNI, AVX2, FMA and F16C (above).
+            Layout::Fours => unsafe { dots_q4_vnni([r], g)[0] },
+            // SAFETY: Q8_0's pairs, made where fours are.
+            Layout::Q8Pairs => unsafe { dots_q8_vnni([r], g)[0] },
+        };
+        let mut done = 0;
+        if g.layout != Layout::Pairs {
+            for (r, o) in w.chunks_exact(4).zip(out.chunks_exact_mut(4)) {
+                o.copy_from_slice(&four([r[0], r[1], r[2], r[3]]));
+            }
+            done = w.len() / 4 * 4;
+        }
+        for (row, o) in w[done..].iter().zip(&mut out[done..]) {
+            *o = one(*row);
         }
         return;
     }
@@ -210,13 +257,6 @@ fn dot_avx2(f: BlockFormat, w: QRow<'_>, x: &[f32]) -> f32 {
     unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), acc) };
     lanes.iter().sum()
 }
-
-/// How far ahead of the block it reads [`dots4_avx512`] asks for each row's values: four rows are
-/// four streams, which the hardware prefetchers of the Xeon this was measured on did not keep ahead
-/// of (`small` q8_0 decode 89.7 -> 120.9 tok/s with a kilobyte; docs/PERFORMANCE.md). A prefetch
-/// past the row's end is a hint, never a fault.
-#[cfg(target_arch = "x86_64")]
-const PREFETCH_BYTES: usize = 1024;
 
 /// [`dots`] of four rows at once with AVX-512F: per block the input's 32 floats are two loads for
 /// the four rows, whose sums are four independent chains.
