@@ -112,6 +112,56 @@ pub(super) fn dot_q4_avx2(w: QRow<'_>, g: &Digits) -> f32 {
     lanes.iter().sum()
 }
 
+/// The three levels' sums weighed into one, `s1 · 2^14 + s2 · 2^7 + s3` ([`LEVEL`]).
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn weigh(
+    s1: std::arch::x86_64::__m512i,
+    s2: std::arch::x86_64::__m512i,
+    s3: std::arch::x86_64::__m512i,
+) -> std::arch::x86_64::__m512i {
+    use std::arch::x86_64::*;
+    const _: () = assert!(LEVEL[0] == 1 << 14 && LEVEL[1] == 1 << 7 && LEVEL[2] == 1);
+    _mm512_add_epi32(
+        _mm512_add_epi32(_mm512_slli_epi32::<14>(s1), _mm512_slli_epi32::<7>(s2)),
+        s3,
+    )
+}
+
+/// Each row's running sum, its lanes added.
+#[target_feature(enable = "avx512f")]
+#[inline]
+fn totals<const R: usize>(acc: [std::arch::x86_64::__m512; R]) -> [f32; R] {
+    let mut out = [0f32; R];
+    for r in 0..R {
+        out[r] = std::arch::x86_64::_mm512_reduce_add_ps(acc[r]);
+    }
+    out
+}
+
+/// For the group of sixteen blocks from `$b0`: each row's scales times the input's units into
+/// `$d`, and the bias of reading its weights unsigned, times its scales, taken off its `$acc`. A
+/// macro, not a function: a call would keep the rows' sums in memory across the kernel's loop.
+macro_rules! group_scales {
+    ($w:expr, $g:expr, $b0:expr, $acc:expr, $d:expr) => {{
+        let (w, g, b0) = ($w, $g, $b0);
+        assert!(b0 + SCALES <= g.unit.len() && b0 + SCALES <= g.bias.len());
+        let mut group = [0u8; 32];
+        // SAFETY: the unit and bias of blocks b0..b0 + 16 lie inside `g` (asserted above);
+        // `halves` holds 32 bytes, what the unaligned 256-bit load reads.
+        unsafe {
+            let unit = _mm512_loadu_ps(g.unit.as_ptr().add(b0));
+            let bias = _mm512_loadu_ps(g.bias.as_ptr().add(b0));
+            for r in 0..R {
+                let halves = scale_group(w[r].scales, b0, &mut group);
+                let dw = _mm512_cvtph_ps(_mm256_loadu_si256(halves.as_ptr().cast()));
+                $acc[r] = _mm512_fnmadd_ps(dw, bias, $acc[r]);
+                $d[r] = _mm512_mul_ps(dw, unit);
+            }
+        }
+    }};
+}
+
 /// [`dot_q4_avx2`] with AVX-512 VNNI for `R` rows at once (the digits of a block are loaded once
 /// for the `R` rows), four blocks at a time: their 64 bytes of nibbles give 64 low and 64 high
 /// nibbles by a mask and a shift, and `vpdpbusd` multiplies them with a level's digits (unsigned
@@ -134,33 +184,14 @@ pub(super) fn dots_q4_vnni<const R: usize>(w: [QRow<'_>; R], g: &Digits) -> [f32
     // `0..R` only.
     let low = _mm512_set1_epi8(15);
     // Four `f` of a group of sixteen blocks: block 4f + j's scale in lanes 4j..4j + 4.
-    let spread = [
-        _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3),
-        _mm512_setr_epi32(4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7),
-        _mm512_setr_epi32(8, 8, 8, 8, 9, 9, 9, 9, 10, 10, 10, 10, 11, 11, 11, 11),
-        _mm512_setr_epi32(
-            12, 12, 12, 12, 13, 13, 13, 13, 14, 14, 14, 14, 15, 15, 15, 15,
-        ),
-    ];
+    let first = _mm512_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3);
     let mut acc = [_mm512_setzero_ps(); R];
     let mut d = [_mm512_setzero_ps(); R];
-    let mut group = [0u8; 32];
     for b0 in (0..blocks).step_by(SCALES) {
         let n = (blocks - b0).min(SCALES);
-        // SAFETY: the unit and bias of blocks b0..b0 + 16 lie inside `g` (padded to whole groups
-        // of sixteen, asserted above); `halves` holds 32 bytes, what the unaligned 256-bit load
-        // reads.
-        unsafe {
-            let unit = _mm512_loadu_ps(g.unit.as_ptr().add(b0));
-            let bias = _mm512_loadu_ps(g.bias.as_ptr().add(b0));
-            for r in 0..R {
-                let halves = scale_group(w[r].scales, b0, &mut group);
-                let dw = _mm512_cvtph_ps(_mm256_loadu_si256(halves.as_ptr().cast()));
-                acc[r] = _mm512_fnmadd_ps(dw, bias, acc[r]);
-                d[r] = _mm512_mul_ps(dw, unit);
-            }
-        }
-        for (f, spread) in spread.iter().enumerate().take(n.div_ceil(4)) {
+        group_scales!(&w, g, b0, acc, d);
+        for f in 0..n.div_ceil(4) {
+            let spread = _mm512_add_epi32(first, _mm512_set1_epi32(4 * f as i32));
             let b = b0 + 4 * f;
             // Bytes of nibbles in this four: 64, or 16 a block of a last part four.
             let bytes = (n - 4 * f).min(4) * QK / 2;
@@ -188,21 +219,13 @@ pub(super) fn dots_q4_vnni<const R: usize>(w: [QRow<'_>; R], g: &Digits) -> [f32
                         _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, digit[2]), hi, digit[3]);
                     let s3 =
                         _mm512_dpbusd_epi32(_mm512_dpbusd_epi32(zero, lo, digit[4]), hi, digit[5]);
-                    let s = _mm512_add_epi32(
-                        _mm512_add_epi32(_mm512_slli_epi32::<14>(s1), _mm512_slli_epi32::<7>(s2)),
-                        s3,
-                    );
-                    let scale = _mm512_permutexvar_ps(*spread, d[r]);
-                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(s), scale, acc[r]);
+                    let scale = _mm512_permutexvar_ps(spread, d[r]);
+                    acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(weigh(s1, s2, s3)), scale, acc[r]);
                 }
             }
         }
     }
-    let mut out = [0f32; R];
-    for r in 0..R {
-        out[r] = _mm512_reduce_add_ps(acc[r]);
-    }
-    out
+    totals(acc)
 }
 
 /// [`dots_q4_vnni`] for Q8_0 rows (digits laid out [`Layout::Q8Pairs`]), two blocks at a time:
@@ -224,20 +247,9 @@ pub(super) fn dots_q8_vnni<const R: usize>(w: [QRow<'_>; R], g: &Digits) -> [f32
     let first = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
     let mut acc = [_mm512_setzero_ps(); R];
     let mut d = [_mm512_setzero_ps(); R];
-    let mut group = [0u8; 32];
     for b0 in (0..blocks).step_by(SCALES) {
         let n = (blocks - b0).min(SCALES);
-        // SAFETY: as in `dots_q4_vnni`.
-        unsafe {
-            let unit = _mm512_loadu_ps(g.unit.as_ptr().add(b0));
-            let bias = _mm512_loadu_ps(g.bias.as_ptr().add(b0));
-            for r in 0..R {
-                let halves = scale_group(w[r].scales, b0, &mut group);
-                let dw = _mm512_cvtph_ps(_mm256_loadu_si256(halves.as_ptr().cast()));
-                acc[r] = _mm512_fnmadd_ps(dw, bias, acc[r]);
-                d[r] = _mm512_mul_ps(dw, unit);
-            }
-        }
+        group_scales!(&w, g, b0, acc, d);
         for p in 0..n.div_ceil(2) {
             let b = b0 + 2 * p;
             // Bytes in this pair: 64, or 32 for a last lone block.
@@ -260,11 +272,9 @@ pub(super) fn dots_q8_vnni<const R: usize>(w: [QRow<'_>; R], g: &Digits) -> [f32
                     _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(PREFETCH_BYTES).cast());
                     let u = _mm512_xor_si512(_mm512_maskz_loadu_epi8(mask, p.cast()), flip);
                     let zero = _mm512_setzero_si512();
-                    let s = _mm512_add_epi32(
-                        _mm512_add_epi32(
-                            _mm512_slli_epi32::<14>(_mm512_dpbusd_epi32(zero, u, digit[0])),
-                            _mm512_slli_epi32::<7>(_mm512_dpbusd_epi32(zero, u, digit[1])),
-                        ),
+                    let s = weigh(
+                        _mm512_dpbusd_epi32(zero, u, digit[0]),
+                        _mm512_dpbusd_epi32(zero, u, digit[1]),
                         _mm512_dpbusd_epi32(zero, u, digit[2]),
                     );
                     let scale = _mm512_permutexvar_ps(spread, d[r]);
@@ -273,11 +283,7 @@ pub(super) fn dots_q8_vnni<const R: usize>(w: [QRow<'_>; R], g: &Digits) -> [f32
             }
         }
     }
-    let mut out = [0f32; R];
-    for r in 0..R {
-        out[r] = _mm512_reduce_add_ps(acc[r]);
-    }
-    out
+    totals(acc)
 }
 
 #[cfg(test)]
