@@ -88,10 +88,11 @@ pub fn dots(f: BlockFormat, w: &[QRow<'_>], input: &Input<'_>, out: &mut [f32]) 
         // CPU has AVX2, FMA and F16C, fours (and Q8_0's pairs) where it also has AVX-512F, BW and
         // VNNI.
         let four = |r: [QRow<'_>; 4]| match g.layout {
+            Layout::Pairs => unreachable!("the AVX2 copy takes one row at a time"),
+            // SAFETY: as `one` below.
+            Layout::Fours => unsafe { dots_q4_vnni(r, g) },
             // SAFETY: as `one` below.
             Layout::Q8Pairs => unsafe { dots_q8_vnni(r, g) },
-            // SAFETY: as `one` below.
-            _ => unsafe { dots_q4_vnni(r, g) },
         };
         let one = |r: QRow<'_>| match g.layout {
             // SAFETY: pairs, so this CPU has AVX2, FMA and F16C (above); the lengths are the ones
