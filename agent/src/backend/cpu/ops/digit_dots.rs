@@ -258,8 +258,9 @@ pub(super) fn dots_q8_vnni<const R: usize>(w: [QRow<'_>; R], g: &Digits) -> [f32
             // SAFETY: pair `b / 2` < `blocks.div_ceil(2)`: its 192 digits lie inside `g.q`
             // (asserted above); the values of blocks b..b + bytes / 32 lie inside each row's
             // values (asserted above), and a masked load reads no byte past them (the bytes it
-            // leaves zero meet zero digits, the padding). The loads are unaligned ones; a prefetch
-            // past a row's end is a hint, never a fault.
+            // leaves out, 128 once flipped, meet the padding's zero digits, and their blocks'
+            // scales are zero). The loads are unaligned ones; a prefetch past a row's end is a
+            // hint, never a fault.
             unsafe {
                 let q = g.q.as_ptr().add(b / 2 * 6 * QK);
                 let mut digit = [_mm512_setzero_si512(); 3];
