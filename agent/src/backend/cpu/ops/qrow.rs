@@ -3,12 +3,19 @@
 //! scale reads and the prefetch distance.
 
 /// How far ahead of the block it reads a dot product of several rows asks for each row's values
-/// (`quant`'s `vpermps` copy, `digit_dots`' VNNI copies): four rows are four streams, which the
+/// (`quant`'s `vpermps` copy): four rows are four streams, which the
 /// hardware prefetchers of the Xeon this was measured on did not keep ahead of (`small` q8_0 decode
 /// 89.7 -> 120.9 tok/s with a kilobyte; docs/PERFORMANCE.md). A prefetch past the row's end is a
 /// hint, never a fault.
 #[cfg(target_arch = "x86_64")]
 pub(super) const PREFETCH_BYTES: usize = 1024;
+
+/// [`PREFETCH_BYTES`] for `digit_dots`' VNNI copies, which take a cache line of each row in a few
+/// instructions and so need the line asked for earlier: on Zen 5 a kilobyte left the `small` decode
+/// waiting on memory (q8_0 1.28-1.53x, q4_0 1.18-1.45x with four; docs/PERFORMANCE.md, "The VNNI
+/// digit copies on Zen 5"); rows that fit in the cache lose a few percent to it.
+#[cfg(target_arch = "x86_64")]
+pub(super) const DIGIT_PREFETCH_BYTES: usize = 4096;
 
 /// One matrix row: `k / 32` blocks' values and their scales.
 #[derive(Debug, Clone, Copy)]
