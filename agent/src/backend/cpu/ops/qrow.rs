@@ -10,12 +10,14 @@
 #[cfg(target_arch = "x86_64")]
 pub(super) const PREFETCH_BYTES: usize = 1024;
 
-/// [`PREFETCH_BYTES`] for `digit_dots`' VNNI copies, which take a cache line of each row in a few
-/// instructions and so need the line asked for earlier: on Zen 5 a kilobyte left the `small` decode
-/// waiting on memory (q8_0 1.28-1.53x, q4_0 1.18-1.45x with four; docs/PERFORMANCE.md, "The VNNI
-/// digit copies on Zen 5"); rows that fit in the cache lose a few percent to it.
+/// [`PREFETCH_BYTES`] for the copies that take a cache line of a row in a few instructions and so
+/// need it asked for earlier: `digit_dots`' VNNI copies (four rows) and the AVX2 copies (one row:
+/// `dot_q4_avx2`, `quant`'s float one). On Zen 5 a kilobyte left the VNNI copies' `small` decode
+/// waiting on memory (q8_0 1.28-1.53x, q4_0 1.18-1.45x with four); the AVX2 copies, one stream the
+/// hardware follows, gained less (`gemv` q4_0 in DRAM 1.6x, the decode about 1.05x); rows that fit
+/// in the cache lose a few percent to it (docs/PERFORMANCE.md, "The VNNI digit copies on Zen 5").
 #[cfg(target_arch = "x86_64")]
-pub(super) const DIGIT_PREFETCH_BYTES: usize = 4096;
+pub(super) const FAR_PREFETCH_BYTES: usize = 4096;
 
 /// One matrix row: `k / 32` blocks' values and their scales.
 #[derive(Debug, Clone, Copy)]
