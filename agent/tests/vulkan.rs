@@ -277,9 +277,8 @@ async fn a_chained_decode_validates_and_says_how_many_barriers_counters_replaced
     };
     // The dependent launch made of counters (GPUFLEET_DEBUG_VULKAN_CHAIN): the team gemvs and the
     // attention wait on the dispatch before them instead of a barrier (one-row projections: batch
-    // 1). Folded layers (`small`), both quantized formats and half weights (each gemv's weights asked
-    // for before it waits), and attention split along a long cache (its merge keeps a barrier) all
-    // validate, recorded inline (one counter a dispatch).
+    // 1). Folded layers (`small`), both quantized formats and half weights, and attention split along
+    // a long cache (its merge keeps a barrier) all validate, recorded inline (one counter a dispatch).
     let cases: [(&str, &[(&str, i64)]); 4] = [
         ("f16", &[("model", 1), ("gen", 3)]),
         ("q4_0", &[("model", 1), ("gen", 3)]),

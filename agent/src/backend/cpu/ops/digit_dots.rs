@@ -6,7 +6,7 @@
 use gpufleet_kernels::quant::QK;
 
 use super::digits::{Digits, LEVEL, Layout, SCALES};
-use super::qrow::{FAR_PREFETCH_BYTES, QRow, scale_group};
+use super::qrow::{FAR_PREFETCH_BYTES, QRow, prefetch_far, scale_group};
 
 /// A Q4_0 row's dot product with an input's [`Digits`] (AVX2), two blocks at a time: their 32
 /// bytes of nibbles give 32 low and 32 high nibbles by a mask and a shift, which `vpmaddubsw`
@@ -77,12 +77,9 @@ pub(super) fn dot_q4_avx2(w: QRow<'_>, g: &Digits) -> f32 {
         // SAFETY: `halves` holds 16 bytes, what the unaligned 128-bit load reads; the unit and
         // bias of blocks b0..b0 + 8 lie inside `g` (padded to whole groups of eight, asserted
         // above); the nibbles of blocks b0..b0 + n lie inside `w.values` (asserted above): 32
-        // bytes a whole pair, 16 the last block of an odd group, loaded alone. A prefetch past the
-        // row's end is a hint, never a fault.
+        // bytes a whole pair, 16 the last block of an odd group, loaded alone.
         unsafe {
-            let ahead = vp.add(b0 * QK / 2).wrapping_add(FAR_PREFETCH_BYTES);
-            _mm_prefetch::<_MM_HINT_T0>(ahead.cast());
-            _mm_prefetch::<_MM_HINT_T0>(ahead.wrapping_add(64).cast());
+            prefetch_far(vp.add(b0 * QK / 2), n * QK / 2);
             let dw = _mm256_cvtph_ps(_mm_loadu_si128(halves.as_ptr().cast()));
             bias = _mm256_fmadd_ps(dw, _mm256_loadu_ps(g.bias.as_ptr().add(b0)), bias);
             let d = _mm256_mul_ps(dw, _mm256_loadu_ps(g.unit.as_ptr().add(b0)));
@@ -174,8 +171,8 @@ macro_rules! group_scales {
 /// 2^28), four lanes a block; as floats, times each block's scale and the input's unit, they join
 /// the row's running sum, from which each block's bias of the unsigned nibbles is taken, sixteen
 /// blocks' worth a multiply-add. Six multiplies for 128 weights, where the AVX2 copy takes nine
-/// (six `vpmaddubsw`, three `vpmaddwd`) for 64. Each row's next kilobyte is asked for ahead, as
-/// further than the `vpermps` copy does ([`FAR_PREFETCH_BYTES`]).
+/// (six `vpmaddubsw`, three `vpmaddwd`) for 64. Each row's values are asked for further ahead
+/// than the `vpermps` copy does ([`FAR_PREFETCH_BYTES`]).
 #[target_feature(enable = "avx512f,avx512bw,avx512vnni,avx2,fma,f16c")]
 pub(super) fn dots_q4_vnni<const R: usize>(w: [QRow<'_>; R], g: &Digits) -> [f32; R] {
     use std::arch::x86_64::*;

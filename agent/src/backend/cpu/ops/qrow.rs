@@ -3,10 +3,9 @@
 //! scale reads and the prefetch distance.
 
 /// How far ahead of the block it reads a dot product of several rows asks for each row's values
-/// (`quant`'s `vpermps` copy): four rows are four streams, which the
-/// hardware prefetchers of the Xeon this was measured on did not keep ahead of (`small` q8_0 decode
-/// 89.7 -> 120.9 tok/s with a kilobyte; docs/PERFORMANCE.md). A prefetch past the row's end is a
-/// hint, never a fault.
+/// (`quant`'s `vpermps` copy): four rows are four streams, which the hardware prefetchers of the
+/// Xeon this was measured on did not keep ahead of (`small` q8_0 decode 89.7 -> 120.9 tok/s with a
+/// kilobyte; docs/PERFORMANCE.md). A prefetch past the row's end is a hint, never a fault.
 #[cfg(target_arch = "x86_64")]
 pub(super) const PREFETCH_BYTES: usize = 1024;
 
@@ -18,6 +17,21 @@ pub(super) const PREFETCH_BYTES: usize = 1024;
 /// in the cache lose a few percent to it (docs/PERFORMANCE.md, "The VNNI digit copies on Zen 5").
 #[cfg(target_arch = "x86_64")]
 pub(super) const FAR_PREFETCH_BYTES: usize = 4096;
+
+/// Asks for the cache lines of the `bytes` bytes from `p`, [`FAR_PREFETCH_BYTES`] ahead: one
+/// prefetch a 64-byte line (the one-row AVX2 copies, a group of blocks at a time). A prefetch past
+/// the row's end is a hint, never a fault, so `p` needs no bounds.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+pub(super) fn prefetch_far(p: *const u8, bytes: usize) {
+    use std::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+    for line in (0..bytes).step_by(64) {
+        // SAFETY: a prefetch only hints; it reads nothing and faults on no address.
+        unsafe {
+            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(FAR_PREFETCH_BYTES + line).cast());
+        }
+    }
+}
 
 /// One matrix row: `k / 32` blocks' values and their scales.
 #[derive(Debug, Clone, Copy)]

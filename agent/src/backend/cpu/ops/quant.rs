@@ -24,7 +24,7 @@ use super::digit_dots::{dot_q4_avx2, dots_q4_vnni, dots_q8_vnni};
 #[cfg(target_arch = "x86_64")]
 use super::digits::{Digits, Layout};
 #[cfg(target_arch = "x86_64")]
-use super::qrow::{FAR_PREFETCH_BYTES, PREFETCH_BYTES};
+use super::qrow::{PREFETCH_BYTES, prefetch_far};
 use super::qrow::{scale, scale_group};
 use super::{Isa, has_avx2_fma};
 
@@ -209,18 +209,14 @@ fn dot_avx2(f: BlockFormat, w: QRow<'_>, x: &[f32]) -> f32 {
             let h = _mm_loadu_si128(halves.as_ptr().cast());
             _mm256_storeu_ps(d.as_mut_ptr(), _mm256_cvtph_ps(h));
         }
+        prefetch_far(vp.wrapping_add(b0 * f.quant_bytes()), n * f.quant_bytes());
         for (i, &scale) in d.iter().enumerate().take(n) {
             let b = b0 + i;
             // SAFETY: block `b` < `blocks` lies inside both slices (asserted above): 32 values of
             // Q8_0 or 16 bytes of Q4_0 at `b · quant_bytes`, 32 floats of `x` at `32·b`. The
-            // loads are unaligned ones; a prefetch past the row's end is a hint, never a fault.
+            // loads are unaligned ones.
             unsafe {
                 let xb = xp.add(b * QK);
-                _mm_prefetch::<_MM_HINT_T0>(
-                    vp.add(b * f.quant_bytes())
-                        .wrapping_add(FAR_PREFETCH_BYTES)
-                        .cast(),
-                );
                 let s = match f {
                     BlockFormat::Q8_0 => {
                         // Eight values at a time, sign-extended straight from memory.
