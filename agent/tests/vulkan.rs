@@ -7,9 +7,9 @@
 mod common;
 
 use common::{
-    assert_config, assert_few_wide_rows_are_split, assert_gemm_tuning_is_searched_then_cached,
-    assert_ok, assert_transfers_take_longer, compute_then_with_transfers, on, on_backend, run,
-    spec, unavailable_with, vec_add_twice,
+    OnBackend, assert_config, assert_few_wide_rows_are_split,
+    assert_gemm_tuning_is_searched_then_cached, assert_ok, assert_transfers_take_longer,
+    compute_then_with_transfers, on, on_backend, run, spec, unavailable_with, vec_add_twice,
 };
 use gpufleet_proto::v1 as pb;
 
@@ -97,31 +97,48 @@ async fn half_weights_of_gemv_and_llm_decode_validate_where_the_device_lists_the
         eprintln!("skipped: {} has no 16-bit storage buffers", t.device.name);
         return;
     }
-    let mut gemv = on(
-        &t.device,
-        spec("gemv", &[("batch", 3), ("k", 257), ("n", 130)]),
-    );
-    gemv.dtype = "f16".into();
-    let mut llm = on(
-        &t.device,
-        spec(
-            "llm",
-            &[("model", 0), ("context", 5), ("gen", 3), ("batch", 2)],
+    let runs = [
+        (
+            "gemv",
+            "default",
+            &[("batch", 3), ("k", 257), ("n", 130)][..],
         ),
-    );
-    llm.variant = "decode".into();
-    llm.dtype = "f16".into();
-    llm.settings_mut().timeout_s = Some(120.0);
-    for (name, s) in [("gemv-f16", gemv), ("llm-f16", llm)] {
-        let (_, r) = run(&mut t.client, name, s).await;
-        assert_ok(&r);
-        assert!(
-            r.validation.as_ref().unwrap().passed,
-            "{name}: {}",
-            r.message
-        );
+        (
+            "llm",
+            "decode",
+            &[("model", 0), ("context", 5), ("gen", 3), ("batch", 2)][..],
+        ),
+    ];
+    for (kernel, variant, params) in runs {
+        let name = format!("{kernel}-f16");
+        let r = validated(&mut t, &name, (kernel, variant, "f16"), params, &[]).await;
         assert_config(&r, "weights", "f16 (16-bit storage)");
     }
+}
+
+/// Runs `kernel`'s `variant` in `dtype` with `params` and worker `env` on `t`'s device, and asserts
+/// it ran `ok` and validated.
+async fn validated(
+    t: &mut OnBackend,
+    name: &str,
+    (kernel, variant, dtype): (&str, &str, &str),
+    params: &[(&str, i64)],
+    env: &[(&str, &str)],
+) -> pb::RunResult {
+    let mut s = on(&t.device, spec(kernel, params));
+    s.variant = variant.into();
+    s.dtype = dtype.into();
+    s.env
+        .extend(env.iter().map(|&(k, v)| (k.to_string(), v.to_string())));
+    s.settings_mut().timeout_s = Some(300.0);
+    let (_, r) = run(&mut t.client, name, s).await;
+    assert_ok(&r);
+    assert!(
+        r.validation.as_ref().unwrap().passed,
+        "{name}: {}",
+        r.message
+    );
+    r
 }
 
 /// q8_0 and q4_0 weights (packed, read as words by the `llm_q*` shaders, or by teams with the steps
@@ -148,18 +165,8 @@ async fn quantized_weights_validate() {
             ("default", "gemv", &[("batch", 3), ("k", 96), ("n", 77)][..]),
         ];
         for (variant, kernel, params) in runs {
-            let mut s = on(&t.device, spec(kernel, params));
-            s.variant = variant.into();
-            s.dtype = dtype.into();
-            s.settings_mut().timeout_s = Some(300.0);
             let name = format!("{kernel}-{variant}-{dtype}");
-            let (_, r) = run(&mut t.client, &name, s).await;
-            assert_ok(&r);
-            assert!(
-                r.validation.as_ref().unwrap().passed,
-                "{name}: {}",
-                r.message
-            );
+            let r = validated(&mut t, &name, (kernel, variant, dtype), params, &[]).await;
             assert!(
                 r.config["weights"].starts_with(dtype),
                 "{name}: {:?}",
@@ -176,6 +183,44 @@ async fn quantized_weights_validate() {
             } else {
                 assert!(shaders.contains("llm_linear_q"), "{name}: {shaders}");
             }
+        }
+    }
+}
+
+/// The quantized team gemvs on integer dot products (GPUFLEET_DEBUG_VULKAN_QUANT_DOT=1 runs them
+/// wherever the device has shaderIntegerDotProduct; lavapipe has it, not accelerated): `small`'s
+/// decode (the norm, SwiGLU, RoPE and residual folded in) and a gemv whose row is not a whole
+/// number of a team's trips validate in both formats, and the plan says which shader ran.
+#[tokio::test]
+async fn quantized_team_gemvs_on_integer_dot_products_validate() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    if !t
+        .device
+        .features
+        .iter()
+        .any(|f| f == gpufleet_kernels::INT8_DOT)
+    {
+        eprintln!("skipped: {} has no shaderIntegerDotProduct", t.device.name);
+        return;
+    }
+    for dtype in ["q8_0", "q4_0"] {
+        let runs = [
+            ("decode", "llm", &[("model", 1), ("gen", 2)][..]),
+            (
+                "default",
+                "gemv",
+                &[("batch", 1), ("k", 1120), ("n", 77)][..],
+            ),
+        ];
+        for (variant, kernel, params) in runs {
+            let name = format!("{kernel}-{variant}-{dtype}-dot");
+            let env = [("GPUFLEET_DEBUG_VULKAN_QUANT_DOT", "1")];
+            let r = validated(&mut t, &name, (kernel, variant, dtype), params, &env).await;
+            let want = format!("llm_gemv_team_{}_dot", &dtype[..2]);
+            let shaders = &r.config["shaders"];
+            assert!(shaders.contains(&want), "{name}: {shaders}");
         }
     }
 }

@@ -150,6 +150,90 @@ float quarter_dot(uint w, vec4 xa, vec4 xb, uvec4 el, uvec4 eh)
 #define QUARTER_XB(q) (4u + (q))
 #endif
 
+#ifdef QDOT
+// QDOT: a quarter's dot product in integers (SPV_KHR_integer_dot_product, declared through
+// GL_EXT_spirv_intrinsics as compute_peak_int8 does; the device must enable
+// shaderIntegerDotProduct). A lane writes its quarter's eight inputs once a trip as integers of
+// |v| ≤ 2^DIGIT_BITS, v = round(x / unit) with unit the power of two that puts the quarter's
+// largest |x| under 2^DIGIT_BITS and at or above half of it: fma(x, 1/unit, 1.5·2^23) is the float
+// whose bits are 0x4B400000 + v (its mantissa holds v + 2^22), so no conversion is spent. Each v is three bytes,
+// v = s2·2^16 + u1·2^8 + u0 (u0, u1 unsigned, s2 signed); a word holds one level's bytes of four
+// inputs. The digits are made once and reused by the lane's FT (or 2·FT) rows, each quarter-row
+// then six packed dot products (two words of weights × three levels), two shifts and a conversion.
+// The integer sum is exact; what it misses of the f32 sum is v's rounding, at most 2^-DIGIT_BITS of
+// the quarter's largest |x| an input (2^-21 and 2^-20: inside the tolerance of f32 accumulation over
+// the row, as the CPU's digit copies are). A non-finite input makes the quarter's unit NaN.
+#extension GL_EXT_spirv_intrinsics : require
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
+int q_sdot(uint a, uint b, spirv_literal int format);
+spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
+int q_sudot(uint a, uint b, spirv_literal int format);
+// Q8_0's sums are up to 8·128·2^DIGIT_BITS, Q4_0's 8·15·2^DIGIT_BITS: both under 2^31.
+#ifdef Q8
+#define DIGIT_BITS 20
+#else
+#define DIGIT_BITS 21
+#endif
+// A quarter's inputs as digits: level l's bytes of the inputs of its first word (a) and second (b),
+// what subtracting the format's offset takes off (Q4_0: 8·Σv), and the unit.
+struct Digits {
+    uint a0, a1, a2, b0, b1, b2;
+    int off;
+    float unit;
+};
+// Byte `at` of each of four words, packed into one word.
+uint q_bytes(uvec4 w, uint at)
+{
+    const uvec4 b = (w >> (8u * at)) & 0xFFu;
+    return b.x | (b.y << 8) | (b.z << 16) | (b.w << 24);
+}
+Digits q_digits(vec4 xa, vec4 xb)
+{
+    const vec4 m4 = max(abs(xa), abs(xb));
+    const float m = max(max(m4.x, m4.y), max(m4.z, m4.w));
+    // m < 2^(E - 126) for its biased exponent E; 1/unit = 2^(DIGIT_BITS + 126 - E), kept normal.
+    const int e = int(floatBitsToUint(m) >> 23);
+    const int inv_e = clamp(DIGIT_BITS + 126 - e + 127, 1, 254);
+    const float inv = uintBitsToFloat(uint(inv_e) << 23);
+    Digits g;
+    g.unit = e == 255 ? m + m : 1.0 / inv;
+    const float magic = 12582912.0;
+    const uvec4 ua = floatBitsToUint(fma(xa, vec4(inv), vec4(magic)));
+    const uvec4 ub = floatBitsToUint(fma(xb, vec4(inv), vec4(magic)));
+    g.a0 = q_bytes(ua, 0u);
+    g.a1 = q_bytes(ua, 1u);
+    g.b0 = q_bytes(ub, 0u);
+    g.b1 = q_bytes(ub, 1u);
+    // The top bytes hold s2 + 64 (from 0x4B40....): 64 off each, with no borrow between them.
+    g.a2 = ((q_bytes(ua, 2u) | 0x80808080u) - 0x40404040u) ^ 0x80808080u;
+    g.b2 = ((q_bytes(ub, 2u) | 0x80808080u) - 0x40404040u) ^ 0x80808080u;
+#ifdef Q8
+    g.off = 0;
+#else
+    // Σv (mod 2^32, exact where it matters: |Σv| < 2^24) times Q4_0's offset 8.
+    const uvec4 s = ua + ub;
+    g.off = 8 * int(s.x + s.y + s.z + s.w - 8u * 0x4B400000u);
+#endif
+    return g;
+}
+// The quarter's dot product with its weights in units of g.unit: two words of signed bytes, meeting
+// the digits of a and of b (Q8_0's two words; Q4_0's low and high nibbles, 0..15, which read the
+// same signed, then 8·Σv off). Q4_0's first form (OpUDot for the lower levels, nibbles as its
+// unsigned operand) validated on lavapipe but not on NVIDIA's driver (580.159); Q8_0's form did on both.
+float quarter_idot(uint wa, uint wb, Digits g)
+{
+    const int t2 = q_sdot(wa, g.a2, 0) + q_sdot(wb, g.b2, 0);
+    const int t1 = q_sudot(wa, g.a1, 0) + q_sudot(wb, g.b1, 0);
+    const int t0 = q_sudot(wa, g.a0, 0) + q_sudot(wb, g.b0, 0);
+    return float((t2 << 16) + (t1 << 8) + t0 - g.off);
+}
+#ifdef Q8
+#define QUARTER_IDOT(w, g) quarter_idot((w).x, (w).y, g)
+#else
+#define QUARTER_IDOT(w, g) quarter_idot((w) & 0x0F0F0F0Fu, ((w) >> 4) & 0x0F0F0F0Fu, g)
+#endif
+#endif
+
 // Weight e alone.
 #define load_w1(e) q_weight(pc.q_values, pc.q_scales, e)
 
@@ -267,6 +351,11 @@ void main()
                             xs[2u * u + 1u] *= uintBitsToFloat(wq4[gb + QUARTER_XB(q)]);
                         }
                     }
+#ifdef QDOT
+                    Digits dg[4];
+                    for (uint u = 0u; u < 4u; ++u)
+                        dg[u] = q_digits(xs[2u * u], xs[2u * u + 1u]);
+#endif
                     QWORD wv[2u * FT * 4u];
                     float d[2u * FT * 4u];
                     for (uint f = 0u; f < FT; ++f) {
@@ -281,11 +370,18 @@ void main()
                     for (uint f = 0u; f < FT; ++f) {
                         for (uint u = 0u; u < 4u; ++u) {
                             const uint at = 2u * f * 4u + u;
+#ifdef QDOT
+                            acc[f] = fma(QUARTER_IDOT(wv[at], dg[u]), d[at] * dg[u].unit, acc[f]);
+                            if (TWO)
+                                up[f] = fma(QUARTER_IDOT(wv[at + 4u], dg[u]), d[at + 4u] * dg[u].unit,
+                                            up[f]);
+#else
                             acc[f] = fma(quarter_dot(wv[at], xs[2u * u], xs[2u * u + 1u], el, eh), d[at],
                                          acc[f]);
                             if (TWO)
                                 up[f] = fma(quarter_dot(wv[at + 4u], xs[2u * u], xs[2u * u + 1u], el, eh),
                                             d[at + 4u], up[f]);
+#endif
                         }
                     }
                 }

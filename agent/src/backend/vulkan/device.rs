@@ -201,8 +201,15 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             has_ext(c"VK_NV_shader_sm_builtins"),
             has_ext(c"VK_AMD_shader_core_properties"),
         );
+        // Which dot products of packed bytes the device accelerates (the KHR extension's
+        // properties; a driver may offer them emulated, as lavapipe does).
+        let has_dot = has_ext(vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME);
+        let mut dot_props = vk::PhysicalDeviceShaderIntegerDotProductProperties::default();
         {
             let mut p2 = vk::PhysicalDeviceProperties2::default().push_next(&mut subgroup);
+            if has_dot && v12 {
+                p2 = p2.push_next(&mut dot_props);
+            }
             if has_pci {
                 p2 = p2.push_next(&mut pci);
             }
@@ -224,7 +231,6 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         // Dot products of packed bytes (compute_peak's int8): the KHR extension, which a Vulkan
         // 1.3 driver still lists (the instance asks for 1.2).
         let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
-        let has_dot = has_ext(vk::KHR_SHADER_INTEGER_DOT_PRODUCT_NAME);
         let mut coopmat = vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default();
         let has_coopmat = has_ext(vk::NV_COOPERATIVE_MATRIX_NAME);
         if v12 {
@@ -305,6 +311,16 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             shader_float16: f12.shader_float16 == vk::TRUE,
             shader_float64: core.shader_float64 == vk::TRUE,
             integer_dot_product: v12 && has_dot && dot.shader_integer_dot_product == vk::TRUE,
+            quant_dot: v12
+                && has_dot
+                && dot.shader_integer_dot_product == vk::TRUE
+                && [
+                    dot_props.integer_dot_product4x8_bit_packed_unsigned_accelerated,
+                    dot_props.integer_dot_product4x8_bit_packed_signed_accelerated,
+                    dot_props.integer_dot_product4x8_bit_packed_mixed_signedness_accelerated,
+                ]
+                .iter()
+                .all(|&a| a == vk::TRUE),
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             max_compute_workgroup_count: l.max_compute_work_group_count,
             vendor_id: props.vendor_id,
@@ -340,6 +356,9 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         }
         if caps.integer_dot_product {
             features.push(gpufleet_kernels::INT8_DOT.into());
+        }
+        if caps.quant_dot {
+            features.push("int8_dot_accelerated".into());
         }
         if caps.storage_buffer_16bit {
             features.push("storage_16bit".into());

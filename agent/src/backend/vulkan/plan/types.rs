@@ -21,6 +21,11 @@ pub struct VkCaps {
     pub shader_float64: bool,
     /// `shaderIntegerDotProduct` (VK_KHR_shader_integer_dot_product): compute_peak's int8.
     pub integer_dot_product: bool,
+    /// Dot products of packed bytes that the device says it accelerates (signed, unsigned and
+    /// mixed): the quantized team gemvs take a quarter-row's dot product in integers
+    /// (`llm_gemv_team_q4_dot`, `_q8_dot`). Forced on (where `integer_dot_product`) or off by
+    /// [`QUANT_DOT_ENV`](crate::backend::vulkan::kernel::QUANT_DOT_ENV).
+    pub quant_dot: bool,
     pub storage_buffer_16bit: bool,
     pub max_compute_workgroup_count: [u32; 3],
     pub vendor_id: u32,

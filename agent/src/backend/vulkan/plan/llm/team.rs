@@ -96,7 +96,11 @@ impl StepPlanner<'_> {
             flag(SPEC_ADD, f.add.is_some()),
             flag(SPEC_ROPE, f.rope.is_some()),
         ];
+        // Packed weights on integer dot products where the device accelerates them.
         let mut shader = match quant {
+            Some((format, _)) if self.caps.quant_dot => {
+                format!("llm_gemv_team_{}_dot", format.suffix())
+            }
             Some((format, _)) => format!("llm_gemv_team_{}", format.suffix()),
             None => self.weighted("llm_gemv_team"),
         };

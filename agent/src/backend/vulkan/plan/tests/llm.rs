@@ -402,6 +402,35 @@ fn quantized_decode_projections_take_whole_blocks_a_lane() {
     }
 }
 
+/// Packed weights' team gemvs take their dot products in integers where the device accelerates
+/// dot products of packed bytes, in floats where it does not.
+#[test]
+fn quantized_team_gemvs_run_on_integer_dot_products_where_the_device_accelerates_them() {
+    for dtype in ["q4_0", "q8_0"] {
+        let p = problem("llm", "decode", &[("model", 1), ("gen", 2)], dtype);
+        for quant_dot in [true, false] {
+            let caps = VkCaps {
+                quant_dot,
+                ..h200()
+            };
+            let planned = plan(&p, &caps, None).unwrap();
+            check_plan(&p, &planned, &caps);
+            let dot = if quant_dot { "_dot" } else { "" };
+            let want = format!("llm_gemv_team_{}{dot}_subgroup", &dtype[..2]);
+            let teams: Vec<&str> = planned
+                .dispatches
+                .iter()
+                .map(|d| d.shader.as_str())
+                .filter(|s| s.starts_with("llm_gemv_team"))
+                .collect();
+            assert!(
+                !teams.is_empty() && teams.iter().all(|s| *s == want),
+                "{dtype} {quant_dot}: {teams:?}"
+            );
+        }
+    }
+}
+
 #[test]
 fn packed_prefill_projections_run_the_linear_groups_four_weights_a_load() {
     // 1b prefill of 64 rows: every projection llm_linear_q*'s groups (four features × four rows),

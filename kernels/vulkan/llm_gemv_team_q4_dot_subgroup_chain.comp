@@ -1,0 +1,11 @@
+#version 450
+// llm_gemv_team_q4_dot_subgroup_chain: one-row projections by teams, Q4_0 weights, a quarter-row's dot product in packed 8-bit integer dot products (QDOT), teams are subgroups reducing with subgroupAdd, each group waiting on the dispatch before it (include/chain.glsl). Interface in
+// include/llm_gemv_team.glsl.
+#extension GL_GOOGLE_include_directive : require
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#define Q4 1
+#define QDOT 1
+#define SUBGROUP 1
+#define CHAIN 1
+#include "include/llm_gemv_team.glsl"
