@@ -2,7 +2,7 @@
 //! subgroup size, 16-bit features, timestamp support and memory heaps.
 
 use super::ffi::{Vk, fail};
-use super::plan::VkCaps;
+use super::plan::{QuantDot, VkCaps};
 use crate::backend::{BackendError, DeviceInfo, cpu, lookup, peaks};
 use ash::vk;
 use gpufleet_kernels::BackendKind;
@@ -311,7 +311,7 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             shader_float16: f12.shader_float16 == vk::TRUE,
             shader_float64: core.shader_float64 == vk::TRUE,
             integer_dot_product: v12 && has_dot && dot.shader_integer_dot_product == vk::TRUE,
-            quant_dot: v12
+            quant_dot: if v12
                 && has_dot
                 && dot.shader_integer_dot_product == vk::TRUE
                 && [
@@ -320,7 +320,12 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
                     dot_props.integer_dot_product4x8_bit_packed_mixed_signedness_accelerated,
                 ]
                 .iter()
-                .all(|&a| a == vk::TRUE),
+                .all(|&a| a == vk::TRUE)
+            {
+                QuantDot::Q8
+            } else {
+                QuantDot::Off
+            },
             storage_buffer_16bit: f11.storage_buffer16_bit_access == vk::TRUE,
             max_compute_workgroup_count: l.max_compute_work_group_count,
             vendor_id: props.vendor_id,
@@ -357,7 +362,7 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         if caps.integer_dot_product {
             features.push(gpufleet_kernels::INT8_DOT.into());
         }
-        if caps.quant_dot {
+        if caps.quant_dot != QuantDot::Off {
             features.push("int8_dot_accelerated".into());
         }
         if caps.storage_buffer_16bit {

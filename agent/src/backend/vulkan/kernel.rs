@@ -41,8 +41,8 @@ pub const SCALAR_ATTENTION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_SCALAR_ATTENTION";
 /// A debug switch (`1`): the cooperative matrices go unused (a prefill's projections run
 /// `llm_linear` where they would run `llm_linear_f16_coopmat`), to measure them in the same call.
 pub const NO_COOPMAT_ENV: &str = "GPUFLEET_DEBUG_VULKAN_NO_COOPMAT";
-/// A debug switch: `1` runs the quantized team gemvs on integer dot products wherever the device has
-/// them (lavapipe: CI validates them), `0` never; unset, where accelerated ([`plan::VkCaps::quant_dot`]).
+/// A debug switch: `1` runs both packed formats' team gemvs on integer dot products wherever the device
+/// has them (lavapipe: CI validates them), `0` neither; unset, as [`plan::QuantDot`] says.
 pub const QUANT_DOT_ENV: &str = "GPUFLEET_DEBUG_VULKAN_QUANT_DOT";
 
 /// Everything made on the device, destroyed in reverse order on drop.
@@ -131,8 +131,8 @@ impl VulkanKernel {
                 caps.scalar_attention = debug_switch(SCALAR_ATTENTION_ENV);
                 caps.coopmat_f16 &= !debug_switch(NO_COOPMAT_ENV);
                 caps.quant_dot = match std::env::var(QUANT_DOT_ENV).as_deref() {
-                    Ok("1") => caps.integer_dot_product,
-                    Ok("0") => false,
+                    Ok("1") if caps.integer_dot_product => plan::QuantDot::All,
+                    Ok("1" | "0") => plan::QuantDot::Off,
                     _ => caps.quant_dot,
                 };
                 plan::plan(problem, &caps, tuning).map_err(|e| e.for_backend("vulkan"))?

@@ -59,7 +59,7 @@ impl Backend for VulkanBackend {
             shader_float16: true,
             shader_float64: true,
             integer_dot_product: true,
-            quant_dot: true,
+            quant_dot: plan::QuantDot::Q8,
             storage_buffer_16bit: true,
             max_compute_workgroup_count: [65535, 65535, 65535],
             vendor_id: 0,

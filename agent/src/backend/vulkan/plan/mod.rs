@@ -46,8 +46,8 @@ mod types;
 
 pub use tuning::{default_gemm_tuning, gemm_candidates};
 pub use types::{
-    Binding, Dispatch, GemmTuning, Passes, Plan, Replay, Replayed, SLICE_ALIGN, SpecValue, Storage,
-    Unsupported, VkCaps,
+    Binding, Dispatch, GemmTuning, Passes, Plan, QuantDot, Replay, Replayed, SLICE_ALIGN,
+    SpecValue, Storage, Unsupported, VkCaps,
 };
 
 use crate::backend::planning::{self, Route};

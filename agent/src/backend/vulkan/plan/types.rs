@@ -21,11 +21,8 @@ pub struct VkCaps {
     pub shader_float64: bool,
     /// `shaderIntegerDotProduct` (VK_KHR_shader_integer_dot_product): compute_peak's int8.
     pub integer_dot_product: bool,
-    /// Dot products of packed bytes that the device says it accelerates (signed, unsigned and
-    /// mixed): the quantized team gemvs take a quarter-row's dot product in integers
-    /// (`llm_gemv_team_q4_dot`, `_q8_dot`). Forced on (where `integer_dot_product`) or off by
-    /// [`QUANT_DOT_ENV`](crate::backend::vulkan::kernel::QUANT_DOT_ENV).
-    pub quant_dot: bool,
+    /// Which packed formats' team gemvs take a quarter-row's dot product in integers.
+    pub quant_dot: QuantDot,
     pub storage_buffer_16bit: bool,
     pub max_compute_workgroup_count: [u32; 3],
     pub vendor_id: u32,
@@ -38,6 +35,34 @@ pub struct VkCaps {
     /// inputs and f32 sums in subgroups of 32, and half arithmetic: `llm_linear_f16_coopmat`.
     /// Cleared by [`NO_COOPMAT_ENV`](crate::backend::vulkan::kernel::NO_COOPMAT_ENV).
     pub coopmat_f16: bool,
+}
+
+/// Which packed formats' team gemvs take their dot products in integers (`llm_gemv_team_q8_dot`,
+/// `_q4_dot`), where the device accelerates dot products of packed bytes (signed, unsigned and
+/// mixed), or as [`QUANT_DOT_ENV`](crate::backend::vulkan::kernel::QUANT_DOT_ENV) says.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum QuantDot {
+    /// Neither (no accelerated dot products, or the switch at `0`).
+    #[default]
+    Off,
+    /// Q8_0 only, where the device accelerates them: on an H100 the `8b` q8_0 decode 1.05×, the
+    /// q4_0 one 0.87× (six half-rate products for a Q4_0 quarter-row do not beat its 27 float
+    /// instructions; docs/PERFORMANCE.md).
+    Q8,
+    /// Both (the switch at `1`, wherever the device has `shaderIntegerDotProduct`).
+    All,
+}
+
+impl QuantDot {
+    /// Whether `format`'s team gemvs take their dot products in integers.
+    pub fn takes(self, format: gpufleet_kernels::quant::BlockFormat) -> bool {
+        use gpufleet_kernels::quant::BlockFormat;
+        match self {
+            QuantDot::Off => false,
+            QuantDot::Q8 => format == BlockFormat::Q8_0,
+            QuantDot::All => true,
+        }
+    }
 }
 
 /// How a buffer is stored on the device (f16: IEEE half, converted on the

@@ -98,7 +98,7 @@ impl StepPlanner<'_> {
         ];
         // Packed weights on integer dot products where the device accelerates them.
         let mut shader = match quant {
-            Some((format, _)) if self.caps.quant_dot => {
+            Some((format, _)) if self.caps.quant_dot.takes(format) => {
                 format!("llm_gemv_team_{}_dot", format.suffix())
             }
             Some((format, _)) => format!("llm_gemv_team_{}", format.suffix()),

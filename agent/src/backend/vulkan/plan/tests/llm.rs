@@ -402,21 +402,31 @@ fn quantized_decode_projections_take_whole_blocks_a_lane() {
     }
 }
 
-/// Packed weights' team gemvs take their dot products in integers where the device accelerates
-/// dot products of packed bytes, in floats where it does not.
+/// Packed weights' team gemvs take their dot products in integers as the device's `quant_dot` says:
+/// Q8_0 only where the device accelerates dot products of packed bytes, both formats with the
+/// debug switch, neither without.
 #[test]
-fn quantized_team_gemvs_run_on_integer_dot_products_where_the_device_accelerates_them() {
-    for dtype in ["q4_0", "q8_0"] {
-        let p = problem("llm", "decode", &[("model", 1), ("gen", 2)], dtype);
-        for quant_dot in [true, false] {
-            let caps = VkCaps {
-                quant_dot,
-                ..h200()
-            };
+fn quantized_team_gemvs_run_on_integer_dot_products_as_the_device_says() {
+    for (quant_dot, dot_formats) in [
+        (QuantDot::Q8, &["q8"][..]),
+        (QuantDot::All, &["q8", "q4"][..]),
+        (QuantDot::Off, &[][..]),
+    ] {
+        let caps = VkCaps {
+            quant_dot,
+            ..h200()
+        };
+        for dtype in ["q4_0", "q8_0"] {
+            let p = problem("llm", "decode", &[("model", 1), ("gen", 2)], dtype);
             let planned = plan(&p, &caps, None).unwrap();
             check_plan(&p, &planned, &caps);
-            let dot = if quant_dot { "_dot" } else { "" };
-            let want = format!("llm_gemv_team_{}{dot}_subgroup", &dtype[..2]);
+            let format = &dtype[..2];
+            let dot = if dot_formats.contains(&format) {
+                "_dot"
+            } else {
+                ""
+            };
+            let want = format!("llm_gemv_team_{format}{dot}_subgroup");
             let teams: Vec<&str> = planned
                 .dispatches
                 .iter()
@@ -425,7 +435,7 @@ fn quantized_team_gemvs_run_on_integer_dot_products_where_the_device_accelerates
                 .collect();
             assert!(
                 !teams.is_empty() && teams.iter().all(|s| *s == want),
-                "{dtype} {quant_dot}: {teams:?}"
+                "{dtype} {quant_dot:?}: {teams:?}"
             );
         }
     }
