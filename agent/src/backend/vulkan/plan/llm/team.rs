@@ -96,7 +96,7 @@ impl StepPlanner<'_> {
             flag(SPEC_ADD, f.add.is_some()),
             flag(SPEC_ROPE, f.rope.is_some()),
         ];
-        // Packed weights on integer dot products where the device accelerates them.
+        // Packed weights on integer dot products where `quant_dot` takes their format.
         let mut shader = match quant {
             Some((format, _)) if self.caps.quant_dot.takes(format) => {
                 format!("llm_gemv_team_{}_dot", format.suffix())
