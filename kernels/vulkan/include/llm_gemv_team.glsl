@@ -151,23 +151,18 @@ float quarter_dot(uint w, vec4 xa, vec4 xb, uvec4 el, uvec4 eh)
 #endif
 
 #ifdef QDOT
-// QDOT: a quarter's dot product in integers (SPV_KHR_integer_dot_product, declared through
-// GL_EXT_spirv_intrinsics as compute_peak_int8 does; the device must enable
+// QDOT: a quarter's dot product in integers (include/int_dot.glsl; the device must enable
 // shaderIntegerDotProduct). A lane writes its quarter's eight inputs once a trip as integers of
 // |v| ≤ 2^DIGIT_BITS, v = round(x / unit) with unit the power of two that puts the quarter's
 // largest |x| under 2^DIGIT_BITS and at or above half of it: fma(x, 1/unit, 1.5·2^23) is the float
-// whose bits are 0x4B400000 + v (its mantissa holds v + 2^22), so no conversion is spent. Each v is three bytes,
-// v = s2·2^16 + u1·2^8 + u0 (u0, u1 unsigned, s2 signed); a word holds one level's bytes of four
-// inputs. The digits are made once and reused by the lane's FT (or 2·FT) rows, each quarter-row
+// whose bits are 0x4B400000 + v (its mantissa holds v + 2^22), so no conversion is spent. Each v
+// is three bytes, v = s2·2^16 + u1·2^8 + u0 (u0, u1 unsigned, s2 signed); a word holds one
+// level's bytes of four inputs. The digits are made once and reused by the lane's FT (or 2·FT) rows, each quarter-row
 // then six packed dot products (two words of weights × three levels), two shifts and a conversion.
 // The integer sum is exact; what it misses of the f32 sum is v's rounding, at most 2^-DIGIT_BITS of
 // the quarter's largest |x| an input (2^-21 and 2^-20: inside the tolerance of f32 accumulation over
 // the row, as the CPU's digit copies are). A non-finite input makes the quarter's unit NaN.
-#extension GL_EXT_spirv_intrinsics : require
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4450)
-int q_sdot(uint a, uint b, spirv_literal int format);
-spirv_instruction(extensions = ["SPV_KHR_integer_dot_product"], capabilities = [6019, 6018], id = 4452)
-int q_sudot(uint a, uint b, spirv_literal int format);
+#include "int_dot.glsl"
 // Q8_0's sums are up to 8·128·2^DIGIT_BITS, Q4_0's 8·15·2^DIGIT_BITS: both under 2^31.
 #ifdef Q8
 #define DIGIT_BITS 20
@@ -222,9 +217,9 @@ Digits q_digits(vec4 xa, vec4 xb)
 // unsigned operand) validated on lavapipe but not on NVIDIA's driver (580.159); Q8_0's form did on both.
 float quarter_idot(uint wa, uint wb, Digits g)
 {
-    const int t2 = q_sdot(wa, g.a2, 0) + q_sdot(wb, g.b2, 0);
-    const int t1 = q_sudot(wa, g.a1, 0) + q_sudot(wb, g.b1, 0);
-    const int t0 = q_sudot(wa, g.a0, 0) + q_sudot(wb, g.b0, 0);
+    const int t2 = sdot4(wa, g.a2, 0) + sdot4(wb, g.b2, 0);
+    const int t1 = sudot4(wa, g.a1, 0) + sudot4(wb, g.b1, 0);
+    const int t0 = sudot4(wa, g.a0, 0) + sudot4(wb, g.b0, 0);
     return float((t2 << 16) + (t1 << 8) + t0 - g.off);
 }
 #ifdef Q8
