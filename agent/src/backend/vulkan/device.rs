@@ -297,6 +297,14 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             (String::new(), String::new())
         };
         let l = &props.limits;
+        let integer_dot_product = v12 && has_dot && dot.shader_integer_dot_product == vk::TRUE;
+        let dot_accelerated = [
+            dot_props.integer_dot_product4x8_bit_packed_unsigned_accelerated,
+            dot_props.integer_dot_product4x8_bit_packed_signed_accelerated,
+            dot_props.integer_dot_product4x8_bit_packed_mixed_signedness_accelerated,
+        ]
+        .iter()
+        .all(|&a| a == vk::TRUE);
         let caps = VkCaps {
             subgroup_size: subgroup.subgroup_size,
             subgroup_arithmetic: subgroup
@@ -310,18 +318,8 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             max_shared_memory_bytes: l.max_compute_shared_memory_size,
             shader_float16: f12.shader_float16 == vk::TRUE,
             shader_float64: core.shader_float64 == vk::TRUE,
-            integer_dot_product: v12 && has_dot && dot.shader_integer_dot_product == vk::TRUE,
-            quant_dot: if v12
-                && has_dot
-                && dot.shader_integer_dot_product == vk::TRUE
-                && [
-                    dot_props.integer_dot_product4x8_bit_packed_unsigned_accelerated,
-                    dot_props.integer_dot_product4x8_bit_packed_signed_accelerated,
-                    dot_props.integer_dot_product4x8_bit_packed_mixed_signedness_accelerated,
-                ]
-                .iter()
-                .all(|&a| a == vk::TRUE)
-            {
+            integer_dot_product,
+            quant_dot: if integer_dot_product && dot_accelerated {
                 QuantDot::Q8
             } else {
                 QuantDot::Off
