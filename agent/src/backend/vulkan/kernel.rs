@@ -7,6 +7,9 @@ mod buffers;
 mod chain;
 mod record;
 mod segments;
+mod switches;
+
+pub use switches::{NO_COOPMAT_ENV, QUANT_DOT_ENV, SCALAR_ATTENTION_ENV};
 
 use super::device::{Found, create_device, enumerate};
 use super::ffi::{Vk, fail};
@@ -33,17 +36,6 @@ struct DevBuffer {
 /// so that a small model's weights are made in segments (`kernel/segments.rs`) as a large one's
 /// are, where CI can validate them.
 pub const MAX_ALLOCATION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_MAX_ALLOCATION";
-
-/// A debug switch (`1`): `llm_attention` reads keys and values element by element, as on a head
-/// width or cache offset that is not a multiple of 4, to measure the 4-vector reads and so that CI
-/// runs both.
-pub const SCALAR_ATTENTION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_SCALAR_ATTENTION";
-/// A debug switch (`1`): the cooperative matrices go unused (a prefill's projections run
-/// `llm_linear` where they would run `llm_linear_f16_coopmat`), to measure them in the same call.
-pub const NO_COOPMAT_ENV: &str = "GPUFLEET_DEBUG_VULKAN_NO_COOPMAT";
-/// A debug switch: `1` runs both packed formats' team gemvs on integer dot products wherever the device
-/// has them (lavapipe: CI validates them), `0` neither; unset, as [`plan::QuantDot`] says.
-pub const QUANT_DOT_ENV: &str = "GPUFLEET_DEBUG_VULKAN_QUANT_DOT";
 
 /// Everything made on the device, destroyed in reverse order on drop.
 pub struct VulkanKernel {
@@ -127,14 +119,7 @@ impl VulkanKernel {
                 ),
             },
             None => {
-                let mut caps = found.caps.clone();
-                caps.scalar_attention = debug_switch(SCALAR_ATTENTION_ENV);
-                caps.coopmat_f16 &= !debug_switch(NO_COOPMAT_ENV);
-                caps.quant_dot = match std::env::var(QUANT_DOT_ENV).as_deref() {
-                    Ok("1") if caps.integer_dot_product => plan::QuantDot::All,
-                    Ok("1" | "0") => plan::QuantDot::Off,
-                    _ => caps.quant_dot,
-                };
+                let caps = switches::planning_caps(&found.caps);
                 plan::plan(problem, &caps, tuning).map_err(|e| e.for_backend("vulkan"))?
             }
         };
