@@ -58,6 +58,10 @@ def main():
     ap.add_argument("--jobs", required=True, help="the JSON list of specs")
     ap.add_argument("--out", help="a Markdown file the rows are appended to")
     ap.add_argument("--timeout-s", type=int, default=400, help="a run's limit (default 400)")
+    ap.add_argument("--config", action="append", default=[], metavar="KEY",
+                    help="also print this key of each result's configuration under its row (repeatable: "
+                         "dispatch_profile_us with GPUFLEET_DEBUG_VULKAN_PROFILE=1, pipeline_stats with "
+                         "GPUFLEET_DEBUG_VULKAN_PIPELINE_STATS=1)")
     args = ap.parse_args()
     builds = {name: (folder, env) for name, folder, env in args.build}
     if len(builds) != len(args.build):
@@ -140,6 +144,10 @@ def main():
                 say(f"| {name} | {job['backend']} | {spec} | {status} | {shown} | {ms} | {ratio} | "
                     f"{(r.get('config') or {}).get('achieved_gbps', '-')} | {joules(r)} | "
                     f"{wall:.0f} |")
+                for key in args.config:
+                    shown = (r.get("config") or {}).get(key)
+                    if shown is not None:
+                        say(f"|  | {key} | {shown} | | | | | | | |")
     sys.exit(1 if bad else 0)
 
 

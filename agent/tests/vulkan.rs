@@ -225,6 +225,42 @@ async fn quantized_team_gemvs_on_integer_dot_products_validate() {
     }
 }
 
+/// The packed team gemvs at every block count a lane may take a quarter of (the planner's 2 runs in
+/// the other tests; GPUFLEET_DEBUG_VULKAN_QUANT_BLOCKS sets 1 or 4): `small`'s decode and a gemv of 35
+/// blocks a row (a partial trip at each) validate in both formats, on the float path and (4) on
+/// integer dot products where the device has them.
+#[tokio::test]
+async fn packed_team_gemvs_validate_at_every_block_count_a_lane() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    let dot = t
+        .device
+        .features
+        .iter()
+        .any(|f| f == gpufleet_kernels::INT8_DOT);
+    for (blocks, quant_dot) in [("1", "0"), ("4", "0"), ("4", if dot { "1" } else { "0" })] {
+        for dtype in ["q8_0", "q4_0"] {
+            let runs = [
+                ("decode", "llm", &[("model", 1), ("gen", 2)][..]),
+                (
+                    "default",
+                    "gemv",
+                    &[("batch", 1), ("k", 1120), ("n", 21)][..],
+                ),
+            ];
+            for (variant, kernel, params) in runs {
+                let name = format!("{kernel}-{variant}-{dtype}-qb{blocks}-dot{quant_dot}");
+                let env = [
+                    ("GPUFLEET_DEBUG_VULKAN_QUANT_BLOCKS", blocks),
+                    ("GPUFLEET_DEBUG_VULKAN_QUANT_DOT", quant_dot),
+                ];
+                validated(&mut t, &name, (kernel, variant, dtype), params, &env).await;
+            }
+        }
+    }
+}
+
 #[tokio::test]
 async fn weights_made_as_several_buffers_are_bound_a_tensor_at_a_time_and_validate_profiled() {
     let Some(mut t) = on_backend("vulkan").await else {

@@ -24,7 +24,7 @@
 // With Q8 or Q4 (QUANT) the weights are packed in llama.cpp's blocks as llm_quant.glsl reads them
 // (bound as uint words): a row's element e lies in the matrix's values at byte q_values and its
 // block's f16 scale at byte q_scales (w_off is 0: elements count from the matrix's start). Where
-// ALIGNED (and q_values a multiple of 16) a lane takes a quarter of four blocks a trip and sums a
+// ALIGNED (and q_values a multiple of 16) a lane takes a quarter of QB blocks a trip and sums a
 // quarter before scaling it (quarter_dot); otherwise weight by weight; the gains (NORM) are f32 words
 // at word g_off.
 //
@@ -37,8 +37,9 @@
 // then q_values, q_scales.
 // Specialization: 0 local size x = WG; 6 TEAM (shared-memory teams only); 7 SPLIT (teams a feature
 // block, dividing the group's teams); 2 ALIGNED: k, x_off, x_stride, w_off and (with NORM) g_off are
-// multiples of 8 (with QUANT also q_values of 16); 3 NORM; 4 GLU; 5 ADD; 8 ADVANCE; 9 ROPE. The flags are specialization constants, so each combination is its own pipeline with
-// no test in its loop.
+// multiples of 8 (with QUANT also q_values of 16); 3 NORM; 4 GLU; 5 ADD; 8 ADVANCE; 9 ROPE; 10 QB
+// (QUANT: the blocks a lane takes a quarter of a trip). The flags are specialization constants, so
+// each combination is its own pipeline with no test in its loop.
 
 #if defined(Q8) || defined(Q4)
 #define QUANT 1
@@ -61,6 +62,11 @@ layout(constant_id = 5) const bool ADD = false;
 layout(constant_id = 7) const uint SPLIT = 1u;
 layout(constant_id = 8) const bool ADVANCE = false;
 layout(constant_id = 9) const bool ROPE = false;
+#ifdef QUANT
+// With QUANT and ALIGNED: the blocks a lane takes a quarter of each trip (QB; the planner's 2),
+// so a trip is lanes / 4 · QB blocks.
+layout(constant_id = 10) const uint QB = 2u;
+#endif
 
 #define CHAIN_BINDING 6
 #include "chain.glsl"
@@ -305,8 +311,8 @@ void main()
             uint i0 = 0u;
 #ifdef QUANT
             if (ALIGNED) {
-                // A trip takes `lanes` blocks, lane l quarter l % 4 of blocks l / 4 + u·lanes/4
-                // (u < 4): the team's input loads are consecutive 16-byte pieces (whole blocks'
+                // A trip takes lanes / 4 · QB blocks, lane l quarter l % 4 of blocks l / 4 +
+                // u·lanes/4 (u < QB): the team's input loads are consecutive 16-byte pieces (whole blocks'
                 // inputs were 128 bytes a lane, 32 cache lines a load), its weight loads
                 // consecutive words. Every feature's quarters and scales load before the sums;
                 // a block past k reads the last one again with inputs of zero.
@@ -318,10 +324,11 @@ void main()
 #else
                 const uvec4 eh = q_magic(Q_MAGIC_HIGH);
 #endif
-                for (uint c0 = slice * lanes; c0 < kb; c0 += stride) {
-                    vec4 xs[8];
-                    uint cb[4];
-                    for (uint u = 0u; u < 4u; ++u) {
+                const uint trip = lanes / 4u * QB;
+                for (uint c0 = slice * trip; c0 < kb; c0 += trip * split) {
+                    vec4 xs[2u * QB];
+                    uint cb[QB];
+                    for (uint u = 0u; u < QB; ++u) {
                         cb[u] = min(c0 + lane / 4u + lanes / 4u * u, kb - 1u);
                         const uint xb = xr / 4u + 8u * cb[u];
                         xs[2u * u] = x4[xb + QUARTER_XA(q)];
@@ -330,8 +337,8 @@ void main()
                     // The last trip of a row whose blocks are not a multiple of the team's: the
                     // blocks past it reread the last one, with inputs of zero (a branch the whole
                     // subgroup takes or skips).
-                    if (c0 + lanes > kb) {
-                        for (uint u = 0u; u < 4u; ++u) {
+                    if (c0 + trip > kb) {
+                        for (uint u = 0u; u < QB; ++u) {
                             if (c0 + lane / 4u + lanes / 4u * u >= kb) {
                                 xs[2u * u] = vec4(0.0);
                                 xs[2u * u + 1u] = vec4(0.0);
@@ -339,7 +346,7 @@ void main()
                         }
                     }
                     if (NORM) {
-                        for (uint u = 0u; u < 4u; ++u) {
+                        for (uint u = 0u; u < QB; ++u) {
                             ss += dot(xs[2u * u], xs[2u * u]) + dot(xs[2u * u + 1u], xs[2u * u + 1u]);
                             const uint gb = (pc.g_off + QK * cb[u]) / 4u;
                             xs[2u * u] *= uintBitsToFloat(wq4[gb + QUARTER_XA(q)]);
@@ -347,35 +354,35 @@ void main()
                         }
                     }
 #ifdef QDOT
-                    Digits dg[4];
-                    for (uint u = 0u; u < 4u; ++u)
+                    Digits dg[QB];
+                    for (uint u = 0u; u < QB; ++u)
                         dg[u] = q_digits(xs[2u * u], xs[2u * u + 1u]);
 #endif
-                    QWORD wv[2u * FT * 4u];
-                    float d[2u * FT * 4u];
+                    QWORD wv[2u * FT * QB];
+                    float d[2u * FT * QB];
                     for (uint f = 0u; f < FT; ++f) {
                         for (uint h = 0u; h < (TWO ? 2u : 1u); ++h) {
                             const uint rb = (wr[f] + h * up_rows) / QK;
-                            for (uint u = 0u; u < 4u; ++u) {
-                                wv[(2u * f + h) * 4u + u] = LOAD_QUARTER(rb + cb[u], q);
-                                d[(2u * f + h) * 4u + u] = q_scale(pc.q_scales, rb + cb[u]);
+                            for (uint u = 0u; u < QB; ++u) {
+                                wv[(2u * f + h) * QB + u] = LOAD_QUARTER(rb + cb[u], q);
+                                d[(2u * f + h) * QB + u] = q_scale(pc.q_scales, rb + cb[u]);
                             }
                         }
                     }
                     for (uint f = 0u; f < FT; ++f) {
-                        for (uint u = 0u; u < 4u; ++u) {
-                            const uint at = 2u * f * 4u + u;
+                        for (uint u = 0u; u < QB; ++u) {
+                            const uint at = 2u * f * QB + u;
 #ifdef QDOT
                             acc[f] = fma(QUARTER_IDOT(wv[at], dg[u]), d[at] * dg[u].unit, acc[f]);
                             if (TWO)
-                                up[f] = fma(QUARTER_IDOT(wv[at + 4u], dg[u]), d[at + 4u] * dg[u].unit,
+                                up[f] = fma(QUARTER_IDOT(wv[at + QB], dg[u]), d[at + QB] * dg[u].unit,
                                             up[f]);
 #else
                             acc[f] = fma(quarter_dot(wv[at], xs[2u * u], xs[2u * u + 1u], el, eh), d[at],
                                          acc[f]);
                             if (TWO)
-                                up[f] = fma(quarter_dot(wv[at + 4u], xs[2u * u], xs[2u * u + 1u], el, eh),
-                                            d[at + 4u], up[f]);
+                                up[f] = fma(quarter_dot(wv[at + QB], xs[2u * u], xs[2u * u + 1u], el, eh),
+                                            d[at + QB], up[f]);
 #endif
                         }
                     }

@@ -26,6 +26,9 @@ pub struct Found {
     pub max_allocation: u64,
     /// Vendor, device, driver and pipeline cache UUID, for cache keys.
     pub fingerprint: String,
+    /// `VK_KHR_pipeline_executable_properties` with its feature: the driver can say what it
+    /// compiled (a debug switch, `kernel/stats.rs`).
+    pub executable_stats: bool,
 }
 
 impl crate::backend::lookup::Enumerated for Found {
@@ -34,7 +37,7 @@ impl crate::backend::lookup::Enumerated for Found {
     }
 }
 
-fn cstr(bytes: &[std::ffi::c_char]) -> String {
+pub(super) fn cstr(bytes: &[std::ffi::c_char]) -> String {
     // SAFETY: Vulkan guarantees these fixed arrays are NUL-terminated.
     unsafe { CStr::from_ptr(bytes.as_ptr()) }
         .to_string_lossy()
@@ -96,9 +99,11 @@ fn arch(vendor_id: u32, name: &str) -> String {
 /// extensions its [`VkCaps`] say it has (16-bit storage, half and double arithmetic, integer dot
 /// products, cooperative matrices): what was found is what is enabled.
 ///
+/// With `stats` (where `found.executable_stats`) also `VK_KHR_pipeline_executable_properties`.
+///
 /// # Errors
 /// `Driver` when vkCreateDevice fails.
-pub fn create_device(vk: &Vk, found: &Found) -> Result<ash::Device, BackendError> {
+pub fn create_device(vk: &Vk, found: &Found, stats: bool) -> Result<ash::Device, BackendError> {
     let priorities = [1.0f32];
     let queues = [vk::DeviceQueueCreateInfo::default()
         .queue_family_index(found.queue_family)
@@ -112,6 +117,8 @@ pub fn create_device(vk: &Vk, found: &Found) -> Result<ash::Device, BackendError
         .shader_integer_dot_product(true);
     let mut coopmat =
         vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default().cooperative_matrix(true);
+    let mut executable = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default()
+        .pipeline_executable_info(true);
     let mut exts = Vec::new();
     let mut info = vk::DeviceCreateInfo::default()
         .queue_create_infos(&queues)
@@ -128,6 +135,10 @@ pub fn create_device(vk: &Vk, found: &Found) -> Result<ash::Device, BackendError
     if found.caps.coopmat_f16 {
         exts.push(vk::NV_COOPERATIVE_MATRIX_NAME.as_ptr());
         info = info.push_next(&mut coopmat);
+    }
+    if stats && found.executable_stats {
+        exts.push(vk::KHR_PIPELINE_EXECUTABLE_PROPERTIES_NAME.as_ptr());
+        info = info.push_next(&mut executable);
     }
     info = info.enabled_extension_names(&exts);
     // SAFETY: the physical device and queue family came from this instance.
@@ -233,6 +244,8 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
         let mut dot = vk::PhysicalDeviceShaderIntegerDotProductFeatures::default();
         let mut coopmat = vk::PhysicalDeviceCooperativeMatrixFeaturesNV::default();
         let has_coopmat = has_ext(vk::NV_COOPERATIVE_MATRIX_NAME);
+        let mut executable = vk::PhysicalDevicePipelineExecutablePropertiesFeaturesKHR::default();
+        let has_executable = has_ext(vk::KHR_PIPELINE_EXECUTABLE_PROPERTIES_NAME);
         if v12 {
             let mut f2 = vk::PhysicalDeviceFeatures2::default()
                 .push_next(&mut f11)
@@ -243,8 +256,12 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             if has_coopmat {
                 f2 = f2.push_next(&mut coopmat);
             }
-            // SAFETY: Vulkan 1.2 device: both structs are core; the dot product and cooperative
-            // matrix ones are chained only where the device lists their extensions.
+            if has_executable {
+                f2 = f2.push_next(&mut executable);
+            }
+            // SAFETY: Vulkan 1.2 device: both structs are core; the dot product, cooperative
+            // matrix and executable properties ones are chained only where the device lists
+            // their extensions.
             unsafe { inst.get_physical_device_features2(pd, &mut f2) };
         }
         // SAFETY: a physical device of this instance.
@@ -334,6 +351,7 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
                 && f12.shader_float16 == vk::TRUE
                 && f11.storage_buffer16_bit_access == vk::TRUE
                 && coopmat_16x16x16_f16(vk, pd),
+            quant_blocks: 0,
             compute_units: if has_sm {
                 sm.shader_sm_count
             } else if has_amd {
@@ -427,6 +445,9 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             queue_family,
             timestamp_period: l.timestamp_period,
             timestamp_bits: qf.timestamp_valid_bits,
+            executable_stats: v12
+                && has_executable
+                && executable.pipeline_executable_info == vk::TRUE,
             api_version: props.api_version,
             max_storage_buffer_range: l.max_storage_buffer_range,
             // Before Vulkan 1.1 no limit is reported; 2 GiB is what the strictest drivers allow.

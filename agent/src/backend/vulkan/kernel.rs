@@ -7,9 +7,11 @@ mod buffers;
 mod chain;
 mod record;
 mod segments;
+mod stats;
 mod switches;
 
-pub use switches::{NO_COOPMAT_ENV, QUANT_DOT_ENV, SCALAR_ATTENTION_ENV};
+pub use stats::PIPELINE_STATS_ENV;
+pub use switches::{NO_COOPMAT_ENV, QUANT_BLOCKS_ENV, QUANT_DOT_ENV, SCALAR_ATTENTION_ENV};
 
 use super::device::{Found, create_device, enumerate};
 use super::ffi::{Vk, fail};
@@ -80,6 +82,8 @@ pub struct VulkanKernel {
     /// host-visible copy of their error word.
     chain: Option<chain::Chain>,
     chain_error: Option<DevBuffer>,
+    /// The driver's statistics of each pipeline are asked for ([`stats::PIPELINE_STATS_ENV`]).
+    stats: Option<ash::khr::pipeline_executable_properties::Device>,
 }
 
 impl VulkanKernel {
@@ -140,7 +144,8 @@ impl VulkanKernel {
             .then(|| chain::chain(&mut plan))
             .flatten();
         let inst = &vk.instance;
-        let device = create_device(&vk, &found)?;
+        let device = create_device(&vk, &found, stats::wanted())?;
+        let stats = stats::loader(inst, &found, &device);
         // SAFETY: queue 0 of a family we created.
         let queue = unsafe { device.get_device_queue(found.queue_family, 0) };
         // SAFETY: `found.physical` was enumerated from `inst`, which is alive here; the call only
@@ -184,7 +189,9 @@ impl VulkanKernel {
             overlap: false,
             chain,
             chain_error: None,
+            stats,
         };
+        stats::say_if_missing(&mut k.config, k.stats.is_some());
         k.vk = Some(vk);
         let packed = segments::packed(problem, inputs, &plan.input_storage);
         k.build(&found, &plan, &mem, inputs, &packed, mode)?;
@@ -261,6 +268,7 @@ impl VulkanKernel {
                 .name(c"main")
                 .specialization_info(&spec);
             let info = [vk::ComputePipelineCreateInfo::default()
+                .flags(stats::flags(self.stats.is_some()))
                 .stage(stage)
                 .layout(layout)];
             let pipeline = match dev.create_compute_pipelines(self.pipeline_cache, &info, None) {
@@ -273,7 +281,10 @@ impl VulkanKernel {
             };
             self.pipelines.push((pipeline, layout, dsl, module));
         }
-        Ok(())
+        let pipeline = self.pipelines[self.pipelines.len() - 1].0;
+        (self.stats.as_ref()).map_or(Ok(()), |e| {
+            stats::note(e, &mut self.config, &d.shader, pipeline)
+        })
     }
 
     fn build(

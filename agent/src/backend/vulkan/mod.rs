@@ -66,6 +66,7 @@ impl Backend for VulkanBackend {
             compute_units: 0,
             scalar_attention: false,
             coopmat_f16: false,
+            quant_blocks: 0,
         };
         KernelSupport::from_list(plan::supported(&caps))
     }

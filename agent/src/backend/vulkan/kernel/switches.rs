@@ -14,6 +14,10 @@ pub const NO_COOPMAT_ENV: &str = "GPUFLEET_DEBUG_VULKAN_NO_COOPMAT";
 /// A debug switch: `1` runs both packed formats' team gemvs on integer dot products wherever the
 /// device has them (lavapipe: CI validates them), `0` neither; unset, as [`QuantDot`] says.
 pub const QUANT_DOT_ENV: &str = "GPUFLEET_DEBUG_VULKAN_QUANT_DOT";
+/// A debug switch: `N` (1, 2 or 4) makes a lane of a packed team gemv take a quarter of N blocks a
+/// trip instead of the planner's 2 (`QUANT_BLOCKS` in plan/llm.rs), to measure the choice on
+/// another GPU; other values are ignored.
+pub const QUANT_BLOCKS_ENV: &str = "GPUFLEET_DEBUG_VULKAN_QUANT_BLOCKS";
 
 /// What the planner may assume of a device whose capabilities are `found`, with the switches set in
 /// this process's environment.
@@ -25,6 +29,12 @@ pub(super) fn planning_caps(found: &VkCaps) -> VkCaps {
         Ok("1") if caps.integer_dot_product => QuantDot::All,
         Ok("1" | "0") => QuantDot::Off,
         _ => caps.quant_dot,
+    };
+    caps.quant_blocks = match std::env::var(QUANT_BLOCKS_ENV).as_deref() {
+        Ok("1") => 1,
+        Ok("2") => 2,
+        Ok("4") => 4,
+        _ => caps.quant_blocks,
     };
     caps
 }

@@ -86,6 +86,13 @@ const TEAMS_PER_UNIT: usize = 16;
 /// that 8b's gate/up projection splits four ways (on an H100 `8b` q4_0 decode 244.5 → 263.6 tok/s,
 /// docs/PERFORMANCE.md "Quantized decode: quarters of blocks").
 const QUANT_TEAMS_PER_UNIT: usize = 64;
+/// The blocks a lane of a packed team gemv takes a quarter of a trip (`QB`): 2, which on an H100
+/// took `8b` q4_0's gate/up projection from 51 to 39 µs and its token 1.12× over 4 (the compiler
+/// keeps a trip's loads in flight better at half the length; docs/PERFORMANCE.md "The driver's own
+/// count of a pipeline").
+const QUANT_BLOCKS: u32 = 2;
+/// `llm_gemv_team`'s specialization constant QB.
+const SPEC_QUANT_BLOCKS: u32 = 10;
 const UNITS_UNKNOWN: usize = 32;
 /// Output features an `llm_gemv_team` team takes at once (FT in its source).
 const TEAM_FEATURES: usize = 4;

@@ -30,6 +30,7 @@ fn nvidia() -> VkCaps {
         compute_units: 132,
         scalar_attention: false,
         coopmat_f16: false,
+        quant_blocks: 0,
     }
 }
 
@@ -50,6 +51,7 @@ fn lavapipe() -> VkCaps {
         compute_units: 0,
         scalar_attention: false,
         coopmat_f16: false,
+        quant_blocks: 0,
     }
 }
 
@@ -70,6 +72,7 @@ fn polaris() -> VkCaps {
         compute_units: 36,
         scalar_attention: false,
         coopmat_f16: false,
+        quant_blocks: 0,
     }
 }
 
@@ -90,6 +93,7 @@ fn tiny() -> VkCaps {
         compute_units: 0,
         scalar_attention: false,
         coopmat_f16: false,
+        quant_blocks: 0,
     }
 }
 

@@ -35,6 +35,10 @@ pub struct VkCaps {
     /// inputs and f32 sums in subgroups of 32, and half arithmetic: `llm_linear_f16_coopmat`.
     /// Cleared by [`NO_COOPMAT_ENV`](crate::backend::vulkan::kernel::NO_COOPMAT_ENV).
     pub coopmat_f16: bool,
+    /// The blocks a lane of a packed team gemv takes a quarter of a trip (`QB` in
+    /// llm_gemv_team.glsl); 0: the planner's own (set from
+    /// [`QUANT_BLOCKS_ENV`](crate::backend::vulkan::kernel::QUANT_BLOCKS_ENV)).
+    pub quant_blocks: u32,
 }
 
 /// Which packed formats' team gemvs take their dot products in integers (`llm_gemv_team_q8_dot`,

@@ -2,9 +2,9 @@
 //! gives them: the RMSNorm before, the SwiGLU, residual add or RoPE after.
 
 use super::{
-    QUANT_TEAMS_PER_UNIT, SHIFT, SPEC_ADD, SPEC_ADVANCE, SPEC_ALIGNED, SPEC_GLU, SPEC_NORM,
-    SPEC_ROPE, SPEC_TEAM, SPEC_TEAM_SPLIT, StepPlanner, TEAM_FEATURES, TEAMS_PER_UNIT,
-    UNITS_UNKNOWN, binding,
+    QUANT_BLOCKS, QUANT_TEAMS_PER_UNIT, SHIFT, SPEC_ADD, SPEC_ADVANCE, SPEC_ALIGNED, SPEC_GLU,
+    SPEC_NORM, SPEC_QUANT_BLOCKS, SPEC_ROPE, SPEC_TEAM, SPEC_TEAM_SPLIT, StepPlanner,
+    TEAM_FEATURES, TEAMS_PER_UNIT, UNITS_UNKNOWN, binding,
 };
 use crate::backend::planning::llm::Folded;
 use crate::backend::vulkan::plan::args::{SPEC_LOCAL_X, dispatch, pow2_floor};
@@ -84,7 +84,16 @@ impl StepPlanner<'_> {
             .iter()
             .all(|v| v.is_multiple_of(8))
             && quant.is_none_or(|(_, at)| at[0].is_multiple_of(16));
-        let per_lane = if quant.is_some() && aligned { QK } else { 8 };
+        // Packed weights take a quarter of `qb` blocks a lane a trip where aligned.
+        let qb = match self.caps.quant_blocks {
+            0 => QUANT_BLOCKS,
+            b => b,
+        };
+        let per_lane = if quant.is_some() && aligned {
+            QK / 4 * qb as usize
+        } else {
+            8
+        };
         let flag = |id, on: bool| (id, SpecValue::U32(u32::from(on)));
         let (group, team) = self.teams();
         let mut spec = vec![
@@ -125,6 +134,9 @@ impl StepPlanner<'_> {
         let split = self.team_split(f.k, n, team, teams, per_lane, per_unit);
         spec.push((SPEC_TEAM_SPLIT, SpecValue::U32(split)));
         spec.push(flag(SPEC_ADVANCE, false));
+        if quant.is_some() {
+            spec.push((SPEC_QUANT_BLOCKS, SpecValue::U32(qb)));
+        }
         let per_group = TEAM_FEATURES * (teams / split) as usize;
         let groups = [self.groups(n.div_ceil(per_group), 0), 1, 1];
         let shift = Binding::Scratch(SHIFT);
@@ -147,7 +159,7 @@ impl StepPlanner<'_> {
     /// Teams a feature block of an `llm_gemv_team` over `k` inputs and `n` outputs, with teams of
     /// `lanes` and `teams` a group: enough that `per_unit` teams a compute unit are in flight, a
     /// power of two dividing the group's teams, and no more than leave each lane a whole load of k
-    /// (`per_lane` weights: 8, or a packed block of 32).
+    /// (`per_lane` weights: 8, or 8 a packed block it takes a quarter of).
     fn team_split(
         &self,
         k: usize,

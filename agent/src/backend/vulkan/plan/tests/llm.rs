@@ -369,35 +369,45 @@ fn h200() -> VkCaps {
     }
 }
 
+/// Packed weights' decode projections read whole words of aligned blocks, a lane a quarter of QB
+/// blocks a trip (2, or what the debug switch put in `quant_blocks`), with every lane's split
+/// leaving it at least one trip of k.
 #[test]
-fn quantized_decode_projections_take_whole_blocks_a_lane() {
-    for dtype in ["q4_0", "q8_0"] {
-        let p = problem(
-            "llm",
-            "decode",
-            &[("model", 2), ("prompt", 4), ("gen", 2)],
-            dtype,
-        );
-        let planned = plan(&p, &h200(), None).unwrap();
-        check_plan(&p, &planned, &h200());
-        let teams: Vec<_> = planned
-            .dispatches
-            .iter()
-            .filter(|d| d.shader.starts_with("llm_gemv_team_q"))
-            .collect();
-        assert!(teams.len() >= 4, "{dtype}: {:?}", planned.config);
-        for d in teams {
-            // k, and the values' byte offset (the next-to-last push constant) a 16-byte load's.
-            let (k, values) = (d.push[1], d.push[d.push.len() - 2]);
-            assert_eq!(spec(d, 2), Some(1), "{dtype} {}: aligned", d.label);
-            assert_eq!(values % 16, 0, "{dtype} {}", d.label);
-            // A split leaves every lane of a subgroup of 32 at least one block of k.
-            let split = spec(d, 7).unwrap();
-            assert!(
-                split >= 1 && k / 32 / 32 >= split,
-                "{dtype} {}: split {split}",
-                d.label
+fn quantized_decode_projections_take_quarters_of_aligned_blocks_a_lane() {
+    for (quant_blocks, want) in [(0, 2), (1, 1), (4, 4)] {
+        let caps = VkCaps {
+            quant_blocks,
+            ..h200()
+        };
+        for dtype in ["q4_0", "q8_0"] {
+            let p = problem(
+                "llm",
+                "decode",
+                &[("model", 2), ("prompt", 4), ("gen", 2)],
+                dtype,
             );
+            let planned = plan(&p, &caps, None).unwrap();
+            check_plan(&p, &planned, &caps);
+            let teams: Vec<_> = planned
+                .dispatches
+                .iter()
+                .filter(|d| d.shader.starts_with("llm_gemv_team_q"))
+                .collect();
+            assert!(teams.len() >= 4, "{dtype}: {:?}", planned.config);
+            for d in teams {
+                // k, and the values' byte offset (the next-to-last push constant) a 16-byte load's.
+                let (k, values) = (d.push[1], d.push[d.push.len() - 2]);
+                assert_eq!(spec(d, 2), Some(1), "{dtype} {}: aligned", d.label);
+                assert_eq!(values % 16, 0, "{dtype} {}", d.label);
+                assert_eq!(spec(d, 10), Some(want), "{dtype} {}: QB", d.label);
+                // A trip of a subgroup of 32 is 8·QB blocks; a split leaves each team one.
+                let split = spec(d, 7).unwrap();
+                assert!(
+                    split >= 1 && k / 32 / (8 * want) >= split,
+                    "{dtype} {}: split {split}",
+                    d.label
+                );
+            }
         }
     }
 }
