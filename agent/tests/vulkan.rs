@@ -187,34 +187,38 @@ async fn quantized_weights_validate() {
     }
 }
 
+/// A run's parameters.
+type Params = &'static [(&'static str, i64)];
+
+/// The packed team gemvs' two runs in the tests below: `small`'s decode (the norm, SwiGLU, RoPE and
+/// residual add folded in) and a gemv of 35 blocks a row, not a whole number of a team's trips.
+const PACKED_RUNS: [(&str, &str, Params); 2] = [
+    ("decode", "llm", &[("model", 1), ("gen", 2)]),
+    ("default", "gemv", &[("batch", 1), ("k", 1120), ("n", 77)]),
+];
+
+/// Whether `device` has shaderIntegerDotProduct (the feature [`gpufleet_kernels::INT8_DOT`]).
+fn has_int8_dot(device: &pb::Device) -> bool {
+    device
+        .features
+        .iter()
+        .any(|f| f == gpufleet_kernels::INT8_DOT)
+}
+
 /// The quantized team gemvs on integer dot products (GPUFLEET_DEBUG_VULKAN_QUANT_DOT=1 runs them
-/// wherever the device has shaderIntegerDotProduct; lavapipe has it, not accelerated): `small`'s
-/// decode (the norm, SwiGLU, RoPE and residual folded in) and a gemv whose row is not a whole
-/// number of a team's trips validate in both formats, and the plan says which shader ran.
+/// wherever the device has shaderIntegerDotProduct; lavapipe has it, not accelerated):
+/// [`PACKED_RUNS`] validate in both formats, and the plan says which shader ran.
 #[tokio::test]
 async fn quantized_team_gemvs_on_integer_dot_products_validate() {
     let Some(mut t) = on_backend("vulkan").await else {
         return;
     };
-    if !t
-        .device
-        .features
-        .iter()
-        .any(|f| f == gpufleet_kernels::INT8_DOT)
-    {
+    if !has_int8_dot(&t.device) {
         eprintln!("skipped: {} has no shaderIntegerDotProduct", t.device.name);
         return;
     }
     for dtype in ["q8_0", "q4_0"] {
-        let runs = [
-            ("decode", "llm", &[("model", 1), ("gen", 2)][..]),
-            (
-                "default",
-                "gemv",
-                &[("batch", 1), ("k", 1120), ("n", 77)][..],
-            ),
-        ];
-        for (variant, kernel, params) in runs {
+        for (variant, kernel, params) in PACKED_RUNS {
             let name = format!("{kernel}-{variant}-{dtype}-dot");
             let env = [("GPUFLEET_DEBUG_VULKAN_QUANT_DOT", "1")];
             let r = validated(&mut t, &name, (kernel, variant, dtype), params, &env).await;
@@ -226,30 +230,21 @@ async fn quantized_team_gemvs_on_integer_dot_products_validate() {
 }
 
 /// The packed team gemvs at every block count a lane may take a quarter of (the planner's 2 runs in
-/// the other tests; GPUFLEET_DEBUG_VULKAN_QUANT_BLOCKS sets 1 or 4): `small`'s decode and a gemv of 35
-/// blocks a row (a partial trip at each) validate in both formats, on the float path and (4) on
-/// integer dot products where the device has them.
+/// the other tests; GPUFLEET_DEBUG_VULKAN_QUANT_BLOCKS sets 1 or 4): [`PACKED_RUNS`] (a partial trip
+/// at each) validate in both formats, on the float path and (4) on integer dot products where the
+/// device has them.
 #[tokio::test]
 async fn packed_team_gemvs_validate_at_every_block_count_a_lane() {
     let Some(mut t) = on_backend("vulkan").await else {
         return;
     };
-    let dot = t
-        .device
-        .features
-        .iter()
-        .any(|f| f == gpufleet_kernels::INT8_DOT);
-    for (blocks, quant_dot) in [("1", "0"), ("4", "0"), ("4", if dot { "1" } else { "0" })] {
+    let mut cases = vec![("1", "0"), ("4", "0")];
+    if has_int8_dot(&t.device) {
+        cases.push(("4", "1"));
+    }
+    for (blocks, quant_dot) in cases {
         for dtype in ["q8_0", "q4_0"] {
-            let runs = [
-                ("decode", "llm", &[("model", 1), ("gen", 2)][..]),
-                (
-                    "default",
-                    "gemv",
-                    &[("batch", 1), ("k", 1120), ("n", 21)][..],
-                ),
-            ];
-            for (variant, kernel, params) in runs {
+            for (variant, kernel, params) in PACKED_RUNS {
                 let name = format!("{kernel}-{variant}-{dtype}-qb{blocks}-dot{quant_dot}");
                 let env = [
                     ("GPUFLEET_DEBUG_VULKAN_QUANT_BLOCKS", blocks),

@@ -145,7 +145,8 @@ impl VulkanKernel {
             .flatten();
         let inst = &vk.instance;
         let device = create_device(&vk, &found, stats::wanted())?;
-        let stats = stats::loader(inst, &found, &device);
+        let mut config = plan.config.clone();
+        let stats = stats::open(inst, &found, &device, &mut config);
         // SAFETY: queue 0 of a family we created.
         let queue = unsafe { device.get_device_queue(found.queue_family, 0) };
         // SAFETY: `found.physical` was enumerated from `inst`, which is alive here; the call only
@@ -182,7 +183,7 @@ impl VulkanKernel {
             } else {
                 (1u64 << found.timestamp_bits) - 1
             },
-            config: plan.config.clone(),
+            config,
             transfer: transfer.map(|t| (t, Vec::new())),
             staging_input: None,
             profile: Vec::new(),
@@ -191,7 +192,6 @@ impl VulkanKernel {
             chain_error: None,
             stats,
         };
-        stats::say_if_missing(&mut k.config, k.stats.is_some());
         k.vk = Some(vk);
         let packed = segments::packed(problem, inputs, &plan.input_storage);
         k.build(&found, &plan, &mem, inputs, &packed, mode)?;

@@ -52,22 +52,23 @@ pub(super) fn note(
 }
 
 /// The extension's functions on `device` where the statistics are asked for and `found` offers
-/// them.
-pub(super) fn loader(
+/// them; where they are asked for and not offered, `config` says so.
+pub(super) fn open(
     instance: &ash::Instance,
     found: &Found,
     device: &ash::Device,
+    config: &mut BTreeMap<String, String>,
 ) -> Option<ash::khr::pipeline_executable_properties::Device> {
-    (wanted() && found.executable_stats)
-        .then(|| ash::khr::pipeline_executable_properties::Device::new(instance, device))
-}
-
-/// Says in the configuration where the statistics were asked for and the driver has none
-/// (`loaded`: whether [`loader`] gave the functions).
-pub(super) fn say_if_missing(config: &mut BTreeMap<String, String>, loaded: bool) {
-    if wanted() && !loaded {
-        config.insert(KEY.into(), "not offered by the driver".into());
+    if !wanted() {
+        return None;
     }
+    if !found.executable_stats {
+        config.insert(KEY.into(), "not offered by the driver".into());
+        return None;
+    }
+    Some(ash::khr::pipeline_executable_properties::Device::new(
+        instance, device,
+    ))
 }
 
 /// The statistics of `pipeline`'s executables: `name=value` pairs joined by commas, an
