@@ -437,6 +437,9 @@ void q_scale_inputs(float4 *xv)
         xv[i] *= (float4)(1.0f, 1.0f / 256.0f, 1.0f, 1.0f / 256.0f);
 }
 #else
+#ifndef QB
+#define QB 4
+#endif
 #define QX_A(q) (q)
 #define QX_B(q) (4 + (q))
 #define QX_SCALE_A (float4)(1.0f, 1.0f / 256.0f, 1.0f, 1.0f / 256.0f)
@@ -488,13 +491,14 @@ float q_quarter_dot(uint u, float4 xa, float4 xb)
 #endif
 
 /* As llm_qgemv on a GPU: a team of TEAM work-items takes FT output features at once (teams stride
- * over them) and TEAM blocks of the row a trip: with Q8_0 work-item l block l; with Q4_0 quarter
- * l % 4 of blocks l / 4 + u TEAM/4 (u < 4), so that the team's input loads are consecutive 16-byte
- * pieces (a whole block's inputs a work-item are 128 bytes apart, a cache line each: on an H100
- * the quarters read q4_0 at 1.27x) and its value loads consecutive words. A trip's inputs serve the
- * FT features, every feature's values and scales loaded before the sums (a Q4_0 block past k
- * reads the last one again with inputs of zero); the team's sums added in local memory. The inputs are read as float4 where the rows start 16-byte aligned (x_off a multiple of
- * 4), else element by element. */
+ * over them) and TEAM blocks of the row a trip (Q4_0: TEAM/4 QB): with Q8_0 work-item l block l;
+ * with Q4_0 quarter l % 4 of blocks l / 4 + u TEAM/4 (u < QB, default 4), so that the team's
+ * input loads are consecutive 16-byte pieces (a whole block's inputs a work-item are 128 bytes
+ * apart, a cache line each: on an H100 the quarters read q4_0 at 1.27x) and its value loads
+ * consecutive words. A trip's inputs serve the FT features, every feature's values and scales
+ * loaded before the sums (a Q4_0 block past k reads the last one again with inputs of zero); the
+ * team's sums added in local memory. The inputs are read as float4 where the rows start 16-byte
+ * aligned (x_off a multiple of 4), else element by element. */
 __kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void
 llm_qgemv_team(__global const float *x, __global const uchar *w, __global float *out, int x_off,
                long v_off, long s_off, int out_off, int rows, int k, int n)
@@ -545,10 +549,10 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
                     acc[f] += q_block_dot_words(u + f * 2, xv) * d[f];
             }
 #else
-            for (int b0 = 0; b0 < nb && j0 < n; b0 += TEAM) {
-                float4 xv[8];
-                int cb[4];
-                for (int u = 0; u < 4; u++) {
+            for (int b0 = 0; b0 < nb && j0 < n; b0 += TEAM / 4 * QB) {
+                float4 xv[2 * QB];
+                int cb[QB];
+                for (int u = 0; u < QB; u++) {
                     const int c = b0 + lane / 4 + TEAM / 4 * u;
                     cb[u] = min(c, nb - 1);
                     if (aligned) {
@@ -565,18 +569,18 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
                 }
                 /* Every feature's quarters and scales loaded before any sum (a team past n
                  * rereads the last feature, written by no one). */
-                uint u4[FT * 4];
-                float d[FT * 4];
+                uint u4[FT * QB];
+                float d[FT * QB];
                 for (int f = 0; f < FT; f++) {
                     const long row = (long)min(j0 + f, n - 1) * nb;
-                    for (int u = 0; u < 4; u++) {
-                        u4[f * 4 + u] = wv[(row + cb[u]) * 4 + q];
-                        d[f * 4 + u] = q_scale(w, s_off, row + cb[u]);
+                    for (int u = 0; u < QB; u++) {
+                        u4[f * QB + u] = wv[(row + cb[u]) * 4 + q];
+                        d[f * QB + u] = q_scale(w, s_off, row + cb[u]);
                     }
                 }
                 for (int f = 0; f < FT; f++)
-                    for (int u = 0; u < 4; u++)
-                        acc[f] += q_quarter_dot(u4[f * 4 + u], xv[2 * u], xv[2 * u + 1]) * d[f * 4 + u];
+                    for (int u = 0; u < QB; u++)
+                        acc[f] += q_quarter_dot(u4[f * QB + u], xv[2 * u], xv[2 * u + 1]) * d[f * QB + u];
             }
 #endif
             for (int f = 0; f < FT; f++)
