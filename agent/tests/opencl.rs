@@ -200,6 +200,50 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
     }
 }
 
+/// `llm_qgemv_team`'s q4_0 lanes take a quarter of QB blocks a trip (a define, 4 unless set): 1 and
+/// 2 validate too, on whole trips and on a row's partial last trip (k = 2,080 is 65 blocks), in a
+/// gemv and in `tiny`'s decode, planned as a GPU, through the compiler-options switch.
+#[tokio::test]
+async fn q4_0_team_gemvs_validate_at_every_block_count_a_lane() {
+    let Some(mut t) = on_backend("opencl").await else {
+        return;
+    };
+    let mut decode = spec("llm", &[("model", 0), ("gen", 2), ("context", 3)]);
+    decode.variant = "decode".into();
+    let runs = [
+        (
+            "gemv-whole",
+            spec("gemv", &[("batch", 1), ("k", 4096), ("n", 40)]),
+        ),
+        (
+            "gemv-partial",
+            spec("gemv", &[("batch", 2), ("k", 2080), ("n", 9)]),
+        ),
+        ("decode", decode),
+    ];
+    for qb in ["1", "2"] {
+        for (name, s) in &runs {
+            let mut s = on(&t.device, s.clone());
+            s.dtype = "q4_0".into();
+            s.settings_mut().timeout_s = Some(120.0);
+            s.env
+                .insert("GPUFLEET_DEBUG_OPENCL_GPU_PLANS".into(), "1".into());
+            s.env
+                .insert("GPUFLEET_DEBUG_OPENCL_OPTIONS".into(), format!("-DQB={qb}"));
+            let name = format!("{name}-qb{qb}");
+            let (_, r) = run(&mut t.client, &name, s).await;
+            assert_ok(&r);
+            assert!(r.validation.as_ref().unwrap().passed, "{name}");
+            // Its one-row projections run by teams (`(0 by teams` where none does).
+            assert!(
+                !r.config["projections"].contains("(0 by teams"),
+                "{name}: {}",
+                r.config["projections"]
+            );
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_host_without_opencl_drivers_lists_the_backend_as_unavailable() {
     // An empty vendor directory: the loader finds no driver.
