@@ -120,20 +120,30 @@ async fn quantized_weights_validate_and_a_wrong_scale_is_caught() {
             s.dtype = dtype.into();
             // Q4_0 also capped at AVX2, where its dot products are integer ones on the input's
             // digits (quant.rs): the path of CPUs without AVX-512, validated on any x86-64 host.
-            let caps: &[&str] = if dtype == "q4_0" {
-                &["auto", "avx2"]
+            // And both a row at a time where AVX-512 takes four (GPUFLEET_CPU_QUANT_ROWS=1).
+            let caps: &[(&str, &str)] = if dtype == "q4_0" {
+                &[("auto", "4"), ("avx2", "4"), ("auto", "1")]
             } else {
-                &["auto"]
+                &[("auto", "4"), ("auto", "1")]
             };
-            for cap in caps {
+            for (cap, rows) in caps {
                 let mut s = s.clone();
                 s.env.insert("GPUFLEET_CPU_ISA".into(), (*cap).into());
-                let name = format!("{}-{}-{dtype}-{cap}", s.kernel, s.variant);
+                if *rows == "1" {
+                    s.env.insert("GPUFLEET_CPU_QUANT_ROWS".into(), "1".into());
+                }
+                let name = format!("{}-{}-{dtype}-{cap}-rows{rows}", s.kernel, s.variant);
                 let (_, r) = run(&mut c, &name, s).await;
                 assert_ok(&r);
                 let v = r.validation.as_ref().unwrap();
                 assert!(v.passed, "{name}: {}", v.message);
                 assert_eq!(r.dtype, dtype, "{name}");
+                let debug_rows = (*rows == "1").then_some("1 (debug)");
+                assert_eq!(
+                    r.config.get("quant_rows").map(String::as_str),
+                    debug_rows,
+                    "{name}"
+                );
                 #[cfg(target_arch = "x86_64")]
                 if *cap == "avx2" && std::arch::is_x86_feature_detected!("avx2") {
                     assert_eq!(

@@ -347,6 +347,12 @@ impl PreparedKernel for CpuKernel {
             .flatten();
         let isa = int8.map_or(isa.name(), ops::peak::Int8Dot::name);
         c.insert("isa".to_string(), isa.to_string());
+        if ops::quant::rows_at_once() != 4 {
+            c.insert(
+                "quant_rows".to_string(),
+                format!("{} (debug)", ops::quant::rows_at_once()),
+            );
+        }
         c
     }
 }

@@ -57,6 +57,24 @@ impl<'a> Input<'a> {
     }
 }
 
+/// Experiment switch: `1` makes [`dots`] take a row at a time where its AVX-512 copies take four
+/// (unset or any other value: four): the VNNI copies on digits a row at a time, the float rows through
+/// the AVX2 one-row copy instead of the `vpermps` four-row one. Four rows read each block
+/// of the input once for the four, and win on a lone `gemv` from DRAM (q8_0 8192 × 16384 on Zen 4:
+/// 1.9×), yet one row won `small`'s q8_0 decode on Zen 4 (1.3–1.5×; docs/PERFORMANCE.md): the switch
+/// measures that on each CPU type before a rule is made. The result's `quant_rows` config says what
+/// ran.
+pub const ROWS_ENV: &str = "GPUFLEET_CPU_QUANT_ROWS";
+
+/// The rows [`dots`]' AVX-512 copies take at a time: 4, or 1 under [`ROWS_ENV`]; read once.
+pub fn rows_at_once() -> usize {
+    static ROWS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *ROWS.get_or_init(|| match std::env::var(ROWS_ENV).as_deref().map(str::trim) {
+        Ok("1") => 1,
+        _ => 4,
+    })
+}
+
 /// The layout of the digits an input of rows in format `f` is made into, where their dot products
 /// are integer ones: Q4_0 by pairs where AVX2 is the widest set [`Isa::active`] allows; Q4_0 by
 /// fours and Q8_0 by pairs where it allows AVX-512 and the CPU has VNNI (and BW); none elsewhere.
@@ -104,7 +122,7 @@ pub fn dots(f: BlockFormat, w: &[QRow<'_>], input: &Input<'_>, out: &mut [f32]) 
             Layout::Q8Pairs => unsafe { dots_q8_vnni([r], g)[0] },
         };
         let mut done = 0;
-        if g.layout != Layout::Pairs {
+        if g.layout != Layout::Pairs && rows_at_once() == 4 {
             for (r, o) in w.chunks_exact(4).zip(out.chunks_exact_mut(4)) {
                 o.copy_from_slice(&four([r[0], r[1], r[2], r[3]]));
             }
@@ -117,7 +135,7 @@ pub fn dots(f: BlockFormat, w: &[QRow<'_>], input: &Input<'_>, out: &mut [f32]) 
     }
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if Isa::active() >= Isa::Avx512 {
+    if Isa::active() >= Isa::Avx512 && rows_at_once() == 4 {
         for (rows, o) in w.chunks_exact(4).zip(out.chunks_exact_mut(4)) {
             // SAFETY: `Isa::active()` is at least Avx512 only where the CPU has AVX-512F, AVX2, FMA
             // and F16C; the lengths are the ones `dots4_avx512` reads (asserted there).
