@@ -394,6 +394,8 @@ def main():
     cpu_only = set(args.backend) == {"cpu"}
     gpu_info = "the CPU" if cpu_only else "?"
     raw_records = []
+    if args.tmp:
+        os.makedirs(args.tmp, exist_ok=True)
     with local_agent(args.bin_dir, 50981, "gpu") as (db, info), tempfile.TemporaryDirectory(dir=args.tmp) as tmp:
         exe = find_llama_bench(args.llama_bench, tmp, cpu_only=cpu_only)
         for b in info["backends"]:
