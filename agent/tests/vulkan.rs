@@ -546,3 +546,58 @@ async fn attention_over_many_positions_and_wide_heads_validates() {
         );
     }
 }
+
+/// A prefill's attention runs by tiles of 32 positions for a block of rows
+/// (`llm_attention_tile`), and validates: rows a sequence not a multiple of the block, several
+/// sequences, positions before the prompt, heads of 16 to 128 (40: four-vectors that do not divide
+/// among a row's invocations; 128: blocks of 16 rows where the shared memory does not hold 32, as
+/// on lavapipe's 32 KiB), `small`'s prefill; with GPUFLEET_DEBUG_VULKAN_NO_TILE_ATTENTION=1 the
+/// same attention runs a group a row, and a decode's always does.
+#[tokio::test]
+async fn a_prefills_attention_runs_by_tiles_and_validates() {
+    let Some(mut t) = on_backend("vulkan").await else {
+        return;
+    };
+    let attention = |batch, tokens, context, heads, kv_heads, head_dim| {
+        [
+            ("batch", batch),
+            ("tokens", tokens),
+            ("context", context),
+            ("heads", heads),
+            ("kv_heads", kv_heads),
+            ("head_dim", head_dim),
+        ]
+    };
+    let tiled: [(&str, Vec<(&str, i64)>); 5] = [
+        ("attention", attention(2, 45, 20, 6, 2, 64).to_vec()),
+        ("attention", attention(1, 70, 0, 4, 4, 128).to_vec()),
+        ("attention", attention(3, 33, 5, 4, 1, 40).to_vec()),
+        ("attention", attention(1, 16, 100, 8, 2, 16).to_vec()),
+        ("llm", vec![("model", 1), ("prompt", 40)]),
+    ];
+    for (kernel, params) in &tiled {
+        let name = format!("tiled-{kernel}");
+        let r = validated(&mut t, &name, (kernel, "prefill", "f32"), params, &[]).await;
+        let shaders = &r.config["shaders"];
+        assert!(
+            shaders.contains("llm_attention_tile ×") && !shaders.contains("llm_attention ×"),
+            "{params:?}: {shaders}"
+        );
+    }
+    let off = [("GPUFLEET_DEBUG_VULKAN_NO_TILE_ATTENTION", "1")];
+    // A variant, its parameters and the worker's environment.
+    type Untiled<'a> = (&'a str, &'a [(&'a str, i64)], &'a [(&'a str, &'a str)]);
+    let runs: [Untiled<'_>; 2] = [
+        ("prefill", &tiled[0].1, &off),
+        ("decode", &attention(2, 1, 40, 6, 2, 64), &[]),
+    ];
+    for (variant, params, env) in runs {
+        let name = format!("untiled-{variant}");
+        let r = validated(&mut t, &name, ("attention", variant, "f32"), params, env).await;
+        let shaders = &r.config["shaders"];
+        assert!(
+            shaders.contains("llm_attention ×") && !shaders.contains("llm_attention_tile"),
+            "{variant} {params:?}: {shaders}"
+        );
+    }
+}

@@ -345,6 +345,7 @@ pub fn enumerate(vk: &Vk) -> Result<Vec<Found>, BackendError> {
             max_compute_workgroup_count: l.max_compute_work_group_count,
             vendor_id: props.vendor_id,
             scalar_attention: false,
+            no_tile_attention: false,
             coopmat_f16: v12
                 && coopmat.cooperative_matrix == vk::TRUE
                 && subgroup.subgroup_size == 32

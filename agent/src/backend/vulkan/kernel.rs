@@ -11,7 +11,9 @@ mod stats;
 mod switches;
 
 pub use stats::PIPELINE_STATS_ENV;
-pub use switches::{NO_COOPMAT_ENV, QUANT_BLOCKS_ENV, QUANT_DOT_ENV, SCALAR_ATTENTION_ENV};
+pub use switches::{
+    NO_COOPMAT_ENV, NO_TILE_ATTENTION_ENV, QUANT_BLOCKS_ENV, QUANT_DOT_ENV, SCALAR_ATTENTION_ENV,
+};
 
 use super::device::{Found, create_device, enumerate};
 use super::ffi::{Vk, fail};

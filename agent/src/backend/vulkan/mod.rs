@@ -65,6 +65,7 @@ impl Backend for VulkanBackend {
             vendor_id: 0,
             compute_units: 0,
             scalar_attention: false,
+            no_tile_attention: false,
             coopmat_f16: false,
             quant_blocks: 0,
         };

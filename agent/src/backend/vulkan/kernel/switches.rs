@@ -8,6 +8,9 @@ use crate::backend::vulkan::plan::{QuantDot, VkCaps};
 /// width or cache offset that is not a multiple of 4, to measure the 4-vector reads and so that CI
 /// runs both.
 pub const SCALAR_ATTENTION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_SCALAR_ATTENTION";
+/// A debug switch (`1`): a prefill's attention runs `llm_attention`, a group per (row, head), where
+/// it would run `llm_attention_tile`, to measure the tiles in the same call.
+pub const NO_TILE_ATTENTION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_NO_TILE_ATTENTION";
 /// A debug switch (`1`): the cooperative matrices go unused (a prefill's projections run
 /// `llm_linear` where they would run `llm_linear_f16_coopmat`), to measure them in the same call.
 pub const NO_COOPMAT_ENV: &str = "GPUFLEET_DEBUG_VULKAN_NO_COOPMAT";
@@ -24,6 +27,7 @@ pub const QUANT_BLOCKS_ENV: &str = "GPUFLEET_DEBUG_VULKAN_QUANT_BLOCKS";
 pub(super) fn planning_caps(found: &VkCaps) -> VkCaps {
     let mut caps = found.clone();
     caps.scalar_attention = debug_switch(SCALAR_ATTENTION_ENV);
+    caps.no_tile_attention = debug_switch(NO_TILE_ATTENTION_ENV);
     caps.coopmat_f16 &= !debug_switch(NO_COOPMAT_ENV);
     caps.quant_dot = match std::env::var(QUANT_DOT_ENV).as_deref() {
         Ok("1") if caps.integer_dot_product => QuantDot::All,

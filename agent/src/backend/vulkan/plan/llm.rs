@@ -19,6 +19,7 @@
 //! | Linear, one row (+ norm, SwiGLU, add) | `llm_gemv_team[_f16\|_q8\|_q4][_subgroup]` | x, weights, arena, addend | teams (subgroups) of 4 features each |
 //! | Rope | `llm_rope` | x, table, arena | grid over rows × pairs |
 //! | Attention | `llm_attention` | queries, keys, values, arena | one per (row, head) |
+//! | Attention, 16 rows a sequence or more | `llm_attention_tile` | queries, keys, values, arena | one per (32 rows, head) |
 //! | Add, Copy, SwiGlu | `llm_eltwise` | x, other, arena | grid over elements |
 //! | Embed, q8_0 / q4_0 | `llm_qembed_q8` / `_q4` | tokens, weights, arena | grid over rows × dim |
 //! | Linear, q8_0 / q4_0, many rows | `llm_linear_q8` / `_q4` [`_subgroup`] | x, weights, arena | (n/4, rows/4) groups |
@@ -63,10 +64,10 @@ const COOPMAT_GROUP: u32 = 256;
 /// The widest head `llm_attention` keeps in shared memory (MAX_HD in its source), and the
 /// dimensions one invocation may take (ND), so heads up to `ND × group` wide.
 pub(super) const MAX_HEAD_DIM: usize = 512;
-const ATTENTION_DIMS: usize = 8;
+pub(super) const ATTENTION_DIMS: usize = 8;
 /// `llm_linear`'s and `llm_attention`'s specialization constant VEC4: rows (keys and values)
 /// read as 4-vectors.
-const SPEC_VEC4: u32 = 2;
+pub(super) const SPEC_VEC4: u32 = 2;
 /// `llm_gemv_team`'s specialization constants: the team size (shared-memory teams), the aligned
 /// loads, and the norm, SwiGLU and residual add it folds in.
 const SPEC_TEAM: u32 = 6;
@@ -97,7 +98,7 @@ const UNITS_UNKNOWN: usize = 32;
 /// Output features an `llm_gemv_team` team takes at once (FT in its source).
 const TEAM_FEATURES: usize = 4;
 /// The scratch buffers: the pass shift (a `uint`, see [`Passes`]) and a split attention's partials.
-const SHIFT: usize = 0;
+pub(super) const SHIFT: usize = 0;
 const PARTIALS: usize = 1;
 /// `llm_eltwise`'s ops.
 const ADD: u32 = 0;
@@ -348,56 +349,7 @@ impl StepPlanner<'_> {
                 let bindings = vec![x, binding(table), out, Binding::Scratch(SHIFT)];
                 self.grid("llm_rope", rows * items, push, bindings)
             }
-            Op::Attention { heads, cache } => {
-                // The query, and per invocation a score, a reduction and a 4-vector of sums.
-                let mut spec = self.reducing(4 * MAX_HEAD_DIM, 24);
-                let group = self.group(4 * MAX_HEAD_DIM, 24) as usize;
-                let vec4 = !self.caps.scalar_attention
-                    && [heads.head_dim, cache.k.off, cache.v.off]
-                        .iter()
-                        .all(|n| n % 4 == 0);
-                spec.push((SPEC_VEC4, SpecValue::U32(u32::from(vec4))));
-                let widest = MAX_HEAD_DIM.min(ATTENTION_DIMS * group);
-                if heads.head_dim > widest {
-                    return Err(Unsupported(format!(
-                        "head_dim={} of {} exceeds the {widest} llm_attention takes on groups of \
-                         {group} invocations",
-                        heads.head_dim, self.problem.kernel.name
-                    )));
-                }
-                let mut push = self.words(&[
-                    ("rows", rows),
-                    ("per_seq", s.rows.per_seq),
-                    ("pos0", s.rows.pos0),
-                    ("heads", heads.heads),
-                    ("heads/kv_heads", (heads.heads / heads.kv_heads).max(1)),
-                    ("head_dim", heads.head_dim),
-                    ("kv_dim", heads.kv_dim()),
-                    ("batch", cache.batch),
-                    ("x offset", s.x.off),
-                    ("cache k offset", cache.k.off),
-                    ("cache v offset", cache.v.off),
-                    ("out offset", s.out.off),
-                ])?;
-                push.push((heads.scale() as f32).to_bits());
-                let (chunk, chunks) = self.attention_chunks(s);
-                push.extend(self.words(&[("chunk", chunk), ("chunks", chunks)])?);
-                // The partials of a split attention go to the scratch buffer (see `merge`).
-                let part = if chunks > 1 {
-                    Binding::Scratch(PARTIALS)
-                } else {
-                    Binding::Output
-                };
-                let groups = self.groups(rows * heads.heads * chunks, 0);
-                let shift = Binding::Scratch(SHIFT);
-                dispatch(
-                    "llm_attention",
-                    spec,
-                    push,
-                    vec![x, binding(cache.k), binding(cache.v), out, part, shift],
-                    [groups, 1, 1],
-                )
-            }
+            Op::Attention { .. } => self.attention(s, x),
             Op::Add { dim, other } => {
                 self.eltwise(s, ADD, rows * dim, 0, other.off, binding(other))
             }

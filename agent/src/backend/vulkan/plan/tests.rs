@@ -29,6 +29,7 @@ fn nvidia() -> VkCaps {
         vendor_id: 0x10de,
         compute_units: 132,
         scalar_attention: false,
+        no_tile_attention: false,
         coopmat_f16: false,
         quant_blocks: 0,
     }
@@ -50,6 +51,7 @@ fn lavapipe() -> VkCaps {
         vendor_id: 0x10005,
         compute_units: 0,
         scalar_attention: false,
+        no_tile_attention: false,
         coopmat_f16: false,
         quant_blocks: 0,
     }
@@ -71,6 +73,7 @@ fn polaris() -> VkCaps {
         vendor_id: 0x1002,
         compute_units: 36,
         scalar_attention: false,
+        no_tile_attention: false,
         coopmat_f16: false,
         quant_blocks: 0,
     }
@@ -92,6 +95,7 @@ fn tiny() -> VkCaps {
         vendor_id: 0,
         compute_units: 0,
         scalar_attention: false,
+        no_tile_attention: false,
         coopmat_f16: false,
         quant_blocks: 0,
     }

@@ -31,6 +31,9 @@ pub struct VkCaps {
     /// `llm_attention` reads keys and values element by element even where 4-vectors would do
     /// (set from [`SCALAR_ATTENTION_ENV`](crate::backend::vulkan::kernel::SCALAR_ATTENTION_ENV)).
     pub scalar_attention: bool,
+    /// A prefill's attention runs `llm_attention`, not `llm_attention_tile` (set from
+    /// [`NO_TILE_ATTENTION_ENV`](crate::backend::vulkan::kernel::NO_TILE_ATTENTION_ENV)).
+    pub no_tile_attention: bool,
     /// NVIDIA's cooperative matrices (`VK_NV_cooperative_matrix`) with a 16×16×16 shape of half
     /// inputs and f32 sums in subgroups of 32, and half arithmetic: `llm_linear_f16_coopmat`.
     /// Cleared by [`NO_COOPMAT_ENV`](crate::backend::vulkan::kernel::NO_COOPMAT_ENV).

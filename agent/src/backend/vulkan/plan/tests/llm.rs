@@ -77,9 +77,13 @@ fn every_step_is_one_dispatch_reading_its_buffers_and_writing_the_arena() {
                 }
                 assert!(d.shader.starts_with("llm_"), "{what}: {}", d.shader);
                 assert_eq!(d.bindings[0], bound(s.x.buf), "{what}");
-                // Attention writes the arena at binding 3 and its partials (split) at 4; it, the
-                // embedding and RoPE read the pass shift last.
+                // Attention writes the arena at binding 3 and its partials (split) at 4, which
+                // the tiled one has not; it, the embedding and RoPE read the pass shift last.
                 let written = match s.op {
+                    Op::Attention { .. } if d.shader == "llm_attention_tile" => {
+                        assert_eq!(d.bindings[4..], [Binding::Scratch(0)], "{what}");
+                        3
+                    }
                     Op::Attention { .. } => {
                         assert!(
                             [Binding::Output, Binding::Scratch(1)].contains(&d.bindings[4]),
@@ -718,5 +722,62 @@ fn a_prefills_half_projections_run_on_cooperative_matrices_where_the_device_has_
             !shaders.iter().any(|s| s.contains("coopmat")),
             "{dtype} {shaders:?}"
         );
+    }
+}
+
+#[test]
+fn a_prefills_attention_takes_blocks_of_rows_where_the_shared_memory_holds_them() {
+    let attention = |variant: &str, tokens: i64, head_dim: i64| {
+        let params = [
+            ("batch", 2),
+            ("tokens", tokens),
+            ("context", 3),
+            ("heads", 4),
+            ("kv_heads", 2),
+            ("head_dim", head_dim),
+        ];
+        problem("attention", variant, &params, "f32")
+    };
+    let no_tiles = VkCaps {
+        no_tile_attention: true,
+        ..h200()
+    };
+    // (variant, rows a sequence, head width, device, rows a group; 0: `llm_attention`).
+    let cases = [
+        ("prefill", 40, 64, h200(), 32),
+        ("prefill", 40, 128, h200(), 32),
+        ("prefill", 40, 64, lavapipe(), 32),
+        // 38,528 bytes for 32 rows of 128-wide heads: past lavapipe's 32 KiB.
+        ("prefill", 40, 128, lavapipe(), 16),
+        ("prefill", 40, 136, h200(), 0),
+        ("prefill", 40, 62, h200(), 0),
+        ("prefill", 15, 64, h200(), 0),
+        ("prefill", 40, 64, tiny(), 0),
+        ("prefill", 40, 64, no_tiles, 0),
+        ("decode", 1, 64, h200(), 0),
+    ];
+    for (variant, tokens, head_dim, caps, bq) in cases {
+        let what = format!("{variant} {tokens} rows, heads of {head_dim}, bq {bq}");
+        let p = attention(variant, tokens, head_dim);
+        let planned = plan(&p, &caps, None).unwrap_or_else(|e| panic!("{what}: {e}"));
+        check_plan(&p, &planned, &caps);
+        let d = &planned.dispatches[0];
+        if bq == 0 {
+            assert_eq!(d.shader, "llm_attention", "{what}");
+            continue;
+        }
+        assert_eq!(d.shader, "llm_attention_tile", "{what}");
+        let hd4 = head_dim as u32 / 4;
+        assert_eq!(
+            d.spec,
+            [
+                (0, SpecValue::U32(128)),
+                (2, SpecValue::U32(hd4)),
+                (3, SpecValue::U32(bq))
+            ],
+            "{what}"
+        );
+        // Two sequences of 40 rows, four heads.
+        assert_eq!(d.groups[0], 2 * 40u32.div_ceil(bq) * 4, "{what}");
     }
 }
