@@ -33,24 +33,7 @@
 #define NF 4u
 #define RB 4u
 
-layout(constant_id = 2) const bool VEC4 = false;
-
-layout(set = 0, binding = 0, std430) readonly buffer X { float x[]; };
-layout(set = 0, binding = 0, std430) readonly buffer X4 { vec4 x4[]; };
-layout(set = 0, binding = 2, std430) writeonly buffer Out { float dst[]; };
-
-layout(push_constant) uniform Push {
-    uint rows;
-    uint k;
-    uint n;
-    uint x_off;
-    uint w_off;
-    uint out_off;
-#ifdef QUANT
-    uint q_values;
-    uint q_scales;
-#endif
-} pc;
+#include "llm_linear_io.glsl"
 
 #ifdef QUANT
 layout(set = 0, binding = 1, std430) readonly buffer WQ { uint wq[]; };

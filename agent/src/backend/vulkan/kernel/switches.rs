@@ -12,7 +12,8 @@ pub const SCALAR_ATTENTION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_SCALAR_ATTENTION";
 /// it would run `llm_attention_tile`, to measure the tiles in the same call.
 pub const NO_TILE_ATTENTION_ENV: &str = "GPUFLEET_DEBUG_VULKAN_NO_TILE_ATTENTION";
 /// A debug switch (`1`): the cooperative matrices go unused (a prefill's projections run
-/// `llm_linear` where they would run `llm_linear_f16_coopmat`), to measure them in the same call.
+/// `llm_linear` / `llm_linear_q8` / `_q4` where they would run `llm_linear_f16_coopmat` /
+/// `_q8_coopmat` / `_q4_coopmat`), to measure them in the same call.
 pub const NO_COOPMAT_ENV: &str = "GPUFLEET_DEBUG_VULKAN_NO_COOPMAT";
 /// A debug switch: `1` runs both packed formats' team gemvs on integer dot products wherever the
 /// device has them (lavapipe: CI validates them), `0` neither; unset, as [`QuantDot`] says.

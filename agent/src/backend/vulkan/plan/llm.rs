@@ -23,6 +23,7 @@
 //! | Add, Copy, SwiGlu | `llm_eltwise` | x, other, arena | grid over elements |
 //! | Embed, q8_0 / q4_0 | `llm_qembed_q8` / `_q4` | tokens, weights, arena | grid over rows × dim |
 //! | Linear, q8_0 / q4_0, many rows | `llm_linear_q8` / `_q4` [`_subgroup`] | x, weights, arena | (n/4, rows/4) groups |
+//! | Linear, q8_0 / q4_0, 16 rows or more, NVIDIA cooperative matrices | `llm_linear_q8_coopmat` / `_q4_coopmat` | x, weights, arena | 128 features × 64 rows each |
 //!
 //! Quantized weights (q8_0, q4_0) are the packed buffer (`gpufleet_kernels::llm::PackedLayout`),
 //! bound in byte slices: the matrices read by the `llm_qembed_q*`, `llm_linear_q*` and `llm_gemv_team_q*` shaders as words,
@@ -52,14 +53,16 @@ pub(super) const REDUCE_GROUP: u32 = 128;
 /// Output features and rows of one `llm_linear` group (NF and RB in its source).
 pub(super) const LINEAR_FEATURES: usize = 4;
 pub(super) const LINEAR_ROWS: usize = 4;
-/// Rows of a projection from which half weights run on cooperative matrices where the device has
-/// them (`llm_linear_f16_coopmat`): a prefill's, not a batch's decode.
+/// Rows of a projection from which half or packed weights run on cooperative matrices where the
+/// device has them (`llm_linear_f16_coopmat`, `_q8_coopmat`, `_q4_coopmat`): a prefill's, not a
+/// batch's decode.
 pub(super) const COOPMAT_ROWS: usize = 16;
 /// Its tiles (BM and BN in its source) and its group: eight subgroups of 32, a 32 × 32 part of
 /// the tile each.
 pub(super) const COOPMAT_TILE_ROWS: usize = 64;
 pub(super) const COOPMAT_TILE_FEATURES: usize = 128;
-const COOPMAT_SHADER: &str = "llm_linear_f16_coopmat";
+/// The cooperative-matrix shaders' suffix (after `llm_linear_f16`, `_q8`, `_q4`).
+const COOPMAT_SUFFIX: &str = "_coopmat";
 const COOPMAT_GROUP: u32 = 256;
 /// The widest head `llm_attention` keeps in shared memory (MAX_HD in its source), and the
 /// dimensions one invocation may take (ND), so heads up to `ND × group` wide.
@@ -305,20 +308,9 @@ impl StepPlanner<'_> {
                 ])?;
                 // Every row of x and W starts at a multiple of 4 elements.
                 let vec4 = [k, s.x.off, w].iter().all(|v| v.is_multiple_of(4));
-                if self.half && self.caps.coopmat_f16 && rows >= COOPMAT_ROWS {
-                    let groups = [
-                        self.groups(n.div_ceil(COOPMAT_TILE_FEATURES), 0),
-                        self.groups(rows.div_ceil(COOPMAT_TILE_ROWS), 1),
-                        1,
-                    ];
-                    let spec = vec![
-                        (SPEC_LOCAL_X, SpecValue::U32(COOPMAT_GROUP)),
-                        (SPEC_VEC4, SpecValue::U32(u32::from(vec4))),
-                    ];
-                    return dispatch(COOPMAT_SHADER, spec, push, vec![x, weights, out], groups);
-                }
                 let shader = self.weighted("llm_linear");
-                self.linear(shader, vec4, rows, n, push, vec![x, weights, out])
+                let bindings = vec![x, weights, out];
+                self.linear(shader, self.half, vec4, rows, n, push, bindings)
             }
             Op::Rope {
                 heads,
@@ -360,27 +352,42 @@ impl StepPlanner<'_> {
 
     /// An `llm_linear` dispatch (`shader`: `llm_linear`, `_f16` or `_q8`/`_q4`, the `_subgroup`
     /// variant added where the device has subgroup arithmetic): groups of four features × four
-    /// rows over `n` features and `rows` rows, 4-vector loads with `vec4`.
+    /// rows over `n` features and `rows` rows, 4-vector loads with `vec4`. Half and packed weights
+    /// (`tensor_cores`) over 16 rows or more run `_coopmat` instead where the device has NVIDIA's
+    /// cooperative matrices: a group a tile of 64 rows × 128 features.
+    #[allow(clippy::too_many_arguments)]
     fn linear(
         &self,
         mut shader: String,
+        tensor_cores: bool,
         vec4: bool,
         rows: usize,
         n: usize,
         push: Vec<u32>,
         bindings: Vec<Binding>,
     ) -> Result<Dispatch, Unsupported> {
+        let coopmat = tensor_cores && self.caps.coopmat_f16 && rows >= COOPMAT_ROWS;
+        let (features, tile_rows) = if coopmat {
+            (COOPMAT_TILE_FEATURES, COOPMAT_TILE_ROWS)
+        } else {
+            (LINEAR_FEATURES, LINEAR_ROWS)
+        };
         let groups = [
-            self.groups(n.div_ceil(LINEAR_FEATURES), 0),
-            self.groups(rows.div_ceil(LINEAR_ROWS), 1),
+            self.groups(n.div_ceil(features), 0),
+            self.groups(rows.div_ceil(tile_rows), 1),
             1,
         ];
-        // The partials: NF·RB floats per invocation.
-        let mut spec = self.reducing(0, 4 * LINEAR_FEATURES * LINEAR_ROWS);
+        let mut spec = if coopmat {
+            shader.push_str(COOPMAT_SUFFIX);
+            vec![(SPEC_LOCAL_X, SpecValue::U32(COOPMAT_GROUP))]
+        } else {
+            if self.caps.subgroup_arithmetic {
+                shader.push_str("_subgroup");
+            }
+            // The partials: NF·RB floats per invocation.
+            self.reducing(0, 4 * LINEAR_FEATURES * LINEAR_ROWS)
+        };
         spec.push((SPEC_VEC4, SpecValue::U32(u32::from(vec4))));
-        if self.caps.subgroup_arithmetic {
-            shader.push_str("_subgroup");
-        }
         dispatch(&shader, spec, push, bindings, groups)
     }
 
@@ -537,9 +544,14 @@ fn config(graph: &LlmGraph, dispatches: &[Dispatch], dtype: Dtype) -> BTreeMap<S
         Dtype::Q4_0 => "q4_0 blocks (read as words), f32 norms",
     };
     c.insert("weights".into(), weights.into());
-    let linear = if count.contains_key(COOPMAT_SHADER) {
+    let linear = if count.keys().any(|s| s.ends_with(COOPMAT_SUFFIX)) {
+        let split = if matches!(dtype, Dtype::Q8_0 | Dtype::Q4_0) {
+            "x and the dequantized weights split into two halves each"
+        } else {
+            "x split into two halves"
+        };
         format!(
-            "cooperative matrices (VK_NV_cooperative_matrix 16×16×16, x split into two halves), \
+            "cooperative matrices (VK_NV_cooperative_matrix 16×16×16, {split}), \
              {COOPMAT_TILE_FEATURES} features × {COOPMAT_TILE_ROWS} rows per group"
         )
     } else {

@@ -35,7 +35,8 @@ pub struct VkCaps {
     /// [`NO_TILE_ATTENTION_ENV`](crate::backend::vulkan::kernel::NO_TILE_ATTENTION_ENV)).
     pub no_tile_attention: bool,
     /// NVIDIA's cooperative matrices (`VK_NV_cooperative_matrix`) with a 16×16×16 shape of half
-    /// inputs and f32 sums in subgroups of 32, and half arithmetic: `llm_linear_f16_coopmat`.
+    /// inputs and f32 sums in subgroups of 32, and half arithmetic: `llm_linear_f16_coopmat`,
+    /// `_q8_coopmat` and `_q4_coopmat`.
     /// Cleared by [`NO_COOPMAT_ENV`](crate::backend::vulkan::kernel::NO_COOPMAT_ENV).
     pub coopmat_f16: bool,
     /// The blocks a lane of a packed team gemv takes a quarter of a trip (`QB` in

@@ -1,4 +1,5 @@
-//! Linear steps of packed weights (q8_0, q4_0) with many rows: `llm_linear_q8` / `_q4`.
+//! Linear steps of packed weights (q8_0, q4_0) with many rows: `llm_linear_q8` / `_q4`, or
+//! `llm_linear_q8_coopmat` / `_q4_coopmat` on NVIDIA's cooperative matrices.
 
 use super::{StepPlanner, binding};
 use crate::backend::vulkan::plan::types::{Binding, Dispatch, Unsupported};
@@ -7,7 +8,8 @@ use gpufleet_kernels::quant::QK;
 
 impl StepPlanner<'_> {
     /// The dispatch of a Linear step of packed weights (`None` for other steps): `llm_linear`'s
-    /// design (four features × four rows a group) reading the blocks four weights a load.
+    /// design (four features × four rows a group) reading the blocks four weights a load, or tiles
+    /// of 64 rows × 128 features on cooperative matrices where the device has them.
     pub(super) fn quantized(
         &self,
         s: &Step,
@@ -35,7 +37,7 @@ impl StepPlanner<'_> {
         let vec4 = s.x.off.is_multiple_of(4);
         let shader = format!("llm_linear_{}", format.suffix());
         let bindings = vec![binding(s.x), wb, Binding::Output];
-        self.linear(shader, vec4, s.rows.rows, n, push, bindings)
+        self.linear(shader, true, vec4, s.rows.rows, n, push, bindings)
             .map(Some)
     }
 }

@@ -672,11 +672,11 @@ fn a_decode_replays_its_last_pass_after_the_cache_prefix() {
     assert_eq!(spec(&planned.dispatches[r.body.end - 1], 8), Some(1));
 }
 
-/// Half weights over 16 rows or more (a prefill's projections) run on NVIDIA's cooperative
-/// matrices where the device has them; one row (decode's team gemv), a few rows, f32 weights and
-/// a device without them keep their shaders.
+/// Half and packed weights over 16 rows or more (a prefill's projections) run on NVIDIA's
+/// cooperative matrices where the device has them; one row (decode's team gemv), a few rows, f32
+/// weights and a device without them keep their shaders.
 #[test]
-fn a_prefills_half_projections_run_on_cooperative_matrices_where_the_device_has_them() {
+fn a_prefills_half_and_packed_projections_run_on_cooperative_matrices_where_the_device_has_them() {
     let coopmat = VkCaps {
         coopmat_f16: true,
         ..nvidia()
@@ -694,29 +694,43 @@ fn a_prefills_half_projections_run_on_cooperative_matrices_where_the_device_has_
         assert!(!shaders.is_empty(), "{variant} {dtype}");
         (plan, shaders)
     };
-    let (prefill, shaders) = linear("prefill", "f16", &coopmat);
-    assert!(
-        shaders.contains(&"llm_linear_f16_coopmat".to_string()),
-        "{shaders:?}"
-    );
-    for d in prefill
-        .dispatches
-        .iter()
-        .filter(|d| d.shader == "llm_linear_f16_coopmat")
-    {
-        // rows, k, n, x_off, w_off, out_off: tiles over features and rows.
-        let (rows, n) = (d.push[0], d.push[2]);
-        assert!(rows as usize >= COOPMAT_ROWS, "{d:?}");
-        let (tm, tn) = (COOPMAT_TILE_ROWS as u32, COOPMAT_TILE_FEATURES as u32);
-        assert_eq!(d.groups, [n.div_ceil(tn), rows.div_ceil(tm), 1], "{d:?}");
-        assert_eq!(spec(d, 2), Some(1), "{d:?}");
+    for (dtype, shader, push_len) in [
+        ("f16", "llm_linear_f16_coopmat", 6),
+        ("q8_0", "llm_linear_q8_coopmat", 8),
+        ("q4_0", "llm_linear_q4_coopmat", 8),
+    ] {
+        let (prefill, shaders) = linear("prefill", dtype, &coopmat);
+        assert!(shaders.iter().any(|s| s == shader), "{dtype}: {shaders:?}");
+        for d in &prefill.dispatches {
+            if d.shader != shader {
+                // Every projection of 16 rows or more is on cooperative matrices.
+                assert!(
+                    !d.shader.starts_with("llm_linear") || (d.push[0] as usize) < COOPMAT_ROWS,
+                    "{dtype}: {d:?}"
+                );
+                continue;
+            }
+            // rows, k, n, x_off, w_off, out_off (then values and scales): tiles over features and
+            // rows.
+            let (rows, n) = (d.push[0], d.push[2]);
+            assert!(rows as usize >= COOPMAT_ROWS, "{d:?}");
+            let (tm, tn) = (COOPMAT_TILE_ROWS as u32, COOPMAT_TILE_FEATURES as u32);
+            assert_eq!(d.groups, [n.div_ceil(tn), rows.div_ceil(tm), 1], "{d:?}");
+            assert_eq!(spec(d, 2), Some(1), "{d:?}");
+            assert_eq!(d.push.len(), push_len, "{d:?}");
+        }
+        assert!(
+            prefill.config["linear"].starts_with("cooperative matrices"),
+            "{dtype}: {:?}",
+            prefill.config
+        );
+        let (_, shaders) = linear("decode", dtype, &coopmat);
+        assert!(
+            !shaders.iter().any(|s| s.contains("coopmat")),
+            "{dtype}: {shaders:?}"
+        );
     }
-    let (_, shaders) = linear("decode", "f16", &coopmat);
-    assert!(
-        !shaders.iter().any(|s| s.contains("coopmat")),
-        "{shaders:?}"
-    );
-    for (dtype, caps) in [("f32", &coopmat), ("f16", &nvidia())] {
+    for (dtype, caps) in [("f32", &coopmat), ("f16", &nvidia()), ("q4_0", &nvidia())] {
         let (_, shaders) = linear("prefill", dtype, caps);
         assert!(
             !shaders.iter().any(|s| s.contains("coopmat")),
