@@ -144,7 +144,8 @@ async fn the_transformer_gpu_kernels_validate_on_the_device_at_hand() {
 }
 
 /// q8_0 and q4_0 weights: `tiny`'s prefill and decode, `small`'s decode and gemv validate, every
-/// projection through the quantized gemv, on the CPU's plan and planned as a GPU.
+/// projection through the quantized gemv on the CPU's plan; planned as a GPU, the one-row
+/// projections by teams and a prefill's by tiles (`llm_qmatmul`).
 #[tokio::test]
 async fn quantized_weights_validate_on_the_device_at_hand() {
     let Some(mut t) = on_backend("opencl").await else {
@@ -162,7 +163,8 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
         small.variant = "decode".into();
         let gemv = spec("gemv", &[("batch", 3), ("k", 96), ("n", 77)]);
         for (name, mut s, gpu) in [
-            ("prefill", prefill, false),
+            ("prefill", prefill.clone(), false),
+            ("prefill-gpu-plan", prefill, true),
             ("decode", decode.clone(), false),
             ("decode-gpu-plan", decode, true),
             ("small", small, false),
@@ -179,6 +181,20 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
             assert_ok(&r);
             assert!(r.validation.as_ref().unwrap().passed, "{name}");
             let projections = &r.config["projections"];
+            assert!(r.config["weights"].starts_with(dtype), "{name}");
+            if name.starts_with("prefill-gpu") {
+                // Planned as a GPU, the prompt's projections run by tiles.
+                let tiled: usize = projections
+                    .split(" tiled")
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                assert!(
+                    tiled > 0 && projections.contains(&format!("; {tiled} of quantized blocks")),
+                    "{name}: {projections}"
+                );
+                continue;
+            }
             let gemv: usize = projections
                 .split(" gemv")
                 .next()
@@ -189,7 +205,6 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
                 gemv > 0 && projections.contains(&format!("{gemv} of quantized blocks")),
                 "{name}: {projections}"
             );
-            assert!(r.config["weights"].starts_with(dtype), "{name}");
             // Planned as a GPU, the one-row projections run by teams.
             assert_eq!(
                 gpu,

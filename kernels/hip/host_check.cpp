@@ -233,6 +233,10 @@ int main() {
       for (int i = 0; i < rows; ++i) for (int j = 0; j < n; ++j) { double acc = 0; for (int p = 0; p < k; ++p) acc += deq[(size_t)j * k + p] * x[x_off + i * k + p]; r[out_off + i * n + j] = acc; }
       go(1, 256, [&] { bits == 8 ? llm_qgemv_q8(x.data(), w.data(), o.data(), x_off, v_off, s_off, out_off, rows, k, n) : llm_qgemv_q4(x.data(), w.data(), o.data(), x_off, v_off, s_off, out_off, rows, k, n); });
       snprintf(nm, sizeof nm, "llm_qgemv_q%d %dx%dx%d", bits, rows, k, n); check(nm, o, r, 1e-5);
+      // the same product by llm_matmul's tiles (one partial 64×64 tile)
+      std::fill(o.begin(), o.end(), S);
+      launch([&] { bits == 8 ? llm_qmatmul_q8(x.data(), w.data(), o.data(), x_off, v_off, s_off, out_off, rows, k, n) : llm_qmatmul_q4(x.data(), w.data(), o.data(), x_off, v_off, s_off, out_off, rows, k, n); }, (n + 63) / 64, (rows + 63) / 64, 1, 16, 16, 1);
+      snprintf(nm, sizeof nm, "llm_qmatmul_q%d %dx%dx%d", bits, rows, k, n); check(nm, o, r, 1e-5);
       // embed rows of the same matrix as a table [n][k]: tokens 4, 36 (clamped to 36), 0
       std::vector<float> tok = {4, 99, -3}; const int ids[] = {4, 36, 0}; std::vector<double> re(out_off + 3 * k + PAD, S); std::vector<float> oe(re.size(), S);
       for (int i = 0; i < 3 * k; ++i) re[out_off + i] = deq[(size_t)ids[i / k] * k + i % k];

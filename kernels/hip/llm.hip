@@ -34,6 +34,8 @@
  *   llm_qgemv_{q8,q4}(x, w, out, x_off, v_off, s_off, out_off, rows, k, n)  256, grid-strided
  *       quantized weights (kernels/src/quant.rs): a matrix's blocks' values from byte v_off, their
  *       f16 scales from byte s_off; a work-item per output feature over all rows (as llm.cl)
+ *   llm_qmatmul_{q8,q4}(x, w, out, x_off, v_off, s_off, out_off, rows, k, n)
+ *       llm_matmul's tiles and launch, each weight read from its block and scaled
  *
  * Differences from llm.cl that do not change a result: the gemv's eight-weight loads are 16-byte
  * vector loads (two float4 for f32 weights) only when the whole launch is aligned for them
@@ -232,9 +234,20 @@ GF_DEVICE void llm_gemv(const float *x, const W *w, float *out, int x_off, long 
         llm_gemv_body<W, false>(x, w, out, x_off, w_off, out_off, rows, k, n, part);
 }
 
-template <typename W>
-GF_DEVICE void llm_matmul(const float *x, const W *w, float *out, int x_off, long w_off,
-                          int out_off, int rows, int k, int n)
+/* Element (j, i) of a [n][k] matrix of W elements from element `off`, as a float: what
+ * llm_matmul's tiles read (llm_qmatmul's reader is LlmBlocks, below). */
+template <typename W> struct LlmElements {
+    const W *w;
+    long off;
+    int k;
+    GF_DEVICE_MEMBER float operator()(long j, int i) const { return (float)w[off + j * k + i]; }
+};
+
+/* out[r][j] = sum_i x[r][i] w(j, i) over 64×64 tiles, 16×16 work-items of 4×4 outputs each, k in
+ * steps of LLM_KT through shared memory; `w` reads the matrix (LlmElements, LlmBlocks). */
+template <typename R>
+GF_DEVICE void llm_matmul(const float *x, R w, float *out, int x_off, int out_off, int rows, int k,
+                          int n)
 {
     GF_SHARED float xs[LLM_KT][LLM_MT + 1];
     GF_SHARED float ws[LLM_KT][LLM_MT + 1];
@@ -256,7 +269,7 @@ GF_DEVICE void llm_matmul(const float *x, const W *w, float *out, int x_off, lon
             const int gk = k0 + kk;
             const int gr = r0 + row, gj = j0 + row;
             xs[kk][row] = (gr < rows && gk < k) ? x[x_off + (long)gr * k + gk] : 0.0f;
-            ws[kk][row] = (gj < n && gk < k) ? (float)w[w_off + (long)gj * k + gk] : 0.0f;
+            ws[kk][row] = (gj < n && gk < k) ? w(gj, gk) : 0.0f;
         }
         gf_barrier();
 #pragma unroll
@@ -489,7 +502,7 @@ void llm_copy(const float *src, float *dst, int src_off, int dst_off, int n)
     void llm_matmul_##SUF(const float *x, const W *w, float *out, int x_off, long w_off,       \
                           int out_off, int rows, int k, int n)                                 \
     {                                                                                          \
-        llm_matmul<W>(x, w, out, x_off, w_off, out_off, rows, k, n);                           \
+        llm_matmul(x, LlmElements<W>{w, w_off, k}, out, x_off, out_off, rows, k, n);           \
     }
 
 LLM_WEIGHT_KERNELS(float, f32)
@@ -510,6 +523,19 @@ template <int BITS> GF_DEVICE float llm_qvalue(const unsigned char *w, long v_of
     const unsigned char v = w[v_off + b * 16 + (i & 15)];
     return (float)((i < 16 ? v & 15 : v >> 4) - 8);
 }
+
+/* Element (j, i) of a matrix in Q8_0 / Q4_0 blocks (values at byte v_off, scales at s_off), scaled:
+ * llm_qmatmul's reader. */
+template <int BITS> struct LlmBlocks {
+    const unsigned char *w;
+    long v_off, s_off;
+    int k;
+    GF_DEVICE_MEMBER float operator()(long j, int i) const
+    {
+        const long b = j * (k / 32) + i / 32;
+        return llm_qvalue<BITS>(w, v_off, b, i % 32) * llm_qscale(w, s_off, b);
+    }
+};
 
 template <int BITS>
 GF_DEVICE void llm_qembed(const float *tokens, const unsigned char *w, float *out, int tok_off,
@@ -564,6 +590,12 @@ GF_DEVICE void llm_qgemv(const float *x, const unsigned char *w, float *out, int
                          long v_off, long s_off, int out_off, int rows, int k, int n)          \
     {                                                                                          \
         llm_qgemv<BITS>(x, w, out, x_off, v_off, s_off, out_off, rows, k, n);                  \
+    }                                                                                          \
+    GF_KERNEL(256)                                                                             \
+    void llm_qmatmul_##SUF(const float *x, const unsigned char *w, float *out, int x_off,      \
+                           long v_off, long s_off, int out_off, int rows, int k, int n)        \
+    {                                                                                          \
+        llm_matmul(x, LlmBlocks<BITS>{w, v_off, s_off, k}, out, x_off, out_off, rows, k, n);    \
     }
 
 LLM_QUANT_KERNELS(8, q8)

@@ -19,7 +19,8 @@
  *   BQ, BK     its rows a group (work-items) and keys a tile
  *   W_HALF     weights stored as IEEE half
  *   W_Q8, W_Q4 the matrices in Q8_0 / Q4_0 blocks (kernels/src/quant.rs), read by llm_qembed,
- *              llm_qgemv and (with TEAM_WG) llm_qgemv_team from the packed weights (a matrix's blocks' values at byte v_off, then
+ *              llm_qgemv, llm_qmatmul[_64] (llm_matmul's tiles; not with ROWS_ONLY) and (with
+ *              TEAM_WG) llm_qgemv_team from the packed weights (a matrix's blocks' values at byte v_off, then
  *              their f16 scales at byte s_off); the norms' gains stay f32 there (WTYPE float)
  */
 
@@ -657,6 +658,37 @@ float4 mm_load_w(__global const WTYPE *w, long w_off, int j, int kc, int n, int 
     return (float4)(kc < k ? LOADW(p, 0) : 0.0f, kc + 1 < k ? LOADW(p, 1) : 0.0f,
                     kc + 2 < k ? LOADW(p, 2) : 0.0f, kc + 3 < k ? LOADW(p, 3) : 0.0f);
 }
+#if defined(W_Q8) || defined(W_Q4)
+/* Weights kc..kc+3 (kc a multiple of 4, so one block's) of feature j of a matrix in blocks,
+ * scaled; zeros past n and past k. */
+float4 mm_load_wq(__global const uchar *w, long v_off, long s_off, int j, int kc, int n, int k)
+{
+    if (j >= n || kc >= k)
+        return (float4)(0.0f);
+    long b = (long)j * (k / 32) + kc / 32;
+    int p = kc % 32;
+#ifdef W_Q8
+    float4 v = convert_float4(vload4(0, (__global const char *)(w + v_off + b * 32 + p)));
+#else
+    /* Byte i: weight i in its low nibble, weight i + 16 in its high one, offset by 8. */
+    uchar4 u = vload4(0, w + v_off + b * 16 + (p & 15));
+    float4 v = convert_float4((u >> (uchar)(p < 16 ? 0 : 4)) & (uchar)15) - 8.0f;
+#endif
+    return v * q_scale(w, s_off, b);
+}
+/* The matrix a tile reads: Q8_0 / Q4_0 blocks (llm_qmatmul*: values at byte w_off, scales at
+ * s_off), or WTYPE elements (llm_matmul*). */
+#define MM_WPTR __global const uchar *w
+#define MM_WOFF long w_off, long s_off
+#define MM_WOFF_ARGS w_off, s_off
+#define MM_LOAD_W(j, kc) mm_load_wq(w, w_off, s_off, (j), (kc), n, k)
+#define MM_QUANT 1
+#else
+#define MM_WPTR __global const WTYPE *w
+#define MM_WOFF long w_off
+#define MM_WOFF_ARGS w_off
+#define MM_LOAD_W(j, kc) mm_load_w(w, w_off, (j), (kc), n, k, vw)
+#endif
 #define MM_STORE(buf, kc, r, v)                                                                  \
     do {                                                                                         \
         (buf)[(kc)][(r)] = (v).x;                                                                \
@@ -667,8 +699,8 @@ float4 mm_load_w(__global const WTYPE *w, long w_off, int j, int kc, int n, int 
 /* A tile of RA·16 rows × MM features (RA 8 or 4; the kernels below fix it, so it folds away):
  * work-item (tx, ty) computes rows 4·ty + a and 64 + 4·ty + a (a < 4, the second set with RA 8)
  * and features 4·tx + b and 64 + 4·tx + b. */
-void matmul_tile(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
-                 long w_off, int out_off, int rows, int k, int n, const int RA,
+void matmul_tile(__global const float *x, MM_WPTR, __global float *out, int x_off, MM_WOFF,
+                 int out_off, int rows, int k, int n, const int RA,
                  __local float (*xs)[MK][MLD], __local float (*ws)[MK][MLD])
 {
     int tx = get_local_id(0), ty = get_local_id(1);
@@ -686,7 +718,7 @@ void matmul_tile(__global const float *x, __global const WTYPE *w, __global floa
             acc[a][b] = 0.0f;
     int tiles = (k + MK - 1) / MK;
     float4 px = fetch_x ? mm_load_x(x, x_off, r0 + lr, lk, rows, k, vx) : (float4)(0.0f);
-    float4 pw = mm_load_w(w, w_off, j0 + lr, lk, n, k, vw);
+    float4 pw = MM_LOAD_W(j0 + lr, lk);
     for (int t = 0; t < tiles; t++) {
         int cur = t & 1;
         if (fetch_x)
@@ -697,7 +729,7 @@ void matmul_tile(__global const float *x, __global const WTYPE *w, __global floa
             int kc = (t + 1) * MK + lk;
             if (fetch_x)
                 px = mm_load_x(x, x_off, r0 + lr, kc, rows, k, vx);
-            pw = mm_load_w(w, w_off, j0 + lr, kc, n, k, vw);
+            pw = MM_LOAD_W(j0 + lr, kc);
         }
         for (int kk = 0; kk < MK; kk++) {
             float4 a0 = *(__local const float4 *)&xs[cur][kk][4 * ty];
@@ -722,24 +754,34 @@ void matmul_tile(__global const float *x, __global const WTYPE *w, __global floa
         }
     }
 }
-/* Tiles of 128 rows. */
+/* Tiles of 128 rows (llm_matmul, or llm_qmatmul with the matrices in blocks). */
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void
-llm_matmul(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
-           long w_off, int out_off, int rows, int k, int n)
+#ifdef MM_QUANT
+llm_qmatmul(
+#else
+llm_matmul(
+#endif
+    __global const float *x, MM_WPTR, __global float *out, int x_off, MM_WOFF, int out_off, int rows,
+    int k, int n)
 {
     __local float xs[2][MK][MLD] __attribute__((aligned(16)));
     __local float ws[2][MK][MLD] __attribute__((aligned(16)));
-    matmul_tile(x, w, out, x_off, w_off, out_off, rows, k, n, 8, xs, ws);
+    matmul_tile(x, w, out, x_off, MM_WOFF_ARGS, out_off, rows, k, n, 8, xs, ws);
 }
 /* Tiles of 64 rows: twice the groups, for projections too narrow to give every compute unit a
  * 128-row tile (the entry points differ only in the tile, so the duplicate is the kernel ABI). */
 __kernel __attribute__((reqd_work_group_size(16, 16, 1))) void
-llm_matmul_64(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
-              long w_off, int out_off, int rows, int k, int n)
+#ifdef MM_QUANT
+llm_qmatmul_64(
+#else
+llm_matmul_64(
+#endif
+    __global const float *x, MM_WPTR, __global float *out, int x_off, MM_WOFF, int out_off, int rows,
+    int k, int n)
 {
     __local float xs[2][MK][MLD] __attribute__((aligned(16)));
     __local float ws[2][MK][MLD] __attribute__((aligned(16)));
-    matmul_tile(x, w, out, x_off, w_off, out_off, rows, k, n, 4, xs, ws);
+    matmul_tile(x, w, out, x_off, MM_WOFF_ARGS, out_off, rows, k, n, 4, xs, ws);
 }
 
 #endif

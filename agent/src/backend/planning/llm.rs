@@ -24,11 +24,13 @@
 //!   split along the sequence ([`attention_chunks`], flash-decoding): a group per (row, head,
 //!   chunk) writes its partial sums to scratch 0, `llm_attention_merge` adds them by log-sum-exp.
 //! - The element-wise steps (embedding, RoPE, SwiGLU, add, copy) grid-stride over their elements.
-//! - Quantized weights (q8_0, q4_0: [`Elem::Packed`], laid out by [`PackedLayout`]): every
-//!   projection runs `llm_qgemv` (a work-item per output feature over all rows, a block's dot
-//!   product scaled once), or where the device has teams and the rows are few
+//! - Quantized weights (q8_0, q4_0: [`Elem::Packed`], laid out by [`PackedLayout`]): a
+//!   projection over [`MATMUL_ROWS`] rows or more runs `llm_qmatmul` / `llm_qmatmul_64` (the
+//!   tiles of `llm_matmul`, each fetch of four weights of one block made floats and scaled) where
+//!   unpacked weights would run `llm_matmul`; where the device has teams and the rows are few,
 //!   `llm_qgemv_team` (a team per FT features, each work-item every team-th block of each, their
-//!   blocks loaded before any sum); the embedding
+//!   blocks loaded before any sum); else `llm_qgemv` (a work-item per output feature over all
+//!   rows, a block's dot product scaled once); the embedding
 //!   `llm_qembed`, from the matrices' byte offsets; the norms read their f32 gains in the same
 //!   buffer. Nothing is folded.
 //!
@@ -351,28 +353,28 @@ pub fn launches(
                 let mut args = vec![x, w, o, x_off];
                 args.extend(matrix(w_off));
                 args.extend([out_off, int("rows", rows)?, int("k", k)?, int("n", n)?]);
-                // Packed: on a GPU, few rows by teams (a team a feature, coalesced block loads);
-                // else, and over many rows, a work-item a feature.
+                // Packed: on a GPU, few rows by teams (a team a feature, coalesced block loads),
+                // many by tiles as unpacked weights; on a CPU device a work-item a feature.
                 let team = groups
                     .gemv_team
                     .filter(|_| !groups.rows_only && rows < MATMUL_ROWS);
+                let tiled = groups
+                    .matmul
+                    .filter(|_| !groups.rows_only && rows >= MATMUL_ROWS);
                 if packed.is_some()
                     && let Some(t) = team
                 {
                     let per_group = t.features * (t.group / t.lanes);
                     let groups_n = n.div_ceil(per_group).min(GROUPS_MAX);
                     one("llm_qgemv_team", vec![groups_n * t.group], t.group, args)
-                } else if packed.is_some() {
-                    one("llm_qgemv", strided(n), flat, args)
-                } else if groups.rows_only {
-                    one("llm_gemv_rows", strided(n), flat, args)
-                } else if let Some(tile) = groups.matmul.filter(|_| rows >= MATMUL_ROWS) {
+                } else if let Some(tile) = tiled {
                     let short = groups.matmul_half_rows
                         && n.div_ceil(tile) * rows.div_ceil(tile) < groups.compute_units;
-                    let (kernel, tile_rows) = if short {
-                        ("llm_matmul_64", tile / 2)
-                    } else {
-                        ("llm_matmul", tile)
+                    let (kernel, tile_rows) = match (packed.is_some(), short) {
+                        (false, false) => ("llm_matmul", tile),
+                        (false, true) => ("llm_matmul_64", tile / 2),
+                        (true, false) => ("llm_qmatmul", tile),
+                        (true, true) => ("llm_qmatmul_64", tile / 2),
                     };
                     LlmLaunch {
                         kernel,
@@ -380,6 +382,10 @@ pub fn launches(
                         local: vec![16, 16],
                         args,
                     }
+                } else if packed.is_some() {
+                    one("llm_qgemv", strided(n), flat, args)
+                } else if groups.rows_only {
+                    one("llm_gemv_rows", strided(n), flat, args)
                 } else {
                     let count = n.div_ceil(GEMV_FEATS).min(GROUPS_MAX);
                     one("llm_gemv", vec![count * groups.gemv], groups.gemv, args)

@@ -20,7 +20,7 @@ pub const ATTENTION_HEADS: [(usize, usize); 4] = [(32, 32), (64, 32), (128, 32),
 pub const BY_DTYPE: [&str; 4] = ["llm_embed", "llm_rmsnorm", "llm_gemv", "llm_matmul"];
 
 /// The kernels of quantized weights, one instantiation per format (`_q8`, `_q4`).
-pub const BY_FORMAT: [&str; 2] = ["llm_qembed", "llm_qgemv"];
+pub const BY_FORMAT: [&str; 3] = ["llm_qembed", "llm_qgemv", "llm_qmatmul"];
 
 /// The kernels with one instantiation.
 pub const PLAIN: [&str; 5] = [

@@ -182,6 +182,25 @@ fn transformer_plans_pick_their_instantiations() {
     // The first QKV projection: 256 + 2·128 features over 70 rows.
     assert_eq!(tiled.grid, [8, 2, 1]);
     assert_eq!(tiled.block, [16, 16, 1]);
+    // Packed weights: the same tiles by format (`llm_qmatmul_q8` / `_q4`), the norms f32.
+    for (dtype, format) in [("q8_0", "q8"), ("q4_0", "q4")] {
+        let packed = problem("llm", "prefill", dtype, &[("prompt", 70)]);
+        let planned = plan(&packed, &caps).unwrap();
+        assert_eq!(count(&planned, &format!("llm_qmatmul_{format}")), 16);
+        let tiled = planned
+            .launches
+            .iter()
+            .find(|l| l.kernel.starts_with("llm_qmatmul"))
+            .unwrap();
+        assert_eq!((tiled.grid, tiled.block), ([8, 2, 1], [16, 16, 1]));
+        assert!(
+            planned
+                .launches
+                .iter()
+                .all(|l| kernel_symbols().contains(&l.kernel)),
+            "{dtype}"
+        );
+    }
 
     let decode = problem("llm", "decode", "f16", &[("gen", 2)]);
     let planned = plan(&decode, &caps).unwrap();

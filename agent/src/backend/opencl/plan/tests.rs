@@ -450,6 +450,25 @@ fn transformer_plans_pick_their_projection_kernels() {
     assert_eq!(define(&on_cpu, "ROWS_ONLY").as_deref(), Some(""));
     assert_eq!(define(&on_cpu, "TEAM_WG"), None);
     assert_eq!(define(&plan, "ROWS_ONLY"), None);
+    // Packed weights take the same tiles (their `llm_qmatmul` twins); the LM head by teams; on
+    // the CPU a work-item a feature.
+    for dtype in ["q8_0", "q4_0"] {
+        let packed = problem("llm", "prefill", &[("prompt", 32)], dtype);
+        let plan = super::plan(&packed, gpu, None).unwrap();
+        assert_eq!(count(&plan, "llm_qmatmul_64"), 12, "{dtype}");
+        assert_eq!(count(&plan, "llm_qmatmul"), 4, "{dtype}");
+        assert_eq!(count(&plan, "llm_qgemv_team"), 1, "{dtype}");
+        assert_eq!(count(&plan, "llm_matmul") + count(&plan, "llm_qgemv"), 0);
+        assert!(
+            plan.config["projections"].starts_with("16 tiled")
+                && plan.config["projections"].contains("; 16 of quantized blocks"),
+            "{dtype}: {:?}",
+            plan.config
+        );
+        check_plan(&packed, &plan, gpu);
+        let on_cpu = super::plan(&packed, cpu, None).unwrap();
+        assert_eq!(count(&on_cpu, "llm_qgemv"), 17, "{dtype}");
+    }
 
     // Three passes, every one kept: blocks 0 and 3 keep their 11 checked steps, blocks 1 and 2
     // fold theirs into 5 launches (norm+wqkv+rope, sdpa, wo+add, norm+gate/up+swiglu, w2+add).

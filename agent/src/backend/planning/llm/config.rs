@@ -18,6 +18,9 @@ pub fn config(
     let quantized = count("llm_qgemv") + count("llm_qgemv_team");
     let gemv = count("llm_gemv") + count("llm_gemv_team") + count("llm_gemv_rows") + quantized;
     let tile = groups.matmul.unwrap_or(0);
+    let tiled_quantized = count("llm_qmatmul") + count("llm_qmatmul_64");
+    let tiled = count("llm_matmul") + count("llm_matmul_64") + tiled_quantized;
+    let half_rows = count("llm_matmul_64") + count("llm_qmatmul_64");
     let split = count("llm_attention_merge");
     let weights = match problem.dtype {
         Dtype::F32 => "f32",
@@ -42,11 +45,14 @@ pub fn config(
         (
             "projections".to_string(),
             format!(
-                "{} tiled ({tile}x{tile}, {MATMUL_ROWS}+ rows; {} of them {}x{tile}), {gemv} gemv \
-                 ({team} by teams{})",
-                count("llm_matmul") + count("llm_matmul_64"),
-                count("llm_matmul_64"),
+                "{tiled} tiled ({tile}x{tile}, {MATMUL_ROWS}+ rows; {half_rows} of them {}x{tile}{}), \
+                 {gemv} gemv ({team} by teams{})",
                 tile / 2,
+                if tiled_quantized > 0 {
+                    format!("; {tiled_quantized} of quantized blocks")
+                } else {
+                    String::new()
+                },
                 if quantized > 0 {
                     format!(", {quantized} of quantized blocks")
                 } else {
