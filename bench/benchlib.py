@@ -6,12 +6,18 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import ssl
 import subprocess
 import tempfile
+import threading
 import time
 import urllib.request
+
+
+def _exit_on_sigterm(signum, _frame):
+    raise SystemExit(128 + signum)
 
 
 @contextlib.contextmanager
@@ -19,7 +25,13 @@ def local_agent(bin_dir, port, name, settle_s=3.0):
     """A real `gpufleet-agent` from BIN_DIR on 127.0.0.1:PORT with its own cache directory, given
     SETTLE_S seconds to discover its devices, then registered as NAME in a fresh database.
 
-    Yields (database path, the agent's `describe --json`); stops the agent on exit."""
+    Yields (database path, the agent's `describe --json`); stops the agent on exit. A SIGTERM (`timeout`,
+    a device call's limit) ends the script by SystemExit from then on, so that this and the caller's other
+    context managers still run: the agent stopped, temporary folders removed (an `8b` GGUF left behind
+    filled a GPU host's disk for the next command)."""
+    if (threading.current_thread() is threading.main_thread()
+            and signal.getsignal(signal.SIGTERM) == signal.SIG_DFL):
+        signal.signal(signal.SIGTERM, _exit_on_sigterm)
     gpufleet = os.path.join(bin_dir, "gpufleet")
     with tempfile.TemporaryDirectory() as cache:
         agent = subprocess.Popen([os.path.join(bin_dir, "gpufleet-agent"), "--listen", f"127.0.0.1:{port}",
