@@ -524,16 +524,16 @@ template <int BITS> GF_DEVICE float llm_qvalue(const unsigned char *w, long v_of
     return (float)((i < 16 ? v & 15 : v >> 4) - 8);
 }
 
-/* Element (j, i) of a matrix in Q8_0 / Q4_0 blocks (values at byte v_off, scales at s_off), scaled:
- * llm_qmatmul's reader. */
+/* Element (j, i) of a [n][k] matrix in Q8_0 / Q4_0 blocks (values at byte v_off, scales at s_off),
+ * scaled: llm_qmatmul's reader, and llm_qembed's table row. */
 template <int BITS> struct LlmBlocks {
     const unsigned char *w;
     long v_off, s_off;
     int k;
     GF_DEVICE_MEMBER float operator()(long j, int i) const
     {
-        const long b = j * (k / 32) + i / 32;
-        return llm_qvalue<BITS>(w, v_off, b, i % 32) * llm_qscale(w, s_off, b);
+        const long e = j * k + i;
+        return llm_qvalue<BITS>(w, v_off, e / 32, (int)(e % 32)) * llm_qscale(w, s_off, e / 32);
     }
 };
 
@@ -548,9 +548,7 @@ GF_DEVICE void llm_qembed(const float *tokens, const unsigned char *w, float *ou
         const int r = i / dim, d = i % dim;
         const float t = tokens[tok_off + r * tok_stride];
         const int tok = (int)__builtin_fminf(gf_fmax(t, 0.0f), (float)(vocab - 1));
-        const long e = (long)tok * dim + d;
-        out[out_off + i] = llm_qvalue<BITS>(w, v_off, e / 32, (int)(e % 32)) *
-                           llm_qscale(w, s_off, e / 32);
+        out[out_off + i] = LlmBlocks<BITS>{w, v_off, s_off, dim}(tok, d);
     }
 }
 
