@@ -162,6 +162,8 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
         let mut small = spec("llm", &[("model", 1), ("gen", 2)]);
         small.variant = "decode".into();
         let gemv = spec("gemv", &[("batch", 3), ("k", 96), ("n", 77)]);
+        // Three teams of features on 8,192-long rows: widened to the group's 256 work-items.
+        let wide = spec("gemv", &[("batch", 1), ("k", 8192), ("n", 12)]);
         for (name, mut s, gpu) in [
             ("prefill", prefill.clone(), false),
             ("prefill-gpu-plan", prefill, true),
@@ -169,6 +171,7 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
             ("decode-gpu-plan", decode, true),
             ("small", small, false),
             ("gemv", gemv, true),
+            ("gemv-wide", wide, true),
         ] {
             s.dtype = dtype.into();
             s.settings_mut().timeout_s = Some(300.0);
@@ -211,13 +214,18 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
                 !projections.contains("(0 by teams"),
                 "{name}: {projections}"
             );
+            if name.starts_with("gemv-wide") {
+                assert_eq!(r.config["quant_teams"], "1 of 256 work-items", "{name}");
+            }
         }
     }
 }
 
-/// `llm_qgemv_team`'s q4_0 lanes take a quarter of QB blocks a trip (a define, 4 unless set): 1 and
-/// 2 validate too, on whole trips and on a row's partial last trip (k = 2,080 is 65 blocks), in a
-/// gemv and in `tiny`'s decode, planned as a GPU, through the compiler-options switch.
+/// `llm_qgemv_team_*`'s q4_0 lanes take a quarter of QB blocks a trip (a define, 4 unless set): 1,
+/// 2 and 4 validate, on whole trips and on a row's partial last trip (k = 2,080 is 65 blocks), in a
+/// gemv and in `tiny`'s decode, planned as a GPU, through the compiler-options switch. On PoCL's
+/// few compute units the gemvs' few features widen their teams (4,096 / 32 blocks: 128
+/// work-items; 65 blocks: 64); under `GPUFLEET_DEBUG_OPENCL_NARROW_QUANT_TEAMS` they stay at 32.
 #[tokio::test]
 async fn q4_0_team_gemvs_validate_at_every_block_count_a_lane() {
     let Some(mut t) = on_backend("opencl").await else {
@@ -236,7 +244,11 @@ async fn q4_0_team_gemvs_validate_at_every_block_count_a_lane() {
         ),
         ("decode", decode),
     ];
-    for qb in ["1", "2"] {
+    let widths = [
+        ("gemv-whole", "1 of 128 work-items"),
+        ("gemv-partial", "1 of 64 work-items"),
+    ];
+    for (qb, narrow) in [("1", false), ("2", false), ("4", false), ("4", true)] {
         for (name, s) in &runs {
             let mut s = on(&t.device, s.clone());
             s.dtype = "q4_0".into();
@@ -245,7 +257,13 @@ async fn q4_0_team_gemvs_validate_at_every_block_count_a_lane() {
                 .insert("GPUFLEET_DEBUG_OPENCL_GPU_PLANS".into(), "1".into());
             s.env
                 .insert("GPUFLEET_DEBUG_OPENCL_OPTIONS".into(), format!("-DQB={qb}"));
-            let name = format!("{name}-qb{qb}");
+            if narrow {
+                s.env.insert(
+                    "GPUFLEET_DEBUG_OPENCL_NARROW_QUANT_TEAMS".into(),
+                    "1".into(),
+                );
+            }
+            let name = format!("{name}-qb{qb}{}", if narrow { "-narrow" } else { "" });
             let (_, r) = run(&mut t.client, &name, s).await;
             assert_ok(&r);
             assert!(r.validation.as_ref().unwrap().passed, "{name}");
@@ -255,6 +273,11 @@ async fn q4_0_team_gemvs_validate_at_every_block_count_a_lane() {
                 "{name}: {}",
                 r.config["projections"]
             );
+            let teams = &r.config["quant_teams"];
+            match widths.iter().find(|(w, _)| name.starts_with(w)) {
+                Some((_, wide)) if !narrow => assert_eq!(teams, wide, "{name}"),
+                _ => assert!(teams.ends_with(" of 32 work-items"), "{name}: {teams}"),
+            }
         }
     }
 }

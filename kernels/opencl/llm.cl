@@ -20,7 +20,7 @@
  *   W_HALF     weights stored as IEEE half
  *   W_Q8, W_Q4 the matrices in Q8_0 / Q4_0 blocks (kernels/src/quant.rs), read by llm_qembed,
  *              llm_qgemv, llm_qmatmul[_64] (llm_matmul's tiles; not with ROWS_ONLY) and (with
- *              TEAM_WG) llm_qgemv_team from the packed weights (a matrix's blocks' values at byte v_off, then
+ *              TEAM_WG) llm_qgemv_team_<lanes> from the packed weights (a matrix's blocks' values at byte v_off, then
  *              their f16 scales at byte s_off); the norms' gains stay f32 there (WTYPE float)
  */
 
@@ -491,23 +491,22 @@ float q_quarter_dot(uint u, float4 xa, float4 xb)
 }
 #endif
 
-/* As llm_qgemv on a GPU: a team of TEAM work-items takes FT output features at once (teams stride
- * over them) and TEAM blocks of the row a trip (Q4_0: TEAM/4 QB): with Q8_0 work-item l block l;
- * with Q4_0 quarter l % 4 of blocks l / 4 + u TEAM/4 (u < QB, default 4), so that the team's
+/* As llm_qgemv on a GPU: a team of `lanes` work-items takes FT output features at once (teams
+ * stride over them) and `lanes` blocks of the row a trip (Q4_0: lanes/4 QB): with Q8_0 work-item l
+ * block l; with Q4_0 quarter l % 4 of blocks l / 4 + u lanes/4 (u < QB, default 4), so that the team's
  * input loads are consecutive 16-byte pieces (a whole block's inputs a work-item are 128 bytes
  * apart, a cache line each: on an H100 the quarters read q4_0 at 1.27x) and its value loads
  * consecutive words. A trip's inputs serve the FT features, every feature's values and scales
  * loaded before the sums (a Q4_0 block past k reads the last one again with inputs of zero); the
  * team's sums added in local memory. The inputs are read as float4 where the rows start 16-byte
  * aligned (x_off a multiple of 4), else element by element. */
-__kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void
-llm_qgemv_team(__global const float *x, __global const uchar *w, __global float *out, int x_off,
-               long v_off, long s_off, int out_off, int rows, int k, int n)
+void qgemv_team(__global const float *x, __global const uchar *w, __global float *out, int x_off,
+                long v_off, long s_off, int out_off, int rows, int k, int n, const int lanes,
+                __local float *part)
 {
-    __local float part[FT * TEAM_WG];
     const int lid = get_local_id(0);
-    const int lane = lid % TEAM, team = lid / TEAM;
-    const int teams = get_num_groups(0) * (TEAM_WG / TEAM);
+    const int lane = lid % lanes, team = lid / lanes;
+    const int teams = get_num_groups(0) * (TEAM_WG / lanes);
     const int nb = k / 32;
     const bool aligned = x_off % 4 == 0;
 #ifndef W_Q8
@@ -517,14 +516,14 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
     /* Every team runs the same number of rounds (the barriers are group-wide). */
     const int rounds = (n + teams * FT - 1) / (teams * FT);
     for (int it = 0; it < rounds; it++) {
-        const int j0 = (it * teams + get_group_id(0) * (TEAM_WG / TEAM) + team) * FT;
+        const int j0 = (it * teams + get_group_id(0) * (TEAM_WG / lanes) + team) * FT;
         for (int r = 0; r < rows; r++) {
             float acc[FT];
             for (int f = 0; f < FT; f++)
                 acc[f] = 0.0f;
             __global const float *xr = x + x_off + r * k;
 #ifdef W_Q8
-            for (int b = lane; b < nb && j0 < n; b += TEAM) {
+            for (int b = lane; b < nb && j0 < n; b += lanes) {
                 float4 xv[8];
                 if (aligned) {
                     __global const float4 *x4 = (__global const float4 *)(xr + b * 32);
@@ -550,11 +549,11 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
                     acc[f] += q_block_dot_words(u + f * 2, xv) * d[f];
             }
 #else
-            for (int b0 = 0; b0 < nb && j0 < n; b0 += TEAM / 4 * QB) {
+            for (int b0 = 0; b0 < nb && j0 < n; b0 += lanes / 4 * QB) {
                 float4 xv[2 * QB];
                 int cb[QB];
                 for (int u = 0; u < QB; u++) {
-                    const int c = b0 + lane / 4 + TEAM / 4 * u;
+                    const int c = b0 + lane / 4 + lanes / 4 * u;
                     cb[u] = min(c, nb - 1);
                     if (aligned) {
                         __global const float4 *x4 = (__global const float4 *)(xr + cb[u] * 32);
@@ -587,7 +586,7 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
             for (int f = 0; f < FT; f++)
                 part[f * TEAM_WG + lid] = acc[f];
             barrier(CLK_LOCAL_MEM_FENCE);
-            for (int s = TEAM / 2; s > 0; s >>= 1) {
+            for (int s = lanes / 2; s > 0; s >>= 1) {
                 if (lane < s)
                     for (int f = 0; f < FT; f++)
                         part[f * TEAM_WG + lid] += part[f * TEAM_WG + lid + s];
@@ -599,6 +598,38 @@ llm_qgemv_team(__global const float *x, __global const uchar *w, __global float 
         }
     }
 }
+
+/* The team widths the planner picks (planning::llm::quant_lanes), each its own kernel so that the
+ * width is a constant where the body is compiled (with the width an argument NVIDIA's compiler made
+ * the q4_0 team gemv about a third slower on an H100). */
+#define QGEMV_TEAM_ARGS                                                                          \
+    __global const float *x, __global const uchar *w, __global float *out, int x_off, long v_off,    \
+        long s_off, int out_off, int rows, int k, int n
+#define QGEMV_TEAM_CALL(LANES)                                                                   \
+    __local float part[FT * TEAM_WG];                                                            \
+    qgemv_team(x, w, out, x_off, v_off, s_off, out_off, rows, k, n, LANES, part)
+__kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void llm_qgemv_team_32(QGEMV_TEAM_ARGS)
+{
+    QGEMV_TEAM_CALL(32);
+}
+#if TEAM_WG >= 64
+__kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void llm_qgemv_team_64(QGEMV_TEAM_ARGS)
+{
+    QGEMV_TEAM_CALL(64);
+}
+#endif
+#if TEAM_WG >= 128
+__kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void llm_qgemv_team_128(QGEMV_TEAM_ARGS)
+{
+    QGEMV_TEAM_CALL(128);
+}
+#endif
+#if TEAM_WG >= 256
+__kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void llm_qgemv_team_256(QGEMV_TEAM_ARGS)
+{
+    QGEMV_TEAM_CALL(256);
+}
+#endif
 #endif
 
 /* out[r][j] = sum_i x[r][i] w[j][i] for the [n][k] matrix in blocks (k a multiple of 32): a

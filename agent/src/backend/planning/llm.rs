@@ -28,7 +28,7 @@
 //!   projection over [`MATMUL_ROWS`] rows or more runs `llm_qmatmul` / `llm_qmatmul_64` (the
 //!   tiles of `llm_matmul`, each fetch of four weights of one block made floats and scaled) where
 //!   unpacked weights would run `llm_matmul`; where the device has teams and the rows are few,
-//!   `llm_qgemv_team` (a team per FT features, each work-item every team-th block of each, their
+//!   `llm_qgemv_team_*` (a team per FT features, each work-item every team-th block of each, their
 //!   blocks loaded before any sum); else `llm_qgemv` (a work-item per output feature over all
 //!   rows, a block's dot product scaled once); the embedding
 //!   `llm_qembed`, from the matrices' byte offsets; the norms read their f32 gains in the same
@@ -87,6 +87,37 @@ pub struct LlmGroups {
     pub matmul_half_rows: bool,
     /// The device's compute units (0: unknown).
     pub compute_units: usize,
+    /// Work-items a compute unit that a packed team gemv (`llm_qgemv_team_*`) aims to keep busy:
+    /// its teams are widened (see [`quant_lanes`]) until a projection's launch has that many; 0:
+    /// the teams keep [`Teams::lanes`].
+    pub quant_lanes_per_unit: usize,
+}
+
+/// The packed team gemv's kernels by their teams' width (OpenCL: each a constant where its body
+/// is compiled).
+const QUANT_TEAM_KERNELS: [(usize, &str); 4] = [
+    (32, "llm_qgemv_team_32"),
+    (64, "llm_qgemv_team_64"),
+    (128, "llm_qgemv_team_128"),
+    (256, "llm_qgemv_team_256"),
+];
+
+/// Work-items a team of `llm_qgemv_team_*` for a `k × n` packed projection: `t.lanes` doubled,
+/// while the launch has fewer than [`LlmGroups::quant_lanes_per_unit`] a compute unit, up to the
+/// group (and the widest kernel) and no further than a block a work-item in a trip (k / 32
+/// lanes). A packed feature is about a quarter of a half one's bytes, so a narrow projection's
+/// teams of 32 (`8b`'s down projection: 1,024 of them on 132 compute units) leave the memory idle.
+pub fn quant_lanes(t: Teams, k: usize, n: usize, groups: &LlmGroups) -> usize {
+    let want = groups.quant_lanes_per_unit * groups.compute_units;
+    let widest = QUANT_TEAM_KERNELS[QUANT_TEAM_KERNELS.len() - 1].0;
+    let mut lanes = t.lanes;
+    while lanes * 2 <= t.group.min(widest)
+        && lanes * 2 <= k / 32
+        && n.div_ceil(t.features) * lanes < want
+    {
+        lanes *= 2;
+    }
+    lanes
 }
 
 /// `llm_gemv_team`'s shape: a group of `group` work-items, teams of `lanes` (`TEAM`), each team
@@ -364,9 +395,14 @@ pub fn launches(
                 if packed.is_some()
                     && let Some(t) = team
                 {
-                    let per_group = t.features * (t.group / t.lanes);
+                    let lanes = quant_lanes(t, k, n, &groups);
+                    let per_group = t.features * (t.group / lanes);
                     let groups_n = n.div_ceil(per_group).min(GROUPS_MAX);
-                    one("llm_qgemv_team", vec![groups_n * t.group], t.group, args)
+                    let kernel = QUANT_TEAM_KERNELS
+                        .iter()
+                        .find(|(l, _)| *l == lanes)
+                        .map_or(QUANT_TEAM_KERNELS[0].1, |(_, name)| name);
+                    one(kernel, vec![groups_n * t.group], t.group, args)
                 } else if let Some(tile) = tiled {
                     let short = groups.matmul_half_rows
                         && n.div_ceil(tile) * rows.div_ceil(tile) < groups.compute_units;

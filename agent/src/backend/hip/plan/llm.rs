@@ -83,6 +83,7 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &HipCaps) -> Result<Plan,
         matmul: Some(64),
         matmul_half_rows: false,
         compute_units: caps.compute_units as usize,
+        quant_lanes_per_unit: 0,
     };
     let planned = llm::launches(problem, g, groups, INT_ARG)?;
     let config = llm::config(problem, g, &planned.launches, groups);

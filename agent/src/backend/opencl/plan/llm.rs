@@ -21,6 +21,9 @@ const TEAMS: Teams = Teams {
     group: 256,
     features: 4,
 };
+/// Work-items a compute unit a packed team gemv's launch aims at ([`llm::quant_lanes`]): an SM
+/// of an H100 holds 2,048.
+const QUANT_LANES_PER_UNIT: usize = 2048;
 /// The side of `llm_matmul`'s tile (`MM` in the kernel).
 const MATMUL_TILE: usize = 128;
 /// Local memory `llm_matmul` needs (two operands, double-buffered, 8 × (MM + 4) f32 each); a
@@ -88,6 +91,11 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
         matmul: (caps.local_mem_bytes >= MATMUL_LOCAL_BYTES).then_some(MATMUL_TILE),
         matmul_half_rows: true,
         compute_units: caps.compute_units as usize,
+        quant_lanes_per_unit: if caps.narrow_quant_teams {
+            0
+        } else {
+            QUANT_LANES_PER_UNIT
+        },
     };
     if llm::has_attention(g) && groups.attention == 0 {
         return Err(Unsupported(format!(

@@ -17,6 +17,7 @@ fn caps(max_wg: usize, local: u64, c: (u32, u32), multiple: usize) -> DeviceCaps
         preferred_multiple: multiple,
         cpu: multiple == 8,
         unfused_rope: false,
+        narrow_quant_teams: false,
     }
 }
 
@@ -457,7 +458,7 @@ fn transformer_plans_pick_their_projection_kernels() {
         let plan = super::plan(&packed, gpu, None).unwrap();
         assert_eq!(count(&plan, "llm_qmatmul_64"), 12, "{dtype}");
         assert_eq!(count(&plan, "llm_qmatmul"), 4, "{dtype}");
-        assert_eq!(count(&plan, "llm_qgemv_team"), 1, "{dtype}");
+        assert_eq!(count(&plan, "llm_qgemv_team_32"), 1, "{dtype}");
         assert_eq!(count(&plan, "llm_matmul") + count(&plan, "llm_qgemv"), 0);
         assert!(
             plan.config["projections"].starts_with("16 tiled")
@@ -663,5 +664,53 @@ fn long_decode_attention_is_split_and_merged_on_scratch() {
         assert!(!plan.config.contains_key("attention_split"));
         let att = plan.launches.iter().find(|l| l.kernel == "llm_attention");
         assert_eq!(att.unwrap().args[17], Arg::Int(1));
+    }
+}
+
+/// A packed decode's team gemvs widen their teams (the kernel `llm_qgemv_team_<lanes>`) where a
+/// projection has too few features to give every compute unit 2,048 work-items: on 132 compute
+/// units, `8b`'s down projection (14,336 × 4,096) takes teams of the whole group and its gate/up
+/// (4,096 × 28,672) twice the 32, capped at a block a work-item (k / 32); under the debug switch
+/// every team stays at 32; the grid covers the features the wider teams take.
+#[test]
+fn packed_team_gemvs_widen_their_teams_for_narrow_projections() {
+    let mut gpu = devices().remove(0);
+    gpu.compute_units = 132;
+    let lanes_of = |plan: &Plan| -> Vec<(i32, i32, usize)> {
+        let int = |a: &Arg| match a {
+            Arg::Int(v) => *v,
+            other => panic!("an int argument: {other:?}"),
+        };
+        plan.launches
+            .iter()
+            .filter_map(|l| {
+                let lanes: usize = l.kernel.strip_prefix("llm_qgemv_team_")?.parse().ok()?;
+                let (k, n) = (int(&l.args[8]), int(&l.args[9]));
+                assert_eq!(l.args.len(), 10, "{l:?}");
+                let covered = l.global[0] / 256 * (256 / lanes) * 4;
+                assert!(covered >= n as usize || l.global[0] / 256 == 65536, "{l:?}");
+                Some((k, n, lanes))
+            })
+            .collect()
+    };
+    for dtype in ["q4_0", "q8_0"] {
+        let p = problem("llm", "decode", &[("model", 3), ("gen", 1)], dtype);
+        let plan = plan_of(&p, &gpu);
+        check_plan(&p, &plan, &gpu);
+        let wide = lanes_of(&plan);
+        let lanes = |k, n| wide.iter().find(|s| (s.0, s.1) == (k, n)).map(|s| s.2);
+        assert_eq!(lanes(14336, 4096), Some(256), "{dtype}: {wide:?}");
+        assert_eq!(lanes(4096, 4096), Some(128), "{dtype}: {wide:?}");
+        assert_eq!(lanes(4096, 28672), Some(64), "{dtype}: {wide:?}");
+        assert_eq!(lanes(4096, 128256), Some(32), "{dtype}: {wide:?}");
+        assert!(
+            wide.iter().all(|s| s.2 <= s.0 as usize / 32),
+            "{dtype}: {wide:?}"
+        );
+        gpu.narrow_quant_teams = true;
+        let narrow = lanes_of(&plan_of(&p, &gpu));
+        gpu.narrow_quant_teams = false;
+        assert_eq!(narrow.len(), wide.len());
+        assert!(narrow.iter().all(|s| s.2 == 32), "{dtype}: {narrow:?}");
     }
 }

@@ -14,8 +14,12 @@ pub fn config(
     groups: LlmGroups,
 ) -> BTreeMap<String, String> {
     let count = |name: &str| launches.iter().filter(|l| l.kernel == name).count();
-    let team = count("llm_gemv_team") + count("llm_qgemv_team");
-    let quantized = count("llm_qgemv") + count("llm_qgemv_team");
+    let quant_teams = launches
+        .iter()
+        .filter(|l| l.kernel.starts_with("llm_qgemv_team_"))
+        .count();
+    let team = count("llm_gemv_team") + quant_teams;
+    let quantized = count("llm_qgemv") + quant_teams;
     let gemv = count("llm_gemv") + count("llm_gemv_team") + count("llm_gemv_rows") + quantized;
     let tile = groups.matmul.unwrap_or(0);
     let tiled_quantized = count("llm_qmatmul") + count("llm_qmatmul_64");
@@ -69,6 +73,20 @@ pub fn config(
                 .to_string(),
         ),
     ]);
+    if quant_teams > 0 {
+        // The packed team gemvs by their teams' width (`llm_qgemv_team_<lanes>`).
+        let mut widths = BTreeMap::<usize, usize>::new();
+        for l in launches {
+            if let Some(w) = l.kernel.strip_prefix("llm_qgemv_team_") {
+                *widths.entry(w.parse().unwrap_or(0)).or_default() += 1;
+            }
+        }
+        let widths: Vec<String> = widths
+            .iter()
+            .map(|(w, c)| format!("{c} of {w} work-items"))
+            .collect();
+        config.insert("quant_teams".into(), widths.join(", "));
+    }
     if split > 0 {
         config.insert(
             "attention_split".into(),
