@@ -145,7 +145,8 @@ async fn the_transformer_gpu_kernels_validate_on_the_device_at_hand() {
 
 /// q8_0 and q4_0 weights: `tiny`'s prefill and decode, `small`'s decode and gemv validate, every
 /// projection through the quantized gemv on the CPU's plan; planned as a GPU, the one-row
-/// projections by teams and a prefill's by tiles (`llm_qmatmul`).
+/// projections by teams (one sequence's with the norms, SwiGLUs, adds and RoPEs folded in) and a
+/// prefill's by tiles (`llm_qmatmul`).
 #[tokio::test]
 async fn quantized_weights_validate_on_the_device_at_hand() {
     let Some(mut t) = on_backend("opencl").await else {
@@ -164,14 +165,19 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
         let gemv = spec("gemv", &[("batch", 3), ("k", 96), ("n", 77)]);
         // Three teams of features on 8,192-long rows: widened to the group's 256 work-items.
         let wide = spec("gemv", &[("batch", 1), ("k", 8192), ("n", 12)]);
+        // One sequence: the packed teams fold the norms, SwiGLUs, adds and RoPEs.
+        let mut one = spec("llm", &[("model", 0), ("gen", 3), ("context", 4)]);
+        one.variant = "decode".into();
         for (name, mut s, gpu) in [
             ("prefill", prefill.clone(), false),
             ("prefill-gpu-plan", prefill, true),
             ("decode", decode.clone(), false),
             ("decode-gpu-plan", decode, true),
-            ("small", small, false),
+            ("small", small.clone(), false),
             ("gemv", gemv, true),
             ("gemv-wide", wide, true),
+            ("folded-gpu-plan", one, true),
+            ("small-folded-gpu-plan", small, true),
         ] {
             s.dtype = dtype.into();
             s.settings_mut().timeout_s = Some(300.0);
@@ -217,6 +223,12 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
             if name.starts_with("gemv-wide") {
                 assert_eq!(r.config["quant_teams"], "1 of 256 work-items", "{name}");
             }
+            let folded: usize = r.config["folded_steps"].parse().unwrap();
+            assert_eq!(
+                folded > 0,
+                name.contains("folded"),
+                "{name}: {folded} folded"
+            );
         }
     }
 }

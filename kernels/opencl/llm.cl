@@ -20,8 +20,9 @@
  *   W_HALF     weights stored as IEEE half
  *   W_Q8, W_Q4 the matrices in Q8_0 / Q4_0 blocks (kernels/src/quant.rs), read by llm_qembed,
  *              llm_qgemv, llm_qmatmul[_64] (llm_matmul's tiles; not with ROWS_ONLY) and (with
- *              TEAM_WG) llm_qgemv_team_<lanes> from the packed weights (a matrix's blocks' values at byte v_off, then
- *              their f16 scales at byte s_off); the norms' gains stay f32 there (WTYPE float)
+ *              TEAM_WG) llm_qgemv_team_<lanes> (with llm_gemv_team's folds) from the packed weights (a
+ *              matrix's blocks' values at byte v_off, then their f16 scales at byte s_off); the norms'
+ *              gains stay f32 there (WTYPE float)
  */
 
 #ifdef W_HALF
@@ -236,6 +237,50 @@ float8 x8_aligned(__global const float *p, int i8)
     } while (0)
 #define NP (2 * FT + 1)
 
+/* What a team launch folds in (llm_gemv_team's comment below), its arguments after `x_stride`. */
+#define FOLD_PARAMS                                                                              \
+    int norm, long g_off, __global const float *res, int add, int res_off, int glu, float eps,  \
+        int rope, __global const float *table, int t_off, int kc_off, int vc_off, int per_seq,     \
+        int pos0, int heads, int kv_heads, int positions, int batch
+#define FOLD_ARGS                                                                                \
+    norm, g_off, res, add, res_off, glu, eps, rope, table, t_off, kc_off, vc_off, per_seq, pos0,  \
+        heads, kv_heads, positions, batch
+
+/* Feature jf of row r from its team's sums: d its (first) row's dot product, e its second row's
+ * (glu, rope), q the input's squares (norm); written as the folds say. */
+void team_out(__global float *out, int out_off, int r, int jf, int k, int n, float d, float e, float q,
+              FOLD_PARAMS)
+{
+    const int half_d = HEAD_DIM / 2;
+    if (norm) {
+        float rstd = 1.0f / sqrt(q / (float)k + eps);
+        d *= rstd;
+        e *= rstd;
+    }
+    if (rope) {
+        int qd = heads * HEAD_DIM, kvd = kv_heads * HEAD_DIM;
+        int c = jf / half_d * HEAD_DIM + jf % half_d, p = jf % half_d;
+        int seq = r / per_seq, pos = pos0 + r % per_seq;
+        float ya = d, yb = e;
+        if (c < qd + kvd) {
+            float cs = table[t_off + pos * half_d + p];
+            float sn = table[t_off + (positions + pos) * half_d + p];
+            ya = d * cs - e * sn;
+            yb = e * cs + d * sn;
+        }
+        int cache = (pos * batch + seq) * kvd;
+        int at = c < qd ? out_off + r * qd + c
+                        : (c < qd + kvd ? kc_off + cache + c - qd : vc_off + cache + c - qd - kvd);
+        out[at] = ya;
+        out[at + half_d] = yb;
+    } else {
+        float y = glu ? d / (1.0f + exp(-d)) * e : d;
+        if (add)
+            y += res[res_off + r * n + jf];
+        out[out_off + r * n + jf] = y;
+    }
+}
+
 /* out[r][j] = Σ_i x[r][i] w[j][i] for one row at a time (decode), with what the planner folds in:
  *   norm   x[r] is first RMS-normalised with gains w[g_off..] (eps): the team sums x[r][i]² as
  *          it goes and scales its dot products by 1/rms at the end;
@@ -255,10 +300,7 @@ float8 x8_aligned(__global const float *p, int i8)
 #define TEAMS (TEAM_WG / TEAM)
 __kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void
 llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *out, int x_off,
-              long w_off, int out_off, int rows, int k, int n, int x_stride, int norm, long g_off,
-              __global const float *res, int add, int res_off, int glu, float eps, int rope,
-              __global const float *table, int t_off, int k_off, int v_off, int per_seq, int pos0,
-              int heads, int kv_heads, int positions, int batch)
+              long w_off, int out_off, int rows, int k, int n, int x_stride, FOLD_PARAMS)
 {
     __local float part[TEAM_WG][NP + 1];
     int lid = get_local_id(0);
@@ -316,34 +358,7 @@ llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *
                     e += part[team * TEAM + t][FT + lane];
                     q += part[team * TEAM + t][2 * FT];
                 }
-                if (norm) {
-                    float rstd = 1.0f / sqrt(q / (float)k + eps);
-                    d *= rstd;
-                    e *= rstd;
-                }
-                if (rope) {
-                    int qd = heads * HEAD_DIM, kvd = kv_heads * HEAD_DIM;
-                    int c = jf / half_d * HEAD_DIM + jf % half_d, p = jf % half_d;
-                    int seq = r / per_seq, pos = pos0 + r % per_seq;
-                    float ya = d, yb = e;
-                    if (c < qd + kvd) {
-                        float cs = table[t_off + pos * half_d + p];
-                        float sn = table[t_off + (positions + pos) * half_d + p];
-                        ya = d * cs - e * sn;
-                        yb = e * cs + d * sn;
-                    }
-                    int cache = (pos * batch + seq) * kvd;
-                    int at = c < qd ? out_off + r * qd + c
-                                    : (c < qd + kvd ? k_off + cache + c - qd
-                                                    : v_off + cache + c - qd - kvd);
-                    out[at] = ya;
-                    out[at + half_d] = yb;
-                } else {
-                    float y = glu ? d / (1.0f + exp(-d)) * e : d;
-                    if (add)
-                        y += res[res_off + r * n + jf];
-                    out[out_off + r * n + jf] = y;
-                }
+                team_out(out, out_off, r, jf, k, n, d, e, q, FOLD_ARGS);
             }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
@@ -491,109 +506,170 @@ float q_quarter_dot(uint u, float4 xa, float4 xb)
 }
 #endif
 
-/* As llm_qgemv on a GPU: a team of `lanes` work-items takes FT output features at once (teams
- * stride over them) and `lanes` blocks of the row a trip (Q4_0: lanes/4 QB): with Q8_0 work-item l
- * block l; with Q4_0 quarter l % 4 of blocks l / 4 + u lanes/4 (u < QB, default 4), so that the team's
- * input loads are consecutive 16-byte pieces (a whole block's inputs a work-item are 128 bytes
- * apart, a cache line each: on an H100 the quarters read q4_0 at 1.27x) and its value loads
- * consecutive words. A trip's inputs serve the FT features, every feature's values and scales
- * loaded before the sums (a Q4_0 block past k reads the last one again with inputs of zero); the
- * team's sums added in local memory. The inputs are read as float4 where the rows start 16-byte
- * aligned (x_off a multiple of 4), else element by element. */
+/* As llm_qgemv on a GPU, with llm_gemv_team's folds (norm before; glu, add or rope after; the
+ * gains f32 words of the same buffer at word g_off): a team of `lanes` work-items takes FT output
+ * features at once (teams stride over them) and `lanes` blocks of the row a trip (Q4_0: lanes/4
+ * QB): with Q8_0 work-item l block l; with Q4_0 quarter l % 4 of blocks l / 4 + u lanes/4 (u < QB,
+ * default 4), so that the team's input loads are consecutive 16-byte pieces (a whole block's
+ * inputs a work-item are 128 bytes apart, a cache line each: on an H100 the quarters read q4_0 at
+ * 1.27x) and its value loads consecutive words. A trip's inputs (normalised by the gains with
+ * norm, their squares summed) serve the FT features (and their second rows with glu or rope), every
+ * row's values and scales loaded before the sums (a Q4_0 block past k reads the last one again
+ * with inputs of zero); the team's sums added in local memory. The inputs (and gains) are read as
+ * float4 where they start 16-byte aligned, else element by element. The trips come specialised
+ * for norm and a second row (a flag tested inside them cost llm_gemv_team a third on an H200). */
+#ifdef W_Q8
+#define Q_ROW_ARGS                                                                               \
+    __global const float *xr, __global const float *gr, bool aligned, __global const uchar *w,  \
+        long v_off, long s_off, const long *row, const long *row2, int nb, int lane,             \
+        const int lanes, float *acc, float *up, float *ss
+void q_row(Q_ROW_ARGS, const int norm_on, const int two_on)
+{
+    for (int b = lane; b < nb; b += lanes) {
+        float4 xv[8];
+        for (int i = 0; i < 8; i++)
+            xv[i] = aligned ? ((__global const float4 *)(xr + b * 32))[i] : vload4(i, xr + b * 32);
+        if (norm_on)
+            for (int i = 0; i < 8; i++) {
+                *ss += dot(xv[i], xv[i]);
+                xv[i] *= aligned ? ((__global const float4 *)(gr + b * 32))[i] : vload4(i, gr + b * 32);
+            }
+        q_scale_inputs(xv);
+        /* Every row's block and scale loaded before any sum. */
+        uint4 u[FT * 2], v[FT * 2];
+        float d[FT], e[FT];
+        for (int f = 0; f < FT; f++) {
+            long blk = row[f] + b;
+            __global const uint4 *p = (__global const uint4 *)(w + v_off + blk * 32);
+            u[f * 2] = p[0];
+            u[f * 2 + 1] = p[1];
+            d[f] = q_scale(w, s_off, blk);
+            if (two_on) {
+                blk = row2[f] + b;
+                p = (__global const uint4 *)(w + v_off + blk * 32);
+                v[f * 2] = p[0];
+                v[f * 2 + 1] = p[1];
+                e[f] = q_scale(w, s_off, blk);
+            }
+        }
+        for (int f = 0; f < FT; f++) {
+            acc[f] += q_block_dot_words(u + f * 2, xv) * d[f];
+            if (two_on)
+                up[f] += q_block_dot_words(v + f * 2, xv) * e[f];
+        }
+    }
+}
+#else
+#define Q_ROW_ARGS                                                                               \
+    __global const float *xr, __global const float *gr, bool aligned, __global const uchar *w,  \
+        long v_off, long s_off, const long *row, const long *row2, int nb, int lane,             \
+        const int lanes, float *acc, float *up, float *ss
+void q_row(Q_ROW_ARGS, const int norm_on, const int two_on)
+{
+    const int q = lane % 4;
+    __global const uint *wv = (__global const uint *)(w + v_off);
+    for (int b0 = 0; b0 < nb; b0 += lanes / 4 * QB) {
+        float4 xv[2 * QB];
+        int cb[QB];
+        for (int u = 0; u < QB; u++) {
+            const int c = b0 + lane / 4 + lanes / 4 * u;
+            cb[u] = min(c, nb - 1);
+            __global const float *xb = xr + cb[u] * 32;
+            xv[2 * u] = aligned ? ((__global const float4 *)xb)[QX_A(q)] : vload4(QX_A(q), xb);
+            xv[2 * u + 1] = aligned ? ((__global const float4 *)xb)[QX_B(q)] : vload4(QX_B(q), xb);
+            const float live = c < nb ? 1.0f : 0.0f;
+            if (norm_on) {
+                __global const float *gb = gr + cb[u] * 32;
+                xv[2 * u] *= live;
+                xv[2 * u + 1] *= live;
+                *ss += dot(xv[2 * u], xv[2 * u]) + dot(xv[2 * u + 1], xv[2 * u + 1]);
+                xv[2 * u] *= aligned ? ((__global const float4 *)gb)[QX_A(q)] : vload4(QX_A(q), gb);
+                xv[2 * u + 1] *= aligned ? ((__global const float4 *)gb)[QX_B(q)] : vload4(QX_B(q), gb);
+            }
+            xv[2 * u] *= QX_SCALE_A * live;
+            xv[2 * u + 1] *= QX_SCALE_B * live;
+        }
+        /* Every row's quarters and scales loaded before any sum. */
+        uint u4[FT * QB], v4[FT * QB];
+        float d[FT * QB], e[FT * QB];
+        for (int f = 0; f < FT; f++)
+            for (int u = 0; u < QB; u++) {
+                u4[f * QB + u] = wv[(row[f] + cb[u]) * 4 + q];
+                d[f * QB + u] = q_scale(w, s_off, row[f] + cb[u]);
+                if (two_on) {
+                    v4[f * QB + u] = wv[(row2[f] + cb[u]) * 4 + q];
+                    e[f * QB + u] = q_scale(w, s_off, row2[f] + cb[u]);
+                }
+            }
+        for (int f = 0; f < FT; f++)
+            for (int u = 0; u < QB; u++) {
+                acc[f] += q_quarter_dot(u4[f * QB + u], xv[2 * u], xv[2 * u + 1]) * d[f * QB + u];
+                if (two_on)
+                    up[f] += q_quarter_dot(v4[f * QB + u], xv[2 * u], xv[2 * u + 1]) * e[f * QB + u];
+            }
+    }
+}
+#endif
+
 void qgemv_team(__global const float *x, __global const uchar *w, __global float *out, int x_off,
-                long v_off, long s_off, int out_off, int rows, int k, int n, const int lanes,
-                __local float *part)
+                long v_off, long s_off, int out_off, int rows, int k, int n, int x_stride,
+                FOLD_PARAMS, const int lanes, __local float *part)
 {
     const int lid = get_local_id(0);
     const int lane = lid % lanes, team = lid / lanes;
     const int teams = get_num_groups(0) * (TEAM_WG / lanes);
     const int nb = k / 32;
-    const bool aligned = x_off % 4 == 0;
-#ifndef W_Q8
-    const int q = lane % 4;
-    __global const uint *wv = (__global const uint *)(w + v_off);
-#endif
+    const int half_d = HEAD_DIM / 2;
+    const int two = glu || rope;
+    const bool aligned = ((x_off | x_stride | (norm ? (int)(g_off & 3) : 0)) & 3) == 0;
+    /* The values a team sums: its FT dot products, with a second row FT more and the squares. */
+    const int sums = two || norm ? NP : FT;
+    __global const float *gr = (__global const float *)w + (norm ? g_off : 0);
     /* Every team runs the same number of rounds (the barriers are group-wide). */
     const int rounds = (n + teams * FT - 1) / (teams * FT);
     for (int it = 0; it < rounds; it++) {
         const int j0 = (it * teams + get_group_id(0) * (TEAM_WG / lanes) + team) * FT;
+        /* Each feature's rows' first blocks (a team past n rereads the last feature, written by
+         * no one): its row, and its second one (n rows on with glu, half a head with rope). */
+        long row[FT], row2[FT];
+        for (int f = 0; f < FT; f++) {
+            const int jf = min(j0 + f, n - 1);
+            const int r1 = rope ? jf / half_d * HEAD_DIM + jf % half_d : jf;
+            row[f] = (long)r1 * nb;
+            row2[f] = (long)(r1 + (rope ? half_d : n)) * nb;
+        }
         for (int r = 0; r < rows; r++) {
-            float acc[FT];
+            float acc[FT], up[FT], ss = 0.0f;
             for (int f = 0; f < FT; f++)
-                acc[f] = 0.0f;
-            __global const float *xr = x + x_off + r * k;
-#ifdef W_Q8
-            for (int b = lane; b < nb && j0 < n; b += lanes) {
-                float4 xv[8];
-                if (aligned) {
-                    __global const float4 *x4 = (__global const float4 *)(xr + b * 32);
-                    for (int i = 0; i < 8; i++)
-                        xv[i] = x4[i];
-                } else {
-                    for (int i = 0; i < 8; i++)
-                        xv[i] = vload4(i, xr + b * 32);
-                }
-                q_scale_inputs(xv);
-                /* Every feature's block and scale loaded before any sum (a team past n rereads
-                 * the last feature, written by no one). */
-                uint4 u[FT * 2];
-                float d[FT];
-                for (int f = 0; f < FT; f++) {
-                    long blk = (long)min(j0 + f, n - 1) * nb + b;
-                    __global const uint4 *p = (__global const uint4 *)(w + v_off + blk * 32);
-                    u[f * 2] = p[0];
-                    u[f * 2 + 1] = p[1];
-                    d[f] = q_scale(w, s_off, blk);
-                }
-                for (int f = 0; f < FT; f++)
-                    acc[f] += q_block_dot_words(u + f * 2, xv) * d[f];
+                acc[f] = up[f] = 0.0f;
+            __global const float *xr = x + x_off + r * x_stride;
+            if (j0 < n) {
+                if (norm && two)
+                    q_row(xr, gr, aligned, w, v_off, s_off, row, row2, nb, lane, lanes, acc, up, &ss, 1, 1);
+                else if (norm)
+                    q_row(xr, gr, aligned, w, v_off, s_off, row, row2, nb, lane, lanes, acc, up, &ss, 1, 0);
+                else if (two)
+                    q_row(xr, gr, aligned, w, v_off, s_off, row, row2, nb, lane, lanes, acc, up, &ss, 0, 1);
+                else
+                    q_row(xr, gr, aligned, w, v_off, s_off, row, row2, nb, lane, lanes, acc, up, &ss, 0, 0);
             }
-#else
-            for (int b0 = 0; b0 < nb && j0 < n; b0 += lanes / 4 * QB) {
-                float4 xv[2 * QB];
-                int cb[QB];
-                for (int u = 0; u < QB; u++) {
-                    const int c = b0 + lane / 4 + lanes / 4 * u;
-                    cb[u] = min(c, nb - 1);
-                    if (aligned) {
-                        __global const float4 *x4 = (__global const float4 *)(xr + cb[u] * 32);
-                        xv[2 * u] = x4[QX_A(q)];
-                        xv[2 * u + 1] = x4[QX_B(q)];
-                    } else {
-                        xv[2 * u] = vload4(QX_A(q), xr + cb[u] * 32);
-                        xv[2 * u + 1] = vload4(QX_B(q), xr + cb[u] * 32);
-                    }
-                    const float live = c < nb ? 1.0f : 0.0f;
-                    xv[2 * u] *= QX_SCALE_A * live;
-                    xv[2 * u + 1] *= QX_SCALE_B * live;
-                }
-                /* Every feature's quarters and scales loaded before any sum (a team past n
-                 * rereads the last feature, written by no one). */
-                uint u4[FT * QB];
-                float d[FT * QB];
-                for (int f = 0; f < FT; f++) {
-                    const long row = (long)min(j0 + f, n - 1) * nb;
-                    for (int u = 0; u < QB; u++) {
-                        u4[f * QB + u] = wv[(row + cb[u]) * 4 + q];
-                        d[f * QB + u] = q_scale(w, s_off, row + cb[u]);
-                    }
-                }
-                for (int f = 0; f < FT; f++)
-                    for (int u = 0; u < QB; u++)
-                        acc[f] += q_quarter_dot(u4[f * QB + u], xv[2 * u], xv[2 * u + 1]) * d[f * QB + u];
-            }
-#endif
-            for (int f = 0; f < FT; f++)
+            for (int f = 0; f < FT; f++) {
                 part[f * TEAM_WG + lid] = acc[f];
+                part[(FT + f) * TEAM_WG + lid] = up[f];
+            }
+            part[2 * FT * TEAM_WG + lid] = ss;
             barrier(CLK_LOCAL_MEM_FENCE);
             for (int s = lanes / 2; s > 0; s >>= 1) {
                 if (lane < s)
-                    for (int f = 0; f < FT; f++)
-                        part[f * TEAM_WG + lid] += part[f * TEAM_WG + lid + s];
+                    for (int v = 0; v < sums; v++)
+                        part[v * TEAM_WG + lid] += part[v * TEAM_WG + lid + s];
                 barrier(CLK_LOCAL_MEM_FENCE);
             }
-            if (lane < FT && j0 + lane < n)
-                out[out_off + r * n + j0 + lane] = part[lane * TEAM_WG + lid - lane];
+            if (lane < FT && j0 + lane < n) {
+                const int at = lid - lane;
+                team_out(out, out_off, r, j0 + lane, k, n, part[lane * TEAM_WG + at],
+                         part[(FT + lane) * TEAM_WG + at], part[2 * FT * TEAM_WG + at], FOLD_ARGS);
+            }
             barrier(CLK_LOCAL_MEM_FENCE);
         }
     }
@@ -601,13 +677,14 @@ void qgemv_team(__global const float *x, __global const uchar *w, __global float
 
 /* The team widths the planner picks (planning::llm::quant_lanes), each its own kernel so that the
  * width is a constant where the body is compiled (with the width an argument NVIDIA's compiler made
- * the q4_0 team gemv about a third slower on an H100). */
+ * the q4_0 team gemv about a third slower on an H100). Arguments: llm_gemv_team's, with the
+ * matrix's values and scales at bytes v_off and s_off for its w_off. */
 #define QGEMV_TEAM_ARGS                                                                          \
     __global const float *x, __global const uchar *w, __global float *out, int x_off, long v_off,    \
-        long s_off, int out_off, int rows, int k, int n
+        long s_off, int out_off, int rows, int k, int n, int x_stride, FOLD_PARAMS
 #define QGEMV_TEAM_CALL(LANES)                                                                   \
-    __local float part[FT * TEAM_WG];                                                            \
-    qgemv_team(x, w, out, x_off, v_off, s_off, out_off, rows, k, n, LANES, part)
+    __local float part[NP * TEAM_WG];                                                            \
+    qgemv_team(x, w, out, x_off, v_off, s_off, out_off, rows, k, n, x_stride, FOLD_ARGS, LANES, part)
 __kernel __attribute__((reqd_work_group_size(TEAM_WG, 1, 1))) void llm_qgemv_team_32(QGEMV_TEAM_ARGS)
 {
     QGEMV_TEAM_CALL(32);

@@ -29,10 +29,10 @@
 //!   tiles of `llm_matmul`, each fetch of four weights of one block made floats and scaled) where
 //!   unpacked weights would run `llm_matmul`; where the device has teams and the rows are few,
 //!   `llm_qgemv_team_*` (a team per FT features, each work-item every team-th block of each, their
-//!   blocks loaded before any sum); else `llm_qgemv` (a work-item per output feature over all
-//!   rows, a block's dot product scaled once); the embedding
-//!   `llm_qembed`, from the matrices' byte offsets; the norms read their f32 gains in the same
-//!   buffer. Nothing is folded.
+//!   blocks loaded before any sum; teams widened for narrow projections, [`quant_lanes`]) with
+//!   `llm_gemv_team`'s folds; else `llm_qgemv` (a work-item per output feature over all rows, a
+//!   block's dot product scaled once); the embedding `llm_qembed`, from the matrices' byte
+//!   offsets; the norms read their f32 gains in the same buffer.
 //!
 //! Each planner maps [`LlmLaunch`] onto its API: OpenCL passes the sizes as `-D` options and
 //! global/local sizes, HIP picks the compiled instantiation (dtype, head width) by name.
@@ -44,8 +44,11 @@ use gpufleet_kernels::{Dtype, NORM_EPS, Problem};
 
 mod config;
 mod fold;
+mod quant_teams;
 pub use config::config;
 pub(crate) use fold::{Folded, folded};
+pub use quant_teams::quant_lanes;
+use quant_teams::{no_rope, quant_team_kernel};
 
 /// Projections with at least this many rows use the tiled `llm_matmul`.
 pub const MATMUL_ROWS: usize = 16;
@@ -91,33 +94,6 @@ pub struct LlmGroups {
     /// its teams are widened (see [`quant_lanes`]) until a projection's launch has that many; 0:
     /// the teams keep [`Teams::lanes`].
     pub quant_lanes_per_unit: usize,
-}
-
-/// The packed team gemv's kernels by their teams' width (OpenCL: each a constant where its body
-/// is compiled).
-const QUANT_TEAM_KERNELS: [(usize, &str); 4] = [
-    (32, "llm_qgemv_team_32"),
-    (64, "llm_qgemv_team_64"),
-    (128, "llm_qgemv_team_128"),
-    (256, "llm_qgemv_team_256"),
-];
-
-/// Work-items a team of `llm_qgemv_team_*` for a `k × n` packed projection: `t.lanes` doubled,
-/// while the launch has fewer than [`LlmGroups::quant_lanes_per_unit`] a compute unit, up to the
-/// group (and the widest kernel) and no further than a block a work-item in a trip (k / 32
-/// lanes). A packed feature is about a quarter of a half one's bytes, so a narrow projection's
-/// teams of 32 (`8b`'s down projection: 1,024 of them on 132 compute units) leave the memory idle.
-pub fn quant_lanes(t: Teams, k: usize, n: usize, groups: &LlmGroups) -> usize {
-    let want = groups.quant_lanes_per_unit * groups.compute_units;
-    let widest = QUANT_TEAM_KERNELS[QUANT_TEAM_KERNELS.len() - 1].0;
-    let mut lanes = t.lanes;
-    while lanes * 2 <= t.group.min(widest)
-        && lanes * 2 <= k / 32
-        && n.div_ceil(t.features) * lanes < want
-    {
-        lanes *= 2;
-    }
-    lanes
 }
 
 /// `llm_gemv_team`'s shape: a group of `group` work-items, teams of `lanes` (`TEAM`), each team
@@ -237,13 +213,37 @@ pub fn launches(
         args,
     };
     let packed = problem.dtype.block_format().map(|f| PackedLayout::of(g, f));
+    // Where a matrix's weights are: its element offset, or, packed, the byte offsets of its
+    // blocks' values and of their scales (the `llm_q*` kernels' two arguments).
+    let matrix = |at: usize| match &packed {
+        Some(l) => {
+            let m = l.matrix(at);
+            vec![long(m.values), long(m.scales)]
+        }
+        None => vec![long(at)],
+    };
+    // A team launch's arguments after the row stride when it folds nothing (norm, gains, addend,
+    // add, its offset, glu, eps, then rope and its ten).
+    let unfolded = || {
+        [
+            vec![
+                Arg::Int(0),
+                Arg::Long(0),
+                Arg::Output,
+                Arg::Int(0),
+                Arg::Int(0),
+                Arg::Int(0),
+                Arg::Float(NORM_EPS as f32),
+            ],
+            no_rope(),
+        ]
+        .concat()
+    };
     let mut out = Vec::with_capacity(g.steps.len());
     let mut partials = 0;
     let mut at = 0;
     while at < g.steps.len() {
-        if let Some(teams) = groups
-            .gemv_team
-            .filter(|_| !groups.rows_only && packed.is_none())
+        if let Some(teams) = groups.gemv_team.filter(|_| !groups.rows_only)
             && let Some(f) = folded(g, at, groups.fold_rope)
         {
             let s = &g.steps[f.linear];
@@ -255,6 +255,11 @@ pub fn launches(
                 None => (Arg::Output, Arg::Int(0)),
             };
             let (g_off, x_stride) = f.norm.unwrap_or((0, k));
+            // Packed, the gains' f32 word in the same buffer.
+            let g_off = match &packed {
+                Some(l) if f.norm.is_some() => l.vector(g_off) / 4,
+                _ => g_off,
+            };
             // With the SwiGLU, n outputs from 2n weight rows (gate j and up n + j); with the
             // RoPE, n/2 features of two rows each (the halves of a head).
             let n = if f.glu || f.rope.is_some() { n / 2 } else { n };
@@ -286,35 +291,39 @@ pub fn launches(
                         int("batch", cache.batch)?,
                     ]
                 }
-                None => [vec![Arg::Int(0), Arg::Output], vec![Arg::Int(0); 9]].concat(),
+                None => no_rope(),
             };
-            let per_group = teams.features * (teams.group / teams.lanes);
+            let (kernel, lanes) = match packed {
+                Some(_) => {
+                    let lanes = quant_lanes(teams, k, n, &groups);
+                    (quant_team_kernel(lanes), lanes)
+                }
+                None => ("llm_gemv_team", teams.lanes),
+            };
+            let per_group = teams.features * (teams.group / lanes);
             out.push(one(
-                "llm_gemv_team",
+                kernel,
                 vec![n.div_ceil(per_group).min(GROUPS_MAX) * teams.group],
                 teams.group,
-                vec![
-                    x,
-                    Arg::Input(g.weights_input.unwrap_or(0)),
-                    o,
-                    x_off,
-                    long(w_off),
-                    out_off,
-                    int("rows", s.rows.rows)?,
-                    int("k", k)?,
-                    int("n", n)?,
-                    int("row stride", x_stride)?,
-                    Arg::Int(i32::from(f.norm.is_some())),
-                    long(g_off),
-                    res,
-                    Arg::Int(i32::from(f.add.is_some())),
-                    res_off,
-                    Arg::Int(i32::from(f.glu)),
-                    Arg::Float(NORM_EPS as f32),
-                ]
-                .into_iter()
-                .chain(rope)
-                .collect(),
+                [x, Arg::Input(g.weights_input.unwrap_or(0)), o, x_off]
+                    .into_iter()
+                    .chain(matrix(w_off))
+                    .chain([
+                        out_off,
+                        int("rows", s.rows.rows)?,
+                        int("k", k)?,
+                        int("n", n)?,
+                        int("row stride", x_stride)?,
+                        Arg::Int(i32::from(f.norm.is_some())),
+                        long(g_off),
+                        res,
+                        Arg::Int(i32::from(f.add.is_some())),
+                        res_off,
+                        Arg::Int(i32::from(f.glu)),
+                        Arg::Float(NORM_EPS as f32),
+                    ])
+                    .chain(rope)
+                    .collect(),
             ));
             at += f.steps;
             continue;
@@ -325,15 +334,6 @@ pub fn launches(
         let (x, x_off) = tensor(s.x, "input offset")?;
         let (o, out_off) = tensor(s.out, "output offset")?;
         let w = Arg::Input(g.weights_input.unwrap_or(0));
-        // Where a matrix's weights are: its element offset, or, packed, the byte offsets of its
-        // blocks' values and of their scales (the `llm_q*` kernels' two arguments).
-        let matrix = |at: usize| match &packed {
-            Some(l) => {
-                let m = l.matrix(at);
-                vec![long(m.values), long(m.scales)]
-            }
-            None => vec![long(at)],
-        };
         let launch = match s.op {
             Op::Embed {
                 dim,
@@ -398,10 +398,9 @@ pub fn launches(
                     let lanes = quant_lanes(t, k, n, &groups);
                     let per_group = t.features * (t.group / lanes);
                     let groups_n = n.div_ceil(per_group).min(GROUPS_MAX);
-                    let kernel = QUANT_TEAM_KERNELS
-                        .iter()
-                        .find(|(l, _)| *l == lanes)
-                        .map_or(QUANT_TEAM_KERNELS[0].1, |(_, name)| name);
+                    args.push(int("row stride", k)?);
+                    args.extend(unfolded());
+                    let kernel = quant_team_kernel(lanes);
                     one(kernel, vec![groups_n * t.group], t.group, args)
                 } else if let Some(tile) = tiled {
                     let short = groups.matmul_half_rows

@@ -669,9 +669,10 @@ fn long_decode_attention_is_split_and_merged_on_scratch() {
 
 /// A packed decode's team gemvs widen their teams (the kernel `llm_qgemv_team_<lanes>`) where a
 /// projection has too few features to give every compute unit 2,048 work-items: on 132 compute
-/// units, `8b`'s down projection (14,336 × 4,096) takes teams of the whole group and its gate/up
-/// (4,096 × 28,672) twice the 32, capped at a block a work-item (k / 32); under the debug switch
-/// every team stays at 32; the grid covers the features the wider teams take.
+/// units, `8b`'s down projection (14,336 × 4,096) takes teams of the whole group and its unfolded
+/// gate/up (4,096 × 28,672) twice the 32, capped at a block a work-item (k / 32); under the debug
+/// switch every team stays at 32; the grid covers the features the wider teams take; the folds
+/// are `llm_gemv_team`'s.
 #[test]
 fn packed_team_gemvs_widen_their_teams_for_narrow_projections() {
     let mut gpu = devices().remove(0);
@@ -686,7 +687,7 @@ fn packed_team_gemvs_widen_their_teams_for_narrow_projections() {
             .filter_map(|l| {
                 let lanes: usize = l.kernel.strip_prefix("llm_qgemv_team_")?.parse().ok()?;
                 let (k, n) = (int(&l.args[8]), int(&l.args[9]));
-                assert_eq!(l.args.len(), 10, "{l:?}");
+                assert_eq!(l.args.len(), 29, "{l:?}");
                 let covered = l.global[0] / 256 * (256 / lanes) * 4;
                 assert!(covered >= n as usize || l.global[0] / 256 == 65536, "{l:?}");
                 Some((k, n, lanes))
@@ -707,6 +708,18 @@ fn packed_team_gemvs_widen_their_teams_for_narrow_projections() {
             wide.iter().all(|s| s.2 <= s.0 as usize / 32),
             "{dtype}: {wide:?}"
         );
+        // Past the checked first block the packed teams fold as llm_gemv_team does: the norm
+        // before (argument 11), the residual add (14), the SwiGLU (16) and the RoPE (18) after.
+        for (at, what) in [(11, "norm"), (14, "add"), (16, "glu"), (18, "rope")] {
+            let on = plan
+                .launches
+                .iter()
+                .filter(|l| l.kernel.starts_with("llm_qgemv_team_") && l.args[at] == Arg::Int(1))
+                .count();
+            assert!(on >= 30, "{dtype}: {what} folded into {on} launches");
+        }
+        assert_eq!(lanes(4096, 14336), Some(128), "{dtype}: the folded gate/up");
+        assert_eq!(lanes(4096, 3072), Some(128), "{dtype}: the folded q/k/v");
         gpu.narrow_quant_teams = true;
         let narrow = lanes_of(&plan_of(&p, &gpu));
         gpu.narrow_quant_teams = false;
