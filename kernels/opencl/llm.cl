@@ -518,11 +518,12 @@ float q_quarter_dot(uint u, float4 xa, float4 xb)
  * with inputs of zero); the team's sums added in local memory. The inputs (and gains) are read as
  * float4 where they start 16-byte aligned, else element by element. The trips come specialised
  * for norm and a second row (a flag tested inside them cost llm_gemv_team a third on an H200). */
-#ifdef W_Q8
+/* One row's trips for the team's FT features (rows at blocks row[f], second rows at row2[f]). */
 #define Q_ROW_ARGS                                                                               \
     __global const float *xr, __global const float *gr, bool aligned, __global const uchar *w,  \
         long v_off, long s_off, const long *row, const long *row2, int nb, int lane,             \
         const int lanes, float *acc, float *up, float *ss
+#ifdef W_Q8
 void q_row(Q_ROW_ARGS, const int norm_on, const int two_on)
 {
     for (int b = lane; b < nb; b += lanes) {
@@ -560,10 +561,6 @@ void q_row(Q_ROW_ARGS, const int norm_on, const int two_on)
     }
 }
 #else
-#define Q_ROW_ARGS                                                                               \
-    __global const float *xr, __global const float *gr, bool aligned, __global const uchar *w,  \
-        long v_off, long s_off, const long *row, const long *row2, int nb, int lane,             \
-        const int lanes, float *acc, float *up, float *ss
 void q_row(Q_ROW_ARGS, const int norm_on, const int two_on)
 {
     const int q = lane % 4;

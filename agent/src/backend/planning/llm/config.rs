@@ -14,10 +14,14 @@ pub fn config(
     groups: LlmGroups,
 ) -> BTreeMap<String, String> {
     let count = |name: &str| launches.iter().filter(|l| l.kernel == name).count();
-    let quant_teams = launches
-        .iter()
-        .filter(|l| l.kernel.starts_with("llm_qgemv_team_"))
-        .count();
+    // The packed team gemvs by their teams' width (`llm_qgemv_team_<lanes>`).
+    let mut widths = BTreeMap::<usize, usize>::new();
+    for l in launches {
+        if let Some(w) = l.kernel.strip_prefix("llm_qgemv_team_") {
+            *widths.entry(w.parse().unwrap_or(0)).or_default() += 1;
+        }
+    }
+    let quant_teams: usize = widths.values().sum();
     let team = count("llm_gemv_team") + quant_teams;
     let quantized = count("llm_qgemv") + quant_teams;
     let gemv = count("llm_gemv") + count("llm_gemv_team") + count("llm_gemv_rows") + quantized;
@@ -74,13 +78,6 @@ pub fn config(
         ),
     ]);
     if quant_teams > 0 {
-        // The packed team gemvs by their teams' width (`llm_qgemv_team_<lanes>`).
-        let mut widths = BTreeMap::<usize, usize>::new();
-        for l in launches {
-            if let Some(w) = l.kernel.strip_prefix("llm_qgemv_team_") {
-                *widths.entry(w.parse().unwrap_or(0)).or_default() += 1;
-            }
-        }
         let widths: Vec<String> = widths
             .iter()
             .map(|(w, c)| format!("{c} of {w} work-items"))
