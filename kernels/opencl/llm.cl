@@ -246,6 +246,14 @@ float8 x8_aligned(__global const float *p, int i8)
     norm, g_off, res, add, res_off, glu, eps, rope, table, t_off, kc_off, vc_off, per_seq, pos0,  \
         heads, kv_heads, positions, batch
 
+/* A team gemv's feature jf: its first row, jf itself, or with rope the first of its head's pair of
+ * rows c and c + HEAD_DIM/2 (c = (jf / half)·HEAD_DIM + jf % half); its second row is n rows on
+ * (glu) or half a head on (rope). */
+int feature_row(int jf, int rope)
+{
+    return rope ? jf / (HEAD_DIM / 2) * HEAD_DIM + jf % (HEAD_DIM / 2) : jf;
+}
+
 /* Feature jf of row r from its team's sums: d its (first) row's dot product, e its second row's
  * (glu, rope), q the input's squares (norm); written as the folds say. */
 void team_out(__global float *out, int out_off, int r, int jf, int k, int n, float d, float e, float q,
@@ -259,7 +267,7 @@ void team_out(__global float *out, int out_off, int r, int jf, int k, int n, flo
     }
     if (rope) {
         int qd = heads * HEAD_DIM, kvd = kv_heads * HEAD_DIM;
-        int c = jf / half_d * HEAD_DIM + jf % half_d, p = jf % half_d;
+        int c = feature_row(jf, 1), p = jf % half_d;
         int seq = r / per_seq, pos = pos0 + r % per_seq;
         float ya = d, yb = e;
         if (c < qd + kvd) {
@@ -324,8 +332,7 @@ llm_gemv_team(__global const float *x, __global const WTYPE *w, __global float *
             __global const WTYPE *wr[FT], *ur[FT];
             for (int f = 0; f < FT; f++) {
                 int jf = min(j + f, n - 1);
-                int row = rope ? jf / half_d * HEAD_DIM + jf % half_d : jf;
-                wr[f] = w + w_off + (long)row * k;
+                wr[f] = w + w_off + (long)feature_row(jf, rope) * k;
                 ur[f] = wr[f] + second;
             }
             if (aligned)
@@ -631,7 +638,7 @@ void qgemv_team(__global const float *x, __global const uchar *w, __global float
         long row[FT], row2[FT];
         for (int f = 0; f < FT; f++) {
             const int jf = min(j0 + f, n - 1);
-            const int r1 = rope ? jf / half_d * HEAD_DIM + jf % half_d : jf;
+            const int r1 = feature_row(jf, rope);
             row[f] = (long)r1 * nb;
             row2[f] = (long)(r1 + (rope ? half_d : n)) * nb;
         }

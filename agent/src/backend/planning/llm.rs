@@ -29,8 +29,8 @@
 //!   tiles of `llm_matmul`, each fetch of four weights of one block made floats and scaled) where
 //!   unpacked weights would run `llm_matmul`; where the device has teams and the rows are few,
 //!   `llm_qgemv_team_*` (a team per FT features, each work-item every team-th block of each, their
-//!   blocks loaded before any sum; teams widened for narrow projections, [`quant_lanes`]) with
-//!   `llm_gemv_team`'s folds; else `llm_qgemv` (a work-item per output feature over all rows, a
+//!   blocks loaded before any sum; teams widened for narrow projections where the backend asks,
+//!   [`quant_lanes`]) with `llm_gemv_team`'s folds; else `llm_qgemv` (a work-item per output feature over all rows, a
 //!   block's dot product scaled once); the embedding `llm_qembed`, from the matrices' byte
 //!   offsets; the norms read their f32 gains in the same buffer.
 //!
@@ -48,7 +48,7 @@ mod quant_teams;
 pub use config::config;
 pub(crate) use fold::{Folded, folded};
 pub use quant_teams::quant_lanes;
-use quant_teams::{no_rope, quant_team_kernel};
+use quant_teams::{no_rope, team_launch};
 
 /// Projections with at least this many rows use the tiled `llm_matmul`.
 pub const MATMUL_ROWS: usize = 16;
@@ -293,17 +293,10 @@ pub fn launches(
                 }
                 None => no_rope(),
             };
-            let (kernel, lanes) = match packed {
-                Some(_) => {
-                    let lanes = quant_lanes(teams, k, n, &groups);
-                    (quant_team_kernel(lanes), lanes)
-                }
-                None => ("llm_gemv_team", teams.lanes),
-            };
-            let per_group = teams.features * (teams.group / lanes);
+            let (kernel, global) = team_launch(teams, k, n, packed.is_some(), &groups);
             out.push(one(
                 kernel,
-                vec![n.div_ceil(per_group).min(GROUPS_MAX) * teams.group],
+                vec![global],
                 teams.group,
                 [x, Arg::Input(g.weights_input.unwrap_or(0)), o, x_off]
                     .into_iter()
@@ -395,13 +388,10 @@ pub fn launches(
                 if packed.is_some()
                     && let Some(t) = team
                 {
-                    let lanes = quant_lanes(t, k, n, &groups);
-                    let per_group = t.features * (t.group / lanes);
-                    let groups_n = n.div_ceil(per_group).min(GROUPS_MAX);
                     args.push(int("row stride", k)?);
                     args.extend(unfolded());
-                    let kernel = quant_team_kernel(lanes);
-                    one(kernel, vec![groups_n * t.group], t.group, args)
+                    let (kernel, global) = team_launch(t, k, n, true, &groups);
+                    one(kernel, vec![global], t.group, args)
                 } else if let Some(tile) = tiled {
                     let short = groups.matmul_half_rows
                         && n.div_ceil(tile) * rows.div_ceil(tile) < groups.compute_units;

@@ -1,7 +1,7 @@
 //! The packed team gemv's widths (OpenCL's `llm_qgemv_team_<lanes>`) and the arguments a team
 //! launch takes when it folds nothing.
 
-use super::{Arg, LlmGroups, Teams};
+use super::{Arg, GROUPS_MAX, LlmGroups, Teams};
 
 /// The packed team gemv's kernels by their teams' width (OpenCL: each a constant where its body
 /// is compiled).
@@ -13,7 +13,7 @@ const QUANT_TEAM_KERNELS: [(usize, &str); 4] = [
 ];
 
 /// The packed team gemv's kernel for teams of `lanes` (the widest where none is that wide).
-pub(super) fn quant_team_kernel(lanes: usize) -> &'static str {
+fn quant_team_kernel(lanes: usize) -> &'static str {
     QUANT_TEAM_KERNELS.iter().find(|(l, _)| *l == lanes).map_or(
         QUANT_TEAM_KERNELS[QUANT_TEAM_KERNELS.len() - 1].1,
         |(_, name)| name,
@@ -41,4 +41,24 @@ pub fn quant_lanes(t: Teams, k: usize, n: usize, groups: &LlmGroups) -> usize {
         lanes *= 2;
     }
     lanes
+}
+
+/// A team gemv's launch over a `k × n` projection: its kernel and work-items (whole groups of
+/// `t.group`, at most [`GROUPS_MAX`] of them). Packed weights take `llm_qgemv_team_<lanes>`, their
+/// teams widened by [`quant_lanes`]; f32 and f16 ones `llm_gemv_team` with teams of `t.lanes`.
+pub(super) fn team_launch(
+    t: Teams,
+    k: usize,
+    n: usize,
+    packed: bool,
+    groups: &LlmGroups,
+) -> (&'static str, usize) {
+    let (kernel, lanes) = if packed {
+        let lanes = quant_lanes(t, k, n, groups);
+        (quant_team_kernel(lanes), lanes)
+    } else {
+        ("llm_gemv_team", t.lanes)
+    };
+    let per_group = t.features * (t.group / lanes);
+    (kernel, n.div_ceil(per_group).min(GROUPS_MAX) * t.group)
 }
