@@ -163,7 +163,8 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
         let mut small = spec("llm", &[("model", 1), ("gen", 2)]);
         small.variant = "decode".into();
         let gemv = spec("gemv", &[("batch", 3), ("k", 96), ("n", 77)]);
-        // Three teams of features on 8,192-long rows: widened to the group's 256 work-items.
+        // Three teams of features on 8,192-long rows: widened to the group's 256 work-items
+        // under the experiment switch.
         let wide = spec("gemv", &[("batch", 1), ("k", 8192), ("n", 12)]);
         // One sequence: the packed teams fold the norms, SwiGLUs, adds and RoPEs.
         let mut one = spec("llm", &[("model", 0), ("gen", 3), ("context", 4)]);
@@ -184,6 +185,10 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
             if gpu {
                 s.env
                     .insert("GPUFLEET_DEBUG_OPENCL_GPU_PLANS".into(), "1".into());
+            }
+            if name == "gemv-wide" {
+                s.env
+                    .insert("GPUFLEET_DEBUG_OPENCL_WIDE_QUANT_TEAMS".into(), "1".into());
             }
             let name = format!("{name}-{dtype}");
             let (_, r) = run(&mut t.client, &name, on(&t.device, s)).await;
@@ -235,9 +240,9 @@ async fn quantized_weights_validate_on_the_device_at_hand() {
 
 /// `llm_qgemv_team_*`'s q4_0 lanes take a quarter of QB blocks a trip (a define, 4 unless set): 1,
 /// 2 and 4 validate, on whole trips and on a row's partial last trip (k = 2,080 is 65 blocks), in a
-/// gemv and in `tiny`'s decode, planned as a GPU, through the compiler-options switch. On PoCL's
-/// few compute units the gemvs' few features widen their teams (4,096 / 32 blocks: 128
-/// work-items; 65 blocks: 64); under `GPUFLEET_DEBUG_OPENCL_NARROW_QUANT_TEAMS` they stay at 32.
+/// gemv and in `tiny`'s decode, planned as a GPU, through the compiler-options switch. Teams keep
+/// 32 work-items; under `GPUFLEET_DEBUG_OPENCL_WIDE_QUANT_TEAMS`, on PoCL's few compute units, the
+/// gemvs' few features widen them (4,096 / 32 blocks: 128 work-items; 65 blocks: 64).
 #[tokio::test]
 async fn q4_0_team_gemvs_validate_at_every_block_count_a_lane() {
     let Some(mut t) = on_backend("opencl").await else {
@@ -260,7 +265,13 @@ async fn q4_0_team_gemvs_validate_at_every_block_count_a_lane() {
         ("gemv-whole", "1 of 128 work-items"),
         ("gemv-partial", "1 of 64 work-items"),
     ];
-    for (qb, narrow) in [("1", false), ("2", false), ("4", false), ("4", true)] {
+    for (qb, wide) in [
+        ("1", true),
+        ("2", true),
+        ("4", true),
+        ("4", false),
+        ("2", false),
+    ] {
         for (name, s) in &runs {
             let mut s = on(&t.device, s.clone());
             s.dtype = "q4_0".into();
@@ -269,13 +280,11 @@ async fn q4_0_team_gemvs_validate_at_every_block_count_a_lane() {
                 .insert("GPUFLEET_DEBUG_OPENCL_GPU_PLANS".into(), "1".into());
             s.env
                 .insert("GPUFLEET_DEBUG_OPENCL_OPTIONS".into(), format!("-DQB={qb}"));
-            if narrow {
-                s.env.insert(
-                    "GPUFLEET_DEBUG_OPENCL_NARROW_QUANT_TEAMS".into(),
-                    "1".into(),
-                );
+            if wide {
+                s.env
+                    .insert("GPUFLEET_DEBUG_OPENCL_WIDE_QUANT_TEAMS".into(), "1".into());
             }
-            let name = format!("{name}-qb{qb}{}", if narrow { "-narrow" } else { "" });
+            let name = format!("{name}-qb{qb}{}", if wide { "-wide" } else { "" });
             let (_, r) = run(&mut t.client, &name, s).await;
             assert_ok(&r);
             assert!(r.validation.as_ref().unwrap().passed, "{name}");
@@ -287,7 +296,7 @@ async fn q4_0_team_gemvs_validate_at_every_block_count_a_lane() {
             );
             let teams = &r.config["quant_teams"];
             match widths.iter().find(|(w, _)| name.starts_with(w)) {
-                Some((_, wide)) if !narrow => assert_eq!(teams, wide, "{name}"),
+                Some((_, width)) if wide => assert_eq!(teams, width, "{name}"),
                 _ => assert!(teams.ends_with(" of 32 work-items"), "{name}: {teams}"),
             }
         }

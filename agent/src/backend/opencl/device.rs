@@ -215,7 +215,7 @@ pub fn enumerate() -> Result<Vec<Found>, BackendError> {
                 preferred_multiple: preferred.max(1),
                 cpu: device_type == "cpu",
                 unfused_rope: false,
-                narrow_quant_teams: false,
+                wide_quant_teams: false,
             };
             let fingerprint = format!("{pname}|{pversion}|{name}|{driver}|{}", info.id);
             found.push(Found {

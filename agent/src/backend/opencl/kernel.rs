@@ -266,20 +266,20 @@ pub const GPU_PLANS_ENV: &str = "GPUFLEET_DEBUG_OPENCL_GPU_PLANS";
 /// A debug switch: the transformer's RoPE in its own launch, not folded into the Q/K/V projection.
 pub const UNFUSED_ROPE_ENV: &str = "GPUFLEET_DEBUG_OPENCL_UNFUSED_ROPE";
 
-/// A debug switch: packed team gemvs keep teams of 32 work-items (not widened for narrow
-/// projections).
-pub const NARROW_QUANT_TEAMS_ENV: &str = "GPUFLEET_DEBUG_OPENCL_NARROW_QUANT_TEAMS";
+/// An experiment switch: packed team gemvs widen their teams for narrow projections (teams of 32
+/// work-items unless set).
+pub const WIDE_QUANT_TEAMS_ENV: &str = "GPUFLEET_DEBUG_OPENCL_WIDE_QUANT_TEAMS";
 
 /// `caps` as the planner should see them: a CPU device planned as a GPU under [`GPU_PLANS_ENV`],
-/// the RoPE unfused under [`UNFUSED_ROPE_ENV`], narrow packed teams under
-/// [`NARROW_QUANT_TEAMS_ENV`].
+/// the RoPE unfused under [`UNFUSED_ROPE_ENV`], wide packed teams under
+/// [`WIDE_QUANT_TEAMS_ENV`].
 fn planned_caps(caps: &plan::DeviceCaps) -> plan::DeviceCaps {
     let mut caps = caps.clone();
     if debug_switch(GPU_PLANS_ENV) {
         caps.cpu = false;
     }
     caps.unfused_rope = debug_switch(UNFUSED_ROPE_ENV);
-    caps.narrow_quant_teams = debug_switch(NARROW_QUANT_TEAMS_ENV);
+    caps.wide_quant_teams = debug_switch(WIDE_QUANT_TEAMS_ENV);
     caps
 }
 

@@ -21,8 +21,10 @@ const TEAMS: Teams = Teams {
     group: 256,
     features: 4,
 };
-/// Work-items a compute unit a packed team gemv's launch aims at ([`llm::quant_lanes`]): an SM
-/// of an H100 holds 2,048.
+/// Work-items a compute unit a packed team gemv's launch aims at ([`llm::quant_lanes`]) under the
+/// experiment switch `wide_quant_teams` (an SM of an H100 holds 2,048). Not by default: with a
+/// kernel a width, teams of 32 read faster on an H100 (q4_0 gemv 14,336 × 4,096 1.18x, `8b` q4_0
+/// decode 1.12x, q8_0 1.16x; docs/PERFORMANCE.md).
 const QUANT_LANES_PER_UNIT: usize = 2048;
 /// The side of `llm_matmul`'s tile (`MM` in the kernel).
 const MATMUL_TILE: usize = 128;
@@ -91,10 +93,10 @@ pub fn plan_llm(problem: &Problem, g: &LlmGraph, caps: &DeviceCaps) -> Result<Pl
         matmul: (caps.local_mem_bytes >= MATMUL_LOCAL_BYTES).then_some(MATMUL_TILE),
         matmul_half_rows: true,
         compute_units: caps.compute_units as usize,
-        quant_lanes_per_unit: if caps.narrow_quant_teams {
-            0
-        } else {
+        quant_lanes_per_unit: if caps.wide_quant_teams {
             QUANT_LANES_PER_UNIT
+        } else {
+            0
         },
     };
     if llm::has_attention(g) && groups.attention == 0 {

@@ -17,7 +17,7 @@ fn caps(max_wg: usize, local: u64, c: (u32, u32), multiple: usize) -> DeviceCaps
         preferred_multiple: multiple,
         cpu: multiple == 8,
         unfused_rope: false,
-        narrow_quant_teams: false,
+        wide_quant_teams: false,
     }
 }
 
@@ -670,9 +670,9 @@ fn long_decode_attention_is_split_and_merged_on_scratch() {
 /// A packed decode's team gemvs widen their teams (the kernel `llm_qgemv_team_<lanes>`) where a
 /// projection has too few features to give every compute unit 2,048 work-items: on 132 compute
 /// units, `8b`'s down projection (14,336 × 4,096) takes teams of the whole group and its unfolded
-/// gate/up (4,096 × 28,672) twice the 32, capped at a block a work-item (k / 32); under the debug
-/// switch every team stays at 32; the grid covers the features the wider teams take; the folds
-/// are `llm_gemv_team`'s.
+/// gate/up (4,096 × 28,672) twice the 32, capped at a block a work-item (k / 32), under the
+/// experiment switch; by default every team stays at 32; the grid covers the features the wider
+/// teams take; the folds are `llm_gemv_team`'s.
 #[test]
 fn packed_team_gemvs_widen_their_teams_for_narrow_projections() {
     let mut gpu = devices().remove(0);
@@ -696,7 +696,9 @@ fn packed_team_gemvs_widen_their_teams_for_narrow_projections() {
     };
     for dtype in ["q4_0", "q8_0"] {
         let p = problem("llm", "decode", &[("model", 3), ("gen", 1)], dtype);
+        gpu.wide_quant_teams = true;
         let plan = plan_of(&p, &gpu);
+        gpu.wide_quant_teams = false;
         check_plan(&p, &plan, &gpu);
         let wide = lanes_of(&plan);
         let lanes = |k, n| wide.iter().find(|s| (s.0, s.1) == (k, n)).map(|s| s.2);
@@ -720,9 +722,7 @@ fn packed_team_gemvs_widen_their_teams_for_narrow_projections() {
         }
         assert_eq!(lanes(4096, 14336), Some(128), "{dtype}: the folded gate/up");
         assert_eq!(lanes(4096, 3072), Some(128), "{dtype}: the folded q/k/v");
-        gpu.narrow_quant_teams = true;
         let narrow = lanes_of(&plan_of(&p, &gpu));
-        gpu.narrow_quant_teams = false;
         assert_eq!(narrow.len(), wide.len());
         assert!(narrow.iter().all(|s| s.2 == 32), "{dtype}: {narrow:?}");
     }

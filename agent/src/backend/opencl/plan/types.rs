@@ -27,10 +27,11 @@ pub struct DeviceCaps {
     /// A debug switch (`GPUFLEET_DEBUG_OPENCL_UNFUSED_ROPE=1`): the RoPE runs its own launch
     /// rather than folded into the Q/K/V projection, to measure what the fusion gives.
     pub unfused_rope: bool,
-    /// A debug switch (`GPUFLEET_DEBUG_OPENCL_NARROW_QUANT_TEAMS=1`): packed team gemvs keep
-    /// teams of 32 work-items however few features a projection has (the plan before they were
-    /// widened), to measure what the wider teams give.
-    pub narrow_quant_teams: bool,
+    /// An experiment switch (`GPUFLEET_DEBUG_OPENCL_WIDE_QUANT_TEAMS=1`): packed team gemvs
+    /// widen their teams for projections with few features (`planning::llm::quant_lanes`) instead
+    /// of keeping 32 work-items a team; slower on an H100 (docs/PERFORMANCE.md), kept to measure
+    /// on other GPUs.
+    pub wide_quant_teams: bool,
 }
 
 /// How a buffer is stored on the device (f16: IEEE half, converted on the
