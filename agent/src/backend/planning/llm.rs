@@ -30,9 +30,9 @@
 //!   unpacked weights would run `llm_matmul`; where the device has teams and the rows are few,
 //!   `llm_qgemv_team_*` (a team per FT features, each work-item every team-th block of each, their
 //!   blocks loaded before any sum; teams widened for narrow projections where the backend asks,
-//!   [`quant_lanes`]) with `llm_gemv_team`'s folds; else `llm_qgemv` (a work-item per output feature over all rows, a
-//!   block's dot product scaled once); the embedding `llm_qembed`, from the matrices' byte
-//!   offsets; the norms read their f32 gains in the same buffer.
+//!   [`quant_lanes`]) with `llm_gemv_team`'s folds; else `llm_qgemv` (a work-item per output
+//!   feature over all rows, a block's dot product scaled once); the embedding `llm_qembed`, from
+//!   the matrices' byte offsets; the norms read their f32 gains in the same buffer.
 //!
 //! Each planner maps [`LlmLaunch`] onto its API: OpenCL passes the sizes as `-D` options and
 //! global/local sizes, HIP picks the compiled instantiation (dtype, head width) by name.

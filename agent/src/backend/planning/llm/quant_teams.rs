@@ -1,5 +1,5 @@
-//! The packed team gemv's widths (OpenCL's `llm_qgemv_team_<lanes>`) and the arguments a team
-//! launch takes when it folds nothing.
+//! The team gemvs' launches: their kernel and grid, the packed ones' widths (OpenCL's
+//! `llm_qgemv_team_<lanes>`), and the arguments a team launch takes when it folds nothing.
 
 use super::{Arg, GROUPS_MAX, LlmGroups, Teams};
 
