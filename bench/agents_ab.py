@@ -16,6 +16,9 @@ are measured, so a run cut short keeps what it measured: build, spec, status and
 its median time, its ratio to the spec's first build (for a row without a metric, such as an invalid one
 under a debug switch, the inverse ratio of the median times), the achieved GB/s and joules a unit where
 the agent reports them.
+With --rounds N the whole list runs N times, each round through freshly started agents (on a small VM a CPU
+row can move by a third from one agent process to the next), and a closing table gives each spec's and
+build's median ratio to the first build over the rounds, with its range.
 Exit 1 when a row is not `ok` and validated.
 """
 import argparse
@@ -23,6 +26,7 @@ import contextlib
 import hashlib
 import json
 import os
+import statistics
 import sys
 import time
 
@@ -58,6 +62,11 @@ def main():
     ap.add_argument("--jobs", required=True, help="the JSON list of specs")
     ap.add_argument("--out", help="a Markdown file the rows are appended to")
     ap.add_argument("--timeout-s", type=int, default=400, help="a run's limit (default 400)")
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run the whole job list this many times, each round with freshly started agents, and "
+                         "close with each spec's and build's median ratio to the first build over the rounds "
+                         "(on a small VM a CPU row can move by a third from one agent process to the next: "
+                         "docs/PERFORMANCE.md, Zen 3)")
     ap.add_argument("--config", action="append", default=[], metavar="KEY",
                     help="also print this key of each result's configuration under its row (repeatable: "
                          "dispatch_profile_us with GPUFLEET_DEBUG_VULKAN_PROFILE=1, pipeline_stats with "
@@ -95,9 +104,27 @@ def main():
             with open(args.out, "a") as f:
                 f.write(line + "\n")
 
+    if args.rounds < 1:
+        ap.error("--rounds wants 1 or more")
     bad = 0
+    # (spec, build) -> the ratios to the spec's first build, one a round that measured both.
+    ratios = {}
     say("| build | backend | spec | status | metric | median ms | vs first | GB/s | J/unit | wall s |")
     say("| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |")
+    for _ in range(args.rounds):
+        bad += one_round(args, builds, jobs, say, ratios)
+    if args.rounds > 1:
+        say("")
+        say(f"| spec | build | median ratio to the first build over {args.rounds} rounds | min | max |")
+        say("| --- | --- | ---: | ---: | ---: |")
+        for (spec, name), rs in ratios.items():
+            say(f"| {spec} | {name} | {statistics.median(rs):.3f} | {min(rs):.3f} | {max(rs):.3f} |")
+    sys.exit(1 if bad else 0)
+
+
+def one_round(args, builds, jobs, say, ratios):
+    """Every job once, through agents started for this round; the rows not `ok` and validated."""
+    bad = 0
     with contextlib.ExitStack() as stack:
         # One agent a folder: builds differing only in their overrides share it.
         agents = {}
@@ -135,6 +162,7 @@ def main():
                 median_s = r.get("median_s")
                 if value == value and first:
                     ratio = f"{value / first:.3f}"
+                    ratios.setdefault((spec, name), []).append(value / first)
                 elif median_s and first_s:
                     ratio = f"{first_s / median_s:.3f} (time)"
                 else:
@@ -148,7 +176,7 @@ def main():
                     shown = (r.get("config") or {}).get(key)
                     if shown is not None:
                         say(f"|  | {key} | {shown} | | | | | | | |")
-    sys.exit(1 if bad else 0)
+    return bad
 
 
 if __name__ == "__main__":
