@@ -9,12 +9,12 @@ use rand_pcg::Pcg64;
 /// model's weights: 8 billion values took a minute and a half on one core): each thread's stretch
 /// starts from its own copy of `rng` advanced past the draws before it (PCG jumps ahead in
 /// O(log n)), and `rng` ends advanced past them all.
-pub(crate) fn draw_units(
-    out: &mut [f32],
+pub(crate) fn draw_units<T: Send>(
+    out: &mut [T],
     unit: usize,
     steps: u128,
     rng: &mut Pcg64,
-    draw: impl Fn(&mut [f32], &mut Pcg64) + Sync,
+    draw: impl Fn(&mut [T], &mut Pcg64) + Sync,
 ) {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     // Below a few million values one core is quicker than starting threads.
@@ -26,13 +26,13 @@ pub(crate) fn draw_units(
 }
 
 /// [`draw_units`] on `threads` threads, whatever the length.
-fn draw_across(
+fn draw_across<T: Send>(
     threads: usize,
-    out: &mut [f32],
+    out: &mut [T],
     unit: usize,
     steps: u128,
     rng: &mut Pcg64,
-    draw: impl Fn(&mut [f32], &mut Pcg64) + Sync,
+    draw: impl Fn(&mut [T], &mut Pcg64) + Sync,
 ) {
     debug_assert_eq!(out.len() % unit, 0);
     let units = out.len() / unit;

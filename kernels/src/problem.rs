@@ -186,7 +186,7 @@ impl Problem {
         // The pointer chase's table and output are u32 whatever the dtype.
         let bytes = |n: u128| match family.elem() {
             BufferKind::U32 => 4 * n,
-            BufferKind::F32 => self.dtype.storage_bytes(n),
+            BufferKind::F32 | BufferKind::Packed => self.dtype.storage_bytes(n),
         };
         let inputs: u128 = family.input_lens(self).iter().sum();
         bytes(inputs) + bytes(family.output_len(self))
@@ -208,7 +208,20 @@ impl Problem {
     /// Element kinds of the inputs, in [`Problem::inputs`] order.
     pub fn input_kinds(&self) -> Vec<BufferKind> {
         let family = self.family();
-        vec![family.elem(); family.input_lens(self).len()]
+        let mut kinds = vec![family.elem(); family.input_lens(self).len()];
+        if let Some((i, _)) = family.packed_input(self) {
+            kinds[i] = BufferKind::Packed;
+        }
+        kinds
+    }
+
+    /// The input [`Problem::inputs`] gives packed ([`Buffer::Packed`]: a quantized transformer's
+    /// weights, drawn straight into the blocks a device reads), if any: its index and its bytes.
+    /// [`Problem::input_lens`] still counts its weights, as elements.
+    pub fn packed_input(&self) -> Option<(usize, u64)> {
+        self.family()
+            .packed_input(self)
+            .map(|(i, b)| (i, u64::try_from(b).unwrap_or(u64::MAX)))
     }
 
     /// Element kind of the output.
@@ -262,7 +275,10 @@ impl Problem {
 /// Checks that `inputs` have the problem's shape; a mismatch is a caller bug reported as a failure.
 fn check_inputs(problem: &Problem, inputs: &[Buffer]) -> Result<(), String> {
     let kinds = problem.input_kinds();
-    let lens = problem.input_lens();
+    let mut lens = problem.input_lens();
+    if let Some((i, bytes)) = problem.packed_input() {
+        lens[i] = usize::try_from(bytes).unwrap_or(usize::MAX);
+    }
     if inputs.len() != kinds.len() {
         return Err(format!(
             "got {} input buffers, expected {}",

@@ -196,27 +196,69 @@ pub(crate) fn fill_exact(f: BlockFormat, bits: i32, len: usize, rng: &mut Pcg64)
     assert_eq!(len % QK, 0, "{len} weights are not whole blocks");
     let d = 2f32.powi(-bits);
     let mut out = vec![0f32; len];
-    // QK + 1 draws a block.
-    crate::draw::draw_units(&mut out, QK, QK as u128 + 1, rng, |part, rng| {
+    crate::draw::draw_units(&mut out, QK, DRAWS_PER_BLOCK, rng, |part, rng| {
         for block in part.chunks_exact_mut(QK) {
-            for v in block.iter_mut() {
-                let r = rng.next_u32();
-                let q = match f {
-                    BlockFormat::Q8_0 => (r % 255) as i32 - 127,
-                    BlockFormat::Q4_0 => (r % 16) as i32 - 8,
-                };
-                *v = q as f32 * d;
+            for (v, q) in block.iter_mut().zip(draw_block(f, rng)) {
+                *v = f32::from(q) * d;
             }
-            let r = rng.next_u32();
-            let at = (r as usize >> 1) % QK;
-            block[at] = match f {
-                BlockFormat::Q8_0 if r & 1 == 0 => -127.0 * d,
-                BlockFormat::Q8_0 => 127.0 * d,
-                BlockFormat::Q4_0 => -8.0 * d,
-            };
         }
     });
     out
+}
+
+/// The weights [`fill_exact`] draws, straight into their split form ([`split`] of them, without
+/// the f32 values): `values` (`quant_bytes` a block) and `scales` (2 bytes a block, every one
+/// `2^-bits`), with `rng` advanced as [`fill_exact`] advances it.
+///
+/// # Panics
+/// If `values` and `scales` do not hold the same whole number of blocks.
+pub(crate) fn fill_exact_split(
+    f: BlockFormat,
+    bits: i32,
+    values: &mut [u8],
+    scales: &mut [u8],
+    rng: &mut Pcg64,
+) {
+    let qb = f.quant_bytes();
+    assert!(
+        values.len().is_multiple_of(qb) && scales.len() == 2 * (values.len() / qb),
+        "{} value bytes and {} scale bytes are not the same whole blocks",
+        values.len(),
+        scales.len()
+    );
+    crate::draw::draw_units(values, qb, DRAWS_PER_BLOCK, rng, |part, rng| {
+        for block in part.chunks_exact_mut(qb) {
+            pack_values(f, &draw_block(f, rng), block);
+        }
+    });
+    let d = half::f16::from_f32(2f32.powi(-bits))
+        .to_bits()
+        .to_le_bytes();
+    for s in scales.chunks_exact_mut(2) {
+        s.copy_from_slice(&d);
+    }
+}
+
+/// Draws of the stream one seeded block takes: one a value, one for the extreme's place.
+const DRAWS_PER_BLOCK: u128 = QK as u128 + 1;
+
+/// The values `q_i` of one seeded block ([`fill_exact`]).
+fn draw_block(f: BlockFormat, rng: &mut Pcg64) -> [i8; QK] {
+    let mut q = [0i8; QK];
+    for v in q.iter_mut() {
+        let r = rng.next_u32();
+        *v = match f {
+            BlockFormat::Q8_0 => ((r % 255) as i32 - 127) as i8,
+            BlockFormat::Q4_0 => ((r % 16) as i32 - 8) as i8,
+        };
+    }
+    let r = rng.next_u32();
+    q[(r as usize >> 1) % QK] = match f {
+        BlockFormat::Q8_0 if r & 1 == 0 => -127,
+        BlockFormat::Q8_0 => 127,
+        BlockFormat::Q4_0 => -8,
+    };
+    q
 }
 
 /// The scale exponent of [`fill_exact`] for weights bounded by about `bound`: `2^-bits · qmax`
@@ -330,5 +372,19 @@ mod tests {
         }
         assert_eq!(scale_bits(BlockFormat::Q8_0, 1.0), 7);
         assert_eq!(scale_bits(BlockFormat::Q4_0, 1.0 / 64.0), 9);
+    }
+
+    #[test]
+    fn weights_drawn_split_are_the_split_of_the_weights_drawn() {
+        // Past the threads' threshold too (2^22 bytes), where each thread jumps its stream.
+        for (f, blocks) in [(BlockFormat::Q8_0, 5), (BlockFormat::Q4_0, (1 << 18) + 3)] {
+            let (mut a, mut b) = (rng_for(9, 1), rng_for(9, 1));
+            let x = fill_exact(f, 11, blocks * QK, &mut a);
+            let mut got = vec![0u8; blocks * f.block_bytes()];
+            let (values, scales) = got.split_at_mut(blocks * f.quant_bytes());
+            fill_exact_split(f, 11, values, scales, &mut b);
+            assert!(got == split(f, &x), "{f:?}: the bytes differ");
+            assert_eq!(a.next_u64(), b.next_u64(), "{f:?}: the streams end apart");
+        }
     }
 }

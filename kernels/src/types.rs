@@ -196,14 +196,19 @@ pub struct MetricValue {
 
 /// Host-side contents of one kernel input or output.
 ///
-/// Values are always held as f32 (or u32): for [`Dtype::F16`] problems the backend converts to fp16 on
-/// upload and back on download, which is lossless for inputs by construction.
+/// Values are held as f32 (or u32): for [`Dtype::F16`] problems the backend converts to fp16 on
+/// upload and back on download, which is lossless for inputs by construction. A quantized
+/// transformer's weights are the one exception: they are drawn straight into their blocks
+/// ([`Buffer::Packed`]), never held as f32 (an 8B model's 32 GB).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Buffer {
     /// Floating-point data.
     F32(Vec<f32>),
     /// Index data (the pointer-chasing table of `memlat_cpu`).
     U32(Vec<u32>),
+    /// A quantized transformer's weights as a device holds them: the bytes of the graph's
+    /// [`crate::llm::PackedLayout`] (its length is in bytes).
+    Packed(Vec<u8>),
 }
 
 impl Buffer {
@@ -212,6 +217,7 @@ impl Buffer {
         match self {
             Buffer::F32(v) => v.len(),
             Buffer::U32(v) => v.len(),
+            Buffer::Packed(v) => v.len(),
         }
     }
 
@@ -220,19 +226,27 @@ impl Buffer {
         self.len() == 0
     }
 
-    /// The f32 contents, or `None` for a u32 buffer.
+    /// The f32 contents, or `None` for another kind.
     pub fn as_f32(&self) -> Option<&[f32]> {
         match self {
             Buffer::F32(v) => Some(v),
-            Buffer::U32(_) => None,
+            _ => None,
         }
     }
 
-    /// The u32 contents, or `None` for an f32 buffer.
+    /// The u32 contents, or `None` for another kind.
     pub fn as_u32(&self) -> Option<&[u32]> {
         match self {
             Buffer::U32(v) => Some(v),
-            Buffer::F32(_) => None,
+            _ => None,
+        }
+    }
+
+    /// The packed weights' bytes, or `None` for another kind.
+    pub fn as_packed(&self) -> Option<&[u8]> {
+        match self {
+            Buffer::Packed(v) => Some(v),
+            _ => None,
         }
     }
 
@@ -241,6 +255,7 @@ impl Buffer {
         match self {
             Buffer::F32(_) => BufferKind::F32,
             Buffer::U32(_) => BufferKind::U32,
+            Buffer::Packed(_) => BufferKind::Packed,
         }
     }
 }
@@ -252,6 +267,8 @@ pub enum BufferKind {
     F32,
     /// u32 elements.
     U32,
+    /// Packed weights' bytes ([`Buffer::Packed`]).
+    Packed,
 }
 
 impl BufferKind {
@@ -260,6 +277,7 @@ impl BufferKind {
         match self {
             BufferKind::F32 => "f32",
             BufferKind::U32 => "u32",
+            BufferKind::Packed => "packed",
         }
     }
 }

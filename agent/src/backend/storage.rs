@@ -2,8 +2,7 @@
 //! the host; catalog inputs are exact in fp16) or u32 words, little-endian.
 //! Shared by the GPU backends.
 
-use gpufleet_kernels::llm::PackedLayout;
-use gpufleet_kernels::{Buffer, Problem};
+use gpufleet_kernels::Buffer;
 
 /// Element format of a device buffer.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -12,7 +11,7 @@ pub enum Elem {
     F16,
     U32,
     /// A transformer's weights packed in its quantized dtype's blocks
-    /// (`gpufleet_kernels::llm::PackedLayout`): bytes made by [`input_bytes`], not per element.
+    /// (`gpufleet_kernels::llm::PackedLayout`, [`Buffer::Packed`]): bytes, not elements.
     Packed,
 }
 
@@ -27,32 +26,28 @@ impl Elem {
     }
 }
 
-/// The bytes of each of `problem`'s `inputs` stored as `storage` says: packed weights through
+/// The bytes of each of `inputs` stored as `storage` says: packed weights through
 /// [`packed_bytes`], the others through [`to_bytes`].
-pub fn input_bytes(problem: &Problem, inputs: &[Buffer], storage: &[Elem]) -> Vec<Vec<u8>> {
+pub fn input_bytes(inputs: &[Buffer], storage: &[Elem]) -> Vec<Vec<u8>> {
     inputs
         .iter()
         .zip(storage)
         .map(|(b, s)| match s {
-            Elem::Packed => packed_bytes(problem, b),
+            Elem::Packed => packed_bytes(b).to_vec(),
             _ => to_bytes(b, *s),
         })
         .collect()
 }
 
-/// `weights` (the f32 weights input of a quantized transformer `problem`) packed by the problem's
-/// [`PackedLayout`].
+/// The bytes of `weights`, a quantized transformer's packed weights input (the catalog draws
+/// them in the problem's [`gpufleet_kernels::llm::PackedLayout`]).
 ///
 /// # Panics
-/// For a problem that is not a quantized transformer, or weights that are not f32: the planners
-/// give [`Elem::Packed`] to nothing else.
-pub fn packed_bytes(problem: &Problem, weights: &Buffer) -> Vec<u8> {
-    let (Some(g), Some(f), Buffer::F32(v)) =
-        (problem.llm_graph(), problem.dtype.block_format(), weights)
-    else {
-        panic!("packed storage is planned for a quantized transformer's f32 weights alone");
-    };
-    PackedLayout::of(&g, f).pack(v)
+/// For a buffer that is not packed: the planners give [`Elem::Packed`] to nothing else.
+pub fn packed_bytes(weights: &Buffer) -> &[u8] {
+    weights
+        .as_packed()
+        .expect("packed storage is planned for a quantized transformer's packed weights alone")
 }
 
 /// `b` as the bytes of a buffer of `e` elements.
@@ -70,6 +65,7 @@ pub fn range_bytes(b: &Buffer, e: Elem, range: std::ops::Range<usize>) -> Vec<u8
             .collect(),
         (Buffer::F32(v), _) => v[range].iter().flat_map(|x| x.to_le_bytes()).collect(),
         (Buffer::U32(v), _) => v[range].iter().flat_map(|x| x.to_le_bytes()).collect(),
+        (Buffer::Packed(v), _) => v[range].to_vec(),
     }
 }
 

@@ -149,12 +149,15 @@ fn perturbed_inputs(
     }
     let mut copy = inputs.to_vec();
     let at = llm.as_ref().and_then(|g| g.weights_input).unwrap_or(1);
-    let Some(Buffer::F32(weights)) = copy.get_mut(at) else {
+    let Some(weights) = copy.get_mut(at) else {
         return Err("model inputs without a weights buffer".into());
     };
-    match &llm {
-        Some(g) => gpufleet_kernels::llm::perturb(g, weights, &layer)?,
-        None => problem.graph().perturb(weights, &layer)?,
+    match (&llm, weights) {
+        (Some(g), w) => {
+            gpufleet_kernels::llm::perturb(g, w, problem.dtype.block_format(), &layer)?;
+        }
+        (None, Buffer::F32(w)) => problem.graph().perturb(w, &layer)?,
+        (None, _) => return Err("a network's weights that are not f32".into()),
     }
     Ok(Some((layer, copy)))
 }

@@ -8,11 +8,12 @@ use super::{
 };
 use crate::backend::BackendKind;
 use crate::check::harness::Validation;
-use crate::check::llm::check_llm;
+use crate::check::llm::{check_llm, with_weights};
 use crate::inputs::{UNIT, ValueSet, WIDE, fill, rng_for};
 use crate::llm::{
-    Config, Heads, LayerKind, LlmGraph, LlmModel, MODEL_ALIASES, MODEL_NAMES, ModelSizes, Phase,
-    check_heads, layer_graph, model_graph, model_inputs, model_sizes, projection, rope_table,
+    Config, Heads, LayerKind, LlmGraph, LlmModel, MODEL_ALIASES, MODEL_NAMES, ModelSizes,
+    PackedLayout, Phase, check_heads, layer_graph, model_graph, model_inputs, model_sizes,
+    projection, projection_packed, rope_table,
 };
 use crate::quant::QK;
 use crate::types::{Buffer, MetricKind};
@@ -436,7 +437,8 @@ impl Family for LlmKernel {
         let lens = lens(&self.lens(p).0);
         let f = |set: ValueSet, i: usize| fill(set, lens[i], &mut rng_for(seed, i));
         let bufs = match self {
-            LlmKernel::Llm => model_inputs(&Self::config(p), &lens, seed, p.dtype),
+            // Quantized, the weights are drawn straight into their blocks.
+            LlmKernel::Llm => return model_inputs(&Self::config(p), &lens, seed, p.dtype),
             LlmKernel::Rope => {
                 let hd = p.uparam("head_dim");
                 let cap = p.uparam("context") + p.uparam("tokens");
@@ -445,17 +447,39 @@ impl Family for LlmKernel {
             LlmKernel::Attention => vec![f(UNIT, 0), f(UNIT, 1), f(UNIT, 2)],
             LlmKernel::SwiGlu => vec![f(WIDE, 0)],
             LlmKernel::Gemv => {
-                let w = projection(p.dtype, p.uparam("k"), 1.0, lens[1], &mut rng_for(seed, 1));
-                vec![f(UNIT, 0), w]
+                let (k, mut rng) = (p.uparam("k"), rng_for(seed, 1));
+                let w = match p.dtype.block_format() {
+                    Some(f) => {
+                        let layout = PackedLayout::of(&self.graph(p), f);
+                        Buffer::Packed(projection_packed(&layout, k, lens[1], &mut rng))
+                    }
+                    None => Buffer::F32(projection(p.dtype, k, 1.0, lens[1], &mut rng)),
+                };
+                return vec![Buffer::F32(f(UNIT, 0)), w];
             }
         };
         bufs.into_iter().map(Buffer::F32).collect()
     }
 
+    fn packed_input(&self, p: &Problem) -> Option<(usize, u128)> {
+        let f = p.dtype.block_format()?;
+        let layout = match self {
+            LlmKernel::Llm => PackedLayout::of_model(&Self::config(p), f),
+            LlmKernel::Gemv => PackedLayout::of(&self.graph(p), f),
+            _ => return None,
+        };
+        Some((1, layout.bytes() as u128))
+    }
+
     fn validate(&self, p: &Problem, inputs: &[Buffer], output: &Buffer) -> Option<Validation> {
-        let f32s: Vec<&[f32]> = inputs.iter().filter_map(Buffer::as_f32).collect();
         let arena = output.as_f32()?;
-        Some(check_llm(&self.graph(p), &f32s, arena))
+        let g = self.graph(p);
+        Some(with_weights(
+            &g,
+            p.dtype.block_format(),
+            inputs,
+            |f32s, weights| check_llm(&g, f32s, weights, arena),
+        ))
     }
 
     fn visit(&self, p: &Problem, _x: &[&[f32]], _f: Visit<'_>) -> Result<bool, String> {
@@ -467,7 +491,12 @@ impl Family for LlmKernel {
 
     #[cfg(test)]
     fn reference(&self, p: &Problem, inputs: &[Buffer]) -> Buffer {
-        let f32s: Vec<&[f32]> = inputs.iter().filter_map(Buffer::as_f32).collect();
-        Buffer::F32(crate::check::llm::reference_arena(&self.graph(p), &f32s))
+        let g = self.graph(p);
+        Buffer::F32(with_weights(
+            &g,
+            p.dtype.block_format(),
+            inputs,
+            |f32s, weights| crate::check::llm::reference_arena(&g, f32s, weights),
+        ))
     }
 }

@@ -420,9 +420,16 @@ pub(crate) trait Family: Sync {
     /// Output length in elements, computed without overflow.
     fn output_len(&self, p: &Problem) -> u128;
 
-    /// Element kind of every input and of the output (u32 only for the pointer chase).
+    /// Element kind of every input and of the output (u32 only for the pointer chase), but the
+    /// [`Family::packed_input`].
     fn elem(&self) -> BufferKind {
         BufferKind::F32
+    }
+
+    /// The input held packed ([`Buffer::Packed`]: a quantized transformer's weights), if any:
+    /// its index and its bytes.
+    fn packed_input(&self, _p: &Problem) -> Option<(usize, u128)> {
+        None
     }
 
     /// Output shape for messages (`[m, n]` for gemm, `[rows, cols]`, NCHW for conv2d).

@@ -7,7 +7,12 @@ use rand::SeedableRng;
 use rand_pcg::Pcg64;
 
 use super::harness::{Tally, Validation, pick};
-use crate::llm::{LlmGraph, Op, Step, Tensors, block_row, check_width, output_index, step_element};
+use crate::Buffer;
+use crate::llm::{
+    LlmGraph, Op, PackedLayout, Step, Tensors, Weights, block_row, check_width, output_index,
+    step_element,
+};
+use crate::quant::BlockFormat;
 
 /// Elements of a step compared.
 const SAMPLES_PER_STEP: usize = 256;
@@ -47,15 +52,17 @@ fn describe(g: &LlmGraph, i: usize) -> String {
     )
 }
 
-/// Validates the arena of a transformer graph: `inputs` are the problem's inputs (the weights as
-/// generated, before any debug perturbation), `arena` the backend's output.
-pub(crate) fn check_llm(g: &LlmGraph, inputs: &[&[f32]], arena: &[f32]) -> Validation {
+/// Validates the arena of a transformer graph: `inputs` are the problem's inputs as f32 and
+/// `weights` its weights (as generated, before any debug perturbation), `arena` the backend's
+/// output.
+pub(crate) fn check_llm(
+    g: &LlmGraph,
+    inputs: &[&[f32]],
+    weights: Weights<'_>,
+    arena: &[f32],
+) -> Validation {
     let total = arena.len() as u64;
     let t = Tensors { inputs, arena };
-    let weights = g
-        .weights_input
-        .and_then(|i| inputs.get(i).copied())
-        .unwrap_or(&[]);
     let mut tally = Tally::default();
     let fail = |tally: &Tally, message: String| tally.outcome(total, true, message);
     let mut rng = Pcg64::seed_from_u64(0x6c6c_6d73 ^ g.steps.len() as u64);
@@ -126,14 +133,30 @@ pub(crate) fn check_llm(g: &LlmGraph, inputs: &[&[f32]], arena: &[f32]) -> Valid
     tally.outcome(total, false, message)
 }
 
+/// Runs `then` on `inputs` (a transformer problem's) as the validation reads them: every input
+/// as f32 (the packed weights as an empty one), and the weights, packed by the graph's layout in
+/// `format` when quantized.
+pub(crate) fn with_weights<T>(
+    g: &LlmGraph,
+    format: Option<BlockFormat>,
+    inputs: &[Buffer],
+    then: impl FnOnce(&[&[f32]], Weights<'_>) -> T,
+) -> T {
+    let f32s: Vec<&[f32]> = inputs.iter().map(|b| b.as_f32().unwrap_or(&[])).collect();
+    let at = g.weights_input.and_then(|i| inputs.get(i));
+    match (format, at.and_then(Buffer::as_packed)) {
+        (Some(f), Some(buf)) => then(&f32s, Weights::Packed(&PackedLayout::of(g, f), buf)),
+        _ => {
+            let w = at.and_then(Buffer::as_f32).unwrap_or(&[]);
+            then(&f32s, Weights::F32(w))
+        }
+    }
+}
+
 /// The arena of a perfect fp32 backend: each step in f64 from the rounded earlier tensors, then
 /// rounded (tests only).
 #[cfg(test)]
-pub fn reference_arena(g: &LlmGraph, inputs: &[&[f32]]) -> Vec<f32> {
-    let weights = g
-        .weights_input
-        .and_then(|i| inputs.get(i).copied())
-        .unwrap_or(&[]);
+pub fn reference_arena(g: &LlmGraph, inputs: &[&[f32]], weights: Weights<'_>) -> Vec<f32> {
     let mut arena = vec![0f32; g.arena_len];
     for step in &g.steps {
         let width = check_width(&step.op);

@@ -101,6 +101,7 @@ fn every_kernel_passes_its_reference_and_fails_a_perturbed_output() {
                 Buffer::F32(v)
             }
             Buffer::U32(v) => Buffer::U32(vec![v[0] ^ 16]),
+            Buffer::Packed(_) => unreachable!("{key}: outputs are never packed"),
         };
         let v = p.check(&inputs, &bad);
         assert!(!v.passed, "{key}: perturbed output passed: {}", v.message);

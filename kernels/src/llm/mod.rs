@@ -36,13 +36,16 @@ mod weights;
 pub use build::{ModelSizes, Pass, Phase, model_graph, model_sizes};
 pub use hf_config::{read_shape_params, shape_params};
 pub use layers::{LayerKind, layer_graph};
-pub use packed::{ALIGN, PackedLayout, PackedMatrix};
+pub use packed::{ALIGN, PackedLayout, PackedMatrix, Weights};
 pub use reference::{Tensors, block_row, check_width, output_index, step_element};
 pub use shape::{
     BlockWeights, CUSTOM_MODEL, Config, LlmModel, MODEL_ALIASES, MODEL_NAMES, SHAPE_PARAMS,
     check_heads,
 };
-pub use weights::{model_inputs, model_weights, projection, rope_table, tokens, weight_scale_bits};
+pub use weights::{
+    Draw, WeightTensor, model_inputs, model_weights, model_weights_packed, projection,
+    projection_packed, rope_table, tokens, weight_scale_bits, weight_tensors,
+};
 
 /// Which buffer a tensor lives in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -376,11 +379,18 @@ impl LlmGraph {
 pub use crate::model::{PERTURB_ENV, PERTURB_FACTOR};
 
 /// Scales the weights of the step called `name` (a projection, a norm or the embedding; without
-/// its pass prefix) by [`PERTURB_FACTOR`].
+/// its pass prefix) by [`PERTURB_FACTOR`]: in f32 weights each weight, in packed ones
+/// (`format`'s [`PackedLayout`] of the graph) a matrix's block scales or a norm's gains.
 ///
 /// # Errors
-/// A name that is no step with weights, with some that are.
-pub fn perturb(graph: &LlmGraph, weights: &mut [f32], name: &str) -> Result<(), String> {
+/// A name that is no step with weights, with some that are; weights the graph's layout does not
+/// hold.
+pub fn perturb(
+    graph: &LlmGraph,
+    weights: &mut crate::Buffer,
+    format: Option<crate::quant::BlockFormat>,
+    name: &str,
+) -> Result<(), String> {
     let bare = |s: &Step| s.name.rsplit(": ").next().unwrap_or("").to_string();
     let range = |op: &Op| match *op {
         Op::Embed {
@@ -410,10 +420,23 @@ pub fn perturb(graph: &LlmGraph, weights: &mut [f32], name: &str) -> Result<(), 
             names.len()
         ));
     };
-    for v in &mut weights[r] {
-        *v *= PERTURB_FACTOR;
-    }
-    Ok(())
+    let scaled = match (weights, format) {
+        (crate::Buffer::F32(w), None) => w.get_mut(r.clone()).map(|w| {
+            for v in w {
+                *v *= PERTURB_FACTOR;
+            }
+        }),
+        (crate::Buffer::Packed(buf), Some(f)) => PackedLayout::of(graph, f)
+            .scale(buf, r.start, PERTURB_FACTOR)
+            .then_some(()),
+        _ => None,
+    };
+    scaled.ok_or_else(|| {
+        format!(
+            "{PERTURB_ENV}: the weights of {} are not where this model's layout puts them",
+            crate::error::quote(name)
+        )
+    })
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@
 //! rounding; plus `2^-24·|y|` for the f32 result. A whole block is held to [`BLOCK_REL_TOL`] of its
 //! row's largest element: errors compound through four projections and two norms.
 
-use super::{BlockCheck, Buf, Cache, Config, Heads, LlmGraph, Op, Ref, Step};
+use super::{BlockCheck, Buf, Cache, Config, Heads, LlmGraph, Op, Ref, Step, Weights};
 use crate::check::harness::EPS32;
 use crate::model::reference::dot_factor;
 
@@ -160,12 +160,12 @@ fn attend(
 pub fn step_element(
     step: &Step,
     t: &Tensors<'_>,
-    weights: &[f32],
+    weights: Weights<'_>,
     r: usize,
     j: usize,
 ) -> (f64, f64) {
     let (seq, pos) = step.rows.of(r);
-    let w_at = |off: usize, len: usize| -> &[f32] { weights.get(off..off + len).unwrap_or(&[]) };
+    let w_at = |off: usize, len: usize| weights.read(off, len);
     let (v, tol) = match step.op {
         Op::Embed {
             dim,
@@ -201,7 +201,7 @@ pub fn step_element(
         }
         Op::Linear { k, w, .. } => {
             let x = t.row(step.x.at(r * k), k);
-            linear(&x, w_at(w + j * k, k))
+            linear(&x, &w_at(w + j * k, k))
         }
         Op::Rope {
             heads,
@@ -262,7 +262,7 @@ pub fn block_row(
     g: &LlmGraph,
     b: &BlockCheck,
     t: &Tensors<'_>,
-    weights: &[f32],
+    weights: Weights<'_>,
     r: usize,
 ) -> Vec<(f64, f64)> {
     let c: &Config = &g.config;
@@ -271,17 +271,17 @@ pub fn block_row(
     let heads = Heads::of(c);
     let (q_dim, kv, hd) = (c.q_dim(), c.kv_dim(), c.head_dim);
     let (seq, pos) = b.rows.of(r);
-    let wt = |off: usize, len: usize| weights.get(off..off + len).unwrap_or(&[]);
+    let wt = |off: usize, len: usize| weights.read(off, len);
     let norm = |x: &[f64], gamma: usize| -> Vec<f64> {
         let s = rms_scale(x);
         x.iter()
-            .zip(wt(gamma, d))
+            .zip(wt(gamma, d).iter())
             .map(|(v, g)| v * s * f64::from(*g))
             .collect()
     };
     let matvec = |x: &[f64], off: usize, n: usize| -> Vec<f64> {
         (0..n)
-            .map(|j| linear(x, wt(off + j * x.len(), x.len())).0)
+            .map(|j| linear(x, &wt(off + j * x.len(), x.len())).0)
             .collect()
     };
     let x = t.row(b.x.at(r * d), d);

@@ -1,8 +1,24 @@
 use super::*;
-use crate::check::llm::{check_llm, reference_arena};
+use crate::check::harness::Validation;
+use crate::check::llm::{check_llm, reference_arena, with_weights};
+use crate::{Buffer, Dtype};
 
-fn graph_inputs(g: &LlmGraph) -> Vec<Vec<f32>> {
-    model_inputs(&g.config, &g.input_lens, 7, crate::Dtype::F32)
+fn graph_inputs(g: &LlmGraph, dtype: Dtype) -> Vec<Buffer> {
+    model_inputs(&g.config, &g.input_lens, 7, dtype)
+}
+
+/// The arena of a perfect fp32 backend given `inputs` in `dtype`.
+fn reference(g: &LlmGraph, dtype: Dtype, inputs: &[Buffer]) -> Vec<f32> {
+    with_weights(g, dtype.block_format(), inputs, |x, w| {
+        reference_arena(g, x, w)
+    })
+}
+
+/// `arena` checked against `inputs` in `dtype`.
+fn check(g: &LlmGraph, dtype: Dtype, inputs: &[Buffer], arena: &[f32]) -> Validation {
+    with_weights(g, dtype.block_format(), inputs, |x, w| {
+        check_llm(g, x, w, arena)
+    })
 }
 
 #[test]
@@ -96,47 +112,72 @@ fn the_logits_are_the_lm_head_of_every_pass() {
 #[test]
 fn a_perfect_arena_passes_and_a_perturbed_weight_is_named() {
     let g = model_graph(&LlmModel::Tiny.config(), Phase::Decode { steps: 3 }, 2, 4);
-    let inputs = graph_inputs(&g);
-    let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-    let arena = reference_arena(&g, &refs);
-    let v = check_llm(&g, &refs, &arena);
-    assert!(v.passed, "{}", v.message);
-    assert!(v.worst_ratio < 0.5, "{}", v.message);
+    // Quantized, the weights are packed and the perturbation scales the blocks' scales.
+    for dtype in [Dtype::F32, Dtype::Q8_0, Dtype::Q4_0] {
+        let inputs = graph_inputs(&g, dtype);
+        let arena = reference(&g, dtype, &inputs);
+        let v = check(&g, dtype, &inputs, &arena);
+        assert!(v.passed, "{dtype:?}: {}", v.message);
+        assert!(v.worst_ratio < 0.5, "{dtype:?}: {}", v.message);
 
-    let mut bad = inputs.clone();
-    perturb(&g, &mut bad[1], "layers.3.feed_forward.w2").unwrap();
-    let bad_refs: Vec<&[f32]> = bad.iter().map(Vec::as_slice).collect();
-    let arena = reference_arena(&g, &bad_refs);
-    let v = check_llm(&g, &refs, &arena);
-    assert!(!v.passed);
-    assert!(
-        v.message.contains("layers.3.feed_forward.w2"),
-        "{}",
-        v.message
-    );
-    assert!(v.message.contains("pass 0"), "{}", v.message);
+        let mut bad = inputs.clone();
+        perturb(
+            &g,
+            &mut bad[1],
+            dtype.block_format(),
+            "layers.3.feed_forward.w2",
+        )
+        .unwrap();
+        let arena = reference(&g, dtype, &bad);
+        let v = check(&g, dtype, &inputs, &arena);
+        assert!(!v.passed, "{dtype:?}");
+        assert!(
+            v.message.contains("layers.3.feed_forward.w2"),
+            "{dtype:?}: {}",
+            v.message
+        );
+        assert!(v.message.contains("pass 0"), "{}", v.message);
+    }
 }
 
 #[test]
 fn a_middle_block_is_caught_as_a_whole() {
     let g = model_graph(&LlmModel::Tiny.config(), Phase::Prefill { prompt: 6 }, 1, 2);
-    let inputs = graph_inputs(&g);
-    let refs: Vec<&[f32]> = inputs.iter().map(Vec::as_slice).collect();
-    let mut bad = inputs.clone();
-    perturb(&g, &mut bad[1], "layers.1.attention.wqkv").unwrap();
-    let bad_refs: Vec<&[f32]> = bad.iter().map(Vec::as_slice).collect();
-    let arena = reference_arena(&g, &bad_refs);
-    let v = check_llm(&g, &refs, &arena);
-    assert!(!v.passed);
-    assert!(v.message.contains("block `layers.1`"), "{}", v.message);
+    for dtype in [Dtype::F32, Dtype::Q4_0] {
+        let inputs = graph_inputs(&g, dtype);
+        let mut bad = inputs.clone();
+        perturb(
+            &g,
+            &mut bad[1],
+            dtype.block_format(),
+            "layers.1.attention.wqkv",
+        )
+        .unwrap();
+        let arena = reference(&g, dtype, &bad);
+        let v = check(&g, dtype, &inputs, &arena);
+        assert!(!v.passed, "{dtype:?}");
+        assert!(
+            v.message.contains("block `layers.1`"),
+            "{dtype:?}: {}",
+            v.message
+        );
+    }
 }
 
 #[test]
 fn an_unknown_layer_to_perturb_lists_some_that_exist() {
     let g = model_graph(&LlmModel::Tiny.config(), Phase::Decode { steps: 1 }, 1, 0);
-    let mut w = vec![0f32; g.input_lens[1]];
-    let e = perturb(&g, &mut w, "layers.9.nope").unwrap_err();
+    let mut w = Buffer::F32(vec![0f32; g.input_lens[1]]);
+    let e = perturb(&g, &mut w, None, "layers.9.nope").unwrap_err();
     assert!(e.contains("layers.0.attention_norm"), "{e}");
+    // Weights not in the dtype's form are refused, not scaled by halves.
+    let e = perturb(
+        &g,
+        &mut w,
+        Some(crate::quant::BlockFormat::Q4_0),
+        "layers.0.attention_norm",
+    );
+    assert!(e.unwrap_err().contains("layout"));
 }
 
 #[test]

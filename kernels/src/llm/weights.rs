@@ -13,16 +13,21 @@
 use rand::RngCore;
 use rand_pcg::Pcg64;
 
-use super::Config;
-use crate::Dtype;
+use super::{Config, PackedLayout};
 use crate::inputs::{GAMMA, UNIT, ValueSet, fill, rng_for};
-use crate::quant::{fill_exact, scale_bits};
+use crate::quant::{QK, fill_exact, fill_exact_split, scale_bits};
+use crate::{Buffer, Dtype};
 
 /// Scale exponent `s` of a projection with fan-in `fan_in` whose bound is divided by `shrink`:
 /// values are `k·2^-s`, `|k| ≤ 256`.
 pub fn weight_scale_bits(fan_in: usize, shrink: f64) -> i32 {
     let bound = 1.0 / ((fan_in as f64).sqrt() * shrink);
     (256.0 / bound).log2().round() as i32
+}
+
+/// The bound of a projection's weights with fan-in `fan_in`, divided by `shrink` (He-like).
+fn projection_bound(fan_in: usize, shrink: f64) -> f64 {
+    1.0 / ((fan_in as f64).sqrt() * shrink)
 }
 
 /// `len` weights of a projection with fan-in `fan_in` whose bound is divided by `shrink`, in
@@ -35,10 +40,7 @@ pub fn projection(
     rng: &mut Pcg64,
 ) -> Vec<f32> {
     match dtype.block_format() {
-        Some(f) => {
-            let bound = 1.0 / ((fan_in as f64).sqrt() * shrink);
-            fill_exact(f, scale_bits(f, bound), len, rng)
-        }
+        Some(f) => fill_exact(f, scale_bits(f, projection_bound(fan_in, shrink)), len, rng),
         None => fill(
             ValueSet::scaled(-256, 256, weight_scale_bits(fan_in, shrink)),
             len,
@@ -47,36 +49,155 @@ pub fn projection(
     }
 }
 
+/// What one tensor of the weights holds (see the module doc).
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Draw {
+    /// A norm's gains.
+    Gains,
+    /// A projection with fan-in `fan_in` (its rows' length) whose bound is divided by `shrink`.
+    Projection {
+        /// Weights a row.
+        fan_in: usize,
+        /// Divides the He-like bound.
+        shrink: f64,
+    },
+    /// The token embedding, `[vocab][dim]`.
+    Embedding,
+}
+
+/// One tensor of a model's weights: where it starts in the f32 weights, its elements, what it
+/// holds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct WeightTensor {
+    /// Element offset in the f32 weights.
+    pub elem: usize,
+    /// Elements.
+    pub len: usize,
+    /// What is drawn into it.
+    pub draw: Draw,
+}
+
+impl WeightTensor {
+    /// Whether it is a matrix (kept in blocks when quantized) rather than a norm's gains.
+    pub fn is_matrix(&self) -> bool {
+        self.draw != Draw::Gains
+    }
+}
+
+/// The tensors of `c`'s weights in the order they lie and are drawn: per block its attention
+/// norm, QKV, output projection, MLP norm, gate-and-up and down projections; then the final
+/// norm, the embedding and, untied, the LM head.
+pub fn weight_tensors(c: &Config) -> Vec<WeightTensor> {
+    let shrink = (2.0 * c.blocks as f64).sqrt();
+    let d = c.dim;
+    let proj = |fan_in, shrink| Draw::Projection { fan_in, shrink };
+    let mut parts: Vec<(usize, Draw)> = Vec::with_capacity(6 * c.blocks + 3);
+    for _ in 0..c.blocks {
+        parts.extend([
+            (d, Draw::Gains),
+            (c.qkv_dim() * d, proj(d, 1.0)),
+            (d * c.q_dim(), proj(c.q_dim(), shrink)),
+            (d, Draw::Gains),
+            (2 * c.ffn * d, proj(d, 1.0)),
+            (d * c.ffn, proj(c.ffn, shrink)),
+        ]);
+    }
+    parts.push((d, Draw::Gains));
+    parts.push((c.vocab * d, Draw::Embedding));
+    if !c.tied {
+        parts.push((c.vocab * d, proj(d, 1.0)));
+    }
+    let mut elem = 0;
+    let tensors: Vec<WeightTensor> = parts
+        .into_iter()
+        .map(|(len, draw)| {
+            let t = WeightTensor { elem, len, draw };
+            elem += len;
+            t
+        })
+        .collect();
+    debug_assert_eq!(elem, c.weights_len());
+    tensors
+}
+
 /// The weights of `c` in `dtype` (see the module doc), `c.weights_len()` elements.
 pub fn model_weights(c: &Config, seed: u64, dtype: Dtype) -> Vec<f32> {
     let mut rng = rng_for(seed, 1);
     let mut w = Vec::with_capacity(c.weights_len());
-    let shrink = (2.0 * c.blocks as f64).sqrt();
-    let d = c.dim;
-    for _ in 0..c.blocks {
-        w.extend(fill(GAMMA, d, &mut rng));
-        w.extend(projection(dtype, d, 1.0, c.qkv_dim() * d, &mut rng));
-        w.extend(projection(
-            dtype,
-            c.q_dim(),
-            shrink,
-            d * c.q_dim(),
-            &mut rng,
-        ));
-        w.extend(fill(GAMMA, d, &mut rng));
-        w.extend(projection(dtype, d, 1.0, 2 * c.ffn * d, &mut rng));
-        w.extend(projection(dtype, c.ffn, shrink, d * c.ffn, &mut rng));
-    }
-    w.extend(fill(GAMMA, d, &mut rng));
-    w.extend(match dtype.block_format() {
-        Some(f) => fill_exact(f, scale_bits(f, 1.0), c.vocab * d, &mut rng),
-        None => fill(UNIT, c.vocab * d, &mut rng),
-    });
-    if !c.tied {
-        w.extend(projection(dtype, d, 1.0, c.vocab * d, &mut rng));
+    for t in weight_tensors(c) {
+        w.extend(match (t.draw, dtype.block_format()) {
+            (Draw::Gains, _) => fill(GAMMA, t.len, &mut rng),
+            (Draw::Projection { fan_in, shrink }, _) => {
+                projection(dtype, fan_in, shrink, t.len, &mut rng)
+            }
+            (Draw::Embedding, Some(f)) => fill_exact(f, scale_bits(f, 1.0), t.len, &mut rng),
+            (Draw::Embedding, None) => fill(UNIT, t.len, &mut rng),
+        });
     }
     debug_assert_eq!(w.len(), c.weights_len());
     w
+}
+
+/// The weights [`model_weights`] draws in the quantized `dtype`, straight into `layout`'s packed
+/// buffer (`PackedLayout::pack` of them, without ever holding them as f32: an 8B model's
+/// 32 GB). Tensors the layout does not hold are drawn past.
+///
+/// # Panics
+/// If `dtype` is not quantized in the layout's format.
+pub fn model_weights_packed(c: &Config, layout: &PackedLayout, seed: u64, dtype: Dtype) -> Vec<u8> {
+    assert_eq!(
+        dtype.block_format(),
+        Some(layout.format()),
+        "{}",
+        dtype.name()
+    );
+    draw_packed(&weight_tensors(c), layout, &mut rng_for(seed, 1))
+}
+
+/// The one projection of `layout` (a `gemv`'s: `len` weights at element 0, fan-in `fan_in`)
+/// drawn as [`projection`] draws it in the layout's format, straight into the packed buffer.
+pub fn projection_packed(
+    layout: &PackedLayout,
+    fan_in: usize,
+    len: usize,
+    rng: &mut Pcg64,
+) -> Vec<u8> {
+    let draw = Draw::Projection {
+        fan_in,
+        shrink: 1.0,
+    };
+    draw_packed(&[WeightTensor { elem: 0, len, draw }], layout, rng)
+}
+
+/// `tensors` drawn from `rng` in order into `layout`'s buffer, in its format.
+fn draw_packed(tensors: &[WeightTensor], layout: &PackedLayout, rng: &mut Pcg64) -> Vec<u8> {
+    let f = layout.format();
+    let mut out = vec![0u8; layout.bytes()];
+    for t in tensors {
+        let bits = match t.draw {
+            Draw::Gains => {
+                let gains = fill(GAMMA, t.len, rng);
+                if let Some(at) = layout.find_vector(t.elem) {
+                    for (o, v) in out[at..].chunks_exact_mut(4).zip(&gains) {
+                        o.copy_from_slice(&v.to_le_bytes());
+                    }
+                }
+                continue;
+            }
+            Draw::Projection { fan_in, shrink } => scale_bits(f, projection_bound(fan_in, shrink)),
+            Draw::Embedding => scale_bits(f, 1.0),
+        };
+        let blocks = t.len / QK;
+        match layout.find_matrix(t.elem) {
+            Some(m) => {
+                let (head, scales) = out.split_at_mut(m.scales);
+                let values = &mut head[m.values..m.values + blocks * f.quant_bytes()];
+                fill_exact_split(f, bits, values, &mut scales[..2 * blocks], rng);
+            }
+            None => rng.advance(blocks as u128 * (QK as u128 + 1)),
+        }
+    }
+    out
 }
 
 /// The RoPE table of `positions` positions for heads of `head_dim` with base `theta`: `cos` then
@@ -106,13 +227,23 @@ pub fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<f32> {
 }
 
 /// The inputs of a model of shape `c` whose inputs have `input_lens` elements (a graph's, or
-/// [`super::model_sizes`]'): token ids, weights in `dtype`, the RoPE table and the cache prefix.
-pub fn model_inputs(c: &Config, input_lens: &[usize], seed: u64, dtype: Dtype) -> Vec<Vec<f32>> {
+/// [`super::model_sizes`]'): token ids, weights in `dtype` (quantized: packed by
+/// [`PackedLayout::of_model`], [`Buffer::Packed`]), the RoPE table and the cache prefix.
+pub fn model_inputs(c: &Config, input_lens: &[usize], seed: u64, dtype: Dtype) -> Vec<Buffer> {
     let positions = input_lens[2] / c.head_dim.max(2);
+    let weights = match dtype.block_format() {
+        Some(f) => Buffer::Packed(model_weights_packed(
+            c,
+            &PackedLayout::of_model(c, f),
+            seed,
+            dtype,
+        )),
+        None => Buffer::F32(model_weights(c, seed, dtype)),
+    };
     vec![
-        tokens(input_lens[0], c.vocab, seed),
-        model_weights(c, seed, dtype),
-        rope_table(positions, c.head_dim, c.rope_theta),
-        fill(UNIT, input_lens[3], &mut rng_for(seed, 3)),
+        Buffer::F32(tokens(input_lens[0], c.vocab, seed)),
+        weights,
+        Buffer::F32(rope_table(positions, c.head_dim, c.rope_theta)),
+        Buffer::F32(fill(UNIT, input_lens[3], &mut rng_for(seed, 3))),
     ]
 }

@@ -111,6 +111,12 @@ impl CpuKernel {
                 Buffer::F32(output_vec)
             }
             gpufleet_kernels::BufferKind::U32 => Buffer::U32(vec![0; len]),
+            gpufleet_kernels::BufferKind::Packed => {
+                return Err(unsupported(format!(
+                    "{} with a packed output",
+                    problem.kernel.name
+                )));
+            }
         };
         let im2col = (problem.id() == KernelId::Conv2d && problem.variant == "im2col")
             .then(|| ops::conv::Im2col::new(&problem.conv_shape()));
@@ -118,10 +124,9 @@ impl CpuKernel {
         let model = problem
             .net()
             .map(|_| ops::model::ModelRunner::new(problem.graph()));
-        let llm = problem.llm_graph().map(|g| {
-            let x: Vec<&[f32]> = inputs.iter().map(f32s).collect();
-            ops::llm::LlmRunner::new(g, &x, quantized)
-        });
+        let llm = problem
+            .llm_graph()
+            .map(|g| ops::llm::LlmRunner::new(g, inputs, quantized));
         Ok(CpuKernel {
             id: problem.id(),
             variant: problem.variant.clone(),
@@ -156,6 +161,9 @@ impl CpuKernel {
                 v[0] = ops::memory::pointer_chase(next, 0, dim(p, "hops") as u64);
                 return Ok(());
             }
+            Buffer::Packed(_) => {
+                return Err(unsupported(format!("{:?} with a packed output", self.id)));
+            }
         };
         match self.id {
             KernelId::Gemm => {
@@ -178,7 +186,7 @@ impl CpuKernel {
                 None => return Err(unsupported("a model without its graph".into())),
             },
             KernelId::Llm(_) => match self.llm.as_ref() {
-                Some(m) => m.run(&x, out),
+                Some(m) => m.run(&x, m.weights(ins), out),
                 None => return Err(unsupported("a transformer without its graph".into())),
             },
             KernelId::Host(HostKernel::MembwCpu) => out[0] = ops::memory::sum_f64(x[0]) as f32,

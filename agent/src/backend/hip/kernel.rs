@@ -93,7 +93,7 @@ impl HipKernel {
         let module = Module::load(code.bytes, code.target)?;
         let stream = Stream::new()?;
         let (start, stop) = (Event::new()?, Event::new()?);
-        let host = storage::input_bytes(problem, inputs, &plan.input_storage);
+        let host = storage::input_bytes(inputs, &plan.input_storage);
         let mut device_inputs = Vec::with_capacity(host.len());
         for data in &host {
             let mut b = DeviceBuffer::new(data.len())?;

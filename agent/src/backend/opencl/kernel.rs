@@ -295,7 +295,7 @@ impl OpenClKernel {
             .map_err(|e| driver("clCreateContext", e))?;
         let caps = planned_caps(&found.caps);
         let base = plan::plan(problem, &caps, None).map_err(|e| e.for_backend("opencl"))?;
-        let host = storage::input_bytes(problem, inputs, &base.input_storage);
+        let host = storage::input_bytes(inputs, &base.input_storage);
         let mut config = BTreeMap::new();
         let plan = if tuning::tunable(problem) {
             let (tuning, line) = tuned(

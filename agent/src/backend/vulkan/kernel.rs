@@ -195,8 +195,7 @@ impl VulkanKernel {
             stats,
         };
         k.vk = Some(vk);
-        let packed = segments::packed(problem, inputs, &plan.input_storage);
-        k.build(&found, &plan, &mem, inputs, &packed, mode)?;
+        k.build(&found, &plan, &mem, inputs, mode)?;
         Ok(k)
     }
 
@@ -295,7 +294,6 @@ impl VulkanKernel {
         plan: &Plan,
         mem: &vk::PhysicalDeviceMemoryProperties,
         inputs: &[Buffer],
-        packed: &[Option<Vec<u8>>],
         mode: Mode,
     ) -> Result<(), BackendError> {
         let dev = self.dev().clone();
@@ -334,9 +332,9 @@ impl VulkanKernel {
         let mut placed = Vec::new();
         let mut staging_inputs = Vec::new();
         for (i, (b, s)) in inputs.iter().zip(&plan.input_storage).enumerate() {
-            let src = match packed.get(i).and_then(Option::as_deref) {
-                Some(bytes) => segments::Source::Bytes(bytes),
-                None => segments::Source::Buffer(b, *s),
+            let src = match s {
+                storage::Elem::Packed => segments::Source::Bytes(storage::packed_bytes(b)),
+                _ => segments::Source::Buffer(b, *s),
             };
             let p = self.place(mem, plan, i, src, limit, keep, &mut staging_inputs)?;
             if p.segments.len() > 1 {

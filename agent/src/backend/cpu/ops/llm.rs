@@ -12,19 +12,19 @@
 //! (decode), one task per row and head: the scores over the causal window of the cache, a softmax,
 //! the weighted sum of the values.
 //!
-//! Quantized weights (q8_0, q4_0) are packed once when the run is prepared
-//! ([`PackedLayout`]) and every step reads them there: a decode projection through the block dot
-//! products of [`super::quant`], the embedding a row of blocks at a time, the norms' f32 gains;
-//! a prefill projection multiplies the matrix dequantized (and transposed) once, as f32.
+//! Quantized weights (q8_0, q4_0) come packed ([`PackedLayout`], drawn so by the catalog) and
+//! every step reads them there: a decode projection through the block dot products of
+//! [`super::quant`], the embedding a row of blocks at a time, the norms' f32 gains; a prefill
+//! projection multiplies the matrix dequantized (and transposed) once, as f32.
 
 use std::collections::HashMap;
 use std::marker::PhantomData;
 
-use gpufleet_kernels::NORM_EPS;
 use gpufleet_kernels::llm::{
-    Buf, Cache, Heads, LlmGraph, Op, PackedLayout, PackedMatrix, Ref, Step,
+    Buf, Cache, Heads, LlmGraph, Op, PackedLayout, PackedMatrix, Ref, Step, Weights,
 };
 use gpufleet_kernels::quant::{BlockFormat, QK};
+use gpufleet_kernels::{Buffer, NORM_EPS};
 use rayon::prelude::*;
 
 use super::elementwise::exp_approx;
@@ -46,60 +46,33 @@ pub struct LlmRunner {
     graph: LlmGraph,
     /// `Wᵀ` (`[k][n]`) by the offset of `W` in the weights.
     transposed: HashMap<usize, Vec<f32>>,
-    /// The weights packed in a quantized format: what every step reads instead of the f32 input.
-    packed: Option<(PackedLayout, Vec<u8>)>,
+    /// The layout of the weights when they come packed in a quantized format.
+    layout: Option<PackedLayout>,
 }
 
-/// Where a step reads its weights: the f32 input, or the packed buffer.
-#[derive(Clone, Copy)]
-enum Weights<'a> {
-    F32(&'a [f32]),
-    Packed(&'a PackedLayout, &'a [u8]),
+/// Row `j` of the `[n][k]` matrix whose blocks lie at `m` (packed in `layout`).
+fn qrow<'a>(layout: &PackedLayout, buf: &'a [u8], m: PackedMatrix, k: usize, j: usize) -> QRow<'a> {
+    qrows(layout, buf, m, k, j..j + 1).next().expect("one row")
 }
 
-impl<'a> Weights<'a> {
-    /// Row `j` of the `[n][k]` matrix whose blocks lie at `m` (packed in `layout`).
-    fn qrow(layout: &PackedLayout, buf: &'a [u8], m: PackedMatrix, k: usize, j: usize) -> QRow<'a> {
-        Weights::qrows(layout, buf, m, k, j..j + 1)
-            .next()
-            .expect("one row")
-    }
-
-    /// Rows `rows` of the `[n][k]` matrix whose blocks lie at `m` (packed in `layout`): the range
-    /// sliced once, its rows by `chunks_exact` (per row a bounds-checked slice pair, as `qrow`
-    /// makes it, was a tenth of a `small` quantized decode on 24-block rows).
-    fn qrows(
-        layout: &PackedLayout,
-        buf: &'a [u8],
-        m: PackedMatrix,
-        k: usize,
-        rows: std::ops::Range<usize>,
-    ) -> impl Iterator<Item = QRow<'a>> {
-        let (f, blocks) = (layout.format(), k / QK);
-        let (vb, sb) = (blocks * f.quant_bytes(), 2 * blocks);
-        let values = &buf[m.values + rows.start * vb..m.values + rows.end * vb];
-        let scales = &buf[m.scales + rows.start * sb..m.scales + rows.end * sb];
-        values
-            .chunks_exact(vb)
-            .zip(scales.chunks_exact(sb))
-            .map(|(values, scales)| QRow { values, scales })
-    }
-
-    /// The `dim` gains at `gamma`.
-    fn gains(self, gamma: usize, dim: usize) -> std::borrow::Cow<'a, [f32]> {
-        match self {
-            Weights::F32(w) => std::borrow::Cow::Borrowed(&w[gamma..gamma + dim]),
-            Weights::Packed(layout, buf) => {
-                let at = layout.vector(gamma);
-                std::borrow::Cow::Owned(
-                    buf[at..at + 4 * dim]
-                        .chunks_exact(4)
-                        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                        .collect(),
-                )
-            }
-        }
-    }
+/// Rows `rows` of the `[n][k]` matrix whose blocks lie at `m` (packed in `layout`): the range
+/// sliced once, its rows by `chunks_exact` (per row a bounds-checked slice pair, as `qrow`
+/// makes it, was a tenth of a `small` quantized decode on 24-block rows).
+fn qrows<'a>(
+    layout: &PackedLayout,
+    buf: &'a [u8],
+    m: PackedMatrix,
+    k: usize,
+    rows: std::ops::Range<usize>,
+) -> impl Iterator<Item = QRow<'a>> {
+    let (f, blocks) = (layout.format(), k / QK);
+    let (vb, sb) = (blocks * f.quant_bytes(), 2 * blocks);
+    let values = &buf[m.values + rows.start * vb..m.values + rows.end * vb];
+    let scales = &buf[m.scales + rows.start * sb..m.scales + rows.end * sb];
+    values
+        .chunks_exact(vb)
+        .zip(scales.chunks_exact(sb))
+        .map(|(values, scales)| QRow { values, scales })
 }
 
 impl std::fmt::Debug for LlmRunner {
@@ -228,52 +201,52 @@ fn swiglu_row_impl<const FMA: bool>(g: &[f32], u: &[f32], y: &mut [f32]) {
 }
 
 impl LlmRunner {
-    /// Prepares `graph`: packs the weights in `format` when given, and transposes the weights of
-    /// its projections over [`GEMM_ROWS`] rows or more (`weights` as the backend got them;
-    /// dequantized from the packed ones when packed).
-    pub fn new(graph: LlmGraph, inputs: &[&[f32]], format: Option<BlockFormat>) -> LlmRunner {
+    /// Prepares `graph` for `inputs` (the problem's; the weights packed in `format` when given):
+    /// transposes the weights of its projections over [`GEMM_ROWS`] rows or more (dequantized
+    /// first when packed).
+    pub fn new(graph: LlmGraph, inputs: &[Buffer], format: Option<BlockFormat>) -> LlmRunner {
+        let mut runner = LlmRunner {
+            layout: format.map(|f| PackedLayout::of(&graph, f)),
+            graph,
+            transposed: HashMap::new(),
+        };
+        let weights = runner.weights(inputs);
         let mut transposed = HashMap::new();
-        let packed = format.zip(graph.weights_input).map(|(f, wi)| {
-            let layout = PackedLayout::of(&graph, f);
-            let buf = layout.pack(inputs[wi]);
-            (layout, buf)
-        });
-        if let Some(wi) = graph.weights_input {
-            for s in &graph.steps {
-                if let Op::Linear { k, n, w } = s.op
-                    && s.rows.rows >= GEMM_ROWS
-                    && !transposed.contains_key(&w)
-                {
-                    let unpacked = packed.as_ref().map(|(l, b)| l.unpack_matrix(b, w));
-                    let src = unpacked.as_deref().unwrap_or(&inputs[wi][w..w + k * n]);
-                    let mut t = vec![0f32; k * n];
-                    t.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
-                        for (j, v) in row.iter_mut().enumerate() {
-                            *v = src[j * k + i];
-                        }
-                    });
-                    transposed.insert(w, t);
-                }
+        for s in &runner.graph.steps {
+            if let Op::Linear { k, n, w } = s.op
+                && s.rows.rows >= GEMM_ROWS
+                && !transposed.contains_key(&w)
+            {
+                let src = weights.read(w, k * n);
+                let mut t = vec![0f32; k * n];
+                t.par_chunks_mut(n).enumerate().for_each(|(i, row)| {
+                    for (j, v) in row.iter_mut().enumerate() {
+                        *v = src[j * k + i];
+                    }
+                });
+                transposed.insert(w, t);
             }
         }
-        LlmRunner {
-            graph,
-            transposed,
-            packed,
+        runner.transposed = transposed;
+        runner
+    }
+
+    /// The weights among `inputs`: packed by the graph's layout when quantized, else f32.
+    pub fn weights<'a>(&'a self, inputs: &'a [Buffer]) -> Weights<'a> {
+        let b = self.graph.weights_input.and_then(|i| inputs.get(i));
+        match (&self.layout, b.and_then(Buffer::as_packed)) {
+            (Some(layout), Some(buf)) => Weights::Packed(layout, buf),
+            _ => Weights::F32(b.and_then(Buffer::as_f32).unwrap_or(&[])),
         }
     }
 
-    /// Runs every step on `inputs`, writing the arena.
+    /// Runs every step on `inputs` (as f32; the weights read from `weights`), writing the arena.
     ///
     /// # Panics
     /// If the buffers do not have the graph's lengths (the backend checks them first).
-    pub fn run(&self, inputs: &[&[f32]], arena: &mut [f32]) {
+    pub fn run(&self, inputs: &[&[f32]], weights: Weights<'_>, arena: &mut [f32]) {
         assert_eq!(arena.len(), self.graph.arena_len, "arena length");
         let arena = Shared::new(arena);
-        let weights = match &self.packed {
-            Some((layout, buf)) => Weights::Packed(layout, buf),
-            None => Weights::F32(self.graph.weights_input.map_or(&[][..], |i| inputs[i])),
-        };
         for step in &self.graph.steps {
             let out_len = step.rows.rows * step.op.out_width();
             // SAFETY: steps run one after another and `run` holds the arena's only borrow, so
@@ -318,7 +291,7 @@ impl LlmRunner {
                 match weights {
                     Weights::F32(w) => o.copy_from_slice(&w[table + tok * dim..][..dim]),
                     Weights::Packed(layout, buf) => {
-                        let row = Weights::qrow(layout, buf, layout.matrix(table), dim, tok);
+                        let row = qrow(layout, buf, layout.matrix(table), dim, tok);
                         for (blk, ob) in o.chunks_exact_mut(QK).enumerate() {
                             dequantize_block(layout.format(), row, blk, ob);
                         }
@@ -330,7 +303,7 @@ impl LlmRunner {
                 gamma,
                 in_stride,
             } => {
-                let gains = weights.gains(gamma, dim);
+                let gains = weights.read(gamma, dim);
                 out.par_chunks_mut(dim).enumerate().for_each(|(r, o)| {
                     let x = b.get(s.x.at(r * in_stride), dim);
                     let ms = dot(x, x) / dim as f32;
@@ -354,8 +327,7 @@ impl LlmRunner {
                         let j0 = blk * GEMV_BLOCK;
                         let j1 = (j0 + GEMV_BLOCK).min(n);
                         let mut w = [QRow::EMPTY; GEMV_BLOCK];
-                        for (wj, row) in w.iter_mut().zip(Weights::qrows(layout, buf, m, k, j0..j1))
-                        {
+                        for (wj, row) in w.iter_mut().zip(qrows(layout, buf, m, k, j0..j1)) {
                             *wj = row;
                         }
                         let w = &w[..j1 - j0];

@@ -8,7 +8,7 @@ use super::{DevBuffer, VulkanKernel};
 use crate::backend::vulkan::plan::{Binding, Plan};
 use crate::backend::{BackendError, storage};
 use ash::vk;
-use gpufleet_kernels::{Buffer, Problem};
+use gpufleet_kernels::Buffer;
 
 /// The element ranges `first..end` of the segments input `input` of `len` elements of `elem`
 /// bytes is made as: the whole input where a dispatch binds it whole or it fits `limit` bytes;
@@ -49,24 +49,10 @@ pub(super) fn split(
 }
 
 /// What an input is made from: the host buffer in a storage format (converted a segment at a
-/// time), or bytes made beforehand (packed quantized weights, an element a byte).
+/// time), or bytes as they are (packed quantized weights, an element a byte).
 pub(super) enum Source<'a> {
     Buffer(&'a Buffer, storage::Elem),
     Bytes(&'a [u8]),
-}
-
-/// The bytes of each packed input (quantized weights, [`storage::Elem::Packed`]), made once before
-/// they are placed; `None` for the others.
-pub(super) fn packed(
-    problem: &Problem,
-    inputs: &[Buffer],
-    storage: &[storage::Elem],
-) -> Vec<Option<Vec<u8>>> {
-    inputs
-        .iter()
-        .zip(storage)
-        .map(|(b, s)| (*s == storage::Elem::Packed).then(|| storage::packed_bytes(problem, b)))
-        .collect()
 }
 
 /// An input on the device: its segments, `first..end` elements each, and their buffers.
