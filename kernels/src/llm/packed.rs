@@ -11,7 +11,7 @@ use std::borrow::Cow;
 
 use super::weights::{Draw, weight_tensors};
 use super::{Config, LlmGraph, Op};
-use crate::quant::{BlockFormat, QK, dequantize_split, split};
+use crate::quant::{BlockFormat, QK, dequantize_split};
 
 /// Byte alignment of every tensor in the buffer (a 16-byte vector load anywhere).
 pub const ALIGN: usize = 64;
@@ -188,29 +188,16 @@ impl PackedLayout {
         self.find(gamma).filter(|t| !t.matrix).map(|t| t.byte)
     }
 
-    /// The `len` weights of the matrix at element offset `w` that `buf` (this layout's buffer)
-    /// holds, dequantized.
-    ///
-    /// # Panics
-    /// As [`PackedLayout::matrix`], or if `buf` is shorter than the layout.
-    pub fn unpack_matrix(&self, buf: &[u8], w: usize) -> Vec<f32> {
-        let m = self.matrix(w);
-        let blocks = self.tensor(w).len / QK;
-        dequantize_split(
-            self.format,
-            &buf[m.values..m.values + blocks * self.format.quant_bytes()],
-            &buf[m.scales..m.scales + 2 * blocks],
-        )
-    }
-
-    /// The buffer of `weights` (the f32 weights the reference reads): each matrix quantized with
-    /// llama.cpp's quantizer and split, each norm copied; the gaps zero.
+    /// The buffer of `weights` (f32 weights): each matrix quantized with llama.cpp's quantizer
+    /// and split, each norm copied; the gaps zero. What the catalog's weights drawn packed
+    /// (`model_weights_packed`) are held to, in tests.
+    #[cfg(test)]
     pub fn pack(&self, weights: &[f32]) -> Vec<u8> {
         let mut out = vec![0u8; self.bytes];
         for t in &self.tensors {
             let src = &weights[t.elem..t.elem + t.len];
             if t.matrix {
-                let s = split(self.format, src);
+                let s = crate::quant::split(self.format, src);
                 out[t.byte..t.byte + s.len()].copy_from_slice(&s);
             } else {
                 for (o, v) in out[t.byte..].chunks_exact_mut(4).zip(src) {
@@ -335,7 +322,7 @@ mod tests {
             }
             let down = &w[b.w_down..b.w_down + c.dim * c.ffn];
             assert_eq!(dequantize(f, &blocks), down);
-            assert_eq!(layout.unpack_matrix(&buf, b.w_down), down);
+            assert_eq!(layout.read(&buf, b.w_down, down.len()), down);
             // A norm's gains are its f32 values.
             let at = layout.vector(b.ffn_norm);
             let gains: Vec<f32> = buf[at..at + 4 * c.dim]
