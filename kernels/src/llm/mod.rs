@@ -39,12 +39,12 @@ pub use layers::{LayerKind, layer_graph};
 pub use packed::{ALIGN, PackedLayout, PackedMatrix, Weights};
 pub use reference::{Tensors, block_row, check_width, output_index, step_element};
 pub use shape::{
-    BlockWeights, CUSTOM_MODEL, Config, LlmModel, MODEL_ALIASES, MODEL_NAMES, SHAPE_PARAMS,
-    check_heads,
+    BlockWeights, CUSTOM_MODEL, Config, Draw, LlmModel, MODEL_ALIASES, MODEL_NAMES, SHAPE_PARAMS,
+    WeightTensor, check_heads, weight_tensors,
 };
 pub use weights::{
-    Draw, WeightTensor, model_inputs, model_weights, model_weights_packed, projection,
-    projection_packed, rope_table, tokens, weight_scale_bits, weight_tensors,
+    model_inputs, model_weights, model_weights_packed, projection, projection_packed, rope_table,
+    tokens, weight_scale_bits,
 };
 
 /// Which buffer a tensor lives in.

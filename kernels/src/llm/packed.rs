@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 
-use super::weights::{Draw, weight_tensors};
+use super::shape::{Draw, weight_tensors};
 use super::{Config, LlmGraph, Op};
 use crate::quant::{BlockFormat, QK, dequantize_split};
 

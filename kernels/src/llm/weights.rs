@@ -13,6 +13,7 @@
 use rand::RngCore;
 use rand_pcg::Pcg64;
 
+use super::shape::{Draw, WeightTensor, weight_tensors};
 use super::{Config, PackedLayout};
 use crate::inputs::{GAMMA, UNIT, ValueSet, fill, rng_for};
 use crate::quant::{QK, fill_exact, fill_exact_split, scale_bits};
@@ -47,77 +48,6 @@ pub fn projection(
             rng,
         ),
     }
-}
-
-/// What one tensor of the weights holds (see the module doc).
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub enum Draw {
-    /// A norm's gains.
-    Gains,
-    /// A projection with fan-in `fan_in` (its rows' length) whose bound is divided by `shrink`.
-    Projection {
-        /// Weights a row.
-        fan_in: usize,
-        /// Divides the He-like bound.
-        shrink: f64,
-    },
-    /// The token embedding, `[vocab][dim]`.
-    Embedding,
-}
-
-/// One tensor of a model's weights: where it starts in the f32 weights, its elements, what it
-/// holds.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct WeightTensor {
-    /// Element offset in the f32 weights.
-    pub elem: usize,
-    /// Elements.
-    pub len: usize,
-    /// What is drawn into it.
-    pub draw: Draw,
-}
-
-impl WeightTensor {
-    /// Whether it is a matrix (kept in blocks when quantized) rather than a norm's gains.
-    pub fn is_matrix(&self) -> bool {
-        self.draw != Draw::Gains
-    }
-}
-
-/// The tensors of `c`'s weights in the order they lie and are drawn: per block its attention
-/// norm, QKV, output projection, MLP norm, gate-and-up and down projections; then the final
-/// norm, the embedding and, untied, the LM head.
-pub fn weight_tensors(c: &Config) -> Vec<WeightTensor> {
-    let shrink = (2.0 * c.blocks as f64).sqrt();
-    let d = c.dim;
-    let proj = |fan_in, shrink| Draw::Projection { fan_in, shrink };
-    let mut parts: Vec<(usize, Draw)> = Vec::with_capacity(6 * c.blocks + 3);
-    for _ in 0..c.blocks {
-        parts.extend([
-            (d, Draw::Gains),
-            (c.qkv_dim() * d, proj(d, 1.0)),
-            (d * c.q_dim(), proj(c.q_dim(), shrink)),
-            (d, Draw::Gains),
-            (2 * c.ffn * d, proj(d, 1.0)),
-            (d * c.ffn, proj(c.ffn, shrink)),
-        ]);
-    }
-    parts.push((d, Draw::Gains));
-    parts.push((c.vocab * d, Draw::Embedding));
-    if !c.tied {
-        parts.push((c.vocab * d, proj(d, 1.0)));
-    }
-    let mut elem = 0;
-    let tensors: Vec<WeightTensor> = parts
-        .into_iter()
-        .map(|(len, draw)| {
-            let t = WeightTensor { elem, len, draw };
-            elem += len;
-            t
-        })
-        .collect();
-    debug_assert_eq!(elem, c.weights_len());
-    tensors
 }
 
 /// The weights of `c` in `dtype` (see the module doc), `c.weights_len()` elements.
