@@ -107,16 +107,20 @@ fn pack_values(f: BlockFormat, q: &[i8; QK], out: &mut [u8]) {
 /// values are `qs`.
 fn push_block(f: BlockFormat, scale: &[u8], qs: &[u8], out: &mut Vec<f32>) {
     let d = half::f16::from_bits(u16::from_le_bytes([scale[0], scale[1]])).to_f32();
-    out.extend((0..QK).map(|i| d * value(f, qs, i) as f32));
-}
-
-/// Value `i` of a block whose stored values are `qs`.
-fn value(f: BlockFormat, qs: &[u8], i: usize) -> i32 {
+    // A loop a format (not `value` an element): validation of an `8b` model dequantizes every
+    // row it checks.
     match f {
-        BlockFormat::Q8_0 => i32::from(qs[i] as i8),
+        BlockFormat::Q8_0 => out.extend(qs[..QK].iter().map(|&q| d * f32::from(q as i8))),
         BlockFormat::Q4_0 => {
-            let byte = qs[i % (QK / 2)];
-            i32::from(if i < QK / 2 { byte & 15 } else { byte >> 4 }) - 8
+            let qs = &qs[..QK / 2];
+            out.extend(
+                qs.iter()
+                    .map(|&b| d * f32::from(i8::from_ne_bytes([b & 15]) - 8)),
+            );
+            out.extend(
+                qs.iter()
+                    .map(|&b| d * f32::from(i8::from_ne_bytes([b >> 4]) - 8)),
+            );
         }
     }
 }

@@ -239,3 +239,38 @@ pub(crate) fn format_index(index: usize, dims: &[usize]) -> String {
     let parts: Vec<String> = parts.iter().map(usize::to_string).collect();
     format!("[{}]", parts.join(","))
 }
+
+/// `f(0)`, …, `f(n - 1)` in order, across the host's cores when the items read many elements
+/// together (`n · cost`, `cost` an item's): the references of a whole block of a large model.
+pub(crate) fn par_map<T: Send>(n: usize, cost: usize, f: impl Fn(usize) -> T + Sync) -> Vec<T> {
+    let threads = std::thread::available_parallelism().map_or(1, |t| t.get());
+    if threads == 1 || n.saturating_mul(cost) < 1 << 20 {
+        return (0..n).map(f).collect();
+    }
+    let per = n.div_ceil(threads);
+    let f = &f;
+    std::thread::scope(|s| {
+        let parts: Vec<_> = (0..n)
+            .step_by(per)
+            .map(|start| s.spawn(move || (start..(start + per).min(n)).map(f).collect::<Vec<T>>()))
+            .collect();
+        parts
+            .into_iter()
+            .flat_map(|p| p.join().expect("a reference thread panicked"))
+            .collect()
+    })
+}
+
+#[cfg(test)]
+mod par_tests {
+    use super::par_map;
+
+    #[test]
+    fn par_map_keeps_the_order_of_one_thread() {
+        let f = |j: usize| (j * j) % 7919;
+        for (n, cost) in [(10, 1), (1000, 1 << 12), (1003, 1 << 20), (3, 1 << 30)] {
+            let want: Vec<usize> = (0..n).map(f).collect();
+            assert_eq!(par_map(n, cost, f), want, "{n} items of {cost}");
+        }
+    }
+}
