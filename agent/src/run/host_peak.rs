@@ -21,8 +21,8 @@
 //!   so they count in `H` at `P`, never at `W`, three times on a GPU backend like every input:
 //!   measured on an H100 (`8b` decode, 2026-12-07), NVIDIA's OpenCL held `3·P` (the input, the
 //!   upload copy, the driver's staging), Vulkan `2·P` to `2·P` + 3 GiB. The cpu backend's
-//!   transposed f32 matrices
-//!   (projections over 16 rows or more, prefill; dequantized first when packed): `W` more.
+//!   transposed f32 matrices (projections over 16 rows or more, prefill; dequantized first when
+//!   packed): `W` more.
 //!
 //! Measured as the worker's `ru_maxrss` (VmHWM) when a fresh worker process is fed one job
 //! (warm-up 1, 3 iterations, validated), on a 2-core AMD EPYC with 24 GiB, PoCL 3.1 and lavapipe
@@ -304,7 +304,7 @@ mod tests {
     /// Transformer peaks measured the same way (`small`, 100 M weights: 382 MiB in f32, 54 MiB in
     /// q4_0, 101 MiB in q8_0; lavapipe from Mesa 22.3, PoCL 3.1): `backend dtype variant`, MiB.
     /// Decode is gen 2, prefill a 64-token prompt. f32 on a 2-core Intel Xeon with 24 GiB; the
-    /// quantized rows on a 2-core AMD EPYC (Zen 3) with 24 GiB, since the weights are drawn packed
+    /// quantized rows on a 2-core AMD EPYC (Zen 4) with 24 GiB, since the weights are drawn packed
     /// (the f32 rows there again: 784 and 1,600 MiB).
     const LLM_CALIBRATION: &[(&str, f64)] = &[
         ("cpu f32 decode", 783.3),

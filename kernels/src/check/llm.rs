@@ -143,14 +143,11 @@ pub(crate) fn with_weights<T>(
     then: impl FnOnce(&[&[f32]], Weights<'_>) -> T,
 ) -> T {
     let f32s: Vec<&[f32]> = inputs.iter().map(|b| b.as_f32().unwrap_or(&[])).collect();
-    let at = g.weights_input.and_then(|i| inputs.get(i));
-    match (format, at.and_then(Buffer::as_packed)) {
-        (Some(f), Some(buf)) => then(&f32s, Weights::Packed(&PackedLayout::of(g, f), buf)),
-        _ => {
-            let w = at.and_then(Buffer::as_f32).unwrap_or(&[]);
-            then(&f32s, Weights::F32(w))
-        }
-    }
+    let layout = format.map(|f| PackedLayout::of(g, f));
+    then(
+        &f32s,
+        Weights::of_inputs(inputs, g.weights_input, layout.as_ref()),
+    )
 }
 
 /// The arena of a perfect fp32 backend: each step in f64 from the rounded earlier tensors, then

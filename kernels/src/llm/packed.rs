@@ -278,6 +278,20 @@ pub enum Weights<'a> {
 }
 
 impl<'a> Weights<'a> {
+    /// The weights of a graph whose weights input (`weights_input`) is among `inputs`: packed by
+    /// `layout` when it is given and the input is packed, else the f32 input (empty if neither).
+    pub fn of_inputs(
+        inputs: &'a [crate::Buffer],
+        weights_input: Option<usize>,
+        layout: Option<&'a PackedLayout>,
+    ) -> Weights<'a> {
+        let b = weights_input.and_then(|i| inputs.get(i));
+        match (layout, b.and_then(crate::Buffer::as_packed)) {
+            (Some(layout), Some(buf)) => Weights::Packed(layout, buf),
+            _ => Weights::F32(b.and_then(crate::Buffer::as_f32).unwrap_or(&[])),
+        }
+    }
+
     /// Weights `off..off + len` as f32 (within one tensor; dequantized when packed); empty past
     /// the end.
     pub fn read(self, off: usize, len: usize) -> Cow<'a, [f32]> {

@@ -14,6 +14,14 @@ fn reference(g: &LlmGraph, dtype: Dtype, inputs: &[Buffer]) -> Vec<f32> {
     })
 }
 
+/// The arena of a perfect backend given `inputs` with layer `layer` perturbed, checked against
+/// `inputs`.
+fn check_perturbed(g: &LlmGraph, dtype: Dtype, inputs: &[Buffer], layer: &str) -> Validation {
+    let mut bad = inputs.to_vec();
+    perturb(g, &mut bad[1], dtype.block_format(), layer).unwrap();
+    check(g, dtype, inputs, &reference(g, dtype, &bad))
+}
+
 /// `arena` checked against `inputs` in `dtype`.
 fn check(g: &LlmGraph, dtype: Dtype, inputs: &[Buffer], arena: &[f32]) -> Validation {
     with_weights(g, dtype.block_format(), inputs, |x, w| {
@@ -120,16 +128,7 @@ fn a_perfect_arena_passes_and_a_perturbed_weight_is_named() {
         assert!(v.passed, "{dtype:?}: {}", v.message);
         assert!(v.worst_ratio < 0.5, "{dtype:?}: {}", v.message);
 
-        let mut bad = inputs.clone();
-        perturb(
-            &g,
-            &mut bad[1],
-            dtype.block_format(),
-            "layers.3.feed_forward.w2",
-        )
-        .unwrap();
-        let arena = reference(&g, dtype, &bad);
-        let v = check(&g, dtype, &inputs, &arena);
+        let v = check_perturbed(&g, dtype, &inputs, "layers.3.feed_forward.w2");
         assert!(!v.passed, "{dtype:?}");
         assert!(
             v.message.contains("layers.3.feed_forward.w2"),
@@ -145,16 +144,7 @@ fn a_middle_block_is_caught_as_a_whole() {
     let g = model_graph(&LlmModel::Tiny.config(), Phase::Prefill { prompt: 6 }, 1, 2);
     for dtype in [Dtype::F32, Dtype::Q4_0] {
         let inputs = graph_inputs(&g, dtype);
-        let mut bad = inputs.clone();
-        perturb(
-            &g,
-            &mut bad[1],
-            dtype.block_format(),
-            "layers.1.attention.wqkv",
-        )
-        .unwrap();
-        let arena = reference(&g, dtype, &bad);
-        let v = check(&g, dtype, &inputs, &arena);
+        let v = check_perturbed(&g, dtype, &inputs, "layers.1.attention.wqkv");
         assert!(!v.passed, "{dtype:?}");
         assert!(
             v.message.contains("block `layers.1`"),

@@ -233,11 +233,7 @@ impl LlmRunner {
 
     /// The weights among `inputs`: packed by the graph's layout when quantized, else f32.
     pub fn weights<'a>(&'a self, inputs: &'a [Buffer]) -> Weights<'a> {
-        let b = self.graph.weights_input.and_then(|i| inputs.get(i));
-        match (&self.layout, b.and_then(Buffer::as_packed)) {
-            (Some(layout), Some(buf)) => Weights::Packed(layout, buf),
-            _ => Weights::F32(b.and_then(Buffer::as_f32).unwrap_or(&[])),
-        }
+        Weights::of_inputs(inputs, self.graph.weights_input, self.layout.as_ref())
     }
 
     /// Runs every step on `inputs` (as f32; the weights read from `weights`), writing the arena.
