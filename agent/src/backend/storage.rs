@@ -2,6 +2,8 @@
 //! the host; catalog inputs are exact in fp16) or u32 words, little-endian.
 //! Shared by the GPU backends.
 
+use std::borrow::Cow;
+
 use gpufleet_kernels::Buffer;
 
 /// Element format of a device buffer.
@@ -26,18 +28,41 @@ impl Elem {
     }
 }
 
-/// The bytes of each of `inputs` stored as `storage` says: packed weights through
-/// [`packed_bytes`], the others through [`to_bytes`].
-pub fn input_bytes(inputs: &[Buffer], storage: &[Elem]) -> Vec<Vec<u8>> {
+/// The bytes of each of `inputs` stored as `storage` says, borrowed where the buffer already holds
+/// them (packed weights through [`packed_bytes`]; f32 and u32 words stored as such, on a
+/// little-endian host), else converted through [`to_bytes`]. Borrowed, an upload reads the
+/// problem's own buffers: for a quantized `8b` that is 4.2 GiB of host memory not copied.
+pub fn input_bytes<'a>(inputs: &'a [Buffer], storage: &[Elem]) -> Vec<Cow<'a, [u8]>> {
     inputs
         .iter()
         .zip(storage)
-        .map(|(b, s)| match s {
-            Elem::Packed => packed_bytes(b).to_vec(),
-            _ => to_bytes(b, *s),
+        .map(|(b, s)| match (b, s) {
+            (_, Elem::Packed) => Cow::Borrowed(packed_bytes(b)),
+            #[cfg(target_endian = "little")]
+            (Buffer::F32(v), Elem::F32) => Cow::Borrowed(words_as_bytes(v)),
+            #[cfg(target_endian = "little")]
+            (Buffer::U32(v), Elem::U32) => Cow::Borrowed(words_as_bytes(v)),
+            _ => Cow::Owned(to_bytes(b, *s)),
         })
         .collect()
 }
+
+/// The bytes of `words` (f32 or u32) as they lie in memory: their little-endian encoding on a
+/// little-endian host, which is where [`input_bytes`] borrows them.
+#[cfg(target_endian = "little")]
+fn words_as_bytes<T: Word>(words: &[T]) -> &[u8] {
+    // SAFETY: `T` is f32 or u32 (the sealed `Word`): four bytes, no padding, every byte
+    // initialized; u8 has alignment 1, and the length covers exactly the slice's memory.
+    unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
+}
+
+/// The plain four-byte words [`words_as_bytes`] may view as bytes.
+#[cfg(target_endian = "little")]
+trait Word: Copy {}
+#[cfg(target_endian = "little")]
+impl Word for f32 {}
+#[cfg(target_endian = "little")]
+impl Word for u32 {}
 
 /// The bytes of `weights`, a quantized transformer's packed weights input (the catalog draws
 /// them in the problem's [`gpufleet_kernels::llm::PackedLayout`]).
@@ -108,6 +133,24 @@ mod tests {
         }
         let u = Buffer::U32(vec![0, 7, u32::MAX]);
         assert_eq!(from_bytes(&to_bytes(&u, Elem::U32), Elem::U32), u);
+    }
+
+    #[test]
+    fn input_bytes_borrow_what_the_buffers_hold_and_equal_the_conversion() {
+        let inputs = [
+            Buffer::F32(vec![1.5, -0.25, 3.0e-7]),
+            Buffer::F32(vec![2.0, -1.0]),
+            Buffer::U32(vec![1, u32::MAX]),
+            Buffer::Packed(vec![0x12, 0x34, 0x56]),
+        ];
+        let storage = [Elem::F32, Elem::F16, Elem::U32, Elem::Packed];
+        let bytes = input_bytes(&inputs, &storage);
+        for (i, ((b, e), got)) in inputs.iter().zip(storage).zip(&bytes).enumerate() {
+            assert_eq!(&got[..], &to_bytes(b, e)[..], "input {i}");
+            let borrowed = matches!(got, Cow::Borrowed(_));
+            let expect = e == Elem::Packed || (cfg!(target_endian = "little") && e != Elem::F16);
+            assert_eq!(borrowed, expect, "input {i}: f16 alone is converted");
+        }
     }
 
     #[test]

@@ -41,6 +41,8 @@ pub struct CpuKernel {
     model: Option<ops::model::ModelRunner>,
     /// A transformer's steps and transposed weights (`llm`, `rope`, `attention`, `swiglu`, `gemv`).
     llm: Option<ops::llm::LlmRunner>,
+    /// The block format of quantized weights (`llm` and `gemv` in q8_0 / q4_0).
+    format: Option<gpufleet_kernels::quant::BlockFormat>,
     /// Launches so far, warm-up included (`debug_noise` draws each one's time from its number).
     calls: u64,
 }
@@ -143,6 +145,7 @@ impl CpuKernel {
             conv,
             model,
             llm,
+            format: quantized,
             calls: 0,
         })
     }
@@ -355,11 +358,8 @@ impl PreparedKernel for CpuKernel {
             .flatten();
         let isa = int8.map_or(isa.name(), ops::peak::Int8Dot::name);
         c.insert("isa".to_string(), isa.to_string());
-        if ops::quant::rows_at_once() != 4 {
-            c.insert(
-                "quant_rows".to_string(),
-                format!("{} (debug)", ops::quant::rows_at_once()),
-            );
+        if let Some(note) = self.format.and_then(ops::quant::rows_note) {
+            c.insert("quant_rows".to_string(), note);
         }
         c
     }

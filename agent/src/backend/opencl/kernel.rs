@@ -14,6 +14,7 @@ use opencl3::context::Context;
 use opencl3::kernel::Kernel;
 use opencl3::memory::Buffer as ClBuffer;
 use opencl3::program::Program;
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -97,7 +98,7 @@ impl Bound {
         found: &Found,
         plan: &Plan,
         problem: &Problem,
-        host: &[Vec<u8>],
+        host: &[Cow<'_, [u8]>],
     ) -> Result<Bound, BackendError> {
         let queue = CommandQueue::create_default(ctx, CL_QUEUE_PROFILING_ENABLE)
             .map_err(|e| driver("clCreateCommandQueue", e))?;
@@ -200,6 +201,7 @@ impl Bound {
 pub struct OpenClKernel {
     _ctx: Context,
     bound: Bound,
+    /// The inputs as uploaded, under [`Mode::WithTransfers`] alone (empty otherwise).
     host: Vec<Vec<u8>>,
     mode: Mode,
     output_storage: Storage,
@@ -230,7 +232,7 @@ fn tuned(
     found: &Found,
     problem: &Problem,
     inputs: &[Buffer],
-    host: &[Vec<u8>],
+    host: &[Cow<'_, [u8]>],
     source: &str,
     budget: Duration,
 ) -> Result<(GemmTuning, String), BackendError> {
@@ -323,7 +325,12 @@ impl OpenClKernel {
         Ok(OpenClKernel {
             _ctx: ctx,
             bound,
-            host,
+            // Kept only where every iteration uploads them again; compute-only runs read the
+            // device's copy, so the host's (a whole model's weights) goes now.
+            host: match mode {
+                Mode::WithTransfers => host.into_iter().map(Cow::into_owned).collect(),
+                Mode::ComputeOnly => Vec::new(),
+            },
             mode,
             output_storage: plan.output_storage,
             config,

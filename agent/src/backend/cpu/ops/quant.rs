@@ -57,21 +57,52 @@ impl<'a> Input<'a> {
     }
 }
 
-/// Experiment switch: `1` makes [`dots`] take a row at a time where its AVX-512 copies take four
-/// (unset or any other value: four): the VNNI copies on digits a row at a time, the float rows through
-/// the AVX2 one-row copy instead of the `vpermps` four-row one. Four rows read each block
-/// of the input once for the four, and win on a lone `gemv` from DRAM (q8_0 8192 × 16384 on Zen 4:
-/// 1.9×), yet one row won `small`'s q8_0 decode on Zen 4 (1.3–1.5×; docs/PERFORMANCE.md): the switch
-/// measures that on each CPU type before a rule is made. The result's `quant_rows` config says what
-/// ran.
+/// Experiment switch: `1` or `4` makes [`dots`]' AVX-512 copies take that many rows at a time,
+/// whatever [`rows_at_once`]'s rule says (unset or any other value: the rule). Four rows read each
+/// block of the input once for the four and win on a lone `gemv` from DRAM (q8_0 8192 × 16384 on
+/// Zen 4: 1.9×); one row wins Q8_0's decode on AMD cores (docs/PERFORMANCE.md). The result's
+/// `quant_rows` config says what ran where it is not the default four.
 pub const ROWS_ENV: &str = "GPUFLEET_CPU_QUANT_ROWS";
 
-/// The rows [`dots`]' AVX-512 copies take at a time: 4, or 1 under [`ROWS_ENV`]; read once.
-pub fn rows_at_once() -> usize {
-    static ROWS: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
-    *ROWS.get_or_init(|| match std::env::var(ROWS_ENV).as_deref().map(str::trim) {
-        Ok("1") => 1,
-        _ => 4,
+/// The rows [`dots`]' AVX-512 copies take at a time for rows in format `f`: four, except Q8_0 on an
+/// AMD CPU, one at a time. Measured in `small`'s q8_0 decode beside llama.cpp's CPU build: one row
+/// 1.3–1.5× four on Zen 4 (three sessions), 1.0–1.2× on Zen 5; Q4_0 four rows on both (Zen 5: one
+/// row 0.84×); the Xeons meet llama.cpp with four. [`ROWS_ENV`] overrides the rule.
+pub fn rows_at_once(f: BlockFormat) -> usize {
+    forced_rows().unwrap_or(if f == BlockFormat::Q8_0 && amd() {
+        1
+    } else {
+        4
+    })
+}
+
+/// The rows [`ROWS_ENV`] forces, if it does; read once.
+fn forced_rows() -> Option<usize> {
+    static FORCED: std::sync::OnceLock<Option<usize>> = std::sync::OnceLock::new();
+    *FORCED.get_or_init(|| match std::env::var(ROWS_ENV).as_deref().map(str::trim) {
+        Ok("1") => Some(1),
+        Ok("4") => Some(4),
+        _ => None,
+    })
+}
+
+/// What the result's `quant_rows` config records for rows in format `f`: nothing for the default
+/// four, else the rows and why (`"1 (debug)"` under [`ROWS_ENV`], `"1 (q8_0 on AMD)"` by the rule).
+pub fn rows_note(f: BlockFormat) -> Option<String> {
+    match (forced_rows(), rows_at_once(f)) {
+        (Some(rows), _) => Some(format!("{rows} (debug)")),
+        (None, 4) => None,
+        (None, rows) => Some(format!("{rows} (q8_0 on AMD)")),
+    }
+}
+
+/// Whether this is an AMD CPU (`/proc/cpuinfo`'s vendor, as the device description reads it); read
+/// once.
+fn amd() -> bool {
+    static AMD: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    *AMD.get_or_init(|| {
+        let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+        crate::host::cpu_vendor(&cpuinfo) == "AMD"
     })
 }
 
@@ -122,7 +153,7 @@ pub fn dots(f: BlockFormat, w: &[QRow<'_>], input: &Input<'_>, out: &mut [f32]) 
             Layout::Q8Pairs => unsafe { dots_q8_vnni([r], g)[0] },
         };
         let mut done = 0;
-        if g.layout != Layout::Pairs && rows_at_once() == 4 {
+        if g.layout != Layout::Pairs && rows_at_once(f) == 4 {
             for (r, o) in w.chunks_exact(4).zip(out.chunks_exact_mut(4)) {
                 o.copy_from_slice(&four([r[0], r[1], r[2], r[3]]));
             }
@@ -135,7 +166,7 @@ pub fn dots(f: BlockFormat, w: &[QRow<'_>], input: &Input<'_>, out: &mut [f32]) 
     }
     let mut done = 0;
     #[cfg(target_arch = "x86_64")]
-    if Isa::active() >= Isa::Avx512 && rows_at_once() == 4 {
+    if Isa::active() >= Isa::Avx512 && rows_at_once(f) == 4 {
         for (rows, o) in w.chunks_exact(4).zip(out.chunks_exact_mut(4)) {
             // SAFETY: `Isa::active()` is at least Avx512 only where the CPU has AVX-512F, AVX2, FMA
             // and F16C; the lengths are the ones `dots4_avx512` reads (asserted there).
