@@ -28,23 +28,28 @@ impl Elem {
     }
 }
 
-/// The bytes of each of `inputs` stored as `storage` says, borrowed where the buffer already holds
-/// them (packed weights through [`packed_bytes`]; f32 and u32 words stored as such, on a
-/// little-endian host), else converted through [`to_bytes`]. Borrowed, an upload reads the
-/// problem's own buffers: for a quantized `8b` that is 4.2 GiB of host memory not copied.
+/// The bytes of each of `inputs` stored as `storage` says (see [`input_range_bytes`]).
 pub fn input_bytes<'a>(inputs: &'a [Buffer], storage: &[Elem]) -> Vec<Cow<'a, [u8]>> {
     inputs
         .iter()
         .zip(storage)
-        .map(|(b, s)| match (b, s) {
-            (_, Elem::Packed) => Cow::Borrowed(packed_bytes(b)),
-            #[cfg(target_endian = "little")]
-            (Buffer::F32(v), Elem::F32) => Cow::Borrowed(words_as_bytes(v)),
-            #[cfg(target_endian = "little")]
-            (Buffer::U32(v), Elem::U32) => Cow::Borrowed(words_as_bytes(v)),
-            _ => Cow::Owned(to_bytes(b, *s)),
-        })
+        .map(|(b, s)| input_range_bytes(b, *s, 0..b.len()))
         .collect()
+}
+
+/// Elements `range` of `b` stored as `e`: borrowed where the buffer already holds those bytes
+/// (packed weights, [`packed_bytes`]; f32 and u32 words stored as such, on a little-endian host),
+/// else converted through [`range_bytes`]. Borrowed, an upload reads the problem's own buffer: for
+/// a quantized `8b` that is 4.2 GiB of host memory not copied.
+pub fn input_range_bytes(b: &Buffer, e: Elem, range: std::ops::Range<usize>) -> Cow<'_, [u8]> {
+    match (b, e) {
+        (_, Elem::Packed) => Cow::Borrowed(&packed_bytes(b)[range]),
+        #[cfg(target_endian = "little")]
+        (Buffer::F32(v), Elem::F32) => Cow::Borrowed(words_as_bytes(&v[range])),
+        #[cfg(target_endian = "little")]
+        (Buffer::U32(v), Elem::U32) => Cow::Borrowed(words_as_bytes(&v[range])),
+        _ => Cow::Owned(range_bytes(b, e, range)),
+    }
 }
 
 /// The bytes of `words` (f32 or u32) as they lie in memory: their little-endian encoding on a
@@ -136,7 +141,7 @@ mod tests {
     }
 
     #[test]
-    fn input_bytes_borrow_what_the_buffers_hold_and_equal_the_conversion() {
+    fn input_bytes_borrow_what_the_buffers_hold_and_equal_the_conversion_whole_or_in_part() {
         let inputs = [
             Buffer::F32(vec![1.5, -0.25, 3.0e-7]),
             Buffer::F32(vec![2.0, -1.0]),
@@ -150,6 +155,13 @@ mod tests {
             let borrowed = matches!(got, Cow::Borrowed(_));
             let expect = e == Elem::Packed || (cfg!(target_endian = "little") && e != Elem::F16);
             assert_eq!(borrowed, expect, "input {i}: f16 alone is converted");
+            // A segment of the input: the same bytes as converting that range.
+            let part = input_range_bytes(b, e, 1..b.len());
+            assert_eq!(
+                &part[..],
+                &range_bytes(b, e, 1..b.len())[..],
+                "input {i}, 1.."
+            );
         }
     }
 

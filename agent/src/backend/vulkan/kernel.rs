@@ -332,11 +332,7 @@ impl VulkanKernel {
         let mut placed = Vec::new();
         let mut staging_inputs = Vec::new();
         for (i, (b, s)) in inputs.iter().zip(&plan.input_storage).enumerate() {
-            let src = match s {
-                storage::Elem::Packed => segments::Source::Bytes(storage::packed_bytes(b)),
-                _ => segments::Source::Buffer(b, *s),
-            };
-            let p = self.place(mem, plan, i, src, limit, keep, &mut staging_inputs)?;
+            let p = self.place(mem, plan, i, b, *s, limit, keep, &mut staging_inputs)?;
             if p.segments.len() > 1 {
                 self.config.insert(
                     format!("input{i}_buffers"),

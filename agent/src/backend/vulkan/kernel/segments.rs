@@ -48,13 +48,6 @@ pub(super) fn split(
     out
 }
 
-/// What an input is made from: the host buffer in a storage format (converted a segment at a
-/// time), or bytes as they are (packed quantized weights, an element a byte).
-pub(super) enum Source<'a> {
-    Buffer(&'a Buffer, storage::Elem),
-    Bytes(&'a [u8]),
-}
-
 /// An input on the device: its segments, `first..end` elements each, and their buffers.
 pub(super) struct Placed {
     pub segments: Vec<(usize, usize, DevBuffer)>,
@@ -80,8 +73,10 @@ impl Placed {
 }
 
 impl VulkanKernel {
-    /// Makes input `input` (from `src`) on the device in its segments (see [`split`]),
-    /// each filled through a host-visible staging buffer; the staging buffers are kept (pushed
+    /// Makes input `input` (host buffer `b`, stored as `e`) on the device in its segments (see
+    /// [`split`]), each filled through a host-visible staging buffer from the buffer's own bytes
+    /// where it holds them ([`storage::input_range_bytes`]: no copy of a model's weights), else a
+    /// segment's conversion; the staging buffers are kept (pushed
     /// to `staging`, the segments in the same order) only when `keep` says (the timed command
     /// buffer copies from them), else freed once copied.
     #[allow(clippy::too_many_arguments)]
@@ -90,21 +85,16 @@ impl VulkanKernel {
         mem: &vk::PhysicalDeviceMemoryProperties,
         plan: &Plan,
         input: usize,
-        src: Source<'_>,
+        b: &Buffer,
+        e: storage::Elem,
         limit: u64,
         keep: bool,
         staging: &mut Vec<DevBuffer>,
     ) -> Result<Placed, BackendError> {
-        let (len, elem) = match src {
-            Source::Buffer(b, s) => (b.len(), s.size()),
-            Source::Bytes(bytes) => (bytes.len(), 1),
-        };
+        let (len, elem) = (b.len(), e.size());
         let mut segments = Vec::new();
         for (first, end) in split(plan, input, len, elem, limit) {
-            let bytes = match src {
-                Source::Buffer(b, s) => storage::range_bytes(b, s, first..end),
-                Source::Bytes(bytes) => bytes[first..end].to_vec(),
-            };
+            let bytes = storage::input_range_bytes(b, e, first..end);
             let d = self.create_buffer(mem, bytes.len() as u64, false)?;
             let st = self.create_buffer(mem, bytes.len() as u64, true)?;
             self.write_host(st, &bytes)?;
