@@ -120,17 +120,20 @@ async fn quantized_weights_validate_and_a_wrong_scale_is_caught() {
             s.dtype = dtype.into();
             // Q4_0 also capped at AVX2, where its dot products are integer ones on the input's
             // digits (quant.rs): the path of CPUs without AVX-512, validated on any x86-64 host.
-            // And both a row at a time where AVX-512 takes four (GPUFLEET_CPU_QUANT_ROWS=1).
+            // And the rows at a time by the rule (Q8_0 one on AMD, else four) and forced to one
+            // and to four (GPUFLEET_CPU_QUANT_ROWS), so AVX-512's two copies are both validated
+            // on any host that has them.
             let caps: &[(&str, &str)] = if dtype == "q4_0" {
-                &[("auto", "4"), ("avx2", "4"), ("auto", "1")]
+                &[("auto", "rule"), ("avx2", "rule"), ("auto", "1")]
             } else {
-                &[("auto", "4"), ("auto", "1")]
+                &[("auto", "rule"), ("auto", "4"), ("auto", "1")]
             };
             for (cap, rows) in caps {
                 let mut s = s.clone();
                 s.env.insert("GPUFLEET_CPU_ISA".into(), (*cap).into());
-                if *rows == "1" {
-                    s.env.insert("GPUFLEET_CPU_QUANT_ROWS".into(), "1".into());
+                if *rows != "rule" {
+                    s.env
+                        .insert("GPUFLEET_CPU_QUANT_ROWS".into(), (*rows).into());
                 }
                 let name = format!("{}-{}-{dtype}-{cap}-rows{rows}", s.kernel, s.variant);
                 let (_, r) = run(&mut c, &name, s).await;
@@ -140,10 +143,11 @@ async fn quantized_weights_validate_and_a_wrong_scale_is_caught() {
                 assert_eq!(r.dtype, dtype, "{name}");
                 // Forced, the switch is named; else one row for q8_0 on an AMD CPU, by rule.
                 let rule = (dtype == "q8_0" && amd_cpu()).then_some("1 (q8_0 on AMD)");
-                let expected = if *rows == "1" {
-                    Some("1 (debug)")
-                } else {
+                let forced = format!("{rows} (debug)");
+                let expected = if *rows == "rule" {
                     rule
+                } else {
+                    Some(forced.as_str())
                 };
                 assert_eq!(
                     r.config.get("quant_rows").map(String::as_str),

@@ -20,8 +20,9 @@
 //!   their packed bytes `P` (a sixth to a quarter of the f32 weights `W`; [`Problem::packed_input`]),
 //!   so they count in `H` at `P`, never at `W`, three times on a GPU backend like every input:
 //!   measured on an H100 (`8b` decode, 2026-12-07), NVIDIA's OpenCL held `1·P` (the upload reads
-//!   the problem's buffer), Vulkan `2·P` to `2·P` + 3 GiB (the input and its staging); PoCL `2·P`
-//!   (its buffers are host memory). The cpu backend's
+//!   the problem's buffer), Vulkan `2·P` + up to 4 GiB (the input, its staging, and a copy of
+//!   each segment that the upload no longer makes); PoCL `2·P` (its buffers are host memory). So
+//!   `3·P` is generous for discrete GPUs, kept until re-measured. The cpu backend's
 //!   transposed f32 matrices (projections over 16 rows or more, prefill; dequantized first when
 //!   packed): `W` more.
 //!
