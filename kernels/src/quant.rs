@@ -113,14 +113,8 @@ fn push_block(f: BlockFormat, scale: &[u8], qs: &[u8], out: &mut Vec<f32>) {
         BlockFormat::Q8_0 => out.extend(qs[..QK].iter().map(|&q| d * f32::from(q as i8))),
         BlockFormat::Q4_0 => {
             let qs = &qs[..QK / 2];
-            out.extend(
-                qs.iter()
-                    .map(|&b| d * f32::from(i8::from_ne_bytes([b & 15]) - 8)),
-            );
-            out.extend(
-                qs.iter()
-                    .map(|&b| d * f32::from(i8::from_ne_bytes([b >> 4]) - 8)),
-            );
+            out.extend(qs.iter().map(|&b| d * (f32::from(b & 15) - 8.0)));
+            out.extend(qs.iter().map(|&b| d * (f32::from(b >> 4) - 8.0)));
         }
     }
 }
