@@ -186,7 +186,7 @@ impl Problem {
         // The pointer chase's table and output are u32 whatever the dtype.
         let bytes = |n: u128| match family.elem() {
             BufferKind::U32 => 4 * n,
-            BufferKind::F32 | BufferKind::Packed => self.dtype.storage_bytes(n),
+            BufferKind::F32 | BufferKind::Packed | BufferKind::Half => self.dtype.storage_bytes(n),
         };
         let inputs: u128 = family.input_lens(self).iter().sum();
         bytes(inputs) + bytes(family.output_len(self))
@@ -211,6 +211,9 @@ impl Problem {
         let mut kinds = vec![family.elem(); family.input_lens(self).len()];
         if let Some((i, _)) = family.packed_input(self) {
             kinds[i] = BufferKind::Packed;
+        }
+        if let Some(i) = family.half_input(self) {
+            kinds[i] = BufferKind::Half;
         }
         kinds
     }

@@ -197,9 +197,10 @@ pub struct MetricValue {
 /// Host-side contents of one kernel input or output.
 ///
 /// Values are held as f32 (or u32): for [`Dtype::F16`] problems the backend converts to fp16 on
-/// upload and back on download, which is lossless for inputs by construction. A quantized
-/// transformer's weights are the one exception: they are drawn straight into their blocks
-/// ([`Buffer::Packed`]), never held as f32 (an 8B model's 32 GB).
+/// upload and back on download, which is lossless for inputs by construction. A transformer's
+/// weights are the exception: quantized, they are drawn straight into their blocks
+/// ([`Buffer::Packed`]), and in f16 straight into half words ([`Buffer::Half`]), never held as
+/// f32 (an 8B model's 32 GB).
 #[derive(Debug, Clone, PartialEq)]
 pub enum Buffer {
     /// Floating-point data.
@@ -209,6 +210,9 @@ pub enum Buffer {
     /// A quantized transformer's weights as a device holds them: the bytes of the graph's
     /// [`crate::llm::PackedLayout`] (its length is in bytes).
     Packed(Vec<u8>),
+    /// An f16 transformer's weights as a device holds them: IEEE half bit patterns, one an
+    /// element.
+    Half(Vec<u16>),
 }
 
 impl Buffer {
@@ -218,6 +222,7 @@ impl Buffer {
             Buffer::F32(v) => v.len(),
             Buffer::U32(v) => v.len(),
             Buffer::Packed(v) => v.len(),
+            Buffer::Half(v) => v.len(),
         }
     }
 
@@ -250,12 +255,21 @@ impl Buffer {
         }
     }
 
+    /// The half words, or `None` for another kind.
+    pub fn as_half(&self) -> Option<&[u16]> {
+        match self {
+            Buffer::Half(v) => Some(v),
+            _ => None,
+        }
+    }
+
     /// The element kind of this buffer.
     pub fn kind(&self) -> BufferKind {
         match self {
             Buffer::F32(_) => BufferKind::F32,
             Buffer::U32(_) => BufferKind::U32,
             Buffer::Packed(_) => BufferKind::Packed,
+            Buffer::Half(_) => BufferKind::Half,
         }
     }
 }
@@ -269,6 +283,8 @@ pub enum BufferKind {
     U32,
     /// Packed weights' bytes ([`Buffer::Packed`]).
     Packed,
+    /// f16 weights' half words ([`Buffer::Half`]).
+    Half,
 }
 
 impl BufferKind {
@@ -278,6 +294,7 @@ impl BufferKind {
             BufferKind::F32 => "f32",
             BufferKind::U32 => "u32",
             BufferKind::Packed => "packed",
+            BufferKind::Half => "f16",
         }
     }
 }

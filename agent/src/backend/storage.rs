@@ -1,6 +1,6 @@
 //! Host data in a device's storage format: f32, IEEE half (converted on
-//! the host; catalog inputs are exact in fp16) or u32 words, little-endian.
-//! Shared by the GPU backends.
+//! the host; catalog inputs are exact in fp16; an f16 transformer's weights come as half words)
+//! or u32 words, little-endian. Shared by the GPU backends.
 
 use std::borrow::Cow;
 
@@ -38,9 +38,9 @@ pub fn input_bytes<'a>(inputs: &'a [Buffer], storage: &[Elem]) -> Vec<Cow<'a, [u
 }
 
 /// Elements `range` of `b` stored as `e`: borrowed where the buffer already holds those bytes
-/// (packed weights, [`packed_bytes`]; f32 and u32 words stored as such, on a little-endian host),
-/// else converted through [`range_bytes`]. Borrowed, an upload reads the problem's own buffer: for
-/// a quantized `8b` that is 4.2 GiB of host memory not copied.
+/// (packed weights, [`packed_bytes`]; f32, u32 and half words stored as such, on a little-endian
+/// host), else converted through [`range_bytes`]. Borrowed, an upload reads the problem's own
+/// buffer: for a quantized `8b` that is 4.2 GiB of host memory not copied, for an f16 one 15.
 pub fn input_range_bytes(b: &Buffer, e: Elem, range: std::ops::Range<usize>) -> Cow<'_, [u8]> {
     match (b, e) {
         (_, Elem::Packed) => Cow::Borrowed(&packed_bytes(b)[range]),
@@ -48,26 +48,30 @@ pub fn input_range_bytes(b: &Buffer, e: Elem, range: std::ops::Range<usize>) -> 
         (Buffer::F32(v), Elem::F32) => Cow::Borrowed(words_as_bytes(&v[range])),
         #[cfg(target_endian = "little")]
         (Buffer::U32(v), Elem::U32) => Cow::Borrowed(words_as_bytes(&v[range])),
+        #[cfg(target_endian = "little")]
+        (Buffer::Half(v), Elem::F16) => Cow::Borrowed(words_as_bytes(&v[range])),
         _ => Cow::Owned(range_bytes(b, e, range)),
     }
 }
 
-/// The bytes of `words` (f32 or u32) as they lie in memory: their little-endian encoding on a
-/// little-endian host, which is where [`input_bytes`] borrows them.
+/// The bytes of `words` (f32, u32 or u16) as they lie in memory: their little-endian encoding on
+/// a little-endian host, which is where [`input_bytes`] borrows them.
 #[cfg(target_endian = "little")]
 fn words_as_bytes<T: Word>(words: &[T]) -> &[u8] {
-    // SAFETY: `T` is f32 or u32 (the sealed `Word`): four bytes, no padding, every byte
+    // SAFETY: `T` is f32, u32 or u16 (the sealed `Word`): plain words, no padding, every byte
     // initialized; u8 has alignment 1, and the length covers exactly the slice's memory.
     unsafe { std::slice::from_raw_parts(words.as_ptr().cast::<u8>(), std::mem::size_of_val(words)) }
 }
 
-/// The plain four-byte words [`words_as_bytes`] may view as bytes.
+/// The plain words [`words_as_bytes`] may view as bytes.
 #[cfg(target_endian = "little")]
 trait Word: Copy {}
 #[cfg(target_endian = "little")]
 impl Word for f32 {}
 #[cfg(target_endian = "little")]
 impl Word for u32 {}
+#[cfg(target_endian = "little")]
+impl Word for u16 {}
 
 /// The bytes of `weights`, a quantized transformer's packed weights input (the catalog draws
 /// them in the problem's [`gpufleet_kernels::llm::PackedLayout`]).
@@ -96,6 +100,11 @@ pub fn range_bytes(b: &Buffer, e: Elem, range: std::ops::Range<usize>) -> Vec<u8
         (Buffer::F32(v), _) => v[range].iter().flat_map(|x| x.to_le_bytes()).collect(),
         (Buffer::U32(v), _) => v[range].iter().flat_map(|x| x.to_le_bytes()).collect(),
         (Buffer::Packed(v), _) => v[range].to_vec(),
+        (Buffer::Half(v), Elem::F16) => v[range].iter().flat_map(|x| x.to_le_bytes()).collect(),
+        (Buffer::Half(v), _) => v[range]
+            .iter()
+            .flat_map(|x| half::f16::from_bits(*x).to_f32().to_le_bytes())
+            .collect(),
     }
 }
 
@@ -147,14 +156,27 @@ mod tests {
             Buffer::F32(vec![2.0, -1.0]),
             Buffer::U32(vec![1, u32::MAX]),
             Buffer::Packed(vec![0x12, 0x34, 0x56]),
+            Buffer::Half(vec![0x3C00, 0xC000, 0x0001]),
+            Buffer::Half(vec![0x3E00, 0x8000]),
         ];
-        let storage = [Elem::F32, Elem::F16, Elem::U32, Elem::Packed];
+        let storage = [
+            Elem::F32,
+            Elem::F16,
+            Elem::U32,
+            Elem::Packed,
+            Elem::F16,
+            Elem::F32,
+        ];
         let bytes = input_bytes(&inputs, &storage);
         for (i, ((b, e), got)) in inputs.iter().zip(storage).zip(&bytes).enumerate() {
             assert_eq!(&got[..], &to_bytes(b, e)[..], "input {i}");
             let borrowed = matches!(got, Cow::Borrowed(_));
-            let expect = e == Elem::Packed || (cfg!(target_endian = "little") && e != Elem::F16);
-            assert_eq!(borrowed, expect, "input {i}: f16 alone is converted");
+            let stored_as_such = match b {
+                Buffer::Half(_) => e == Elem::F16,
+                _ => e != Elem::F16,
+            };
+            let expect = e == Elem::Packed || (cfg!(target_endian = "little") && stored_as_such);
+            assert_eq!(borrowed, expect, "input {i}: only a conversion is owned");
             // A segment of the input: the same bytes as converting that range.
             let part = input_range_bytes(b, e, 1..b.len());
             assert_eq!(
@@ -163,6 +185,19 @@ mod tests {
                 "input {i}, 1.."
             );
         }
+    }
+
+    #[test]
+    fn half_words_upload_as_themselves_or_widened() {
+        // 1.0, -2.0 and the smallest subnormal, as half words.
+        let h = Buffer::Half(vec![0x3C00, 0xC000, 0x0001]);
+        assert_eq!(
+            to_bytes(&h, Elem::F16),
+            [0x00, 0x3C, 0x00, 0xC0, 0x01, 0x00]
+        );
+        let wide = from_bytes(&to_bytes(&h, Elem::F32), Elem::F32);
+        assert_eq!(wide, Buffer::F32(vec![1.0, -2.0, 2f32.powi(-24)]));
+        assert_eq!(from_bytes(&to_bytes(&h, Elem::F16), Elem::F16), wide);
     }
 
     #[test]

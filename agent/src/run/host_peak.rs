@@ -4,9 +4,10 @@
 //!
 //! # The peak model and how it was calibrated
 //! A worker holds more than the problem's buffers ([`Problem::footprint_bytes`]): the seeded
-//! inputs, the backend's copies of them, the output and its readback. Host buffers are always
-//! f32/u32 (4 bytes an element, whatever the dtype stored on the device). With `H` the host
-//! bytes of inputs and output, `I` those of the inputs alone and `F` the footprint:
+//! inputs, the backend's copies of them, the output and its readback. Host buffers are f32/u32
+//! (4 bytes an element, whatever the dtype stored on the device) but a transformer's weights
+//! (below). With `H` the host bytes of inputs and output, `I` those of the inputs alone and `F`
+//! the footprint:
 //!
 //! - **cpu**: `64 MiB + 2·H (+ I with transfers) + the im2col workspace`. The kernel works on
 //!   copies of the inputs and the validation gets a copy of the output (2·H); with transfers the
@@ -16,13 +17,16 @@
 //!   device's memory is host memory (a `cpu` or `integrated_gpu` device: PoCL, lavapipe, APUs).
 //!   The 3·H are the inputs, their upload copy (staging buffers, byte conversions) and the
 //!   readback with its conversion.
-//! - **Weights packed in blocks** (`llm` in q8_0 / q4_0): the catalog draws them straight into
-//!   their packed bytes `P` (a sixth to a quarter of the f32 weights `W`; [`Problem::packed_input`]),
-//!   so they count in `H` at `P`, never at `W`, three times on a GPU backend like every input:
-//!   measured on an H100 (`8b` decode, 2026-12-07), NVIDIA's OpenCL held `1·P` (the upload reads
-//!   the problem's buffer), Vulkan `2·P` + up to 4 GiB (the input, its staging, and a copy of
-//!   each segment that the upload no longer makes); PoCL `2·P` (its buffers are host memory). So
-//!   `3·P` is generous for discrete GPUs, kept until re-measured. The cpu backend's
+//! - **A transformer's weights as the device stores them**: quantized (`llm`, `gemv` in q8_0 /
+//!   q4_0) the catalog draws them straight into their packed bytes `P` (a sixth to a quarter of
+//!   the f32 weights `W`; [`Problem::packed_input`]), in f16 into half words (`W/2`,
+//!   [`BufferKind::Half`]); either counts in `H` at those bytes, and on a GPU backend **twice**,
+//!   not three times: the upload reads the problem's own buffer, so only a staging copy can come
+//!   beside it. Measured on an H100 (`8b` decode, 2026-12-07): NVIDIA's OpenCL held `1·P` (it
+//!   copies from the host buffer straight), Vulkan `2·P` + up to 4 GiB (the input, its staging,
+//!   and a copy of each segment that 1966f30 removed); PoCL `2·P` (the input and `F`, its
+//!   buffers being host memory); f16 on PoCL `2·W/2` (here, 2026-12-08: `1b` 4,834 MiB, 9,535
+//!   while the weights were drawn as f32 and converted). The cpu backend's
 //!   transposed f32 matrices (projections over 16 rows or more, prefill; dequantized first when
 //!   packed): `W` more.
 //!
@@ -45,7 +49,7 @@
 use crate::backend::cpu::ops::llm::GEMM_ROWS;
 use crate::backend::{DeviceInfo, Mode};
 use crate::host::memory::{HostMemory, gib};
-use gpufleet_kernels::{KernelId, Problem};
+use gpufleet_kernels::{BufferKind, KernelId, Problem};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -87,19 +91,26 @@ impl WorkerMemory {
 use crate::host::memory::HostMemoryShortage;
 
 /// Host bytes of the inputs and of the output: 4 bytes an element (host buffers are f32/u32), the
-/// packed weights at their bytes.
-fn host_buffer_bytes(problem: &Problem) -> (u64, u64) {
+/// packed weights at their bytes, half weights at 2 bytes an element; and of those inputs, the
+/// bytes held as a device stores them (packed or half weights), which an upload reads in place.
+fn host_buffer_bytes(problem: &Problem) -> (u64, u64, u64) {
     let packed = problem.packed_input();
-    let inputs: u64 = problem
-        .input_lens()
-        .iter()
-        .enumerate()
-        .map(|(i, &l)| match packed {
-            Some((at, bytes)) if at == i => bytes,
-            _ => l as u64 * 4,
-        })
-        .sum();
-    (inputs, problem.output_len() as u64 * 4)
+    let kinds = problem.input_kinds();
+    let (mut inputs, mut as_stored) = (0, 0);
+    for (i, &l) in problem.input_lens().iter().enumerate() {
+        match (packed, kinds.get(i)) {
+            (Some((at, bytes)), _) if at == i => {
+                inputs += bytes;
+                as_stored += bytes;
+            }
+            (_, Some(BufferKind::Half)) => {
+                inputs += l as u64 * 2;
+                as_stored += l as u64 * 2;
+            }
+            _ => inputs += l as u64 * 4,
+        }
+    }
+    (inputs, problem.output_len() as u64 * 4, as_stored)
 }
 
 /// The im2col workspace of one image (conv2d `im2col`), 0 for anything else.
@@ -119,7 +130,7 @@ pub fn device_memory_is_host(device: &DeviceInfo) -> bool {
 /// The worker's estimated peak of host memory (resident) for `problem` on `device` in `mode`;
 /// see this module for the model and its calibration.
 pub fn host_peak_bytes(problem: &Problem, device: &DeviceInfo, mode: Mode) -> u64 {
-    let (inputs, output) = host_buffer_bytes(problem);
+    let (inputs, output, as_stored) = host_buffer_bytes(problem);
     let host = inputs + output;
     if device.backend == "cpu" {
         let kept_inputs = if mode == Mode::WithTransfers {
@@ -138,7 +149,9 @@ pub fn host_peak_bytes(problem: &Problem, device: &DeviceInfo, mode: Mode) -> u6
     } else {
         0
     };
-    GPU_BASE_BYTES + 3 * host + on_host
+    // Weights held as the device stores them are uploaded in place: the input and at most one
+    // staging copy.
+    GPU_BASE_BYTES + 3 * host - as_stored + on_host
 }
 
 /// The host bytes of a model's f32 weights input (`llm`, `gemv`: the second input, after the
@@ -307,7 +320,8 @@ mod tests {
     /// q4_0, 101 MiB in q8_0; lavapipe from Mesa 22.3, PoCL 3.1): `backend dtype variant`, MiB.
     /// Decode is gen 2, prefill a 64-token prompt. f32 on a 2-core Intel Xeon with 24 GiB; the
     /// quantized rows on a 2-core AMD EPYC (Zen 4) with 24 GiB, since the weights are drawn packed
-    /// (the f32 rows there again: 784 and 1,600 MiB).
+    /// (the f32 rows there again: 784 and 1,600 MiB); the f16 rows on a 2-core AMD EPYC (Zen 5)
+    /// since the weights are drawn as half words (before: opencl 859, vulkan 1,027 MiB).
     const LLM_CALIBRATION: &[(&str, f64)] = &[
         ("cpu f32 decode", 783.3),
         ("cpu q4_0 decode", 117.0),
@@ -319,6 +333,8 @@ mod tests {
         ("vulkan q4_0 prefill", 280.0),
         ("opencl q4_0 decode", 390.0),
         ("opencl q8_0 decode", 534.0),
+        ("opencl f16 decode", 483.0),
+        ("vulkan f16 decode", 651.0),
     ];
 
     #[test]
@@ -335,15 +351,25 @@ mod tests {
             let est = host_peak_bytes(&p, &device(backend, "cpu"), Mode::ComputeOnly);
             assert_covers(case, backend, est, measured_mib);
         }
-        // An 8B model in q4_0 on a discrete GPU: its blocks three times and small buffers, never
-        // its f32 weights (32 GB, which no 16 GB host of an RX 580 could give). Measured on an
-        // H100 (gen 32): NVIDIA's OpenCL 12.9 GiB, Vulkan 11.6 GiB.
+        // An 8B model in q4_0 on a discrete GPU: its blocks twice and small buffers, never its
+        // f32 weights (32 GB, which no 16 GB host of an RX 580 could give). Measured on an H100
+        // (gen 32): NVIDIA's OpenCL 4.5 GiB, Vulkan 8.1 GiB (2·P + its small buffers).
         let p = testing::problem("llm", "decode", &[("model", 3), ("gen", 32)], "q4_0");
         let est = host_peak_bytes(&p, &device("opencl", "discrete_gpu"), Mode::ComputeOnly);
         let packed = p.packed_input().expect("packed weights").1;
         assert!(packed < 5 * GIB, "{packed} bytes packed");
-        assert!(est as f64 >= 12.9 * GIB as f64, "{} GiB", est / GIB);
-        assert!(est < 3 * packed + GPU_BASE_BYTES + GIB, "{} GiB", est / GIB);
+        assert!(est as f64 >= 8.1 * GIB as f64, "{} GiB", est / GIB);
+        assert!(est < 2 * packed + GPU_BASE_BYTES + GIB, "{} GiB", est / GIB);
+        // In f16 its half words twice (16 GB each), not the f32 weights and their conversion
+        // (45 GiB measured on that H100 before the weights were drawn as half words).
+        let p = testing::problem("llm", "decode", &[("model", 3), ("gen", 32)], "f16");
+        let est = host_peak_bytes(&p, &device("vulkan", "discrete_gpu"), Mode::ComputeOnly);
+        let half = 2 * p.input_lens()[1] as u64;
+        assert!(
+            est >= 2 * half && est < 2 * half + GPU_BASE_BYTES + GIB,
+            "{} GiB",
+            est / GIB
+        );
     }
 
     #[test]

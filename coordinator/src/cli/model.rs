@@ -119,7 +119,9 @@ pub fn export_model(args: &ExportModelArgs) -> anyhow::Result<()> {
 /// # Errors
 /// An unknown model or dtype, or a file that cannot be written.
 fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
-    use gpufleet_kernels::llm::{Config, MODEL_NAMES, model_weights, read_shape_params, tokens};
+    use gpufleet_kernels::llm::{
+        Config, MODEL_NAMES, model_weights, model_weights_half, read_shape_params, tokens,
+    };
     // The `model` parameter's own reading (a name, another name of one, or an index), or the
     // shape of a config.json, made as a run's is.
     let params = match &args.model_config {
@@ -162,7 +164,12 @@ fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
         args.tokens,
         args.seed
     );
-    let weights = model_weights(&c, args.seed, dtype);
+    // In f16 the agent's own half words (half the memory of the f32 draw).
+    let weights = if half {
+        gpufleet_kernels::Buffer::Half(model_weights_half(&c, args.seed))
+    } else {
+        gpufleet_kernels::Buffer::F32(model_weights(&c, args.seed, dtype))
+    };
     let ids = tokens(batch * args.tokens, c.vocab, args.seed);
     let blocks: Vec<_> = (0..c.blocks)
         .map(|b| {
@@ -202,18 +209,16 @@ fn export_llm(args: &ExportModelArgs) -> anyhow::Result<()> {
     // the peak.
     let path = out.join(file);
     let stream = || -> std::io::Result<()> {
+        use gpufleet_kernels::Buffer;
         let mut sink = std::io::BufWriter::new(std::fs::File::create(&path)?);
         let mut bytes = Vec::with_capacity(4 << 20);
-        for stretch in weights.chunks(1 << 20) {
+        for at in (0..weights.len()).step_by(1 << 20) {
+            let stretch = at..weights.len().min(at + (1 << 20));
             bytes.clear();
-            if half {
-                bytes.extend(
-                    stretch
-                        .iter()
-                        .flat_map(|v| half::f16::from_f32(*v).to_le_bytes()),
-                );
-            } else {
-                bytes.extend(stretch.iter().flat_map(|v| v.to_le_bytes()));
+            match &weights {
+                Buffer::Half(w) => bytes.extend(w[stretch].iter().flat_map(|v| v.to_le_bytes())),
+                Buffer::F32(w) => bytes.extend(w[stretch].iter().flat_map(|v| v.to_le_bytes())),
+                _ => unreachable!("the weights are drawn as f32 or half words above"),
             }
             std::io::Write::write_all(&mut sink, &bytes)?;
         }

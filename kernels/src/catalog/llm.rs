@@ -12,11 +12,11 @@ use crate::check::llm::{check_llm, with_weights};
 use crate::inputs::{UNIT, ValueSet, WIDE, fill, rng_for};
 use crate::llm::{
     Config, Heads, LayerKind, LlmGraph, LlmModel, MODEL_ALIASES, MODEL_NAMES, ModelSizes,
-    PackedLayout, Phase, check_heads, layer_graph, model_graph, model_inputs, model_sizes,
-    projection, projection_packed, rope_table,
+    PackedLayout, Phase, check_heads, half_words, layer_graph, model_graph, model_inputs,
+    model_sizes, projection, projection_packed, rope_table,
 };
 use crate::quant::QK;
-use crate::types::{Buffer, MetricKind};
+use crate::types::{Buffer, Dtype, MetricKind};
 
 /// The kernels that run a graph of transformer steps.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -453,6 +453,9 @@ impl Family for LlmKernel {
                         let layout = PackedLayout::of(&self.graph(p), f);
                         Buffer::Packed(projection_packed(&layout, k, lens[1], &mut rng))
                     }
+                    None if p.dtype == Dtype::F16 => {
+                        Buffer::Half(half_words(&projection(p.dtype, k, 1.0, lens[1], &mut rng)))
+                    }
                     None => Buffer::F32(projection(p.dtype, k, 1.0, lens[1], &mut rng)),
                 };
                 return vec![Buffer::F32(f(UNIT, 0)), w];
@@ -469,6 +472,11 @@ impl Family for LlmKernel {
             _ => return None,
         };
         Some((1, layout.bytes() as u128))
+    }
+
+    fn half_input(&self, p: &Problem) -> Option<usize> {
+        let weights = matches!(self, LlmKernel::Llm | LlmKernel::Gemv);
+        (weights && p.dtype == Dtype::F16).then_some(1)
     }
 
     fn validate(&self, p: &Problem, inputs: &[Buffer], output: &Buffer) -> Option<Validation> {

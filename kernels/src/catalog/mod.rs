@@ -421,7 +421,7 @@ pub(crate) trait Family: Sync {
     fn output_len(&self, p: &Problem) -> u128;
 
     /// Element kind of every input and of the output (u32 only for the pointer chase), but the
-    /// [`Family::packed_input`].
+    /// [`Family::packed_input`] and the [`Family::half_input`].
     fn elem(&self) -> BufferKind {
         BufferKind::F32
     }
@@ -429,6 +429,11 @@ pub(crate) trait Family: Sync {
     /// The input held packed ([`Buffer::Packed`]: a quantized transformer's weights), if any:
     /// its index and its bytes.
     fn packed_input(&self, _p: &Problem) -> Option<(usize, u128)> {
+        None
+    }
+
+    /// The input held as half words ([`Buffer::Half`]: an f16 transformer's weights), if any.
+    fn half_input(&self, _p: &Problem) -> Option<usize> {
         None
     }
 

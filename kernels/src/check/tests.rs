@@ -101,7 +101,9 @@ fn every_kernel_passes_its_reference_and_fails_a_perturbed_output() {
                 Buffer::F32(v)
             }
             Buffer::U32(v) => Buffer::U32(vec![v[0] ^ 16]),
-            Buffer::Packed(_) => unreachable!("{key}: outputs are never packed"),
+            Buffer::Packed(_) | Buffer::Half(_) => {
+                unreachable!("{key}: outputs are never packed or half")
+            }
         };
         let v = p.check(&inputs, &bad);
         assert!(!v.passed, "{key}: perturbed output passed: {}", v.message);

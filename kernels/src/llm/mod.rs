@@ -43,8 +43,8 @@ pub use shape::{
     WeightTensor, check_heads, weight_tensors,
 };
 pub use weights::{
-    model_inputs, model_weights, model_weights_packed, projection, projection_packed, rope_table,
-    tokens, weight_scale_bits,
+    half_words, model_inputs, model_weights, model_weights_half, model_weights_packed, projection,
+    projection_packed, rope_table, tokens, weight_scale_bits,
 };
 
 /// Which buffer a tensor lives in.
@@ -379,8 +379,9 @@ impl LlmGraph {
 pub use crate::model::{PERTURB_ENV, PERTURB_FACTOR};
 
 /// Scales the weights of the step called `name` (a projection, a norm or the embedding; without
-/// its pass prefix) by [`PERTURB_FACTOR`]: in f32 weights each weight, in packed ones
-/// (`format`'s [`PackedLayout`] of the graph) a matrix's block scales or a norm's gains.
+/// its pass prefix) by [`PERTURB_FACTOR`]: in f32 weights each weight, in half ones each weight
+/// rounded to fp16, in packed ones (`format`'s [`PackedLayout`] of the graph) a matrix's block
+/// scales or a norm's gains.
 ///
 /// # Errors
 /// A name that is no step with weights, with some that are; weights the graph's layout does not
@@ -424,6 +425,12 @@ pub fn perturb(
         (crate::Buffer::F32(w), None) => w.get_mut(r.clone()).map(|w| {
             for v in w {
                 *v *= PERTURB_FACTOR;
+            }
+        }),
+        (crate::Buffer::Half(w), None) => w.get_mut(r.clone()).map(|w| {
+            for v in w {
+                let x = half::f16::from_bits(*v).to_f32() * PERTURB_FACTOR;
+                *v = half::f16::from_f32(x).to_bits();
             }
         }),
         (crate::Buffer::Packed(buf), Some(f)) => PackedLayout::of(graph, f)

@@ -267,19 +267,22 @@ impl PackedLayout {
     }
 }
 
-/// Where a transformer's weights are read from: the f32 weights, or a packed buffer and its
-/// layout.
+/// Where a transformer's weights are read from: the f32 weights, the f16 ones (half words), or a
+/// packed buffer and its layout.
 #[derive(Debug, Clone, Copy)]
 pub enum Weights<'a> {
     /// The f32 weights.
     F32(&'a [f32]),
+    /// The f16 weights, IEEE half words ([`crate::Buffer::Half`]).
+    Half(&'a [u16]),
     /// A quantized model's packed weights.
     Packed(&'a PackedLayout, &'a [u8]),
 }
 
 impl<'a> Weights<'a> {
     /// The weights of a graph whose weights input (`weights_input`) is among `inputs`: packed by
-    /// `layout` when it is given and the input is packed, else the f32 input (empty if neither).
+    /// `layout` when it is given and the input is packed, else the half or f32 input (empty if
+    /// none).
     pub fn of_inputs(
         inputs: &'a [crate::Buffer],
         weights_input: Option<usize>,
@@ -288,15 +291,23 @@ impl<'a> Weights<'a> {
         let b = weights_input.and_then(|i| inputs.get(i));
         match (layout, b.and_then(crate::Buffer::as_packed)) {
             (Some(layout), Some(buf)) => Weights::Packed(layout, buf),
-            _ => Weights::F32(b.and_then(crate::Buffer::as_f32).unwrap_or(&[])),
+            _ => match b.and_then(crate::Buffer::as_half) {
+                Some(h) => Weights::Half(h),
+                None => Weights::F32(b.and_then(crate::Buffer::as_f32).unwrap_or(&[])),
+            },
         }
     }
 
-    /// Weights `off..off + len` as f32 (within one tensor; dequantized when packed); empty past
-    /// the end.
+    /// Weights `off..off + len` as f32 (within one tensor; widened from half words, dequantized
+    /// when packed); empty past the end.
     pub fn read(self, off: usize, len: usize) -> Cow<'a, [f32]> {
         match self {
             Weights::F32(w) => Cow::Borrowed(w.get(off..off + len).unwrap_or(&[])),
+            Weights::Half(w) => {
+                use half::slice::{HalfBitsSliceExt, HalfFloatSliceExt};
+                let h = w.get(off..off + len).unwrap_or(&[]);
+                Cow::Owned(h.reinterpret_cast::<half::f16>().to_f32_vec())
+            }
             Weights::Packed(layout, buf) => Cow::Owned(layout.read(buf, off, len)),
         }
     }

@@ -120,8 +120,9 @@ fn the_logits_are_the_lm_head_of_every_pass() {
 #[test]
 fn a_perfect_arena_passes_and_a_perturbed_weight_is_named() {
     let g = model_graph(&LlmModel::Tiny.config(), Phase::Decode { steps: 3 }, 2, 4);
-    // Quantized, the weights are packed and the perturbation scales the blocks' scales.
-    for dtype in [Dtype::F32, Dtype::Q8_0, Dtype::Q4_0] {
+    // Quantized, the weights are packed and the perturbation scales the blocks' scales; in f16
+    // they are half words, each perturbed weight rounded to fp16.
+    for dtype in [Dtype::F32, Dtype::F16, Dtype::Q8_0, Dtype::Q4_0] {
         let inputs = graph_inputs(&g, dtype);
         let arena = reference(&g, dtype, &inputs);
         let v = check(&g, dtype, &inputs, &arena);
@@ -140,9 +141,39 @@ fn a_perfect_arena_passes_and_a_perturbed_weight_is_named() {
 }
 
 #[test]
+fn f16_weights_are_the_f32_draw_as_half_words() {
+    let c = LlmModel::Small.config();
+    let wide = model_weights(&c, 11, Dtype::F16);
+    let half = model_weights_half(&c, 11);
+    assert_eq!(half.len(), c.weights_len());
+    // Every value is exact in fp16, so widening the words gives the f32 draw back bit for bit.
+    for (i, (h, w)) in half.iter().zip(&wide).enumerate() {
+        let back = half::f16::from_bits(*h).to_f32();
+        assert_eq!(
+            back.to_bits(),
+            w.to_bits(),
+            "weight {i}: {w} drawn, {back} held"
+        );
+    }
+    let g = model_graph(&LlmModel::Tiny.config(), Phase::Decode { steps: 1 }, 1, 0);
+    let inputs = graph_inputs(&g, Dtype::F16);
+    assert!(
+        matches!(inputs[1], Buffer::Half(_)),
+        "{:?}",
+        inputs[1].kind()
+    );
+    assert!(
+        inputs
+            .iter()
+            .enumerate()
+            .all(|(i, b)| i == 1 || b.as_f32().is_some())
+    );
+}
+
+#[test]
 fn a_middle_block_is_caught_as_a_whole() {
     let g = model_graph(&LlmModel::Tiny.config(), Phase::Prefill { prompt: 6 }, 1, 2);
-    for dtype in [Dtype::F32, Dtype::Q4_0] {
+    for dtype in [Dtype::F32, Dtype::F16, Dtype::Q4_0] {
         let inputs = graph_inputs(&g, dtype);
         let v = check_perturbed(&g, dtype, &inputs, "layers.1.attention.wqkv");
         assert!(!v.passed, "{dtype:?}");

@@ -52,10 +52,33 @@ pub fn projection(
 
 /// The weights of `c` in `dtype` (see the module doc), `c.weights_len()` elements.
 pub fn model_weights(c: &Config, seed: u64, dtype: Dtype) -> Vec<f32> {
-    let mut rng = rng_for(seed, 1);
     let mut w = Vec::with_capacity(c.weights_len());
+    draw_tensors(c, seed, dtype, |t| w.extend_from_slice(&t));
+    debug_assert_eq!(w.len(), c.weights_len());
+    w
+}
+
+/// The weights [`model_weights`] draws in f16, as IEEE half words ([`half_words`]; every value
+/// is exact in fp16), converted a tensor at a time: the f32 weights are never held whole (an 8B
+/// model's 32 GB, where its halves are 16).
+pub fn model_weights_half(c: &Config, seed: u64) -> Vec<u16> {
+    let mut w = Vec::with_capacity(c.weights_len());
+    draw_tensors(c, seed, Dtype::F16, |t| w.extend(half_words(&t)));
+    debug_assert_eq!(w.len(), c.weights_len());
+    w
+}
+
+/// `values` as IEEE half words, rounded to nearest (the weights drawn here are exact in fp16).
+pub fn half_words(values: &[f32]) -> Vec<u16> {
+    use half::vec::HalfFloatVecExt;
+    Vec::<half::f16>::from_f32_slice(values).reinterpret_into()
+}
+
+/// Each weight tensor of `c` in `dtype`, in the weights' order, from the weights' stream.
+fn draw_tensors(c: &Config, seed: u64, dtype: Dtype, mut each: impl FnMut(Vec<f32>)) {
+    let mut rng = rng_for(seed, 1);
     for t in weight_tensors(c) {
-        w.extend(match (t.draw, dtype.block_format()) {
+        each(match (t.draw, dtype.block_format()) {
             (Draw::Gains, _) => fill(GAMMA, t.len, &mut rng),
             (Draw::Projection { fan_in, shrink }, _) => {
                 projection(dtype, fan_in, shrink, t.len, &mut rng)
@@ -64,8 +87,6 @@ pub fn model_weights(c: &Config, seed: u64, dtype: Dtype) -> Vec<f32> {
             (Draw::Embedding, None) => fill(UNIT, t.len, &mut rng),
         });
     }
-    debug_assert_eq!(w.len(), c.weights_len());
-    w
 }
 
 /// The weights [`model_weights`] draws in the quantized `dtype`, straight into `layout`'s packed
@@ -158,7 +179,8 @@ pub fn tokens(n: usize, vocab: usize, seed: u64) -> Vec<f32> {
 
 /// The inputs of a model of shape `c` whose inputs have `input_lens` elements (a graph's, or
 /// [`super::model_sizes`]'): token ids, weights in `dtype` (quantized: packed by
-/// [`PackedLayout::of_model`], [`Buffer::Packed`]), the RoPE table and the cache prefix.
+/// [`PackedLayout::of_model`], [`Buffer::Packed`]; f16: half words, [`Buffer::Half`]), the RoPE
+/// table and the cache prefix.
 pub fn model_inputs(c: &Config, input_lens: &[usize], seed: u64, dtype: Dtype) -> Vec<Buffer> {
     let positions = input_lens[2] / c.head_dim.max(2);
     let weights = match dtype.block_format() {
@@ -168,6 +190,7 @@ pub fn model_inputs(c: &Config, input_lens: &[usize], seed: u64, dtype: Dtype) -
             seed,
             dtype,
         )),
+        None if dtype == Dtype::F16 => Buffer::Half(model_weights_half(c, seed)),
         None => Buffer::F32(model_weights(c, seed, dtype)),
     };
     vec![

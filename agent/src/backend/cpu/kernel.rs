@@ -113,9 +113,9 @@ impl CpuKernel {
                 Buffer::F32(output_vec)
             }
             gpufleet_kernels::BufferKind::U32 => Buffer::U32(vec![0; len]),
-            gpufleet_kernels::BufferKind::Packed => {
+            gpufleet_kernels::BufferKind::Packed | gpufleet_kernels::BufferKind::Half => {
                 return Err(unsupported(format!(
-                    "{} with a packed output",
+                    "{} with a packed or half output",
                     problem.kernel.name
                 )));
             }
@@ -164,8 +164,11 @@ impl CpuKernel {
                 v[0] = ops::memory::pointer_chase(next, 0, dim(p, "hops") as u64);
                 return Ok(());
             }
-            Buffer::Packed(_) => {
-                return Err(unsupported(format!("{:?} with a packed output", self.id)));
+            Buffer::Packed(_) | Buffer::Half(_) => {
+                return Err(unsupported(format!(
+                    "{:?} with a packed or half output",
+                    self.id
+                )));
             }
         };
         match self.id {
