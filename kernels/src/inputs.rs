@@ -66,11 +66,19 @@ fn below(bits: u32, span: u32) -> u32 {
 
 /// `len` values of `set` drawn from `rng`.
 pub(crate) fn fill(set: ValueSet, len: usize, rng: &mut Pcg64) -> Vec<f32> {
+    let mut out = vec![0f32; len];
+    fill_into(set, &mut out, rng);
+    out
+}
+
+/// [`fill`] into `out`: its values drawn from `rng`. Drawing a buffer in consecutive stretches
+/// of even lengths draws what one call over it draws.
+pub(crate) fn fill_into(set: ValueSet, out: &mut [f32], rng: &mut Pcg64) {
+    let len = out.len();
     let span = (set.hi - set.lo + 1) as u32;
     // `denom` is a power of two, so multiplying by its inverse is exact (and cheaper than dividing).
     let scale = 1.0 / set.denom;
     let value = |bits: u32| (set.lo + below(bits, span) as i32) as f32 * scale;
-    let mut out = vec![0f32; len];
     let whole = len - len % 2;
     // A pair a draw.
     crate::draw::draw_units(&mut out[..whole], 2, 1, rng, |part, rng| {
@@ -83,7 +91,6 @@ pub(crate) fn fill(set: ValueSet, len: usize, rng: &mut Pcg64) -> Vec<f32> {
     if let [last] = &mut out[whole..] {
         *last = value((rng.next_u64() >> 32) as u32);
     }
-    out
 }
 
 /// Input `i` of length `lens[i]` drawn from `sets[i]`, each from its own stream of `seed`.

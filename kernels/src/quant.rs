@@ -183,25 +183,28 @@ pub fn split(f: BlockFormat, x: &[f32]) -> Vec<u8> {
     out
 }
 
-/// `len` weights (a whole number of blocks) that `f` holds exactly, of magnitude up to about
-/// `2^-bits · qmax` (127 for Q8_0, 8 for Q4_0): each block is `2^-bits · q_i` with `q_i` uniform
-/// over the format's values and one of them, at a random place, the extreme llama.cpp's quantizer
-/// scales by (`±127`, `-8`).
+/// Fills `out` with weights (a whole number of blocks) that `f` holds exactly, of magnitude up to
+/// about `2^-bits · qmax` (127 for Q8_0, 8 for Q4_0): each block is `2^-bits · q_i` with `q_i`
+/// uniform over the format's values and one of them, at a random place, the extreme llama.cpp's
+/// quantizer scales by (`±127`, `-8`).
 ///
 /// # Panics
-/// If `len` is not a multiple of [`QK`].
-pub(crate) fn fill_exact(f: BlockFormat, bits: i32, len: usize, rng: &mut Pcg64) -> Vec<f32> {
-    assert_eq!(len % QK, 0, "{len} weights are not whole blocks");
+/// If `out` is not a whole number of blocks.
+pub(crate) fn fill_exact(f: BlockFormat, bits: i32, out: &mut [f32], rng: &mut Pcg64) {
+    assert_eq!(
+        out.len() % QK,
+        0,
+        "{} weights are not whole blocks",
+        out.len()
+    );
     let d = 2f32.powi(-bits);
-    let mut out = vec![0f32; len];
-    crate::draw::draw_units(&mut out, QK, DRAWS_PER_BLOCK, rng, |part, rng| {
+    crate::draw::draw_units(out, QK, DRAWS_PER_BLOCK, rng, |part, rng| {
         for block in part.chunks_exact_mut(QK) {
             for (v, q) in block.iter_mut().zip(draw_block(f, rng)) {
                 *v = f32::from(q) * d;
             }
         }
     });
-    out
 }
 
 /// The weights [`fill_exact`] draws, straight into their split form ([`split`] of them, without
@@ -342,7 +345,8 @@ mod tests {
     #[test]
     fn seeded_weights_survive_quantization_exactly() {
         for f in [BlockFormat::Q8_0, BlockFormat::Q4_0] {
-            let x = fill_exact(f, 9, 32 * 64, &mut rng_for(3, 1));
+            let mut x = vec![0f32; 32 * 64];
+            fill_exact(f, 9, &mut x, &mut rng_for(3, 1));
             assert_eq!(dequantize(f, &quantize(f, &x)), x, "{f:?}");
             let amax = x.iter().fold(0f32, |m, v| m.max(v.abs()));
             let qmax = if f == BlockFormat::Q8_0 { 127.0 } else { 8.0 };
@@ -359,7 +363,8 @@ mod tests {
     #[test]
     fn split_keeps_the_values_then_the_scales() {
         let f = BlockFormat::Q4_0;
-        let x = fill_exact(f, 4, 96, &mut rng_for(5, 1));
+        let mut x = vec![0f32; 96];
+        fill_exact(f, 4, &mut x, &mut rng_for(5, 1));
         let blocks = quantize(f, &x);
         let s = split(f, &x);
         assert_eq!(s.len(), blocks.len());
@@ -377,7 +382,8 @@ mod tests {
         // Past the threads' threshold too (2^22 bytes), where each thread jumps its stream.
         for (f, blocks) in [(BlockFormat::Q8_0, 5), (BlockFormat::Q4_0, (1 << 18) + 3)] {
             let (mut a, mut b) = (rng_for(9, 1), rng_for(9, 1));
-            let x = fill_exact(f, 11, blocks * QK, &mut a);
+            let mut x = vec![0f32; blocks * QK];
+            fill_exact(f, 11, &mut x, &mut a);
             let mut got = vec![0u8; blocks * f.block_bytes()];
             let (values, scales) = got.split_at_mut(blocks * f.quant_bytes());
             fill_exact_split(f, 11, values, scales, &mut b);

@@ -15,7 +15,7 @@ use rand_pcg::Pcg64;
 
 use super::shape::{Draw, WeightTensor, weight_tensors};
 use super::{Config, PackedLayout};
-use crate::inputs::{GAMMA, UNIT, ValueSet, fill, rng_for};
+use crate::inputs::{GAMMA, UNIT, ValueSet, fill, fill_into, rng_for};
 use crate::quant::{QK, fill_exact, fill_exact_split, scale_bits};
 use crate::{Buffer, Dtype};
 
@@ -40,31 +40,42 @@ pub fn projection(
     len: usize,
     rng: &mut Pcg64,
 ) -> Vec<f32> {
-    match dtype.block_format() {
-        Some(f) => fill_exact(f, scale_bits(f, projection_bound(fan_in, shrink)), len, rng),
-        None => fill(
-            ValueSet::scaled(-256, 256, weight_scale_bits(fan_in, shrink)),
-            len,
-            rng,
-        ),
-    }
+    let mut out = vec![0f32; len];
+    draw_tensor(Draw::Projection { fan_in, shrink }, dtype, &mut out, rng);
+    out
 }
 
-/// The weights of `c` in `dtype` (see the module doc), `c.weights_len()` elements.
+/// The weights of `c` in `dtype` (see the module doc), `c.weights_len()` elements, each tensor
+/// drawn in place.
 pub fn model_weights(c: &Config, seed: u64, dtype: Dtype) -> Vec<f32> {
-    let mut w = Vec::with_capacity(c.weights_len());
-    draw_tensors(c, seed, dtype, |t| w.extend_from_slice(&t));
-    debug_assert_eq!(w.len(), c.weights_len());
+    let mut rng = rng_for(seed, 1);
+    let mut w = vec![0f32; c.weights_len()];
+    for t in weight_tensors(c) {
+        draw_tensor(t.draw, dtype, &mut w[t.elem..t.elem + t.len], &mut rng);
+    }
     w
 }
 
+/// Elements a stretch of [`model_weights_half`]'s draw (16 MiB of f32).
+const HALF_STRETCH: usize = 1 << 22;
+
 /// The weights [`model_weights`] draws in f16, as IEEE half words ([`half_words`]; every value
-/// is exact in fp16), converted a tensor at a time: the f32 weights are never held whole (an 8B
-/// model's 32 GB, where its halves are 16).
+/// is exact in fp16), drawn a stretch at a time (even lengths, so the draws are the same): the
+/// f32 weights are never held (an 8B model's 32 GB, where its halves are 16).
 pub fn model_weights_half(c: &Config, seed: u64) -> Vec<u16> {
+    let mut rng = rng_for(seed, 1);
     let mut w = Vec::with_capacity(c.weights_len());
-    draw_tensors(c, seed, Dtype::F16, |t| w.extend(half_words(&t)));
-    debug_assert_eq!(w.len(), c.weights_len());
+    let mut stretch = vec![0f32; HALF_STRETCH];
+    for t in weight_tensors(c) {
+        debug_assert_eq!(w.len(), t.elem);
+        let mut left = t.len;
+        while left > 0 {
+            let n = left.min(HALF_STRETCH);
+            draw_tensor(t.draw, Dtype::F16, &mut stretch[..n], &mut rng);
+            w.extend(half_words(&stretch[..n]));
+            left -= n;
+        }
+    }
     w
 }
 
@@ -74,18 +85,21 @@ pub fn half_words(values: &[f32]) -> Vec<u16> {
     Vec::<half::f16>::from_f32_slice(values).reinterpret_into()
 }
 
-/// Each weight tensor of `c` in `dtype`, in the weights' order, from the weights' stream.
-fn draw_tensors(c: &Config, seed: u64, dtype: Dtype, mut each: impl FnMut(Vec<f32>)) {
-    let mut rng = rng_for(seed, 1);
-    for t in weight_tensors(c) {
-        each(match (t.draw, dtype.block_format()) {
-            (Draw::Gains, _) => fill(GAMMA, t.len, &mut rng),
-            (Draw::Projection { fan_in, shrink }, _) => {
-                projection(dtype, fan_in, shrink, t.len, &mut rng)
-            }
-            (Draw::Embedding, Some(f)) => fill_exact(f, scale_bits(f, 1.0), t.len, &mut rng),
-            (Draw::Embedding, None) => fill(UNIT, t.len, &mut rng),
-        });
+/// Draws `out`, (a stretch of) a tensor drawn as `draw`, in `dtype` from `rng`: a stretch's
+/// values are those of the whole tensor's draw there, the stretches taken in order (whole blocks
+/// when quantized).
+fn draw_tensor(draw: Draw, dtype: Dtype, out: &mut [f32], rng: &mut Pcg64) {
+    match (draw, dtype.block_format()) {
+        (Draw::Gains, _) => fill_into(GAMMA, out, rng),
+        (Draw::Projection { fan_in, shrink }, Some(f)) => {
+            fill_exact(f, scale_bits(f, projection_bound(fan_in, shrink)), out, rng);
+        }
+        (Draw::Projection { fan_in, shrink }, None) => {
+            let set = ValueSet::scaled(-256, 256, weight_scale_bits(fan_in, shrink));
+            fill_into(set, out, rng);
+        }
+        (Draw::Embedding, Some(f)) => fill_exact(f, scale_bits(f, 1.0), out, rng),
+        (Draw::Embedding, None) => fill_into(UNIT, out, rng),
     }
 }
 
