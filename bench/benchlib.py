@@ -74,10 +74,10 @@ def device_of(info, backend):
 
 
 def ours(bin_dir, db, agent, backend, device, kernel, params, variant=None, iters=20, min_seconds=0.5,
-         dtype=None, timeout_s=300, env=None):
+         dtype=None, timeout_s=300, env=None, mode=None):
     """One `gpufleet run` of KERNEL with PARAMS on DEVICE of AGENT (ENV: the worker's `--env` overrides, a
-    dict): the result as JSON (status, metric, config, validation...), or a result of status `error` with
-    the tail of what the command said."""
+    dict; MODE: compute_only, the default, or with_transfers): the result as JSON (status, metric, config,
+    validation...), or a result of status `error` with the tail of what the command said."""
     args = [os.path.join(bin_dir, "gpufleet"), "--db", db, "run", "--agent", agent, "--backend", backend,
             "--device", device, "--kernel", kernel, "--min-iterations", str(iters), "--min-seconds",
             str(min_seconds), "--json", "--timeout-s", str(timeout_s)]
@@ -85,6 +85,8 @@ def ours(bin_dir, db, agent, backend, device, kernel, params, variant=None, iter
         args += ["--variant", variant]
     if dtype:
         args += ["--dtype", dtype]
+    if mode:
+        args += ["--mode", mode]
     for k, v in params.items():
         args += ["--param", f"{k}={v}"]
     for k, v in (env or {}).items():

@@ -31,7 +31,7 @@
 //!   packed): `W` more.
 //!
 //! Measured as the worker's `ru_maxrss` (VmHWM) when a fresh worker process is fed one job
-//! (warm-up 1, 3 iterations, validated), on a 2-core AMD EPYC with 24 GiB, PoCL 3.1 and lavapipe
+//! (warm-up 1, 3 iterations, validated; `bench/worker_peak.py` makes that measurement), on a 2-core AMD EPYC with 24 GiB, PoCL 3.1 and lavapipe
 //! (Mesa 22.3): the `CALIBRATION` table in the tests below keeps every measurement and checks the
 //! model against it. cpu: an empty worker peaks at 11 MiB, every kernel at that plus 2·H (and I
 //! with transfers, and im2col's workspace) within 3%: vec_add n=2^26 at 1542 MiB for 11 + 1536.
