@@ -212,10 +212,16 @@ impl Problem {
         if let Some((i, _)) = family.packed_input(self) {
             kinds[i] = BufferKind::Packed;
         }
-        if let Some(i) = family.half_input(self) {
+        if let Some(i) = self.half_input() {
             kinds[i] = BufferKind::Half;
         }
         kinds
+    }
+
+    /// The input [`Problem::inputs`] gives as half words ([`Buffer::Half`]: an f16 transformer's
+    /// weights), if any: its index.
+    pub fn half_input(&self) -> Option<usize> {
+        self.family().half_input(self)
     }
 
     /// The input [`Problem::inputs`] gives packed ([`Buffer::Packed`]: a quantized transformer's

@@ -20,7 +20,7 @@
 //! - **A transformer's weights as the device stores them**: quantized (`llm`, `gemv` in q8_0 /
 //!   q4_0) the catalog draws them straight into their packed bytes `P` (a sixth to a quarter of
 //!   the f32 weights `W`; [`Problem::packed_input`]), in f16 into half words (`W/2`,
-//!   [`BufferKind::Half`]), and the uploads read them in place; either counts in `H` at those
+//!   [`Problem::half_input`]), and the uploads read them in place; either counts in `H` at those
 //!   bytes. On a discrete GPU three times like every input (generous): measured on an H100 (`8b`
 //!   decode, 2026-12-07), NVIDIA's OpenCL held `1·P`, Vulkan `2·P` + up to 4 GiB (the input, its
 //!   staging, and a copy of each segment that 1966f30 removed; not re-measured since). Where the
@@ -49,7 +49,7 @@
 use crate::backend::cpu::ops::llm::GEMM_ROWS;
 use crate::backend::{DeviceInfo, Mode};
 use crate::host::memory::{HostMemory, gib};
-use gpufleet_kernels::{BufferKind, KernelId, Problem};
+use gpufleet_kernels::{KernelId, Problem};
 
 const MIB: u64 = 1 << 20;
 const GIB: u64 = 1 << 30;
@@ -95,19 +95,19 @@ use crate::host::memory::HostMemoryShortage;
 /// bytes held as a device stores them (packed or half weights), which an upload reads in place.
 fn host_buffer_bytes(problem: &Problem) -> (u64, u64, u64) {
     let packed = problem.packed_input();
-    let kinds = problem.input_kinds();
+    let half = problem.half_input();
     let (mut inputs, mut as_stored) = (0, 0);
     for (i, &l) in problem.input_lens().iter().enumerate() {
-        match (packed, kinds.get(i)) {
-            (Some((at, bytes)), _) if at == i => {
+        let stored = match packed {
+            Some((at, bytes)) if at == i => Some(bytes),
+            _ => (half == Some(i)).then_some(l as u64 * 2),
+        };
+        match stored {
+            Some(bytes) => {
                 inputs += bytes;
                 as_stored += bytes;
             }
-            (_, Some(BufferKind::Half)) => {
-                inputs += l as u64 * 2;
-                as_stored += l as u64 * 2;
-            }
-            _ => inputs += l as u64 * 4,
+            None => inputs += l as u64 * 4,
         }
     }
     (inputs, problem.output_len() as u64 * 4, as_stored)

@@ -285,8 +285,9 @@ impl LlmRunner {
                 let tok = b.get(s.x.at(r * tok_stride), 1)[0];
                 let tok = (tok.max(0.0) as usize).min(vocab - 1);
                 match weights {
-                    Weights::F32(w) => o.copy_from_slice(&w[table + tok * dim..][..dim]),
-                    Weights::Half(_) => o.copy_from_slice(&weights.read(table + tok * dim, dim)),
+                    Weights::F32(_) | Weights::Half(_) => {
+                        o.copy_from_slice(&weights.read(table + tok * dim, dim));
+                    }
                     Weights::Packed(layout, buf) => {
                         let row = qrow(layout, buf, layout.matrix(table), dim, tok);
                         for (blk, ob) in o.chunks_exact_mut(QK).enumerate() {
