@@ -30,7 +30,7 @@ import statistics
 import sys
 import time
 
-from benchlib import device_of, free_port, local_agent, ours, val
+from benchlib import device_of, free_port, local_agent, ours, teller, val
 
 
 def parse_build(text):
@@ -98,11 +98,7 @@ def main():
                      "same overrides: the comparison would measure nothing")
         seen[key] = name
 
-    def say(line):
-        print(line, flush=True)
-        if args.out:
-            with open(args.out, "a") as f:
-                f.write(line + "\n")
+    say = teller(args.out)
 
     if args.rounds < 1:
         ap.error("--rounds wants 1 or more")

@@ -1,5 +1,5 @@
 """Helpers the bench scripts share: a local agent to run through, one validated run through it, the
-host's CPU name, writing a finished table, and timing HTTP requests (`free_port`, `load`, `pct`,
+host's CPU name, writing a finished table or its rows one at a time, and timing HTTP requests (`free_port`, `load`, `pct`,
 `timed_loads`)."""
 import contextlib
 import json
@@ -63,6 +63,17 @@ def emit(lines, path=None, append=True):
     if path:
         with open(path, "a" if append else "w") as f:
             f.write("\n" + table if append else table)
+
+
+def teller(path=None):
+    """A function printing a line at once and, with PATH, appending it to that file: rows that a run
+    cut short keeps."""
+    def say(line):
+        print(line, flush=True)
+        if path:
+            with open(path, "a") as f:
+                f.write(line + "\n")
+    return say
 
 
 def device_of(info, backend):

@@ -45,11 +45,15 @@ under() { # under SECONDS_RESERVED CMD...: CMD under what is left less the reser
 
 jobs=$(mktemp)
 trap 'rm -f "$jobs"' EXIT
+ab() { # ab NAME < JOBS: the JSON job list on stdin through agents_ab.py, rows into OUT/NAME.md
+    cat >"$jobs"
+    under 0 python3 "$here/agents_ab.py" --build new="$bin" --jobs "$jobs" --out "$out/$1.md" --timeout-s 300
+}
 for part in "${parts[@]}"; do
     stamp "$part"
     case "$part" in
     decode)
-        cat >"$jobs" <<'EOF'
+        ab decode <<'EOF'
 [
  {"backend": "vulkan", "kernel": "copy", "params": {"n": 268435456}, "iters": 20},
  {"backend": "opencl", "kernel": "copy", "params": {"n": 268435456}, "iters": 20},
@@ -60,10 +64,9 @@ for part in "${parts[@]}"; do
  {"backend": "opencl", "kernel": "llm", "variant": "decode", "dtype": "f16", "params": {"model": "8b", "gen": 32}, "iters": 3}
 ]
 EOF
-        under 0 python3 "$here/agents_ab.py" --build new="$bin" --jobs "$jobs" --out "$out/decode.md" --timeout-s 300
         ;;
     quant)
-        cat >"$jobs" <<'EOF'
+        ab quant <<'EOF'
 [
  {"backend": "vulkan", "kernel": "copy", "params": {"n": 268435456}, "iters": 20},
  {"backend": "vulkan", "kernel": "llm", "variant": "decode", "dtype": "q4_0", "params": {"model": "8b", "gen": 128}, "iters": 3},
@@ -72,7 +75,6 @@ EOF
  {"backend": "opencl", "kernel": "llm", "variant": "decode", "dtype": "q8_0", "params": {"model": "8b", "gen": 128}, "iters": 3}
 ]
 EOF
-        under 0 python3 "$here/agents_ab.py" --build new="$bin" --jobs "$jobs" --out "$out/quant.md" --timeout-s 300
         ;;
     peers)
         under 0 python3 "$here/llm_vs_llamacpp.py" --bin-dir "$bin" --backend vulkan --models 1b --dtypes f16 \

@@ -24,7 +24,7 @@ import sys
 import threading
 import time
 
-from benchlib import device_of, free_port, local_agent, ours, val
+from benchlib import device_of, free_port, local_agent, ours, teller, val
 
 
 def agent_pid(port):
@@ -100,11 +100,7 @@ def main():
     if args.mode != "compute_only":
         spec += f" ({args.mode})"
 
-    def say(line):
-        print(line, flush=True)
-        if args.out:
-            with open(args.out, "a") as f:
-                f.write(line + "\n")
+    say = teller(args.out)
 
     say("| spec | device | status | validated | worker peak MiB | wall s | metric |")
     say("| --- | --- | --- | --- | ---: | ---: | ---: |")
